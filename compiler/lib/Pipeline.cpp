@@ -1,0 +1,60 @@
+// Stages and registration: the one place that knows every dialect and pass.
+#include "plan/Compiler/Pipeline.h"
+
+#include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Dialect/Plan/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace plan;
+
+static const struct {
+  Stage stage;
+  const char *name;
+} kStages[] = {
+    {Stage::AST, "ast"},         {Stage::Plan, "plan"},   {Stage::NN, "nn"},
+    {Stage::Grad, "grad"},       {Stage::Sharded, "sharded"}, {Stage::SPMD, "spmd"},
+    {Stage::Sched, "sched"},     {Stage::LLVM, "llvm"},   {Stage::PTX, "ptx"},
+};
+
+const char *plan::stageName(Stage s) {
+  for (auto &e : kStages)
+    if (e.stage == s)
+      return e.name;
+  return "?";
+}
+
+std::optional<Stage> plan::parseStage(const std::string &name) {
+  for (auto &e : kStages)
+    if (name == e.name)
+      return e.stage;
+  return std::nullopt;
+}
+
+std::string plan::stageNames() {
+  std::string out;
+  for (auto &e : kStages)
+    out += (out.empty() ? "" : "|") + std::string(e.name);
+  return out;
+}
+
+bool plan::stageImplemented(Stage s) { return s == Stage::AST || s == Stage::Plan; }
+
+void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
+  if (!options.entry.empty()) {
+    pl::PlanSelectEntryOptions select;
+    select.entry = options.entry;
+    pm.addPass(pl::createPlanSelectEntry(select));
+  }
+  (void)stage;
+}
+
+void plan::registerDialects(mlir::DialectRegistry &registry) {
+  registry.insert<pl::PlanDialect, mlir::func::FuncDialect>();
+}
+
+void plan::registerPasses() {
+  pl::registerPlanPasses();
+  mlir::registerTransformsPasses();
+}

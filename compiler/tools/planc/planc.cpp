@@ -1,0 +1,322 @@
+// planc: the command-line driver (check, emit, build, explain, run).
+#include "plan/Compiler/PlanGen.h"
+#include "plan/Compiler/Pipeline.h"
+#include "plan/Lang/Sema.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+#ifndef PLANC_VERSION
+#define PLANC_VERSION "dev"
+#endif
+
+using namespace plan;
+
+namespace {
+
+const char *kUsage = R"(usage: planc <command> FILE [options]
+
+commands:
+  check FILE                 diagnostics only; exit 0 when clean, 1 on errors
+  emit FILE --stage STAGE    print the IR at STAGE (ast|plan|nn|grad|sharded|spmd|sched|llvm|ptx)
+  build FILE [-o OUT]        an executable for a train, retrieval or generate declaration
+  explain FILE               per-device memory, communication and step time
+  run FILE [-- ARGS]         build, then launch
+
+options:
+  -I DIR                     search DIR for imports (after the importing file's directory)
+  --entry NAME               the declaration to compile or emit
+  --summary                  (check) print what each declaration amounts to
+  --print-ir-after-all       (emit) print the IR after every pass to stderr
+  --dump-ir DIR              (emit) write the IR after every pass to DIR
+  --version, --help
+)";
+
+struct Options {
+  std::string command, file, stage, entry, output, dumpDir, target = "cpu";
+  std::vector<std::string> includeDirs;
+  bool printAfterAll = false, summary = false;
+};
+
+int usageError(const std::string &msg) {
+  llvm::errs() << "planc: error: " << msg << "\n" << "run 'planc --help' for usage\n";
+  return 2;
+}
+
+/// Prints diagnostics: located ones through the SourceMgr handler (source line
+/// and caret), unlocated ones as "planc: error: …".
+class DiagnosticPrinter {
+public:
+  DiagnosticPrinter(mlir::MLIRContext &ctx, llvm::SourceMgr &mgr)
+      : sourceMgrHandler(mgr, &ctx, llvm::errs()),
+        plain(&ctx, [this](mlir::Diagnostic &d) { return handle(d); }) {}
+
+private:
+  mlir::SourceMgrDiagnosticHandler sourceMgrHandler;
+  mlir::ScopedDiagnosticHandler plain;
+
+  llvm::LogicalResult handle(mlir::Diagnostic &d) {
+    if (!llvm::isa<mlir::UnknownLoc>(d.getLocation()))
+      return llvm::failure();  // falls through to the SourceMgr handler
+    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+                                                                             : "note";
+    llvm::errs() << "planc: " << sev << ": " << d.str() << "\n";
+    for (mlir::Diagnostic &n : d.getNotes())
+      llvm::errs() << "planc: note: " << n.str() << "\n";
+    return llvm::success();
+  }
+};
+
+/// --dump-ir DIR: one file per pass, numbered in pipeline order.
+class DumpIR : public mlir::PassInstrumentation {
+public:
+  DumpIR(std::string dir, int start) : dir(std::move(dir)), counter(start) {}
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
+    write(pass->getArgument().str(), op);
+  }
+  void write(const std::string &name, mlir::Operation *op) {
+    llvm::SmallString<256> path(dir);
+    char prefix[8];
+    std::snprintf(prefix, sizeof prefix, "%02d-", counter++);
+    llvm::sys::path::append(path, std::string(prefix) + name + ".mlir");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      llvm::errs() << "planc: error: cannot write '" << path << "': " << ec.message() << "\n";
+      return;
+    }
+    op->print(os, mlir::OpPrintingFlags().enableDebugInfo(true, /*prettyForm=*/true));
+  }
+
+private:
+  std::string dir;
+  int counter;
+};
+
+void printSummary(const sema::Program &p) {
+  auto &os = llvm::outs();
+  for (const sema::Mesh &m : p.meshes) {
+    if (m.loc.file != 0)
+      continue;
+    os << "mesh " << m.name << ": " << m.devices() << " " << sema::deviceKindName(m.kind)
+       << " devices, axes";
+    for (const sema::MeshAxis &a : m.axes)
+      os << " " << a.name << "=" << a.size;
+    os << "\n";
+  }
+  for (const sema::Model &m : p.models) {
+    if (m.loc.file != 0)
+      continue;
+    os << "model " << m.name << ": " << m.numParameters() << " parameters in "
+       << m.params.size() << " tensors, " << m.layers << " layers, " << m.ops.size()
+       << " ops\n";
+  }
+  for (const sema::Train &t : p.trains) {
+    if (t.loc.file != 0)
+      continue;
+    os << "train " << t.name << ": model " << p.models[t.model].name << " ("
+       << p.models[t.model].numParameters() << " parameters) on mesh " << p.meshes[t.mesh].name
+       << "; data " << t.dataParallel << " x tensor " << t.tensorParallel << " x pipeline "
+       << t.pipelineParallel << "; batch " << t.batch << " = micro " << t.micro << " x data "
+       << t.dataParallel << " x accumulation " << t.accumulation << "; seq " << t.seq
+       << "; zero " << t.parallel.zero << "; " << sema::precisionName(t.precision) << "\n";
+  }
+  for (const sema::Retrieval &r : p.retrievals)
+    if (r.loc.file == 0)
+      os << "retrieval " << r.name << ": index \"" << r.index.factory << "\", store \""
+         << r.store << "\", guard " << (r.quarantine ? "quarantine" : "off") << "\n";
+  for (const sema::Generate &g : p.generates)
+    if (g.loc.file == 0)
+      os << "generate " << g.name << ": model " << p.models[g.model].name << "\n";
+}
+
+int runEmitPlan(const Options &opts, const sema::Program &program, lang::Diags &diags,
+                mlir::MLIRContext &ctx) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = genPlanModule(program, diags);
+  if (failed(mlir::verify(*module))) {
+    llvm::errs() << "planc: error: internal: the generated plan IR does not verify\n";
+    return 1;
+  }
+  std::unique_ptr<DumpIR> dump;
+  if (!opts.dumpDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(opts.dumpDir)) {
+      llvm::errs() << "planc: error: cannot create '" << opts.dumpDir << "': " << ec.message()
+                   << "\n";
+      return 1;
+    }
+    dump = std::make_unique<DumpIR>(opts.dumpDir, 0);
+    dump->write("plan-gen", module->getOperation());
+  }
+  if (opts.printAfterAll) {
+    llvm::errs() << "// -----// IR Dump After PlanGen (plan-gen) //----- //\n";
+    module->print(llvm::errs());
+    llvm::errs() << "\n";
+  }
+  mlir::PassManager pm(&ctx);
+  if (opts.printAfterAll)
+    pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
+                        [](mlir::Pass *, mlir::Operation *) { return true; },
+                        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+  if (dump)
+    pm.addInstrumentation(std::move(dump));
+  PipelineOptions pipeline;
+  pipeline.entry = opts.entry;
+  buildPipeline(pm, Stage::Plan, pipeline);
+  if (failed(pm.run(*module)))
+    return 1;
+  module->print(llvm::outs(), mlir::OpPrintingFlags().enableDebugInfo(false));
+  llvm::outs() << "\n";
+  return 0;
+}
+
+int run(const Options &opts, const char *argv0) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  lang::SourceFiles files;
+  DiagnosticPrinter printer(ctx, files.sourceMgr());
+  lang::Diags diags(&ctx, files);
+  lang::FrontendOptions fe;
+  fe.includeDirs = opts.includeDirs;
+  fe.stdlibDir = lang::defaultStdlibDir(argv0);
+
+  if (opts.command == "check") {
+    auto program = lang::analyzeFile(opts.file, fe, diags);
+    if (!program)
+      return 1;
+    if (opts.summary)
+      printSummary(*program);
+    return 0;
+  }
+
+  if (opts.command == "emit") {
+    std::optional<Stage> stage = parseStage(opts.stage);
+    if (opts.stage.empty())
+      return usageError("emit needs --stage " + stageNames());
+    if (!stage)
+      return usageError("unknown stage '" + opts.stage + "'; the stages are " + stageNames());
+    if (!stageImplemented(*stage)) {
+      llvm::errs() << "planc: error: stage '" << opts.stage
+                   << "' is not implemented in this version of planc; it can stop at ast and "
+                      "plan (the nn dialect and code generation come next)\n";
+      return 1;
+    }
+    if (*stage == Stage::AST) {
+      auto parsed = lang::parseFiles(opts.file, fe, diags);
+      if (!parsed)
+        return 1;
+      llvm::outs() << ast::printAST(parsed->front());
+      return 0;
+    }
+    auto program = lang::analyzeFile(opts.file, fe, diags);
+    if (!program)
+      return 1;
+    return runEmitPlan(opts, *program, diags, ctx);
+  }
+
+  // build, explain and run need the later stages of the pipeline.
+  auto program = lang::analyzeFile(opts.file, fe, diags);
+  if (!program)
+    return 1;
+  llvm::errs() << "planc: error: 'planc " << opts.command
+               << "' is not implemented in this version of planc: the plan checks clean, "
+                  "but code generation (nn dialect, lowering, runtime) and the cost model "
+                  "arrive in later versions\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opts;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    llvm::errs() << kUsage;
+    return 2;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    auto value = [&](const char *flag) -> std::optional<std::string> {
+      if (i + 1 >= args.size()) {
+        usageError(std::string(flag) + " needs a value");
+        return std::nullopt;
+      }
+      return args[++i];
+    };
+    auto takeInline = [&](const char *flag, std::string &out) {
+      size_t n = std::strlen(flag);
+      if (a.size() > n + 1 && a.compare(0, n, flag) == 0 && a[n] == '=') {
+        out = a.substr(n + 1);
+        return true;
+      }
+      return false;
+    };
+    if (a == "--help" || a == "-h") {
+      llvm::outs() << kUsage;
+      return 0;
+    }
+    if (a == "--version") {
+      llvm::outs() << "planc " << PLANC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
+      return 0;
+    }
+    if (a == "--") {
+      break;  // the rest belongs to the executable (planc run)
+    } else if (a == "-I") {
+      auto v = value("-I");
+      if (!v)
+        return 2;
+      opts.includeDirs.push_back(*v);
+    } else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) {
+      opts.includeDirs.push_back(a.substr(2));
+    } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" ||
+               a == "--target") {
+      auto v = value(a.c_str());
+      if (!v)
+        return 2;
+      std::string &out = a == "--stage"   ? opts.stage
+                          : a == "--entry" ? opts.entry
+                          : a == "-o"      ? opts.output
+                          : a == "--dump-ir" ? opts.dumpDir
+                                             : opts.target;
+      out = *v;
+    } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
+               takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target)) {
+    } else if (a == "--print-ir-after-all") {
+      opts.printAfterAll = true;
+    } else if (a == "--summary") {
+      opts.summary = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else if (opts.command.empty()) {
+      opts.command = a;
+    } else if (opts.file.empty()) {
+      opts.file = a;
+    } else {
+      return usageError("unexpected argument '" + a + "'");
+    }
+  }
+  static const char *commands[] = {"check", "emit", "build", "explain", "run"};
+  if (std::find_if(std::begin(commands), std::end(commands),
+                   [&](const char *c) { return opts.command == c; }) == std::end(commands))
+    return usageError(opts.command.empty() ? "no command given"
+                                           : "unknown command '" + opts.command + "'");
+  if (opts.file.empty())
+    return usageError("'" + opts.command + "' needs a .plan file");
+  if (opts.target != "cpu" && opts.target != "cuda")
+    return usageError("unknown target '" + opts.target + "'; the targets are cpu and cuda");
+  return run(opts, argv[0]);
+}

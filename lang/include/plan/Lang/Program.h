@@ -1,0 +1,235 @@
+// The checked program: what sema proves about a set of .plan files. This is the
+// single source of truth later stages read: each model's concrete parameter list
+// (path, shape, dtype, logical dims, init) and forward graph, each mesh, and each
+// train / retrieval / generate plan with its derived quantities.
+#ifndef PLAN_LANG_PROGRAM_H
+#define PLAN_LANG_PROGRAM_H
+
+#include "plan/Lang/AST.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plan::sema {
+
+enum class DType { F32, BF16, F16, I32 };
+const char *dtypeName(DType t);
+
+enum class Init { Normal, Zeros, Ones };
+const char *initName(Init i);
+
+/// One trainable tensor of a model.
+struct Parameter {
+  std::string path;                 ///< `h.3.attn.c_attn.weight`; the checkpoint name
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<std::string> dims;    ///< logical dim per axis: vocab, embed, qkv, heads, mlp…
+  Init init = Init::Normal;
+  double initStd = 0.02;            ///< for Init::Normal
+  bool residualProjection = false;  ///< output projection feeding a residual add
+  ast::Loc loc;                     ///< the binding that created it
+  int64_t numElements() const;
+};
+
+/// The forward graph's primitive operations (one `nn` op each, later).
+enum class OpKind {
+  Embedding, Attend, Linear, LayerNorm, RMSNorm, Attention,
+  Gelu, Silu, Relu, Dropout, CrossEntropy, Positions, Add, Sub, Mul,
+};
+const char *opKindName(OpKind k);
+
+/// The type of a value in the forward graph. Batch and sequence are symbolic.
+struct ValueType {
+  enum class Kind { Tokens, Positions, Hidden, Scalar };
+  Kind kind = Kind::Hidden;
+  int64_t features = 0;  ///< Hidden: the last dimension
+  bool operator==(const ValueType &o) const {
+    return kind == o.kind && features == o.features;
+  }
+  std::string str() const;
+};
+
+/// Value ids: 0 = tokens, 1 = targets, op i produces value i + 2.
+constexpr int kTokensValue = 0;
+constexpr int kTargetsValue = 1;
+constexpr int kFirstOpValue = 2;
+
+struct GraphOp {
+  OpKind kind;
+  std::string layer;          ///< the layer's path (`h.0.attn`); empty for free ops
+  std::vector<int> operands;  ///< value ids
+  std::vector<int> params;    ///< indices into Model::params
+  ValueType result;
+  // Attributes, by kind.
+  int64_t heads = 0, kvHeads = 0;  ///< attention
+  bool causal = false, rope = false;
+  double ropeTheta = 10000.0;
+  double eps = 0;                  ///< norms
+  double p = 0;                    ///< dropout
+  int64_t inFeatures = 0, outFeatures = 0;  ///< linear, embedding (rows, cols)
+  int layerIndex = -1;             ///< index within the model's repeated trunk, or -1
+  ast::Loc loc;                    ///< the expression that applied it
+  ast::Loc bindingLoc;             ///< the binding that declared the layer
+};
+
+struct Model {
+  std::string name;
+  ast::Loc loc;
+  std::vector<Parameter> params;
+  std::vector<GraphOp> ops;
+  int result = -1;          ///< value id of the loss
+  int64_t vocab = 0;        ///< rows of the embedding applied to the tokens
+  int64_t maxSeq = 0;       ///< rows of the positional table (0: no limit)
+  int64_t layers = 0;       ///< repeated units in the trunk (pipeline stages split these)
+  int64_t numParameters() const;
+  /// Attention layers with their head counts, for divisibility checks.
+  std::vector<const GraphOp *> attentions() const;
+};
+
+enum class DeviceKind { CPU, CUDA };
+const char *deviceKindName(DeviceKind k);
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  ast::Loc loc;
+};
+
+struct Mesh {
+  std::string name;
+  ast::Loc loc;
+  DeviceKind kind = DeviceKind::CPU;
+  int64_t perNode = 1;
+  int64_t nodes = 1;
+  std::vector<MeshAxis> axes;
+  std::optional<int64_t> memoryBytes;       ///< per device
+  std::optional<double> peakFlops;          ///< FLOP/s, per device
+  std::optional<double> hbmBytesPerSecond;  ///< per device
+  std::map<std::string, double> links;      ///< link name → bytes/s per device
+  int64_t devices() const { return perNode * nodes; }
+  const MeshAxis *axis(const std::string &name) const;
+};
+
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+const char *scheduleName(PipelineSchedule s);
+enum class Precision { FP32, BF16, FP16 };
+const char *precisionName(Precision p);
+enum class Recompute { None, Full, Selective };
+const char *recomputeName(Recompute r);
+enum class LossScale { None, Dynamic, Static };
+enum class LRSchedule { Constant, Linear, Cosine };
+const char *lrScheduleName(LRSchedule s);
+
+struct Parallel {
+  std::vector<std::string> dataAxes;
+  int zero = 0;
+  std::string tensorAxis;     ///< empty: none
+  std::string pipelineAxis;   ///< empty: none
+  int64_t stages = 1;         ///< pipeline stages (axis size × virtual stages)
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  bool sequence = false;      ///< sequence parallel over the tensor axis
+  std::vector<std::string> replicate;
+};
+
+struct Train {
+  std::string name;
+  ast::Loc loc;
+  int model = -1;  ///< index into Program::models
+  int mesh = -1;   ///< index into Program::meshes
+  std::vector<std::string> data, val;  ///< token file paths or globs
+  int64_t batch = 0;  ///< global sequences per optimizer step
+  int64_t micro = 0;  ///< sequences per data-parallel rank per micro-step
+  int64_t seq = 0;
+  int64_t dataParallel = 1;  ///< product of the data axes
+  int64_t tensorParallel = 1;
+  int64_t pipelineParallel = 1;
+  int64_t accumulation = 1;  ///< batch / (micro × dataParallel)
+  Parallel parallel;
+  /// logical dim → mesh axis ("" = replicated), after defaults and overrides.
+  std::map<std::string, std::string> shard;
+  Precision precision = Precision::FP32;
+  LossScale lossScale = LossScale::None;
+  double staticLossScale = 0;
+  Recompute recompute = Recompute::None;
+  struct {
+    double lr = 3e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0;
+  } optimizer;
+  struct {
+    LRSchedule kind = LRSchedule::Constant;
+    int64_t warmup = 0;
+    double minLr = 0;
+  } schedule;
+  double clip = 0;  ///< global gradient-norm clip; 0 = off
+  int64_t steps = 0;
+  int64_t seed = 1337;
+  int64_t evalEvery = 0, evalBatches = 0;  ///< 0 = no eval
+  int64_t checkpointEvery = 0, checkpointKeep = 0;
+  std::string checkpointDir;
+  /// The plan file's directory, against which relative paths resolve at run time.
+  std::string baseDir;
+};
+
+enum class ChunkKind { Tokens, Sentences, Paragraphs };
+enum class EmbedKind { Hashing, Model };
+enum class SearchKind { Hybrid, Vector, Keyword };
+enum class Fusion { Weighted, RRF };
+enum class Metric { InnerProduct, L2 };
+
+struct Retrieval {
+  std::string name;
+  ast::Loc loc;
+  std::vector<std::string> corpus;  ///< globs
+  std::string manifest;             ///< empty when `manifest: none` was written
+  struct { ChunkKind kind = ChunkKind::Tokens; int64_t size = 256, overlap = 0; } chunk;
+  struct {
+    EmbedKind kind = EmbedKind::Hashing;
+    int64_t dim = 384;
+    int model = -1;
+    std::string checkpoint, pool = "mean";
+  } embed;
+  struct { std::string factory = "Flat"; Metric metric = Metric::InnerProduct; int64_t nprobe = 1; } index;
+  struct {
+    SearchKind kind = SearchKind::Hybrid;
+    double vectorWeight = 0.5, keywordWeight = 0.5;
+    int64_t top = 10;
+    Fusion fusion = Fusion::Weighted;
+    int64_t rrfK = 60;
+  } search;
+  struct { bool enabled = false; int model = -1; std::string checkpoint; int64_t top = 5; } rerank;
+  bool quarantine = true;
+  std::string store;
+  std::string baseDir;
+};
+
+struct Generate {
+  std::string name;
+  ast::Loc loc;
+  int model = -1;
+  std::string checkpoint;
+  int context = -1;  ///< index into Program::retrievals, or -1
+  int64_t maxTokens = 128;
+  double temperature = 1.0;
+  int64_t topK = 0;  ///< 0 = off
+  int64_t seed = 1337;
+  std::string baseDir;
+};
+
+/// Everything sema accepted, across the main file and its imports.
+struct Program {
+  std::vector<ast::File> files;  ///< parsed files, main file first
+  std::vector<Model> models;     ///< every concrete model (no free parameters)
+  std::vector<Mesh> meshes;
+  std::vector<Train> trains;
+  std::vector<Retrieval> retrievals;
+  std::vector<Generate> generates;
+  /// Declarations of the main file, in order (kind, index into the vectors above).
+  const Model *findModel(const std::string &name) const;
+  const Mesh *findMesh(const std::string &name) const;
+};
+
+} // namespace plan::sema
+
+#endif // PLAN_LANG_PROGRAM_H

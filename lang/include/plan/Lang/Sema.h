@@ -1,0 +1,117 @@
+// The front end's entry point: load a .plan file and its imports, parse, check,
+// and return the checked Program. Diagnostics go through MLIR's engine with
+// FileLineColLoc locations, so the driver prints them with the source line and a caret.
+#ifndef PLAN_LANG_SEMA_H
+#define PLAN_LANG_SEMA_H
+
+#include "plan/Lang/Program.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace plan::lang {
+
+/// The files of one compilation, held in an llvm::SourceMgr whose buffer names
+/// are the paths shown in diagnostics.
+class SourceFiles {
+public:
+  /// Adds a buffer; returns its file id (the index used in ast::Loc).
+  uint32_t add(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &displayPath,
+               const std::string &identity);
+  llvm::SourceMgr &sourceMgr() { return mgr; }
+  const std::string &path(uint32_t id) const { return files[id].display; }
+  const std::string &identity(uint32_t id) const { return files[id].identity; }
+  llvm::StringRef text(uint32_t id) const;
+  /// Finds a file already loaded under this identity (canonical path).
+  std::optional<uint32_t> find(const std::string &identity) const;
+  size_t size() const { return files.size(); }
+
+private:
+  struct FileInfo {
+    std::string display, identity;
+    unsigned bufferId;
+  };
+  llvm::SourceMgr mgr;
+  std::vector<FileInfo> files;
+};
+
+class Diags;
+
+/// One error or warning being built; notes are attached with note(). Emitted when
+/// it goes out of scope. An inert Diag (a repeat) swallows its notes.
+class Diag {
+public:
+  Diag() = default;
+  explicit Diag(mlir::InFlightDiagnostic d, const Diags *owner)
+      : diag(std::move(d)), owner(owner) {}
+  Diag(Diag &&) = default;
+  Diag &operator=(Diag &&) = default;
+  Diag &note(ast::Loc l, const llvm::Twine &message);
+  /// A note without a location (printed after the error).
+  Diag &note(const llvm::Twine &message);
+
+private:
+  std::optional<mlir::InFlightDiagnostic> diag;
+  const Diags *owner = nullptr;
+};
+
+/// Emits located diagnostics, counting errors and dropping exact repeats (a
+/// block instantiated twelve times reports its error once).
+class Diags {
+public:
+  Diags(mlir::MLIRContext *ctx, SourceFiles &files) : ctx(ctx), files(files) {}
+  mlir::Location loc(ast::Loc l) const;
+  Diag error(ast::Loc l, const llvm::Twine &message);
+  Diag warning(ast::Loc l, const llvm::Twine &message);
+  unsigned errorCount() const { return errors; }
+  mlir::MLIRContext *context() const { return ctx; }
+  SourceFiles &sourceFiles() const { return files; }
+
+private:
+  mlir::MLIRContext *ctx;
+  SourceFiles &files;
+  unsigned errors = 0;
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t, std::string>> seen;
+};
+
+struct FrontendOptions {
+  std::vector<std::string> includeDirs;  ///< `-I DIR`, searched after the importer's dir
+  std::string stdlibDir;                 ///< the installed stdlib; see defaultStdlibDir()
+};
+
+/// The stdlib next to the executable (`<prefix>/share/planc/stdlib`), else
+/// $PLANC_STDLIB, else the source tree's stdlib this build was configured with.
+std::string defaultStdlibDir(const char *argv0);
+
+/// Loads, parses and checks `mainPath` and everything it imports. Returns the
+/// program when no error was reported.
+std::optional<sema::Program> analyzeFile(const std::string &mainPath,
+                                         const FrontendOptions &options, Diags &diags);
+
+/// Same, for source text already in memory (fuzzing, tests). Relative imports
+/// resolve against `displayPath`'s directory.
+std::optional<sema::Program> analyzeBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                                           const std::string &displayPath,
+                                           const FrontendOptions &options, Diags &diags);
+
+/// Parses `mainPath` and its imports without checking them (`emit --stage ast`).
+std::optional<std::vector<ast::File>> parseFiles(const std::string &mainPath,
+                                                 const FrontendOptions &options, Diags &diags);
+
+/// "did you mean": the closest candidate within a small edit distance, or "".
+std::string closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates);
+
+} // namespace plan::lang
+
+#endif // PLAN_LANG_SEMA_H

@@ -1,0 +1,80 @@
+// SourceFiles and Diags: the bridge from AST locations to MLIR diagnostics.
+#include "plan/Lang/Sema.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace plan;
+using namespace plan::lang;
+
+uint32_t SourceFiles::add(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                          const std::string &displayPath, const std::string &identity) {
+  // The SourceMgr's buffer name is what MLIR's handler matches FileLineColLoc against.
+  auto named = llvm::MemoryBuffer::getMemBufferCopy(buffer->getBuffer(), displayPath);
+  unsigned id = mgr.AddNewSourceBuffer(std::move(named), llvm::SMLoc());
+  files.push_back({displayPath, identity, id});
+  return uint32_t(files.size() - 1);
+}
+
+llvm::StringRef SourceFiles::text(uint32_t id) const {
+  return mgr.getMemoryBuffer(files[id].bufferId)->getBuffer();
+}
+
+std::optional<uint32_t> SourceFiles::find(const std::string &identity) const {
+  for (size_t i = 0; i < files.size(); ++i)
+    if (files[i].identity == identity)
+      return uint32_t(i);
+  return std::nullopt;
+}
+
+mlir::Location Diags::loc(ast::Loc l) const {
+  if (!l.valid() || l.file >= files.size())
+    return mlir::UnknownLoc::get(ctx);
+  return mlir::FileLineColLoc::get(ctx, files.path(l.file), l.line, l.col);
+}
+
+Diag Diags::error(ast::Loc l, const llvm::Twine &message) {
+  std::string text = message.str();
+  if (!seen.insert({l.file, l.line, l.col, text}).second)
+    return Diag();  // already reported at this spot
+  ++errors;
+  return Diag(mlir::emitError(loc(l), text), this);
+}
+
+Diag Diags::warning(ast::Loc l, const llvm::Twine &message) {
+  std::string text = message.str();
+  if (!seen.insert({l.file, l.line, l.col, "warning: " + text}).second)
+    return Diag();
+  return Diag(mlir::emitWarning(loc(l), text), this);
+}
+
+Diag &Diag::note(ast::Loc l, const llvm::Twine &message) {
+  if (diag)
+    diag->attachNote(owner->loc(l)) << message;
+  return *this;
+}
+
+Diag &Diag::note(const llvm::Twine &message) {
+  if (diag)
+    diag->attachNote() << message;
+  return *this;
+}
+
+std::string plan::lang::closestMatch(llvm::StringRef name,
+                                     const std::vector<std::string> &candidates) {
+  std::string best;
+  unsigned bestDist = ~0u;
+  unsigned limit = std::max<unsigned>(1, unsigned(name.size()) / 3);
+  for (const std::string &c : candidates) {
+    if (c == name)
+      continue;
+    unsigned d = name.edit_distance(c, /*AllowReplacements=*/true, limit + 1);
+    // Case-only differences are always worth suggesting.
+    if (name.equals_insensitive(c))
+      d = 0;
+    if (d <= limit && d < bestDist) {
+      bestDist = d;
+      best = c;
+    }
+  }
+  return best;
+}
