@@ -87,7 +87,7 @@ ID : [A-Za-z_] [A-Za-z0-9_]* ;
 
 // Anything that starts with a digit; the AST builder validates it, so a malformed
 // number (`1.2.3`, `1__0`, `3e`) gets a precise message, and `1f1b` can be a word.
-NUMBER : [0-9] NUMCHAR* ( [eE] [+-] NUMCHAR+ )? ;
+NUMBER : [0-9] NUMCHAR* ( [eE] [+-] NUMCHAR* )? ;
 fragment NUMCHAR : [0-9A-Za-z_.] ;
 
 STRING : '"' ( ~["\\\r\n] | '\\' ~[\r\n] )* '"' ;

@@ -234,8 +234,15 @@ void Sema::typeError(const Value &v, llvm::StringRef what, llvm::StringRef expec
   if (v.isError())
     return;
   auto d = diags.error(v.loc, what.str() + " must be " + expected.str() + ", not " + v.describe());
-  if (v.kind == Value::Kind::Word)
-    d.note("'" + v.s + "' is not a valid number");
+  if (v.kind == Value::Kind::Word) {
+    size_t digits = v.s.find_first_not_of("0123456789");
+    std::string unit = v.s.substr(digits);
+    if (units::lookup(unit))
+      d.note("put a space between a number and its unit: '" + v.s.substr(0, digits) + " " +
+             unit + "'");
+    else
+      d.note("'" + v.s + "' is not a valid number");
+  }
 }
 
 std::optional<int64_t> Sema::toInt(const Value &v, llvm::StringRef what) {

@@ -454,6 +454,9 @@ private:
         ++j;
       if (j == 0 || j == text.size() || !std::isalpha((unsigned char)text[j]))
         word = false;
+      // `3e`, `3E` are numbers missing their exponent, not words.
+      if (word && (text[j] == 'e' || text[j] == 'E') && j + 1 == text.size())
+        word = false;
       for (size_t k = j; word && k < text.size(); ++k)
         if (!std::isalnum((unsigned char)text[k]))
           word = false;

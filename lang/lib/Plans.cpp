@@ -913,14 +913,19 @@ void Sema::checkRetrieval(const ast::Decl &decl) {
       ok = false;
       return std::nullopt;
     }
-    if (v.kind == Value::Kind::Name)
-      v.kind = Value::Kind::Call;  // `rerank = none`-style bare names are calls without args
+    // Bare names (`rerank = none`, `chunk = paragraphs`) are calls without arguments.
+    if (v.kind == Value::Kind::None)
+      v.s = "none";
+    if (v.kind == Value::Kind::Name || v.kind == Value::Kind::None)
+      v.kind = Value::Kind::Call;
     if (v.kind != Value::Kind::Call) {
       typeError(v, std::string("'") + key + "' of " + what, std::string("a call, as in ") + example);
       ok = false;
       return std::nullopt;
     }
-    if (!toChoice(v, std::string(key) + " kind", kinds)) {
+    Value name = v;
+    name.kind = Value::Kind::Name;
+    if (!toChoice(name, std::string(key) + " kind", kinds)) {
       ok = false;
       return std::nullopt;
     }

@@ -127,10 +127,9 @@ private:
     auto model = ModelOp::create(b, loc(m.loc), str(m.name), i64(m.layers), i64(m.vocab),
                                  i64(m.maxSeq), i64(m.numParameters()));
     Type tokens = valueType({sema::ValueType::Kind::Tokens, 0});
+    OpBuilder::InsertionGuard guard(b);
     Block *body = b.createBlock(&model.getBody(), {}, {tokens, tokens},
                                 {loc(m.loc), loc(m.loc)});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(body);
     for (const sema::Parameter &p : m.params) {
       std::optional<Init> init = symbolizeInit(sema::initName(p.init));
       auto op = ParamOp::create(

@@ -94,6 +94,19 @@ LogicalResult MeshOp::verify() {
 // plan.model, plan.param, plan.apply
 //===----------------------------------------------------------------------===//
 
+void ModelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty() || region.front().getNumArguments() != 2)
+    return;
+  setNameFn(region.front().getArgument(0), "tokens");
+  setNameFn(region.front().getArgument(1), "targets");
+}
+
+void ApplyOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  // Values read as the layer that made them: %h.0.attn, %ln_f.
+  if (auto layer = (*this)->getAttrOfType<StringAttr>("layer"))
+    setNameFn(getResult(), layer.getValue());
+}
+
 LogicalResult ModelOp::verify() {
   if (getLayers() < 0 || getVocab() < 0 || getMaxSeq() < 0 || getNumParams() < 0)
     return emitOpError() << "sizes must not be negative";

@@ -4,6 +4,7 @@
 #define PLAN_DIALECT_PLAN_IR_PLANOPS_TD
 
 include "plan/Dialect/Plan/IR/PlanAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -52,7 +53,8 @@ def Plan_MeshOp : Plan_Op<"mesh", [Symbol]> {
 // plan.model, plan.param, plan.apply, plan.return
 //===----------------------------------------------------------------------===//
 
-def Plan_ModelOp : Plan_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove]> {
+def Plan_ModelOp : Plan_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "An instantiated model: its parameters and forward graph";
   let description = [{
     The body holds one `plan.param` per trainable tensor (its path is the
@@ -67,10 +69,10 @@ def Plan_ModelOp : Plan_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove]> {
                               num_params = 1024 : i64, vocab = 16 : i64} {
     ^bb0(%tokens: tensor<?x?xi32>, %targets: tensor<?x?xi32>):
       plan.param @wte.weight : tensor<16x64xf32> dims ["vocab", "embed"] init normal std 2.0e-02
-      %0 = plan.apply embedding [@wte.weight] (%tokens) : (tensor<?x?xi32>) -> tensor<?x?x64xf32>
-      %1 = plan.apply attend [@wte.weight] (%0) : (tensor<?x?x64xf32>) -> tensor<?x?x16xf32>
-      %2 = plan.apply cross_entropy [] (%1, %targets) : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
-      plan.return %2 : tensor<f32>
+      %wte = plan.apply embedding [@wte.weight] (%tokens) {layer = "wte"} : (tensor<?x?xi32>) -> tensor<?x?x64xf32>
+      %wte_0 = plan.apply attend [@wte.weight] (%wte) {layer = "wte"} : (tensor<?x?x64xf32>) -> tensor<?x?x16xf32>
+      %0 = plan.apply cross_entropy [] (%wte_0, %targets) : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+      plan.return %0 : tensor<f32>
     }
     ```
   }];
@@ -121,7 +123,8 @@ def Plan_ParamOp : Plan_Op<"param", [Symbol, HasParent<"ModelOp">]> {
 }
 
 def Plan_ApplyOp : Plan_Op<"apply", [HasParent<"ModelOp">, Pure,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "Applies a primitive layer or tensor operation";
   let description = [{
     One node of the forward graph: the primitive `kind`, the parameters it

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fuzzes the front end with libFuzzer: builds an instrumented planc-fuzz-check with
+# clang in build-fuzz/ (ccache'd), seeds a corpus from the stdlib, examples and
+# tests, and runs for SECONDS (default 60). Crashes land in build-fuzz/crashes/.
+#   test/fuzz/run.sh [SECONDS] [extra libFuzzer flags]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+seconds=${1:-60}
+shift || true
+build=${PLANC_FUZZ_BUILD:-$root/build-fuzz}
+cc=$(command -v clang-22 || command -v clang)
+cxx=$(command -v clang++-22 || command -v clang++)
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DPLANC_ENABLE_FUZZ=ON -DPLANC_ENABLE_TESTS=OFF >/dev/null
+fi
+ninja -C "$build" planc-fuzz-check
+corpus="$build/corpus"
+mkdir -p "$corpus" "$build/crashes"
+find "$root/stdlib" "$root/examples" "$root/test/lang" -name '*.plan' -exec cp {} "$corpus/" \; 2>/dev/null || true
+cp "$root"/test/fuzz/regressions/* "$corpus/" 2>/dev/null || true
+# Fixed crashes stay fixed: replay every regression input first.
+if ls "$root"/test/fuzz/regressions/* >/dev/null 2>&1; then
+  "$build/bin/planc-fuzz-check" "$root"/test/fuzz/regressions/*
+fi
+exec "$build/bin/planc-fuzz-check" "$corpus" -dict="$root/test/fuzz/plan.dict" \
+  -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$build/crashes/" -print_final_stats=1 "$@"
