@@ -55,8 +55,50 @@ Diag &Diag::note(ast::Loc l, const llvm::Twine &message) {
 
 Diag &Diag::note(const llvm::Twine &message) {
   if (diag)
-    diag->attachNote() << message;
+    diag->attachNote(mlir::UnknownLoc::get(owner->context())) << message;
   return *this;
+}
+
+DiagnosticPrinter::DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files,
+                                     llvm::raw_ostream &os)
+    : files(files), os(os), handler(&ctx, [this](mlir::Diagnostic &d) {
+        print(d.getLocation(), d.getSeverity(), d.str(), /*isNote=*/false);
+        for (mlir::Diagnostic &n : d.getNotes())
+          print(n.getLocation(), mlir::DiagnosticSeverity::Note, n.str(), /*isNote=*/true);
+        this->os.flush();
+        return mlir::success();
+      }) {}
+
+void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity severity,
+                              llvm::StringRef message, bool isNote) {
+  llvm::SourceMgr::DiagKind kind = severity == mlir::DiagnosticSeverity::Error
+                                       ? llvm::SourceMgr::DK_Error
+                                   : severity == mlir::DiagnosticSeverity::Warning
+                                       ? llvm::SourceMgr::DK_Warning
+                                       : llvm::SourceMgr::DK_Note;
+  llvm::SourceMgr &mgr = files.sourceMgr();
+  if (auto fl = loc->findInstanceOf<mlir::FileLineColLoc>()) {
+    for (unsigned id = 1; id <= mgr.getNumBuffers(); ++id) {
+      if (mgr.getMemoryBuffer(id)->getBufferIdentifier() != fl.getFilename().getValue())
+        continue;
+      llvm::SMLoc at = mgr.FindLocForLineAndColumn(id, fl.getLine(), fl.getColumn());
+      if (at.isValid()) {
+        mgr.PrintMessage(os, at, kind, message);
+        return;
+      }
+    }
+    os << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn() << ": "
+       << (kind == llvm::SourceMgr::DK_Error     ? "error"
+           : kind == llvm::SourceMgr::DK_Warning ? "warning"
+                                                 : "note")
+       << ": " << message << "\n";
+    return;
+  }
+  if (isNote)
+    os << "note: " << message << "\n";
+  else
+    os << "planc: " << (kind == llvm::SourceMgr::DK_Error ? "error" : "warning") << ": "
+       << message << "\n";
 }
 
 std::string plan::lang::closestMatch(llvm::StringRef name,

@@ -12,13 +12,18 @@
 #include <cstdio>
 #include <cstdlib>
 
+// LLVM's allocator headers, inlined into this instrumented build, poison slab
+// memory that the uninstrumented libMLIR.so then uses legitimately; ignore such
+// user poisoning so ASan reports only real errors.
+extern "C" const char *__asan_default_options() { return "allow_user_poisoning=0"; }
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::DialectRegistry registry;
   plan::registerDialects(registry);
   mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
   plan::lang::SourceFiles files;
   // Render every diagnostic, with its source line and caret, into the void.
-  mlir::SourceMgrDiagnosticHandler handler(files.sourceMgr(), &ctx, llvm::nulls());
+  plan::lang::DiagnosticPrinter printer(ctx, files, llvm::nulls());
   plan::lang::Diags diags(&ctx, files);
   plan::lang::FrontendOptions options;
   options.stdlibDir = PLANC_STDLIB_SOURCE_DIR;

@@ -55,31 +55,6 @@ int usageError(const std::string &msg) {
   return 2;
 }
 
-/// Prints diagnostics: located ones through the SourceMgr handler (source line
-/// and caret), unlocated ones as "planc: error: …".
-class DiagnosticPrinter {
-public:
-  DiagnosticPrinter(mlir::MLIRContext &ctx, llvm::SourceMgr &mgr)
-      : sourceMgrHandler(mgr, &ctx, llvm::errs()),
-        plain(&ctx, [this](mlir::Diagnostic &d) { return handle(d); }) {}
-
-private:
-  mlir::SourceMgrDiagnosticHandler sourceMgrHandler;
-  mlir::ScopedDiagnosticHandler plain;
-
-  llvm::LogicalResult handle(mlir::Diagnostic &d) {
-    if (!llvm::isa<mlir::UnknownLoc>(d.getLocation()))
-      return llvm::failure();  // falls through to the SourceMgr handler
-    const char *sev = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
-                      : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
-                                                                             : "note";
-    llvm::errs() << "planc: " << sev << ": " << d.str() << "\n";
-    for (mlir::Diagnostic &n : d.getNotes())
-      llvm::errs() << "planc: note: " << n.str() << "\n";
-    return llvm::success();
-  }
-};
-
 /// --dump-ir DIR: one file per pass, numbered in pipeline order.
 class DumpIR : public mlir::PassInstrumentation {
 public:
@@ -188,7 +163,7 @@ int run(const Options &opts, const char *argv0) {
   mlir::MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   lang::SourceFiles files;
-  DiagnosticPrinter printer(ctx, files.sourceMgr());
+  lang::DiagnosticPrinter printer(ctx, files, llvm::errs());
   lang::Diags diags(&ctx, files);
   lang::FrontendOptions fe;
   fe.includeDirs = opts.includeDirs;

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <memory>
 #include <optional>
@@ -83,6 +84,21 @@ private:
   SourceFiles &files;
   unsigned errors = 0;
   std::set<std::tuple<uint32_t, uint32_t, uint32_t, std::string>> seen;
+};
+
+/// Prints diagnostics as `file:line:col: error: message`, the source line and a
+/// caret, then each note the same way; a note without a location prints as
+/// `note: message`, and an unlocated error as `planc: error: message`.
+class DiagnosticPrinter {
+public:
+  DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files, llvm::raw_ostream &os);
+
+private:
+  void print(mlir::Location loc, mlir::DiagnosticSeverity severity, llvm::StringRef message,
+             bool isNote);
+  SourceFiles &files;
+  llvm::raw_ostream &os;
+  mlir::ScopedDiagnosticHandler handler;
 };
 
 struct FrontendOptions {
