@@ -2,6 +2,8 @@
 // of the language (axis roles, divisibility, accumulation, pipeline limits, …).
 #include "SemaInternal.h"
 
+#include "plan/Lang/Layout.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
 
@@ -477,21 +479,8 @@ void Sema::checkTrain(const ast::Decl &decl) {
     }
     if (t.micro > 0) {
       int64_t per = t.micro * t.dataParallel;
-      if (t.batch % per != 0 || t.batch < per) {
-        auto d = diags.error(sec.get("batch")->loc,
-                             "batch " + std::to_string(t.batch) +
-                                 " is not a whole multiple of micro × data-parallel size = " +
-                                 std::to_string(t.micro) + " × " +
-                                 std::to_string(t.dataParallel) + " = " + std::to_string(per));
-        if (sec.get("micro"))
-          d.note(sec.get("micro")->loc, "micro is set here");
-        if (!dataLocs.empty())
-          d.note(dataLocs.front(), "the data axes are set here");
-        d.note("gradient accumulation steps = batch / (micro × data-parallel size) must be a whole number ≥ 1");
-        ok = false;
-      } else {
+      if (t.batch % per == 0 && t.batch >= per)
         t.accumulation = t.batch / per;
-      }
     }
   }
 
@@ -559,95 +548,83 @@ void Sema::checkTrain(const ast::Decl &decl) {
     }
   }
 
-  // Divisibility by the tensor axis.
-  if (model && mesh && t.tensorParallel > 1) {
-    int64_t tp = t.tensorParallel;
-    std::string axis = "the tensor axis '" + t.parallel.tensorAxis + "' (" + std::to_string(tp) + ")";
-    bool headsSplit = t.shard["qkv"] == t.parallel.tensorAxis || t.shard["heads"] == t.parallel.tensorAxis;
-    std::set<std::tuple<uint32_t, uint32_t, uint32_t, std::string>> reported;
-    auto once = [&](ast::Loc l, const std::string &kind) {
-      return reported.insert({l.file, l.line, l.col, kind}).second;
-    };
-    if (headsSplit)
-      for (const sema::GraphOp *op : model->attentions()) {
-        if (op->heads % tp != 0 && once(op->bindingLoc, "heads")) {
-          diags.error(tensorLoc, "the " + std::to_string(op->heads) + " heads of attention '" +
-                                     op->layer + "' are not divisible by " + axis)
-              .note(op->bindingLoc, "the attention is declared here");
-          ok = false;
-        } else if (op->kvHeads % tp != 0 && once(op->bindingLoc, "kv_heads")) {
-          diags.error(tensorLoc, "the " + std::to_string(op->kvHeads) + " kv_heads of attention '" +
-                                     op->layer + "' are not divisible by " + axis)
-              .note(op->bindingLoc, "the attention is declared here")
-              .note("grouped-query attention splits whole key/value heads over the tensor axis");
-          ok = false;
-        }
+  // The layout rules (sema::checkLayout), each reported where the plan sets it.
+  if (mesh && haveBatch && t.micro > 0) {
+    std::string axis = "the tensor axis '" + t.parallel.tensorAxis + "' (" +
+                       std::to_string(t.tensorParallel) + ")";
+    for (const sema::Violation &v : sema::checkLayout(model, sema::layoutOf(t))) {
+      ok = false;
+      std::string value = std::to_string(v.value), divisor = std::to_string(v.divisor);
+      switch (v.kind) {
+      case sema::Violation::Kind::BatchNotDivisible: {
+        auto d = diags.error(sec.get("batch")->loc,
+                             "batch " + value + " is not a whole multiple of micro × data-parallel size = " +
+                                 std::to_string(t.micro) + " × " + std::to_string(t.dataParallel) +
+                                 " = " + divisor);
+        if (sec.get("micro"))
+          d.note(sec.get("micro")->loc, "micro is set here");
+        if (!dataLocs.empty())
+          d.note(dataLocs.front(), "the data axes are set here");
+        d.note("gradient accumulation steps = batch / (micro × data-parallel size) must be a whole number ≥ 1");
+        break;
       }
-    for (const sema::Parameter &p : model->params)
-      for (size_t i = 0; i < p.dims.size(); ++i) {
-        const std::string &d = p.dims[i];
-        if (d == "qkv" || d == "heads")
-          continue;  // covered by the head counts above
-        auto it = t.shard.find(d);
-        if (it == t.shard.end() || it->second != t.parallel.tensorAxis || p.shape[i] % tp == 0)
-          continue;
-        if (!once(p.loc, d))
-          continue;
-        auto diag = diags.error(tensorLoc, "the " + d + " dim of '" + p.path + "' (" +
-                                               std::to_string(p.shape[i]) + ") is not divisible by " + axis);
-        diag.note(p.loc, "the parameter is declared here");
+      case sema::Violation::Kind::Heads:
+        diags.error(tensorLoc, "the " + value + " heads of attention '" + v.op->layer +
+                                   "' are not divisible by " + axis)
+            .note(v.op->bindingLoc, "the attention is declared here");
+        break;
+      case sema::Violation::Kind::KvHeads:
+        diags.error(tensorLoc, "the " + value + " kv_heads of attention '" + v.op->layer +
+                                   "' are not divisible by " + axis)
+            .note(v.op->bindingLoc, "the attention is declared here")
+            .note("grouped-query attention splits whole key/value heads over the tensor axis");
+        break;
+      case sema::Violation::Kind::Dim: {
+        const std::string &d = v.param->dims[v.dimIndex];
+        auto diag = diags.error(tensorLoc, "the " + d + " dim of '" + v.param->path + "' (" + value +
+                                               ") is not divisible by " + axis);
+        diag.note(v.param->loc, "the parameter is declared here");
         if (d == "vocab") {
-          int64_t multiple = 64 * tp;
-          int64_t padded = (p.shape[i] + multiple - 1) / multiple * multiple;
+          int64_t multiple = 64 * v.divisor;
+          int64_t padded = (v.value + multiple - 1) / multiple * multiple;
           diag.note("pad the vocabulary to a multiple of " + std::to_string(multiple) + " (e.g. " +
                     std::to_string(padded) + "), or replicate it with 'shard = [vocab: _]'");
         } else {
           diag.note("replicate it with 'shard = [" + d + ": _]', or change the model");
         }
-        ok = false;
+        break;
       }
-    if (t.parallel.sequence && t.seq % tp != 0) {
-      diags.error(sequenceLoc, "seq " + std::to_string(t.seq) + " is not divisible by " + axis +
-                                   ", which sequence parallel splits it over");
-      ok = false;
-    }
-  }
-
-  // Pipeline: stages, layers, micro-batches.
-  if (model && mesh && !t.parallel.pipelineAxis.empty() && mesh->axis(t.parallel.pipelineAxis)) {
-    int64_t pp = t.pipelineParallel;
-    int64_t stages = t.parallel.stages;
-    if (stages % pp != 0) {
-      diags.error(pipelineLoc, std::to_string(stages) + " pipeline stages do not divide evenly over the " +
-                                   std::to_string(pp) + " ranks of axis '" + t.parallel.pipelineAxis + "'");
-      ok = false;
-    } else if (t.parallel.schedule != sema::PipelineSchedule::Interleaved && stages != pp) {
-      diags.error(pipelineLoc, std::to_string(stages) + " stages on a pipeline axis of " + std::to_string(pp) +
-                                   " need schedule: interleaved");
-      ok = false;
-    } else if (t.parallel.schedule == sema::PipelineSchedule::Interleaved && stages < 2 * pp) {
-      diags.error(pipelineLoc, "an interleaved schedule needs at least two stages per rank: stages ≥ " +
-                                   std::to_string(2 * pp));
-      ok = false;
-    }
-    if (model->layers < stages) {
-      diags.error(pipelineLoc, "model '" + model->name + "' has " + std::to_string(model->layers) +
-                                   " repeated layers, fewer than the " + std::to_string(stages) +
-                                   " pipeline stages")
-          .note(model->loc, "model declared here");
-      ok = false;
-    }
-    if (t.accumulation > 0 && t.micro > 0 && t.accumulation < pp) {
-      diags.error(pipelineLoc, "each step has " + std::to_string(t.accumulation) +
-                                   " micro-batches per pipeline, fewer than its " + std::to_string(pp) +
-                                   " stages")
-          .note("micro-batches = batch / (micro × data-parallel size); raise batch or lower micro");
-      ok = false;
-    } else if (t.parallel.schedule == sema::PipelineSchedule::Interleaved && t.accumulation % pp != 0) {
-      diags.error(pipelineLoc, "an interleaved schedule needs the micro-batches per step (" +
-                                   std::to_string(t.accumulation) + ") to be a multiple of the " +
-                                   std::to_string(pp) + " pipeline ranks");
-      ok = false;
+      case sema::Violation::Kind::Sequence:
+        diags.error(sequenceLoc, "seq " + value + " is not divisible by " + axis +
+                                     ", which sequence parallel splits it over");
+        break;
+      case sema::Violation::Kind::StagesUneven:
+        diags.error(pipelineLoc, value + " pipeline stages do not divide evenly over the " + divisor +
+                                     " ranks of axis '" + t.parallel.pipelineAxis + "'");
+        break;
+      case sema::Violation::Kind::StagesNeedInterleaved:
+        diags.error(pipelineLoc, value + " stages on a pipeline axis of " + divisor +
+                                     " need schedule: interleaved");
+        break;
+      case sema::Violation::Kind::InterleavedTooFewStages:
+        diags.error(pipelineLoc, "an interleaved schedule needs at least two stages per rank: stages ≥ " +
+                                     divisor);
+        break;
+      case sema::Violation::Kind::LayersFewerThanStages:
+        diags.error(pipelineLoc, "model '" + model->name + "' has " + value +
+                                     " repeated layers, fewer than the " + divisor + " pipeline stages")
+            .note(model->loc, "model declared here");
+        break;
+      case sema::Violation::Kind::MicroBatchesFewerThanStages:
+        diags.error(pipelineLoc, "each step has " + value + " micro-batches per pipeline, fewer than its " +
+                                     divisor + " stages")
+            .note("micro-batches = batch / (micro × data-parallel size); raise batch or lower micro");
+        break;
+      case sema::Violation::Kind::InterleavedMicroBatches:
+        diags.error(pipelineLoc, "an interleaved schedule needs the micro-batches per step (" + value +
+                                     ") to be a multiple of the " + divisor + " pipeline ranks");
+        break;
+      }
     }
   }
 
