@@ -21,7 +21,10 @@ std::string Value::describe() const {
   case Kind::Quantity: return std::string(units::describe(dim)) + " ('" + s + "')";
   case Kind::Name: return "the name '" + s + "'";
   case Kind::Word: return "the word '" + s + "'";
-  case Kind::List: return "a list";
+  case Kind::List:
+    if (items.empty())
+      return "an empty list";
+    return items.front().key.empty() ? "a list without 'key: value' items" : "a list of 'key: value' items";
   case Kind::Call: return "a call of '" + s + "'";
   }
   return "a value";
@@ -47,8 +50,8 @@ Value Sema::eval(const Expr &e, const Env *env) {
         std::string best = closestMatch(e.unit, units::allNames());
         auto d = diags.error(e.unitLoc, "unknown unit '" + e.unit + "'" +
                                             (best.empty() ? "" : "; did you mean '" + best + "'?"));
-        d.note("units are B KB MB GB TB KiB MiB GiB TiB, the same with /s, "
-               "FLOP/s GFLOP/s TFLOP/s PFLOP/s, and s ms us ns");
+        d.note("units are B KB MB GB TB PB KiB MiB GiB TiB PiB, the same with /s, "
+               "FLOP/s KFLOP/s MFLOP/s GFLOP/s TFLOP/s PFLOP/s, and s ms us ns min h");
         return Value::error();
       }
       r.kind = Value::Kind::Quantity;

@@ -52,10 +52,12 @@ std::vector<Violation> plan::sema::checkLayout(const Model *modelPtr, const Layo
     };
     if (l.splits("qkv") || l.splits("heads"))
       for (const GraphOp *op : model.attentions()) {
-        if (op->heads % l.tensor != 0 && once(op->bindingLoc, "heads"))
-          add(Violation::Kind::Heads, op->heads, l.tensor)->op = op;
-        else if (op->kvHeads % l.tensor != 0 && once(op->bindingLoc, "kv_heads"))
+        if (op->heads % l.tensor != 0) {
+          if (once(op->bindingLoc, "heads"))
+            add(Violation::Kind::Heads, op->heads, l.tensor)->op = op;
+        } else if (op->kvHeads % l.tensor != 0 && once(op->bindingLoc, "kv_heads")) {
           add(Violation::Kind::KvHeads, op->kvHeads, l.tensor)->op = op;
+        }
       }
     for (const Parameter &p : model.params)
       for (size_t i = 0; i < p.dims.size(); ++i) {

@@ -197,7 +197,8 @@ private:
   sema::Model &model;
   std::vector<std::string> stack;
   int currentLayer = -1;
-  size_t modelDepth = 0;
+  int layerBase = 0;     ///< trunk units applied so far, so indices run on across repeats
+  int repeatDepth = 0;   ///< repeat bindings being bound around the current one
 
   ValueType typeOf(int v) const {
     if (v < sema::kFirstOpValue)
@@ -327,14 +328,16 @@ private:
         failed = true;
         return;
       }
-      bool top = stack.size() == 1 && inst.decl->kind == ast::Decl::Kind::Model;
-      if (top)
+      // The outermost repeat (at any block depth) is the trunk pipeline stages split.
+      if (repeatDepth == 0)
         repeatCount += int(*n);
+      ++repeatDepth;
       for (int64_t i = 0; i < *n && !failed; ++i) {
         auto child = bind(*d, call, path + "." + std::to_string(i) + ".");
         if (child)
           b.repeat.push_back(child);
       }
+      --repeatDepth;
     } else {
       const std::string &callee = e.lhs->text;
       Value call = callValue(e, inst.env);
@@ -479,6 +482,10 @@ private:
       if (args.count("kv_heads") && !positive(args["kv_heads"], "kv_heads of " + what, l.kvHeads))
         return false;
       l.cols = l.rows;
+      if (!(l.ropeTheta > 0)) {
+        diags.error(args["rope_theta"].loc, "'rope_theta' of " + what + " must be positive");
+        return false;
+      }
       if (l.rows % l.heads != 0) {
         diags.error(args["heads"].loc, "the width " + std::to_string(l.rows) + " of " + what +
                                            " is not divisible by its " +
@@ -750,6 +757,13 @@ private:
     case Expr::Kind::Repeat:
       diags.error(e.loc, "'repeat(…)' makes layers: bind it to a name first, then apply it");
       return -1;
+    case Expr::Kind::Member:
+      diags.error(e.loc, "'." + e.text + "' is not a tensor: parameters are read only by the layer "
+                         "that owns them (the one method is '.attend(x)' of an embedding)");
+      return -1;
+    case Expr::Kind::Unary:
+      diags.error(e.loc, "'" + e.text + "' cannot be applied to a tensor; subtract two tensors instead");
+      return -1;
     default:
       diags.error(e.loc, "expected a tensor expression; constants cannot be mixed into the "
                          "tensor graph");
@@ -774,11 +788,11 @@ private:
         diags.error(loc, "a repeated block takes one input");
         return -1;
       }
-      bool top = inst.decl->kind == ast::Decl::Kind::Model && currentLayer < 0;
+      bool top = currentLayer < 0;  // not inside a unit of another repeat
       int x = in[0];
       for (size_t i = 0; i < b.repeat.size(); ++i) {
         if (top)
-          currentLayer = int(i);
+          currentLayer = layerBase + int(i);
         ValueType before = typeOf(x);
         int y = apply(*b.repeat[i], {x}, loc);
         if (y < 0)
@@ -791,8 +805,10 @@ private:
         }
         x = y;
       }
-      if (top)
+      if (top) {
         currentLayer = -1;
+        layerBase += int(b.repeat.size());
+      }
       return x;
     }
     }
@@ -824,6 +840,12 @@ private:
       if (t.kind != ValueType::Kind::Hidden || u.kind != ValueType::Kind::Tokens) {
         diags.error(loc, "'cross_entropy' expects (logits, targets), but got " + t.str() +
                              " and " + u.str());
+        return -1;
+      }
+      if (model.vocab && t.features != model.vocab) {
+        diags.error(loc, "the logits have " + std::to_string(t.features) +
+                             " classes but the token embedding has " +
+                             std::to_string(model.vocab) + " rows (the vocabulary)");
         return -1;
       }
       op.kind = OpKind::CrossEntropy;
@@ -892,8 +914,8 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     return std::nullopt;
   }
   if (!decl->alias && !decl->params.empty()) {
-    diags.error(use, "model '" + name + "' is a family with parameters; name a concrete model, as in 'model m = " +
-                         name + "(…)'")
+    diags.error(use, "model '" + name + "' is a family with parameters; name a concrete model, as in 'model my_" +
+                         name + " = " + name + "(…)'")
         .note(decl->nameLoc, "declared here");
     failedModels.insert(name);
     return std::nullopt;
@@ -985,6 +1007,11 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     if (op.kind != OpKind::Add)
       continue;
     for (int v : op.operands) {
+      if (v < sema::kFirstOpValue)
+        continue;
+      // Residual dropout (x + drop(proj(h))) does not hide the projection.
+      if (model.ops[v - sema::kFirstOpValue].kind == OpKind::Dropout)
+        v = model.ops[v - sema::kFirstOpValue].operands[0];
       if (v < sema::kFirstOpValue)
         continue;
       const GraphOp &src = model.ops[v - sema::kFirstOpValue];

@@ -169,7 +169,18 @@ public:
                   ty == PlanLexer::RBRACK) && !open.empty())
           open.pop_back();
       }
-      if (!open.empty() && (offending->getType() == antlr4::Token::EOF ||
+      auto declKeyword = [&](antlr4::Token *tk) {
+        if (!tk || tk->getCharPositionInLine() != 0)
+          return false;
+        size_t ty = tk->getType();
+        return ty == PlanLexer::MESH || ty == PlanLexer::TRAIN || ty == PlanLexer::MODEL ||
+               ty == PlanLexer::BLOCK || ty == PlanLexer::RETRIEVAL || ty == PlanLexer::GENERATE ||
+               ty == PlanLexer::IMPORT;
+      };
+      antlr4::Token *before =
+          offending->getTokenIndex() > 0 ? tokens.get(offending->getTokenIndex() - 1) : nullptr;
+      if (!open.empty() && (declKeyword(offending) || declKeyword(before) ||
+                            offending->getType() == antlr4::Token::EOF ||
                             offending->getType() == PlanLexer::RBRACE ||
                             offending->getType() == PlanLexer::RPAREN ||
                             offending->getType() == PlanLexer::RBRACK)) {
@@ -507,6 +518,9 @@ private:
     size_t j = 0;
     while (j < text.size() && (isDigit(text[j]) || text[j] == '.' || text[j] == '_'))
       ++j;
+    if (j < text.size() && (text[j] == 'e' || text[j] == 'E') && j + 1 < text.size() &&
+        (isDigit(text[j + 1]) || text[j + 1] == '+' || text[j + 1] == '-' || text[j + 1] == '_'))
+      return ": the exponent is digits only, as in 1e-4";
     if (j < text.size() && std::isalpha((unsigned char)text[j]))
       return "; put a space between a number and its unit, as in '" + text.substr(0, j) +
              " " + text.substr(j) + "'";

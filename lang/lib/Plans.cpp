@@ -159,10 +159,14 @@ void Sema::checkMesh(const ast::Decl &decl) {
     } else {
       for (const Value::Item &it : v.items) {
         auto q = toQuantity(*it.value, units::Dim::BytesPerSecond, "link '" + it.key + "'");
-        if (q)
-          mesh.links[it.key] = *q;
-        else
+        if (q && !(*q > 0)) {
+          diags.error(it.value->loc, "link '" + it.key + "' of " + what + " must be positive");
           ok = false;
+        } else if (q) {
+          mesh.links[it.key] = *q;
+        } else {
+          ok = false;
+        }
       }
     }
   }
@@ -430,7 +434,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
       }
     }
     for (const sema::MeshAxis &a : mesh->axes)
-      if (a.size > 1 && !byAxis.count(a.name)) {
+      if (!byAxis.count(a.name)) {
         diags.error(parallelEntry ? parallelEntry->loc : decl.nameLoc,
                     "mesh axis '" + a.name + "' (size " + std::to_string(a.size) +
                         ") has no role in " + what)
@@ -629,8 +633,10 @@ void Sema::checkTrain(const ast::Decl &decl) {
   }
 
   // Precision and loss scaling.
+  bool precisionOk = true;
   if (const Expr *e = sec.value("precision")) {
     auto p = toChoice(eval(*e, nullptr), "precision", {"fp32", "bf16", "fp16"});
+    precisionOk = p.has_value();
     if (!p)
       ok = false;
     else
@@ -641,8 +647,11 @@ void Sema::checkTrain(const ast::Decl &decl) {
     t.lossScale = sema::LossScale::Dynamic;
   if (const Expr *e = sec.value("loss_scale")) {
     Value v = eval(*e, nullptr);
-    if (t.precision != sema::Precision::FP16 && !v.isError()) {
-      diags.error(e->loc, "loss_scale applies only to precision = fp16");
+    if (v.kind == Value::Kind::None && t.precision != sema::Precision::FP16) {
+      // `loss_scale = none` states what fp32 and bf16 do anyway.
+    } else if (t.precision != sema::Precision::FP16 && !v.isError()) {
+      if (precisionOk)
+        diags.error(e->loc, "loss_scale applies only to precision = fp16");
       ok = false;
     } else if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Float) {
       if (!(v.f >= 1)) {
@@ -1018,7 +1027,7 @@ void Sema::checkRetrieval(const ast::Decl &decl) {
                     : v->s == "vector" ? sema::SearchKind::Vector : sema::SearchKind::Keyword;
     Signature sig{v->s, {{"top", false}}};
     if (v->s == "hybrid")
-      sig.params.insert(sig.params.end(), {{"vector", false}, {"keyword", false}, {"fusion", false}, {"k", false}});
+      sig.params = {{"vector", false}, {"keyword", false}, {"top", false}, {"fusion", false}, {"k", false}};
     if (auto a = bindArgs(*this, sig, *v)) {
       posInt(*a, "top", r.search.top);
       for (auto [key, out] : {std::pair<const char *, double *>{"vector", &r.search.vectorWeight},
@@ -1076,10 +1085,15 @@ void Sema::checkRetrieval(const ast::Decl &decl) {
       ok = false;
   }
   if (const Expr *e = sec.value("store")) {
-    if (auto s = toString(eval(*e, nullptr), "'store'"))
+    if (auto s = toString(eval(*e, nullptr), "'store'")) {
+      if (s->empty()) {
+        diags.error(e->loc, "'store' of " + what + " is empty");
+        ok = false;
+      }
       r.store = *s;
-    else
+    } else {
       ok = false;
+    }
   } else if (!sec.get("store")) {
     diags.error(decl.nameLoc, what + " needs 'store', as in 'store = \"index/" + decl.name + "\"'");
     ok = false;

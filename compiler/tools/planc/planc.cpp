@@ -1,4 +1,6 @@
 // planc: the command-line driver (check, emit, build, explain, run).
+#include "plan/Compiler/CostModel.h"
+#include "plan/Compiler/FitCheck.h"
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
 #include "plan/Lang/Sema.h"
@@ -32,22 +34,27 @@ commands:
   check FILE                 diagnostics only; exit 0 when clean, 1 on errors
   emit FILE --stage STAGE    print the IR at STAGE (ast|plan|nn|grad|sharded|spmd|sched|llvm|ptx)
   build FILE [-o OUT]        an executable for a train, retrieval or generate declaration
-  explain FILE               per-device memory, communication and step time
+  explain FILE               per-device memory, communication and step time of a train plan
   run FILE [-- ARGS]         build, then launch
 
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
+  --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
+  --search                   (explain) rank every layout of the mesh that fits
+  --trace FILE               (explain) write one predicted step as a Chrome trace (Perfetto)
+  --per-layer                (explain) the memory of each layer
   --print-ir-after-all       (emit) print the IR after every pass to stderr
   --dump-ir DIR              (emit) write the IR after every pass to DIR
   --version, --help
 )";
 
 struct Options {
-  std::string command, file, stage, entry, output, dumpDir, target = "cpu";
+  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu";
   std::vector<std::string> includeDirs;
-  bool printAfterAll = false, summary = false;
+  bool printAfterAll = false, summary = false, json = false, searchLayouts = false,
+       perLayer = false;
 };
 
 int usageError(const std::string &msg) {
@@ -157,11 +164,70 @@ int runEmitPlan(const Options &opts, const sema::Program &program, lang::Diags &
   return 0;
 }
 
+int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOptions &fe) {
+  auto program = lang::analyzeFile(opts.file, fe, diags);
+  if (!program)
+    return 1;
+  std::vector<const sema::Train *> trains;
+  for (const sema::Train &t : program->trains)
+    if (t.loc.file == 0 && (opts.entry.empty() || t.name == opts.entry))
+      trains.push_back(&t);
+  if (trains.size() != 1) {
+    std::string names;
+    for (const sema::Train &t : program->trains)
+      if (t.loc.file == 0)
+        names += (names.empty() ? "" : ", ") + t.name;
+    llvm::errs() << "planc: error: "
+                 << (trains.empty() ? (opts.entry.empty() ? std::string("'") + opts.file + "' has no train plan to explain"
+                                                          : "no train plan named '" + opts.entry + "'")
+                                    : std::string("'") + opts.file + "' has several train plans; name one with --entry")
+                 << (names.empty() ? "" : " (train plans: " + names + ")") << "\n";
+    return 1;
+  }
+  const sema::Train &t = *trains.front();
+  const sema::Model &model = program->models[t.model];
+  const sema::Mesh &mesh = program->meshes[t.mesh];
+  sema::Layout layout = sema::layoutOf(t);
+  cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh));
+  if (opts.searchLayouts) {
+    std::vector<cost::Candidate> found = cost::search(model, mesh, layout);
+    if (opts.json) {
+      llvm::outs() << "[\n";
+      for (size_t i = 0; i < found.size() && i < 10; ++i)
+        llvm::outs() << (i ? ",\n" : "")
+                     << cost::renderJson(found[i].estimate, model, mesh, found[i].layout);
+      llvm::outs() << "]\n";
+    } else {
+      std::vector<cost::Candidate> top(found.begin(), found.begin() + std::min<size_t>(found.size(), 10));
+      llvm::outs() << cost::renderSearch(top, model, mesh);
+      if (found.size() > 10)
+        llvm::outs() << "(" << found.size() - 10 << " more fit; --json lists the top 10 in full)\n";
+    }
+    return 0;
+  }
+  if (!opts.trace.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(opts.trace, ec);
+    if (ec) {
+      llvm::errs() << "planc: error: cannot write '" << opts.trace << "': " << ec.message() << "\n";
+      return 1;
+    }
+    os << cost::renderTrace(e);
+  }
+  llvm::outs() << (opts.json ? cost::renderJson(e, model, mesh, layout)
+                             : cost::renderText(e, model, mesh, layout, opts.perLayer));
+  return 0;
+}
+
 int run(const Options &opts, const char *argv0) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
   mlir::MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
+  // IR printing needs a single thread; a failing pass must not dump the module.
+  if (opts.printAfterAll)
+    ctx.disableMultithreading();
+  ctx.printOpOnDiagnostic(false);
   lang::SourceFiles files;
   lang::DiagnosticPrinter printer(ctx, files, llvm::errs());
   lang::Diags diags(&ctx, files);
@@ -173,10 +239,15 @@ int run(const Options &opts, const char *argv0) {
     auto program = lang::analyzeFile(opts.file, fe, diags);
     if (!program)
       return 1;
+    if (!checkFit(*program, diags))
+      return 1;
     if (opts.summary)
       printSummary(*program);
     return 0;
   }
+
+  if (opts.command == "explain")
+    return runExplain(opts, diags, fe);
 
   if (opts.command == "emit") {
     std::optional<Stage> stage = parseStage(opts.stage);
@@ -203,14 +274,14 @@ int run(const Options &opts, const char *argv0) {
     return runEmitPlan(opts, *program, diags, ctx);
   }
 
-  // build, explain and run need the later stages of the pipeline.
+  // build and run need the later stages of the pipeline.
   auto program = lang::analyzeFile(opts.file, fe, diags);
   if (!program)
     return 1;
   llvm::errs() << "planc: error: 'planc " << opts.command
                << "' is not implemented in this version of planc: the plan checks clean, "
-                  "but code generation (nn dialect, lowering, runtime) and the cost model "
-                  "arrive in later versions\n";
+                  "but code generation (nn dialect, lowering, runtime) arrives in a later "
+                  "version\n";
   return 1;
 }
 
@@ -274,6 +345,17 @@ int main(int argc, char **argv) {
       opts.printAfterAll = true;
     } else if (a == "--summary") {
       opts.summary = true;
+    } else if (a == "--json") {
+      opts.json = true;
+    } else if (a == "--search") {
+      opts.searchLayouts = true;
+    } else if (a == "--per-layer") {
+      opts.perLayer = true;
+    } else if (a == "--trace") {
+      auto v = value("--trace");
+      if (!v)
+        return 2;
+      opts.trace = *v;
     } else if (!a.empty() && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else if (opts.command.empty()) {

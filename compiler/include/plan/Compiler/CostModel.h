@@ -1,0 +1,146 @@
+// The cost model: per-device memory, FLOPs, communication and step time of a
+// model laid out over a mesh, before anything runs. The single source of these
+// formulas for `planc explain`, the fit check of `planc check`, and layout search.
+#ifndef PLAN_COMPILER_COSTMODEL_H
+#define PLAN_COMPILER_COSTMODEL_H
+
+#include "plan/Lang/Layout.h"
+#include "plan/Lang/Program.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plan::cost {
+
+/// Figures the plan does not give: the one place to calibrate the model against
+/// measurements (see docs/EXPLAIN.md for where each comes from).
+struct Calibration {
+  /// Fraction of the dense peak that large GEMMs reach.
+  double matmulEfficiency = 0.75;
+  /// Fraction of the HBM bandwidth that streaming kernels reach.
+  double memoryEfficiency = 0.8;
+  /// Fraction of a link's bandwidth that ring collectives reach.
+  double linkEfficiency = 0.8;
+  /// Latency per ring step (alpha), inside a node and across the network.
+  double nodeLatency = 5e-6, networkLatency = 15e-6;
+  /// Per-device figures for meshes that do not state them: one CPU process
+  /// (one core, AVX2 FMA) and an H100 SXM.
+  double cpuPeakFlops = 50e9, cpuMemoryBandwidth = 10e9, cpuLinkBandwidth = 5e9;
+  double cudaPeakFlops = 989e12, cudaMemoryBandwidth = 3.35e12;
+  double cudaNodeBandwidth = 450e9, cudaNetworkBandwidth = 50e9;
+  /// Gradient bucket for data-parallel reduction (PyTorch DDP's default).
+  int64_t bucketBytes = 25ll << 20;
+  /// cuBLASLt workspace per device.
+  int64_t cudaWorkspaceBytes = 32ll << 20;
+  /// FLOPs per element of the elementwise and normalisation ops (forward).
+  double elementwiseFlops = 8;
+
+  static const Calibration &defaults();
+};
+
+/// Bytes per device, by component.
+struct Memory {
+  int64_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  int64_t total() const { return params + grads + optimizer + activations + buffers; }
+  Memory &operator+=(const Memory &o);
+};
+
+/// One unit of the model (embedding, layer i, head) on the rank that holds it.
+struct LayerRow {
+  std::string name;
+  int rank = 0;  ///< pipeline rank
+  int64_t paramElements = 0;  ///< on one device (after tensor splitting)
+  Memory memory;              ///< activations: per micro-batch, before in-flight scaling
+};
+
+struct BufferRow {
+  std::string name;
+  int64_t bytes = 0;
+};
+
+/// Bytes one rank sends (= receives) per optimizer step for one collective on one axis.
+struct CommRow {
+  std::string collective;  ///< all_reduce, all_gather, reduce_scatter, send_recv
+  std::string axis;        ///< data, tensor, pipeline
+  std::string purpose;     ///< "gradients", "layer outputs", …
+  int64_t bytes = 0;       ///< sent by one rank per step
+  int64_t calls = 0;       ///< per step
+  int64_t ranks = 0;       ///< in the collective
+  double seconds = 0;      ///< alpha-beta time
+  double exposedSeconds = 0;
+  std::string link;        ///< node or network
+};
+
+struct TraceEvent {
+  std::string name, stream;  ///< stream: compute, tensor, data, pipeline, bubble
+  double start = 0, duration = 0;  ///< seconds
+};
+
+struct Estimate {
+  int64_t params = 0;            ///< model parameters
+  int64_t devices = 0;
+  int worstRank = 0;             ///< pipeline rank with the largest memory total
+  Memory perDevice;              ///< that rank
+  std::vector<Memory> perRank;   ///< by pipeline rank
+  std::vector<LayerRow> layers;
+  std::vector<BufferRow> buffers;  ///< of the worst rank
+  std::vector<CommRow> comm;       ///< the rank that communicates most
+  double inFlight = 1;             ///< micro-batches of activations live on the worst rank
+  double modelFlopsPerStep = 0;    ///< 3 × forward matmul FLOPs, full attention (for MFU)
+  double hardwareFlopsPerStep = 0; ///< what runs: causal attention halved, recompute added
+  double computeSeconds = 0, memorySeconds = 0, bubbleSeconds = 0, optimizerSeconds = 0;
+  double tensorCommSeconds = 0, dataCommSeconds = 0, pipelineCommSeconds = 0;
+  double stepSeconds = 0, tokensPerSecond = 0, mfu = 0;
+  double peakFlops = 0;            ///< per device, as used
+  std::string bottleneck;
+  std::optional<int64_t> deviceMemory;
+  bool fits() const { return !deviceMemory || perDevice.total() <= *deviceMemory; }
+  std::vector<TraceEvent> trace;  ///< one step of the worst rank
+};
+
+/// Estimates `model` laid out as `layout` on `mesh`. The layout must pass
+/// sema::checkLayout. Axis placement: data outermost, then pipeline, tensor
+/// innermost, unless `axisOrder` gives the mesh's own order of roles.
+Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
+                  const std::vector<std::string> &axisRoles = {},
+                  const Calibration &cal = Calibration::defaults());
+
+/// The roles of the mesh's axes in order ("data", "tensor", "pipeline",
+/// "replicate"), for link placement.
+std::vector<std::string> axisRolesOf(const sema::Train &train, const sema::Mesh &mesh);
+
+/// One candidate of the layout search.
+struct Candidate {
+  sema::Layout layout;
+  Estimate estimate;
+};
+
+struct SearchOptions {
+  size_t top = 10;
+  bool allowPipeline = true;
+};
+
+/// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,
+/// recompute modes, micro-batch sizes and sequence parallelism that pass the
+/// static rules; returns those that fit, fastest first.
+std::vector<Candidate> search(const sema::Model &model, const sema::Mesh &mesh,
+                              const sema::Layout &base, const SearchOptions &options = {},
+                              const Calibration &cal = Calibration::defaults());
+
+/// Formatting: human tables, JSON (fields documented in docs/EXPLAIN.md), and a
+/// Chrome trace of one step.
+std::string formatBytes(double bytes);
+std::string renderText(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
+                       const sema::Layout &layout, bool perLayer);
+std::string renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
+                       const sema::Layout &layout);
+std::string renderTrace(const Estimate &e);
+std::string renderSearch(const std::vector<Candidate> &candidates, const sema::Model &model,
+                         const sema::Mesh &mesh);
+/// A ready-to-paste `parallel { … }` block (and mesh axes) for a layout.
+std::string parallelBlock(const sema::Layout &layout);
+
+} // namespace plan::cost
+
+#endif // PLAN_COMPILER_COSTMODEL_H

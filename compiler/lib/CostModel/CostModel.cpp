@@ -1,0 +1,837 @@
+// The cost model's formulas. Memory comes from the sharded shapes of the actual
+// parameters and from what each op of the forward graph keeps for backward;
+// communication from the collectives the layout implies (ring volumes); time
+// from a roofline per op and an alpha-beta model per collective on the link the
+// axis crosses. docs/EXPLAIN.md states every formula and its source.
+#include "plan/Compiler/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+using namespace plan;
+using namespace plan::cost;
+using sema::GraphOp;
+using sema::OpKind;
+using sema::ValueType;
+
+const Calibration &Calibration::defaults() {
+  static const Calibration c;
+  return c;
+}
+
+Memory &Memory::operator+=(const Memory &o) {
+  params += o.params;
+  grads += o.grads;
+  optimizer += o.optimizer;
+  activations += o.activations;
+  buffers += o.buffers;
+  return *this;
+}
+
+namespace {
+
+/// How a value is split over the tensor axis.
+enum class Split { Replicated, Feature, Sequence };
+
+enum class Coll { AllReduce, AllGather, ReduceScatter };
+
+const char *collName(Coll c) {
+  switch (c) {
+  case Coll::AllReduce: return "all_reduce";
+  case Coll::AllGather: return "all_gather";
+  case Coll::ReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+/// Bytes one rank sends in a ring collective over n ranks of a full buffer of S bytes.
+double ringBytes(Coll c, double S, int64_t n) {
+  if (n <= 1)
+    return 0;
+  double f = double(n - 1) / double(n);
+  return c == Coll::AllReduce ? 2 * f * S : f * S;
+}
+int64_t ringSteps(Coll c, int64_t n) { return n <= 1 ? 0 : (c == Coll::AllReduce ? 2 : 1) * (n - 1); }
+
+struct TensorColl {
+  Coll kind;
+  double fullBytes;  ///< the whole buffer, before splitting
+  const char *purpose;
+};
+
+/// What one op costs on one device for one micro-batch.
+struct OpCost {
+  double fwdFlops = 0, bwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
+  double modelFwdFlops = 0;   ///< unsplit matmul FLOPs, full attention (per micro-batch)
+  bool matmul = false;
+  double saved = 0;           ///< bytes kept for backward, recompute none
+  double savedSelective = 0;  ///< under selective recompute
+  double selectiveFlops = 0, selectiveBytes = 0;  ///< recomputed under selective
+  double logits = 0;          ///< cross-entropy probabilities (a buffer, not a layer activation)
+  std::vector<TensorColl> fwdColls, bwdColls;
+};
+
+struct Link {
+  double bandwidth, latency;
+  std::string name;
+};
+
+class Estimator {
+public:
+  Estimator(const sema::Model &m, const sema::Mesh &mesh, const sema::Layout &l,
+            const std::vector<std::string> &roles, const Calibration &cal)
+      : model(m), mesh(mesh), l(l), cal(cal) {
+    t = l.tensor;
+    d = l.data;
+    p = l.pipeline;
+    S = std::max<int64_t>(l.stages, 1);
+    v = std::max<int64_t>(S / p, 1);
+    mb = std::max<int64_t>(l.microBatches(), 1);
+    b = l.micro;
+    s = l.seq;
+    act = l.precision == sema::Precision::FP32 ? 4 : 2;
+    paramBytes = act;
+    gradBytes = act;
+    optBytes = l.precision == sema::Precision::FP32 ? 8 : 12;
+    bool cuda = mesh.kind == sema::DeviceKind::CUDA;
+    peak = mesh.peakFlops.value_or(cuda ? cal.cudaPeakFlops : cal.cpuPeakFlops);
+    hbm = mesh.hbmBytesPerSecond.value_or(cuda ? cal.cudaMemoryBandwidth : cal.cpuMemoryBandwidth);
+    placeAxes(roles);
+  }
+
+  Estimate run() {
+    Estimate e;
+    e.params = model.numParameters();
+    e.devices = mesh.devices();
+    e.peakFlops = peak;
+    e.deviceMemory = mesh.memoryBytes;
+    assignRanks();
+    analyseOps();
+    memory(e);
+    time(e);
+    return e;
+  }
+
+private:
+  const sema::Model &model;
+  const sema::Mesh &mesh;
+  const sema::Layout &l;
+  const Calibration &cal;
+  int64_t t, d, p, S, v, mb, b, s;
+  double act, paramBytes, gradBytes, optBytes, peak, hbm;
+  std::map<std::string, Link> links;  ///< by role
+  std::vector<int> opRank;            ///< pipeline rank per op
+  std::vector<int> opUnit;            ///< -1 embedding side, layer index, or layers (head)
+  std::vector<OpCost> costs;
+  std::vector<Split> split;           ///< per value id
+  std::set<int> columnInputs;         ///< values already gathered for a column-parallel matmul
+  int64_t width = 0;                  ///< features crossing a pipeline boundary
+
+  // --- placement -----------------------------------------------------------
+  void placeAxes(std::vector<std::string> roles) {
+    if (roles.empty())
+      roles = {"data", "pipeline", "tensor"};
+    std::map<std::string, int64_t> size = {{"data", d}, {"tensor", t}, {"pipeline", p}};
+    int64_t known = d * t * p;
+    size["replicate"] = known > 0 ? std::max<int64_t>(1, mesh.devices() / known) : 1;
+    // Row-major: the last role varies fastest.
+    int64_t stride = 1;
+    std::map<std::string, int64_t> strideOf;
+    for (auto it = roles.rbegin(); it != roles.rend(); ++it) {
+      strideOf[*it] = stride;
+      stride *= size[*it];
+    }
+    bool cuda = mesh.kind == sema::DeviceKind::CUDA;
+    auto bw = [&](const char *name, double dflt) {
+      auto it = mesh.links.find(name);
+      return it != mesh.links.end() ? it->second : dflt;
+    };
+    double nodeBw = bw("node", cuda ? cal.cudaNodeBandwidth : cal.cpuLinkBandwidth);
+    double netBw = bw("network", mesh.links.count("node") && !mesh.links.count("network")
+                                     ? nodeBw
+                                     : (cuda ? cal.cudaNetworkBandwidth : cal.cpuLinkBandwidth));
+    for (const char *role : {"data", "tensor", "pipeline"}) {
+      int64_t span = strideOf.count(role) ? strideOf[role] * size[role] : size[role];
+      bool inNode = span <= mesh.perNode && mesh.perNode % span == 0;
+      links[role] = inNode ? Link{nodeBw, cal.nodeLatency, "node"}
+                           : Link{netBw, cal.networkLatency, "network"};
+    }
+  }
+
+  double collSeconds(Coll c, double fullBytes, int64_t n, const std::string &role) const {
+    if (n <= 1)
+      return 0;
+    const Link &lk = links.at(role);
+    return ringSteps(c, n) * lk.latency + ringBytes(c, fullBytes, n) / (lk.bandwidth * cal.linkEfficiency);
+  }
+
+  // --- pipeline ranks ------------------------------------------------------
+  void assignRanks() {
+    const auto &ops = model.ops;
+    int64_t L = std::max<int64_t>(model.layers, 1);
+    std::vector<int> layerStage(L);
+    for (int64_t st = 0; st < S; ++st)
+      for (int64_t i = st * L / S; i < (st + 1) * L / S; ++i)
+        layerStage[i] = int(st);
+    size_t firstLayered = ops.size();
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].layerIndex >= 0) {
+        firstLayered = i;
+        break;
+      }
+    opRank.resize(ops.size());
+    opUnit.resize(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      int li = ops[i].layerIndex;
+      if (li >= 0 && li < L) {
+        opRank[i] = int(layerStage[li] % p);
+        opUnit[i] = li;
+      } else if (i < firstLayered) {
+        opRank[i] = 0;
+        opUnit[i] = -1;
+      } else {
+        opRank[i] = int(p - 1);
+        opUnit[i] = int(model.layers);
+      }
+      if (li == 0 && !width)
+        for (int o : ops[i].operands)
+          if (o >= sema::kFirstOpValue)
+            width = std::max<int64_t>(width, ops[o - sema::kFirstOpValue].result.features);
+    }
+    if (!width)
+      for (const GraphOp &op : ops)
+        if (op.result.kind == ValueType::Kind::Hidden)
+          width = std::max(width, op.result.features);
+  }
+
+  // --- per-op costs --------------------------------------------------------
+  ValueType typeOf(int v) const {
+    return v < sema::kFirstOpValue ? ValueType{ValueType::Kind::Tokens, 0}
+                                   : model.ops[v - sema::kFirstOpValue].result;
+  }
+  /// Elements of a value on one device, for one micro-batch.
+  double elems(int v) const {
+    ValueType ty = typeOf(v);
+    double n = ty.kind == ValueType::Kind::Hidden ? double(b) * s * ty.features
+               : ty.kind == ValueType::Kind::Tokens ? double(b) * s
+               : ty.kind == ValueType::Kind::Positions ? double(s) : 1;
+    Split sp = v < int(split.size()) ? split[v] : Split::Replicated;
+    return sp == Split::Replicated ? n : n / t;
+  }
+  bool splitsDim(int param, size_t i) const {
+    const sema::Parameter &pr = model.params[param];
+    return i < pr.dims.size() && l.splits(pr.dims[i]);
+  }
+  bool producedByElementwise(int v) const {
+    if (v < sema::kFirstOpValue)
+      return false;
+    OpKind k = model.ops[v - sema::kFirstOpValue].kind;
+    return k == OpKind::Gelu || k == OpKind::Silu || k == OpKind::Relu || k == OpKind::Mul ||
+           k == OpKind::Dropout;
+  }
+
+  /// The collectives around a column-parallel matmul reading `in`, and the state of its input.
+  void columnInput(OpCost &c, int in, const char *what) {
+    // Column-parallel matmuls that read the same value (SwiGLU's gate and up) share
+    // one gather, and their input gradients are summed before one reduction.
+    if (!columnInputs.insert(in).second)
+      return;
+    double full = double(b) * s * typeOf(in).features * act;
+    if (split[in] == Split::Sequence) {
+      c.fwdColls.push_back({Coll::AllGather, full, what});
+      c.bwdColls.push_back({Coll::AllGather, full, what});  // re-gather the input for dW
+      c.bwdColls.push_back({Coll::ReduceScatter, full, what});
+    } else {
+      c.bwdColls.push_back({Coll::AllReduce, full, what});
+    }
+  }
+  /// The collectives after a row-parallel matmul producing `features`.
+  Split rowOutput(OpCost &c, int64_t features, const char *what) {
+    double full = double(b) * s * features * act;
+    if (l.sequence) {
+      c.fwdColls.push_back({Coll::ReduceScatter, full, what});
+      c.bwdColls.push_back({Coll::AllGather, full, what});
+      return Split::Sequence;
+    }
+    c.fwdColls.push_back({Coll::AllReduce, full, what});
+    return Split::Replicated;
+  }
+
+  void analyseOps() {
+    const auto &ops = model.ops;
+    split.assign(ops.size() + sema::kFirstOpValue, Split::Replicated);
+    costs.resize(ops.size());
+    bool tp = t > 1;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const GraphOp &op = ops[i];
+      OpCost &c = costs[i];
+      int out = int(i) + sema::kFirstOpValue;
+      int in = op.operands.empty() ? -1 : op.operands[0];
+      double inE = in >= 0 ? elems(in) : 0;
+      switch (op.kind) {
+      case OpKind::Embedding: {
+        bool vocab = tp && splitsDim(op.params[0], 0);
+        double full = double(b) * s * op.outFeatures * act;
+        if (vocab)
+          c.fwdColls.push_back(l.sequence ? TensorColl{Coll::ReduceScatter, full, "embedding output"}
+                                          : TensorColl{Coll::AllReduce, full, "embedding output"});
+        split[out] = l.sequence && tp ? Split::Sequence : Split::Replicated;
+        double outE = elems(out);
+        c.fwdBytes = 2 * outE * act;
+        c.bwdBytes = 2 * outE * act;
+        c.saved = inE * 4;  // token ids or positions
+        break;
+      }
+      case OpKind::Attend:
+      case OpKind::Linear: {
+        // weight [in, out] for linear; [vocab, embed] for attend (the output is the vocab).
+        int w = op.params[0];
+        bool attend = op.kind == OpKind::Attend;
+        bool col = tp && splitsDim(w, attend ? 0 : 1);
+        bool row = tp && !attend && splitsDim(w, 0);
+        double k = op.inFeatures, n = op.outFeatures;
+        double tokens = double(b) * s;
+        double flops = 2 * tokens * k * n;
+        c.modelFwdFlops = flops;
+        c.matmul = true;
+        if (col) {
+          columnInput(c, in, attend ? "head input" : "column-parallel input");
+          split[out] = Split::Feature;
+          flops /= t;
+        } else if (row) {
+          split[out] = rowOutput(c, int64_t(n), "row-parallel output");
+          flops /= t;
+        } else {
+          split[out] = split[in];
+        }
+        c.fwdFlops = flops;
+        c.bwdFlops = 2 * flops;
+        double wBytes = k * n * paramBytes / ((col || row) ? t : 1);
+        double inStored = col && split[in] == Split::Replicated ? tokens * k : elems(in);
+        c.fwdBytes = inStored * act + elems(out) * act + wBytes;
+        c.bwdBytes = 2 * c.fwdBytes;
+        c.saved = inStored * act;
+        c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
+        if (producedByElementwise(in)) {
+          c.selectiveFlops = cal.elementwiseFlops * inStored;
+          c.selectiveBytes = 2 * inStored * act;
+        }
+        break;
+      }
+      case OpKind::Attention: {
+        bool heads = tp && (l.splits("qkv") || l.splits("heads"));
+        double dm = op.inFeatures;
+        double hd = dm / op.heads;
+        double qkv = (op.heads + 2 * op.kvHeads) * hd;
+        double tokens = double(b) * s;
+        double proj = 2 * tokens * dm * qkv + 2 * tokens * dm * dm;
+        double core = 4 * double(b) * s * s * dm;  // QKᵀ and PV over all query heads
+        c.modelFwdFlops = proj + core;
+        c.matmul = true;
+        double div = heads ? double(t) : 1.0;
+        double coreRun = (op.causal ? 0.5 : 1.0) * core / div;
+        if (heads) {
+          columnInput(c, in, "attention input");
+          split[out] = rowOutput(c, int64_t(dm), "attention output");
+        } else {
+          split[out] = split[in];
+        }
+        c.fwdFlops = proj / div + coreRun;
+        c.bwdFlops = 2 * proj / div + 2.5 * coreRun;  // flash backward recomputes P
+        double inStored = heads && split[in] == Split::Replicated ? tokens * dm : elems(in);
+        double qkvE = tokens * qkv / div, attnOut = tokens * dm / div;
+        double lse = double(b) * (op.heads / div) * s * 4;
+        double wBytes = (dm * qkv + dm * dm) * paramBytes / div;
+        c.fwdBytes = (inStored + qkvE + 2 * attnOut + elems(out)) * act + wBytes;
+        c.bwdBytes = 2 * c.fwdBytes;
+        c.saved = (inStored + qkvE + attnOut) * act + lse;
+        c.savedSelective = (inStored + qkvE) * act;
+        c.selectiveFlops = coreRun;
+        c.selectiveBytes = (qkvE + attnOut) * act;
+        break;
+      }
+      case OpKind::LayerNorm:
+      case OpKind::RMSNorm: {
+        split[out] = split[in];
+        double rows = inE / std::max<int64_t>(typeOf(in).features, 1);
+        double stats = rows * 4 * (op.kind == OpKind::LayerNorm ? 2 : 1);
+        c.fwdFlops = cal.elementwiseFlops * inE;
+        c.bwdFlops = 2 * c.fwdFlops;
+        c.fwdBytes = 2 * inE * act;
+        c.bwdBytes = 3 * inE * act;
+        c.saved = c.savedSelective = inE * act + stats;
+        break;
+      }
+      case OpKind::Gelu:
+      case OpKind::Silu:
+      case OpKind::Relu:
+      case OpKind::Dropout: {
+        split[out] = split[in];
+        c.fwdFlops = cal.elementwiseFlops * inE;
+        c.bwdFlops = c.fwdFlops;
+        c.fwdBytes = 2 * inE * act;
+        c.bwdBytes = 3 * inE * act;
+        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * act;  // masks are bytes
+        break;
+      }
+      case OpKind::Mul:
+        split[out] = split[in];
+        c.fwdFlops = inE;
+        c.bwdFlops = 2 * inE;
+        c.fwdBytes = 3 * inE * act;
+        c.bwdBytes = 5 * inE * act;
+        c.saved = c.savedSelective = 2 * inE * act;
+        break;
+      case OpKind::Add:
+      case OpKind::Sub:
+        split[out] = split[in];
+        c.fwdFlops = inE;
+        c.fwdBytes = 3 * inE * act;
+        c.bwdBytes = 3 * inE * act;
+        break;
+      case OpKind::Positions:
+        split[out] = Split::Replicated;
+        break;
+      case OpKind::CrossEntropy: {
+        split[out] = Split::Replicated;
+        bool vocab = split[in] == Split::Feature;
+        double tokens = double(b) * s;
+        if (vocab)
+          for (const char *what : {"cross-entropy max", "cross-entropy sum", "cross-entropy target"})
+            c.fwdColls.push_back({Coll::AllReduce, tokens * 4, what});
+        c.fwdFlops = 5 * inE;
+        c.bwdFlops = 2 * inE;
+        c.fwdBytes = inE * (act + 4);
+        c.bwdBytes = inE * (4 + act);
+        c.logits = inE * 4;  // fp32 probabilities kept for backward
+        break;
+      }
+      }
+      if (!c.savedSelective && c.saved && op.kind != OpKind::Attend && op.kind != OpKind::Linear &&
+          op.kind != OpKind::Attention)
+        c.savedSelective = c.saved;
+    }
+  }
+
+  double inFlight(int rank) const {
+    if (p == 1)
+      return 1;
+    switch (l.schedule) {
+    case sema::PipelineSchedule::GPipe:
+      return double(mb);
+    case sema::PipelineSchedule::OneFOneB:
+      return double(std::min<int64_t>(mb, p - rank));
+    case sema::PipelineSchedule::Interleaved:
+      // Korthikanti et al. 2022 §4.2.3: the first stage holds p·(1 + (p−1)/(p·v)).
+      return std::min<double>(double(mb) * v, double(p - rank) + double(p - 1) / double(v));
+    }
+    return 1;
+  }
+
+  // --- memory --------------------------------------------------------------
+  void memory(Estimate &e) {
+    const auto &ops = model.ops;
+    // Parameters on each rank, after tensor splitting (a tied weight lives on both ends).
+    std::vector<std::set<int>> paramRanks(model.params.size());
+    for (size_t i = 0; i < ops.size(); ++i)
+      for (int pr : ops[i].params)
+        paramRanks[pr].insert(opRank[i]);
+    std::vector<int64_t> rankElems(p, 0);
+    auto localElems = [&](int pr) {
+      int64_t n = model.params[pr].numElements();
+      for (size_t i = 0; i < model.params[pr].dims.size(); ++i)
+        if (splitsDim(pr, i))
+          n /= t;
+      return n;
+    };
+    // Per unit (embedding side, layer, head) rows.
+    std::map<int, LayerRow> units;
+    auto unitName = [&](int u) {
+      return u < 0 ? std::string("embedding") : u >= model.layers ? std::string("head")
+                                                                  : "layer " + std::to_string(u);
+    };
+    std::vector<int> paramUnit(model.params.size(), -2);
+    for (size_t i = 0; i < ops.size(); ++i)
+      for (int pr : ops[i].params)
+        if (paramUnit[pr] == -2)
+          paramUnit[pr] = opUnit[i];
+    for (size_t pr = 0; pr < model.params.size(); ++pr) {
+      int64_t n = localElems(int(pr));
+      for (int r : paramRanks[pr])
+        rankElems[r] += n;
+      LayerRow &row = units[paramUnit[pr]];
+      row.paramElements += n;
+    }
+    int64_t largestUnit = 0;
+    for (auto &[u, row] : units) {
+      row.name = unitName(u);
+      largestUnit = std::max(largestUnit, row.paramElements);
+    }
+
+    // Activations per micro-batch, per rank and per unit.
+    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
+    std::map<int, double> unitAct;
+    std::map<int, int> unitRank;
+    std::map<int, double> unitInput;  // the unit's input, for full recompute
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpCost &c = costs[i];
+      int u = opUnit[i];
+      unitRank[u] = opRank[i];
+      double bytes = l.recompute == sema::Recompute::Selective ? c.savedSelective : c.saved;
+      unitAct[u] += c.saved;
+      if (l.recompute == sema::Recompute::Full && u >= 0 && u < model.layers) {
+        if (!unitInput.count(u) && !ops[i].operands.empty())
+          unitInput[u] = elems(ops[i].operands[0]) * act;
+      } else {
+        actRank[opRank[i]] += bytes;
+      }
+      logitsRank[opRank[i]] += c.logits;
+    }
+    if (l.recompute == sema::Recompute::Full)
+      for (auto &[u, bytes] : unitInput) {
+        actRank[unitRank[u]] += bytes;
+        workingSet[unitRank[u]] = std::max(workingSet[unitRank[u]], unitAct[u]);
+      }
+    for (auto &[u, row] : units) {
+      row.rank = unitRank.count(u) ? unitRank[u] : 0;
+      row.memory.activations = int64_t(std::llround(unitAct[u]));
+    }
+
+    // Bytes per rank.
+    e.perRank.assign(p, Memory());
+    int64_t worstTotal = -1;
+    for (int64_t r = 0; r < p; ++r) {
+      Memory &mem = e.perRank[r];
+      int64_t n = rankElems[r];
+      int64_t shard = d > 1 ? (n + d - 1) / d : n;
+      mem.params = int64_t((l.zero >= 3 ? shard : n) * paramBytes);
+      mem.grads = int64_t((l.zero >= 2 ? shard : n) * gradBytes);
+      mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
+      double flight = inFlight(int(r));
+      mem.activations = int64_t(std::llround(actRank[r] * flight + workingSet[r]));
+      std::vector<BufferRow> bufs;
+      if (logitsRank[r] > 0) {
+        double flightL = p == 1 ? 1 : (l.schedule == sema::PipelineSchedule::GPipe ? double(mb) : 1.0);
+        bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r] * flightL))});
+      }
+      if (d > 1) {
+        double gradTotal = double(n) * gradBytes;
+        if (l.zero <= 2)
+          bufs.push_back({"gradient buckets (2, at most 25 MiB each)",
+                          int64_t(2 * std::min<double>(double(cal.bucketBytes), gradTotal))});
+        if (l.zero == 3)
+          bufs.push_back({"ZeRO-3 gathered parameters (2 units)",
+                          int64_t(2 * double(largestUnit) * paramBytes)});
+      }
+      if (p > 1)
+        bufs.push_back({"pipeline send/recv", int64_t(2 * double(b) * s * width * act /
+                                                      (l.sequence && t > 1 ? t : 1))});
+      if (mesh.kind == sema::DeviceKind::CUDA)
+        bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes});
+      for (auto &bf : bufs)
+        mem.buffers += bf.bytes;
+      if (mem.total() > worstTotal) {
+        worstTotal = mem.total();
+        e.worstRank = int(r);
+        e.buffers = bufs;
+        e.inFlight = flight;
+      }
+    }
+    e.perDevice = e.perRank[e.worstRank];
+    for (auto &[u, row] : units) {
+      row.memory.params = int64_t(row.paramElements * paramBytes);
+      row.memory.grads = int64_t(row.paramElements * gradBytes);
+      row.memory.optimizer = int64_t(row.paramElements * optBytes);
+      if (d > 1) {
+        int64_t shard = (row.paramElements + d - 1) / d;
+        if (l.zero >= 3) row.memory.params = int64_t(shard * paramBytes);
+        if (l.zero >= 2) row.memory.grads = int64_t(shard * gradBytes);
+        if (l.zero >= 1) row.memory.optimizer = int64_t(shard * optBytes);
+      }
+      e.layers.push_back(row);
+    }
+    rankParamElems = rankElems;
+    tiedElems = 0;
+    for (size_t pr = 0; pr < model.params.size(); ++pr)
+      if (paramRanks[pr].size() > 1)
+        tiedElems += localElems(int(pr));
+    largestUnitElems = largestUnit;
+  }
+  std::vector<int64_t> rankParamElems;
+  int64_t tiedElems = 0, largestUnitElems = 0;
+
+  // --- time and communication ----------------------------------------------
+  struct RankTime {
+    double fwd = 0, bwd = 0;          // per micro-batch, compute only
+    double compute = 0, memory = 0;   // matmul-bound vs bandwidth-bound share of fwd + bwd
+    double tpFwd = 0, tpBwd = 0;      // tensor collectives per micro-batch
+    double ppSend = 0;                // pipeline sends per micro-batch
+    struct Row {
+      double bytes = 0, seconds = 0;
+      int64_t calls = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Row> tpRows;  // by (collective, purpose)
+  };
+
+  double roofline(double flops, double bytes, bool matmul, RankTime &rt) const {
+    double ct = flops / (peak * (matmul ? cal.matmulEfficiency : 1.0));
+    double mt = bytes / (hbm * cal.memoryEfficiency);
+    (ct >= mt ? rt.compute : rt.memory) += std::max(ct, mt);
+    return std::max(ct, mt);
+  }
+
+  void time(Estimate &e) {
+    const auto &ops = model.ops;
+    std::vector<RankTime> rt(p);
+    double modelFwd = 0, hardware = 0;
+    bool full = l.recompute == sema::Recompute::Full;
+    bool selective = l.recompute == sema::Recompute::Selective;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpCost &c = costs[i];
+      RankTime &r = rt[opRank[i]];
+      modelFwd += c.modelFwdFlops;
+      double f = roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
+      double bw = roofline(c.bwdFlops, c.bwdBytes, c.matmul, r);
+      double hw = c.fwdFlops + c.bwdFlops;
+      bool layered = opUnit[i] >= 0 && opUnit[i] < model.layers;
+      if (full && layered) {
+        bw += roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
+        hw += c.fwdFlops;
+      } else if (selective && c.selectiveFlops > 0) {
+        bw += roofline(c.selectiveFlops, c.selectiveBytes, false, r);
+        hw += c.selectiveFlops;
+      }
+      r.fwd += f;
+      r.bwd += bw;
+      hardware += hw;
+      auto addColl = [&](const TensorColl &tc, bool fwd, int times) {
+        double sec = collSeconds(tc.kind, tc.fullBytes, t, "tensor") * times;
+        (fwd ? r.tpFwd : r.tpBwd) += sec;
+        auto &row = r.tpRows[{collName(tc.kind), tc.purpose}];
+        row.bytes += ringBytes(tc.kind, tc.fullBytes, t) * times;
+        row.seconds += sec;
+        row.calls += times;
+      };
+      for (const TensorColl &tc : c.fwdColls)
+        addColl(tc, true, 1);
+      for (const TensorColl &tc : c.bwdColls)
+        addColl(tc, false, 1);
+      if (full && layered)
+        for (const TensorColl &tc : c.fwdColls)
+          addColl(tc, false, 1);  // the recomputed forward communicates again
+    }
+    // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
+    double boundary = double(b) * s * width * act / (l.sequence && t > 1 ? t : 1);
+    if (p > 1) {
+      const Link &lk = links.at("pipeline");
+      double one = lk.latency + boundary / (lk.bandwidth * cal.linkEfficiency);
+      for (int64_t r = 0; r < p; ++r)
+        rt[r].ppSend = one * v * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
+    }
+
+    // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
+    double stage = 0;
+    int slowest = 0;
+    for (int64_t r = 0; r < p; ++r) {
+      double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
+      if (T > stage) {
+        stage = T;
+        slowest = int(r);
+      }
+    }
+    double bubbleStages = p > 1 ? double(p - 1) / double(v) : 0;
+    double pipelined = (double(mb) + bubbleStages) * stage;
+    e.bubbleSeconds = bubbleStages * stage;
+    RankTime &w = rt[slowest];
+    e.computeSeconds = w.compute * mb;
+    e.memorySeconds = w.memory * mb;
+    e.tensorCommSeconds = (w.tpFwd + w.tpBwd) * mb;
+    e.pipelineCommSeconds = w.ppSend * mb;
+
+    // Data-parallel collectives, per rank, per step (ZeRO paper volumes).
+    int64_t commRank = 0;
+    for (int64_t r = 1; r < p; ++r)
+      if (rankParamElems[r] > rankParamElems[commRank])
+        commRank = r;
+    int64_t n = rankParamElems[commRank];
+    double padded = double(d > 1 ? (n + d - 1) / d * d : n);
+    double Sg = padded * gradBytes, Sw = padded * paramBytes;
+    struct DP {
+      Coll kind;
+      double full;
+      int64_t times;
+      const char *purpose;
+    };
+    std::vector<DP> dp;
+    if (d > 1) {
+      switch (l.zero) {
+      case 0: dp = {{Coll::AllReduce, Sg, 1, "gradients"}}; break;
+      case 1: dp = {{Coll::ReduceScatter, Sg, 1, "gradients"}, {Coll::AllGather, Sw, 1, "updated parameters"}}; break;
+      case 2: dp = {{Coll::ReduceScatter, Sg, mb, "gradients"}, {Coll::AllGather, Sw, 1, "updated parameters"}}; break;
+      default:
+        dp = {{Coll::AllGather, Sw, mb, "parameters (forward)"}, {Coll::AllGather, Sw, mb, "parameters (backward)"},
+              {Coll::ReduceScatter, Sg, mb, "gradients"}};
+      }
+    }
+    double dpTotal = 0, dpExposed = 0;
+    const RankTime &cr = rt[commRank];
+    double bwdMicro = cr.bwd + cr.tpBwd;
+    double fwdMicro = cr.fwd + cr.tpFwd;
+    for (const DP &x : dp) {
+      double one = collSeconds(x.kind, x.full, d, "data");
+      double total = one * x.times;
+      double bucketShare = std::min(1.0, double(cal.bucketBytes) / std::max(x.full, 1.0));
+      double exposed;
+      if (l.zero == 3) {
+        // Prefetched one unit ahead: only the first unit's transfer is exposed.
+        double overlap = x.kind == Coll::ReduceScatter ? bwdMicro : fwdMicro;
+        double units = std::max<double>(1, double(model.layers) / double(S) * double(v));
+        exposed = x.times * (std::max(0.0, one - overlap) + one / (units + 1));
+      } else if (x.kind == Coll::AllGather) {
+        exposed = total;  // after the optimizer step
+      } else {
+        // Bucketed behind the backward pass: all but the last bucket hide.
+        exposed = x.times * (std::max(0.0, one - bwdMicro) + one * bucketShare);
+      }
+      exposed = std::min(exposed, total);
+      dpTotal += total;
+      dpExposed += exposed;
+      CommRow row;
+      row.collective = collName(x.kind);
+      row.axis = "data";
+      row.purpose = x.purpose;
+      row.bytes = int64_t(std::llround(ringBytes(x.kind, x.full, d) * x.times));
+      row.calls = x.kind == Coll::AllReduce || l.zero == 1
+                      ? x.times * std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))))
+                      : x.times;
+      row.ranks = d;
+      row.seconds = total;
+      row.exposedSeconds = exposed;
+      row.link = links.at("data").name;
+      e.comm.push_back(row);
+    }
+    // The tied embedding's gradient is summed between the first and last stage.
+    double tied = 0;
+    if (p > 1 && tiedElems > 0) {
+      double full = double(tiedElems) * gradBytes;
+      tied = collSeconds(Coll::AllReduce, full, 2, "pipeline");
+      e.comm.push_back({"all_reduce", "pipeline", "tied embedding gradient",
+                        int64_t(std::llround(ringBytes(Coll::AllReduce, full, 2))), 1, 2, tied, tied,
+                        links.at("pipeline").name});
+    }
+    for (auto &[key, val] : rt[slowest].tpRows)
+      e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
+                        val.calls * mb, t, val.seconds * mb, val.seconds * mb, links.at("tensor").name});
+    if (p > 1) {
+      int64_t sends = mb * v * (p > 2 ? 2 : 1);
+      e.comm.push_back({"send_recv", "pipeline", "activations and their gradients",
+                        int64_t(std::llround(boundary * double(sends))), sends, 2,
+                        e.pipelineCommSeconds, e.pipelineCommSeconds, links.at("pipeline").name});
+    }
+    e.dataCommSeconds = dpExposed;
+
+    // Optimizer: streams master weights, moments, gradients and parameters once.
+    int64_t shard = d > 1 && l.zero >= 1 ? (n + d - 1) / d : n;
+    e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramBytes) / (hbm * cal.memoryEfficiency);
+
+    e.stepSeconds = pipelined + dpExposed + tied + e.optimizerSeconds;
+    double tokens = double(l.batch) * double(l.seq);
+    e.tokensPerSecond = tokens / e.stepSeconds;
+    // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention.
+    e.modelFlopsPerStep = 3 * modelFwd * double(mb) * double(d) / 1.0;
+    e.hardwareFlopsPerStep = hardware * double(mb) * double(d) * double(t);
+    e.mfu = e.modelFlopsPerStep / (e.stepSeconds * double(mesh.devices()) * peak);
+
+    std::vector<std::pair<double, const char *>> parts = {
+        {e.computeSeconds, "compute"},
+        {e.memorySeconds, "memory bandwidth"},
+        {e.tensorCommSeconds, "tensor-parallel communication"},
+        {e.pipelineCommSeconds, "pipeline communication"},
+        {e.bubbleSeconds, "pipeline bubble"},
+        {dpExposed + tied, "data-parallel communication"},
+        {e.optimizerSeconds, "optimizer step"}};
+    e.bottleneck = std::max_element(parts.begin(), parts.end())->second;
+
+    buildTrace(e, rt[e.worstRank], e.worstRank, stage, dpExposed + tied);
+  }
+
+  void buildTrace(Estimate &e, const RankTime &r, int rank, double stage, double dpExposed) {
+    double f = r.fwd, bwd = r.bwd, tf = r.tpFwd, tb = r.tpBwd;
+    double now = 0;
+    auto event = [&](const std::string &name, const std::string &stream, double start, double dur) {
+      if (dur > 0)
+        e.trace.push_back({name, stream, start, dur});
+    };
+    auto fwdBlock = [&](int64_t i) {
+      event("forward " + std::to_string(i), "compute", now, f);
+      now += f;
+      event("tensor collectives (forward " + std::to_string(i) + ")", "tensor", now, tf);
+      now += tf;
+    };
+    auto bwdBlock = [&](int64_t i) {
+      event("backward " + std::to_string(i), "compute", now, bwd);
+      now += bwd;
+      event("tensor collectives (backward " + std::to_string(i) + ")", "tensor", now, tb);
+      now += tb;
+    };
+    int64_t warmup = p > 1 ? std::min<int64_t>(mb, (p - rank - 1) * v) : 0;
+    if (l.schedule == sema::PipelineSchedule::GPipe && p > 1)
+      warmup = mb;
+    double bubble = e.bubbleSeconds;
+    // The first stage waits nowhere before it starts; later ones wait for activations.
+    double lead = p > 1 ? bubble * double(rank) / double(p - 1) : 0;
+    event("pipeline bubble", "bubble", now, lead);
+    now += lead;
+    int64_t fi = 0, bi = 0;
+    for (; fi < warmup; ++fi)
+      fwdBlock(fi);
+    event("pipeline bubble", "bubble", now, bubble - lead);
+    now += bubble - lead;
+    double lastBwdStart = 0;
+    while (bi < mb) {
+      if (fi < mb)
+        fwdBlock(fi++);
+      lastBwdStart = now;
+      bwdBlock(bi++);
+    }
+    double dpStart = lastBwdStart;
+    for (const CommRow &c : e.comm)
+      if (c.axis == "data" || c.purpose == "tied embedding gradient") {
+        double start = c.collective == "all_gather" && l.zero < 3 ? now : dpStart;
+        event(c.collective + " " + c.purpose, "data", start, c.seconds);
+        if (c.collective != "all_gather" || l.zero == 3)
+          dpStart += c.seconds;
+      }
+    double optStart = std::max(now, dpStart - dpExposed + dpExposed);
+    event("optimizer step", "compute", optStart, e.optimizerSeconds);
+    (void)stage;
+  }
+};
+
+} // namespace
+
+std::vector<std::string> plan::cost::axisRolesOf(const sema::Train &train, const sema::Mesh &mesh) {
+  std::vector<std::string> roles;
+  for (const sema::MeshAxis &a : mesh.axes) {
+    const auto &par = train.parallel;
+    if (std::find(par.dataAxes.begin(), par.dataAxes.end(), a.name) != par.dataAxes.end()) {
+      if (std::find(roles.begin(), roles.end(), "data") == roles.end())
+        roles.push_back("data");
+    } else if (a.name == par.tensorAxis) {
+      roles.push_back("tensor");
+    } else if (a.name == par.pipelineAxis) {
+      roles.push_back("pipeline");
+    } else {
+      roles.push_back("replicate");
+    }
+  }
+  return roles;
+}
+
+Estimate plan::cost::estimate(const sema::Model &model, const sema::Mesh &mesh,
+                              const sema::Layout &layout, const std::vector<std::string> &roles,
+                              const Calibration &cal) {
+  return Estimator(model, mesh, layout, roles, cal).run();
+}

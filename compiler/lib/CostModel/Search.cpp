@@ -1,0 +1,77 @@
+// Layout search: every data × tensor × pipeline factorisation of the mesh, ZeRO
+// stage, recompute mode, micro-batch size and sequence-parallel choice that passes
+// sema::checkLayout and fits the device memory, fastest first.
+#include "plan/Compiler/CostModel.h"
+
+#include <algorithm>
+
+using namespace plan;
+using namespace plan::cost;
+
+static std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      out.push_back(i);
+      if (i != n / i)
+        out.push_back(n / i);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh,
+                                          const sema::Layout &base, const SearchOptions &options,
+                                          const Calibration &cal) {
+  std::vector<Candidate> out;
+  int64_t n = mesh.devices();
+  std::set<std::string> tensorDims = base.tensorDims;
+  if (tensorDims.empty())
+    tensorDims = {"vocab", "qkv", "heads", "mlp"};
+  for (int64_t t : divisors(n)) {
+    for (int64_t p : divisors(n / t)) {
+      if (p > 1 && !options.allowPipeline)
+        continue;
+      int64_t d = n / t / p;
+      if (base.batch % d != 0)
+        continue;
+      std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
+      if (p > 1 && model.layers >= 2 * p)
+        schedules.push_back(sema::PipelineSchedule::Interleaved);
+      for (sema::PipelineSchedule sched : schedules)
+        for (int64_t micro : divisors(base.batch / d))
+          for (int zero = 0; zero <= (d > 1 ? 3 : 0); ++zero)
+            for (sema::Recompute rc : {sema::Recompute::None, sema::Recompute::Selective,
+                                       sema::Recompute::Full})
+              for (bool sp : {false, true}) {
+                if (sp && t == 1)
+                  continue;
+                // ZeRO-2/3 reduce gradients every micro-batch; with pipelining they fight
+                // the schedule, as DeepSpeed forbids: leave the pair out.
+                if (p > 1 && zero >= 2)
+                  continue;
+                sema::Layout l = base;
+                l.data = d;
+                l.tensor = t;
+                l.pipeline = p;
+                l.schedule = sched;
+                l.stages = sched == sema::PipelineSchedule::Interleaved ? 2 * p : p;
+                l.micro = micro;
+                l.zero = zero;
+                l.recompute = rc;
+                l.sequence = sp;
+                l.tensorDims = t > 1 ? tensorDims : std::set<std::string>();
+                if (!sema::checkLayout(&model, l).empty())
+                  continue;
+                Estimate e = estimate(model, mesh, l, {}, cal);
+                if (!e.fits())
+                  continue;
+                out.push_back({l, std::move(e)});
+              }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
+    return a.estimate.stepSeconds < b.estimate.stepSeconds;
+  });
+  return out;
+}
