@@ -3,12 +3,17 @@
 grammar Plan;
 
 @parser::members {
-  // A unit belongs to the number before it only on the same line, so that
-  // `batch = 32` followed by `micro = 4` never reads as the quantity `32 micro`.
+  // A unit belongs to the number before it only on the same line, and only when it
+  // does not start the next entry: `batch = 32  micro = 4` is two entries, while
+  // `memory = 80 GIB` is a quantity with a misspelt unit (which sema reports).
   bool unitFollows() {
     auto *next = _input->LT(1);
     auto *prev = _input->LT(-1);
-    return next && prev && next->getType() == ID && next->getLine() == prev->getLine();
+    auto *after = _input->LT(2);
+    if (!next || !prev || next->getType() != ID || next->getLine() != prev->getLine())
+      return false;
+    return !after || (after->getType() != ASSIGN && after->getType() != COLON &&
+                      after->getType() != LBRACE);
   }
   // `GB/s`: only `/s` directly after a unit makes a rate.
   bool perSecondFollows() {
