@@ -107,14 +107,14 @@ Value Sema::eval(const Expr &e, const Env *env) {
       r.s = e.lhs->text;
     }
     bool keyed = !e.args.empty() && !e.args.front().key.empty();
-    std::set<std::string> keys;
+    std::map<std::string, ast::Loc> keys;
     for (const ast::Arg &a : e.args) {
       if (e.kind == Expr::Kind::List && a.key.empty() == keyed) {
         diags.error(a.value->loc, "a list is either all 'key: value' items or none");
         return Value::error();
       }
-      if (!a.key.empty() && !keys.insert(a.key).second) {
-        diags.error(a.keyLoc, "duplicate key '" + a.key + "'");
+      if (!a.key.empty() && !keys.insert({a.key, a.keyLoc}).second) {
+        diags.error(a.keyLoc, "duplicate key '" + a.key + "'").note(keys[a.key], "first set here");
         return Value::error();
       }
       Value::Item item;
@@ -333,7 +333,7 @@ std::optional<std::string> Sema::toChoice(const Value &v, llvm::StringRef what,
   std::string list;
   for (size_t i = 0; i < choices.size(); ++i)
     list += (i ? (i + 1 == choices.size() ? " or " : ", ") : "") + choices[i];
-  std::string best = closestMatch(*w, choices);
+  std::string best = closestMatch(*w, choices, 2);
   diags.error(v.loc, "unknown " + what.str() + " '" + *w + "'" +
                          (best.empty() ? "" : "; did you mean '" + best + "'?"))
       .note(what.str() + " is one of " + list);
@@ -367,6 +367,8 @@ Section::Section(Sema &sema, const std::vector<ast::Entry> &entries, llvm::Strin
   for (const ast::Entry &e : entries) {
     if (std::find(keys.begin(), keys.end(), e.key) == keys.end()) {
       std::string best = closestMatch(e.key, keys);
+      if (!best.empty())
+        suggested.insert(best);
       std::string list;
       for (size_t i = 0; i < keys.size(); ++i)
         list += (i ? ", " : "") + keys[i];

@@ -3,6 +3,8 @@
 // forward graph, and type-checks the tensor dataflow on the way.
 #include "SemaInternal.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
 
 using namespace plan;
@@ -71,6 +73,7 @@ struct Layer {
   ast::Loc loc;
   std::vector<int> params;
   int64_t rows = 0, cols = 0;  ///< embedding (n, d); linear (i, o); norms/attention (d, d)
+  bool defaultDims = false;    ///< the logical dims were not written
   int64_t heads = 0, kvHeads = 0;
   bool causal = true, rope = false;
   double eps = 0, p = 0, ropeTheta = 10000.0;
@@ -112,10 +115,30 @@ public:
       failed = true;
       return nullptr;
     }
+    bool nested = !stack.empty();
+    if (nested)
+      diags.pushContext(call.loc, "in '" + decl.name + "', instantiated here");
     auto env = bindParams(decl, call);
     if (!env) {
+      if (nested)
+        diags.popContext();
       failed = true;
       return nullptr;
+    }
+    if (nested) {
+      // Name the argument values, which is what makes one instance differ from another.
+      std::string values;
+      for (const ast::Param &p : decl.params) {
+        const Value &v = (*env)[p.name];
+        std::string shown = v.kind == Value::Kind::Int ? std::to_string(v.i)
+                            : v.kind == Value::Kind::Bool ? (v.b ? "true" : "false")
+                            : v.kind == Value::Kind::String ? "\"" + v.s + "\""
+                            : v.kind == Value::Kind::Float ? llvm::formatv("{0}", v.f).str() : "…";
+        values += (values.empty() ? "" : ", ") + p.name + " = " + shown;
+      }
+      diags.popContext();
+      diags.pushContext(call.loc, "in '" + decl.name + "'" + (values.empty() ? "" : " (" + values + ")") +
+                                      ", instantiated here");
     }
     stack.push_back(decl.name);
     auto inst = std::make_shared<BlockInst>();
@@ -147,6 +170,8 @@ public:
       makeBinding(*inst, s);
     }
     stack.pop_back();
+    if (nested)
+      diags.popContext();
     return failed ? nullptr : inst;
   }
 
@@ -164,6 +189,17 @@ public:
     std::map<std::string, int> scope;
     for (size_t i = 0; i < inputs.size(); ++i)
       scope[decl.inputs[i].first] = inputs[i];
+    bool nested = decl.kind == ast::Decl::Kind::Block;
+    if (nested)
+      diags.pushContext(callLoc, "in '" + decl.name + "', applied here");
+    struct Pop {
+      Diags &d;
+      bool on;
+      ~Pop() {
+        if (on)
+          d.popContext();
+      }
+    } pop{diags, nested};
     for (size_t i = 0; i < decl.body.size() && !failed; ++i) {
       const ast::Stmt &s = decl.body[i];
       if (inst.isBinding[i])
@@ -372,6 +408,16 @@ private:
       item.key = a.key;
       item.keyLoc = a.keyLoc;
       item.value = std::make_shared<Value>(sema.eval(*a.value, a.key == "dims" ? nullptr : &env));
+      if (item.value->kind == Value::Kind::Name && a.key != "dims") {
+        // Constructor arguments are constants; a bare name must be a parameter.
+        std::vector<std::string> names;
+        for (auto &kv : env)
+          names.push_back(kv.first);
+        std::string best = closestMatch(item.value->s, names);
+        diags.error(item.value->loc, "unknown name '" + item.value->s + "'" +
+                                         (best.empty() ? "" : "; did you mean '" + best + "'?"));
+        return Value::error();
+      }
       if (item.value->isError())
         return Value::error();
       call.items.push_back(std::move(item));
@@ -437,6 +483,7 @@ private:
       auto dims = dimsArg(args, {"vocab", "embed"}, what);
       if (!dims)
         return false;
+      l.defaultDims = !args.count("dims");
       l.params.push_back(addParam(path + ".weight", {l.rows, l.cols}, *dims, Init::Normal, loc));
       break;
     }
@@ -578,8 +625,12 @@ private:
       }
       op.kind = OpKind::Embedding;
       op.result = {ValueType::Kind::Hidden, l.cols};
-      if (t.kind == ValueType::Kind::Positions)
+      if (t.kind == ValueType::Kind::Positions) {
         model.maxSeq = model.maxSeq ? std::min(model.maxSeq, l.rows) : l.rows;
+        // A table indexed by position is not a vocabulary: never split it as one.
+        if (l.defaultDims)
+          model.params[l.params[0]].dims[0] = "context";
+      }
       else if (in[0] == sema::kTokensValue)
         model.vocab = l.rows;
       return addOp(op);
@@ -633,6 +684,10 @@ private:
     for (auto &kv : inst.env)
       names.push_back(kv.first);
     for (auto &n : functionNames())
+      names.push_back(n);
+    for (auto &n : layerNames())
+      names.push_back(n);
+    for (auto &n : sema.declNames([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
       names.push_back(n);
     return names;
   }
@@ -883,14 +938,76 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
   if (decl.kind == ast::Decl::Kind::Model && !decl.alias && decl.inputs.size() != 2)
     diags.error(decl.nameLoc, "model '" + decl.name + "' must take two inputs, (tokens, targets); it takes " +
                                   std::to_string(decl.inputs.size()));
+  // Names resolve even in blocks no model instantiates.
+  std::set<std::string> defined;
+  for (const ast::Param &p : decl.params)
+    defined.insert(p.name);
+  for (auto &in : decl.inputs)
+    defined.insert(in.first);
+  std::function<void(const Expr &)> names = [&](const Expr &e) {
+    auto known = [&](const std::string &n) {
+      return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) ||
+             isFunctionName(n) || lookupDecl(n);
+    };
+    auto unknown = [&](const std::string &n, ast::Loc at) {
+      std::vector<std::string> cands(defined.begin(), defined.end());
+      for (auto &x : layerNames())
+        cands.push_back(x);
+      for (auto &x : functionNames())
+        cands.push_back(x);
+      for (auto &x : declNames([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
+        cands.push_back(x);
+      std::string best = closestMatch(n, cands);
+      diags.error(at, "unknown name '" + n + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
+    };
+    switch (e.kind) {
+    case Expr::Kind::Name:
+      if (!known(e.text))
+        unknown(e.text, e.loc);
+      return;
+    case Expr::Kind::Call:
+      names(*e.lhs);
+      for (const ast::Arg &a : e.args)
+        if (a.key != "dims")
+          names(*a.value);
+      return;
+    case Expr::Kind::Member:
+    case Expr::Kind::Unary:
+      names(*e.lhs);
+      return;
+    case Expr::Kind::Binary:
+      names(*e.lhs);
+      names(*e.rhs);
+      return;
+    case Expr::Kind::Repeat: {
+      names(*e.lhs);
+      const ast::Decl *b = lookupDecl(e.text);
+      if (!b || b->kind != ast::Decl::Kind::Block) {
+        std::string best = closestMatch(e.text, declNames([](const ast::Decl &d) {
+          return d.kind == ast::Decl::Kind::Block;
+        }));
+        diags.error(e.unitLoc, "unknown block '" + e.text + "'" +
+                                   (best.empty() ? "" : "; did you mean '" + best + "'?"));
+      }
+      for (const ast::Arg &a : e.args)
+        names(*a.value);
+      return;
+    }
+    default:
+      return;  // numbers, strings, words, lists (logical dims)
+    }
+  };
   bool returned = false;
   for (const ast::Stmt &s : decl.body) {
     if (returned) {
       diags.error(s.loc, "statement after 'return' is never used");
       break;
     }
+    names(*s.value);
     if (s.kind == ast::Stmt::Kind::Return)
       returned = true;
+    else
+      defined.insert(s.name);
   }
   if (!returned && !decl.alias)
     diags.error(decl.bodyEnd, "'" + decl.name + "' has no 'return'");
@@ -980,6 +1097,8 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
 
   Instantiator inst(*this, model);
   std::shared_ptr<BlockInst> top;
+  if (decl->alias)
+    diags.pushContext(decl->nameLoc, "in model '" + name + "', an instance of '" + body->name + "'");
   if (diags.errorCount() == errorsBefore)
     top = inst.bind(*body, call, "");
   int result = -1;
@@ -989,11 +1108,17 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     ValueType t = result < sema::kFirstOpValue ? ValueType{ValueType::Kind::Tokens, 0}
                                                : model.ops[result - sema::kFirstOpValue].result;
     if (t.kind != ValueType::Kind::Scalar) {
-      diags.error(body->bodyEnd, "model '" + name + "' must return the loss (a scalar, from cross_entropy), not " +
-                                     t.str());
+      ast::Loc at = body->bodyEnd;
+      for (const ast::Stmt &st : body->body)
+        if (st.kind == ast::Stmt::Kind::Return)
+          at = st.value->loc;
+      diags.error(at, "model '" + name + "' must return the loss (a scalar, from cross_entropy), not " +
+                          t.str());
       result = -1;
     }
   }
+  if (decl->alias)
+    diags.popContext();
   modelsInProgress.erase(name);
   if (result < 0 || diags.errorCount() != errorsBefore) {
     failedModels.insert(name);

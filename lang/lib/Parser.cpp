@@ -22,6 +22,9 @@ using ast::Loc;
 namespace {
 
 constexpr int kMaxNesting = 200;
+/// Longest chain of operators in one expression (`a + b + …`); deeper ASTs would
+/// overflow the stack of the recursive passes that follow.
+constexpr int kMaxExprDepth = 1000;
 
 /// Byte offsets of every code point and every line start, so that locations are
 /// byte columns (what MLIR's SourceMgr expects) even after non-ASCII text.
@@ -126,25 +129,47 @@ public:
       : pos(pos), diags(diags), tokens(tokens) {}
 
   void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t,
-                   size_t, const std::string &, std::exception_ptr) override {
+                   size_t, const std::string &, std::exception_ptr ex) override {
     if (seen++)
       return;
     auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
     SyntaxDiag d;
     d.loc = offending ? pos.of(offending) : Loc{pos.fileId, 1, 1};
     std::string found = describeToken(offending);
+
+    // Where a prediction failed, ANTLR's expected set is the one at the start of the
+    // decision, which names what was already seen: say what may follow instead.
+    bool noViable = false;
+    size_t rule = size_t(-1);
+    antlr4::Token *start = nullptr;
+    try {
+      if (ex)
+        std::rethrow_exception(ex);
+    } catch (antlr4::NoViableAltException &nv) {
+      noViable = true;
+      start = nv.getStartToken();
+      if (auto *ctx = dynamic_cast<antlr4::ParserRuleContext *>(nv.getCtx()))
+        rule = ctx->getRuleIndex();
+    } catch (...) {
+    }
+
     std::vector<std::string> expected;
-    if (parser) {
+    if (parser && !noViable) {
       antlr4::misc::IntervalSet set = parser->getExpectedTokens();
+      bool identifiers = set.contains(size_t(PlanLexer::ID));
       for (size_t t : set.toList()) {
-        if (t == PlanLexer::BLOCK || t == PlanLexer::MESH || t == PlanLexer::TRAIN ||
-            t == PlanLexer::RETRIEVAL || t == PlanLexer::GENERATE ||
-            (t == PlanLexer::MODEL && set.contains(size_t(PlanLexer::ID))))
+        if (identifiers && (t == PlanLexer::BLOCK || t == PlanLexer::MESH || t == PlanLexer::TRAIN ||
+                            t == PlanLexer::RETRIEVAL || t == PlanLexer::GENERATE || t == PlanLexer::MODEL))
           continue;  // contextual keywords are also identifiers: don't list them twice
         expected.push_back(friendlyTokenName(parser->getVocabulary(), t));
       }
     }
-    if (!expected.empty() && expected.size() <= 6) {
+    if (noViable && start && start != offending &&
+        (rule == PlanParser::RuleEntry || rule == PlanParser::RuleSection)) {
+      d.message = "expected '=', ':' or '{' after '" + start->getText() + "', found " + found;
+    } else if (noViable && start && start != offending && rule == PlanParser::RuleStmt) {
+      d.message = "expected '=' after '" + start->getText() + "', found " + found;
+    } else if (!expected.empty() && expected.size() <= 10) {
       std::string list;
       for (size_t i = 0; i < expected.size(); ++i) {
         if (i)
@@ -155,7 +180,7 @@ public:
     } else {
       d.message = "unexpected " + found;
     }
-    // An unclosed bracket is the usual cause of an error at the end of the file.
+
     if (offending) {
       std::vector<antlr4::Token *> open;
       for (size_t i = 0; i < tokens.size(); ++i) {
@@ -169,6 +194,10 @@ public:
                   ty == PlanLexer::RBRACK) && !open.empty())
           open.pop_back();
       }
+      auto opener = [](size_t closer) {
+        return closer == PlanLexer::RBRACE ? PlanLexer::LBRACE
+               : closer == PlanLexer::RPAREN ? PlanLexer::LPAREN : PlanLexer::LBRACK;
+      };
       auto declKeyword = [&](antlr4::Token *tk) {
         if (!tk || tk->getCharPositionInLine() != 0)
           return false;
@@ -179,17 +208,30 @@ public:
       };
       antlr4::Token *before =
           offending->getTokenIndex() > 0 ? tokens.get(offending->getTokenIndex() - 1) : nullptr;
-      if (!open.empty() && (declKeyword(offending) || declKeyword(before) ||
-                            offending->getType() == antlr4::Token::EOF ||
-                            offending->getType() == PlanLexer::RBRACE ||
-                            offending->getType() == PlanLexer::RPAREN ||
-                            offending->getType() == PlanLexer::RBRACK)) {
-        antlr4::Token *o = open.back();
+      size_t ty = offending->getType();
+      bool closing = ty == PlanLexer::RBRACE || ty == PlanLexer::RPAREN || ty == PlanLexer::RBRACK;
+      bool hasOpener = false;
+      for (antlr4::Token *o : open)
+        hasOpener |= closing && o->getType() == opener(ty);
+      auto unclosedNote = [&](antlr4::Token *o) {
         const char *close = o->getType() == PlanLexer::LBRACE   ? "'}'"
                             : o->getType() == PlanLexer::LPAREN ? "')'"
                                                                 : "']'";
         d.notes.push_back({pos.of(o), std::string("unclosed '") + o->getText() +
                                           "' opened here; a " + close + " may be missing"});
+      };
+      antlr4::Token *decl = declKeyword(offending) ? offending : declKeyword(before) ? before : nullptr;
+      if (!open.empty() && decl) {
+        // A declaration keyword at the start of a line inside an open section: the
+        // section's '}' is missing.
+        d.loc = pos.of(decl);
+        d.message = "expected '}' before the next declaration, found '" + decl->getText() + "'";
+        unclosedNote(open.back());
+      } else if (closing && !hasOpener) {
+        d.message = "unexpected " + found + ": no '" + std::string(1, "({["[ty == PlanLexer::RPAREN ? 0 : ty == PlanLexer::RBRACE ? 1 : 2]) +
+                    "' is open here";
+      } else if (!open.empty() && (ty == antlr4::Token::EOF || closing)) {
+        unclosedNote(open.back());
       }
     }
     diags.push_back(std::move(d));
@@ -201,6 +243,114 @@ private:
   std::vector<SyntaxDiag> &diags;
   antlr4::CommonTokenStream &tokens;
 };
+
+/// What a digit-led token is: a number, a word such as `1f1b`, or a malformed
+/// number with a hint for the user.
+struct NumberClass {
+  enum Kind { Valid, Word, Invalid } kind = Invalid;
+  bool isInteger = false;
+  std::string hint;
+};
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+/// Validates digits with single `_` separators between them; advances i.
+bool digitRun(const std::string &s, size_t &i) {
+  if (i >= s.size() || !isDigit(s[i]))
+    return false;
+  ++i;
+  while (i < s.size()) {
+    if (isDigit(s[i])) {
+      ++i;
+    } else if (s[i] == '_' && i + 1 < s.size() && isDigit(s[i + 1])) {
+      i += 2;
+    } else {
+      break;
+    }
+  }
+  return true;
+}
+
+std::string numberHint(const std::string &text) {
+  if (text.find("__") != std::string::npos || text.back() == '_')
+    return ": '_' may only separate two digits, as in 1_000_000";
+  if (std::count(text.begin(), text.end(), '.') > 1)
+    return ": a number has at most one decimal point";
+  if (text.back() == 'e' || text.back() == 'E' || text.back() == '+' || text.back() == '-')
+    return ": the exponent has no digits";
+  size_t j = 0;
+  while (j < text.size() && (isDigit(text[j]) || text[j] == '.' || text[j] == '_'))
+    ++j;
+  if (j < text.size() && (text[j] == 'e' || text[j] == 'E') && j + 1 < text.size() &&
+      (isDigit(text[j + 1]) || text[j + 1] == '+' || text[j + 1] == '-' || text[j + 1] == '_'))
+    return ": the exponent is digits only, as in 1e-4";
+  if (j < text.size() && std::isalpha((unsigned char)text[j]))
+    return "; put a space between a number and its unit, as in '" + text.substr(0, j) + " " +
+           text.substr(j) + "'";
+  return "";
+}
+
+NumberClass classifyNumber(const std::string &text) {
+  NumberClass nc;
+  size_t i = 0;
+  bool ok = digitRun(text, i);
+  nc.isInteger = true;
+  if (ok && i < text.size() && text[i] == '.') {
+    ++i;
+    nc.isInteger = false;
+    ok = digitRun(text, i);
+  }
+  if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    nc.isInteger = false;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-'))
+      ++i;
+    size_t start = i;
+    while (i < text.size() && isDigit(text[i]))
+      ++i;
+    ok = i > start;
+  }
+  if (ok && i == text.size()) {
+    nc.kind = NumberClass::Valid;
+    return nc;
+  }
+  // Digits then letters and digits (`1f1b`), but not an exponent missing its digits.
+  size_t j = 0;
+  while (j < text.size() && isDigit(text[j]))
+    ++j;
+  bool word = j > 0 && j < text.size() && std::isalpha((unsigned char)text[j]) &&
+              !((text[j] == 'e' || text[j] == 'E') && j + 1 == text.size());
+  for (size_t k = j; word && k < text.size(); ++k)
+    word = std::isalnum((unsigned char)text[k]);
+  nc.kind = word ? NumberClass::Word : NumberClass::Invalid;
+  if (!word)
+    nc.hint = numberHint(text);
+  return nc;
+}
+
+/// The offset of a `/*` that is never closed, or npos. Skips strings and line comments.
+size_t findUnterminatedComment(const std::string &s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    if (s[i] == '"') {
+      for (++i; i < n && s[i] != '"' && s[i] != '\n'; ++i)
+        if (s[i] == '\\')
+          ++i;
+      ++i;
+    } else if (s.compare(i, 2, "//") == 0) {
+      while (i < n && s[i] != '\n')
+        ++i;
+    } else if (s.compare(i, 2, "/*") == 0) {
+      size_t close = s.find("*/", i + 2);
+      if (close == std::string::npos)
+        return i;
+      i = close + 2;
+    } else {
+      ++i;
+    }
+  }
+  return std::string::npos;
+}
 
 /// Parse tree → AST.
 class Builder {
@@ -350,6 +500,18 @@ private:
   }
 
   ast::ExprPtr buildExpr(PlanParser::ExprContext *ctx) {
+    struct Depth {
+      int &d;
+      explicit Depth(int &d) : d(d) { ++d; }
+      ~Depth() { --d; }
+    } guard(depth);
+    if (depth > kMaxExprDepth) {
+      if (!depthReported)
+        error(loc(ctx), "expression nested deeper than " + std::to_string(kMaxExprDepth) +
+                            " operations; split it with intermediate bindings");
+      depthReported = true;
+      return std::make_unique<Expr>(Expr::Kind::Name, loc(ctx));
+    }
     using K = Expr::Kind;
     if (auto *m = dynamic_cast<PlanParser::MemberExprContext *>(ctx)) {
       auto e = std::make_unique<Expr>(K::Member, loc(m->ident()));
@@ -414,73 +576,25 @@ private:
     return buildExpr(p->expr());
   }
 
-  static bool isDigit(char c) { return c >= '0' && c <= '9'; }
-
-  /// Validates digits with single `_` separators between them; advances i.
-  static bool digitRun(const std::string &s, size_t &i) {
-    if (i >= s.size() || !isDigit(s[i]))
-      return false;
-    ++i;
-    while (i < s.size()) {
-      if (isDigit(s[i])) {
-        ++i;
-      } else if (s[i] == '_' && i + 1 < s.size() && isDigit(s[i + 1])) {
-        i += 2;
-      } else {
-        break;
-      }
-    }
-    return true;
-  }
-
   ast::ExprPtr buildNumber(PlanParser::NumberExprContext *n) {
     auto *tok = n->NUMBER()->getSymbol();
     std::string text = tok->getText();
     Loc l = pos.of(tok);
-    size_t i = 0;
-    bool ok = digitRun(text, i);
-    bool isInt = true;
-    if (ok && i < text.size() && text[i] == '.') {
-      ++i;
-      isInt = false;
-      ok = digitRun(text, i);
-    }
-    if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-      ++i;
-      isInt = false;
-      if (i < text.size() && (text[i] == '+' || text[i] == '-'))
-        ++i;
-      size_t start = i;
-      while (i < text.size() && isDigit(text[i]))
-        ++i;
-      ok = i > start;
-    }
-    ok = ok && i == text.size();
-    if (!ok) {
+    NumberClass nc = classifyNumber(text);
+    if (nc.kind == NumberClass::Word && !n->unit()) {
       // A digit-led word like `1f1b` names a pipeline schedule; sema decides
       // whether a word is acceptable where it appears.
-      bool word = !n->unit();
-      size_t j = 0;
-      while (j < text.size() && isDigit(text[j]))
-        ++j;
-      if (j == 0 || j == text.size() || !std::isalpha((unsigned char)text[j]))
-        word = false;
-      // `3e`, `3E` are numbers missing their exponent, not words.
-      if (word && (text[j] == 'e' || text[j] == 'E') && j + 1 == text.size())
-        word = false;
-      for (size_t k = j; word && k < text.size(); ++k)
-        if (!std::isalnum((unsigned char)text[k]))
-          word = false;
-      if (word) {
-        auto e = std::make_unique<Expr>(Expr::Kind::Word, l);
-        e->text = text;
-        return e;
-      }
-      error(l, "invalid number '" + text + "'" + numberHint(text));
+      auto e = std::make_unique<Expr>(Expr::Kind::Word, l);
+      e->text = text;
+      return e;
+    }
+    if (nc.kind != NumberClass::Valid) {
+      error(l, "invalid number '" + text + "'" + nc.hint);
       auto e = std::make_unique<Expr>(Expr::Kind::Number, l);
       e->text = text;
       return e;
     }
+    bool isInt = nc.isInteger;
     std::string digits;
     for (char c : text)
       if (c != '_')
@@ -529,6 +643,8 @@ private:
 
   const Positions &pos;
   std::vector<SyntaxDiag> &diags;
+  int depth = 0;
+  bool depthReported = false;
 };
 
 std::string describeChar(const std::string &text) {
@@ -569,6 +685,12 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
       return false;
     }
 
+    size_t comment = findUnterminatedComment(text);
+    if (comment != std::string::npos) {
+      diags.push_back({positions.at(comment), "unterminated comment: '/*' is never closed by '*/'", {}});
+      return false;
+    }
+
     antlr4::ANTLRInputStream input(text);
     PlanLexer lexer(&input);
     lexer.removeErrorListeners();
@@ -582,6 +704,12 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
       case PlanLexer::STRAY:
         diags.push_back({positions.of(t), "unexpected character " + describeChar(t->getText()), {}});
         break;
+      case PlanLexer::NUMBER: {
+        NumberClass nc = classifyNumber(t->getText());
+        if (nc.kind == NumberClass::Invalid)
+          diags.push_back({positions.of(t), "invalid number '" + t->getText() + "'" + nc.hint, {}});
+        break;
+      }
       case PlanLexer::UNTERMINATED_STRING:
         diags.push_back({positions.of(t), "unterminated string: a string ends with '\"' on the same line", {}});
         break;

@@ -53,10 +53,9 @@ void Sema::checkMesh(const ast::Decl &decl) {
       ok = false;
     } else if (!v.isError()) {
       if (v.s != "cpu" && v.s != "cuda") {
-        std::string best = closestMatch(v.s, {"cpu", "cuda"});
-        diags.error(call->loc, "unknown device kind '" + v.s + "'" +
-                                   (best.empty() ? "; the kinds are cpu and cuda"
-                                                 : "; did you mean '" + best + "'?"));
+        // No "did you mean": gpu → cpu would quietly turn GPUs into CPU processes.
+        diags.error(call->loc, "unknown device kind '" + v.s +
+                                   "'; the kinds are cpu (processes on the host) and cuda (NVIDIA GPUs)");
         ok = false;
       } else if (auto args = bindArgs(*this, {v.s, {{"count", true}}}, v)) {
         mesh.kind = v.s == "cpu" ? sema::DeviceKind::CPU : sema::DeviceKind::CUDA;
@@ -195,7 +194,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
   bool ok = true;
   auto need = [&](const char *key, const char *example) -> const Expr * {
     const Expr *e = sec.value(key);
-    if (!e && !sec.get(key)) {
+    if (!e && !sec.get(key) && !sec.misspelt(key)) {
       diags.error(decl.nameLoc, what + " needs '" + key + "', as in '" + key + " = " + example + "'");
       ok = false;
     }
@@ -271,7 +270,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
         ok = false;
     }
   };
-  if (!sec.get("data")) {
+  if (!sec.get("data") && !sec.misspelt("data")) {
     diags.error(decl.nameLoc, what + " needs 'data', as in 'data = tokens(\"data/train.bin\")'");
     ok = false;
   }
@@ -281,7 +280,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
   auto intKey = [&](const char *key, int64_t &out, bool required, int64_t minimum) -> bool {
     const Expr *e = sec.value(key);
     if (!e) {
-      if (required && !sec.get(key)) {
+      if (required && !sec.get(key) && !sec.misspelt(key)) {
         diags.error(decl.nameLoc, what + " needs '" + key + "'");
         ok = false;
       }
@@ -411,10 +410,12 @@ void Sema::checkTrain(const ast::Decl &decl) {
     std::vector<std::string> axisNames;
     for (auto &a : mesh->axes)
       axisNames.push_back(a.name);
+    std::set<std::string> suggestedAxes;
     for (const AxisUse &u : uses) {
       const sema::MeshAxis *axis = mesh->axis(u.axis);
       if (!axis) {
         std::string best = closestMatch(u.axis, axisNames);
+        suggestedAxes.insert(best);
         std::string list;
         for (size_t i = 0; i < axisNames.size(); ++i)
           list += (i ? ", " : "") + axisNames[i];
@@ -434,7 +435,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
       }
     }
     for (const sema::MeshAxis &a : mesh->axes)
-      if (!byAxis.count(a.name)) {
+      if (!byAxis.count(a.name) && !suggestedAxes.count(a.name)) {
         diags.error(parallelEntry ? parallelEntry->loc : decl.nameLoc,
                     "mesh axis '" + a.name + "' (size " + std::to_string(a.size) +
                         ") has no role in " + what)
@@ -589,7 +590,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
                                                ") is not divisible by " + axis);
         diag.note(v.param->loc, "the parameter is declared here");
         if (d == "vocab") {
-          int64_t multiple = 64 * v.divisor;
+          int64_t multiple = v.value >= 64 * v.divisor ? 64 * v.divisor : v.divisor;
           int64_t padded = (v.value + multiple - 1) / multiple * multiple;
           diag.note("pad the vocabulary to a multiple of " + std::to_string(multiple) + " (e.g. " +
                     std::to_string(padded) + "), or replicate it with 'shard = [vocab: _]'");

@@ -59,6 +59,11 @@ private:
   std::vector<Frame> stack;
 
   void loadImport(const ast::Import &imp, const std::string &importer) {
+    if (imp.path.empty()) {
+      ok = false;
+      diags.error(imp.loc, "the import path is empty");
+      return;
+    }
     std::vector<std::string> candidates;
     if (llvm::sys::path::is_absolute(imp.path)) {
       candidates.push_back(imp.path);
@@ -151,8 +156,10 @@ std::optional<sema::Program> Sema::run() {
       "embedding", "linear",     "layernorm", "rmsnorm", "attention", "dropout", "gelu",
       "silu",      "relu",       "positions", "cross_entropy", "true", "false", "none",
       "int",       "float",      "bool",      "string"};
-  for (const ast::File &f : program.files)
-    for (const ast::Decl &d : f.decls) {
+  // Imports load after their importers, so walking back from the last file puts a
+  // clash between a plan and its stdlib at the plan's own declaration.
+  for (auto fit = program.files.rbegin(); fit != program.files.rend(); ++fit)
+    for (const ast::Decl &d : fit->decls) {
       if (reserved.count(d.name)) {
         diags.error(d.nameLoc, "'" + d.name + "' is a built-in name and cannot name a " +
                                    ast::declKindName(d.kind));

@@ -51,8 +51,12 @@ public:
   const ast::Expr *value(const std::string &key) const;
   /// A nested section, or an error if `key` has a plain value.
   const ast::Entry *section(const std::string &key) const;
+  /// Whether an unknown key of this section was probably a misspelling of `key`
+  /// (then its absence is not reported again).
+  bool misspelt(const std::string &key) const { return suggested.count(key); }
 
 private:
+  std::set<std::string> suggested;
   Sema &sema;
   std::string what;
   std::map<std::string, const ast::Entry *> byKey;

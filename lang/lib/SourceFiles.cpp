@@ -2,22 +2,38 @@
 #include "plan/Lang/Sema.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/ConvertUTF.h"
 
 using namespace plan;
 using namespace plan::lang;
 
 uint32_t SourceFiles::add(std::unique_ptr<llvm::MemoryBuffer> buffer,
                           const std::string &displayPath, const std::string &identity) {
-  // The SourceMgr's buffer name is what MLIR's handler matches FileLineColLoc against.
-  auto named = llvm::MemoryBuffer::getMemBufferCopy(buffer->getBuffer(), displayPath);
-  unsigned id = mgr.AddNewSourceBuffer(std::move(named), llvm::SMLoc());
-  files.push_back({displayPath, identity, id});
+  // The parser reads the bytes as they are; diagnostics show a copy in which bytes
+  // that are not UTF-8 (or NUL) read '?', so the source line and caret still print.
+  llvm::StringRef raw = buffer->getBuffer();
+  std::string shown;
+  shown.reserve(raw.size());
+  const auto *p = reinterpret_cast<const llvm::UTF8 *>(raw.data());
+  const auto *end = p + raw.size();
+  while (p < end) {
+    unsigned len = llvm::getNumBytesForUTF8(*p);
+    if (*p != 0 && p + len <= end && llvm::isLegalUTF8Sequence(p, p + len)) {
+      shown.append(reinterpret_cast<const char *>(p), len);
+      p += len;
+    } else {
+      shown += '?';
+      ++p;
+    }
+  }
+  // The SourceMgr's buffer name is what FileLineColLoc locations are matched against.
+  unsigned id = mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(shown, displayPath),
+                                       llvm::SMLoc());
+  files.push_back({displayPath, identity, id, raw.str()});
   return uint32_t(files.size() - 1);
 }
 
-llvm::StringRef SourceFiles::text(uint32_t id) const {
-  return mgr.getMemoryBuffer(files[id].bufferId)->getBuffer();
-}
+llvm::StringRef SourceFiles::text(uint32_t id) const { return files[id].raw; }
 
 std::optional<uint32_t> SourceFiles::find(const std::string &identity) const {
   for (size_t i = 0; i < files.size(); ++i)
@@ -37,7 +53,8 @@ Diag Diags::error(ast::Loc l, const llvm::Twine &message) {
   if (!seen.insert({l.file, l.line, l.col, text}).second)
     return Diag();  // already reported at this spot
   ++errors;
-  return Diag(mlir::emitError(loc(l), text), this);
+  return Diag(mlir::emitError(loc(l), text), this,
+              std::vector<std::pair<ast::Loc, std::string>>(contexts.rbegin(), contexts.rend()));
 }
 
 Diag Diags::warning(ast::Loc l, const llvm::Twine &message) {
@@ -45,6 +62,12 @@ Diag Diags::warning(ast::Loc l, const llvm::Twine &message) {
   if (!seen.insert({l.file, l.line, l.col, "warning: " + text}).second)
     return Diag();
   return Diag(mlir::emitWarning(loc(l), text), this);
+}
+
+Diag::~Diag() {
+  if (diag)
+    for (auto &[l, message] : context)
+      diag->attachNote(owner->loc(l)) << message;
 }
 
 Diag &Diag::note(ast::Loc l, const llvm::Twine &message) {
@@ -102,10 +125,13 @@ void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity sever
 }
 
 std::string plan::lang::closestMatch(llvm::StringRef name,
-                                     const std::vector<std::string> &candidates) {
+                                     const std::vector<std::string> &candidates,
+                                     unsigned maxDistance) {
   std::string best;
   unsigned bestDist = ~0u;
-  unsigned limit = std::max<unsigned>(1, unsigned(name.size()) / 3);
+  // One edit per three letters, rounded up from five letters on (a swap of two
+  // letters costs two edits: widht → width).
+  unsigned limit = maxDistance ? maxDistance : std::max<unsigned>(1, unsigned(name.size() + 1) / 3);
   for (const std::string &c : candidates) {
     if (c == name)
       continue;

@@ -80,7 +80,7 @@ public:
       llvm::errs() << "planc: error: cannot write '" << path << "': " << ec.message() << "\n";
       return;
     }
-    op->print(os, mlir::OpPrintingFlags().enableDebugInfo(true, /*prettyForm=*/true));
+    op->print(os, mlir::OpPrintingFlags().enableDebugInfo(true, /*prettyForm=*/false));
   }
 
 private:
@@ -94,7 +94,7 @@ void printSummary(const sema::Program &p) {
     if (m.loc.file != 0)
       continue;
     os << "mesh " << m.name << ": " << m.devices() << " " << sema::deviceKindName(m.kind)
-       << " devices, axes";
+       << (m.devices() == 1 ? " device" : " devices") << ", axes";
     for (const sema::MeshAxis &a : m.axes)
       os << " " << a.name << "=" << a.size;
     os << "\n";
@@ -239,6 +239,24 @@ int run(const Options &opts, const char *argv0) {
     auto program = lang::analyzeFile(opts.file, fe, diags);
     if (!program)
       return 1;
+    if (!opts.entry.empty()) {
+      bool found = false;
+      std::string names;
+      auto consider = [&](const std::string &n, ast::Loc at) {
+        if (at.file != 0)
+          return;
+        found |= n == opts.entry;
+        names += (names.empty() ? "" : ", ") + n;
+      };
+      for (const auto &t : program->trains) consider(t.name, t.loc);
+      for (const auto &r : program->retrievals) consider(r.name, r.loc);
+      for (const auto &g : program->generates) consider(g.name, g.loc);
+      if (!found) {
+        llvm::errs() << "planc: error: no declaration named '" << opts.entry
+                     << "'; the entries are: " << (names.empty() ? "none" : names) << "\n";
+        return 1;
+      }
+    }
     if (!checkFit(*program, diags))
       return 1;
     if (opts.summary)
@@ -261,6 +279,8 @@ int run(const Options &opts, const char *argv0) {
                       "plan (the nn dialect and code generation come next)\n";
       return 1;
     }
+    if (*stage == Stage::AST && !opts.entry.empty())
+      return usageError("--entry selects a declaration of the plan IR; it does not apply to --stage ast");
     if (*stage == Stage::AST) {
       auto parsed = lang::parseFiles(opts.file, fe, diags);
       if (!parsed)

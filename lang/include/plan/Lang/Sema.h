@@ -42,6 +42,7 @@ private:
   struct FileInfo {
     std::string display, identity;
     unsigned bufferId;
+    std::string raw;  ///< the bytes as read; the SourceMgr holds a displayable copy
   };
   llvm::SourceMgr mgr;
   std::vector<FileInfo> files;
@@ -54,10 +55,15 @@ class Diags;
 class Diag {
 public:
   Diag() = default;
-  explicit Diag(mlir::InFlightDiagnostic d, const Diags *owner)
-      : diag(std::move(d)), owner(owner) {}
-  Diag(Diag &&) = default;
-  Diag &operator=(Diag &&) = default;
+  explicit Diag(mlir::InFlightDiagnostic d, const Diags *owner,
+                std::vector<std::pair<ast::Loc, std::string>> context = {})
+      : diag(std::move(d)), owner(owner), context(std::move(context)) {}
+  Diag(Diag &&other) : diag(std::move(other.diag)), owner(other.owner), context(std::move(other.context)) {
+    other.diag.reset();
+  }
+  Diag &operator=(Diag &&) = delete;
+  /// Attaches the context notes last, then the diagnostic is reported.
+  ~Diag();
   Diag &note(ast::Loc l, const llvm::Twine &message);
   /// A note without a location (printed after the error).
   Diag &note(const llvm::Twine &message);
@@ -65,6 +71,7 @@ public:
 private:
   std::optional<mlir::InFlightDiagnostic> diag;
   const Diags *owner = nullptr;
+  std::vector<std::pair<ast::Loc, std::string>> context;  ///< innermost first
 };
 
 /// Emits located diagnostics, counting errors and dropping exact repeats (a
@@ -79,7 +86,13 @@ public:
   mlir::MLIRContext *context() const { return ctx; }
   SourceFiles &sourceFiles() const { return files; }
 
+  /// While a context is pushed, every error gets a note for it, innermost first
+  /// ("in 'mlp' (width = 64), instantiated here").
+  void pushContext(ast::Loc loc, std::string message) { contexts.push_back({loc, std::move(message)}); }
+  void popContext() { contexts.pop_back(); }
+
 private:
+  std::vector<std::pair<ast::Loc, std::string>> contexts;
   mlir::MLIRContext *ctx;
   SourceFiles &files;
   unsigned errors = 0;
@@ -126,7 +139,8 @@ std::optional<std::vector<ast::File>> parseFiles(const std::string &mainPath,
                                                  const FrontendOptions &options, Diags &diags);
 
 /// "did you mean": the closest candidate within a small edit distance, or "".
-std::string closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates);
+std::string closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates,
+                         unsigned maxDistance = 0);
 
 } // namespace plan::lang
 
