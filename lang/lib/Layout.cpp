@@ -59,6 +59,17 @@ std::vector<Violation> plan::sema::checkLayout(const Model *modelPtr, const Layo
           add(Violation::Kind::KvHeads, op->kvHeads, l.tensor)->op = op;
         }
       }
+    for (const Parameter &p : model.params) {
+      size_t splits = 0, first = 0;
+      for (size_t i = 0; i < p.dims.size(); ++i)
+        if (l.splits(p.dims[i]) && splits++ == 0)
+          first = i;
+      if (splits > 1 && once(p.loc, "double")) {
+        Violation *v = add(Violation::Kind::DoubleSplit, int64_t(first), l.tensor);
+        v->param = &p;
+        v->dimIndex = first;
+      }
+    }
     for (const Parameter &p : model.params)
       for (size_t i = 0; i < p.dims.size(); ++i) {
         const std::string &d = p.dims[i];

@@ -599,6 +599,17 @@ void Sema::checkTrain(const ast::Decl &decl) {
         }
         break;
       }
+      case sema::Violation::Kind::DoubleSplit: {
+        std::string dims;
+        for (const std::string &d : v.param->dims)
+          if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis)
+            dims += (dims.empty() ? "'" : " and '") + d + "'";
+        diags.error(tensorLoc, "'" + v.param->path + "' would be split over " + axis + " on both " + dims +
+                                   "; a tensor is split along one dim")
+            .note(v.param->loc, "the parameter is declared here")
+            .note("replicate one of them, e.g. 'shard = [" + v.param->dims[v.dimIndex] + ": _]'");
+        break;
+      }
       case sema::Violation::Kind::Sequence:
         diags.error(sequenceLoc, "seq " + value + " is not divisible by " + axis +
                                      ", which sequence parallel splits it over");

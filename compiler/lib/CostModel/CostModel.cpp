@@ -127,6 +127,7 @@ private:
   std::vector<OpCost> costs;
   std::vector<Split> split;           ///< per value id
   std::set<int> columnInputs;         ///< values already gathered for a column-parallel matmul
+  std::set<int> savedInputs;          ///< values already kept for a matmul's backward
   int64_t width = 0;                  ///< features crossing a pipeline boundary
 
   // --- placement -----------------------------------------------------------
@@ -192,8 +193,13 @@ private:
         opRank[i] = 0;
         opUnit[i] = -1;
       } else {
-        opRank[i] = int(p - 1);
-        opUnit[i] = int(model.layers);
+        // After the trunk: the head, on the last rank. Between two trunk segments:
+        // with the layer before it.
+        bool laterLayer = false;
+        for (size_t k = i + 1; k < ops.size() && !laterLayer; ++k)
+          laterLayer = ops[k].layerIndex >= 0;
+        opRank[i] = laterLayer ? opRank[i - 1] : int(p - 1);
+        opUnit[i] = laterLayer ? opUnit[i - 1] : int(model.layers);
       }
       if (li == 0 && !width)
         for (int o : ops[i].operands)
@@ -274,9 +280,12 @@ private:
       case OpKind::Embedding: {
         bool vocab = tp && splitsDim(op.params[0], 0);
         double full = double(b) * s * op.outFeatures * act;
-        if (vocab)
-          c.fwdColls.push_back(l.sequence ? TensorColl{Coll::ReduceScatter, full, "embedding output"}
-                                          : TensorColl{Coll::AllReduce, full, "embedding output"});
+        if (vocab && l.sequence) {
+          c.fwdColls.push_back({Coll::ReduceScatter, full, "embedding output"});
+          c.bwdColls.push_back({Coll::AllGather, full, "embedding output"});
+        } else if (vocab) {
+          c.fwdColls.push_back({Coll::AllReduce, full, "embedding output"});
+        }
         split[out] = l.sequence && tp ? Split::Sequence : Split::Replicated;
         double outE = elems(out);
         c.fwdBytes = 2 * outE * act;
@@ -312,7 +321,8 @@ private:
         double inStored = col && split[in] == Split::Replicated ? tokens * k : elems(in);
         c.fwdBytes = inStored * act + elems(out) * act + wBytes;
         c.bwdBytes = 2 * c.fwdBytes;
-        c.saved = inStored * act;
+        // Matmuls reading the same value (SwiGLU's gate and up) keep it once.
+        c.saved = savedInputs.insert(in).second ? inStored * act : 0;
         c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
         if (producedByElementwise(in)) {
           c.selectiveFlops = cal.elementwiseFlops * inStored;
@@ -425,7 +435,7 @@ private:
       return double(std::min<int64_t>(mb, p - rank));
     case sema::PipelineSchedule::Interleaved:
       // Korthikanti et al. 2022 §4.2.3: the first stage holds p·(1 + (p−1)/(p·v)).
-      return std::min<double>(double(mb) * v, double(p - rank) + double(p - 1) / double(v));
+      return std::min<double>(double(mb), double(p - rank) + double(p - 1) / double(v));
     }
     return 1;
   }
@@ -457,10 +467,15 @@ private:
       for (int pr : ops[i].params)
         if (paramUnit[pr] == -2)
           paramUnit[pr] = opUnit[i];
+    rankReplicatedElems.assign(p, 0);
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       int64_t n = localElems(int(pr));
-      for (int r : paramRanks[pr])
+      bool whole = n == model.params[pr].numElements();
+      for (int r : paramRanks[pr]) {
         rankElems[r] += n;
+        if (whole)
+          rankReplicatedElems[r] += n;
+      }
       LayerRow &row = units[paramUnit[pr]];
       row.paramElements += n;
     }
@@ -559,8 +574,9 @@ private:
         tiedElems += localElems(int(pr));
     largestUnitElems = largestUnit;
   }
-  std::vector<int64_t> rankParamElems;
+  std::vector<int64_t> rankParamElems, rankReplicatedElems;
   int64_t tiedElems = 0, largestUnitElems = 0;
+  int64_t replicatedElems(int64_t rank) const { return rankReplicatedElems[rank]; }
 
   // --- time and communication ----------------------------------------------
   struct RankTime {
@@ -600,7 +616,7 @@ private:
         bw += roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
         hw += c.fwdFlops;
       } else if (selective && c.selectiveFlops > 0) {
-        bw += roofline(c.selectiveFlops, c.selectiveBytes, false, r);
+        bw += roofline(c.selectiveFlops, c.selectiveBytes, ops[i].kind == OpKind::Attention, r);
         hw += c.selectiveFlops;
       }
       r.fwd += f;
@@ -633,6 +649,7 @@ private:
 
     // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
     double stage = 0;
+    double spGrads = 0;
     int slowest = 0;
     for (int64_t r = 0; r < p; ++r) {
       double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
@@ -680,19 +697,24 @@ private:
     double bwdMicro = cr.bwd + cr.tpBwd;
     double fwdMicro = cr.fwd + cr.tpFwd;
     for (const DP &x : dp) {
-      double one = collSeconds(x.kind, x.full, d, "data");
+      // Each collective runs in buckets of at most 25 MiB: one ring latency per bucket.
+      int64_t buckets = std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))));
+      double one = collSeconds(x.kind, x.full, d, "data") +
+                   double(buckets - 1) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
-      double bucketShare = std::min(1.0, double(cal.bucketBytes) / std::max(x.full, 1.0));
+      double bucketShare = 1.0 / double(buckets);
       double exposed;
+      bool backwardGather = std::string(x.purpose) == "parameters (backward)";
       if (l.zero == 3) {
         // Prefetched one unit ahead: only the first unit's transfer is exposed.
-        double overlap = x.kind == Coll::ReduceScatter ? bwdMicro : fwdMicro;
+        double overlap = x.kind == Coll::ReduceScatter || backwardGather ? bwdMicro : fwdMicro;
         double units = std::max<double>(1, double(model.layers) / double(S) * double(v));
         exposed = x.times * (std::max(0.0, one - overlap) + one / (units + 1));
       } else if (x.kind == Coll::AllGather) {
-        exposed = total;  // after the optimizer step
+        // Updated parameters stream in behind the next forward pass, bucket by bucket.
+        exposed = x.times * (std::max(0.0, one - fwdMicro) + one * bucketShare);
       } else {
-        // Bucketed behind the backward pass: all but the last bucket hide.
+        // Gradients reduce behind the backward pass: all but the last bucket hide.
         exposed = x.times * (std::max(0.0, one - bwdMicro) + one * bucketShare);
       }
       exposed = std::min(exposed, total);
@@ -703,14 +725,23 @@ private:
       row.axis = "data";
       row.purpose = x.purpose;
       row.bytes = int64_t(std::llround(ringBytes(x.kind, x.full, d) * x.times));
-      row.calls = x.kind == Coll::AllReduce || l.zero == 1
-                      ? x.times * std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))))
-                      : x.times;
+      row.calls = x.times * buckets;
       row.ranks = d;
       row.seconds = total;
       row.exposedSeconds = exposed;
       row.link = links.at("data").name;
       e.comm.push_back(row);
+    }
+    // Under sequence parallelism each tensor rank sees a slice of the tokens, so the
+    // gradients of parameters it does not split (norms, biases) are summed over it.
+    if (t > 1 && l.sequence && replicatedElems(commRank) > 0) {
+      double full = double(replicatedElems(commRank)) * gradBytes;
+      double sec = collSeconds(Coll::AllReduce, full, t, "tensor");
+      e.comm.push_back({"all_reduce", "tensor", "replicated-parameter gradients",
+                        int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))), 1, t, sec, sec,
+                        links.at("tensor").name});
+      e.tensorCommSeconds += sec;
+      spGrads = sec;
     }
     // The tied embedding's gradient is summed between the first and last stage.
     double tied = 0;
@@ -725,18 +756,24 @@ private:
       e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
                         val.calls * mb, t, val.seconds * mb, val.seconds * mb, links.at("tensor").name});
     if (p > 1) {
+      // The busiest rank: a middle one sends activations on and gradients back.
       int64_t sends = mb * v * (p > 2 ? 2 : 1);
+      const Link &lk = links.at("pipeline");
+      double sec = double(sends) * (lk.latency + boundary / (lk.bandwidth * cal.linkEfficiency));
       e.comm.push_back({"send_recv", "pipeline", "activations and their gradients",
-                        int64_t(std::llround(boundary * double(sends))), sends, 2,
-                        e.pipelineCommSeconds, e.pipelineCommSeconds, links.at("pipeline").name});
+                        int64_t(std::llround(boundary * double(sends))), sends, 2, sec, sec, lk.name});
     }
+    e.pipelineCommSeconds += tied;
     e.dataCommSeconds = dpExposed;
 
     // Optimizer: streams master weights, moments, gradients and parameters once.
     int64_t shard = d > 1 && l.zero >= 1 ? (n + d - 1) / d : n;
-    e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramBytes) / (hbm * cal.memoryEfficiency);
+    // Reads the gradient and the moments (and fp32 master weights), writes them back
+    // and the working parameters; without a master copy it also reads the parameters.
+    double paramTraffic = l.precision == sema::Precision::FP32 ? 2 * paramBytes : paramBytes;
+    e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / (hbm * cal.memoryEfficiency);
 
-    e.stepSeconds = pipelined + dpExposed + tied + e.optimizerSeconds;
+    e.stepSeconds = pipelined + dpExposed + tied + spGrads + e.optimizerSeconds;
     double tokens = double(l.batch) * double(l.seq);
     e.tokensPerSecond = tokens / e.stepSeconds;
     // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention.
@@ -750,15 +787,17 @@ private:
         {e.tensorCommSeconds, "tensor-parallel communication"},
         {e.pipelineCommSeconds, "pipeline communication"},
         {e.bubbleSeconds, "pipeline bubble"},
-        {dpExposed + tied, "data-parallel communication"},
+        {dpExposed, "data-parallel communication"},
         {e.optimizerSeconds, "optimizer step"}};
     e.bottleneck = std::max_element(parts.begin(), parts.end())->second;
 
-    buildTrace(e, rt[e.worstRank], e.worstRank, stage, dpExposed + tied);
+    e.traceRank = slowest;
+    buildTrace(e, rt[slowest], slowest);
   }
 
-  void buildTrace(Estimate &e, const RankTime &r, int rank, double stage, double dpExposed) {
+  void buildTrace(Estimate &e, const RankTime &r, int rank) {
     double f = r.fwd, bwd = r.bwd, tf = r.tpFwd, tb = r.tpBwd;
+    double send = p > 1 ? r.ppSend / double(std::max<int64_t>(1, ((rank < p - 1) ? 1 : 0) + (rank > 0 ? 1 : 0))) : 0;
     double now = 0;
     auto event = [&](const std::string &name, const std::string &stream, double start, double dur) {
       if (dur > 0)
@@ -769,12 +808,20 @@ private:
       now += f;
       event("tensor collectives (forward " + std::to_string(i) + ")", "tensor", now, tf);
       now += tf;
+      if (rank < p - 1) {
+        event("send activations " + std::to_string(i), "pipeline", now, send);
+        now += send;
+      }
     };
     auto bwdBlock = [&](int64_t i) {
       event("backward " + std::to_string(i), "compute", now, bwd);
       now += bwd;
       event("tensor collectives (backward " + std::to_string(i) + ")", "tensor", now, tb);
       now += tb;
+      if (rank > 0) {
+        event("send gradients " + std::to_string(i), "pipeline", now, send);
+        now += send;
+      }
     };
     int64_t warmup = p > 1 ? std::min<int64_t>(mb, (p - rank - 1) * v) : 0;
     if (l.schedule == sema::PipelineSchedule::GPipe && p > 1)
@@ -796,17 +843,20 @@ private:
       lastBwdStart = now;
       bwdBlock(bi++);
     }
+    // Gradient reduction starts with the last backward pass; the updated parameters'
+    // all-gather (ZeRO-1/2) follows the optimizer step.
     double dpStart = lastBwdStart;
     for (const CommRow &c : e.comm)
-      if (c.axis == "data" || c.purpose == "tied embedding gradient") {
-        double start = c.collective == "all_gather" && l.zero < 3 ? now : dpStart;
-        event(c.collective + " " + c.purpose, "data", start, c.seconds);
-        if (c.collective != "all_gather" || l.zero == 3)
-          dpStart += c.seconds;
+      if ((c.axis == "data" && !(c.collective == "all_gather" && l.zero < 3)) ||
+          c.purpose == "tied embedding gradient" || c.purpose == "replicated-parameter gradients") {
+        event(c.collective + " " + c.purpose, c.axis == "data" ? "data" : c.axis, dpStart, c.seconds);
+        dpStart += c.seconds;
       }
-    double optStart = std::max(now, dpStart - dpExposed + dpExposed);
+    double optStart = std::max(now, dpStart);
     event("optimizer step", "compute", optStart, e.optimizerSeconds);
-    (void)stage;
+    for (const CommRow &c : e.comm)
+      if (c.axis == "data" && c.collective == "all_gather" && l.zero < 3)
+        event(c.collective + " " + c.purpose, "data", optStart + e.optimizerSeconds, c.seconds);
   }
 };
 

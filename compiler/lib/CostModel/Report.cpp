@@ -210,7 +210,7 @@ std::string plan::cost::renderTrace(const Estimate &e) {
                             {"args", Object{{"name", name}}}});
   events.push_back(Object{{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
                           {"args", Object{{"name", "planc explain: one step of pipeline rank " +
-                                                       std::to_string(e.worstRank) + " (predicted)"}}}});
+                                                       std::to_string(e.traceRank) + " (predicted)"}}}});
   for (const TraceEvent &t : e.trace)
     events.push_back(Object{{"name", t.name}, {"ph", "X"}, {"pid", 0},
                             {"tid", tids.count(t.stream) ? tids.at(t.stream) : 5},
@@ -223,12 +223,15 @@ std::string plan::cost::renderTrace(const Estimate &e) {
   return s;
 }
 
-std::string plan::cost::renderSearch(const std::vector<Candidate> &c, const sema::Model &model,
-                                     const sema::Mesh &mesh) {
+std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t total,
+                                     const sema::Model &model, const sema::Mesh &mesh) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "layouts of model " << model.name << " on mesh " << mesh.name << " (" << mesh.devices()
-     << " devices) that fit, fastest first: " << c.size() << " found\n";
+     << " devices) that fit, fastest first: " << total << " found";
+  if (total > c.size())
+    os << ", the first " << c.size() << " shown";
+  os << "\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n",

@@ -199,9 +199,7 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
       llvm::outs() << "]\n";
     } else {
       std::vector<cost::Candidate> top(found.begin(), found.begin() + std::min<size_t>(found.size(), 10));
-      llvm::outs() << cost::renderSearch(top, model, mesh);
-      if (found.size() > 10)
-        llvm::outs() << "(" << found.size() - 10 << " more fit; --json lists the top 10 in full)\n";
+      llvm::outs() << cost::renderSearch(top, found.size(), model, mesh);
     }
     return 0;
   }

@@ -96,7 +96,8 @@ struct Estimate {
   std::string bottleneck;
   std::optional<int64_t> deviceMemory;
   bool fits() const { return !deviceMemory || perDevice.total() <= *deviceMemory; }
-  std::vector<TraceEvent> trace;  ///< one step of the worst rank
+  std::vector<TraceEvent> trace;  ///< one step of the slowest pipeline rank
+  int traceRank = 0;
 };
 
 /// Estimates `model` laid out as `layout` on `mesh`. The layout must pass
@@ -136,8 +137,8 @@ std::string renderText(const Estimate &e, const sema::Model &model, const sema::
 std::string renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
                        const sema::Layout &layout);
 std::string renderTrace(const Estimate &e);
-std::string renderSearch(const std::vector<Candidate> &candidates, const sema::Model &model,
-                         const sema::Mesh &mesh);
+std::string renderSearch(const std::vector<Candidate> &candidates, size_t total,
+                         const sema::Model &model, const sema::Mesh &mesh);
 /// A ready-to-paste `parallel { … }` block (and mesh axes) for a layout.
 std::string parallelBlock(const sema::Layout &layout);
 

@@ -51,6 +51,7 @@ struct Violation {
     MicroBatchesFewerThanStages,
     InterleavedMicroBatches,    ///< interleaved needs micro-batches % pipeline == 0
     BatchNotDivisible,          ///< batch % (micro × data) or batch < micro × data
+    DoubleSplit,                ///< a parameter would be split on two dims over the tensor axis
   };
   Kind kind;
   const GraphOp *op = nullptr;
