@@ -622,25 +622,6 @@ private:
     return e;
   }
 
-  static std::string numberHint(const std::string &text) {
-    if (text.find("__") != std::string::npos || text.back() == '_')
-      return ": '_' may only separate two digits, as in 1_000_000";
-    if (std::count(text.begin(), text.end(), '.') > 1)
-      return ": a number has at most one decimal point";
-    if (text.back() == 'e' || text.back() == 'E' || text.back() == '+' || text.back() == '-')
-      return ": the exponent has no digits";
-    size_t j = 0;
-    while (j < text.size() && (isDigit(text[j]) || text[j] == '.' || text[j] == '_'))
-      ++j;
-    if (j < text.size() && (text[j] == 'e' || text[j] == 'E') && j + 1 < text.size() &&
-        (isDigit(text[j + 1]) || text[j + 1] == '+' || text[j + 1] == '-' || text[j + 1] == '_'))
-      return ": the exponent is digits only, as in 1e-4";
-    if (j < text.size() && std::isalpha((unsigned char)text[j]))
-      return "; put a space between a number and its unit, as in '" + text.substr(0, j) +
-             " " + text.substr(j) + "'";
-    return "";
-  }
-
   const Positions &pos;
   std::vector<SyntaxDiag> &diags;
   int depth = 0;
