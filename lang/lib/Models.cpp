@@ -133,7 +133,7 @@ public:
         std::string shown = v.kind == Value::Kind::Int ? std::to_string(v.i)
                             : v.kind == Value::Kind::Bool ? (v.b ? "true" : "false")
                             : v.kind == Value::Kind::String ? "\"" + v.s + "\""
-                            : v.kind == Value::Kind::Float ? llvm::formatv("{0}", v.f).str() : "…";
+                            : v.kind == Value::Kind::Float ? llvm::formatv("{0:g}", v.f).str() : "…";
         values += (values.empty() ? "" : ", ") + p.name + " = " + shown;
       }
       diags.popContext();
@@ -938,12 +938,19 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
   if (decl.kind == ast::Decl::Kind::Model && !decl.alias && decl.inputs.size() != 2)
     diags.error(decl.nameLoc, "model '" + decl.name + "' must take two inputs, (tokens, targets); it takes " +
                                   std::to_string(decl.inputs.size()));
-  // Names resolve even in blocks no model instantiates.
+  // Names resolve even in blocks no model instantiates. Layer bindings are
+  // declarations, usable anywhere in the body; tensors only after they are assigned.
   std::set<std::string> defined;
   for (const ast::Param &p : decl.params)
     defined.insert(p.name);
   for (auto &in : decl.inputs)
     defined.insert(in.first);
+  for (const ast::Stmt &s : decl.body)
+    if (s.kind == ast::Stmt::Kind::Assign &&
+        (s.value->kind == Expr::Kind::Repeat ||
+         (s.value->kind == Expr::Kind::Call && s.value->lhs->kind == Expr::Kind::Name &&
+          (isLayerName(s.value->lhs->text) || lookupDecl(s.value->lhs->text)))))
+      defined.insert(s.name);
   std::function<void(const Expr &)> names = [&](const Expr &e) {
     auto known = [&](const std::string &n) {
       return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) ||

@@ -225,7 +225,9 @@ public:
         // A declaration keyword at the start of a line inside an open section: the
         // section's '}' is missing.
         d.loc = pos.of(decl);
-        d.message = "expected '}' before the next declaration, found '" + decl->getText() + "'";
+        size_t o = open.back()->getType();
+        d.message = std::string("expected '") + (o == PlanLexer::LBRACE ? "}" : o == PlanLexer::LPAREN ? ")" : "]") +
+                    "' before the next declaration, found '" + decl->getText() + "'";
         unclosedNote(open.back());
       } else if (closing && !hasOpener) {
         d.message = "unexpected " + found + ": no '" + std::string(1, "({["[ty == PlanLexer::RPAREN ? 0 : ty == PlanLexer::RBRACE ? 1 : 2]) +
@@ -508,7 +510,7 @@ private:
     if (depth > kMaxExprDepth) {
       if (!depthReported)
         error(loc(ctx), "expression nested deeper than " + std::to_string(kMaxExprDepth) +
-                            " operations; split it with intermediate bindings");
+                            " levels; split it with intermediate bindings");
       depthReported = true;
       return std::make_unique<Expr>(Expr::Kind::Name, loc(ctx));
     }

@@ -604,10 +604,16 @@ void Sema::checkTrain(const ast::Decl &decl) {
         for (const std::string &d : v.param->dims)
           if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis)
             dims += (dims.empty() ? "'" : " and '") + d + "'";
+        // Suggest dropping the split that is not one of Megatron's defaults.
+        std::string keep = v.param->dims[v.dimIndex];
+        for (const std::string &d : v.param->dims)
+          if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis && d != "vocab" && d != "qkv" &&
+              d != "heads" && d != "mlp")
+            keep = d;
         diags.error(tensorLoc, "'" + v.param->path + "' would be split over " + axis + " on both " + dims +
                                    "; a tensor is split along one dim")
             .note(v.param->loc, "the parameter is declared here")
-            .note("replicate one of them, e.g. 'shard = [" + v.param->dims[v.dimIndex] + ": _]'");
+            .note("split only one of them: map '" + keep + "' to '_' in 'shard' (or leave it out of 'shard')");
         break;
       }
       case sema::Violation::Kind::Sequence:

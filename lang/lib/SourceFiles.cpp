@@ -3,6 +3,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/ConvertUTF.h"
+#include "llvm/Support/WithColor.h"
 
 using namespace plan;
 using namespace plan::lang;
@@ -100,28 +101,55 @@ void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity sever
                                        ? llvm::SourceMgr::DK_Warning
                                        : llvm::SourceMgr::DK_Note;
   llvm::SourceMgr &mgr = files.sourceMgr();
+  auto label = [&]() {
+    llvm::HighlightColor color = kind == llvm::SourceMgr::DK_Error     ? llvm::HighlightColor::Error
+                                 : kind == llvm::SourceMgr::DK_Warning ? llvm::HighlightColor::Warning
+                                                                       : llvm::HighlightColor::Note;
+    llvm::WithColor(os, color) << (kind == llvm::SourceMgr::DK_Error     ? "error: "
+                                   : kind == llvm::SourceMgr::DK_Warning ? "warning: "
+                                                                         : "note: ");
+  };
   if (auto fl = loc->findInstanceOf<mlir::FileLineColLoc>()) {
+    {
+      llvm::WithColor bold(os, llvm::raw_ostream::SAVEDCOLOR, /*Bold=*/true);
+      bold << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn() << ": ";
+    }
+    label();
+    os << message << "\n";
+    // The source line, and a caret under the column. LLVM's own printer drops the
+    // caret on lines with non-ASCII text; this one counts code points and keeps tabs.
     for (unsigned id = 1; id <= mgr.getNumBuffers(); ++id) {
+      llvm::StringRef text = mgr.getMemoryBuffer(id)->getBuffer();
       if (mgr.getMemoryBuffer(id)->getBufferIdentifier() != fl.getFilename().getValue())
         continue;
-      llvm::SMLoc at = mgr.FindLocForLineAndColumn(id, fl.getLine(), fl.getColumn());
-      if (at.isValid()) {
-        mgr.PrintMessage(os, at, kind, message);
-        return;
+      size_t start = 0;
+      for (unsigned line = 1; line < fl.getLine() && start != llvm::StringRef::npos; ++line) {
+        start = text.find('\n', start);
+        if (start != llvm::StringRef::npos)
+          ++start;
       }
+      if (start == llvm::StringRef::npos || start > text.size())
+        break;
+      llvm::StringRef line = text.substr(start).split('\n').first.rtrim('\r');
+      os << line << "\n";
+      std::string caret;
+      for (size_t i = 0; i + 1 < fl.getColumn() && i < line.size(); ++i) {
+        unsigned char c = line[i];
+        if ((c & 0xC0) == 0x80)
+          continue;  // a continuation byte: same column as its lead byte
+        caret += c == '\t' ? '\t' : ' ';
+      }
+      os << caret;
+      llvm::WithColor(os, llvm::raw_ostream::GREEN, /*Bold=*/true) << "^";
+      os << "\n";
+      break;
     }
-    os << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn() << ": "
-       << (kind == llvm::SourceMgr::DK_Error     ? "error"
-           : kind == llvm::SourceMgr::DK_Warning ? "warning"
-                                                 : "note")
-       << ": " << message << "\n";
     return;
   }
-  if (isNote)
-    os << "note: " << message << "\n";
-  else
-    os << "planc: " << (kind == llvm::SourceMgr::DK_Error ? "error" : "warning") << ": "
-       << message << "\n";
+  if (!isNote)
+    os << "planc: ";
+  label();
+  os << message << "\n";
 }
 
 std::string plan::lang::closestMatch(llvm::StringRef name,

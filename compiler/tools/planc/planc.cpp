@@ -250,8 +250,20 @@ int run(const Options &opts, const char *argv0) {
       for (const auto &r : program->retrievals) consider(r.name, r.loc);
       for (const auto &g : program->generates) consider(g.name, g.loc);
       if (!found) {
-        llvm::errs() << "planc: error: no declaration named '" << opts.entry
-                     << "'; the entries are: " << (names.empty() ? "none" : names) << "\n";
+        const char *kind = nullptr;
+        for (const auto &m : program->models)
+          if (m.name == opts.entry)
+            kind = "plan.model";
+        for (const auto &m : program->meshes)
+          if (m.name == opts.entry)
+            kind = "plan.mesh";
+        llvm::errs() << "planc: error: ";
+        if (kind)
+          llvm::errs() << "'" << opts.entry << "' is a " << kind
+                       << "; the entry is a train, retrieval or generate declaration";
+        else
+          llvm::errs() << "no declaration named '" << opts.entry << "'";
+        llvm::errs() << "; the entries are: " << (names.empty() ? "none" : names) << "\n";
         return 1;
       }
     }
