@@ -1,6 +1,9 @@
-// libFuzzer target: any bytes through the whole front end, as `planc check` and
-// `planc emit --stage plan` run it. Invariants: no crash, no sanitizer report, and
-// every program sema accepts yields plan IR that verifies.
+// libFuzzer target: any bytes through the whole front end and the cost model, as
+// `planc check`, `planc emit --stage plan` and `planc explain` run them. Invariants:
+// no crash, no sanitizer report, every program sema accepts yields plan IR that
+// verifies, and every estimate is finite with a breakdown that sums to its step.
+#include "plan/Compiler/CostModel.h"
+#include "plan/Compiler/FitCheck.h"
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
 #include "plan/Lang/Sema.h"
@@ -9,6 +12,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -37,6 +41,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (mlir::failed(mlir::verify(*module))) {
     std::fprintf(stderr, "accepted program produced plan IR that does not verify\n");
     std::abort();
+  }
+  plan::checkFit(*program, diags);
+  for (const plan::sema::Train &t : program->trains) {
+    const auto &model = program->models[t.model];
+    const auto &mesh = program->meshes[t.mesh];
+    plan::sema::Layout layout = plan::sema::layoutOf(t);
+    plan::cost::Estimate e = plan::cost::estimate(model, mesh, layout, plan::cost::axisRolesOf(t, mesh));
+    double parts = e.computeSeconds + e.memorySeconds + e.tensorCommSeconds + e.pipelineCommSeconds +
+                   e.bubbleSeconds + e.dataCommSeconds + e.optimizerSeconds;
+    if (!std::isfinite(e.stepSeconds) || e.stepSeconds < 0 || e.perDevice.total() < 0 ||
+        std::abs(parts - e.stepSeconds) > 1e-6 * std::max(1.0, e.stepSeconds)) {
+      std::fprintf(stderr, "estimate is not finite or does not add up: step %g, parts %g\n",
+                   e.stepSeconds, parts);
+      std::abort();
+    }
+    (void)plan::cost::renderText(e, model, mesh, layout, true);
+    (void)plan::cost::renderJson(e, model, mesh, layout);
+    (void)plan::cost::renderTrace(e);
   }
   return 0;
 }
