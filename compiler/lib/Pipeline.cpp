@@ -1,6 +1,8 @@
 // Stages and registration: the one place that knows every dialect and pass.
 #include "plan/Compiler/Pipeline.h"
 
+#include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Plan/Transforms/Passes.h"
 
@@ -39,7 +41,7 @@ std::string plan::stageNames() {
   return out;
 }
 
-bool plan::stageImplemented(Stage s) { return s == Stage::AST || s == Stage::Plan; }
+bool plan::stageImplemented(Stage s) { return s == Stage::AST || s == Stage::Plan || s == Stage::NN; }
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
   if (!options.entry.empty()) {
@@ -47,14 +49,16 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     select.entry = options.entry;
     pm.addPass(pl::createPlanSelectEntry(select));
   }
-  (void)stage;
+  if (stage >= Stage::NN)
+    pm.addPass(createConvertPlanToNN());
 }
 
 void plan::registerDialects(mlir::DialectRegistry &registry) {
-  registry.insert<pl::PlanDialect, mlir::func::FuncDialect>();
+  registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect>();
 }
 
 void plan::registerPasses() {
   pl::registerPlanPasses();
+  registerPlanConversionPasses();
   mlir::registerTransformsPasses();
 }

@@ -125,8 +125,8 @@ void printSummary(const sema::Program &p) {
       os << "generate " << g.name << ": model " << p.models[g.model].name << "\n";
 }
 
-int runEmitPlan(const Options &opts, const sema::Program &program, lang::Diags &diags,
-                mlir::MLIRContext &ctx) {
+int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, lang::Diags &diags,
+              mlir::MLIRContext &ctx) {
   mlir::OwningOpRef<mlir::ModuleOp> module = genPlanModule(program, diags);
   if (failed(mlir::verify(*module))) {
     llvm::errs() << "planc: error: internal: the generated plan IR does not verify\n";
@@ -156,7 +156,7 @@ int runEmitPlan(const Options &opts, const sema::Program &program, lang::Diags &
     pm.addInstrumentation(std::move(dump));
   PipelineOptions pipeline;
   pipeline.entry = opts.entry;
-  buildPipeline(pm, Stage::Plan, pipeline);
+  buildPipeline(pm, stage, pipeline);
   if (failed(pm.run(*module)))
     return 1;
   module->print(llvm::outs(), mlir::OpPrintingFlags().enableDebugInfo(false));
@@ -285,8 +285,8 @@ int run(const Options &opts, const char *argv0) {
       return usageError("unknown stage '" + opts.stage + "'; the stages are " + stageNames());
     if (!stageImplemented(*stage)) {
       llvm::errs() << "planc: error: stage '" << opts.stage
-                   << "' is not implemented in this version of planc; it can stop at ast and "
-                      "plan (the nn dialect and code generation come next)\n";
+                   << "' is not implemented in this version of planc; it can stop at ast, plan "
+                      "and nn (autodiff, layout and code generation come next)\n";
       return 1;
     }
     if (*stage == Stage::AST && !opts.entry.empty())
@@ -301,7 +301,7 @@ int run(const Options &opts, const char *argv0) {
     auto program = lang::analyzeFile(opts.file, fe, diags);
     if (!program)
       return 1;
-    return runEmitPlan(opts, *program, diags, ctx);
+    return runEmitIR(opts, *stage, *program, diags, ctx);
   }
 
   // build and run need the later stages of the pipeline.

@@ -61,7 +61,7 @@ int64_t MeshOp::getAxisSize(StringRef name) {
 }
 
 LogicalResult MeshOp::verify() {
-  if (getDevicesPerNode() < 1 || getNodes() < 1)
+  if (getDevicesPerNodeAttr().getInt() < 1 || getNodesAttr().getInt() < 1)
     return emitOpError() << "needs at least one device per node and one node";
   if (getAxes().empty())
     return emitOpError() << "needs at least one axis";
@@ -108,7 +108,9 @@ void ApplyOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
 }
 
 LogicalResult ModelOp::verify() {
-  if (getLayers() < 0 || getVocab() < 0 || getMaxSeq() < 0 || getNumParams() < 0)
+  // I64Attr getters are unsigned: read the attributes signed to see negatives.
+  if (getLayersAttr().getInt() < 0 || getVocabAttr().getInt() < 0 || getMaxSeqAttr().getInt() < 0 ||
+      getNumParamsAttr().getInt() < 0)
     return emitOpError() << "sizes must not be negative";
   return success();
 }
@@ -126,7 +128,7 @@ LogicalResult ModelOp::verifyRegions() {
     if (__builtin_add_overflow(total, n, &total))
       return emitOpError() << "parameter count overflows";
   }
-  if (total != getNumParams())
+  if (total != getNumParamsAttr().getInt())
     return emitOpError() << "num_params is " << getNumParams() << " but its parameters hold "
                          << total << " elements";
   return success();
@@ -261,10 +263,19 @@ LogicalResult TrainOp::verify() {
   return success();
 }
 
+/// A model reference: a plan.model, or the forward function it expanded into
+/// (marked `nn.model`) in later stages.
+static Operation *lookupModel(SymbolTableCollection &symbolTable, Operation *from, SymbolRefAttr ref) {
+  Operation *op = symbolTable.lookupNearestSymbolFrom(from, ref);
+  return op && (isa<ModelOp>(op) || op->hasAttr("nn.model")) ? op : nullptr;
+}
+
 LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto model = symbolTable.lookupNearestSymbolFrom<ModelOp>(*this, getModelAttr());
+  Operation *model = lookupModel(symbolTable, *this, getModelAttr());
   if (!model)
     return emitOpError() << "model " << getModelAttr() << " is not a plan.model";
+  auto maxSeqAttr = model->getAttrOfType<IntegerAttr>(isa<ModelOp>(model) ? "max_seq" : "nn.max_seq");
+  int64_t maxSeq = maxSeqAttr ? maxSeqAttr.getInt() : 0;
   auto mesh = symbolTable.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
   if (!mesh)
     return emitOpError() << "mesh " << getMeshAttr() << " is not a plan.mesh";
@@ -298,16 +309,17 @@ LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!par.getPipeline().getValue().empty() &&
       par.getStages() % mesh.getAxisSize(par.getPipeline().getValue()) != 0)
     return emitOpError() << "pipeline stages do not divide over the pipeline axis";
-  if (model.getMaxSeq() > 0 && getSeq() > model.getMaxSeq())
-    return emitOpError() << "seq " << getSeq() << " exceeds the model's " << model.getMaxSeq()
-                         << " positions";
+  if (maxSeq > 0 && getSeqAttr().getInt() > maxSeq)
+    return emitOpError() << "seq " << getSeq() << " exceeds the model's " << maxSeq << " positions";
   return success();
 }
 
 LogicalResult RetrievalOp::verify() {
-  if (getChunkSize() < 1 || getChunkOverlap() < 0 || getChunkOverlap() >= getChunkSize())
+  int64_t size = getChunkSizeAttr().getInt(), overlap = getChunkOverlapAttr().getInt();
+  if (size < 1 || overlap < 0 || overlap >= size)
     return emitOpError() << "chunk overlap must lie in [0, chunk_size)";
-  if (getEmbedDim() < 1 || getTop() < 1 || getNprobe() < 1 || getRrfK() < 1)
+  if (getEmbedDimAttr().getInt() < 1 || getTopAttr().getInt() < 1 || getNprobeAttr().getInt() < 1 ||
+      getRrfKAttr().getInt() < 1)
     return emitOpError() << "embed_dim, top, nprobe and rrf_k must be at least 1";
   if (getVectorWeight().convertToDouble() < 0 || getKeywordWeight().convertToDouble() < 0)
     return emitOpError() << "search weights must not be negative";
@@ -322,23 +334,23 @@ LogicalResult RetrievalOp::verify() {
 
 LogicalResult RetrievalOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   for (auto ref : {getEmbedModelAttr(), getRerankModelAttr()})
-    if (ref && !symbolTable.lookupNearestSymbolFrom<ModelOp>(*this, ref))
+    if (ref && !lookupModel(symbolTable, *this, ref))
       return emitOpError() << ref << " is not a plan.model";
   return success();
 }
 
 LogicalResult GenerateOp::verify() {
-  if (getMaxTokens() < 1)
+  if (getMaxTokensAttr().getInt() < 1)
     return emitOpError() << "max_tokens must be at least 1";
   if (getTemperature().convertToDouble() < 0)
     return emitOpError() << "temperature must not be negative";
-  if (getTopK() < 0 || getSeed() < 0)
+  if (getTopKAttr().getInt() < 0 || getSeedAttr().getInt() < 0)
     return emitOpError() << "top_k and seed must not be negative";
   return success();
 }
 
 LogicalResult GenerateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (!symbolTable.lookupNearestSymbolFrom<ModelOp>(*this, getModelAttr()))
+  if (!lookupModel(symbolTable, *this, getModelAttr()))
     return emitOpError() << "model " << getModelAttr() << " is not a plan.model";
   if (auto ctx = getContextAttr())
     if (!symbolTable.lookupNearestSymbolFrom<RetrievalOp>(*this, ctx))

@@ -1,0 +1,114 @@
+// The `nn` dialect: registration and shape verifiers.
+#include "plan/Dialect/NN/IR/NN.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace plan::nn;
+
+#include "plan/Dialect/NN/IR/NNDialect.cpp.inc"
+
+void NNDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "plan/Dialect/NN/IR/NNOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "plan/Dialect/NN/IR/NNOps.cpp.inc"
+
+/// Two extents agree when equal or when either is dynamic.
+static bool agree(int64_t a, int64_t b) {
+  return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b);
+}
+
+static RankedTensorType ranked(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The leading [batch, seq] extents of two tensors agree.
+static bool sameRows(RankedTensorType a, RankedTensorType b) {
+  return agree(a.getDimSize(0), b.getDimSize(0)) && agree(a.getDimSize(1), b.getDimSize(1));
+}
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = ranked(getTable()), ids = ranked(getIds()), out = ranked(getResult());
+  if (!sameRows(ids, out) || !agree(out.getDimSize(2), table.getDimSize(1)))
+    return emitOpError() << "gathers rows of " << table << " by " << ids << ", which gives [batch, seq, "
+                         << table.getDimSize(1) << "], not " << out;
+  if (out.getElementType() != table.getElementType())
+    return emitOpError() << "result element type must be the table's";
+  return success();
+}
+
+LogicalResult PositionsOp::verify() {
+  if (getTokens().getType() != getResult().getType())
+    return emitOpError() << "result must have the type of the tokens";
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType x = ranked(getX()), w = ranked(getW()), out = ranked(getResult());
+  int64_t k = getTransposeW() ? w.getDimSize(1) : w.getDimSize(0);
+  int64_t n = getTransposeW() ? w.getDimSize(0) : w.getDimSize(1);
+  if (!agree(x.getDimSize(2), k))
+    return emitOpError() << "contracts " << x.getDimSize(2) << " input features with a weight of "
+                         << k << (getTransposeW() ? " columns" : " rows");
+  if (!sameRows(x, out) || !agree(out.getDimSize(2), n))
+    return emitOpError() << "result must be [batch, seq, " << n << "], not " << out;
+  return success();
+}
+
+LogicalResult BiasAddOp::verify() {
+  if (!agree(ranked(getBias()).getDimSize(0), ranked(getX()).getDimSize(2)))
+    return emitOpError() << "bias of " << ranked(getBias()).getDimSize(0)
+                         << " elements for activations of " << ranked(getX()).getDimSize(2)
+                         << " features";
+  return success();
+}
+
+static LogicalResult verifyNorm(Operation *op, Value x, Value weight, Value bias, double eps) {
+  int64_t d = ranked(x).getDimSize(2);
+  if (!agree(ranked(weight).getDimSize(0), d) || (bias && !agree(ranked(bias).getDimSize(0), d)))
+    return op->emitOpError() << "scale and bias must have the " << d << " features of the input";
+  if (!(eps > 0))
+    return op->emitOpError() << "eps must be positive";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getX(), getWeight(), getBias(), getEps().convertToDouble());
+}
+
+LogicalResult RMSNormOp::verify() {
+  return verifyNorm(*this, getX(), getWeight(), Value(), getEps().convertToDouble());
+}
+
+LogicalResult SDPAOp::verify() {
+  int64_t heads = getHeads(), kv = getKvHeads();
+  if (heads < 1 || kv < 1 || heads % kv != 0)
+    return emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and "
+                         << kv;
+  RankedTensorType qkv = ranked(getQkv()), out = ranked(getResult());
+  int64_t d = out.getDimSize(2);
+  if (ShapedType::isDynamic(d) || d % heads != 0)
+    return emitOpError() << "result width " << d << " must be a static multiple of the " << heads
+                         << " heads";
+  int64_t hd = d / heads;
+  if (!agree(qkv.getDimSize(2), (heads + 2 * kv) * hd))
+    return emitOpError() << "packed q, k, v must be (heads + 2·kv_heads)·head_dim = "
+                         << (heads + 2 * kv) * hd << " wide, not " << qkv.getDimSize(2);
+  if (!sameRows(qkv, out))
+    return emitOpError() << "result rows must match the input's";
+  if (getRope() && hd % 2 != 0)
+    return emitOpError() << "rotary embeddings need an even head_dim, not " << hd;
+  if (!(getRopeTheta().convertToDouble() > 0))
+    return emitOpError() << "rope_theta must be positive";
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p < 1))
+    return emitOpError() << "probability must lie in [0, 1), not " << p;
+  return success();
+}

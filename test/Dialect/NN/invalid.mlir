@@ -1,0 +1,80 @@
+// Every verifier of the nn dialect.
+// RUN: planc-opt %s -split-input-file -verify-diagnostics
+
+func.func @f(%t: tensor<16x8xf32>, %ids: tensor<?x?xi32>) {
+  // expected-error @+1 {{gathers rows of 'tensor<16x8xf32>' by 'tensor<?x?xi32>', which gives [batch, seq, 8], not 'tensor<?x?x9xf32>'}}
+  %x = nn.embedding %t, %ids : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>, %w: tensor<7x4xf32>) {
+  // expected-error @+1 {{contracts 8 input features with a weight of 7 rows}}
+  %y = nn.matmul %x, %w : (tensor<?x?x8xf32>, tensor<7x4xf32>) -> tensor<?x?x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{result must be [batch, seq, 4], not 'tensor<?x?x8xf32>'}}
+  %y = nn.matmul %x, %w {transpose_w} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias of 4 elements for activations of 8 features}}
+  %y = nn.bias_add %x, %b : tensor<?x?x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{scale and bias must have the 8 features of the input}}
+  %y = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{eps must be positive}}
+  %y = nn.rmsnorm %x, %g {eps = 0.0 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<?x?x24xf32>) {
+  // expected-error @+1 {{needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not 4 and 3}}
+  %o = nn.sdpa %qkv {heads = 4 : i64, kv_heads = 3 : i64} : tensor<?x?x24xf32> -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<?x?x20xf32>) {
+  // expected-error @+1 {{packed q, k, v must be (heads + 2·kv_heads)·head_dim = 16 wide, not 20}}
+  %o = nn.sdpa %qkv {heads = 4 : i64, kv_heads = 2 : i64} : tensor<?x?x20xf32> -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<?x?x9xf32>) {
+  // expected-error @+1 {{rotary embeddings need an even head_dim, not 3}}
+  %o = nn.sdpa %qkv {heads = 1 : i64, kv_heads = 1 : i64, rope} : tensor<?x?x9xf32> -> tensor<?x?x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{probability must lie in [0, 1), not 1}}
+  %y = nn.dropout %x {p = 1.0 : f64} : tensor<?x?x8xf32>
+  return
+}
