@@ -1,0 +1,90 @@
+/* planrt: the runtime ABI that planc's executables call. A C interface with
+ * opaque handles and a status on every call; the message of the last failure
+ * (naming the rank, the file and the cause) is planrt_last_error(). */
+#ifndef PLANRT_H
+#define PLANRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  PLANRT_OK = 0,
+  PLANRT_ERR_IO,       /* a file could not be opened, read or written */
+  PLANRT_ERR_FORMAT,   /* a file is truncated, corrupt or of the wrong format */
+  PLANRT_ERR_MISMATCH, /* names, dtypes or shapes differ from what the model expects */
+  PLANRT_ERR_ARG,      /* a caller error: bad argument, out-of-range value */
+} planrt_status;
+
+/* The message of the last failed call on this thread ("" if none). */
+const char *planrt_last_error(void);
+/* This process's rank, for messages; 0 by default. */
+void planrt_set_rank(int rank);
+
+/* ---- Token data: nanoGPT raw uint16 files, or llm.c files (256 int32 header,
+ * magic 20240520, version 1, then uint16 tokens). Globs allowed. */
+typedef struct planrt_data planrt_data;
+
+/* Opens and validates every file the patterns match. Tokens must be < vocab. */
+planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed,
+                               int64_t vocab, planrt_data **out);
+/* Total tokens over all files. */
+uint64_t planrt_data_tokens(const planrt_data *data);
+/* Global sample `index` (step × batch + position in the global batch): a window of
+ * seq + 1 tokens at an offset drawn from (seed, index) alone, so every layout and a
+ * resumed run see the same sequences. tokens[i] = window[i], targets[i] = window[i+1]. */
+planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq,
+                                 int32_t *tokens, int32_t *targets);
+/* `count` consecutive samples from `first`, row-major [count, seq]. */
+planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count,
+                                int64_t seq, int32_t *tokens, int32_t *targets);
+/* Evaluation: the window-th non-overlapping window of seq + 1 tokens, in file order. */
+planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq,
+                                 int32_t *tokens, int32_t *targets);
+void planrt_data_close(planrt_data *data);
+
+/* ---- safetensors files (Hugging Face's format). */
+typedef enum { PLANRT_F32 = 0, PLANRT_F16, PLANRT_BF16, PLANRT_I32, PLANRT_I64, PLANRT_U16 } planrt_dtype;
+
+typedef struct {
+  const char *name;
+  planrt_dtype dtype;
+  int rank;
+  const int64_t *shape;
+  const void *data;
+} planrt_tensor;
+
+/* Writes atomically: a temporary file in the same directory, fsync, rename, fsync
+ * of the directory. A crash leaves the previous file intact. */
+planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count,
+                             const char *const *metadata, size_t metadata_pairs);
+
+typedef struct planrt_st planrt_st;
+/* Opens and validates a file: header bounds, JSON, dtypes, shapes, and that the
+ * tensors tile the data region exactly. */
+planrt_status planrt_st_open(const char *path, planrt_st **out);
+size_t planrt_st_count(const planrt_st *st);
+const char *planrt_st_name(const planrt_st *st, size_t i);
+/* A metadata value, or NULL. */
+const char *planrt_st_metadata(const planrt_st *st, const char *key);
+/* Copies tensor `name` into dst after checking its dtype and shape; a missing
+ * tensor or a different dtype or shape is PLANRT_ERR_MISMATCH naming both. */
+planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank,
+                             const int64_t *shape, void *dst);
+void planrt_st_close(planrt_st *st);
+
+/* ---- Checkpoint directories: DIR/step-NNNNNNNN.safetensors, written atomically;
+ * only the newest `keep` are kept (0 keeps all). */
+planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,
+                               size_t count, const char *const *metadata, size_t metadata_pairs);
+/* The newest checkpoint's path into buf (and its step), or PLANRT_ERR_IO if none. */
+planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLANRT_H */

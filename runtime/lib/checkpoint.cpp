@@ -1,0 +1,85 @@
+// Checkpoint directories: one safetensors file per step, written atomically, the
+// newest `keep` kept.
+#include "status.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using planrt::fail;
+
+namespace {
+
+/// Steps of the checkpoints in dir, ascending ("step-%08llu.safetensors").
+std::vector<uint64_t> steps(const char *dir) {
+  std::vector<uint64_t> out;
+  DIR *d = opendir(dir);
+  if (!d)
+    return out;
+  while (struct dirent *e = readdir(d)) {
+    unsigned long long step;
+    char tail[32];
+    if (std::sscanf(e->d_name, "step-%llu.%31s", &step, tail) == 2 &&
+        std::strcmp(tail, "safetensors") == 0)
+      out.push_back(step);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string pathOf(const char *dir, uint64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%08llu.safetensors", (unsigned long long)step);
+  return std::string(dir) + "/" + name;
+}
+
+} // namespace
+
+extern "C" {
+
+planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,
+                               size_t count, const char *const *metadata, size_t metadataPairs) {
+  if (!dir || keep < 0)
+    return fail(PLANRT_ERR_ARG, "planrt_ckpt_save: bad argument");
+  // Create the directory and its parents.
+  std::string path(dir);
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') {
+      std::string prefix = path.substr(0, i);
+      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+        return fail(PLANRT_ERR_IO, "%s: cannot create the checkpoint directory: %s", prefix.c_str(),
+                    std::strerror(errno));
+    }
+  if (planrt_status s = planrt_st_save(pathOf(dir, step).c_str(), tensors, count, metadata, metadataPairs))
+    return s;
+  // Only after the new checkpoint is durable are old ones removed.
+  if (keep > 0) {
+    std::vector<uint64_t> all = steps(dir);
+    for (size_t i = 0; i + size_t(keep) < all.size(); ++i)
+      std::remove(pathOf(dir, all[i]).c_str());
+  }
+  return PLANRT_OK;
+}
+
+planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step) {
+  if (!dir || !buf || !size)
+    return fail(PLANRT_ERR_ARG, "planrt_ckpt_latest: bad argument");
+  std::vector<uint64_t> all = steps(dir);
+  if (all.empty())
+    return fail(PLANRT_ERR_IO, "%s: no checkpoint to resume from", dir);
+  std::string p = pathOf(dir, all.back());
+  if (p.size() + 1 > size)
+    return fail(PLANRT_ERR_ARG, "planrt_ckpt_latest: buffer too small");
+  std::memcpy(buf, p.c_str(), p.size() + 1);
+  if (step)
+    *step = all.back();
+  return PLANRT_OK;
+}
+
+} // extern "C"

@@ -1,0 +1,220 @@
+// Token data: nanoGPT raw uint16 files and llm.c headered files, memory-mapped,
+// sampled deterministically from (seed, global sample index).
+#include "status.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <glob.h>
+#include <memory>
+#include <string>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using planrt::fail;
+
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr size_t kLlmcHeaderInts = 256;
+
+struct TokenFile {
+  std::string path;
+  const uint16_t *tokens = nullptr;
+  uint64_t count = 0;
+  void *map = nullptr;
+  size_t mapSize = 0;
+  uint64_t headerBytes = 0;
+};
+
+/// splitmix64: a counter-based generator, so sample i needs no state from sample i−1.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// A uniform integer in [0, n) (Lemire's multiply-shift).
+uint64_t below(uint64_t r, uint64_t n) { return uint64_t((__uint128_t(r) * n) >> 64); }
+
+} // namespace
+
+struct planrt_data {
+  std::vector<TokenFile> files;
+  uint64_t seed = 0;
+  int64_t vocab = 0;
+  uint64_t total = 0;
+
+  ~planrt_data() {
+    for (TokenFile &f : files)
+      if (f.map)
+        munmap(f.map, f.mapSize);
+  }
+
+  planrt_status openFile(const std::string &path) {
+    TokenFile f;
+    f.path = path;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return fail(PLANRT_ERR_IO, "%s: not a regular file", path.c_str());
+    }
+    size_t size = size_t(st.st_size);
+    if (size == 0) {
+      ::close(fd);
+      return fail(PLANRT_ERR_FORMAT, "%s: empty token file", path.c_str());
+    }
+    void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED)
+      return fail(PLANRT_ERR_IO, "%s: cannot map: %s", path.c_str(), std::strerror(errno));
+    f.map = map;
+    f.mapSize = size;
+    const auto *bytes = static_cast<const unsigned char *>(map);
+    int32_t magic = 0;
+    if (size >= sizeof magic)
+      std::memcpy(&magic, bytes, sizeof magic);
+    if (magic == kLlmcMagic) {
+      // llm.c: int32 header[256] = {magic, version, tokens, …}, then uint16 tokens.
+      if (size < kLlmcHeaderInts * 4) {
+        munmap(map, size);
+        return fail(PLANRT_ERR_FORMAT, "%s: truncated llm.c header (%zu bytes of 1024)", path.c_str(), size);
+      }
+      int32_t header[3];
+      std::memcpy(header, bytes, sizeof header);
+      if (header[1] != 1) {
+        munmap(map, size);
+        return fail(PLANRT_ERR_FORMAT, "%s: llm.c token file version %d; planc reads version 1 (uint16 tokens)",
+                    path.c_str(), header[1]);
+      }
+      uint64_t expect = kLlmcHeaderInts * 4 + uint64_t(uint32_t(header[2])) * 2;
+      if (header[2] < 0 || expect != size) {
+        munmap(map, size);
+        return fail(PLANRT_ERR_FORMAT, "%s: truncated or corrupt: the header promises %d tokens (%llu bytes) but the file has %zu bytes",
+                    path.c_str(), header[2], (unsigned long long)expect, size);
+      }
+      f.headerBytes = kLlmcHeaderInts * 4;
+      f.count = uint64_t(header[2]);
+    } else {
+      // nanoGPT: raw little-endian uint16 tokens.
+      if (size % 2 != 0) {
+        munmap(map, size);
+        return fail(PLANRT_ERR_FORMAT, "%s: %zu bytes is not a whole number of uint16 tokens: truncated, or not a token file",
+                    path.c_str(), size);
+      }
+      f.count = size / 2;
+    }
+    f.tokens = reinterpret_cast<const uint16_t *>(bytes + f.headerBytes);
+    total += f.count;
+    files.push_back(f);
+    return PLANRT_OK;
+  }
+
+  /// Copies window [offset, offset + seq + 1) of file f into tokens/targets, checking ids.
+  planrt_status copy(const TokenFile &f, uint64_t offset, int64_t seq, int32_t *tokens,
+                     int32_t *targets) const {
+    for (int64_t i = 0; i <= seq; ++i) {
+      uint16_t t = f.tokens[offset + uint64_t(i)];
+      if (vocab > 0 && t >= vocab)
+        return fail(PLANRT_ERR_FORMAT, "%s: token %u at position %llu is outside the vocabulary of %lld",
+                    f.path.c_str(), unsigned(t), (unsigned long long)(offset + uint64_t(i)), (long long)vocab);
+      if (i < seq)
+        tokens[i] = t;
+      if (i > 0)
+        targets[i - 1] = t;
+    }
+    return PLANRT_OK;
+  }
+};
+
+extern "C" {
+
+planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed,
+                               int64_t vocab, planrt_data **out) {
+  if (!out || (count && !patterns))
+    return fail(PLANRT_ERR_ARG, "planrt_data_open: null argument");
+  auto data = std::make_unique<planrt_data>();
+  data->seed = seed;
+  data->vocab = vocab;
+  for (size_t i = 0; i < count; ++i) {
+    glob_t g;
+    int rc = glob(patterns[i], GLOB_ERR, nullptr, &g);
+    if (rc == GLOB_NOMATCH)
+      return fail(PLANRT_ERR_IO, "%s: no such token file", patterns[i]);
+    if (rc != 0) {
+      globfree(&g);
+      return fail(PLANRT_ERR_IO, "%s: cannot expand: %s", patterns[i], std::strerror(errno));
+    }
+    std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(paths.begin(), paths.end());
+    for (const std::string &p : paths)
+      if (planrt_status s = data->openFile(p))
+        return s;
+  }
+  if (data->files.empty())
+    return fail(PLANRT_ERR_ARG, "planrt_data_open: no token files given");
+  *out = data.release();
+  return PLANRT_OK;
+}
+
+uint64_t planrt_data_tokens(const planrt_data *data) { return data ? data->total : 0; }
+
+planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq,
+                                 int32_t *tokens, int32_t *targets) {
+  if (!data || !tokens || !targets || seq < 1)
+    return fail(PLANRT_ERR_ARG, "planrt_data_sample: bad argument");
+  // Windows start anywhere a whole window of seq + 1 tokens fits.
+  uint64_t starts = 0;
+  for (const TokenFile &f : data->files)
+    if (f.count > uint64_t(seq))
+      starts += f.count - uint64_t(seq);
+  if (starts == 0)
+    return fail(PLANRT_ERR_FORMAT, "%s: fewer than %lld tokens: too short for one sequence",
+                data->files.front().path.c_str(), (long long)seq + 1);
+  uint64_t pick = below(mix(data->seed ^ mix(index)), starts);
+  for (const TokenFile &f : data->files) {
+    if (f.count <= uint64_t(seq))
+      continue;
+    uint64_t here = f.count - uint64_t(seq);
+    if (pick < here)
+      return data->copy(f, pick, seq, tokens, targets);
+    pick -= here;
+  }
+  return fail(PLANRT_ERR_ARG, "planrt_data_sample: internal error");
+}
+
+planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count,
+                                int64_t seq, int32_t *tokens, int32_t *targets) {
+  for (int64_t i = 0; i < count; ++i)
+    if (planrt_status s = planrt_data_sample(data, first + uint64_t(i), seq, tokens + i * seq,
+                                             targets + i * seq))
+      return s;
+  return PLANRT_OK;
+}
+
+planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq,
+                                 int32_t *tokens, int32_t *targets) {
+  if (!data || !tokens || !targets || seq < 1)
+    return fail(PLANRT_ERR_ARG, "planrt_data_window: bad argument");
+  uint64_t w = window;
+  for (const TokenFile &f : data->files) {
+    uint64_t here = f.count > uint64_t(seq) ? (f.count - 1) / uint64_t(seq) : 0;
+    if (w < here)
+      return data->copy(f, w * uint64_t(seq), seq, tokens, targets);
+    w -= here;
+  }
+  return fail(PLANRT_ERR_ARG, "evaluation window %llu is past the end of the data",
+              (unsigned long long)window);
+}
+
+void planrt_data_close(planrt_data *data) { delete data; }
+
+} // extern "C"

@@ -1,0 +1,14 @@
+// Internal: recording a failure with its message.
+#ifndef PLANRT_LIB_STATUS_H
+#define PLANRT_LIB_STATUS_H
+
+#include "planrt.h"
+
+#include <string>
+
+namespace planrt {
+/// Records "rank R: message" as the last error and returns `status`.
+planrt_status fail(planrt_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+} // namespace planrt
+
+#endif // PLANRT_LIB_STATUS_H

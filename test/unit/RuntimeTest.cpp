@@ -1,0 +1,337 @@
+// libplanrt: token data, safetensors and checkpoint directories, including bad input.
+// Files are cross-checked against an independent reader/writer in Python (numpy), per
+// the published formats (nanoGPT/llm.c token files; Hugging Face safetensors).
+#include "planrt.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    llvm::SmallString<128> p;
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("planrt", p));
+    path = std::string(p);
+  }
+  ~TempDir() { llvm::sys::fs::remove_directories(path); }
+  std::string operator/(const std::string &name) const { return path + "/" + name; }
+  std::string path;
+};
+
+void writeBytes(const std::string &path, const void *data, size_t n) {
+  std::ofstream os(path, std::ios::binary);
+  os.write(static_cast<const char *>(data), std::streamsize(n));
+}
+
+std::vector<uint16_t> ramp(size_t n, uint16_t mod) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = uint16_t(i % mod);
+  return v;
+}
+
+/// /usr/bin/python3 with numpy, for the independent checks.
+bool havePython() {
+  static int ok = -1;
+  if (ok < 0)
+    ok = std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") == 0;
+  return ok;
+}
+
+int python(const std::string &code) {
+  std::string cmd = "/usr/bin/python3 -c \"" + code + "\"";
+  return std::system(cmd.c_str());
+}
+
+planrt_data *open(const std::string &pattern, uint64_t seed = 1, int64_t vocab = 0) {
+  const char *p = pattern.c_str();
+  planrt_data *d = nullptr;
+  EXPECT_EQ(planrt_data_open(&p, 1, seed, vocab, &d), PLANRT_OK) << planrt_last_error();
+  return d;
+}
+
+} // namespace
+
+TEST(RuntimeData, RawFilesSampleDeterministically) {
+  TempDir dir;
+  auto tokens = ramp(10000, 50000);
+  writeBytes(dir / "train.bin", tokens.data(), tokens.size() * 2);
+  planrt_data *d = open(dir / "train.bin", 42);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(planrt_data_tokens(d), 10000u);
+  const int64_t seq = 64;
+  std::vector<int32_t> x(seq), y(seq), x2(seq), y2(seq);
+  ASSERT_EQ(planrt_data_sample(d, 7, seq, x.data(), y.data()), PLANRT_OK);
+  ASSERT_EQ(planrt_data_sample(d, 7, seq, x2.data(), y2.data()), PLANRT_OK);
+  EXPECT_EQ(x, x2);
+  // Targets are the next tokens of the same window.
+  for (int64_t i = 0; i + 1 < seq; ++i)
+    EXPECT_EQ(y[i], x[i + 1]);
+  EXPECT_EQ(y[seq - 1], x[seq - 1] + 1);
+  // Another index or another seed draws another window.
+  ASSERT_EQ(planrt_data_sample(d, 8, seq, x2.data(), y2.data()), PLANRT_OK);
+  EXPECT_NE(x, x2);
+  planrt_data *e = open(dir / "train.bin", 43);
+  ASSERT_EQ(planrt_data_sample(e, 7, seq, x2.data(), y2.data()), PLANRT_OK);
+  EXPECT_NE(x, x2);
+  // A batch is the samples at consecutive indices.
+  std::vector<int32_t> bx(4 * seq), by(4 * seq);
+  ASSERT_EQ(planrt_data_batch(d, 6, 4, seq, bx.data(), by.data()), PLANRT_OK);
+  EXPECT_TRUE(std::equal(x.begin(), x.end(), bx.begin() + seq));
+  planrt_data_close(d);
+  planrt_data_close(e);
+}
+
+TEST(RuntimeData, LlmcFilesWrittenByNumpy) {
+  if (!havePython())
+    GTEST_SKIP() << "/usr/bin/python3 with numpy is needed";
+  TempDir dir;
+  std::string path = dir / "val.bin";
+  // llm.c's format: int32 header[256] = {20240520, 1, n}, then n uint16 tokens.
+  ASSERT_EQ(python("import numpy as np; n=5000; h=np.zeros(256, np.int32); h[0]=20240520; h[1]=1; h[2]=n; "
+                   "f=open('" + path + "','wb'); f.write(h.tobytes()); f.write((np.arange(n) * 7 % 50257).astype(np.uint16).tobytes())"),
+            0);
+  planrt_data *d = open(path, 1, 50257);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(planrt_data_tokens(d), 5000u);
+  std::vector<int32_t> x(100), y(100);
+  ASSERT_EQ(planrt_data_window(d, 2, 100, x.data(), y.data()), PLANRT_OK);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(x[i], (200 + i) * 7 % 50257);
+    EXPECT_EQ(y[i], (201 + i) * 7 % 50257);
+  }
+  planrt_data_close(d);
+}
+
+TEST(RuntimeData, GlobsConcatenateFilesInOrder) {
+  TempDir dir;
+  auto a = ramp(300, 1000), b = ramp(300, 1000);
+  for (auto &t : b)
+    t = uint16_t(t + 1000);
+  writeBytes(dir / "shard_b.bin", b.data(), b.size() * 2);
+  writeBytes(dir / "shard_a.bin", a.data(), a.size() * 2);
+  planrt_data *d = open(dir / "shard_*.bin");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(planrt_data_tokens(d), 600u);
+  std::vector<int32_t> x(100), y(100);
+  // Windows of 101 tokens: 2 in each file, shard_a's first.
+  ASSERT_EQ(planrt_data_window(d, 2, 100, x.data(), y.data()), PLANRT_OK);
+  EXPECT_EQ(x[0], 1000);
+  EXPECT_NE(planrt_data_window(d, 4, 100, x.data(), y.data()), PLANRT_OK);
+  planrt_data_close(d);
+}
+
+TEST(RuntimeData, BadFilesAreRefusedWithTheirName) {
+  TempDir dir;
+  planrt_set_rank(3);
+  planrt_data *d = nullptr;
+  std::string missing = dir / "missing.bin";
+  const char *p = missing.c_str();
+  EXPECT_EQ(planrt_data_open(&p, 1, 0, 0, &d), PLANRT_ERR_IO);
+  EXPECT_EQ(std::string(planrt_last_error()), "rank 3: " + missing + ": no such token file");
+
+  std::string odd = dir / "odd.bin";
+  writeBytes(odd, "abc", 3);
+  p = odd.c_str();
+  EXPECT_EQ(planrt_data_open(&p, 1, 0, 0, &d), PLANRT_ERR_FORMAT);
+  EXPECT_NE(std::string(planrt_last_error()).find("3 bytes is not a whole number of uint16 tokens"), std::string::npos)
+      << planrt_last_error();
+
+  // An llm.c header promising more tokens than the file holds.
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = 1000;
+  std::string cut = dir / "cut.bin";
+  std::vector<char> bytes(1024 + 500 * 2);
+  std::memcpy(bytes.data(), header.data(), 1024);
+  writeBytes(cut, bytes.data(), bytes.size());
+  p = cut.c_str();
+  EXPECT_EQ(planrt_data_open(&p, 1, 0, 0, &d), PLANRT_ERR_FORMAT);
+  EXPECT_NE(std::string(planrt_last_error()).find("the header promises 1000 tokens"), std::string::npos)
+      << planrt_last_error();
+
+  // Tokens outside the vocabulary are found when they are read, with their position.
+  auto big = ramp(400, 300);
+  writeBytes(dir / "big.bin", big.data(), big.size() * 2);
+  planrt_data *v = open(dir / "big.bin", 1, 256);
+  std::vector<int32_t> x(150), y(150);
+  EXPECT_EQ(planrt_data_window(v, 0, 150, x.data(), y.data()), PLANRT_OK);
+  EXPECT_EQ(planrt_data_window(v, 1, 150, x.data(), y.data()), PLANRT_ERR_FORMAT);
+  EXPECT_NE(std::string(planrt_last_error()).find("token 256 at position 256 is outside the vocabulary of 256"),
+            std::string::npos)
+      << planrt_last_error();
+  planrt_data_close(v);
+
+  // Too short for one sequence.
+  auto tiny = ramp(10, 10);
+  writeBytes(dir / "tiny.bin", tiny.data(), tiny.size() * 2);
+  planrt_data *t = open(dir / "tiny.bin");
+  EXPECT_EQ(planrt_data_sample(t, 0, 64, x.data(), y.data()), PLANRT_ERR_FORMAT);
+  planrt_data_close(t);
+  planrt_set_rank(0);
+}
+
+namespace {
+struct Tensors {
+  std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1e-3f};
+  std::vector<int64_t> aShape = {2, 3};
+  std::vector<float> b = {42.0f};
+  std::vector<int64_t> bShape = {1};
+  std::vector<planrt_tensor> views() {
+    return {{"h.0.attn.c_attn.weight", PLANRT_F32, 2, aShape.data(), a.data()},
+            {"ln_f.bias", PLANRT_F32, 1, bShape.data(), b.data()}};
+  }
+};
+} // namespace
+
+TEST(RuntimeSafetensors, RoundTripAndMismatches) {
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  const char *meta[] = {"format", "pt", "planc_step", "500"};
+  std::string path = dir / "model.safetensors";
+  ASSERT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), meta, 2), PLANRT_OK) << planrt_last_error();
+  planrt_st *st = nullptr;
+  ASSERT_EQ(planrt_st_open(path.c_str(), &st), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(planrt_st_count(st), 2u);
+  EXPECT_STREQ(planrt_st_metadata(st, "planc_step"), "500");
+  std::vector<float> a(6);
+  ASSERT_EQ(planrt_st_read(st, "h.0.attn.c_attn.weight", PLANRT_F32, 2, t.aShape.data(), a.data()), PLANRT_OK);
+  EXPECT_EQ(a, t.a);
+  int64_t wrong[] = {3, 2};
+  EXPECT_EQ(planrt_st_read(st, "h.0.attn.c_attn.weight", PLANRT_F32, 2, wrong, a.data()), PLANRT_ERR_MISMATCH);
+  EXPECT_NE(std::string(planrt_last_error()).find("is F32 [2, 3] in the checkpoint but the model expects F32 [3, 2]"),
+            std::string::npos)
+      << planrt_last_error();
+  EXPECT_EQ(planrt_st_read(st, "h.0.attn.c_attn.weight", PLANRT_BF16, 2, t.aShape.data(), a.data()),
+            PLANRT_ERR_MISMATCH);
+  EXPECT_EQ(planrt_st_read(st, "wte.weight", PLANRT_F32, 2, t.aShape.data(), a.data()), PLANRT_ERR_MISMATCH);
+  EXPECT_NE(std::string(planrt_last_error()).find("the model's tensor 'wte.weight' is not in the checkpoint"),
+            std::string::npos);
+  planrt_st_close(st);
+}
+
+TEST(RuntimeSafetensors, ReadByAnIndependentReader) {
+  if (!havePython())
+    GTEST_SKIP() << "/usr/bin/python3 with numpy is needed";
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  std::string path = dir / "m.safetensors";
+  ASSERT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  // The format per Hugging Face's spec: <u64 LE header length><JSON header><data>.
+  EXPECT_EQ(python("import json,struct,numpy as np; b=open('" + path + "','rb').read(); n=struct.unpack('<Q',b[:8])[0]; "
+                   "h=json.loads(b[8:8+n]); e=h['h.0.attn.c_attn.weight']; s,t=e['data_offsets']; "
+                   "a=np.frombuffer(b[8+n+s:8+n+t],np.float32).reshape(e['shape']); "
+                   "assert e['dtype']=='F32' and e['shape']==[2,3], e; assert (8+n)%8==0; "
+                   "assert np.array_equal(a, np.array([[1.5,-2,3.25],[0,7,-1e-3]],np.float32)), a"),
+            0);
+}
+
+TEST(RuntimeSafetensors, WrittenByAnIndependentWriter) {
+  if (!havePython())
+    GTEST_SKIP() << "/usr/bin/python3 with numpy is needed";
+  TempDir dir;
+  std::string path = dir / "py.safetensors";
+  ASSERT_EQ(python("import json,struct,numpy as np; w=np.arange(12,dtype=np.float32).reshape(3,4); b=np.ones(4,np.float32); "
+                   "h={'b':{'dtype':'F32','shape':[4],'data_offsets':[0,16]},'w':{'dtype':'F32','shape':[3,4],'data_offsets':[16,64]}}; "
+                   "s=json.dumps(h).encode(); f=open('" + path + "','wb'); f.write(struct.pack('<Q',len(s))); f.write(s); "
+                   "f.write(b.tobytes()); f.write(w.tobytes())"),
+            0);
+  planrt_st *st = nullptr;
+  ASSERT_EQ(planrt_st_open(path.c_str(), &st), PLANRT_OK) << planrt_last_error();
+  std::vector<float> w(12);
+  int64_t shape[] = {3, 4};
+  ASSERT_EQ(planrt_st_read(st, "w", PLANRT_F32, 2, shape, w.data()), PLANRT_OK);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(w[i], float(i));
+  planrt_st_close(st);
+}
+
+TEST(RuntimeSafetensors, CorruptFilesAreRefused) {
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  std::string good = dir / "good.safetensors";
+  ASSERT_EQ(planrt_st_save(good.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  std::ifstream in(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  auto refuse = [&](const std::string &content, const char *why) {
+    std::string p = dir / "bad.safetensors";
+    writeBytes(p, content.data(), content.size());
+    planrt_st *st = nullptr;
+    EXPECT_EQ(planrt_st_open(p.c_str(), &st), PLANRT_ERR_FORMAT) << why;
+    EXPECT_NE(std::string(planrt_last_error()).find(p), std::string::npos) << planrt_last_error();
+    planrt_st_close(st);
+  };
+  refuse(bytes.substr(0, bytes.size() - 4), "truncated data");
+  refuse(bytes.substr(0, 5), "shorter than the length");
+  std::string huge = bytes;
+  huge[7] = char(0x7f);
+  refuse(huge, "header length beyond the file");
+  std::string badJson = bytes;
+  badJson[8] = '[';
+  refuse(badJson, "header is not an object");
+  std::string garbage = bytes;
+  garbage[12] = '\x01';
+  refuse(garbage, "header is not JSON");
+  refuse(bytes + "xxxxxxxx", "trailing bytes not covered by a tensor");
+}
+
+TEST(RuntimeSafetensors, AFailedWriteKeepsThePreviousFile) {
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  std::string path = dir / "m.safetensors";
+  ASSERT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  // A tensor that cannot be written (bad dtype) fails before anything is replaced.
+  planrt_tensor bad = v[0];
+  bad.dtype = planrt_dtype(99);
+  EXPECT_EQ(planrt_st_save(path.c_str(), &bad, 1, nullptr, 0), PLANRT_ERR_ARG);
+  planrt_st *st = nullptr;
+  ASSERT_EQ(planrt_st_open(path.c_str(), &st), PLANRT_OK);
+  EXPECT_EQ(planrt_st_count(st), 2u);
+  planrt_st_close(st);
+  // An unwritable directory: a clear error, and no temporary file left behind.
+  std::string ro = dir / "ro";
+  ::mkdir(ro.c_str(), 0555);
+  std::string target = ro + "/m.safetensors";
+  if (::access(ro.c_str(), W_OK) != 0) {  // root can write anywhere
+    EXPECT_EQ(planrt_st_save(target.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_ERR_IO);
+    EXPECT_NE(std::string(planrt_last_error()).find("cannot write"), std::string::npos);
+  }
+}
+
+TEST(RuntimeCheckpoint, KeepsTheNewestAndFindsTheLatest) {
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  std::string ckpt = dir / "ckpt/tiny";
+  for (uint64_t step : {100, 200, 300, 400})
+    ASSERT_EQ(planrt_ckpt_save(ckpt.c_str(), step, 2, v.data(), v.size(), nullptr, 0), PLANRT_OK)
+        << planrt_last_error();
+  char latest[512];
+  uint64_t step = 0;
+  ASSERT_EQ(planrt_ckpt_latest(ckpt.c_str(), latest, sizeof latest, &step), PLANRT_OK);
+  EXPECT_EQ(step, 400u);
+  EXPECT_EQ(std::string(latest), ckpt + "/step-00000400.safetensors");
+  struct stat st;
+  EXPECT_EQ(::stat((ckpt + "/step-00000300.safetensors").c_str(), &st), 0);
+  EXPECT_NE(::stat((ckpt + "/step-00000200.safetensors").c_str(), &st), 0);
+  EXPECT_NE(::stat((ckpt + "/step-00000100.safetensors").c_str(), &st), 0);
+  EXPECT_EQ(planrt_ckpt_latest((dir / "none").c_str(), latest, sizeof latest, &step), PLANRT_ERR_IO);
+}
