@@ -76,6 +76,14 @@ planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype
                              const int64_t *shape, void *dst);
 void planrt_st_close(planrt_st *st);
 
+/* ---- Parameter initialisation. Element j of parameter `param` is a function of
+ * (seed, param, j) alone, so a shard that starts at element `offset` of the flat
+ * tensor gets exactly the values of that slice of the whole tensor, whatever the
+ * layout. Normal values come from Box-Muller over a counter-based generator. */
+planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std,
+                                 uint64_t seed, uint64_t param);
+planrt_status planrt_init_fill(float *dst, int64_t count, float value);
+
 /* ---- Checkpoint directories: DIR/step-NNNNNNNN.safetensors, written atomically;
  * only the newest `keep` are kept (0 keeps all). */
 planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,

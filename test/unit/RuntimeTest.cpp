@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -334,4 +335,32 @@ TEST(RuntimeCheckpoint, KeepsTheNewestAndFindsTheLatest) {
   EXPECT_NE(::stat((ckpt + "/step-00000200.safetensors").c_str(), &st), 0);
   EXPECT_NE(::stat((ckpt + "/step-00000100.safetensors").c_str(), &st), 0);
   EXPECT_EQ(planrt_ckpt_latest((dir / "none").c_str(), latest, sizeof latest, &step), PLANRT_ERR_IO);
+}
+
+TEST(RuntimeInit, NormalHasTheRequestedMomentsAndShardsAgree) {
+  const int64_t n = 200000;
+  std::vector<float> whole(n);
+  ASSERT_EQ(planrt_init_normal(whole.data(), n, 0, 0.0, 0.02, 1337, 5), PLANRT_OK);
+  double sum = 0, sq = 0, fourth = 0;
+  for (float v : whole) {
+    sum += v;
+    sq += double(v) * v;
+  }
+  double mean = sum / n, var = sq / n - mean * mean;
+  for (float v : whole)
+    fourth += std::pow((v - mean) / std::sqrt(var), 4);
+  // Mean 0 and std 0.02 to within a few standard errors; kurtosis of a normal is 3.
+  EXPECT_NEAR(mean, 0.0, 5 * 0.02 / std::sqrt(double(n)));
+  EXPECT_NEAR(std::sqrt(var), 0.02, 0.02 * 0.01);
+  EXPECT_NEAR(fourth / n, 3.0, 0.05);
+  // A shard starting at element 70000 equals that slice of the whole tensor.
+  std::vector<float> shard(1000);
+  ASSERT_EQ(planrt_init_normal(shard.data(), 1000, 70000, 0.0, 0.02, 1337, 5), PLANRT_OK);
+  EXPECT_TRUE(std::equal(shard.begin(), shard.end(), whole.begin() + 70000));
+  // Another parameter or seed draws other values.
+  std::vector<float> other(1000);
+  ASSERT_EQ(planrt_init_normal(other.data(), 1000, 70000, 0.0, 0.02, 1337, 6), PLANRT_OK);
+  EXPECT_NE(other, shard);
+  ASSERT_EQ(planrt_init_normal(other.data(), 1000, 70000, 0.0, 0.02, 1338, 5), PLANRT_OK);
+  EXPECT_NE(other, shard);
 }
