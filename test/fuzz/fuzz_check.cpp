@@ -1,7 +1,8 @@
 // libFuzzer target: any bytes through the whole front end and the cost model, as
 // `planc check`, `planc emit --stage plan` and `planc explain` run them. Invariants:
 // no crash, no sanitizer report, every program sema accepts yields plan IR that
-// verifies, and every estimate is finite with a breakdown that sums to its step.
+// verifies and expands into nn IR that verifies, and every estimate is finite with
+// a breakdown that sums to its step.
 #include "plan/Compiler/CostModel.h"
 #include "plan/Compiler/FitCheck.h"
 #include "plan/Compiler/PlanGen.h"
@@ -10,6 +11,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -41,6 +43,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (mlir::failed(mlir::verify(*module))) {
     std::fprintf(stderr, "accepted program produced plan IR that does not verify\n");
     std::abort();
+  }
+  // The nn stage: every accepted model expands into verifying nn IR.
+  {
+    mlir::PassManager pm(&ctx);
+    plan::buildPipeline(pm, plan::Stage::NN, {});
+    if (mlir::failed(pm.run(*module)) || mlir::failed(mlir::verify(*module))) {
+      std::fprintf(stderr, "accepted program failed convert-plan-to-nn\n");
+      std::abort();
+    }
   }
   plan::checkFit(*program, diags);
   for (const plan::sema::Train &t : program->trains) {
