@@ -15,12 +15,14 @@ grammar Plan;
     return !after || (after->getType() != ASSIGN && after->getType() != COLON &&
                       after->getType() != LBRACE);
   }
-  // `GB/s`: only `/s` directly after a unit makes a rate.
+  // `GB/s`: only `/s` written directly after a unit, without spaces, makes a rate.
   bool perSecondFollows() {
+    auto *unit = _input->LT(-1);
     auto *slash = _input->LT(1);
     auto *s = _input->LT(2);
-    return slash && s && slash->getType() == SLASH && s->getType() == ID &&
-           s->getText() == "s" && slash->getLine() == s->getLine();
+    return unit && slash && s && slash->getType() == SLASH && s->getType() == ID &&
+           s->getText() == "s" && slash->getStartIndex() == unit->getStopIndex() + 1 &&
+           s->getStartIndex() == slash->getStopIndex() + 1;
   }
 }
 

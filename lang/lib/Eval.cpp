@@ -220,7 +220,9 @@ Value Sema::eval(const Expr &e, const Env *env) {
       }
       return r2;
     }
-    diags.error(e.loc, "cannot apply '" + e.text + "' to " + a.describe() + " and " + b.describe());
+    auto d = diags.error(e.loc, "cannot apply '" + e.text + "' to " + a.describe() + " and " + b.describe());
+    if (a.kind == Value::Kind::Quantity && b.kind == Value::Kind::Name && b.s == "s" && op == '/')
+      d.note("a rate is written without spaces, as in '450 GB/s'");
     return Value::error();
   }
   case Expr::Kind::Member:

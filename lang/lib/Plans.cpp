@@ -21,7 +21,8 @@ static std::string joinInts(const std::vector<std::pair<std::string, int64_t>> &
 }
 
 std::string Sema::baseDir(ast::Loc loc) const {
-  llvm::SmallString<256> dir(diags.sourceFiles().path(loc.file));
+  // The file's real directory, so an executable started anywhere finds relative paths.
+  llvm::SmallString<256> dir(diags.sourceFiles().identity(loc.file));
   llvm::sys::path::remove_filename(dir);
   return dir.empty() ? "." : std::string(dir.str());
 }
@@ -540,10 +541,12 @@ void Sema::checkTrain(const ast::Decl &decl) {
         } else if (*w == "_" || *w == "none") {
           t.shard[it.key] = "";
         } else if (*w != t.parallel.tensorAxis) {
-          auto d = diags.error(it.value->loc, "logical dim '" + it.key + "' can be sharded only over the tensor axis" +
-                                                  (t.parallel.tensorAxis.empty() ? std::string(", and the plan has none")
-                                                                                 : " '" + t.parallel.tensorAxis + "'") +
-                                                  ", not '" + *w + "'");
+          auto d = diags.error(it.value->loc,
+                               t.parallel.tensorAxis.empty()
+                                   ? "logical dim '" + it.key + "' is mapped to '" + *w +
+                                         "', but the plan has no tensor axis to split it over"
+                                   : "logical dim '" + it.key + "' can be split only over the tensor axis '" +
+                                         t.parallel.tensorAxis + "', not '" + *w + "'");
           d.note("write '_' to replicate it; sharding over the data axis is what zero = 3 does");
           ok = false;
         } else {
@@ -638,8 +641,8 @@ void Sema::checkTrain(const ast::Decl &decl) {
             .note(model->loc, "model declared here");
         break;
       case sema::Violation::Kind::MicroBatchesFewerThanStages:
-        diags.error(pipelineLoc, "each step has " + value + " micro-batches per pipeline, fewer than its " +
-                                     divisor + " stages")
+        diags.error(pipelineLoc, "each step has " + value + (v.value == 1 ? " micro-batch" : " micro-batches") +
+                                     " per pipeline, fewer than its " + divisor + " pipeline ranks")
             .note("micro-batches = batch / (micro × data-parallel size); raise batch or lower micro");
         break;
       case sema::Violation::Kind::InterleavedMicroBatches:
@@ -1144,10 +1147,15 @@ void Sema::checkGenerate(const ast::Decl &decl) {
     ok = false;
   }
   if (const Expr *e = sec.value("checkpoint")) {
-    if (auto s = toString(eval(*e, nullptr), "'checkpoint'"))
+    if (auto s = toString(eval(*e, nullptr), "'checkpoint'")) {
+      if (s->empty()) {
+        diags.error(e->loc, "'checkpoint' of " + what + " is empty");
+        ok = false;
+      }
       g.checkpoint = *s;
-    else
+    } else {
       ok = false;
+    }
   } else if (!sec.get("checkpoint")) {
     diags.error(decl.nameLoc, what + " needs 'checkpoint', the directory a train plan wrote");
     ok = false;

@@ -36,7 +36,8 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags) {
     std::vector<cost::Candidate> fits = cost::search(model, mesh, layout);
     if (fits.empty()) {
       d.note("no layout of this batch on " + std::to_string(mesh.devices()) +
-             " devices fits; use more devices, a smaller model or a smaller batch");
+             (mesh.devices() == 1 ? " device" : " devices") +
+             " fits; use more devices, a smaller model or a smaller batch");
       continue;
     }
     for (size_t i = 0; i < fits.size() && i < 3; ++i) {

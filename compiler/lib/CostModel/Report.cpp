@@ -49,7 +49,7 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
   out += "  axes = [" + axes + "]            // in the mesh\n";
   out += "  micro = " + std::to_string(l.micro) + "\n";
   out += "  parallel {\n";
-  out += "    data     = " + std::string(l.data > 1 ? "dp" : "none") + "\n";
+  out += "    data     = dp\n";  // every mesh axis needs a role, a size-1 one too
   out += "    zero     = " + std::to_string(l.zero) + "\n";
   out += "    tensor   = " + std::string(l.tensor > 1 ? "tp" : "none") + "\n";
   if (l.pipeline > 1)
@@ -60,6 +60,8 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
     out += "    sequence = true\n";
   out += "  }\n";
   out += "  recompute = " + std::string(sema::recomputeName(l.recompute)) + "\n";
+  if (l.tensor == 1)
+    out += "  shard = []                       // no tensor axis: no logical-dim overrides\n";
   return out;
 }
 
@@ -228,7 +230,8 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "layouts of model " << model.name << " on mesh " << mesh.name << " (" << mesh.devices()
-     << " devices) that fit, fastest first: " << total << " found";
+     << (mesh.devices() == 1 ? " device" : " devices") << ") that fit, fastest first: " << total
+     << " found";
   if (total > c.size())
     os << ", the first " << c.size() << " shown";
   os << "\n";

@@ -39,6 +39,7 @@ commands:
 
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
+  -o OUT, --target cpu|cuda  (build) the executable and its target (build is not in this version)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -253,10 +254,10 @@ int run(const Options &opts, const char *argv0) {
         const char *kind = nullptr;
         for (const auto &m : program->models)
           if (m.name == opts.entry)
-            kind = "plan.model";
+            kind = "model";
         for (const auto &m : program->meshes)
           if (m.name == opts.entry)
-            kind = "plan.mesh";
+            kind = "mesh";
         llvm::errs() << "planc: error: ";
         if (kind)
           llvm::errs() << "'" << opts.entry << "' is a " << kind
@@ -310,8 +311,8 @@ int run(const Options &opts, const char *argv0) {
     return 1;
   llvm::errs() << "planc: error: 'planc " << opts.command
                << "' is not implemented in this version of planc: the plan checks clean, "
-                  "but code generation (nn dialect, lowering, runtime) arrives in a later "
-                  "version\n";
+                  "but autodiff, lowering to object code and linking with the runtime arrive "
+                  "in a later version\n";
   return 1;
 }
 
@@ -370,7 +371,8 @@ int main(int argc, char **argv) {
                                              : opts.target;
       out = *v;
     } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
-               takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target)) {
+               takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target) ||
+               takeInline("--trace", opts.trace)) {
     } else if (a == "--print-ir-after-all") {
       opts.printAfterAll = true;
     } else if (a == "--summary") {

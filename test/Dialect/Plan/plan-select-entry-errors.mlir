@@ -3,7 +3,7 @@
 // RUN: not planc-opt %s -plan-select-entry=entry=mesh 2>&1 | FileCheck %s --check-prefix=KIND
 
 // MISSING: error: no declaration named 'nope'; the entries are: g
-// KIND: error: 'mesh' is a plan.mesh; the entry is a train, retrieval or generate declaration; the entries are: g
+// KIND: error: 'mesh' is a mesh; the entry is a train, retrieval or generate declaration; the entries are: g
 
 plan.mesh @mesh {axes = [#plan.axis<"dp", 2>], devices_per_node = 2 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 plan.model @m attributes {layers = 0 : i64, max_seq = 0 : i64, num_params = 32 : i64, vocab = 4 : i64} {

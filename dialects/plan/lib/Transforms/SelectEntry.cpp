@@ -30,7 +30,7 @@ struct SelectEntry : plan::pl::impl::PlanSelectEntryBase<SelectEntry> {
       if (!entryOp)
         diag << "no declaration named '" << entry << "'";
       else
-        diag << "'" << entry << "' is a " << entryOp->getName()
+        diag << "'" << entry << "' is a " << entryOp->getName().stripDialect()
              << "; the entry is a train, retrieval or generate declaration";
       diag << "; the entries are: " << (names.empty() ? std::string("none") : names);
       return signalPassFailure();
