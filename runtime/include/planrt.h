@@ -84,6 +84,33 @@ planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, doub
                                  uint64_t seed, uint64_t param);
 planrt_status planrt_init_fill(float *dst, int64_t count, float value);
 
+/* ---- The device mesh over MPI: one process per device, rank → coordinates
+ * row-major (the last axis varies fastest), one communicator per axis group. The
+ * collectives count the bytes this rank sends under the ring model (all-reduce
+ * 2(n−1)/n·S, all-gather and reduce-scatter (n−1)/n·S, send S), the volumes
+ * `planc explain` predicts. */
+typedef struct planrt_mesh planrt_mesh;
+typedef enum { PLANRT_ALL_REDUCE = 0, PLANRT_ALL_GATHER, PLANRT_REDUCE_SCATTER, PLANRT_SEND } planrt_collective;
+typedef enum { PLANRT_SUM = 0, PLANRT_MAX } planrt_reduce_op;
+
+/* Initialises MPI if needed; the world size must equal the product of the sizes. */
+planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, int axes, planrt_mesh **out);
+int planrt_mesh_rank(const planrt_mesh *mesh);
+int64_t planrt_mesh_coord(const planrt_mesh *mesh, int axis);
+/* Collectives over the ranks that differ only along the axes in `mask` (bit i = axis i). */
+planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op);
+/* recv holds n × count: rank k's count elements at k × count, in coordinate order. */
+planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv);
+/* send holds n × count; rank k receives the sum of every rank's block k. */
+planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv);
+/* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
+planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count);
+planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count);
+/* Bytes this rank has sent with `kind` over the group `mask`, under the ring model. */
+uint64_t planrt_comm_bytes(const planrt_mesh *mesh, planrt_collective kind, unsigned mask);
+/* Finalises MPI if planrt_mesh_init initialised it. */
+void planrt_mesh_finalize(planrt_mesh *mesh);
+
 /* ---- Checkpoint directories: DIR/step-NNNNNNNN.safetensors, written atomically;
  * only the newest `keep` are kept (0 keeps all). */
 planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,

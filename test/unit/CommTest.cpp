@@ -1,0 +1,102 @@
+// The runtime's MPI mesh, run as 4 processes on a [2, 2] mesh (ctest: mpirun -n 4):
+// coordinates, every collective over each axis group, point to point, and the
+// ring-model byte counters that planc explain predicts.
+#include "planrt.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <vector>
+
+namespace {
+planrt_mesh *mesh = nullptr;
+int rank() { return planrt_mesh_rank(mesh); }
+int64_t c0() { return planrt_mesh_coord(mesh, 0); }
+int64_t c1() { return planrt_mesh_coord(mesh, 1); }
+} // namespace
+
+TEST(Comm, RowMajorCoordinates) {
+  EXPECT_EQ(c0(), rank() / 2);
+  EXPECT_EQ(c1(), rank() % 2);
+}
+
+TEST(Comm, AllReducePerAxisGroup) {
+  float v = float(rank());
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK);  // over axis 1
+  EXPECT_EQ(v, float(4 * c0() + 1));                                      // ranks 2i and 2i+1
+  v = float(rank());
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b01, &v, 1, PLANRT_SUM), PLANRT_OK);  // over axis 0
+  EXPECT_EQ(v, float(2 * c1() + 2));                                      // ranks j and 2+j
+  v = float(rank());
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b11, &v, 1, PLANRT_MAX), PLANRT_OK);
+  EXPECT_EQ(v, 3.0f);
+}
+
+TEST(Comm, AllGatherInCoordinateOrder) {
+  float mine[2] = {float(rank()), float(10 * rank())};
+  std::vector<float> all(4);
+  ASSERT_EQ(planrt_all_gather(mesh, 0b01, mine, 2, all.data()), PLANRT_OK);
+  EXPECT_EQ(all, (std::vector<float>{float(c1()), float(10 * c1()), float(2 + c1()), float(10 * (2 + c1()))}));
+}
+
+TEST(Comm, ReduceScatterSumsEachBlock) {
+  float send[2] = {float(10 * rank()), float(10 * rank() + 1)};
+  float got = -1;
+  ASSERT_EQ(planrt_reduce_scatter(mesh, 0b10, send, 1, &got), PLANRT_OK);
+  // The group is {2i, 2i+1}; coordinate c1 receives block c1 summed over both.
+  float expect = float(10 * (2 * c0()) + c1() + 10 * (2 * c0() + 1) + c1());
+  EXPECT_EQ(got, expect);
+}
+
+TEST(Comm, SendAlongAnAxis) {
+  float buf[3] = {1, 2, 3};
+  if (c0() == 0) {
+    for (float &x : buf)
+      x += float(rank());
+    ASSERT_EQ(planrt_send(mesh, 0, 1, buf, 3), PLANRT_OK);
+  } else {
+    float got[3];
+    ASSERT_EQ(planrt_recv(mesh, 0, 0, got, 3), PLANRT_OK);
+    EXPECT_EQ(got[0], 1.0f + float(c1()));
+    EXPECT_EQ(got[2], 3.0f + float(c1()));
+  }
+}
+
+TEST(Comm, ByteCountersFollowTheRingModel) {
+  uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b11);
+  std::vector<float> buf(1000, 1.0f);
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b11, buf.data(), 1000, PLANRT_SUM), PLANRT_OK);
+  EXPECT_EQ(buf[0], 4.0f);
+  // 2(n−1)/n · S with n = 4, S = 4000 bytes.
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b11) - before, 6000u);
+  uint64_t ag = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b01);
+  std::vector<float> all(20);
+  ASSERT_EQ(planrt_all_gather(mesh, 0b01, buf.data(), 10, all.data()), PLANRT_OK);
+  // (n−1)/n · S with n = 2, S = 2 × 40 bytes gathered.
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b01) - ag, 40u);
+}
+
+TEST(Comm, BadGroupsAreRefused) {
+  float v = 0;
+  EXPECT_EQ(planrt_all_reduce(mesh, 0b100, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);
+  EXPECT_EQ(planrt_all_reduce(mesh, 0, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);
+}
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int64_t sizes[] = {2, 2};
+  if (planrt_mesh_init(&argc, &argv, sizes, 2, &mesh) != PLANRT_OK) {
+    std::fprintf(stderr, "%s\n", planrt_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  // Only rank 0 prints the test listing; every rank's failures still fail the run.
+  if (rank() != 0) {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int rc = RUN_ALL_TESTS();
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  planrt_mesh_finalize(mesh);
+  return worst;
+}
