@@ -35,16 +35,13 @@ static std::string schedule(const sema::Layout &l) {
 }
 
 std::string plan::cost::parallelBlock(const sema::Layout &l) {
-  std::string axes;
-  auto add = [&](const char *name, int64_t n) {
-    if (n > 1)
-      axes += (axes.empty() ? "" : ", ") + std::string(name) + ": " + std::to_string(n);
-  };
-  add("dp", l.data);
-  add("pp", l.pipeline);
-  add("tp", l.tensor);
-  if (axes.empty())
-    axes = "dp: 1";
+  // `dp` is always written (the block gives it the data role, size 1 or not);
+  // `pp` and `tp` only when they split something.
+  std::string axes = "dp: " + std::to_string(l.data);
+  if (l.pipeline > 1)
+    axes += ", pp: " + std::to_string(l.pipeline);
+  if (l.tensor > 1)
+    axes += ", tp: " + std::to_string(l.tensor);
   std::string out;
   out += "  axes = [" + axes + "]            // in the mesh\n";
   out += "  micro = " + std::to_string(l.micro) + "\n";
