@@ -111,6 +111,18 @@ uint64_t planrt_comm_bytes(const planrt_mesh *mesh, planrt_collective kind, unsi
 /* Finalises MPI if planrt_mesh_init initialised it. */
 void planrt_mesh_finalize(planrt_mesh *mesh);
 
+/* ---- Training log: one JSON object per line (step, loss, lr, grad_norm,
+ * tokens_per_s, and comm_bytes by collective), appended and flushed every step. */
+typedef struct planrt_log planrt_log;
+planrt_status planrt_log_open(const char *path, planrt_log **out);
+planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double grad_norm,
+                              double tokens_per_s, const uint64_t comm_bytes[4]);
+void planrt_log_close(planrt_log *log);
+
+/* NaN or Inf in `values` is PLANRT_ERR_ARG with a message naming the step, the
+ * tensor and the first bad index, so training stops before a checkpoint is written. */
+planrt_status planrt_check_finite(const float *values, int64_t count, uint64_t step, const char *what);
+
 /* ---- Checkpoint directories: DIR/step-NNNNNNNN.safetensors, written atomically;
  * only the newest `keep` are kept (0 keeps all). */
 planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,

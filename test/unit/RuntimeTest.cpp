@@ -364,3 +364,32 @@ TEST(RuntimeInit, NormalHasTheRequestedMomentsAndShardsAgree) {
   ASSERT_EQ(planrt_init_normal(other.data(), 1000, 70000, 0.0, 0.02, 1338, 5), PLANRT_OK);
   EXPECT_NE(other, shard);
 }
+
+TEST(RuntimeLog, OneJsonObjectPerStep) {
+  TempDir dir;
+  std::string path = dir / "train.jsonl";
+  planrt_log *log = nullptr;
+  ASSERT_EQ(planrt_log_open(path.c_str(), &log), PLANRT_OK);
+  uint64_t comm[4] = {6000, 40, 0, 128};
+  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm), PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm), PLANRT_OK);
+  planrt_log_close(log);
+  if (!havePython())
+    GTEST_SKIP() << "/usr/bin/python3 is needed to parse the log";
+  EXPECT_EQ(python("import json; rows=[json.loads(l) for l in open('" + path + "')]; assert len(rows)==2; "
+                   "r=rows[0]; assert r['step']==1 and abs(r['loss']-5.5451774)<1e-9 and r['lr']==3e-4 and r['grad_norm']==1.25, r; "
+                   "assert r['comm_bytes']=={'all_reduce':6000,'all_gather':40,'reduce_scatter':0,'send_recv':128}, r; "
+                   "assert rows[1]['loss'] is None and rows[1]['grad_norm'] is None, rows[1]"),
+            0);
+}
+
+TEST(RuntimeLog, NonFiniteValuesStopWithTheStep) {
+  std::vector<float> g = {0.5f, 1.0f, std::nanf(""), 2.0f};
+  EXPECT_EQ(planrt_check_finite(g.data(), 2, 7, "gradients"), PLANRT_OK);
+  EXPECT_EQ(planrt_check_finite(g.data(), 4, 7, "gradients"), PLANRT_ERR_ARG);
+  EXPECT_NE(std::string(planrt_last_error()).find("step 7: gradients is NaN at index 2"), std::string::npos)
+      << planrt_last_error();
+  float inf = INFINITY;
+  EXPECT_EQ(planrt_check_finite(&inf, 1, 9, "loss"), PLANRT_ERR_ARG);
+  EXPECT_NE(std::string(planrt_last_error()).find("step 9: loss is infinite"), std::string::npos);
+}

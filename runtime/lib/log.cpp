@@ -1,0 +1,73 @@
+// The training log (JSON lines) and the NaN/Inf check.
+#include "status.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+struct planrt_log {
+  FILE *file = nullptr;
+  std::string path;
+};
+
+namespace {
+/// JSON has no NaN or Infinity: write them as null.
+void number(FILE *f, double v) {
+  if (std::isfinite(v))
+    std::fprintf(f, "%.9g", v);
+  else
+    std::fputs("null", f);
+}
+} // namespace
+
+extern "C" {
+
+planrt_status planrt_log_open(const char *path, planrt_log **out) {
+  if (!path || !out)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_open: null argument");
+  FILE *f = std::fopen(path, "a");
+  if (!f)
+    return planrt::fail(PLANRT_ERR_IO, "%s: cannot open the log: %s", path, std::strerror(errno));
+  *out = new planrt_log{f, path};
+  return PLANRT_OK;
+}
+
+planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double gradNorm,
+                              double tokensPerS, const uint64_t comm[4]) {
+  if (!log)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_step: null log");
+  FILE *f = log->file;
+  std::fprintf(f, "{\"step\": %llu, \"loss\": ", (unsigned long long)step);
+  number(f, loss);
+  std::fputs(", \"lr\": ", f);
+  number(f, lr);
+  std::fputs(", \"grad_norm\": ", f);
+  number(f, gradNorm);
+  std::fputs(", \"tokens_per_s\": ", f);
+  number(f, tokensPerS);
+  std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}}\n",
+               (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
+               (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
+  if (std::fflush(f) != 0 || std::ferror(f))
+    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
+  return PLANRT_OK;
+}
+
+void planrt_log_close(planrt_log *log) {
+  if (!log)
+    return;
+  std::fclose(log->file);
+  delete log;
+}
+
+planrt_status planrt_check_finite(const float *values, int64_t count, uint64_t step, const char *what) {
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i]))
+      return planrt::fail(PLANRT_ERR_ARG, "step %llu: %s is %s at index %lld; stopping before anything is saved",
+                          (unsigned long long)step, what ? what : "a tensor",
+                          std::isnan(values[i]) ? "NaN" : "infinite", (long long)i);
+  return PLANRT_OK;
+}
+
+} // extern "C"
