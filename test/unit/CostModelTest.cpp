@@ -298,3 +298,48 @@ TEST(CostModel, SearchKeepsTensorParallelInsideANode) {
   EXPECT_LE(found.front().layout.tensor, 8);
   EXPECT_TRUE(found.front().estimate.fits());
 }
+
+namespace {
+/// Pastes the best layout's block into a plan (the axes line into the mesh, the rest
+/// into the train) and returns whether that plan checks clean.
+test::Result pasteBest(const std::string &imports, const std::string &model, const std::string &device,
+                       int64_t devices, const std::string &extra, const sema::Layout &base,
+                       const sema::Model &m, const sema::Mesh &mesh) {
+  auto found = cost::search(m, mesh, base);
+  EXPECT_FALSE(found.empty());
+  std::string block = cost::parallelBlock(found.front().layout);
+  size_t a = block.find("axes = ["), e = block.find(']', a);
+  std::string axes = block.substr(a, e - a + 1);
+  std::string rest = block.substr(block.find('\n', e) + 1);
+  // The block's keys replace the plan's own (as a user pasting it would).
+  std::string kept = rest.find("shard =") != std::string::npos ? std::string() : extra;
+  std::string text = imports + "mesh m {\n  devices = " + device + "(" + std::to_string(devices) + ")\n  " + axes +
+                     "\n}\ntrain t {\n  model = " + model + "  mesh = m  data = tokens(\"x.bin\")  steps = 1\n  batch = " +
+                     std::to_string(base.batch) + "  seq = " + std::to_string(base.seq) +
+                     "\n  optimizer = adamw(lr: 1e-4)\n" + kept + rest + "}\n";
+  return analyze(text);
+}
+} // namespace
+
+TEST(CostModel, SearchBlocksPasteIntoPlansThatCheck) {
+  auto r = analyze("import \"models/gpt.plan\"\nimport \"models/llama.plan\"\nimport \"meshes/dgx_h100.plan\"\n"
+                   "import \"meshes/cpu_local.plan\"\n");
+  ASSERT_TRUE(r.ok()) << r.all();
+  sema::Layout base;
+  base.batch = 1;
+  base.micro = 1;
+  base.seq = 4096;
+  base.precision = sema::Precision::BF16;
+  base.tensorDims = {"vocab", "qkv", "heads", "mlp"};
+  // A data size of 1 next to a tensor axis: the block must still name a dp axis.
+  auto big = pasteBest("import \"models/llama.plan\"\n", "llama_8b", "cuda", 8, "  precision = bf16\n", base,
+                       *r.program->findModel("llama_8b"), *r.program->findMesh("dgx_h100"));
+  EXPECT_TRUE(big.ok()) << big.all();
+  // A plan with shard overrides whose best layout has no tensor axis.
+  base.batch = 32;
+  base.seq = 64;
+  base.precision = sema::Precision::FP32;
+  auto small = pasteBest("import \"models/gpt.plan\"\n", "tiny", "cpu", 4, "  shard = [vocab: tp]\n", base,
+                         *r.program->findModel("tiny"), *r.program->findMesh("cpu4"));
+  EXPECT_TRUE(small.ok()) << small.all();
+}
