@@ -14,16 +14,23 @@ using namespace plan::pl;
 // Custom directives: enums printed as bare keywords.
 //===----------------------------------------------------------------------===//
 
-static ParseResult parseLayerKind(OpAsmParser &parser, LayerKindAttr &attr) {
+/// An enum attribute as a bare keyword (`layernorm`, `normal`).
+template <typename EnumAttrT, typename Enum>
+static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr,
+                                    std::optional<Enum> (*symbolize)(StringRef), StringRef what) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
     return failure();
-  std::optional<LayerKind> kind = symbolizeLayerKind(keyword);
-  if (!kind)
-    return parser.emitError(loc) << "unknown layer kind '" << keyword << "'";
-  attr = LayerKindAttr::get(parser.getContext(), *kind);
+  std::optional<Enum> value = symbolize(keyword);
+  if (!value)
+    return parser.emitError(loc) << "unknown " << what << " '" << keyword << "'";
+  attr = EnumAttrT::get(parser.getContext(), *value);
   return success();
+}
+
+static ParseResult parseLayerKind(OpAsmParser &parser, LayerKindAttr &attr) {
+  return parseEnumKeyword(parser, attr, symbolizeLayerKind, "layer kind");
 }
 
 static void printLayerKind(OpAsmPrinter &printer, Operation *, LayerKindAttr attr) {
@@ -31,15 +38,7 @@ static void printLayerKind(OpAsmPrinter &printer, Operation *, LayerKindAttr att
 }
 
 static ParseResult parseInitKind(OpAsmParser &parser, InitAttr &attr) {
-  SMLoc loc = parser.getCurrentLocation();
-  StringRef keyword;
-  if (parser.parseKeyword(&keyword))
-    return failure();
-  std::optional<Init> init = symbolizeInit(keyword);
-  if (!init)
-    return parser.emitError(loc) << "unknown initialisation '" << keyword << "'";
-  attr = InitAttr::get(parser.getContext(), *init);
-  return success();
+  return parseEnumKeyword(parser, attr, symbolizeInit, "initialisation");
 }
 
 static void printInitKind(OpAsmPrinter &printer, Operation *, InitAttr attr) {
