@@ -58,6 +58,10 @@ Value Sema::eval(const Expr &e, const Env *env) {
       r.dim = unit->dim;
       r.f = e.number * unit->factor;
       r.s = e.unit;
+      if (!std::isfinite(r.f)) {
+        diags.error(e.loc, "quantity '" + e.text + " " + e.unit + "' is out of range");
+        return Value::error();
+      }
       return r;
     }
     if (e.isInteger)

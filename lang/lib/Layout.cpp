@@ -37,8 +37,8 @@ std::vector<Violation> plan::sema::checkLayout(const Model *modelPtr, const Layo
     return &out.back();
   };
   // Batch = micro × data × micro-batches.
-  int64_t per = l.micro * l.data;
-  if (per <= 0 || l.batch % per != 0 || l.batch < per)
+  int64_t per;
+  if (__builtin_mul_overflow(l.micro, l.data, &per) || per <= 0 || l.batch % per != 0 || l.batch < per)
     add(Violation::Kind::BatchNotDivisible, l.batch, per);
   if (!modelPtr)
     return out;

@@ -19,6 +19,8 @@ namespace {
 constexpr size_t kMaxParams = 1'000'000;
 constexpr size_t kMaxOps = 4'000'000;
 constexpr size_t kMaxBlockDepth = 64;
+/// Parameter elements of one model: beyond 2^53 the cost model's doubles lose exactness.
+constexpr int64_t kMaxElements = int64_t(1) << 53;
 
 enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout };
 
@@ -85,6 +87,7 @@ struct Binding {
   Layer layer;
   std::shared_ptr<BlockInst> block;
   std::vector<std::shared_ptr<BlockInst>> repeat;
+  int64_t firstLayer = -1;  ///< a trunk repeat's first layer index
   ast::Loc loc;
 };
 
@@ -225,7 +228,7 @@ public:
     return -1;
   }
 
-  int repeatCount = 0;  ///< repeated units at the model's top level
+  int64_t repeatCount = 0;  ///< units of the trunk's repeats
 
 private:
   Sema &sema;
@@ -233,8 +236,8 @@ private:
   sema::Model &model;
   std::vector<std::string> stack;
   int currentLayer = -1;
-  int layerBase = 0;     ///< trunk units applied so far, so indices run on across repeats
   int repeatDepth = 0;   ///< repeat bindings being bound around the current one
+  int64_t elements = 0;  ///< parameter elements so far
 
   ValueType typeOf(int v) const {
     if (v < sema::kFirstOpValue)
@@ -306,12 +309,14 @@ private:
       return -1;
     }
     int64_t n = 1;
+    bool overflow = false;
     for (int64_t s : shape)
-      if (__builtin_mul_overflow(n, s, &n)) {
-        diags.error(loc, "parameter '" + path + "' has too many elements to count");
-        failed = true;
-        return -1;
-      }
+      overflow |= __builtin_mul_overflow(n, s, &n);
+    if (overflow || __builtin_add_overflow(elements, n, &elements) || elements > kMaxElements) {
+      diags.error(loc, "model '" + model.name + "' has more than 2^53 parameter elements (at '" + path + "')");
+      failed = true;
+      return -1;
+    }
     sema::Parameter p;
     p.path = path;
     p.shape = std::move(shape);
@@ -364,9 +369,18 @@ private:
         failed = true;
         return;
       }
-      // The outermost repeat (at any block depth) is the trunk pipeline stages split.
-      if (repeatDepth == 0)
-        repeatCount += int(*n);
+      if (*n > int64_t(kMaxOps)) {
+        diags.error(e.lhs->loc, "repeat count " + std::to_string(*n) + " is larger than a model can be (" +
+                                    std::to_string(kMaxOps) + " operations)");
+        failed = true;
+        return;
+      }
+      // The outermost repeat (at any block depth) is the trunk pipeline stages split;
+      // its units are layers firstLayer … firstLayer + n − 1, wherever it is applied.
+      if (repeatDepth == 0) {
+        b.firstLayer = repeatCount;
+        repeatCount += *n;
+      }
       ++repeatDepth;
       for (int64_t i = 0; i < *n && !failed; ++i) {
         auto child = bind(*d, call, path + "." + std::to_string(i) + ".");
@@ -552,7 +566,11 @@ private:
                              std::to_string(headDim));
         return false;
       }
-      int64_t qkv = (l.heads + 2 * l.kvHeads) * headDim;
+      int64_t qkv;
+      if (__builtin_mul_overflow(l.heads + 2 * l.kvHeads, headDim, &qkv)) {
+        diags.error(loc, "the attention " + what + " is too large");
+        return false;
+      }
       l.params.push_back(addParam(path + ".c_attn.weight", {l.rows, qkv}, {"embed", "qkv"},
                                   Init::Normal, loc));
       if (bias)
@@ -843,11 +861,11 @@ private:
         diags.error(loc, "a repeated block takes one input");
         return -1;
       }
-      bool top = currentLayer < 0;  // not inside a unit of another repeat
+      bool top = currentLayer < 0 && b.firstLayer >= 0;  // a trunk repeat, not nested in one
       int x = in[0];
       for (size_t i = 0; i < b.repeat.size(); ++i) {
         if (top)
-          currentLayer = layerBase + int(i);
+          currentLayer = int(b.firstLayer + int64_t(i));
         ValueType before = typeOf(x);
         int y = apply(*b.repeat[i], {x}, loc);
         if (y < 0)
@@ -860,10 +878,8 @@ private:
         }
         x = y;
       }
-      if (top) {
+      if (top)
         currentLayer = -1;
-        layerBase += int(b.repeat.size());
-      }
       return x;
     }
     }

@@ -681,8 +681,13 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
     tokens.fill();
 
     // Lexical errors and runaway nesting, before the parser sees anything.
-    int depth = 0;
+    int depth = 0, signs = 0;
     for (antlr4::Token *t : tokens.getTokens()) {
+      // A run of unary signs recurses in the parser like nested brackets do.
+      signs = (t->getType() == PlanLexer::PLUS || t->getType() == PlanLexer::MINUS) ? signs + 1 : 0;
+      if (signs == kMaxNesting + 1)
+        diags.push_back({positions.of(t), "more than " + std::to_string(kMaxNesting) +
+                                              " signs in a row", {}});
       switch (t->getType()) {
       case PlanLexer::STRAY:
         diags.push_back({positions.of(t), "unexpected character " + describeChar(t->getText()), {}});

@@ -483,11 +483,10 @@ void Sema::checkTrain(const ast::Decl &decl) {
         ok = false;
       }
     }
-    if (t.micro > 0) {
-      int64_t per = t.micro * t.dataParallel;
-      if (t.batch % per == 0 && t.batch >= per)
-        t.accumulation = t.batch / per;
-    }
+    int64_t per;
+    if (t.micro > 0 && !__builtin_mul_overflow(t.micro, t.dataParallel, &per) && per > 0 &&
+        t.batch % per == 0 && t.batch >= per)
+      t.accumulation = t.batch / per;
   }
 
   if (model) {
@@ -565,6 +564,12 @@ void Sema::checkTrain(const ast::Decl &decl) {
       std::string value = std::to_string(v.value), divisor = std::to_string(v.divisor);
       switch (v.kind) {
       case sema::Violation::Kind::BatchNotDivisible: {
+        int64_t product;
+        if (__builtin_mul_overflow(t.micro, t.dataParallel, &product)) {
+          diags.error(sec.get("micro")->loc, "micro " + std::to_string(t.micro) + " × data-parallel size " +
+                                                 std::to_string(t.dataParallel) + " does not fit in 64 bits");
+          break;
+        }
         auto d = diags.error(sec.get("batch")->loc,
                              "batch " + value + " is not a whole multiple of micro × data-parallel size = " +
                                  std::to_string(t.micro) + " × " + std::to_string(t.dataParallel) +

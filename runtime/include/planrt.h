@@ -28,7 +28,8 @@ void planrt_set_rank(int rank);
  * magic 20240520, version 1, then uint16 tokens). Globs allowed. */
 typedef struct planrt_data planrt_data;
 
-/* Opens and validates every file the patterns match. Tokens must be < vocab. */
+/* Opens and validates every file the patterns match (format, size, header). Token
+ * ids are checked against vocab (if > 0) as windows are read. */
 planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed,
                                int64_t vocab, planrt_data **out);
 /* Total tokens over all files. */

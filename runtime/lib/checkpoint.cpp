@@ -15,9 +15,9 @@ using planrt::fail;
 
 namespace {
 
-/// Steps of the checkpoints in dir, ascending ("step-%08llu.safetensors").
-std::vector<uint64_t> steps(const char *dir) {
-  std::vector<uint64_t> out;
+/// The checkpoints in dir, by ascending step, with their file names as found.
+std::vector<std::pair<uint64_t, std::string>> checkpoints(const char *dir) {
+  std::vector<std::pair<uint64_t, std::string>> out;
   DIR *d = opendir(dir);
   if (!d)
     return out;
@@ -26,7 +26,7 @@ std::vector<uint64_t> steps(const char *dir) {
     char tail[32];
     if (std::sscanf(e->d_name, "step-%llu.%31s", &step, tail) == 2 &&
         std::strcmp(tail, "safetensors") == 0)
-      out.push_back(step);
+      out.push_back({step, std::string(dir) + "/" + e->d_name});
   }
   closedir(d);
   std::sort(out.begin(), out.end());
@@ -56,13 +56,20 @@ planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const p
         return fail(PLANRT_ERR_IO, "%s: cannot create the checkpoint directory: %s", prefix.c_str(),
                     std::strerror(errno));
     }
-  if (planrt_status s = planrt_st_save(pathOf(dir, step).c_str(), tensors, count, metadata, metadataPairs))
+  std::string written = pathOf(dir, step);
+  if (planrt_status s = planrt_st_save(written.c_str(), tensors, count, metadata, metadataPairs))
     return s;
-  // Only after the new checkpoint is durable are old ones removed.
+  // Only after the new checkpoint is durable are older ones removed; the one just
+  // written always stays (even if a restarted run left newer steps behind).
   if (keep > 0) {
-    std::vector<uint64_t> all = steps(dir);
-    for (size_t i = 0; i + size_t(keep) < all.size(); ++i)
-      std::remove(pathOf(dir, all[i]).c_str());
+    std::vector<std::pair<uint64_t, std::string>> others;
+    for (auto &c : checkpoints(dir))
+      if (c.second != written)
+        others.push_back(c);
+    while (others.size() + 1 > size_t(keep)) {
+      std::remove(others.front().second.c_str());
+      others.erase(others.begin());
+    }
   }
   return PLANRT_OK;
 }
@@ -70,15 +77,15 @@ planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const p
 planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step) {
   if (!dir || !buf || !size)
     return fail(PLANRT_ERR_ARG, "planrt_ckpt_latest: bad argument");
-  std::vector<uint64_t> all = steps(dir);
+  std::vector<std::pair<uint64_t, std::string>> all = checkpoints(dir);
   if (all.empty())
     return fail(PLANRT_ERR_IO, "%s: no checkpoint to resume from", dir);
-  std::string p = pathOf(dir, all.back());
+  const std::string &p = all.back().second;
   if (p.size() + 1 > size)
     return fail(PLANRT_ERR_ARG, "planrt_ckpt_latest: buffer too small");
   std::memcpy(buf, p.c_str(), p.size() + 1);
   if (step)
-    *step = all.back();
+    *step = all.back().first;
   return PLANRT_OK;
 }
 

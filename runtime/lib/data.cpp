@@ -1,5 +1,6 @@
 // Token data: nanoGPT raw uint16 files and llm.c headered files, memory-mapped,
 // sampled deterministically from (seed, global sample index).
+#include "random.h"
 #include "status.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 using planrt::fail;
+using planrt::mix;
 
 namespace {
 
@@ -29,14 +31,6 @@ struct TokenFile {
   size_t mapSize = 0;
   uint64_t headerBytes = 0;
 };
-
-/// splitmix64: a counter-based generator, so sample i needs no state from sample i−1.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /// A uniform integer in [0, n) (Lemire's multiply-shift).
 uint64_t below(uint64_t r, uint64_t n) { return uint64_t((__uint128_t(r) * n) >> 64); }
@@ -120,11 +114,15 @@ struct planrt_data {
   /// Copies window [offset, offset + seq + 1) of file f into tokens/targets, checking ids.
   planrt_status copy(const TokenFile &f, uint64_t offset, int64_t seq, int32_t *tokens,
                      int32_t *targets) const {
-    for (int64_t i = 0; i <= seq; ++i) {
+    // Validate the whole window first: a failed call writes nothing.
+    for (int64_t i = 0; vocab > 0 && i <= seq; ++i) {
       uint16_t t = f.tokens[offset + uint64_t(i)];
-      if (vocab > 0 && t >= vocab)
+      if (t >= vocab)
         return fail(PLANRT_ERR_FORMAT, "%s: token %u at position %llu is outside the vocabulary of %lld",
                     f.path.c_str(), unsigned(t), (unsigned long long)(offset + uint64_t(i)), (long long)vocab);
+    }
+    for (int64_t i = 0; i <= seq; ++i) {
+      uint16_t t = f.tokens[offset + uint64_t(i)];
       if (i < seq)
         tokens[i] = t;
       if (i > 0)
@@ -146,8 +144,10 @@ planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64
   for (size_t i = 0; i < count; ++i) {
     glob_t g;
     int rc = glob(patterns[i], GLOB_ERR, nullptr, &g);
-    if (rc == GLOB_NOMATCH)
+    if (rc == GLOB_NOMATCH) {
+      globfree(&g);
       return fail(PLANRT_ERR_IO, "%s: no such token file", patterns[i]);
+    }
     if (rc != 0) {
       globfree(&g);
       return fail(PLANRT_ERR_IO, "%s: cannot expand: %s", patterns[i], std::strerror(errno));

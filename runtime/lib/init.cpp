@@ -1,16 +1,13 @@
 // Parameter initialisation that is the same on every layout: element j of a
 // parameter is drawn from (seed, parameter, j) by a counter-based generator.
+#include "random.h"
 #include "status.h"
 
 #include <cmath>
 
+using planrt::mix;
+
 namespace {
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 /// A uniform double in (0, 1) from 53 random bits.
 double open01(uint64_t r) { return (double(r >> 11) + 0.5) * 0x1.0p-53; }
 } // namespace

@@ -95,7 +95,7 @@ extern "C" {
 
 planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count,
                              const char *const *metadata, size_t metadataPairs) {
-  if (!path || (count && !tensors))
+  if (!path || (count && !tensors) || (metadataPairs && !metadata))
     return fail(PLANRT_ERR_ARG, "planrt_st_save: null argument");
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (metadataPairs) {
@@ -111,13 +111,12 @@ planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, siz
     const DTypeInfo *d = info(t.dtype);
     if (!d || !t.name || t.rank < 0 || (t.rank && !t.shape))
       return fail(PLANRT_ERR_ARG, "%s: tensor %zu is malformed", path, i);
-    if (header.contains(t.name))
-      return fail(PLANRT_ERR_ARG, "%s: tensor name '%s' appears twice", path, t.name);
+    if (header.contains(t.name) || std::string(t.name) == "__metadata__")
+      return fail(PLANRT_ERR_ARG, "%s: tensor name '%s' is used twice or reserved", path, t.name);
     uint64_t n = d->bytes;
     for (int k = 0; k < t.rank; ++k) {
-      if (t.shape[k] < 0)
-        return fail(PLANRT_ERR_ARG, "%s: tensor '%s' has a negative dimension", path, t.name);
-      n *= uint64_t(t.shape[k]);
+      if (t.shape[k] < 0 || __builtin_mul_overflow(n, uint64_t(t.shape[k]), &n))
+        return fail(PLANRT_ERR_ARG, "%s: tensor '%s' has a negative or too large shape", path, t.name);
     }
     sizes[i] = n;
     header[t.name] = {{"dtype", d->name},
@@ -125,7 +124,13 @@ planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, siz
                       {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
-  std::string text = header.dump();
+  // Names and metadata must be UTF-8; no exception may leave this C function.
+  std::string text;
+  try {
+    text = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
+  } catch (const std::exception &e) {
+    return fail(PLANRT_ERR_ARG, "%s: a tensor name or metadata value is not valid UTF-8", path);
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
   uint64_t headerLen = text.size();
 
@@ -141,10 +146,16 @@ planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, siz
   for (size_t i = 0; ok && i < count; ++i)
     ok = sizes[i] == 0 || writeAll(fd, tensors[i].data, sizes[i]);
   ok = ok && ::fsync(fd) == 0;
-  int err = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path) != 0) {
-    err = ok ? errno : err;
+  int err = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), path) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
     ::unlink(tmp.c_str());
     return fail(PLANRT_ERR_IO, "%s: cannot write: %s", path, std::strerror(err));
   }

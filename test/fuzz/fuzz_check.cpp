@@ -58,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const auto &model = program->models[t.model];
     const auto &mesh = program->meshes[t.mesh];
     plan::sema::Layout layout = plan::sema::layoutOf(t);
-    plan::cost::Estimate e = plan::cost::estimate(model, mesh, layout, plan::cost::axisRolesOf(t, mesh));
+    plan::cost::Estimate e = plan::cost::estimate(model, mesh, layout, plan::cost::axisRolesOf(t, mesh),
+                                                  plan::cost::Calibration::defaults(), /*withTrace=*/true);
     double parts = e.computeSeconds + e.memorySeconds + e.tensorCommSeconds + e.pipelineCommSeconds +
                    e.bubbleSeconds + e.dataCommSeconds + e.optimizerSeconds;
     if (!std::isfinite(e.stepSeconds) || e.stepSeconds < 0 || e.perDevice.total() < 0 ||

@@ -393,3 +393,32 @@ TEST(RuntimeLog, NonFiniteValuesStopWithTheStep) {
   EXPECT_EQ(planrt_check_finite(&inf, 1, 9, "loss"), PLANRT_ERR_ARG);
   EXPECT_NE(std::string(planrt_last_error()).find("step 9: loss is infinite"), std::string::npos);
 }
+
+TEST(RuntimeCheckpoint, TheCheckpointJustWrittenIsNeverPruned) {
+  // A restarted run writes step 100 into a directory that still holds steps 300 and 400.
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  std::string ckpt = dir / "ckpt";
+  for (uint64_t step : {300, 400})
+    ASSERT_EQ(planrt_ckpt_save(ckpt.c_str(), step, 2, v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  ASSERT_EQ(planrt_ckpt_save(ckpt.c_str(), 100, 2, v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  struct stat st;
+  EXPECT_EQ(::stat((ckpt + "/step-00000100.safetensors").c_str(), &st), 0);
+  EXPECT_EQ(::stat((ckpt + "/step-00000400.safetensors").c_str(), &st), 0);
+  EXPECT_NE(::stat((ckpt + "/step-00000300.safetensors").c_str(), &st), 0);
+  // Files named with fewer digits are found and pruned by their real names.
+  writeBytes(ckpt + "/step-5.safetensors", "x", 1);
+  ASSERT_EQ(planrt_ckpt_save(ckpt.c_str(), 500, 2, v.data(), v.size(), nullptr, 0), PLANRT_OK);
+  EXPECT_NE(::stat((ckpt + "/step-5.safetensors").c_str(), &st), 0);
+}
+
+TEST(RuntimeSafetensors, NonUtf8NamesAreRefusedNotThrown) {
+  TempDir dir;
+  Tensors t;
+  auto v = t.views();
+  v[0].name = "bad\xff";
+  std::string path = dir / "m.safetensors";
+  EXPECT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_ERR_ARG);
+  EXPECT_NE(std::string(planrt_last_error()).find("not valid UTF-8"), std::string::npos) << planrt_last_error();
+}

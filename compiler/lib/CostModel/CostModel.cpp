@@ -81,8 +81,8 @@ struct Link {
 class Estimator {
 public:
   Estimator(const sema::Model &m, const sema::Mesh &mesh, const sema::Layout &l,
-            const std::vector<std::string> &roles, const Calibration &cal)
-      : model(m), mesh(mesh), l(l), cal(cal) {
+            const std::vector<std::string> &roles, const Calibration &cal, bool withTrace)
+      : model(m), mesh(mesh), l(l), cal(cal), withTrace(withTrace) {
     t = l.tensor;
     d = l.data;
     p = l.pipeline;
@@ -119,6 +119,7 @@ private:
   const sema::Mesh &mesh;
   const sema::Layout &l;
   const Calibration &cal;
+  bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
   double act, paramBytes, gradBytes, optBytes, peak, hbm;
   std::map<std::string, Link> links;  ///< by role
@@ -792,7 +793,8 @@ private:
     e.bottleneck = std::max_element(parts.begin(), parts.end())->second;
 
     e.traceRank = slowest;
-    buildTrace(e, rt[slowest], slowest);
+    if (withTrace)
+      buildTrace(e, rt[slowest], slowest);
   }
 
   void buildTrace(Estimate &e, const RankTime &r, int rank) {
@@ -837,7 +839,17 @@ private:
     event("pipeline bubble", "bubble", now, bubble - lead);
     now += bubble - lead;
     double lastBwdStart = 0;
+    // The steady state repeats: past 64 micro-batches, draw the first and last 32 and
+    // one block for the rest.
     while (bi < mb) {
+      if (mb > 64 && bi == 32 && mb - 32 > bi) {
+        int64_t skipped = mb - 64;
+        double span = double(skipped) * (f + tf + bwd + tb + 2 * send);
+        event(std::to_string(skipped) + " more micro-batches (forward and backward)", "compute", now, span);
+        now += span;
+        bi += skipped;
+        fi = std::min<int64_t>(mb, fi + skipped);
+      }
       if (fi < mb)
         fwdBlock(fi++);
       lastBwdStart = now;
@@ -882,6 +894,6 @@ std::vector<std::string> plan::cost::axisRolesOf(const sema::Train &train, const
 
 Estimate plan::cost::estimate(const sema::Model &model, const sema::Mesh &mesh,
                               const sema::Layout &layout, const std::vector<std::string> &roles,
-                              const Calibration &cal) {
-  return Estimator(model, mesh, layout, roles, cal).run();
+                              const Calibration &cal, bool withTrace) {
+  return Estimator(model, mesh, layout, roles, cal, withTrace).run();
 }

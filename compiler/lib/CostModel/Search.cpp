@@ -8,15 +8,13 @@
 using namespace plan;
 using namespace plan::cost;
 
-static std::vector<int64_t> divisors(int64_t n) {
+/// Divisors of n up to `cap` (tensor, pipeline and micro-batch sizes beyond a few
+/// thousand are never useful, and this keeps absurd batches cheap).
+static std::vector<int64_t> divisors(int64_t n, int64_t cap = 4096) {
   std::vector<int64_t> out;
-  for (int64_t i = 1; i * i <= n; ++i)
-    if (n % i == 0) {
+  for (int64_t i = 1; i <= cap && i <= n; ++i)
+    if (n % i == 0)
       out.push_back(i);
-      if (i != n / i)
-        out.push_back(n / i);
-    }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -189,7 +189,8 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
   const sema::Model &model = program->models[t.model];
   const sema::Mesh &mesh = program->meshes[t.mesh];
   sema::Layout layout = sema::layoutOf(t);
-  cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh));
+  cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh),
+                                    cost::Calibration::defaults(), /*withTrace=*/!opts.trace.empty());
   if (opts.searchLayouts) {
     std::vector<cost::Candidate> found = cost::search(model, mesh, layout);
     if (opts.json) {

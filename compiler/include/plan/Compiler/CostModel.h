@@ -105,7 +105,7 @@ struct Estimate {
 /// innermost, unless `axisOrder` gives the mesh's own order of roles.
 Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
                   const std::vector<std::string> &axisRoles = {},
-                  const Calibration &cal = Calibration::defaults());
+                  const Calibration &cal = Calibration::defaults(), bool withTrace = false);
 
 /// The roles of the mesh's axes in order ("data", "tensor", "pipeline",
 /// "replicate"), for link placement.

@@ -185,6 +185,10 @@ LogicalResult ApplyOp::verify() {
   if (getParams().size() < a.minParams || getParams().size() > a.maxParams)
     return emitOpError() << "'" << name << "' reads " << a.minParams << " to " << a.maxParams
                          << " parameters, not " << getParams().size();
+  if (getKind() == LayerKind::attention && getParams().size() != 2 && getParams().size() != 4)
+    return emitOpError() << "attention reads its c_attn and c_proj weights, with or without both biases "
+                            "(2 or 4 parameters), not "
+                         << getParams().size();
   if (getKind() == LayerKind::attention) {
     auto heads = (*this)->getAttrOfType<IntegerAttr>("heads");
     auto kv = (*this)->getAttrOfType<IntegerAttr>("kv_heads");
