@@ -396,7 +396,7 @@ private:
       case 't': out += '\t'; break;
       default: {
         Loc l = pos.of(tok);
-        l.col += uint32_t(i - 1);  // byte column of the backslash (ASCII prefix assumed)
+        l.col += uint32_t(i - 1);  // columns are bytes, so this is the backslash's column
         error(l, std::string("unknown escape sequence '\\") + e +
                      "' in string; the escapes are \\\" \\\\ \\n \\t");
       }

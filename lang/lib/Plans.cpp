@@ -509,7 +509,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
 
   // Logical dims → mesh axes: Megatron defaults for the tensor axis, then overrides.
   if (!t.parallel.tensorAxis.empty())
-    for (const char *d : {"vocab", "qkv", "heads", "mlp"})
+    for (const std::string &d : sema::defaultTensorDims())
       t.shard[d] = t.parallel.tensorAxis;
   if (const Expr *e = sec.value("shard")) {
     Value v = eval(*e, nullptr);
@@ -615,8 +615,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
         // Suggest dropping the split that is not one of Megatron's defaults.
         std::string keep = v.param->dims[v.dimIndex];
         for (const std::string &d : v.param->dims)
-          if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis && d != "vocab" && d != "qkv" &&
-              d != "heads" && d != "mlp")
+          if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis && !sema::defaultTensorDims().count(d))
             keep = d;
         diags.error(tensorLoc, "'" + v.param->path + "' would be split over " + axis + " on both " + dims +
                                    "; a tensor is split along one dim")

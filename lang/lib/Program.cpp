@@ -49,7 +49,7 @@ const Mesh *Program::findMesh(const std::string &name) const {
 std::string ValueType::str() const {
   switch (kind) {
   case Kind::Tokens: return "token ids [batch, seq]";
-  case Kind::Positions: return "positions [seq]";
+  case Kind::Positions: return "positions [batch, seq]";
   case Kind::Hidden: return "activations [batch, seq, " + std::to_string(features) + "]";
   case Kind::Scalar: return "a scalar";
   }

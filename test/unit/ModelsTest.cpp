@@ -91,3 +91,20 @@ TEST(Models, DidYouMeanInsideBodies) {
   ASSERT_EQ(r.errors.size(), 1u) << r.all();
   EXPECT_EQ(r.errors[0], "3:35: unknown name 'emd'; did you mean 'emb'?");
 }
+
+#include "plan/Dialect/Plan/IR/Plan.h"
+
+// Sema's enums reach the plan dialect by name: every name must exist on both sides.
+TEST(Models, SemaEnumNamesMatchThePlanDialect) {
+  using namespace plan;
+  for (int k = 0; k <= int(sema::OpKind::Mul); ++k)
+    EXPECT_TRUE(pl::symbolizeLayerKind(sema::opKindName(sema::OpKind(k)))) << sema::opKindName(sema::OpKind(k));
+  for (sema::Init i : {sema::Init::Normal, sema::Init::Zeros, sema::Init::Ones})
+    EXPECT_TRUE(pl::symbolizeInit(sema::initName(i)));
+  for (sema::Precision p : {sema::Precision::FP32, sema::Precision::BF16, sema::Precision::FP16})
+    EXPECT_TRUE(pl::symbolizePrecision(sema::precisionName(p)));
+  for (sema::Recompute r : {sema::Recompute::None, sema::Recompute::Full, sema::Recompute::Selective})
+    EXPECT_TRUE(pl::symbolizeRecompute(sema::recomputeName(r)));
+  for (sema::LRSchedule s : {sema::LRSchedule::Constant, sema::LRSchedule::Linear, sema::LRSchedule::Cosine})
+    EXPECT_TRUE(pl::symbolizeLRSchedule(sema::lrScheduleName(s)));
+}

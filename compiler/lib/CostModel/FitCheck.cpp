@@ -7,10 +7,10 @@
 
 using namespace plan;
 
-bool plan::checkFit(const sema::Program &program, lang::Diags &diags) {
+bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std::string &entry) {
   bool ok = true;
   for (const sema::Train &t : program.trains) {
-    if (t.loc.file != 0)
+    if (t.loc.file != 0 || (!entry.empty() && t.name != entry))
       continue;
     const sema::Mesh &mesh = program.meshes[t.mesh];
     const sema::Model &model = program.models[t.model];

@@ -25,7 +25,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
   int64_t n = mesh.devices();
   std::set<std::string> tensorDims = base.tensorDims;
   if (tensorDims.empty())
-    tensorDims = {"vocab", "qkv", "heads", "mlp"};
+    tensorDims = sema::defaultTensorDims();
   for (int64_t t : divisors(n)) {
     for (int64_t p : divisors(n / t)) {
       if (p > 1 && !options.allowPipeline)

@@ -110,13 +110,25 @@ private:
     }
   }
 
+  /// Parameters are held in fp32 (the master copy); lower precisions are the
+  /// train plan's choice, applied in later stages.
+  Type elementType(sema::DType d) {
+    switch (d) {
+    case sema::DType::F32: return b.getF32Type();
+    case sema::DType::BF16: return b.getBF16Type();
+    case sema::DType::F16: return b.getF16Type();
+    case sema::DType::I32: return b.getIntegerType(32);
+    }
+    return b.getF32Type();
+  }
+
   Type valueType(const sema::ValueType &t) {
     Type f32 = b.getF32Type();
     Type i32 = b.getIntegerType(32);
     int64_t dyn = ShapedType::kDynamic;
     switch (t.kind) {
     case sema::ValueType::Kind::Tokens: return RankedTensorType::get({dyn, dyn}, i32);
-    case sema::ValueType::Kind::Positions: return RankedTensorType::get({dyn}, i32);
+    case sema::ValueType::Kind::Positions: return RankedTensorType::get({dyn, dyn}, i32);
     case sema::ValueType::Kind::Hidden: return RankedTensorType::get({dyn, dyn, t.features}, f32);
     case sema::ValueType::Kind::Scalar: return RankedTensorType::get({}, f32);
     }
@@ -134,7 +146,7 @@ private:
       std::optional<Init> init = symbolizeInit(sema::initName(p.init));
       auto op = ParamOp::create(
           b, NameLoc::get(str(p.path), loc(p.loc)), str(p.path),
-          TypeAttr::get(RankedTensorType::get(p.shape, b.getF32Type())), strs(p.dims),
+          TypeAttr::get(RankedTensorType::get(p.shape, elementType(p.dtype))), strs(p.dims),
           InitAttr::get(ctx, *init), f64(p.init == sema::Init::Normal ? p.initStd : 0.0),
           p.residualProjection ? b.getUnitAttr() : UnitAttr());
       (void)op;

@@ -269,7 +269,7 @@ int run(const Options &opts, const char *argv0) {
         return 1;
       }
     }
-    if (!checkFit(*program, diags))
+    if (!checkFit(*program, diags, opts.entry))
       return 1;
     if (opts.summary)
       printSummary(*program);

@@ -102,7 +102,8 @@ struct Estimate {
 
 /// Estimates `model` laid out as `layout` on `mesh`. The layout must pass
 /// sema::checkLayout. Axis placement: data outermost, then pipeline, tensor
-/// innermost, unless `axisOrder` gives the mesh's own order of roles.
+/// innermost, unless `axisRoles` gives the mesh's own order of roles. The Chrome
+/// trace is built only when `withTrace` is set.
 Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
                   const std::vector<std::string> &axisRoles = {},
                   const Calibration &cal = Calibration::defaults(), bool withTrace = false);

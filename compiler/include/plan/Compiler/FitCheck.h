@@ -10,7 +10,7 @@ namespace plan {
 /// reports an error at the declaration when the cost model's per-device total
 /// exceeds it, with the breakdown and the fastest layouts that would fit.
 /// Returns false if any plan does not fit.
-bool checkFit(const sema::Program &program, lang::Diags &diags);
+bool checkFit(const sema::Program &program, lang::Diags &diags, const std::string &entry = "");
 
 } // namespace plan
 

@@ -18,8 +18,8 @@ const char *stageName(Stage s);
 std::optional<Stage> parseStage(const std::string &name);
 /// Every stage name, in pipeline order, for help and errors.
 std::string stageNames();
-/// Whether this build can stop at the stage; later stages arrive with the
-/// nn dialect and code generation.
+/// Whether this build can stop at the stage (ast, plan and nn so far; autodiff,
+/// layout and code generation follow).
 bool stageImplemented(Stage s);
 
 struct PipelineOptions {

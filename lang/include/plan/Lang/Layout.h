@@ -12,6 +12,13 @@
 
 namespace plan::sema {
 
+/// The logical dims a tensor axis splits unless `shard` says otherwise (Megatron-LM:
+/// column/row-parallel attention and MLP, vocab-parallel embedding).
+inline const std::set<std::string> &defaultTensorDims() {
+  static const std::set<std::string> dims = {"vocab", "qkv", "heads", "mlp"};
+  return dims;
+}
+
 struct Layout {
   int64_t data = 1;      ///< data-parallel size (product of the data axes)
   int64_t tensor = 1;    ///< tensor-parallel size

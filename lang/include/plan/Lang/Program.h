@@ -225,7 +225,6 @@ struct Program {
   std::vector<Train> trains;
   std::vector<Retrieval> retrievals;
   std::vector<Generate> generates;
-  /// Declarations of the main file, in order (kind, index into the vectors above).
   const Model *findModel(const std::string &name) const;
   const Mesh *findMesh(const std::string &name) const;
 };
