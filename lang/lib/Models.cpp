@@ -14,6 +14,44 @@ using sema::GraphOp;
 using sema::OpKind;
 using sema::ValueType;
 
+const std::vector<std::string> &plan::lang::layerNames() {
+  static const std::vector<std::string> n = {"embedding", "linear",    "layernorm",
+                                             "rmsnorm",   "attention", "dropout"};
+  return n;
+}
+const std::vector<std::string> &plan::lang::functionNames() {
+  static const std::vector<std::string> n = {"gelu", "silu", "relu", "positions",
+                                             "cross_entropy"};
+  return n;
+}
+const std::vector<std::string> &plan::lang::paramTypeNames() {
+  static const std::vector<std::string> n = {"int", "float", "bool", "string"};
+  return n;
+}
+bool plan::lang::isLayerName(const std::string &n) {
+  auto &v = layerNames();
+  return std::find(v.begin(), v.end(), n) != v.end();
+}
+bool plan::lang::isFunctionName(const std::string &n) {
+  auto &v = functionNames();
+  return std::find(v.begin(), v.end(), n) != v.end();
+}
+
+bool plan::lang::isLayerBinding(const Sema &sema, const ast::Expr &e,
+                                const std::set<std::string> &definedBefore) {
+  if (e.kind == ast::Expr::Kind::Repeat)
+    return true;
+  if (e.kind != ast::Expr::Kind::Call || e.lhs->kind != ast::Expr::Kind::Name)
+    return false;
+  const std::string &n = e.lhs->text;
+  if (definedBefore.count(n))
+    return false;  // applying a local layer, or a tensor shadowing the name
+  if (isLayerName(n))
+    return true;
+  const ast::Decl *d = sema.lookupDecl(n);
+  return d && d->kind == ast::Decl::Kind::Block;
+}
+
 namespace {
 
 constexpr size_t kMaxParams = 1'000'000;
@@ -23,25 +61,6 @@ constexpr size_t kMaxBlockDepth = 64;
 constexpr int64_t kMaxElements = int64_t(1) << 53;
 
 enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout };
-
-const std::vector<std::string> &layerNames() {
-  static const std::vector<std::string> n = {"embedding", "linear",    "layernorm",
-                                             "rmsnorm",   "attention", "dropout"};
-  return n;
-}
-const std::vector<std::string> &functionNames() {
-  static const std::vector<std::string> n = {"gelu", "silu", "relu", "positions",
-                                             "cross_entropy"};
-  return n;
-}
-bool isLayerName(const std::string &n) {
-  auto &v = layerNames();
-  return std::find(v.begin(), v.end(), n) != v.end();
-}
-bool isFunctionName(const std::string &n) {
-  auto &v = functionNames();
-  return std::find(v.begin(), v.end(), n) != v.end();
-}
 
 Signature layerSignature(Prim p) {
   switch (p) {
@@ -152,7 +171,7 @@ public:
     for (auto &in : decl.inputs)
       defined.insert(in.first);
     for (const ast::Stmt &s : decl.body) {
-      bool binding = s.kind == ast::Stmt::Kind::Assign && isBindingExpr(*s.value, defined);
+      bool binding = s.kind == ast::Stmt::Kind::Assign && isLayerBinding(sema, *s.value, defined);
       inst->isBinding.push_back(binding);
       if (s.kind == ast::Stmt::Kind::Assign)
         defined.insert(s.name);
@@ -283,20 +302,6 @@ private:
       env[p.name] = v;
     }
     return env;
-  }
-
-  bool isBindingExpr(const Expr &e, const std::set<std::string> &defined) {
-    if (e.kind == Expr::Kind::Repeat)
-      return true;
-    if (e.kind != Expr::Kind::Call || e.lhs->kind != Expr::Kind::Name)
-      return false;
-    const std::string &n = e.lhs->text;
-    if (defined.count(n))
-      return false;
-    if (isLayerName(n))
-      return true;
-    const ast::Decl *d = sema.lookupDecl(n);
-    return d && d->kind == ast::Decl::Kind::Block;
   }
 
   int addParam(const std::string &path, std::vector<int64_t> shape,
@@ -936,7 +941,7 @@ private:
 } // namespace plan::lang
 
 void Sema::checkBodyNames(const ast::Decl &decl) {
-  static const std::vector<std::string> types = {"int", "float", "bool", "string"};
+  const std::vector<std::string> &types = paramTypeNames();
   std::set<std::string> seen;
   for (const ast::Param &p : decl.params) {
     if (std::find(types.begin(), types.end(), p.type) == types.end()) {
@@ -961,12 +966,16 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
     defined.insert(p.name);
   for (auto &in : decl.inputs)
     defined.insert(in.first);
-  for (const ast::Stmt &s : decl.body)
-    if (s.kind == ast::Stmt::Kind::Assign &&
-        (s.value->kind == Expr::Kind::Repeat ||
-         (s.value->kind == Expr::Kind::Call && s.value->lhs->kind == Expr::Kind::Name &&
-          (isLayerName(s.value->lhs->text) || lookupDecl(s.value->lhs->text)))))
-      defined.insert(s.name);
+  {
+    std::set<std::string> before = defined;
+    for (const ast::Stmt &s : decl.body) {
+      if (s.kind != ast::Stmt::Kind::Assign)
+        continue;
+      if (isLayerBinding(*this, *s.value, before))
+        defined.insert(s.name);
+      before.insert(s.name);
+    }
+  }
   std::function<void(const Expr &)> names = [&](const Expr &e) {
     auto known = [&](const std::string &n) {
       return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) ||

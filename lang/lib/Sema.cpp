@@ -152,10 +152,12 @@ std::vector<std::string> Sema::declNames(std::function<bool(const ast::Decl &)> 
 }
 
 std::optional<sema::Program> Sema::run() {
-  static const std::set<std::string> reserved = {
-      "embedding", "linear",     "layernorm", "rmsnorm", "attention", "dropout", "gelu",
-      "silu",      "relu",       "positions", "cross_entropy", "true", "false", "none",
-      "int",       "float",      "bool",      "string"};
+  static const std::set<std::string> reserved = [] {
+    std::set<std::string> r = {"true", "false", "none"};
+    for (const auto *table : {&layerNames(), &functionNames(), &paramTypeNames()})
+      r.insert(table->begin(), table->end());
+    return r;
+  }();
   // Imports load after their importers, so walking back from the last file puts a
   // clash between a plan and its stdlib at the plan's own declaration.
   for (auto fit = program.files.rbegin(); fit != program.files.rend(); ++fit)

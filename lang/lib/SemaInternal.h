@@ -13,6 +13,18 @@
 
 namespace plan::lang {
 
+class Sema;
+
+/// The language's built-in names: primitive layers, tensor functions, parameter types.
+const std::vector<std::string> &layerNames();
+const std::vector<std::string> &functionNames();
+const std::vector<std::string> &paramTypeNames();
+bool isLayerName(const std::string &n);
+bool isFunctionName(const std::string &n);
+/// Whether `name = e` binds a layer (a primitive layer, a block, or `repeat(n) b`)
+/// rather than computing a tensor; names assigned before the statement shadow.
+bool isLayerBinding(const Sema &sema, const ast::Expr &e, const std::set<std::string> &definedBefore);
+
 /// A compile-time value: the result of evaluating a constant expression.
 struct Value {
   enum class Kind { Error, None, Int, Float, Bool, String, Quantity, Name, Word, List, Call };
