@@ -5,31 +5,15 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "TempDir.h"
+
 #include <gtest/gtest.h>
 
 using namespace plan;
 using plan::test::analyze;
 
 namespace {
-class TempDir {
-public:
-  TempDir() {
-    llvm::SmallString<128> p;
-    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("planc-imports", p));
-    path = std::string(p);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string write(const std::string &name, const std::string &text) {
-    llvm::SmallString<128> p(path);
-    llvm::sys::path::append(p, name);
-    llvm::sys::fs::create_directories(llvm::sys::path::parent_path(p));
-    std::error_code ec;
-    llvm::raw_fd_ostream os(p, ec);
-    os << text;
-    return std::string(p);
-  }
-  std::string path;
-};
+using plan::test::TempDir;
 
 const char *kMesh = "mesh %s {\n  devices = cpu(1)\n  axes = [dp: 1]\n}\n";
 std::string mesh(const std::string &name) {

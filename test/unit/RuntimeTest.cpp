@@ -6,6 +6,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include "TempDir.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,17 +22,7 @@
 
 namespace {
 
-class TempDir {
-public:
-  TempDir() {
-    llvm::SmallString<128> p;
-    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("planrt", p));
-    path = std::string(p);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string operator/(const std::string &name) const { return path + "/" + name; }
-  std::string path;
-};
+using plan::test::TempDir;
 
 void writeBytes(const std::string &path, const void *data, size_t n) {
   std::ofstream os(path, std::ios::binary);
