@@ -5,6 +5,7 @@
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Plan/Transforms/Passes.h"
+#include "plan/Target/CPU.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
@@ -41,7 +42,9 @@ std::string plan::stageNames() {
   return out;
 }
 
-bool plan::stageImplemented(Stage s) { return s == Stage::AST || s == Stage::Plan || s == Stage::NN; }
+bool plan::stageImplemented(Stage s) {
+  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::LLVM;
+}
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
   if (!options.entry.empty()) {
@@ -51,10 +54,16 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
   }
   if (stage >= Stage::NN)
     pm.addPass(createConvertPlanToNN());
+  if (stage >= Stage::Grad)
+    pm.addPass(createPlanTrainStep());
+  if (stage >= Stage::LLVM)
+    cpu::buildLoweringPipeline(pm);
 }
 
 void plan::registerDialects(mlir::DialectRegistry &registry) {
-  registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect>();
+  registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::math::MathDialect, mlir::tensor::TensorDialect>();
+  cpu::registerTarget(registry);
 }
 
 void plan::registerPasses() {

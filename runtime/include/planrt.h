@@ -131,6 +131,31 @@ planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const p
 /* The newest checkpoint's path into buf (and its step), or PLANRT_ERR_IO if none. */
 planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step);
 
+
+/* ---- Training executables. planc emits three functions for a `train` plan (bare
+ * pointers, static shapes: tokens and targets are [micro, seq] int32, the flat
+ * parameter, gradient and Adam moment buffers hold `num_floats` floats in the
+ * order and at the offsets of the manifest), the manifest (JSON, see
+ * docs/EXECUTABLES.md) and a `main` that calls planrt_train_main. */
+/* G += dloss/dP / accumulation; *loss += loss / accumulation. */
+typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens,
+                               const int32_t *targets, float *loss);
+/* The optimizer step `step` (0-based) from G, in place on P, M, V:
+ * stats[0] = global gradient norm before clipping, stats[1] = learning rate. */
+typedef void (*planrt_update_fn)(float *params, float *grads, float *m, float *v, int64_t step,
+                                 float *stats);
+/* Forward only: *loss = mean cross-entropy of one micro-batch. */
+typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
+                               float *loss);
+/* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
+ * not finite), flushed; `step` is the 0-based step after which it was measured. */
+planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
+/* Parses the command line and the manifest, then trains (docs/EXECUTABLES.md);
+ * returns the process exit status: 0 done, 1 an error (named on stderr), 2 a bad
+ * command line. */
+int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
+                      planrt_update_fn update, planrt_eval_fn eval);
+
 #ifdef __cplusplus
 }
 #endif

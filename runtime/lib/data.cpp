@@ -32,6 +32,18 @@ struct TokenFile {
   uint64_t headerBytes = 0;
 };
 
+/// Whether a file that lacks the llm.c magic still starts like an llm.c header: a
+/// date-like magic (2024-01-01 … 2029-12-31, as llm.c's formats use) and a small
+/// version. Raw uint16 tokens start like this only if tokens 1, 2 and 3 are 308 or
+/// 309, 1–255 and 0 (and token 0 is in a matching range): not a plausible text.
+bool looksLikeLlmcHeader(const unsigned char *bytes, size_t size) {
+  if (size < kLlmcHeaderInts * 4)
+    return false;
+  int32_t header[2];
+  std::memcpy(header, bytes, sizeof header);
+  return header[0] >= 20240101 && header[0] <= 20291231 && header[1] >= 1 && header[1] <= 255;
+}
+
 /// A uniform integer in [0, n) (Lemire's multiply-shift).
 uint64_t below(uint64_t r, uint64_t n) { return uint64_t((__uint128_t(r) * n) >> 64); }
 
@@ -96,6 +108,14 @@ struct planrt_data {
       }
       f.headerBytes = kLlmcHeaderInts * 4;
       f.count = uint64_t(header[2]);
+    } else if (looksLikeLlmcHeader(bytes, size)) {
+      // Another llm.c format (e.g. 20240801, uint32 tokens) or a corrupt magic: read
+      // as raw uint16 it would silently train on the header and on half-tokens.
+      int32_t version = 0;
+      std::memcpy(&version, bytes + 4, sizeof version);
+      munmap(map, size);
+      return fail(PLANRT_ERR_FORMAT, "%s: an llm.c-style header with magic %d (version %d); planc reads llm.c token files with magic %d (version 1, uint16 tokens) and raw uint16 files",
+                  path.c_str(), magic, version, kLlmcMagic);
     } else {
       // nanoGPT: raw little-endian uint16 tokens.
       if (size % 2 != 0) {

@@ -54,6 +54,18 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   return PLANRT_OK;
 }
 
+planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
+  if (!log)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_eval: null log");
+  FILE *f = log->file;
+  std::fprintf(f, "{\"step\": %llu, \"val_loss\": ", (unsigned long long)step);
+  number(f, valLoss);
+  std::fputs("}\n", f);
+  if (std::fflush(f) != 0 || std::ferror(f))
+    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
+  return PLANRT_OK;
+}
+
 void planrt_log_close(planrt_log *log) {
   if (!log)
     return;

@@ -3,6 +3,7 @@
 #include "plan/Compiler/FitCheck.h"
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
+#include "plan/Target/CPU.h"
 #include "plan/Lang/Sema.h"
 
 #include "mlir/IR/AsmState.h"
@@ -17,6 +18,10 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -39,7 +44,7 @@ commands:
 
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
-  -o OUT, --target cpu|cuda  (build) the executable and its target (build is not in this version)
+  -o OUT, --target cpu|cuda  (build, run) the executable (default: the plan's name) and its target
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -53,7 +58,7 @@ options:
 
 struct Options {
   std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu";
-  std::vector<std::string> includeDirs;
+  std::vector<std::string> includeDirs, runArgs;
   bool printAfterAll = false, summary = false, json = false, searchLayouts = false,
        perLayer = false;
 };
@@ -126,19 +131,21 @@ void printSummary(const sema::Program &p) {
       os << "generate " << g.name << ": model " << p.models[g.model].name << "\n";
 }
 
-int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, lang::Diags &diags,
-              mlir::MLIRContext &ctx) {
+/// The program lowered to `stage`, or null after printing errors.
+mlir::OwningOpRef<mlir::ModuleOp> lowerProgram(const Options &opts, Stage stage, const sema::Program &program,
+                                               lang::Diags &diags) {
   mlir::OwningOpRef<mlir::ModuleOp> module = genPlanModule(program, diags);
   if (failed(mlir::verify(*module))) {
     llvm::errs() << "planc: error: internal: the generated plan IR does not verify\n";
-    return 1;
+    return nullptr;
   }
+  mlir::MLIRContext &ctx = *module->getContext();
   std::unique_ptr<DumpIR> dump;
   if (!opts.dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(opts.dumpDir)) {
       llvm::errs() << "planc: error: cannot create '" << opts.dumpDir << "': " << ec.message()
                    << "\n";
-      return 1;
+      return nullptr;
     }
     dump = std::make_unique<DumpIR>(opts.dumpDir, 0);
     dump->write("plan-gen", module->getOperation());
@@ -159,9 +166,59 @@ int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, la
   pipeline.entry = opts.entry;
   buildPipeline(pm, stage, pipeline);
   if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, lang::Diags &diags) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowerProgram(opts, stage, program, diags);
+  if (!module)
     return 1;
   module->print(llvm::outs(), mlir::OpPrintingFlags().enableDebugInfo(false));
   llvm::outs() << "\n";
+  return 0;
+}
+
+/// planc build: the plan lowered to LLVM, an object file, an executable.
+int runBuild(const Options &opts, const sema::Program &program, lang::Diags &diags, const char *argv0,
+             std::string &exe) {
+  if (opts.target == "cuda") {
+    llvm::errs() << "planc: error: the CUDA target is not implemented in this version of planc; "
+                    "build with --target cpu\n";
+    return 1;
+  }
+  for (const auto &r : program.retrievals)
+    if (r.loc.file == 0 && (opts.entry.empty() || opts.entry == r.name)) {
+      llvm::errs() << "planc: error: building retrieval graphs ('" << r.name
+                   << "') is not implemented in this version of planc\n";
+      return 1;
+    }
+  for (const auto &g : program.generates)
+    if (g.loc.file == 0 && (opts.entry.empty() || opts.entry == g.name)) {
+      llvm::errs() << "planc: error: building generate declarations ('" << g.name
+                   << "') is not implemented in this version of planc\n";
+      return 1;
+    }
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowerProgram(opts, Stage::LLVM, program, diags);
+  if (!module)
+    return 1;
+  exe = opts.output;
+  if (exe.empty())
+    exe = llvm::sys::path::stem(opts.file).str();
+  llvm::SmallString<256> object;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("planc", "o", object)) {
+    llvm::errs() << "planc: error: cannot create a temporary object file: " << ec.message() << "\n";
+    return 1;
+  }
+  std::string error;
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&usageError);
+  bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
+            succeeded(cpu::link(std::string(object), exe, self, error));
+  llvm::sys::fs::remove(object);
+  if (!ok) {
+    llvm::errs() << "planc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -287,8 +344,8 @@ int run(const Options &opts, const char *argv0) {
       return usageError("unknown stage '" + opts.stage + "'; the stages are " + stageNames());
     if (!stageImplemented(*stage)) {
       llvm::errs() << "planc: error: stage '" << opts.stage
-                   << "' is not implemented in this version of planc; it can stop at ast, plan "
-                      "and nn (autodiff, layout and code generation come next)\n";
+                   << "' is not implemented in this version of planc; it can stop at ast, plan, "
+                      "nn, grad and llvm (the layout stages and ptx come next)\n";
       return 1;
     }
     if (*stage == Stage::AST && !opts.entry.empty())
@@ -303,17 +360,30 @@ int run(const Options &opts, const char *argv0) {
     auto program = lang::analyzeFile(opts.file, fe, diags);
     if (!program)
       return 1;
-    return runEmitIR(opts, *stage, *program, diags, ctx);
+    return runEmitIR(opts, *stage, *program, diags);
   }
 
   // build and run need the later stages of the pipeline.
   auto program = lang::analyzeFile(opts.file, fe, diags);
   if (!program)
     return 1;
-  llvm::errs() << "planc: error: 'planc " << opts.command
-               << "' is not implemented in this version of planc: the plan checks clean, "
-                  "but autodiff, lowering to object code and linking with the runtime arrive "
-                  "in a later version\n";
+  std::string exe;
+  if (int rc = runBuild(opts, *program, diags, argv0, exe))
+    return rc;
+  if (opts.command == "build")
+    return 0;
+  // planc run: the executable replaces planc, with the arguments after `--`.
+  llvm::SmallString<256> path(exe);
+  llvm::sys::fs::make_absolute(path);
+  std::vector<std::string> argvStrings{std::string(path)};
+  argvStrings.insert(argvStrings.end(), opts.runArgs.begin(), opts.runArgs.end());
+  std::vector<char *> args;
+  for (std::string &a : argvStrings)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  llvm::outs().flush();
+  execv(args[0], args.data());
+  llvm::errs() << "planc: error: cannot run " << exe << ": " << std::strerror(errno) << "\n";
   return 1;
 }
 
@@ -352,6 +422,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (a == "--") {
+      opts.runArgs.assign(args.begin() + i + 1, args.end());
       break;  // the rest belongs to the executable (planc run)
     } else if (a == "-I") {
       auto v = value("-I");

@@ -26,4 +26,64 @@ def ConvertPlanToNN : Pass<"convert-plan-to-nn", "mlir::ModuleOp"> {
   let dependentDialects = ["plan::nn::NNDialect", "mlir::func::FuncDialect"];
 }
 
+
+def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff of every nn.model function";
+  let description = [{
+    For each function marked `nn.model` (tokens, targets, parameters → loss),
+    adds `<name>_grad` returning the loss and the gradient of every parameter
+    (result attribute `nn.grad` names it). The forward ops are cloned, then
+    walked in reverse; each op's `VJPOpInterface` builds the gradients of its
+    operands, and a value used twice (residual stream, tied embedding) gets the
+    `nn.add` of its gradients. An op without a VJP is an error at that op.
+  }];
+  let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect"];
+}
+
+def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
+  let summary = "The forward, gradient and optimizer-update functions of each train plan";
+  let description = [{
+    For each `plan.train @t` whose model has been expanded to nn: `@t_forward`
+    (the model with batch and sequence static: [micro, seq]), `@t_grad`
+    (`nn-autodiff` of it) and `@t_update` (global gradient norm, clipping,
+    learning-rate schedule and one `nn.adamw` per parameter, weight decay on
+    matrices only).
+  }];
+  let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect", "mlir::tensor::TensorDialect"];
+}
+
+def PlanTrainABI : Pass<"plan-train-abi", "mlir::ModuleOp"> {
+  let summary = "The C entry points and manifest of a training executable";
+  let description = [{
+    Inlines `@t_grad`, `@t_update` and `@t_forward` into `planc_grad`,
+    `planc_update` and `planc_eval`, functions on flat f32 buffers (every
+    parameter, gradient and Adam moment at its 64-byte-aligned offset in one
+    array) and static [micro, seq] token buffers, as `planrt.h` declares; adds
+    the manifest (parameter table, data, batch, schedule, checkpoints) as the
+    constant `planc_manifest`; and drops what remains of the plan.
+  }];
+  let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect",
+                           "mlir::memref::MemRefDialect", "mlir::bufferization::BufferizationDialect",
+                           "mlir::LLVM::LLVMDialect"];
+}
+
+def ConvertNNToLinalg : Pass<"convert-nn-to-linalg", "mlir::ModuleOp"> {
+  let summary = "Elementwise and reduction nn ops to linalg.generic";
+  let description = [{
+    Activations and their gradients, adds, scales, bias adds, row sums, sums of
+    squares, positions and the AdamW update become `linalg.generic` ops on
+    tensors, which linalg's elementwise fusion merges and which compile to
+    loops. GEMMs, attention, normalisations, embeddings and cross-entropy stay:
+    bufferization turns them into calls to BLAS and to the runtime's kernels.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect", "mlir::tensor::TensorDialect"];
+}
+
+def PlanFreeBuffers : Pass<"plan-free-buffers", "mlir::func::FuncOp"> {
+  let summary = "Free the top-level buffers of straight-line functions before they return";
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 #endif // PLAN_CONVERSION_PASSES_TD

@@ -112,3 +112,29 @@ LogicalResult DropoutOp::verify() {
     return emitOpError() << "probability must lie in [0, 1), not " << p;
   return success();
 }
+
+#include "plan/Dialect/NN/IR/NNInterfaces.cpp.inc"
+
+LogicalResult MatmulWGradOp::verify() {
+  RankedTensorType x = ranked(getX()), dy = ranked(getDy()), w = ranked(getResult());
+  int64_t k = getTransposeW() ? w.getDimSize(1) : w.getDimSize(0);
+  int64_t n = getTransposeW() ? w.getDimSize(0) : w.getDimSize(1);
+  if (!sameRows(x, dy) || !agree(x.getDimSize(2), k) || !agree(dy.getDimSize(2), n))
+    return emitOpError() << "the gradient of a weight " << w << " needs x [batch, seq, " << k
+                         << "] and dy [batch, seq, " << n << "], not " << x << " and " << dy;
+  return success();
+}
+
+LogicalResult SumRowsOp::verify() {
+  if (!agree(ranked(getX()).getDimSize(2), ranked(getResult()).getDimSize(0)))
+    return emitOpError() << "sums rows of " << ranked(getX()).getDimSize(2) << " features into "
+                         << getResult().getType();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType dy = ranked(getDy()), ids = ranked(getIds()), t = ranked(getResult());
+  if (!sameRows(dy, ids) || !agree(dy.getDimSize(2), t.getDimSize(1)))
+    return emitOpError() << "scatters " << dy << " by " << ids << " into " << t;
+  return success();
+}

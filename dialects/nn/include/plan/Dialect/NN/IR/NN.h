@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "plan/Dialect/NN/IR/NNDialect.h.inc"
+#include "plan/Dialect/NN/IR/NNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "plan/Dialect/NN/IR/NNOps.h.inc"

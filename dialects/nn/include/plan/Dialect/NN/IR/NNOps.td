@@ -4,6 +4,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "plan/Dialect/NN/IR/NNInterfaces.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -32,13 +33,17 @@ def NN_Dialect : Dialect {
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, !listconcat(traits, [Pure])>;
 
+// A forward op: differentiable through its VJP.
+class NN_FwdOp<string mnemonic, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<NN_VJPOpInterface>])>;
+
 // Activations: [batch, seq, features] with batch and seq usually dynamic.
 def NN_Activation : TensorRankOf<[AnyFloat], [3]>;
 def NN_Tokens : TensorRankOf<[I32], [2]>;
 def NN_Matrix : TensorRankOf<[AnyFloat], [2]>;
 def NN_Vector : TensorRankOf<[AnyFloat], [1]>;
 
-def NN_EmbeddingOp : NN_Op<"embedding"> {
+def NN_EmbeddingOp : NN_FwdOp<"embedding"> {
   let summary = "Rows of a table gathered by integer ids";
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]`. Ids out of range are a run-time error.
@@ -53,7 +58,7 @@ def NN_EmbeddingOp : NN_Op<"embedding"> {
   let hasVerifier = 1;
 }
 
-def NN_PositionsOp : NN_Op<"positions", [AllTypesMatch<["tokens", "result"]>]> {
+def NN_PositionsOp : NN_FwdOp<"positions", [AllTypesMatch<["tokens", "result"]>]> {
   let summary = "The position of every token in its sequence";
   let description = [{
     `result[b, s] = s`, of the shape of `tokens`.
@@ -68,7 +73,7 @@ def NN_PositionsOp : NN_Op<"positions", [AllTypesMatch<["tokens", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def NN_MatmulOp : NN_Op<"matmul"> {
+def NN_MatmulOp : NN_FwdOp<"matmul"> {
   let summary = "Activations times a weight matrix";
   let description = [{
     `result[b, s, n] = Σ_k x[b, s, k] · w[k, n]`, or with `transpose_w`
@@ -85,7 +90,7 @@ def NN_MatmulOp : NN_Op<"matmul"> {
   let hasVerifier = 1;
 }
 
-def NN_BiasAddOp : NN_Op<"bias_add", [AllTypesMatch<["x", "result"]>]> {
+def NN_BiasAddOp : NN_FwdOp<"bias_add", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Adds a bias vector along the last dim";
   let description = [{
     ```mlir
@@ -98,7 +103,7 @@ def NN_BiasAddOp : NN_Op<"bias_add", [AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def NN_LayerNormOp : NN_Op<"layernorm", [AllTypesMatch<["x", "result"]>]> {
+def NN_LayerNormOp : NN_FwdOp<"layernorm", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Layer normalisation over the last dim, with a scale and an optional bias";
   let description = [{
     `(x − mean) / sqrt(var + eps) · weight + bias`, with the biased variance (as PyTorch).
@@ -113,7 +118,7 @@ def NN_LayerNormOp : NN_Op<"layernorm", [AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def NN_RMSNormOp : NN_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
+def NN_RMSNormOp : NN_FwdOp<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Root-mean-square normalisation over the last dim, with a scale";
   let description = [{
     `x / sqrt(mean(x²) + eps) · weight`.
@@ -128,7 +133,7 @@ def NN_RMSNormOp : NN_Op<"rmsnorm", [AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def NN_SDPAOp : NN_Op<"sdpa"> {
+def NN_SDPAOp : NN_FwdOp<"sdpa"> {
   let summary = "Scaled dot-product attention over packed q, k, v";
   let description = [{
     The core of an attention layer. `qkv` packs, along its last dim, `heads`
@@ -149,7 +154,7 @@ def NN_SDPAOp : NN_Op<"sdpa"> {
   let hasVerifier = 1;
 }
 
-class NN_UnaryOp<string mnemonic, string what> : NN_Op<mnemonic, [AllTypesMatch<["x", "result"]>]> {
+class NN_UnaryOp<string mnemonic, string what> : NN_FwdOp<mnemonic, [AllTypesMatch<["x", "result"]>]> {
   let summary = what;
   let arguments = (ins NN_Activation:$x);
   let results = (outs NN_Activation:$result);
@@ -180,7 +185,7 @@ def NN_ReluOp : NN_UnaryOp<"relu", "ReLU: max(x, 0)"> {
   }];
 }
 
-def NN_DropoutOp : NN_Op<"dropout", [AllTypesMatch<["x", "result"]>]> {
+def NN_DropoutOp : NN_FwdOp<"dropout", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Dropout with probability p (inverted scaling), identity in evaluation";
   let description = [{
     ```mlir
@@ -193,11 +198,15 @@ def NN_DropoutOp : NN_Op<"dropout", [AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
+// Any float tensor: activations, and gradients of parameters summed where a
+// parameter is used twice (tied weights).
+def NN_AnyFloatTensor : RankedTensorOf<[AnyFloat]>;
+
 class NN_BinaryOp<string mnemonic, string what>
-    : NN_Op<mnemonic, [AllTypesMatch<["lhs", "rhs", "result"]>]> {
+    : NN_FwdOp<mnemonic, [AllTypesMatch<["lhs", "rhs", "result"]>]> {
   let summary = what;
-  let arguments = (ins NN_Activation:$lhs, NN_Activation:$rhs);
-  let results = (outs NN_Activation:$result);
+  let arguments = (ins NN_AnyFloatTensor:$lhs, NN_AnyFloatTensor:$rhs);
+  let results = (outs NN_AnyFloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
@@ -223,7 +232,7 @@ def NN_MulOp : NN_BinaryOp<"mul", "Elementwise product"> {
   }];
 }
 
-def NN_CrossEntropyOp : NN_Op<"cross_entropy"> {
+def NN_CrossEntropyOp : NN_FwdOp<"cross_entropy"> {
   let summary = "Mean softmax cross-entropy of logits against target ids";
   let description = [{
     `mean over (b, s) of logsumexp(logits[b, s, :]) − logits[b, s, targets[b, s]]`.
@@ -235,6 +244,187 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy"> {
   let arguments = (ins NN_Activation:$logits, NN_Tokens:$targets);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+}
+
+
+//===----------------------------------------------------------------------===//
+// Backward ops: what the VJPs of the forward ops are made of. They have no VJP
+// of their own (no higher derivatives).
+//===----------------------------------------------------------------------===//
+
+def NN_ScaleOp : NN_Op<"scale", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "Multiplies every element by a constant";
+  let description = [{
+    ```mlir
+    %y = nn.scale %x {factor = -1.0 : f64} : tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$x, F64Attr:$factor);
+  let results = (outs NN_AnyFloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def NN_MatmulWGradOp : NN_Op<"matmul_wgrad"> {
+  let summary = "The weight gradient of nn.matmul";
+  let description = [{
+    `dw[k, n] = Σ_{b,s} x[b, s, k] · dy[b, s, n]`, or `dw[n, k]` with `transpose_w`
+    (the layout of the weight the forward op read).
+
+    ```mlir
+    %dw = nn.matmul_wgrad %x, %dy : (tensor<4x64x64xf32>, tensor<4x64x256xf32>) -> tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x, NN_Activation:$dy, UnitAttr:$transpose_w);
+  let results = (outs NN_Matrix:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_SumRowsOp : NN_Op<"sum_rows"> {
+  let summary = "Sum over batch and sequence: the gradient of a bias or a scale";
+  let description = [{
+    ```mlir
+    %db = nn.sum_rows %dy : tensor<4x64x64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x);
+  let results = (outs NN_Vector:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
+  let summary = "The table gradient of nn.embedding: rows of dy summed by id";
+  let description = [{
+    `dtable[v, :] = Σ_{b,s : ids[b,s] = v} dy[b, s, :]`.
+
+    ```mlir
+    %dt = nn.embedding_grad %dy, %ids : (tensor<4x64x64xf32>, tensor<4x64xi32>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$dy, NN_Tokens:$ids);
+  let results = (outs NN_Matrix:$result);
+  let assemblyFormat = "$dy `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_LayerNormGradOp : NN_Op<"layernorm_grad", [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["weight", "dweight", "dbias"]>]> {
+  let summary = "Gradients of nn.layernorm (statistics recomputed from x)";
+  let description = [{
+    ```mlir
+    %dx, %dw, %db = nn.layernorm_grad %dy, %x, %w {eps = 1.0e-05 : f64} : tensor<4x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$dy, NN_Activation:$x, NN_Vector:$weight, F64Attr:$eps);
+  let results = (outs NN_Activation:$dx, NN_Vector:$dweight, NN_Vector:$dbias);
+  let assemblyFormat = "$dy `,` $x `,` $weight attr-dict `:` type($x) `,` type($weight)";
+}
+
+def NN_RMSNormGradOp : NN_Op<"rmsnorm_grad", [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["weight", "dweight"]>]> {
+  let summary = "Gradients of nn.rmsnorm (statistics recomputed from x)";
+  let description = [{
+    ```mlir
+    %dx, %dw = nn.rmsnorm_grad %dy, %x, %w {eps = 1.0e-06 : f64} : tensor<4x64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$dy, NN_Activation:$x, NN_Vector:$weight, F64Attr:$eps);
+  let results = (outs NN_Activation:$dx, NN_Vector:$dweight);
+  let assemblyFormat = "$dy `,` $x `,` $weight attr-dict `:` type($x) `,` type($weight)";
+}
+
+def NN_SDPAGradOp : NN_Op<"sdpa_grad", [AllTypesMatch<["qkv", "result"]>]> {
+  let summary = "The gradient of nn.sdpa with respect to the packed q, k, v";
+  let description = [{
+    Recomputes the attention probabilities from `qkv` (nothing is kept from the
+    forward op), as flash attention's backward does.
+
+    ```mlir
+    %dqkv = nn.sdpa_grad %dy, %qkv {heads = 4 : i64, kv_heads = 4 : i64, causal} : tensor<4x64x64xf32>, tensor<4x64x192xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$dy, NN_Activation:$qkv, I64Attr:$heads, I64Attr:$kv_heads,
+                       UnitAttr:$causal, UnitAttr:$rope, DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$dy `,` $qkv attr-dict `:` type($dy) `,` type($qkv)";
+}
+
+class NN_ActGradOp<string mnemonic, string what>
+    : NN_Op<mnemonic, [AllTypesMatch<["dy", "x", "result"]>]> {
+  let summary = what;
+  let arguments = (ins NN_Activation:$dy, NN_Activation:$x);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` type($x)";
+}
+def NN_GeluGradOp : NN_ActGradOp<"gelu_grad", "dy · gelu'(x)"> {
+  let description = [{
+    ```mlir
+    %dx = nn.gelu_grad %dy, %x : tensor<4x64x256xf32>
+    ```
+  }];
+}
+def NN_SiluGradOp : NN_ActGradOp<"silu_grad", "dy · silu'(x)"> {
+  let description = [{
+    ```mlir
+    %dx = nn.silu_grad %dy, %x : tensor<4x64x256xf32>
+    ```
+  }];
+}
+def NN_ReluGradOp : NN_ActGradOp<"relu_grad", "dy · [x > 0]"> {
+  let description = [{
+    ```mlir
+    %dx = nn.relu_grad %dy, %x : tensor<4x64x256xf32>
+    ```
+  }];
+}
+
+def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [AllTypesMatch<["logits", "result"]>]> {
+  let summary = "The gradient of nn.cross_entropy with respect to the logits";
+  let description = [{
+    `dloss / rows · (softmax(logits) − onehot(targets))`.
+
+    ```mlir
+    %dl = nn.cross_entropy_grad %dloss, %logits, %targets : tensor<f32>, tensor<4x64x256xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$dloss, NN_Activation:$logits, NN_Tokens:$targets);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$dloss `,` $logits `,` $targets attr-dict `:` type($dloss) `,` type($logits) `,` type($targets)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops.
+//===----------------------------------------------------------------------===//
+
+def NN_SumSquaresOp : NN_Op<"sumsq"> {
+  let summary = "Sum of the squares of every element: a term of the global gradient norm";
+  let description = [{
+    ```mlir
+    %s = nn.sumsq %g : tensor<64x256xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$x);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def NN_AdamWOp : NN_Op<"adamw", [AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "One AdamW update of a parameter (PyTorch's formulation)";
+  let description = [{
+    With `g = grad · grad_scale` (the clipping factor):
+    `p ← p · (1 − lr · weight_decay)`, `m ← β1 m + (1 − β1) g`, `v ← β2 v + (1 − β2) g²`,
+    `p ← p − lr / bc1 · m / (√v / √bc2 + eps)`, where `bc1 = 1 − β1^t` and
+    `bc2 = 1 − β2^t` are the bias corrections of step t (1-based).
+
+    ```mlir
+    %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %lr, %scale, %bc1, %bc2
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64} : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$param, NN_AnyFloatTensor:$grad, NN_AnyFloatTensor:$m,
+                       NN_AnyFloatTensor:$v, F64:$lr, F32:$grad_scale, F64:$bc1, F64:$bc2,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs NN_AnyFloatTensor:$new_param, NN_AnyFloatTensor:$new_m, NN_AnyFloatTensor:$new_v);
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $grad_scale `,` $bc1 `,` $bc2 attr-dict `:` type($param)";
 }
 
 #endif // PLAN_DIALECT_NN_IR_NNOPS_TD

@@ -1,0 +1,30 @@
+// The CPU target: from the train step on tensors to an object file and an
+// executable linked with libplanrt and BLAS.
+#ifndef PLAN_TARGET_CPU_H
+#define PLAN_TARGET_CPU_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+
+namespace plan::cpu {
+
+/// grad stage → LLVM dialect: entry points, linalg, fusion, bufferization
+/// (library calls), loops, LLVM, and the `main` that starts the runtime.
+void buildLoweringPipeline(mlir::OpPassManager &pm);
+
+/// Translates an LLVM-dialect module to LLVM IR, optimises it at O3 for this
+/// host's CPU and writes an object file.
+mlir::LogicalResult emitObject(mlir::ModuleOp module, const std::string &path, std::string &error);
+
+/// Links an object with libplanrt (and through it MPI, OpenBLAS) into an executable.
+mlir::LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
+                         std::string &error);
+
+/// Registers the dialects, interfaces and translations the target needs.
+void registerTarget(mlir::DialectRegistry &registry);
+
+} // namespace plan::cpu
+
+#endif // PLAN_TARGET_CPU_H

@@ -1,0 +1,244 @@
+// Bufferization of the nn ops that have a library implementation: each result
+// gets a fresh 64-byte-aligned buffer and the op becomes one call — GEMMs to
+// BLAS (cblas_sgemm), the rest to the runtime's kernels (planrt_kernels.h).
+// Operands are passed as raw pointers to their first element; buffers that
+// are not contiguous are copied first.
+#include "plan/Conversion/LibraryCalls.h"
+#include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace plan {
+#define GEN_PASS_DEF_PLANFREEBUFFERS
+#include "plan/Conversion/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace mlir::bufferization;
+using namespace plan;
+
+namespace {
+
+/// Builds the call arguments of one library op.
+class Call {
+public:
+  Call(RewriterBase &b, Operation *op) : b(b), loc(op->getLoc()), module(op->getParentOfType<ModuleOp>()) {}
+
+  /// A pointer to the first element of a buffer (copied if not contiguous).
+  Call &ptr(Value buffer) {
+    auto mt = cast<MemRefType>(buffer.getType());
+    if (!memref::isStaticShapeAndContiguousRowMajor(mt)) {
+      Value copy = memref::AllocOp::create(b, loc, MemRefType::get(mt.getShape(), mt.getElementType()),
+                                           b.getI64IntegerAttr(64));
+      memref::CopyOp::create(b, loc, buffer, copy);
+      buffer = copy;
+    }
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+    int64_t bytes = mt.getElementTypeBitWidth() / 8;
+    Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), arith::ConstantIndexOp::create(b, loc, bytes));
+    Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
+    args.push_back(LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), addr));
+    return *this;
+  }
+  /// A null pointer (an absent optional operand).
+  Call &null() {
+    args.push_back(LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext())));
+    return *this;
+  }
+  Call &i64(int64_t v) {
+    args.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)));
+    return *this;
+  }
+  Call &i32(int64_t v) {
+    args.push_back(arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v))));
+    return *this;
+  }
+  Call &f32(double v) {
+    args.push_back(arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))));
+    return *this;
+  }
+  /// Emits `callee(args)`, declaring it in the module on first use.
+  void emit(StringRef callee) {
+    SmallVector<Type> types;
+    for (Value a : args)
+      types.push_back(a.getType());
+    auto fnType = b.getFunctionType(types, {});
+    if (!module.lookupSymbol<func::FuncOp>(callee)) {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(module.getBody());
+      func::FuncOp::create(b, loc, callee, fnType).setPrivate();
+    }
+    func::CallOp::create(b, loc, callee, TypeRange{}, args);
+  }
+
+private:
+  RewriterBase &b;
+  Location loc;
+  ModuleOp module;
+  SmallVector<Value> args;
+};
+
+// CBLAS constants (cblas.h).
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+
+/// C[m, n] = op(A) · op(B), row-major, through BLAS.
+void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, int64_t n, int64_t k, Value a,
+          int64_t lda, Value bm, int64_t ldb, Value c, int64_t ldc) {
+  Call(b, op).i32(kRowMajor).i32(transA ? kTrans : kNoTrans).i32(transB ? kTrans : kNoTrans).i32(m).i32(n).i32(k)
+      .f32(1.0).ptr(a).i32(lda).ptr(bm).i32(ldb).f32(0.0).ptr(c).i32(ldc).emit("cblas_sgemm");
+}
+
+int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
+int64_t rows(Value v) { return dim(v, 0) * dim(v, 1); }
+
+/// Emits the call of one op given its operand and result buffers.
+LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](nn::MatmulOp o) {
+        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getResult(), 2);
+        gemm(b, op, false, o.getTransposeW(), m, n, k, in[0], k, in[1], o.getTransposeW() ? k : n, out[0], n);
+        return success();
+      })
+      .Case([&](nn::MatmulWGradOp o) {
+        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getDy(), 2);
+        if (o.getTransposeW())  // dw[n, k] = dyᵀ · x
+          gemm(b, op, true, false, n, k, m, in[1], n, in[0], k, out[0], k);
+        else  // dw[k, n] = xᵀ · dy
+          gemm(b, op, true, false, k, n, m, in[0], k, in[1], n, out[0], n);
+        return success();
+      })
+      .Case([&](nn::EmbeddingOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1))
+            .i64(dim(o.getTable(), 0)).emit("planrt_k_embedding");
+        return success();
+      })
+      .Case([&](nn::EmbeddingGradOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 0)).emit("planrt_k_embedding_bwd");
+        return success();
+      })
+      .Case([&](nn::LayerNormOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]);
+        if (o.getBias())
+          c.ptr(in[2]);
+        else
+          c.null();
+        c.ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble())
+            .emit("planrt_k_layernorm");
+        return success();
+      })
+      .Case([&](nn::LayerNormGradOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).ptr(out[2]).i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit("planrt_k_layernorm_bwd");
+        return success();
+      })
+      .Case([&](nn::RMSNormOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2))
+            .f32(o.getEps().convertToDouble()).emit("planrt_k_rmsnorm");
+        return success();
+      })
+      .Case([&](nn::RMSNormGradOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit("planrt_k_rmsnorm_bwd");
+        return success();
+      })
+      .Case([&](nn::SDPAOp o) {
+        int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h).i64(kv)
+            .i64(dim(o.getResult(), 2) / h).i32(o.getCausal()).i32(o.getRope())
+            .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa");
+        return success();
+      })
+      .Case([&](nn::SDPAGradOp o) {
+        int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h)
+            .i64(kv).i64(dim(o.getDy(), 2) / h).i32(o.getCausal()).i32(o.getRope())
+            .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa_bwd");
+        return success();
+      })
+      .Case([&](nn::CrossEntropyOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getLogits())).i64(dim(o.getLogits(), 2))
+            .emit("planrt_k_cross_entropy");
+        return success();
+      })
+      .Case([&](nn::CrossEntropyGradOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2)).emit("planrt_k_cross_entropy_bwd");
+        return success();
+      })
+      .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
+}
+
+/// Reads every operand, writes only fresh result buffers.
+template <typename OpTy>
+struct LibraryCallModel
+    : public BufferizableOpInterface::ExternalModel<LibraryCallModel<OpTy>, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &, const AnalysisState &) const { return true; }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &, const AnalysisState &) const { return false; }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &, const AnalysisState &) const { return {}; }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter, const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    SmallVector<Value> in, out;
+    for (Value v : op->getOperands()) {
+      FailureOr<Value> buffer = getBuffer(rewriter, v, options, state);
+      if (failed(buffer))
+        return failure();
+      in.push_back(*buffer);
+    }
+    for (Value r : op->getResults()) {
+      auto t = cast<RankedTensorType>(r.getType());
+      out.push_back(memref::AllocOp::create(rewriter, op->getLoc(), MemRefType::get(t.getShape(), t.getElementType()),
+                                            rewriter.getI64IntegerAttr(64)));
+    }
+    if (failed(emitCall(rewriter, op, in, out)))
+      return failure();
+    replaceOpWithBufferizedValues(rewriter, op, out);
+    return success();
+  }
+};
+
+template <typename... Ops>
+void attach(MLIRContext *ctx) {
+  (Ops::template attachInterface<LibraryCallModel<Ops>>(*ctx), ...);
+}
+
+/// Frees, before the return, every buffer allocated at the top level of a
+/// function (the bufferized step functions are straight-line code).
+struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    if (f.isExternal())
+      return;
+    Block &entry = f.getBody().front();
+    SmallVector<Value> allocs;
+    for (Operation &op : entry)
+      if (auto a = dyn_cast<memref::AllocOp>(op))
+        allocs.push_back(a);
+    OpBuilder b(entry.getTerminator());
+    for (Value a : allocs)
+      memref::DeallocOp::create(b, f.getLoc(), a);
+  }
+};
+
+} // namespace
+
+void plan::registerLibraryCallModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
+    attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp,
+           nn::LayerNormGradOp, nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp,
+           nn::CrossEntropyGradOp>(ctx);
+  });
+}

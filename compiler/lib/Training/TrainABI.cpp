@@ -1,0 +1,306 @@
+// `plan-train-abi`: the C entry points of a training executable. The tensor
+// functions of `plan-train-step` are inlined into three functions on flat
+// buffers — every parameter (gradient, Adam moment) at its offset in one f32
+// array — and the manifest the runtime reads (parameter table, data, batch,
+// schedule, checkpoints) becomes a constant string in the module.
+#include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Dialect/Plan/IR/Plan.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+namespace plan {
+#define GEN_PASS_DEF_PLANTRAINABI
+#include "plan/Conversion/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace plan;
+
+namespace {
+
+struct Param {
+  std::string name;
+  RankedTensorType type;
+  int64_t offset, count;
+};
+
+/// Inlines the single block of `callee` at the builder's point, arguments
+/// replaced by `args`; returns the values it returns.
+SmallVector<Value> inlineBody(OpBuilder &b, func::FuncOp callee, ValueRange args) {
+  Block &body = callee.getBody().front();
+  IRMapping map;
+  map.map(body.getArguments(), args);
+  for (Operation &op : body.without_terminator())
+    b.clone(op, map);
+  SmallVector<Value> out;
+  for (Value v : body.getTerminator()->getOperands())
+    out.push_back(map.lookup(v));
+  return out;
+}
+
+/// Flat buffers: a parameter's slice of a memref<N x f32> argument as a tensor of
+/// its shape, and a tensor of its shape written back into that slice.
+struct Flat {
+  OpBuilder &b;
+  Location loc;
+
+  Value subview(Value buffer, const Param &p) {
+    return memref::SubViewOp::create(b, loc, buffer, ArrayRef<OpFoldResult>{b.getIndexAttr(p.offset)},
+                                     ArrayRef<OpFoldResult>{b.getIndexAttr(p.count)},
+                                     ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  }
+  Value read(Value buffer, const Param &p) {
+    Value sv = subview(buffer, p);
+    auto flat = RankedTensorType::get({p.count}, p.type.getElementType());
+    Value t = bufferization::ToTensorOp::create(b, loc, flat, sv, /*restrict=*/true, /*writable=*/false);
+    if (p.type.getRank() == 1)
+      return t;
+    return tensor::ExpandShapeOp::create(b, loc, p.type, t, reassociation(p));
+  }
+  void write(Value value, Value buffer, const Param &p) {
+    Value flat = value;
+    if (p.type.getRank() != 1)
+      flat = tensor::CollapseShapeOp::create(b, loc, value, reassociation(p));
+    auto m = bufferization::MaterializeInDestinationOp::create(b, loc, flat, subview(buffer, p));
+    m.setRestrict(true);
+    m.setWritable(true);
+  }
+  SmallVector<ReassociationIndices> reassociation(const Param &p) {
+    ReassociationIndices all;
+    for (int64_t i = 0; i < p.type.getRank(); ++i)
+      all.push_back(i);
+    return {all};
+  }
+};
+
+std::string absolute(StringRef base, StringRef path) {
+  if (path.empty() || llvm::sys::path::is_absolute(path))
+    return path.str();
+  SmallString<256> out(base);
+  llvm::sys::path::append(out, path);
+  return std::string(out);
+}
+
+llvm::json::Array strings(ArrayAttr a, StringRef base) {
+  llvm::json::Array out;
+  for (Attribute s : a)
+    out.push_back(absolute(base, cast<StringAttr>(s).getValue()));
+  return out;
+}
+
+std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params, int64_t total) {
+  StringRef base = train.getBaseDir();
+  llvm::json::Array ps;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    unsigned arg = 2 + i;
+    llvm::json::Array shape;
+    for (int64_t d : p.type.getShape())
+      shape.push_back(d);
+    ps.push_back(llvm::json::Object{
+        {"name", p.name},
+        {"shape", std::move(shape)},
+        {"offset", p.offset},
+        {"count", p.count},
+        {"init", fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
+        {"std", fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}});
+  }
+  auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
+  llvm::json::Object t{
+      {"batch", i64(train.getBatchAttr())},
+      {"micro", i64(train.getMicroAttr())},
+      {"seq", i64(train.getSeqAttr())},
+      {"accumulation", i64(train.getAccumulationAttr())},
+      {"data_parallel", 1},
+      {"steps", i64(train.getStepsAttr())},
+      {"seed", i64(train.getSeedAttr())},
+      {"vocab", fwd->getParentOfType<ModuleOp>()
+                        .lookupSymbol<func::FuncOp>(train.getModel())
+                        ->getAttrOfType<IntegerAttr>("nn.vocab")
+                        .getInt()},
+      {"data", strings(train.getData(), base)},
+      {"val", strings(train.getVal(), base)},
+      {"eval_every", i64(train.getEvalEveryAttr())},
+      {"eval_batches", i64(train.getEvalBatchesAttr())},
+      {"checkpoint", llvm::json::Object{{"dir", absolute(base, train.getCheckpointDir())},
+                                        {"every", i64(train.getCheckpointEveryAttr())},
+                                        {"keep", i64(train.getCheckpointKeepAttr())}}},
+      {"lr", train.getLr().convertToDouble()},
+      {"schedule", pl::stringifyLRSchedule(train.getLrSchedule())},
+      {"warmup", i64(train.getWarmupAttr())},
+      {"min_lr", train.getMinLr().convertToDouble()},
+      {"clip", train.getClip().convertToDouble()},
+      {"weight_decay", train.getWeightDecay().convertToDouble()},
+      {"beta1", train.getBeta1().convertToDouble()},
+      {"beta2", train.getBeta2().convertToDouble()},
+      {"eps", train.getEps().convertToDouble()},
+      {"precision", pl::stringifyPrecision(train.getPrecision())}};
+  llvm::json::Object root{{"format", "planc-train-1"},
+                          {"plan", train.getSymName()},
+                          {"model", train.getModel()},
+                          {"num_floats", total},
+                          {"params", std::move(ps)},
+                          {"train", std::move(t)}};
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::json::Value(std::move(root));
+  return out;
+}
+
+/// What this version compiles: one device, fp32, no recompute. Anything else is
+/// an error naming the feature, never a silently different program.
+LogicalResult checkSupported(pl::TrainOp train) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
+  int64_t devices = 1;
+  if (mesh)
+    for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>())
+      devices *= axis.getSize();
+  if (devices != 1)
+    return train.emitError() << "training on " << devices << " devices (mesh '" << train.getMesh()
+                             << "') is not implemented in this version of planc: executables run on "
+                                "one device; use a one-device mesh such as cpu1";
+  if (train.getPrecision() != pl::Precision::fp32)
+    return train.emitError() << "precision " << pl::stringifyPrecision(train.getPrecision())
+                             << " is not implemented by the code generator in this version of planc; "
+                                "use precision = fp32";
+  if (train.getRecompute() != pl::Recompute::none)
+    return train.emitError() << "recompute = " << pl::stringifyRecompute(train.getRecompute())
+                             << " is not implemented by the code generator in this version of planc";
+  return success();
+}
+
+struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto trains = llvm::to_vector(module.getOps<pl::TrainOp>());
+    if (trains.size() != 1) {
+      module.emitError() << "an executable trains one plan; this module has " << trains.size()
+                         << " (select one with --entry)";
+      return signalPassFailure();
+    }
+    pl::TrainOp train = trains.front();
+    if (failed(checkSupported(train)))
+      return signalPassFailure();
+    std::string base = train.getSymName().str();
+    auto fwd = module.lookupSymbol<func::FuncOp>(base + "_forward");
+    auto grad = module.lookupSymbol<func::FuncOp>(base + "_grad");
+    auto update = module.lookupSymbol<func::FuncOp>(base + "_update");
+    if (!fwd || !grad || !update) {
+      train.emitOpError() << "needs its step functions first (plan-train-step)";
+      return signalPassFailure();
+    }
+
+    SmallVector<Param> params;
+    int64_t total = 0;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
+        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
+        // Each parameter starts on a 16-float (64-byte) boundary.
+        total = (total + 15) / 16 * 16;
+        params.push_back({name.str(), type, total, type.getNumElements()});
+        total += type.getNumElements();
+      }
+    total = (total + 15) / 16 * 16;
+    auto tokens = cast<RankedTensorType>(fwd.getArgument(0).getType());
+    int64_t accumulation = int64_t(train.getAccumulationAttr().getInt());
+
+    OpBuilder b(&getContext());
+    Location loc = train.getLoc();
+    b.setInsertionPointToEnd(module.getBody());
+    auto flatTy = MemRefType::get({total}, b.getF32Type());
+    auto tokTy = MemRefType::get(tokens.getShape(), b.getI32Type());
+    auto scalarTy = MemRefType::get({1}, b.getF32Type());
+    auto statsTy = MemRefType::get({2}, b.getF32Type());
+    auto entry = [&](StringRef name, ArrayRef<Type> args) {
+      auto f = func::FuncOp::create(b, loc, name, b.getFunctionType(args, {}));
+      b.setInsertionPointToStart(f.addEntryBlock());
+      return f;
+    };
+    Flat flat{b, loc};
+    auto readTokens = [&](Value m) {
+      return bufferization::ToTensorOp::create(b, loc, tokens, m, /*restrict=*/true, /*writable=*/false);
+    };
+    auto index0 = [&]() { return arith::ConstantIndexOp::create(b, loc, 0); };
+    auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))); };
+
+    // planc_grad(P, G, tokens, targets, loss): G += ∇ / accumulation, loss += loss / accumulation.
+    {
+      OpBuilder::InsertionGuard g(b);
+      auto f = entry("planc_grad", {flatTy, flatTy, tokTy, tokTy, scalarTy});
+      Block &e = f.getBody().front();
+      SmallVector<Value> args{readTokens(e.getArgument(2)), readTokens(e.getArgument(3))};
+      for (const Param &p : params)
+        args.push_back(flat.read(e.getArgument(0), p));
+      SmallVector<Value> outs = inlineBody(b, grad, args);
+      double inv = 1.0 / double(accumulation);
+      for (auto [i, p] : llvm::enumerate(params)) {
+        Value g = outs[1 + i];
+        if (accumulation != 1)
+          g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(inv));
+        Value sum = nn::AddOp::create(b, loc, g.getType(), flat.read(e.getArgument(1), p), g);
+        flat.write(sum, e.getArgument(1), p);
+      }
+      Value loss = tensor::ExtractOp::create(b, loc, outs[0], ValueRange{});
+      Value old = memref::LoadOp::create(b, loc, e.getArgument(4), ValueRange{index0()});
+      Value sum = arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, loss, f32(inv)));
+      memref::StoreOp::create(b, loc, sum, e.getArgument(4), ValueRange{index0()});
+      func::ReturnOp::create(b, loc);
+    }
+    // planc_update(P, G, M, V, step, stats): AdamW in place; stats = [grad norm, lr].
+    {
+      OpBuilder::InsertionGuard g(b);
+      auto f = entry("planc_update", {flatTy, flatTy, flatTy, flatTy, b.getI64Type(), statsTy});
+      Block &e = f.getBody().front();
+      SmallVector<Value> args{e.getArgument(4)};
+      for (int k = 0; k < 4; ++k)
+        for (const Param &p : params)
+          args.push_back(flat.read(e.getArgument(k), p));
+      SmallVector<Value> outs = inlineBody(b, update, args);
+      size_t n = params.size();
+      int buffers[] = {0, 2, 3};  // P, M, V
+      for (int k = 0; k < 3; ++k)
+        for (size_t i = 0; i < n; ++i)
+          flat.write(outs[2 + k * n + i], e.getArgument(buffers[k]), params[i]);
+      memref::StoreOp::create(b, loc, outs[0], e.getArgument(5), ValueRange{index0()});
+      Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
+      memref::StoreOp::create(b, loc, lr, e.getArgument(5),
+                              ValueRange{arith::ConstantIndexOp::create(b, loc, 1)});
+      func::ReturnOp::create(b, loc);
+    }
+    // planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
+    {
+      OpBuilder::InsertionGuard g(b);
+      auto f = entry("planc_eval", {flatTy, tokTy, tokTy, scalarTy});
+      Block &e = f.getBody().front();
+      SmallVector<Value> args{readTokens(e.getArgument(1)), readTokens(e.getArgument(2))};
+      for (const Param &p : params)
+        args.push_back(flat.read(e.getArgument(0), p));
+      SmallVector<Value> outs = inlineBody(b, fwd, args);
+      memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}),
+                              e.getArgument(3), ValueRange{index0()});
+      func::ReturnOp::create(b, loc);
+    }
+    // The manifest, NUL-terminated.
+    std::string text = manifest(train, fwd, params, total);
+    text.push_back('\0');
+    auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
+    LLVM::GlobalOp::create(b, loc, arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_manifest",
+                           b.getStringAttr(text));
+
+    // What is left of the plan has been consumed.
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (isa<pl::PlanDialect>(op.getDialect()) ||
+          (isa<func::FuncOp>(op) && !cast<func::FuncOp>(op).getName().starts_with("planc_")))
+        op.erase();
+  }
+};
+
+} // namespace

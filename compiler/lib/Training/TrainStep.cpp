@@ -1,0 +1,184 @@
+// `plan-train-step` and `nn-autodiff`: a train plan's model becomes three
+// functions on tensors of static shape: the forward pass (eval), its gradient
+// (autodiff) and the optimizer update (clipping, schedule, AdamW).
+#include "plan/Training/Training.h"
+
+#include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Dialect/Plan/IR/Plan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
+
+namespace plan {
+#define GEN_PASS_DEF_NNAUTODIFF
+#define GEN_PASS_DEF_PLANTRAINSTEP
+#include "plan/Conversion/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace plan;
+
+namespace {
+
+/// The parameters of a forward function: argument index, type and path.
+struct Param {
+  unsigned arg;
+  RankedTensorType type;
+  StringRef name;
+};
+
+SmallVector<Param> paramsOf(func::FuncOp f) {
+  SmallVector<Param> out;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param"))
+      out.push_back({i, cast<RankedTensorType>(f.getArgument(i).getType()), name.getValue()});
+  return out;
+}
+
+/// f64 constant.
+Value f64(OpBuilder &b, Location loc, double v) {
+  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+}
+
+/// The learning rate of 0-based step `s` (f64): linear warmup over `warmup`
+/// steps to `lr`, then constant, linear or cosine decay to `min_lr` at `steps`.
+Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
+  double lr = train.getLr().convertToDouble(), minLr = train.getMinLr().convertToDouble();
+  int64_t warmup = int64_t(train.getWarmupAttr().getInt()), steps = int64_t(train.getStepsAttr().getInt());
+  Value s = arith::SIToFPOp::create(b, loc, b.getF64Type(), step);
+  Value decayed = f64(b, loc, lr);
+  if (train.getLrSchedule() != pl::LRSchedule::constant) {
+    Value p = arith::DivFOp::create(b, loc, arith::SubFOp::create(b, loc, s, f64(b, loc, double(warmup))),
+                                    f64(b, loc, double(std::max<int64_t>(1, steps - warmup))));
+    p = arith::MinimumFOp::create(b, loc, p, f64(b, loc, 1.0));
+    if (train.getLrSchedule() == pl::LRSchedule::linear) {
+      decayed = arith::AddFOp::create(b, loc, f64(b, loc, lr),
+                                      arith::MulFOp::create(b, loc, f64(b, loc, minLr - lr), p));
+    } else {
+      Value c = math::CosOp::create(b, loc, arith::MulFOp::create(b, loc, f64(b, loc, M_PI), p));
+      Value half = arith::MulFOp::create(b, loc, f64(b, loc, 0.5), arith::AddFOp::create(b, loc, f64(b, loc, 1.0), c));
+      decayed = arith::AddFOp::create(b, loc, f64(b, loc, minLr),
+                                      arith::MulFOp::create(b, loc, f64(b, loc, lr - minLr), half));
+    }
+  }
+  if (warmup == 0)
+    return decayed;
+  Value warm = arith::DivFOp::create(b, loc,
+                                     arith::MulFOp::create(b, loc, f64(b, loc, lr),
+                                                           arith::AddFOp::create(b, loc, s, f64(b, loc, 1.0))),
+                                     f64(b, loc, double(warmup)));
+  Value inWarmup = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, s, f64(b, loc, double(warmup)));
+  return arith::SelectOp::create(b, loc, inWarmup, warm, decayed);
+}
+
+/// `name(step: i64, params…, grads…, m…, v…) -> (grad_norm: f32, lr: f64, params…, m…, v…)`.
+func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name) {
+  OpBuilder b(train->getContext());
+  b.setInsertionPointAfter(forward);
+  Location loc = train.getLoc();
+  SmallVector<Param> params = paramsOf(forward);
+  size_t n = params.size();
+  SmallVector<Type> ins{b.getI64Type()}, outs{b.getF32Type(), b.getF64Type()};
+  for (int k = 0; k < 4; ++k)
+    for (const Param &p : params)
+      ins.push_back(p.type);
+  for (int k = 0; k < 3; ++k)
+    for (const Param &p : params)
+      outs.push_back(p.type);
+  auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(ins, outs));
+  fn.setPrivate();
+  const char *roles[] = {"nn.param", "nn.grad", "nn.exp_avg", "nn.exp_avg_sq"};
+  for (int k = 0; k < 4; ++k)
+    for (size_t i = 0; i < n; ++i)
+      fn.setArgAttr(1 + k * n + i, roles[k], b.getStringAttr(params[i].name));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  auto arg = [&](int k, size_t i) { return body->getArgument(1 + k * n + i); };
+
+  // Global gradient norm, before clipping.
+  Value sumsq = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  for (size_t i = 0; i < n; ++i) {
+    Value s = nn::SumSquaresOp::create(b, loc, scalar, arg(1, i));
+    sumsq = arith::AddFOp::create(b, loc, sumsq, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
+  }
+  Value norm = math::SqrtOp::create(b, loc, sumsq);
+  // Clipping as torch.nn.utils.clip_grad_norm_: scale = min(1, clip / (norm + 1e-6)).
+  Value scale = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0));
+  double clip = train.getClip().convertToDouble();
+  if (clip > 0) {
+    Value coef = arith::DivFOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(clip))),
+                                       arith::AddFOp::create(b, loc, norm,
+                                                             arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1e-6f))));
+    scale = arith::MinimumFOp::create(b, loc, coef, scale);
+  }
+  Value step = body->getArgument(0);
+  Value lr = learningRate(b, loc, train, step);
+  // Bias corrections of 1-based step t.
+  Value t = arith::SIToFPOp::create(b, loc, b.getF64Type(),
+                                    arith::AddIOp::create(b, loc, step, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1))));
+  double beta1 = train.getBeta1().convertToDouble(), beta2 = train.getBeta2().convertToDouble();
+  Value bc1 = arith::SubFOp::create(b, loc, f64(b, loc, 1.0), math::PowFOp::create(b, loc, f64(b, loc, beta1), t));
+  Value bc2 = arith::SubFOp::create(b, loc, f64(b, loc, 1.0), math::PowFOp::create(b, loc, f64(b, loc, beta2), t));
+
+  SmallVector<Value> results{norm, lr}, newM, newV;
+  for (size_t i = 0; i < n; ++i) {
+    // Weight decay on matrices (weights and embeddings) only, as nanoGPT.
+    double wd = params[i].type.getRank() >= 2 ? train.getWeightDecay().convertToDouble() : 0.0;
+    auto op = nn::AdamWOp::create(b, loc, params[i].type, params[i].type, params[i].type, arg(0, i), arg(1, i),
+                                  arg(2, i), arg(3, i), lr, scale, bc1, bc2, train.getBeta1Attr(),
+                                  train.getBeta2Attr(), train.getEpsAttr(), b.getF64FloatAttr(wd));
+    results.push_back(op.getNewParam());
+    newM.push_back(op.getNewM());
+    newV.push_back(op.getNewV());
+  }
+  results.append(newM);
+  results.append(newV);
+  func::ReturnOp::create(b, loc, results);
+  return fn;
+}
+
+struct NNAutodiff : plan::impl::NNAutodiffBase<NNAutodiff> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> models;
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (f->hasAttr("nn.model"))
+        models.push_back(f);
+    for (func::FuncOp f : models)
+      if (failed(training::differentiate(f, (f.getName() + "_grad").str())))
+        return signalPassFailure();
+  }
+};
+
+struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    for (auto train : llvm::to_vector(module.getOps<pl::TrainOp>())) {
+      auto model = symbols.lookup<func::FuncOp>(train.getModel());
+      if (!model || !model->hasAttr("nn.model")) {
+        train.emitOpError() << "needs its model expanded to nn first (convert-plan-to-nn)";
+        return signalPassFailure();
+      }
+      std::string base = train.getSymName().str();
+      func::FuncOp fwd = training::specialize(model, base + "_forward", int64_t(train.getMicroAttr().getInt()),
+                                              int64_t(train.getSeqAttr().getInt()));
+      fwd->removeAttr("nn.model");
+      fwd->setAttr("nn.forward", UnitAttr::get(&getContext()));
+      fwd.setPrivate();
+      FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad");
+      if (failed(grad))
+        return signalPassFailure();
+      grad->setPrivate();
+      buildUpdate(train, *grad, base + "_update");
+    }
+  }
+};
+
+} // namespace

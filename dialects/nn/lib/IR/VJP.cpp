@@ -1,0 +1,97 @@
+// Vector-Jacobian products of the forward ops, built from the backward ops.
+// `nn-autodiff` composes them in reverse; each is checked against central
+// finite differences and PyTorch (test/unit/KernelsTest.cpp, test/ops).
+#include "plan/Dialect/NN/IR/NN.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace plan::nn;
+
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({EmbeddingGradOp::create(b, getLoc(), getTable().getType(), dy[0], getIds()), Value()});
+  return success();
+}
+
+LogicalResult PositionsOp::buildVJP(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
+  grads.assign({Value()});
+  return success();
+}
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  // dx = dy · wᵀ is a matmul with the other transposition of the same weight.
+  auto dx = MatmulOp::create(b, getLoc(), getX().getType(), dy[0], getW(),
+                             getTransposeW() ? UnitAttr() : b.getUnitAttr());
+  auto dw = MatmulWGradOp::create(b, getLoc(), getW().getType(), getX(), dy[0], getTransposeWAttr());
+  grads.assign({dx, dw});
+  return success();
+}
+
+LogicalResult BiasAddOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({dy[0], SumRowsOp::create(b, getLoc(), getBias().getType(), dy[0])});
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  auto g = LayerNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(),
+                                    getWeight().getType(), dy[0], getX(), getWeight(), getEpsAttr());
+  grads.assign({g.getDx(), g.getDweight()});
+  if (getBias())
+    grads.push_back(g.getDbias());
+  return success();
+}
+
+LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  auto g = RMSNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), dy[0], getX(), getWeight(), getEpsAttr());
+  grads.assign({g.getDx(), g.getDweight()});
+  return success();
+}
+
+LogicalResult SDPAOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({SDPAGradOp::create(b, getLoc(), getQkv().getType(), dy[0], getQkv(), getHeadsAttr(),
+                              getKvHeadsAttr(), getCausalAttr(), getRopeAttr(), getRopeThetaAttr())});
+  return success();
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({GeluGradOp::create(b, getLoc(), getX().getType(), dy[0], getX())});
+  return success();
+}
+
+LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({SiluGradOp::create(b, getLoc(), getX().getType(), dy[0], getX())});
+  return success();
+}
+
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({ReluGradOp::create(b, getLoc(), getX().getType(), dy[0], getX())});
+  return success();
+}
+
+LogicalResult DropoutOp::buildVJP(OpBuilder &, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  if (getP().convertToDouble() != 0.0)
+    return emitOpError() << "with p > 0 cannot be trained in this version: dropout's random mask "
+                            "is not implemented (use p = 0)";
+  grads.assign({dy[0]});
+  return success();
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({dy[0], dy[0]});
+  return success();
+}
+
+LogicalResult SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({dy[0], ScaleOp::create(b, getLoc(), dy[0].getType(), dy[0], b.getF64FloatAttr(-1.0))});
+  return success();
+}
+
+LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getRhs()), MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getLhs())});
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(), getTargets()), Value()});
+  return success();
+}

@@ -1,0 +1,84 @@
+/* planrt kernels: the CPU implementations of the nn ops that planc's lowering
+ * calls rather than generates (see docs/LOWERING.md). Matmuls are not here:
+ * generated code calls cblas_sgemm directly.
+ *
+ * Conventions: float32, row-major, contiguous, no aliasing between inputs and
+ * outputs. Every `rows` is the number of (batch, sequence) positions. Backward
+ * kernels OVERWRITE their outputs (they never accumulate into them) and keep
+ * nothing from the forward: what they need (mean/rstd, attention probabilities)
+ * is recomputed from the forward's inputs. Reductions are accumulated in double.
+ * An index out of range (embedding id, cross-entropy target) is fatal: the
+ * kernel prints "planrt: error: ..." to stderr and exits with status 1. */
+#ifndef PLANRT_KERNELS_H
+#define PLANRT_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Normalisation over the last dim C. */
+
+/* LayerNorm: y[rows, C] = (x - mean) / sqrt(var + eps) * w + b, with the biased
+ * variance (as PyTorch). b may be NULL (no bias). */
+void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows,
+                        int64_t C, float eps);
+/* LayerNorm's backward from dy [rows, C]: dx [rows, C], dw [C] and db [C] (db
+ * may be NULL). Recomputes mean and rstd from x. */
+void planrt_k_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                            float *db, int64_t rows, int64_t C, float eps);
+
+/* RMSNorm: y[rows, C] = x / sqrt(mean(x^2) + eps) * w. */
+void planrt_k_rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t C, float eps);
+/* RMSNorm's backward from dy [rows, C]: dx [rows, C] and dw [C]. */
+void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                          int64_t rows, int64_t C, float eps);
+
+/* ---- Attention. */
+
+/* Scaled dot-product attention, scale 1/sqrt(D). qkv is [B, S, (H + 2*KVH)*D]:
+ * along the last dim H query heads, then KVH key heads, then KVH value heads,
+ * each D wide; query head h reads key/value head h / (H / KVH) (grouped-query;
+ * H must be a multiple of KVH). If rope != 0, the rotary embedding with base
+ * rope_theta is applied to q and k first (Hugging Face "rotate_half"; D even):
+ * for position s and i in [0, D/2), angle = s * rope_theta^(-2i/D) and
+ * (x[i], x[i + D/2]) = (a, b) -> (a*cos - b*sin, b*cos + a*sin). causal != 0
+ * masks the keys after the query's position. out is [B, S, H*D] (the heads
+ * concatenated). */
+void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH,
+                   int64_t D, int32_t causal, int32_t rope, float rope_theta);
+/* SDPA's backward: dqkv (qkv's shape) from dout [B, S, H*D]. Recomputes the
+ * attention probabilities (flash-attention style); the gradients of q and k go
+ * back through the rope rotation. */
+void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S,
+                       int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
+                       float rope_theta);
+
+/* ---- Embedding. */
+
+/* out[r, :] = table[ids[r], :], table [V, C]. An id outside [0, V) is fatal:
+ * "planrt: error: embedding id X is outside [0, V)". */
+void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int64_t rows,
+                        int64_t C, int64_t V);
+/* dtable [V, C] = sum over r of onehot(ids[r]) (x) dout[r, :]: zeroed, then
+ * scatter-added. Ids are checked as in the forward. */
+void planrt_k_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows,
+                            int64_t C, int64_t V);
+
+/* ---- Loss. */
+
+/* *loss = mean over r of logsumexp(logits[r, :]) - logits[r, targets[r]], with
+ * logits [rows, V]; 0 when rows == 0. A target outside [0, V) is fatal:
+ * "planrt: error: cross-entropy target X is outside [0, V)". */
+void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows,
+                            int64_t V);
+/* dlogits[r, :] = (*dloss / rows) * (softmax(logits[r, :]) - onehot(targets[r])). */
+void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets,
+                                float *dlogits, int64_t rows, int64_t V);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLANRT_KERNELS_H */

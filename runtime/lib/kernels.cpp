@@ -1,0 +1,390 @@
+// CPU kernels of the nn ops that planc lowers to library calls (planrt_kernels.h):
+// layer/RMS norm, scaled dot-product attention with rope and grouped-query heads,
+// embedding and cross-entropy, each with its backward. Scalar C++; reductions in
+// double, softmax with the row maximum subtracted.
+#include "planrt_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+/// Prints "planrt: error: ..." to stderr and exits with status 1: the kernels
+/// have no status to return, and a bad index would otherwise read out of bounds.
+[[noreturn]] __attribute__((format(printf, 1, 2))) void fatal(const char *fmt, ...) {
+  std::fflush(stdout);
+  std::fputs("planrt: error: ", stderr);
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  std::exit(1);
+}
+
+/// Mean and 1/sqrt(var + eps) of one row (biased variance, two passes).
+void meanRstd(const float *x, int64_t C, float eps, double &mean, double &rstd) {
+  double sum = 0;
+  for (int64_t c = 0; c < C; ++c)
+    sum += x[c];
+  mean = sum / double(C);
+  double sq = 0;
+  for (int64_t c = 0; c < C; ++c) {
+    double d = x[c] - mean;
+    sq += d * d;
+  }
+  rstd = 1.0 / std::sqrt(sq / double(C) + double(eps));
+}
+
+/// 1/sqrt(mean(x^2) + eps) of one row.
+double rmsRstd(const float *x, int64_t C, float eps) {
+  double sq = 0;
+  for (int64_t c = 0; c < C; ++c)
+    sq += double(x[c]) * x[c];
+  return 1.0 / std::sqrt(sq / double(C) + double(eps));
+}
+
+/// The shape of one attention call and where each head lives in a qkv row.
+struct Attn {
+  int64_t B, S, H, KVH, D;
+  bool causal;
+  int64_t row;   ///< floats per (b, s) position of qkv: (H + 2 KVH) D
+  int64_t group; ///< query heads per key/value head
+  double scale;  ///< 1/sqrt(D)
+  /// cos and sin of position s, frequency i at [s * D/2 + i]; empty without rope.
+  std::vector<float> cos, sin;
+
+  Attn(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
+       float theta, const char *name)
+      : B(B), S(S), H(H), KVH(KVH), D(D), causal(causal != 0), row((H + 2 * KVH) * D),
+        group(KVH > 0 ? H / KVH : 0), scale(1.0 / std::sqrt(double(D))) {
+    if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH != 0)
+      fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld (H must be a multiple of KVH)",
+            name, (long long)B, (long long)S, (long long)H, (long long)KVH, (long long)D);
+    if (!rope)
+      return;
+    if (D % 2 != 0)
+      fatal("%s: rope needs an even head dim, got D=%lld", name, (long long)D);
+    int64_t half = D / 2;
+    cos.resize(size_t(S * half));
+    sin.resize(size_t(S * half));
+    for (int64_t i = 0; i < half; ++i) {
+      double invFreq = std::pow(double(theta), -2.0 * double(i) / double(D));
+      for (int64_t s = 0; s < S; ++s) {
+        double angle = double(s) * invFreq;
+        cos[size_t(s * half + i)] = float(std::cos(angle));
+        sin[size_t(s * half + i)] = float(std::sin(angle));
+      }
+    }
+  }
+
+  bool rope() const { return !cos.empty(); }
+  const float *q(const float *qkv, int64_t b, int64_t s, int64_t h) const {
+    return qkv + (b * S + s) * row + h * D;
+  }
+  const float *k(const float *qkv, int64_t b, int64_t s, int64_t g) const {
+    return qkv + (b * S + s) * row + (H + g) * D;
+  }
+  const float *v(const float *qkv, int64_t b, int64_t s, int64_t g) const {
+    return qkv + (b * S + s) * row + (H + KVH + g) * D;
+  }
+  /// The number of keys query s sees.
+  int64_t keys(int64_t s) const { return causal ? s + 1 : S; }
+
+  /// dst = rope(src) at position s (a copy without rope).
+  void rotate(const float *src, float *dst, int64_t s) const {
+    if (!rope()) {
+      std::memcpy(dst, src, size_t(D) * sizeof(float));
+      return;
+    }
+    int64_t half = D / 2;
+    const float *c = &cos[size_t(s * half)], *sn = &sin[size_t(s * half)];
+    for (int64_t i = 0; i < half; ++i) {
+      float a = src[i], b = src[i + half];
+      dst[i] = a * c[i] - b * sn[i];
+      dst[i + half] = b * c[i] + a * sn[i];
+    }
+  }
+  /// dst = rope(.)^T applied to the gradient g at position s: the rotation is
+  /// orthogonal, so its transpose is the rotation by the opposite angle.
+  void unrotate(const double *g, float *dst, int64_t s) const {
+    if (!rope()) {
+      for (int64_t i = 0; i < D; ++i)
+        dst[i] = float(g[i]);
+      return;
+    }
+    int64_t half = D / 2;
+    const float *c = &cos[size_t(s * half)], *sn = &sin[size_t(s * half)];
+    for (int64_t i = 0; i < half; ++i) {
+      double a = g[i], b = g[i + half];
+      dst[i] = float(a * c[i] + b * sn[i]);
+      dst[i + half] = float(b * c[i] - a * sn[i]);
+    }
+  }
+
+  /// K (rope applied) and V of key/value head g of batch b, each as [S, D].
+  void gather(const float *qkv, int64_t b, int64_t g, std::vector<float> &K,
+              std::vector<float> &V) const {
+    K.resize(size_t(S * D));
+    V.resize(size_t(S * D));
+    for (int64_t t = 0; t < S; ++t) {
+      rotate(k(qkv, b, t, g), &K[size_t(t * D)], t);
+      std::memcpy(&V[size_t(t * D)], v(qkv, b, t, g), size_t(D) * sizeof(float));
+    }
+  }
+
+  /// p[0, T) = softmax over the keys K[0, T) of the scores of q (already
+  /// scaled); returns T.
+  int64_t probs(const float *q, const std::vector<float> &K, int64_t s, float *p) const {
+    int64_t T = keys(s);
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < T; ++t) {
+      const float *kt = &K[size_t(t * D)];
+      double dot = 0;
+      for (int64_t i = 0; i < D; ++i)
+        dot += double(q[i]) * kt[i];
+      p[t] = float(dot);
+      max = std::max(max, p[t]);
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      p[t] = std::exp(p[t] - max);
+      sum += p[t];
+    }
+    float inv = float(1.0 / sum);
+    for (int64_t t = 0; t < T; ++t)
+      p[t] *= inv;
+    return T;
+  }
+};
+
+[[noreturn]] void badIndex(const char *what, int64_t id, int64_t V) {
+  fatal("%s %lld is outside [0, %lld)", what, (long long)id, (long long)V);
+}
+
+} // namespace
+
+extern "C" {
+
+void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows,
+                        int64_t C, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C;
+    float *yr = y + r * C;
+    double mean, rstd;
+    meanRstd(xr, C, eps, mean, rstd);
+    for (int64_t c = 0; c < C; ++c) {
+      double v = (xr[c] - mean) * rstd * w[c];
+      yr[c] = float(b ? v + b[c] : v);
+    }
+  }
+}
+
+void planrt_k_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                            float *db, int64_t rows, int64_t C, float eps) {
+  std::vector<double> dwAcc(size_t(C), 0.0), dbAcc(size_t(C), 0.0), xhat(C);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C, *dyr = dy + r * C;
+    double mean, rstd;
+    meanRstd(xr, C, eps, mean, rstd);
+    // With g = dy * w: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+    double sumG = 0, sumGX = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      xhat[c] = (xr[c] - mean) * rstd;
+      double g = double(dyr[c]) * w[c];
+      sumG += g;
+      sumGX += g * xhat[c];
+      dwAcc[c] += dyr[c] * xhat[c];
+      dbAcc[c] += dyr[c];
+    }
+    double meanG = sumG / double(C), meanGX = sumGX / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      dx[r * C + c] = float(rstd * (double(dyr[c]) * w[c] - meanG - xhat[c] * meanGX));
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    dw[c] = float(dwAcc[c]);
+    if (db)
+      db[c] = float(dbAcc[c]);
+  }
+}
+
+void planrt_k_rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t C, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C;
+    double rstd = rmsRstd(xr, C, eps);
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = float(xr[c] * rstd * w[c]);
+  }
+}
+
+void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                          int64_t rows, int64_t C, float eps) {
+  std::vector<double> dwAcc(size_t(C), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * C, *dyr = dy + r * C;
+    double rstd = rmsRstd(xr, C, eps);
+    // With g = dy * w and xhat = x * rstd: dx = rstd * (g - xhat * mean(g * xhat)).
+    double sumGX = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      double xhat = xr[c] * rstd;
+      sumGX += double(dyr[c]) * w[c] * xhat;
+      dwAcc[c] += dyr[c] * xhat;
+    }
+    double meanGX = sumGX / double(C);
+    for (int64_t c = 0; c < C; ++c)
+      dx[r * C + c] = float(rstd * (double(dyr[c]) * w[c] - xr[c] * rstd * meanGX));
+  }
+  for (int64_t c = 0; c < C; ++c)
+    dw[c] = float(dwAcc[c]);
+}
+
+void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH,
+                   int64_t D, int32_t causal, int32_t rope, float rope_theta) {
+  Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa");
+  std::vector<float> K, V, q(D), p(S);
+  std::vector<double> o(D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t g = 0; g < KVH; ++g) {
+      a.gather(qkv, b, g, K, V);
+      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
+        for (int64_t s = 0; s < S; ++s) {
+          a.rotate(a.q(qkv, b, s, h), q.data(), s);
+          for (float &qi : q)
+            qi = float(qi * a.scale);
+          int64_t T = a.probs(q.data(), K, s, p.data());
+          std::fill(o.begin(), o.end(), 0.0);
+          for (int64_t t = 0; t < T; ++t) {
+            const float *vt = &V[size_t(t * D)];
+            for (int64_t i = 0; i < D; ++i)
+              o[i] += double(p[t]) * vt[i];
+          }
+          float *dst = out + (b * S + s) * H * D + h * D;
+          for (int64_t i = 0; i < D; ++i)
+            dst[i] = float(o[i]);
+        }
+    }
+}
+
+void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S,
+                       int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
+                       float rope_theta) {
+  Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa_bwd");
+  std::vector<float> K, V, q(D), p(S), dp(S);
+  std::vector<double> dq(D), dK(size_t(S * D)), dV(size_t(S * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t g = 0; g < KVH; ++g) {
+      a.gather(qkv, b, g, K, V);
+      std::fill(dK.begin(), dK.end(), 0.0);
+      std::fill(dV.begin(), dV.end(), 0.0);
+      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
+        for (int64_t s = 0; s < S; ++s) {
+          a.rotate(a.q(qkv, b, s, h), q.data(), s);
+          for (float &qi : q)
+            qi = float(qi * a.scale);
+          int64_t T = a.probs(q.data(), K, s, p.data());
+          const float *dO = dout + (b * S + s) * H * D + h * D;
+          // dp_t = dO . V_t; dscore_t = p_t (dp_t - sum_u p_u dp_u).
+          double delta = 0;
+          for (int64_t t = 0; t < T; ++t) {
+            const float *vt = &V[size_t(t * D)];
+            double dot = 0;
+            for (int64_t i = 0; i < D; ++i)
+              dot += double(dO[i]) * vt[i];
+            dp[t] = float(dot);
+            delta += double(p[t]) * dot;
+          }
+          std::fill(dq.begin(), dq.end(), 0.0);
+          for (int64_t t = 0; t < T; ++t) {
+            double ds = double(p[t]) * (double(dp[t]) - delta);
+            const float *kt = &K[size_t(t * D)];
+            double *dkt = &dK[size_t(t * D)], *dvt = &dV[size_t(t * D)];
+            for (int64_t i = 0; i < D; ++i) {
+              dq[i] += ds * kt[i];
+              dkt[i] += ds * q[i]; // q carries the scale already
+              dvt[i] += double(p[t]) * dO[i];
+            }
+          }
+          for (double &d : dq)
+            d *= a.scale;
+          a.unrotate(dq.data(), dqkv + (b * S + s) * a.row + h * D, s);
+        }
+      for (int64_t t = 0; t < S; ++t) {
+        float *row = dqkv + (b * S + t) * a.row;
+        a.unrotate(&dK[size_t(t * D)], row + (H + g) * D, t);
+        for (int64_t i = 0; i < D; ++i)
+          row[(H + KVH + g) * D + i] = float(dV[size_t(t * D + i)]);
+      }
+    }
+}
+
+void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int64_t rows,
+                        int64_t C, int64_t V) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t id = ids[r];
+    if (id < 0 || id >= V)
+      badIndex("embedding id", id, V);
+    std::memcpy(out + r * C, table + id * C, size_t(C) * sizeof(float));
+  }
+}
+
+void planrt_k_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows,
+                            int64_t C, int64_t V) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (ids[r] < 0 || ids[r] >= V)
+      badIndex("embedding id", ids[r], V);
+  std::fill(dtable, dtable + V * C, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *dst = dtable + int64_t(ids[r]) * C;
+    const float *src = dout + r * C;
+    for (int64_t c = 0; c < C; ++c)
+      dst[c] += src[c];
+  }
+}
+
+void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows,
+                            int64_t V) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *lr = logits + r * V;
+    int64_t t = targets[r];
+    if (t < 0 || t >= V)
+      badIndex("cross-entropy target", t, V);
+    float max = *std::max_element(lr, lr + V);
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j)
+      sum += std::exp(lr[j] - max);
+    total += double(max) + std::log(sum) - double(lr[t]);
+  }
+  *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
+}
+
+void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets,
+                                float *dlogits, int64_t rows, int64_t V) {
+  double scale = rows > 0 ? double(*dloss) / double(rows) : 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *lr = logits + r * V;
+    float *dr = dlogits + r * V;
+    int64_t t = targets[r];
+    if (t < 0 || t >= V)
+      badIndex("cross-entropy target", t, V);
+    float max = *std::max_element(lr, lr + V);
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      dr[j] = std::exp(lr[j] - max); // unnormalised softmax, kept for the second pass
+      sum += dr[j];
+    }
+    double k = scale / sum;
+    for (int64_t j = 0; j < V; ++j) {
+      double pj = k * dr[j];
+      dr[j] = float(j == t ? pj - scale : pj);
+    }
+  }
+}
+
+} // extern "C"

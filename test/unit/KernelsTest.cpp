@@ -1,0 +1,438 @@
+// The CPU kernels (planrt_kernels.h): every backward against central finite
+// differences of its forward, input by input, and forward sanity checks whose
+// expected values are worked out independently (closed forms, invariants). The
+// comparison with PyTorch is test/ops/kernels_vs_torch.py.
+#include "planrt_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec randn(size_t n, std::mt19937 &rng, float mean = 0.0f, float std = 1.0f) {
+  std::normal_distribution<float> dist(mean, std);
+  Vec v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+double dot(const Vec &a, const Vec &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += double(a[i]) * b[i];
+  return s;
+}
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// The finite-difference check of one input's gradient. For a few random
+/// directions v (restricted to the indices `which` accepts), compares
+///   fd = <dy, (f(x + h v) - f(x - h v)) / 2h>   with   an = <grad, v>.
+/// Since an ~ N(0, |grad|^2) over v, the error is measured against |an| + |grad|:
+/// a wrong term of relative size > rtol in the gradient fails, and an unlucky
+/// near-zero an does not make the check flaky. `x` is perturbed in place and
+/// restored; `f` reads it.
+void checkVjp(const std::string &what, Vec &x, const Vec &grad, const Vec &dy,
+              const std::function<Vec()> &f,
+              const std::function<bool(size_t)> &which = [](size_t) { return true; },
+              float h = 1e-2f, double rtol = 1e-2) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(x.size(), grad.size());
+  std::mt19937 rng(1234);
+  double gradNorm = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (which(i))
+      gradNorm += double(grad[i]) * grad[i];
+  gradNorm = std::sqrt(gradNorm);
+  for (int dir = 0; dir < 3; ++dir) {
+    Vec v = randn(x.size(), rng);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!which(i))
+        v[i] = 0;
+    const Vec x0 = x;
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = x0[i] + h * v[i];
+    Vec plus = f();
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = x0[i] - h * v[i];
+    Vec minus = f();
+    x = x0;
+    ASSERT_EQ(plus.size(), dy.size());
+    double fd = 0;
+    for (size_t i = 0; i < dy.size(); ++i)
+      fd += double(dy[i]) * (double(plus[i]) - double(minus[i])) / (2.0 * h);
+    double an = dot(grad, v);
+    EXPECT_LE(std::fabs(fd - an), rtol * (std::fabs(an) + gradNorm))
+        << "direction " << dir << ": finite difference " << fd << ", from the gradient " << an
+        << " (|grad| = " << gradNorm << ")";
+  }
+}
+
+bool allFinite(const Vec &v) {
+  for (float x : v)
+    if (!std::isfinite(x))
+      return false;
+  return true;
+}
+
+// ---- LayerNorm
+
+TEST(KernelsLayerNorm, NormalisesEachRow) {
+  std::mt19937 rng(1);
+  const int64_t rows = 6, C = 37;
+  Vec x = randn(rows * C, rng, 3.0f, 2.5f), w(C, 1.0f), b(C, 0.0f), y(rows * C), yNoBias(rows * C);
+  planrt_k_layernorm(x.data(), w.data(), b.data(), y.data(), rows, C, 1e-5f);
+  planrt_k_layernorm(x.data(), w.data(), nullptr, yNoBias.data(), rows, C, 1e-5f);
+  EXPECT_EQ(y, yNoBias);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mean += y[r * C + c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c)
+      var += (y[r * C + c] - mean) * (y[r * C + c] - mean);
+    var /= C; // biased, as the kernel's definition
+    EXPECT_NEAR(mean, 0.0, 1e-6) << "row " << r;
+    EXPECT_NEAR(var, 1.0, 1e-4) << "row " << r;
+  }
+}
+
+TEST(KernelsLayerNorm, AppliesWeightAndBias) {
+  std::mt19937 rng(2);
+  const int64_t rows = 3, C = 16;
+  Vec x = randn(rows * C, rng), w = randn(C, rng), b = randn(C, rng), one(C, 1.0f);
+  Vec y(rows * C), yHat(rows * C);
+  planrt_k_layernorm(x.data(), w.data(), b.data(), y.data(), rows, C, 1e-5f);
+  planrt_k_layernorm(x.data(), one.data(), nullptr, yHat.data(), rows, C, 1e-5f);
+  for (int64_t i = 0; i < rows * C; ++i)
+    EXPECT_NEAR(y[i], yHat[i] * w[i % C] + b[i % C], 1e-5);
+}
+
+TEST(KernelsLayerNorm, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(3);
+  const int64_t rows = 5, C = 12;
+  const float eps = 1e-5f;
+  Vec x = randn(rows * C, rng, 0.5f, 1.5f), w = randn(C, rng), b = randn(C, rng);
+  Vec dy = randn(rows * C, rng);
+  Vec dx(rows * C, kNaN), dw(C, kNaN), db(C, kNaN);
+  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), rows, C,
+                         eps);
+  ASSERT_TRUE(allFinite(dx) && allFinite(dw) && allFinite(db)); // overwritten, not accumulated
+  auto f = [&] {
+    Vec y(rows * C);
+    planrt_k_layernorm(x.data(), w.data(), b.data(), y.data(), rows, C, eps);
+    return y;
+  };
+  checkVjp("dx", x, dx, dy, f);
+  checkVjp("dw", w, dw, dy, f);
+  checkVjp("db", b, db, dy, f);
+
+  // db may be NULL; dx and dw are unchanged by that.
+  Vec dx2(rows * C), dw2(C);
+  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx2.data(), dw2.data(), nullptr, rows, C,
+                         eps);
+  EXPECT_EQ(dx, dx2);
+  EXPECT_EQ(dw, dw2);
+}
+
+TEST(KernelsNorm, EpsIsInsideTheSquareRoot) {
+  // Rows (-1, 1) and (1, 1), eps = 3: LayerNorm gives (-1, 1) / sqrt(1 + 3) and
+  // RMSNorm (1, 1) / sqrt(1 + 3).
+  Vec x = {-1.0f, 1.0f}, ones = {1.0f, 1.0f}, y(2);
+  planrt_k_layernorm(x.data(), ones.data(), nullptr, y.data(), 1, 2, 3.0f);
+  EXPECT_FLOAT_EQ(y[0], -0.5f);
+  EXPECT_FLOAT_EQ(y[1], 0.5f);
+  planrt_k_rmsnorm(ones.data(), ones.data(), y.data(), 1, 2, 3.0f);
+  EXPECT_FLOAT_EQ(y[0], 0.5f);
+  EXPECT_FLOAT_EQ(y[1], 0.5f);
+}
+
+// ---- RMSNorm
+
+TEST(KernelsRmsNorm, NormalisesEachRow) {
+  std::mt19937 rng(4);
+  const int64_t rows = 4, C = 33;
+  Vec x = randn(rows * C, rng, 1.0f, 3.0f), w(C, 1.0f), y(rows * C), y2(rows * C);
+  planrt_k_rmsnorm(x.data(), w.data(), y.data(), rows, C, 1e-6f);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ms += double(y[r * C + c]) * y[r * C + c];
+    EXPECT_NEAR(ms / C, 1.0, 1e-5) << "row " << r;
+  }
+  // Scale invariant (up to eps), and w multiplies elementwise.
+  Vec x2(x), w2 = randn(C, rng);
+  for (float &v : x2)
+    v *= 4.0f;
+  planrt_k_rmsnorm(x2.data(), w2.data(), y2.data(), rows, C, 1e-6f);
+  for (int64_t i = 0; i < rows * C; ++i)
+    EXPECT_NEAR(y2[i], y[i] * w2[i % C], 1e-5);
+}
+
+TEST(KernelsRmsNorm, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(5);
+  const int64_t rows = 5, C = 10;
+  const float eps = 1e-6f;
+  Vec x = randn(rows * C, rng, 0.3f), w = randn(C, rng), dy = randn(rows * C, rng);
+  Vec dx(rows * C, kNaN), dw(C, kNaN);
+  planrt_k_rmsnorm_bwd(dy.data(), x.data(), w.data(), dx.data(), dw.data(), rows, C, eps);
+  ASSERT_TRUE(allFinite(dx) && allFinite(dw));
+  auto f = [&] {
+    Vec y(rows * C);
+    planrt_k_rmsnorm(x.data(), w.data(), y.data(), rows, C, eps);
+    return y;
+  };
+  checkVjp("dx", x, dx, dy, f);
+  checkVjp("dw", w, dw, dy, f);
+}
+
+// ---- Attention
+
+struct SdpaShape {
+  int64_t B, S, H, KVH, D;
+  int32_t causal, rope;
+  float theta;
+};
+
+std::string name(const SdpaShape &s) {
+  return "B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) +
+         " KVH=" + std::to_string(s.KVH) + " D=" + std::to_string(s.D) +
+         (s.causal ? " causal" : " full") + (s.rope ? " rope" : "");
+}
+
+TEST(KernelsSdpa, CausalFirstPositionIsItsValue) {
+  std::mt19937 rng(6);
+  for (int32_t rope : {0, 1}) {
+    const int64_t B = 2, S = 5, H = 6, KVH = 2, D = 4, row = (H + 2 * KVH) * D;
+    Vec qkv = randn(B * S * row, rng), out(B * S * H * D);
+    planrt_k_sdpa(qkv.data(), out.data(), B, S, H, KVH, D, 1, rope, 10000.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < D; ++i) {
+          int64_t g = h / (H / KVH); // grouped-query: heads 0-2 read kv head 0, 3-5 head 1
+          float v = qkv[b * S * row + (H + KVH + g) * D + i];
+          EXPECT_FLOAT_EQ(out[b * S * H * D + h * D + i], v) << "rope " << rope << " b " << b
+                                                              << " h " << h;
+        }
+  }
+}
+
+TEST(KernelsSdpa, EqualScoresAverageTheValues) {
+  // Keys all zero: every score is 0, so each query gets the mean of the values
+  // it may see (all of them, or the first s + 1 when causal).
+  std::mt19937 rng(7);
+  const int64_t B = 1, S = 4, H = 2, KVH = 1, D = 4, row = (H + 2 * KVH) * D;
+  Vec qkv = randn(B * S * row, rng);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < D; ++i)
+      qkv[s * row + H * D + i] = 0.0f;
+  for (int32_t causal : {0, 1}) {
+    Vec out(B * S * H * D);
+    planrt_k_sdpa(qkv.data(), out.data(), B, S, H, KVH, D, causal, 1, 10000.0f);
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t T = causal ? s + 1 : S;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < D; ++i) {
+          double mean = 0;
+          for (int64_t t = 0; t < T; ++t)
+            mean += qkv[t * row + (H + KVH) * D + i];
+          EXPECT_NEAR(out[s * H * D + h * D + i], mean / T, 1e-6) << "causal " << causal;
+        }
+    }
+  }
+}
+
+/// out[s] = sum_t softmax_t(score(s, t)) v[t] for a given score function.
+std::vector<double> attend(const std::function<double(int64_t, int64_t)> &score, const Vec &v,
+                           int64_t S, int64_t s) {
+  std::vector<double> p(S);
+  double max = -1e300, sum = 0;
+  for (int64_t t = 0; t < S; ++t)
+    max = std::max(max, p[t] = score(s, t));
+  for (int64_t t = 0; t < S; ++t)
+    sum += p[t] = std::exp(p[t] - max);
+  std::vector<double> o(1, 0.0);
+  for (int64_t t = 0; t < S; ++t)
+    o[0] += p[t] / sum * v[t];
+  return o;
+}
+
+TEST(KernelsSdpa, RopeRotatesHalvesByPosition) {
+  // One head, D = 4, theta = 100: pairs (x0, x2) at frequency 1 and (x1, x3) at
+  // 100^(-1/2) = 0.1. q = e1 and k = e3 sit on the second pair only, as (1, 0)
+  // and (0, 1); after the rotations by angles 0.1 s and 0.1 t,
+  // q.k = cos(0.1 s) * (-sin(0.1 t)) + sin(0.1 s) * cos(0.1 t) = sin(0.1 (s - t)).
+  // An interleaved-pair convention, the other rotation direction or another
+  // frequency gives a different answer.
+  const int64_t S = 6, H = 1, KVH = 1, D = 4, row = 3 * D;
+  std::mt19937 rng(8);
+  Vec values = randn(S, rng), qkv(S * row, 0.0f), out(S * D);
+  for (int64_t s = 0; s < S; ++s) {
+    qkv[s * row + 1] = 3.0f;         // q = 3 e1 (a larger score than 1/2)
+    qkv[s * row + D + 3] = 1.0f;     // k = e3
+    qkv[s * row + 2 * D] = values[s]; // v = values[s] e0
+  }
+  planrt_k_sdpa(qkv.data(), out.data(), 1, S, H, KVH, D, 0, 1, 100.0f);
+  for (int64_t s = 0; s < S; ++s) {
+    auto expected =
+        attend([](int64_t s, int64_t t) { return 3.0 * std::sin(0.1 * double(s - t)) / 2.0; },
+               values, S, s);
+    EXPECT_NEAR(out[s * D], expected[0], 1e-6) << "s " << s;
+    EXPECT_EQ(out[s * D + 1], 0.0f);
+  }
+}
+
+TEST(KernelsSdpa, BackwardMatchesFiniteDifferences) {
+  const SdpaShape shapes[] = {
+      {2, 5, 2, 2, 4, 1, 0, 10000.0f}, // causal, multi-head
+      {1, 6, 4, 2, 6, 0, 1, 10000.0f}, // full, rope, grouped-query
+      {2, 4, 4, 1, 4, 1, 1, 10.0f},    // causal, rope (fast angles), one kv head
+      {1, 5, 3, 3, 2, 0, 0, 10000.0f}, // full, multi-head
+      {1, 7, 6, 2, 8, 1, 1, 500.0f},   // causal, rope, grouped-query
+  };
+  std::mt19937 rng(9);
+  for (const SdpaShape &sh : shapes) {
+    SCOPED_TRACE(name(sh));
+    const int64_t row = (sh.H + 2 * sh.KVH) * sh.D, n = sh.B * sh.S * row;
+    Vec qkv = randn(n, rng), dout = randn(sh.B * sh.S * sh.H * sh.D, rng), dqkv(n, kNaN);
+    planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkv.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D,
+                      sh.causal, sh.rope, sh.theta);
+    ASSERT_TRUE(allFinite(dqkv));
+    auto f = [&] {
+      Vec out(sh.B * sh.S * sh.H * sh.D);
+      planrt_k_sdpa(qkv.data(), out.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D, sh.causal, sh.rope,
+                    sh.theta);
+      return out;
+    };
+    auto part = [&](int64_t lo, int64_t hi) {
+      return [=](size_t i) {
+        int64_t c = int64_t(i) % row;
+        return c >= lo * sh.D && c < hi * sh.D;
+      };
+    };
+    checkVjp("dq", qkv, dqkv, dout, f, part(0, sh.H));
+    checkVjp("dk", qkv, dqkv, dout, f, part(sh.H, sh.H + sh.KVH));
+    checkVjp("dv", qkv, dqkv, dout, f, part(sh.H + sh.KVH, sh.H + 2 * sh.KVH));
+  }
+}
+
+// ---- Embedding
+
+TEST(KernelsEmbedding, GathersRows) {
+  std::mt19937 rng(10);
+  const int64_t V = 7, C = 5, rows = 4;
+  Vec table = randn(V * C, rng), out(rows * C);
+  std::vector<int32_t> ids = {3, 0, 6, 3};
+  planrt_k_embedding(table.data(), ids.data(), out.data(), rows, C, V);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(out[r * C + c], table[ids[r] * C + c]);
+}
+
+TEST(KernelsEmbedding, BackwardScatterAddsAndOverwrites) {
+  std::mt19937 rng(11);
+  const int64_t V = 6, C = 3, rows = 5;
+  std::vector<int32_t> ids = {2, 5, 2, 0, 2};
+  Vec table = randn(V * C, rng), dout = randn(rows * C, rng), dtable(V * C, kNaN);
+  planrt_k_embedding_bwd(dout.data(), ids.data(), dtable.data(), rows, C, V);
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t c = 0; c < C; ++c) {
+      double expected = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        if (ids[r] == v)
+          expected += dout[r * C + c];
+      EXPECT_NEAR(dtable[v * C + c], expected, 1e-6) << "id " << v;
+    }
+  auto f = [&] {
+    Vec out(rows * C);
+    planrt_k_embedding(table.data(), ids.data(), out.data(), rows, C, V);
+    return out;
+  };
+  checkVjp("dtable", table, dtable, dout, f);
+}
+
+TEST(KernelsEmbeddingDeathTest, IdOutOfRangeExits) {
+  Vec table(4 * 2, 0.0f), out(2 * 2), dtable(4 * 2);
+  std::vector<int32_t> high = {1, 4}, negative = {-3, 0};
+  EXPECT_EXIT(planrt_k_embedding(table.data(), high.data(), out.data(), 2, 2, 4),
+              ::testing::ExitedWithCode(1), "planrt: error: embedding id 4 is outside \\[0, 4\\)");
+  EXPECT_EXIT(planrt_k_embedding(table.data(), negative.data(), out.data(), 2, 2, 4),
+              ::testing::ExitedWithCode(1), "planrt: error: embedding id -3 is outside \\[0, 4\\)");
+  EXPECT_EXIT(planrt_k_embedding_bwd(out.data(), high.data(), dtable.data(), 2, 2, 4),
+              ::testing::ExitedWithCode(1), "planrt: error: embedding id 4 is outside \\[0, 4\\)");
+}
+
+// ---- Cross-entropy
+
+TEST(KernelsCrossEntropy, KnownValues) {
+  // Equal logits: log V whatever the target. Logits (0, log 3): targets 1 and 0
+  // give log(4/3) and log 4; their mean is the loss.
+  const int64_t V = 5;
+  Vec flat(3 * V, 2.5f);
+  std::vector<int32_t> t = {0, 4, 2};
+  float loss = kNaN;
+  planrt_k_cross_entropy(flat.data(), t.data(), &loss, 3, V);
+  EXPECT_NEAR(loss, std::log(5.0), 1e-6);
+
+  Vec two = {0.0f, float(std::log(3.0)), 0.0f, float(std::log(3.0))};
+  std::vector<int32_t> t2 = {1, 0};
+  planrt_k_cross_entropy(two.data(), t2.data(), &loss, 2, 2);
+  EXPECT_NEAR(loss, 0.5 * (std::log(4.0 / 3.0) + std::log(4.0)), 1e-6);
+
+  // Stable for large logits: a shift of 1e4 changes nothing.
+  std::mt19937 rng(12);
+  Vec x = randn(3 * V, rng), shifted(x);
+  for (float &v : shifted)
+    v += 1e4f;
+  float l1, l2;
+  planrt_k_cross_entropy(x.data(), t.data(), &l1, 3, V);
+  planrt_k_cross_entropy(shifted.data(), t.data(), &l2, 3, V);
+  EXPECT_TRUE(std::isfinite(l2));
+  EXPECT_NEAR(l1, l2, 2e-3); // the shifted logits themselves are rounded to ~1e-3
+}
+
+TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(13);
+  const int64_t rows = 6, V = 9;
+  Vec logits = randn(rows * V, rng, 0.0f, 2.0f), dlogits(rows * V, kNaN);
+  std::vector<int32_t> t = {0, 8, 3, 3, 5, 1};
+  float dloss = 1.7f;
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), rows, V);
+  ASSERT_TRUE(allFinite(dlogits));
+  for (int64_t r = 0; r < rows; ++r) { // softmax - onehot sums to 0
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j)
+      sum += dlogits[r * V + j];
+    EXPECT_NEAR(sum, 0.0, 1e-6);
+    EXPECT_LT(dlogits[r * V + t[r]], 0.0f);
+  }
+  auto f = [&] {
+    Vec loss(1);
+    planrt_k_cross_entropy(logits.data(), t.data(), loss.data(), rows, V);
+    return loss;
+  };
+  checkVjp("dlogits", logits, dlogits, Vec{dloss}, f);
+}
+
+TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
+  Vec logits(2 * 3, 0.0f), dlogits(2 * 3);
+  std::vector<int32_t> t = {0, 3};
+  float loss, dloss = 1.0f;
+  EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3),
+              ::testing::ExitedWithCode(1),
+              "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3),
+              ::testing::ExitedWithCode(1),
+              "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
+}
+
+} // namespace
