@@ -4,6 +4,8 @@
 // double, softmax with the row maximum subtracted.
 #include "planrt_kernels.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -48,6 +50,61 @@ double rmsRstd(const float *x, int64_t C, float eps) {
   for (int64_t c = 0; c < C; ++c)
     sq += double(x[c]) * x[c];
   return 1.0 / std::sqrt(sq / double(C) + double(eps));
+}
+
+/// Query rows per block of the attention kernels: the scores of one block of
+/// queries against the keys it may see are one GEMM. With a causal mask, block
+/// [r0, r1) only needs keys [0, r1), which skips most of the masked half.
+constexpr int64_t kAttnBlock = 64;
+
+/// max over x[0, n), in lanes the compiler can vectorise (-inf for n == 0).
+float rowMax(const float *x, int64_t n) {
+  constexpr int L = 8;
+  float m[L];
+  for (float &mj : m)
+    mj = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; ++j)
+      m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (; i < n; ++i)
+    m[0] = x[i] > m[0] ? x[i] : m[0];
+  float r = m[0];
+  for (int j = 1; j < L; ++j)
+    r = m[j] > r ? m[j] : r;
+  return r;
+}
+
+/// sum over x[0, n) of x * y, in float with independent lanes.
+float dotLanes(const float *x, const float *y, int64_t n) {
+  constexpr int L = 8;
+  float acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; ++j)
+      acc[j] += x[i + j] * y[i + j];
+  for (; i < n; ++i)
+    acc[0] += x[i] * y[i];
+  float r = 0;
+  for (float a : acc)
+    r += a;
+  return r;
+}
+
+/// sum over x[0, n), in float with independent lanes.
+float sumLanes(const float *x, int64_t n) {
+  constexpr int L = 8;
+  float acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; ++j)
+      acc[j] += x[i + j];
+  for (; i < n; ++i)
+    acc[0] += x[i];
+  float r = 0;
+  for (float a : acc)
+    r += a;
+  return r;
 }
 
 /// The shape of one attention call and where each head lives in a qkv row.
@@ -96,6 +153,8 @@ struct Attn {
   }
   /// The number of keys query s sees.
   int64_t keys(int64_t s) const { return causal ? s + 1 : S; }
+  /// The number of keys the query block ending (exclusive) at r1 sees.
+  int64_t blockKeys(int64_t r1) const { return causal ? r1 : S; }
 
   /// dst = rope(src) at position s (a copy without rope).
   void rotate(const float *src, float *dst, int64_t s) const {
@@ -113,54 +172,56 @@ struct Attn {
   }
   /// dst = rope(.)^T applied to the gradient g at position s: the rotation is
   /// orthogonal, so its transpose is the rotation by the opposite angle.
-  void unrotate(const double *g, float *dst, int64_t s) const {
+  void unrotate(const float *g, float *dst, int64_t s) const {
     if (!rope()) {
-      for (int64_t i = 0; i < D; ++i)
-        dst[i] = float(g[i]);
+      std::memcpy(dst, g, size_t(D) * sizeof(float));
       return;
     }
     int64_t half = D / 2;
     const float *c = &cos[size_t(s * half)], *sn = &sin[size_t(s * half)];
     for (int64_t i = 0; i < half; ++i) {
-      double a = g[i], b = g[i + half];
-      dst[i] = float(a * c[i] + b * sn[i]);
-      dst[i + half] = float(b * c[i] - a * sn[i]);
+      float a = g[i], b = g[i + half];
+      dst[i] = a * c[i] + b * sn[i];
+      dst[i + half] = b * c[i] - a * sn[i];
     }
   }
 
   /// K (rope applied) and V of key/value head g of batch b, each as [S, D].
-  void gather(const float *qkv, int64_t b, int64_t g, std::vector<float> &K,
-              std::vector<float> &V) const {
-    K.resize(size_t(S * D));
-    V.resize(size_t(S * D));
+  void gatherKV(const float *qkv, int64_t b, int64_t g, float *K, float *V) const {
     for (int64_t t = 0; t < S; ++t) {
-      rotate(k(qkv, b, t, g), &K[size_t(t * D)], t);
-      std::memcpy(&V[size_t(t * D)], v(qkv, b, t, g), size_t(D) * sizeof(float));
+      rotate(k(qkv, b, t, g), K + t * D, t);
+      std::memcpy(V + t * D, v(qkv, b, t, g), size_t(D) * sizeof(float));
+    }
+  }
+  /// Q (rope applied, then scaled by 1/sqrt(D)) of query head h of batch b, as [S, D].
+  void gatherQ(const float *qkv, int64_t b, int64_t h, float *Q) const {
+    const float fscale = float(scale);
+    for (int64_t s = 0; s < S; ++s) {
+      float *qs = Q + s * D;
+      rotate(q(qkv, b, s, h), qs, s);
+      for (int64_t i = 0; i < D; ++i)
+        qs[i] *= fscale;
     }
   }
 
-  /// p[0, T) = softmax over the keys K[0, T) of the scores of q (already
-  /// scaled); returns T.
-  int64_t probs(const float *q, const std::vector<float> &K, int64_t s, float *p) const {
-    int64_t T = keys(s);
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t t = 0; t < T; ++t) {
-      const float *kt = &K[size_t(t * D)];
-      double dot = 0;
-      for (int64_t i = 0; i < D; ++i)
-        dot += double(q[i]) * kt[i];
-      p[t] = float(dot);
-      max = std::max(max, p[t]);
+  /// Scores Q[r0, r0 + M) K[0, N)^T into P [M, N] (row stride N), then the
+  /// softmax of each row over the keys its query sees; the masked keys get 0.
+  void probs(const float *Q, const float *K, int64_t r0, int64_t M, int64_t N, float *P) const {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, Q + r0 * D,
+                int(D), K, int(D), 0.0f, P, int(N));
+    for (int64_t i = 0; i < M; ++i) {
+      float *p = P + i * N;
+      int64_t T = std::min(keys(r0 + i), N);
+      float max = rowMax(p, T);
+      for (int64_t t = 0; t < T; ++t)
+        p[t] = std::exp(p[t] - max);
+      float sum = sumLanes(p, T);
+      float inv = 1.0f / sum;
+      for (int64_t t = 0; t < T; ++t)
+        p[t] *= inv;
+      for (int64_t t = T; t < N; ++t)
+        p[t] = 0.0f;
     }
-    double sum = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      p[t] = std::exp(p[t] - max);
-      sum += p[t];
-    }
-    float inv = float(1.0 / sum);
-    for (int64_t t = 0; t < T; ++t)
-      p[t] *= inv;
-    return T;
   }
 };
 
@@ -247,27 +308,24 @@ void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float
 void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH,
                    int64_t D, int32_t causal, int32_t rope, float rope_theta) {
   Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa");
-  std::vector<float> K, V, q(D), p(S);
-  std::vector<double> o(D);
+  if (B == 0 || S == 0)
+    return;
+  const int64_t ldo = H * D, block = std::min(kAttnBlock, S);
+  std::vector<float> K(size_t(S * D)), V(size_t(S * D)), Q(size_t(S * D)), P(size_t(block * S));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KVH; ++g) {
-      a.gather(qkv, b, g, K, V);
-      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
-        for (int64_t s = 0; s < S; ++s) {
-          a.rotate(a.q(qkv, b, s, h), q.data(), s);
-          for (float &qi : q)
-            qi = float(qi * a.scale);
-          int64_t T = a.probs(q.data(), K, s, p.data());
-          std::fill(o.begin(), o.end(), 0.0);
-          for (int64_t t = 0; t < T; ++t) {
-            const float *vt = &V[size_t(t * D)];
-            for (int64_t i = 0; i < D; ++i)
-              o[i] += double(p[t]) * vt[i];
-          }
-          float *dst = out + (b * S + s) * H * D + h * D;
-          for (int64_t i = 0; i < D; ++i)
-            dst[i] = float(o[i]);
+      a.gatherKV(qkv, b, g, K.data(), V.data());
+      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
+        a.gatherQ(qkv, b, h, Q.data());
+        for (int64_t r0 = 0; r0 < S; r0 += block) {
+          int64_t M = std::min(block, S - r0), N = a.blockKeys(r0 + M);
+          a.probs(Q.data(), K.data(), r0, M, N, P.data());
+          // O[r0, r0 + M) = P V[0, N), straight into out's rows.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), 1.0f,
+                      P.data(), int(N), V.data(), int(D), 0.0f, out + (b * S + r0) * ldo + h * D,
+                      int(ldo));
         }
+      }
     }
 }
 
@@ -275,50 +333,54 @@ void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t
                        int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
                        float rope_theta) {
   Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa_bwd");
-  std::vector<float> K, V, q(D), p(S), dp(S);
-  std::vector<double> dq(D), dK(size_t(S * D)), dV(size_t(S * D));
+  if (B == 0 || S == 0)
+    return;
+  const int64_t ldo = H * D, block = std::min(kAttnBlock, S);
+  const float fscale = float(a.scale);
+  std::vector<float> K(size_t(S * D)), V(size_t(S * D)), Q(size_t(S * D)), dK(size_t(S * D)),
+      dV(size_t(S * D)), dQ(size_t(block * D)), P(size_t(block * S)), dP(size_t(block * S));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KVH; ++g) {
-      a.gather(qkv, b, g, K, V);
-      std::fill(dK.begin(), dK.end(), 0.0);
-      std::fill(dV.begin(), dV.end(), 0.0);
-      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
-        for (int64_t s = 0; s < S; ++s) {
-          a.rotate(a.q(qkv, b, s, h), q.data(), s);
-          for (float &qi : q)
-            qi = float(qi * a.scale);
-          int64_t T = a.probs(q.data(), K, s, p.data());
-          const float *dO = dout + (b * S + s) * H * D + h * D;
-          // dp_t = dO . V_t; dscore_t = p_t (dp_t - sum_u p_u dp_u).
-          double delta = 0;
-          for (int64_t t = 0; t < T; ++t) {
-            const float *vt = &V[size_t(t * D)];
-            double dot = 0;
-            for (int64_t i = 0; i < D; ++i)
-              dot += double(dO[i]) * vt[i];
-            dp[t] = float(dot);
-            delta += double(p[t]) * dot;
+      a.gatherKV(qkv, b, g, K.data(), V.data());
+      std::fill(dK.begin(), dK.end(), 0.0f);
+      std::fill(dV.begin(), dV.end(), 0.0f);
+      for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
+        a.gatherQ(qkv, b, h, Q.data());
+        const float *dO = dout + b * S * ldo + h * D;
+        for (int64_t r0 = 0; r0 < S; r0 += block) {
+          int64_t M = std::min(block, S - r0), N = a.blockKeys(r0 + M);
+          const float *dOb = dO + r0 * ldo;
+          a.probs(Q.data(), K.data(), r0, M, N, P.data());
+          // dV[0, N) += P^T dO.
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f,
+                      P.data(), int(N), dOb, int(ldo), 1.0f, dV.data(), int(D));
+          // dP = dO V^T; then dS = P (dP - rowsum(P dP)) in place (0 where masked,
+          // since P is).
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, dOb,
+                      int(ldo), V.data(), int(D), 0.0f, dP.data(), int(N));
+          for (int64_t i = 0; i < M; ++i) {
+            const float *p = &P[size_t(i * N)];
+            float *ds = &dP[size_t(i * N)];
+            int64_t T = std::min(a.keys(r0 + i), N);
+            float delta = dotLanes(p, ds, T);
+            for (int64_t t = 0; t < T; ++t)
+              ds[t] = p[t] * (ds[t] - delta);
+            for (int64_t t = T; t < N; ++t)
+              ds[t] = 0.0f;
           }
-          std::fill(dq.begin(), dq.end(), 0.0);
-          for (int64_t t = 0; t < T; ++t) {
-            double ds = double(p[t]) * (double(dp[t]) - delta);
-            const float *kt = &K[size_t(t * D)];
-            double *dkt = &dK[size_t(t * D)], *dvt = &dV[size_t(t * D)];
-            for (int64_t i = 0; i < D; ++i) {
-              dq[i] += ds * kt[i];
-              dkt[i] += ds * q[i]; // q carries the scale already
-              dvt[i] += double(p[t]) * dO[i];
-            }
-          }
-          for (double &d : dq)
-            d *= a.scale;
-          a.unrotate(dq.data(), dqkv + (b * S + s) * a.row + h * D, s);
+          // dQ = dS K / sqrt(D); dK[0, N) += dS^T Q (Q carries the scale already).
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), fscale,
+                      dP.data(), int(N), K.data(), int(D), 0.0f, dQ.data(), int(D));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f,
+                      dP.data(), int(N), Q.data() + r0 * D, int(D), 1.0f, dK.data(), int(D));
+          for (int64_t i = 0; i < M; ++i)
+            a.unrotate(&dQ[size_t(i * D)], dqkv + (b * S + r0 + i) * a.row + h * D, r0 + i);
         }
+      }
       for (int64_t t = 0; t < S; ++t) {
         float *row = dqkv + (b * S + t) * a.row;
         a.unrotate(&dK[size_t(t * D)], row + (H + g) * D, t);
-        for (int64_t i = 0; i < D; ++i)
-          row[(H + KVH + g) * D + i] = float(dV[size_t(t * D + i)]);
+        std::memcpy(row + (H + KVH + g) * D, &dV[size_t(t * D)], size_t(D) * sizeof(float));
       }
     }
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <limits>
+#include <malloc.h>
 #include <memory>
 #include <optional>
 #include <string>
@@ -820,6 +821,11 @@ private:
 
 extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
                                  planrt_update_fn update, planrt_eval_fn eval) {
+  // The step functions allocate and free the same activation buffers every step: keep
+  // them in the heap (up to glibc's 32 MiB maximum) rather than mapping and unmapping
+  // them, which costs a page fault per 4 KiB touched each step.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // No exception may leave this C function.
   try {
     planrt_set_rank(0);

@@ -12,7 +12,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
@@ -65,6 +67,19 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     LLVM::ReturnOp::create(b, loc, call.getResult());
   }
 };
+/// tanh (GELU and its gradient) as MLIR's polynomial approximation: plain
+/// arithmetic that LLVM vectorises, rather than one libm call per element.
+struct PlanApproximateTanh : PassWrapper<PlanApproximateTanh, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanApproximateTanh)
+  StringRef getArgument() const override { return "plan-approximate-tanh"; }
+  StringRef getDescription() const override { return "Rewrite math.tanh into a polynomial approximation"; }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populatePolynomialApproximateTanhPattern(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
 } // namespace
 
 /// The passes the pipeline names, registered once.
@@ -78,6 +93,7 @@ static void registerPipelinePasses() {
     registerConversionPasses();
     registerTransformsPasses();
     PassRegistration<PlanEmitMain>();
+    PassRegistration<PlanApproximateTanh>();
     return true;
   }();
   (void)done;
@@ -88,7 +104,7 @@ void buildLoweringPipeline(OpPassManager &pm) {
   static const char *pipeline =
       "plan-train-abi,convert-nn-to-linalg,linalg-fuse-elementwise-ops,canonicalize,cse,"
       "one-shot-bufferize,func.func(plan-free-buffers,convert-linalg-to-loops),"
-      "convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+      "plan-approximate-tanh,convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
       "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-main";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))

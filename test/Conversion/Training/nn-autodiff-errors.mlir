@@ -1,0 +1,58 @@
+// nn-autodiff fails at the op or function it cannot differentiate.
+// RUN: planc-opt %s -split-input-file -nn-autodiff -verify-diagnostics
+
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // expected-error @+1 {{'nn.dropout' op with p > 0 cannot be trained in this version: dropout's random mask is not implemented (use p = 0)}}
+  %d = nn.dropout %x {p = 0.1 : f64} : tensor<2x4x8xf32>
+  %l = nn.matmul %d, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A dropout that does not reach the loss needs no VJP.
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %d = nn.dropout %x {p = 0.1 : f64} : tensor<2x4x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op can be differentiated only if it returns one scalar loss}}
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> tensor<2x4x16xf32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  return %l : tensor<2x4x16xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op can be differentiated only if it returns one scalar loss}}
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> (tensor<f32>, tensor<f32>) attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss, %loss : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// The backward ops have no VJP of their own.
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // expected-error @+1 {{'nn.scale' op has no VJP: it cannot be differentiated}}
+  %s = nn.scale %x {factor = 2.0 : f64} : tensor<2x4x8xf32>
+  %l = nn.matmul %s, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -1,0 +1,178 @@
+// plan-train-step: a train plan's model becomes @<plan>_forward (static [micro, seq]),
+// @<plan>_grad and @<plan>_update (global norm, clipping, schedule, AdamW).
+// RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s
+// RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s --check-prefix=PLAIN
+
+// Cosine schedule with warmup, clipping, weight decay.
+// The model stays, dynamic.
+// CHECK-LABEL: func.func @m(
+// CHECK-SAME: tensor<?x?xi32>
+// CHECK-SAME: attributes {nn.model, nn.vocab = 16 : i64}
+
+// CHECK-LABEL: func.func private @t_forward(
+// CHECK-SAME: %{{[^:]*}}: tensor<2x8xi32> {nn.input = "tokens"}, %{{[^:]*}}: tensor<2x8xi32> {nn.input = "targets"},
+// CHECK-SAME: tensor<16x8xf32> {nn.param = "wte.weight"}
+// CHECK-SAME: -> tensor<f32> attributes {nn.forward, nn.vocab = 16 : i64}
+// CHECK: nn.embedding {{.*}} : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+// CHECK: nn.layernorm {{.*}} : tensor<2x8x8xf32>, tensor<8xf32>
+// CHECK: nn.matmul {{.*}} : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK: nn.bias_add {{.*}} : tensor<2x8x8xf32>, tensor<8xf32>
+// CHECK: nn.matmul {{.*}} {transpose_w} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+// CHECK: nn.cross_entropy {{.*}} : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+// CHECK-NOT: ?x
+
+// CHECK-LABEL: func.func private @t_grad(
+// CHECK-SAME: tensor<2x8xi32>
+// CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32> {nn.grad = "wte.weight"}, tensor<8xf32> {nn.grad = "ln.weight"}, tensor<8x8xf32> {nn.grad = "fc.weight"}, tensor<8xf32> {nn.grad = "fc.bias"})
+// CHECK-SAME: attributes {nn.train_grad}
+// CHECK: nn.cross_entropy_grad {{.*}} : tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>
+// CHECK: nn.embedding_grad {{.*}} : (tensor<2x8x8xf32>, tensor<2x8xi32>) -> tensor<16x8xf32>
+
+// CHECK-LABEL: func.func private @t_update(
+// CHECK-SAME: %[[STEP:[^:]*]]: i64,
+// CHECK-SAME: %[[P0:[^:]*]]: tensor<16x8xf32> {nn.param = "wte.weight"}, %[[P1:[^:]*]]: tensor<8xf32> {nn.param = "ln.weight"}, %[[P2:[^:]*]]: tensor<8x8xf32> {nn.param = "fc.weight"}, %[[P3:[^:]*]]: tensor<8xf32> {nn.param = "fc.bias"},
+// CHECK-SAME: %[[G0:[^:]*]]: tensor<16x8xf32> {nn.grad = "wte.weight"}, %[[G1:[^:]*]]: tensor<8xf32> {nn.grad = "ln.weight"}, %[[G2:[^:]*]]: tensor<8x8xf32> {nn.grad = "fc.weight"}, %[[G3:[^:]*]]: tensor<8xf32> {nn.grad = "fc.bias"},
+// CHECK-SAME: %[[M0:[^:]*]]: tensor<16x8xf32> {nn.exp_avg = "wte.weight"}, %[[M1:[^:]*]]: tensor<8xf32> {nn.exp_avg = "ln.weight"}, %[[M2:[^:]*]]: tensor<8x8xf32> {nn.exp_avg = "fc.weight"}, %[[M3:[^:]*]]: tensor<8xf32> {nn.exp_avg = "fc.bias"},
+// CHECK-SAME: %[[V0:[^:]*]]: tensor<16x8xf32> {nn.exp_avg_sq = "wte.weight"}, %[[V1:[^:]*]]: tensor<8xf32> {nn.exp_avg_sq = "ln.weight"}, %[[V2:[^:]*]]: tensor<8x8xf32> {nn.exp_avg_sq = "fc.weight"}, %[[V3:[^:]*]]: tensor<8xf32> {nn.exp_avg_sq = "fc.bias"})
+// CHECK-SAME: -> (f32, f64, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>)
+// The global gradient norm: the sum of every gradient's sum of squares.
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[S0:.*]] = nn.sumsq %[[G0]] : tensor<16x8xf32> -> tensor<f32>
+// CHECK: %[[E0:.*]] = tensor.extract %[[S0]][] : tensor<f32>
+// CHECK: %[[A0:.*]] = arith.addf %[[Z]], %[[E0]] : f32
+// CHECK: nn.sumsq %[[G1]] : tensor<8xf32> -> tensor<f32>
+// CHECK: nn.sumsq %[[G2]] : tensor<8x8xf32> -> tensor<f32>
+// CHECK: %[[S3:.*]] = nn.sumsq %[[G3]] : tensor<8xf32> -> tensor<f32>
+// CHECK: %[[E3:.*]] = tensor.extract %[[S3]][] : tensor<f32>
+// CHECK: %[[A3:.*]] = arith.addf %{{.*}}, %[[E3]] : f32
+// CHECK: %[[NORM:.*]] = math.sqrt %[[A3]] : f32
+// Clipping as clip_grad_norm_: min(clip / (norm + 1e-6), 1) with clip = 0.5. (The order
+// of constants among an op's operands follows C++ argument evaluation: DAG groups.)
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[TINY:.*]] = arith.constant 9.99999997E-7 : f32
+// CHECK-DAG: %[[CLIP:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG: %[[DEN:.*]] = arith.addf %[[NORM]], %[[TINY]] : f32
+// CHECK-DAG: %[[COEF:.*]] = arith.divf %[[CLIP]], %[[DEN]] : f32
+// CHECK-DAG: %[[SCALE:.*]] = arith.minimumf %[[COEF]], %[[ONE]] : f32
+// CHECK: %[[S:.*]] = arith.sitofp %[[STEP]] : i64 to f64
+// Cosine decay from lr 1e-3 to min_lr 1e-4 over steps 10..100:
+// min_lr + (lr − min_lr) · ½(1 + cos(π · min((s − 10) / 90, 1))).
+// CHECK-DAG: arith.constant 1.000000e-03 : f64
+// CHECK-DAG: %[[W1:.*]] = arith.constant 1.000000e+01 : f64
+// CHECK-DAG: %[[SPAN:.*]] = arith.constant 9.000000e+01 : f64
+// CHECK-DAG: %[[SUB:.*]] = arith.subf %[[S]], %[[W1]] : f64
+// CHECK-DAG: %[[FRAC:.*]] = arith.divf %[[SUB]], %[[SPAN]] : f64
+// CHECK-DAG: %[[ONE1:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-DAG: %[[PROG:.*]] = arith.minimumf %[[FRAC]], %[[ONE1]] : f64
+// CHECK-DAG: %[[PI:.*]] = arith.constant 3.1415926535897931 : f64
+// CHECK-DAG: %[[ANGLE:.*]] = arith.mulf %[[PI]], %[[PROG]] : f64
+// CHECK-DAG: %[[COS:.*]] = math.cos %[[ANGLE]] : f64
+// CHECK-DAG: %[[ONE2:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-DAG: %[[COS1:.*]] = arith.addf %[[ONE2]], %[[COS]] : f64
+// CHECK-DAG: %[[HALFC:.*]] = arith.constant 5.000000e-01 : f64
+// CHECK-DAG: %[[HALF:.*]] = arith.mulf %[[HALFC]], %[[COS1]] : f64
+// CHECK-DAG: %[[RANGE:.*]] = arith.constant 9.000000e-04 : f64
+// CHECK-DAG: %[[SCALED:.*]] = arith.mulf %[[RANGE]], %[[HALF]] : f64
+// CHECK-DAG: %[[MINLR:.*]] = arith.constant 1.000000e-04 : f64
+// CHECK-DAG: %[[DECAYED:.*]] = arith.addf %[[MINLR]], %[[SCALED]] : f64
+// Linear warmup over the first 10 steps: lr · (s + 1) / 10 while s < 10.
+// CHECK-DAG: %[[W2:.*]] = arith.constant 1.000000e+01 : f64
+// CHECK-DAG: %[[ONE3:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-DAG: %[[S1:.*]] = arith.addf %[[S]], %[[ONE3]] : f64
+// CHECK-DAG: %[[LR0:.*]] = arith.constant 1.000000e-03 : f64
+// CHECK-DAG: %[[WL:.*]] = arith.mulf %[[LR0]], %[[S1]] : f64
+// CHECK-DAG: %[[WARMLR:.*]] = arith.divf %[[WL]], %[[W2]] : f64
+// CHECK-DAG: %[[W3:.*]] = arith.constant 1.000000e+01 : f64
+// CHECK-DAG: %[[IN:.*]] = arith.cmpf olt, %[[S]], %[[W3]] : f64
+// CHECK: %[[LR:.*]] = arith.select %[[IN]], %[[WARMLR]], %[[DECAYED]] : f64
+// Bias corrections of step t = step + 1: 1 − β^t.
+// CHECK: %[[T1:.*]] = arith.addi %[[STEP]], %{{.*}} : i64
+// CHECK: %[[T:.*]] = arith.sitofp %[[T1]] : i64 to f64
+// CHECK-DAG: %[[B1:.*]] = arith.constant 9.000000e-01 : f64
+// CHECK-DAG: %[[B1T:.*]] = math.powf %[[B1]], %[[T]] : f64
+// CHECK-DAG: %[[BC1:.*]] = arith.subf %{{.*}}, %[[B1T]] : f64
+// CHECK-DAG: %[[B2:.*]] = arith.constant 0.94999999999999996 : f64
+// CHECK-DAG: %[[B2T:.*]] = math.powf %[[B2]], %[[T]] : f64
+// CHECK-DAG: %[[BC2:.*]] = arith.subf %{{.*}}, %[[B2T]] : f64
+// Weight decay on the matrices (the table, the linear weight), not on the vectors.
+// CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : tensor<16x8xf32>
+// CHECK: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {{{.*}}weight_decay = 0.000000e+00 : f64} : tensor<8xf32>
+// CHECK: %[[NP2:[^,]*]], %[[NM2:[^,]*]], %[[NV2:[^ ]*]] = nn.adamw %[[P2]], %[[G2]], %[[M2]], %[[V2]], {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<8x8xf32>
+// CHECK: %[[NP3:[^,]*]], %[[NM3:[^,]*]], %[[NV3:[^ ]*]] = nn.adamw %[[P3]], %[[G3]], %[[M3]], %[[V3]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<8xf32>
+// CHECK: return %[[NORM]], %[[LR]], %[[NP0]], %[[NP1]], %[[NP2]], %[[NP3]], %[[NM0]], %[[NM1]], %[[NM2]], %[[NM3]], %[[NV0]], %[[NV1]], %[[NV2]], %[[NV3]] :
+// The plan stays for the later passes.
+// CHECK: plan.train @t
+
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight"}, %g: tensor<8xf32> {nn.param = "ln.weight"},
+             %w: tensor<8x8xf32> {nn.param = "fc.weight"}, %b: tensor<8xf32> {nn.param = "fc.bias"})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  %y0 = nn.matmul %n, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = nn.bias_add %y0, %b : tensor<?x?x8xf32>, tensor<8xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 4 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.5 : f64, data = ["train.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule cosine>, mesh = @cpu1, micro = 2 : i64, min_lr = 1.0e-04 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 1337 : i64, seq = 8 : i64, shard = {}, steps = 100 : i64, val = [], warmup = 10 : i64, weight_decay = 1.0e-01 : f64}
+
+// -----
+
+// Constant schedule, no warmup, no clipping (clip = 0), no weight decay: the learning rate
+// is the constant and the gradient scale is 1.
+// PLAIN-LABEL: func.func private @c_update(
+// PLAIN-NOT: {{arith.minimumf|math.cos|arith.cmpf|arith.select}}
+// PLAIN: return
+// CHECK-LABEL: func.func private @c_forward(
+// CHECK-SAME: tensor<3x5xi32>
+// CHECK-LABEL: func.func private @c_update(
+// CHECK: %[[NORM:.*]] = math.sqrt
+// CHECK-NEXT: %[[SCALE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: arith.sitofp
+// CHECK-NEXT: %[[LR:.*]] = arith.constant 2.000000e-03 : f64
+// CHECK: nn.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[SCALE]], {{.*}} {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} : tensor<16x8xf32>
+// CHECK: return %[[NORM]], %[[LR]],
+
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @c {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 = 8.0e-01 : f64, beta2 = 9.9e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["train.bin"], eps = 1.0e-06 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 2.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 3 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 5 : i64, shard = {}, steps = 10 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// Linear decay without warmup: lr + (min_lr − lr) · min(s / steps, 1); no select, no cosine,
+// and without clipping the only minimumf is the f64 one of the progress.
+// PLAIN-LABEL: func.func private @l_update(
+// PLAIN-NOT: {{arith.minimumf .* : f32|math.cos|arith.cmpf|arith.select}}
+// PLAIN: return
+// CHECK-LABEL: func.func private @l_update(
+// CHECK: %[[S:.*]] = arith.sitofp %{{.*}} : i64 to f64
+// CHECK-DAG: %[[STEPS:.*]] = arith.constant 5.000000e+01 : f64
+// CHECK-DAG: %[[W:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-DAG: %[[SUB:.*]] = arith.subf %[[S]], %[[W]] : f64
+// CHECK-DAG: %[[FRAC:.*]] = arith.divf %[[SUB]], %[[STEPS]] : f64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-DAG: %[[P:.*]] = arith.minimumf %[[FRAC]], %[[ONE]] : f64
+// CHECK-DAG: %[[DELTA:.*]] = arith.constant -0.0090000000000000011 : f64
+// CHECK-DAG: %[[MUL:.*]] = arith.mulf %[[DELTA]], %[[P]] : f64
+// CHECK-DAG: %[[LR:.*]] = arith.addf %[[LR1:.*]], %[[MUL]] : f64
+// CHECK: arith.addi
+// CHECK: nn.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], {{.*}} : tensor<16x8xf32>
+// CHECK: return %{{.*}}, %[[LR]],
+
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @l {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["train.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-02 : f64, lr_schedule = #plan<lr_schedule linear>, mesh = @cpu1, micro = 1 : i64, min_lr = 1.0e-03 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 50 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}
