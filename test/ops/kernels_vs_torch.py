@@ -168,19 +168,29 @@ def test_rmsnorm(lib, rep, rng):
 
 
 def test_sdpa(lib, rep, rng):
-    # (B, S, H, KVH, D, causal, rope, theta); thetas exact in float32.
-    for B, S, H, KVH, D, causal, rope, theta in [
+    # (B, S, H, KVH, D, causal, rope, theta[, std of qkv]); thetas exact in float32.
+    # The kernels work in blocks of 64 queries: S = 100, 200, 256, 512 cover
+    # several blocks, whole and partial.
+    for B, S, H, KVH, D, causal, rope, theta, *std in [
             (2, 16, 4, 4, 16, 1, 0, 10000.0),   # causal multi-head
             (2, 32, 8, 2, 16, 1, 1, 10000.0),   # causal, rope, grouped-query
             (1, 24, 6, 3, 8, 0, 1, 10000.0),    # full, rope, grouped-query
             (1, 33, 4, 1, 32, 0, 0, 10000.0),   # full, one kv head
             (3, 12, 4, 2, 64, 1, 1, 500000.0),  # causal, rope (Llama 3 base)
             (1, 20, 2, 1, 6, 0, 1, 10.0),       # full, rope with fast angles
-            (1, 128, 8, 2, 64, 1, 1, 10000.0)]: # longer
+            (1, 128, 8, 2, 64, 1, 1, 10000.0),  # longer
+            (1, 100, 4, 2, 64, 1, 1, 10000.0),  # causal, a partial last block
+            (1, 200, 3, 3, 64, 0, 0, 10000.0),  # full, a partial last block
+            (1, 70, 2, 1, 10, 1, 1, 10000.0),   # causal, rope with D/2 odd
+            (2, 256, 6, 6, 64, 1, 0, 10000.0),  # the GPT's shape (fewer batches)
+            (1, 512, 4, 2, 64, 1, 1, 10000.0),  # long, causal, rope, grouped-query
+            (1, 96, 4, 2, 64, 0, 1, 10000.0, 4.0),   # peaked softmax (exp underflows)
+            (1, 96, 4, 2, 64, 1, 0, 10000.0, 4.0)]:  # peaked softmax, causal
+        std = std[0] if std else 1.0
         case = f"B={B} S={S} H={H} KVH={KVH} D={D} {'causal' if causal else 'full'}" + \
-            (f" rope({theta:g})" if rope else "")
+            (f" rope({theta:g})" if rope else "") + (f" std={std:g}" if std != 1.0 else "")
         width = (H + 2 * KVH) * D
-        qkv = rng.normal(size=(B, S, width)).astype(np.float32)
+        qkv = rng.normal(0.0, std, size=(B, S, width)).astype(np.float32)
         dout = rng.normal(size=(B, S, H * D)).astype(np.float32)
         o, dqkv = out(B, S, H * D), out(B, S, width)
         lib.planrt_k_sdpa(ptr(qkv), ptr(o), B, S, H, KVH, D, causal, rope, theta)

@@ -1,0 +1,51 @@
+// plan-free-buffers: every buffer allocated at the top level of a function is freed just
+// before its return; nested allocations and declarations are left alone.
+// RUN: planc-opt %s -pass-pipeline='builtin.module(func.func(plan-free-buffers))' | FileCheck %s
+
+// CHECK-LABEL: func.func @straight(
+// CHECK: %[[A:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x3x8xf32>
+// CHECK: %[[B:.*]] = memref.alloc() : memref<8xf32>
+// CHECK: memref.copy %[[A]], %{{.*}}
+// CHECK-NEXT: memref.dealloc %[[A]] : memref<2x3x8xf32>
+// CHECK-NEXT: memref.dealloc %[[B]] : memref<8xf32>
+// CHECK-NEXT: return
+// CHECK-NOT: memref.dealloc
+// CHECK: }
+func.func @straight(%out: memref<2x3x8xf32>) {
+  %a = memref.alloc() {alignment = 64 : i64} : memref<2x3x8xf32>
+  %b = memref.alloc() : memref<8xf32>
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %b[%c0] : memref<8xf32>
+  memref.copy %a, %out : memref<2x3x8xf32> to memref<2x3x8xf32>
+  return
+}
+
+// An allocation inside a loop is not at the top level.
+// CHECK-LABEL: func.func @nested(
+// CHECK: %[[T:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: scf.for
+// CHECK: memref.alloc() : memref<2xf32>
+// CHECK-NOT: memref.dealloc
+// CHECK: }
+// CHECK-NEXT: memref.dealloc %[[T]] : memref<4xf32>
+// CHECK-NEXT: return
+func.func @nested(%n: index) {
+  %t = memref.alloc() : memref<4xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %inner = memref.alloc() : memref<2xf32>
+  }
+  return
+}
+
+// Nothing to free, nothing added; a declaration has no body.
+// CHECK-LABEL: func.func @none(
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+func.func @none(%x: memref<4xf32>) {
+  return
+}
+// CHECK-LABEL: func.func private @external(memref<4xf32>)
+func.func private @external(memref<4xf32>)
