@@ -1,7 +1,10 @@
 // CPU kernels of the nn ops that planc lowers to library calls (planrt_kernels.h):
 // layer/RMS norm, scaled dot-product attention with rope and grouped-query heads,
-// embedding and cross-entropy, each with its backward. Scalar C++; reductions in
-// double, softmax with the row maximum subtracted.
+// embedding and cross-entropy, each with its backward. Norms, embedding and loss are
+// scalar C++ with reductions in double. Attention works per (batch, head) in
+// blocks of 64 queries: its matrix products are cblas_sgemm calls (OpenBLAS), its
+// softmax (row maximum subtracted) and other element-wise passes are in float,
+// four lanes at a time.
 #include "planrt_kernels.h"
 
 #include <cblas.h>

@@ -298,6 +298,9 @@ TEST(KernelsSdpa, BackwardMatchesFiniteDifferences) {
       {2, 4, 4, 1, 4, 1, 1, 10.0f},    // causal, rope (fast angles), one kv head
       {1, 5, 3, 3, 2, 0, 0, 10000.0f}, // full, multi-head
       {1, 7, 6, 2, 8, 1, 1, 500.0f},   // causal, rope, grouped-query
+      // The kernels take queries in blocks of 64: whole and partial blocks.
+      {1, 150, 2, 1, 4, 1, 1, 10000.0f}, // causal, rope, grouped-query
+      {1, 70, 2, 2, 6, 0, 0, 10000.0f},  // full
   };
   std::mt19937 rng(9);
   for (const SdpaShape &sh : shapes) {
@@ -322,6 +325,32 @@ TEST(KernelsSdpa, BackwardMatchesFiniteDifferences) {
     checkVjp("dq", qkv, dqkv, dout, f, part(0, sh.H));
     checkVjp("dk", qkv, dqkv, dout, f, part(sh.H, sh.H + sh.KVH));
     checkVjp("dv", qkv, dqkv, dout, f, part(sh.H + sh.KVH, sh.H + 2 * sh.KVH));
+  }
+}
+
+TEST(KernelsSdpa, CausalIgnoresLaterPositions) {
+  // Query s of a causal attention reads positions 0..s only: changing everything
+  // after s (in the same block of queries and in later ones) leaves out[0..s]
+  // bit for bit, and the gradient of q[0..s] too, since dout is zero after s.
+  std::mt19937 rng(10);
+  const int64_t B = 1, S = 160, H = 4, KVH = 2, D = 8, row = (H + 2 * KVH) * D;
+  for (int64_t s : {0, 40, 63, 64, 100}) {
+    SCOPED_TRACE("s " + std::to_string(s));
+    Vec qkv = randn(B * S * row, rng), out(S * H * D), dout = randn(S * H * D, rng);
+    for (int64_t i = (s + 1) * H * D; i < S * H * D; ++i)
+      dout[i] = 0.0f;
+    Vec qkv2 = qkv, out2(out.size()), dqkv(qkv.size()), dqkv2(qkv.size());
+    for (int64_t i = (s + 1) * row; i < S * row; ++i)
+      qkv2[i] = 10.0f * qkv2[i] + 1.0f;
+    planrt_k_sdpa(qkv.data(), out.data(), B, S, H, KVH, D, 1, 1, 10000.0f);
+    planrt_k_sdpa(qkv2.data(), out2.data(), B, S, H, KVH, D, 1, 1, 10000.0f);
+    planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, 1, 1, 10000.0f);
+    planrt_k_sdpa_bwd(dout.data(), qkv2.data(), dqkv2.data(), B, S, H, KVH, D, 1, 1, 10000.0f);
+    for (int64_t i = 0; i < (s + 1) * H * D; ++i)
+      ASSERT_EQ(out[i], out2[i]) << "out element " << i;
+    for (int64_t t = 0; t <= s; ++t)
+      for (int64_t i = 0; i < H * D; ++i)
+        ASSERT_NEAR(dqkv[t * row + i], dqkv2[t * row + i], 1e-6) << "dq at " << t << ", " << i;
   }
 }
 

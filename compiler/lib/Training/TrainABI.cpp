@@ -6,6 +6,7 @@
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/Training.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -47,32 +48,41 @@ SmallVector<Value> inlineBody(OpBuilder &b, func::FuncOp callee, ValueRange args
   return out;
 }
 
-/// Flat buffers: a parameter's slice of a memref<N x f32> argument as a tensor of
-/// its shape, and a tensor of its shape written back into that slice.
+/// A flat f32 buffer (a function argument) holding every parameter at its
+/// offset. A parameter is read as a tensor view of its subview and written by
+/// materializing a tensor into that subview; empty-tensor elimination then lets
+/// the op that computes the new value write straight into the buffer. Each
+/// parameter is its own subset, which keeps bufferization's analysis local.
 struct Flat {
   OpBuilder &b;
   Location loc;
+  Value buffer;
 
-  Value subview(Value buffer, const Param &p) {
+  Flat(OpBuilder &b, Location loc, Value buffer) : b(b), loc(loc), buffer(buffer) {}
+
+  Value subview(const Param &p) {
     return memref::SubViewOp::create(b, loc, buffer, ArrayRef<OpFoldResult>{b.getIndexAttr(p.offset)},
                                      ArrayRef<OpFoldResult>{b.getIndexAttr(p.count)},
                                      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
   }
-  Value read(Value buffer, const Param &p) {
-    Value sv = subview(buffer, p);
-    auto flat = RankedTensorType::get({p.count}, p.type.getElementType());
-    Value t = bufferization::ToTensorOp::create(b, loc, flat, sv, /*restrict=*/true, /*writable=*/false);
-    if (p.type.getRank() == 1)
-      return t;
-    return tensor::ExpandShapeOp::create(b, loc, p.type, t, reassociation(p));
+  /// The slice of `p` as a 1-D tensor.
+  Value readFlat(const Param &p) {
+    auto t = RankedTensorType::get({p.count}, p.type.getElementType());
+    return bufferization::ToTensorOp::create(b, loc, t, subview(p), /*restrict=*/true, /*writable=*/false);
   }
-  void write(Value value, Value buffer, const Param &p) {
-    Value flat = value;
-    if (p.type.getRank() != 1)
-      flat = tensor::CollapseShapeOp::create(b, loc, value, reassociation(p));
-    auto m = bufferization::MaterializeInDestinationOp::create(b, loc, flat, subview(buffer, p));
+  /// The slice of `p` in its shape.
+  Value read(const Param &p) {
+    Value t = readFlat(p);
+    return p.type.getRank() == 1 ? t : Value(tensor::ExpandShapeOp::create(b, loc, p.type, t, reassociation(p)));
+  }
+  /// Writes a 1-D tensor of p.count elements into the slice of `p`.
+  void writeFlat(Value value, const Param &p) {
+    auto m = bufferization::MaterializeInDestinationOp::create(b, loc, value, subview(p));
     m.setRestrict(true);
     m.setWritable(true);
+  }
+  Value flatten(Value v, const Param &p) {
+    return p.type.getRank() == 1 ? v : Value(tensor::CollapseShapeOp::create(b, loc, v, reassociation(p)));
   }
   SmallVector<ReassociationIndices> reassociation(const Param &p) {
     ReassociationIndices all;
@@ -199,16 +209,17 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     }
 
     SmallVector<Param> params;
-    int64_t total = 0;
+    SmallVector<RankedTensorType> types;
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
       if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
         auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
-        // Each parameter starts on a 16-float (64-byte) boundary.
-        total = (total + 15) / 16 * 16;
-        params.push_back({name.str(), type, total, type.getNumElements()});
-        total += type.getNumElements();
+        params.push_back({name.str(), type, 0, type.getNumElements()});
+        types.push_back(type);
       }
-    total = (total + 15) / 16 * 16;
+    training::BufferLayout layout = training::layoutOf(types);
+    for (auto [p, offset] : llvm::zip(params, layout.offset))
+      p.offset = offset;
+    int64_t total = layout.total;
     auto tokens = cast<RankedTensorType>(fwd.getArgument(0).getType());
     int64_t accumulation = int64_t(train.getAccumulationAttr().getInt());
 
@@ -224,7 +235,6 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       b.setInsertionPointToStart(f.addEntryBlock());
       return f;
     };
-    Flat flat{b, loc};
     auto readTokens = [&](Value m) {
       return bufferization::ToTensorOp::create(b, loc, tokens, m, /*restrict=*/true, /*writable=*/false);
     };
@@ -236,17 +246,18 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       OpBuilder::InsertionGuard g(b);
       auto f = entry("planc_grad", {flatTy, flatTy, tokTy, tokTy, scalarTy});
       Block &e = f.getBody().front();
+      Flat P(b, loc, e.getArgument(0));
       SmallVector<Value> args{readTokens(e.getArgument(2)), readTokens(e.getArgument(3))};
       for (const Param &p : params)
-        args.push_back(flat.read(e.getArgument(0), p));
+        args.push_back(P.read(p));
       SmallVector<Value> outs = inlineBody(b, grad, args);
       double inv = 1.0 / double(accumulation);
+      Flat G(b, loc, e.getArgument(1));
       for (auto [i, p] : llvm::enumerate(params)) {
-        Value g = outs[1 + i];
+        Value g = G.flatten(outs[1 + i], p);
         if (accumulation != 1)
           g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(inv));
-        Value sum = nn::AddOp::create(b, loc, g.getType(), flat.read(e.getArgument(1), p), g);
-        flat.write(sum, e.getArgument(1), p);
+        G.writeFlat(nn::AddOp::create(b, loc, g.getType(), G.readFlat(p), g), p);
       }
       Value loss = tensor::ExtractOp::create(b, loc, outs[0], ValueRange{});
       Value old = memref::LoadOp::create(b, loc, e.getArgument(4), ValueRange{index0()});
@@ -259,16 +270,25 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       OpBuilder::InsertionGuard g(b);
       auto f = entry("planc_update", {flatTy, flatTy, flatTy, flatTy, b.getI64Type(), statsTy});
       Block &e = f.getBody().front();
+      Flat bufs[] = {Flat(b, loc, e.getArgument(0)), Flat(b, loc, e.getArgument(1)), Flat(b, loc, e.getArgument(2)),
+                     Flat(b, loc, e.getArgument(3))};
+      // The optimizer groups, each a span of the buffers (training::layoutOf).
+      SmallVector<Param> spans;
+      for (int g = 0; g < 2; ++g)
+        if (layout.groupEnd[g] > layout.groupBegin[g]) {
+          int64_t count = layout.groupEnd[g] - layout.groupBegin[g];
+          spans.push_back({"", RankedTensorType::get({count}, b.getF32Type()), layout.groupBegin[g], count});
+        }
       SmallVector<Value> args{e.getArgument(4)};
-      for (int k = 0; k < 4; ++k)
-        for (const Param &p : params)
-          args.push_back(flat.read(e.getArgument(k), p));
+      for (Flat &buf : bufs)
+        for (const Param &span : spans)
+          args.push_back(buf.readFlat(span));
       SmallVector<Value> outs = inlineBody(b, update, args);
-      size_t n = params.size();
-      int buffers[] = {0, 2, 3};  // P, M, V
+      size_t n = spans.size();
+      int written[] = {0, 2, 3};  // P, M, V
       for (int k = 0; k < 3; ++k)
         for (size_t i = 0; i < n; ++i)
-          flat.write(outs[2 + k * n + i], e.getArgument(buffers[k]), params[i]);
+          bufs[written[k]].writeFlat(outs[2 + k * n + i], spans[i]);
       memref::StoreOp::create(b, loc, outs[0], e.getArgument(5), ValueRange{index0()});
       Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
       memref::StoreOp::create(b, loc, lr, e.getArgument(5),
@@ -280,9 +300,10 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       OpBuilder::InsertionGuard g(b);
       auto f = entry("planc_eval", {flatTy, tokTy, tokTy, scalarTy});
       Block &e = f.getBody().front();
+      Flat P(b, loc, e.getArgument(0));
       SmallVector<Value> args{readTokens(e.getArgument(1)), readTokens(e.getArgument(2))};
       for (const Param &p : params)
-        args.push_back(flat.read(e.getArgument(0), p));
+        args.push_back(P.read(p));
       SmallVector<Value> outs = inlineBody(b, fwd, args);
       memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}),
                               e.getArgument(3), ValueRange{index0()});

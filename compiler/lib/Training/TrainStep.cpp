@@ -24,6 +24,24 @@ namespace plan {
 using namespace mlir;
 using namespace plan;
 
+training::BufferLayout training::layoutOf(ArrayRef<RankedTensorType> params) {
+  BufferLayout l;
+  l.offset.assign(params.size(), 0);
+  auto align = [](int64_t x) { return (x + 15) / 16 * 16; };
+  int64_t at = 0;
+  for (int g = 0; g < 2; ++g) {
+    l.groupBegin[g] = at;
+    for (auto [i, t] : llvm::enumerate(params))
+      if (decayed(t) == (g == 0)) {
+        l.offset[i] = at;
+        at = align(at + t.getNumElements());
+      }
+    l.groupEnd[g] = at;
+  }
+  l.total = at;
+  return l;
+}
+
 namespace {
 
 /// The parameters of a forward function: argument index, type and path.
@@ -77,31 +95,43 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
   return arith::SelectOp::create(b, loc, inWarmup, warm, decayed);
 }
 
-/// `name(step: i64, params…, grads…, m…, v…) -> (grad_norm: f32, lr: f64, params…, m…, v…)`.
+/// `name(step: i64, params[g]…, grads[g]…, m[g]…, v[g]…) -> (grad_norm: f32, lr: f64,
+/// params[g]…, m[g]…, v[g]…)` over the optimizer groups g of training::layoutOf:
+/// each argument is a group's span of a flat buffer, so the update is two
+/// elementwise sweeps whatever the number of parameters.
 func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name) {
   OpBuilder b(train->getContext());
   b.setInsertionPointAfter(forward);
   Location loc = train.getLoc();
-  SmallVector<Param> params = paramsOf(forward);
-  size_t n = params.size();
+  SmallVector<RankedTensorType> types;
+  for (const Param &p : paramsOf(forward))
+    types.push_back(p.type);
+  training::BufferLayout layout = training::layoutOf(types);
+  SmallVector<int> groups;
+  for (int g = 0; g < 2; ++g)
+    if (layout.groupEnd[g] > layout.groupBegin[g])
+      groups.push_back(g);
+  size_t n = groups.size();
+  auto spanType = [&](int g) { return RankedTensorType::get({layout.groupEnd[g] - layout.groupBegin[g]}, b.getF32Type()); };
   SmallVector<Type> ins{b.getI64Type()}, outs{b.getF32Type(), b.getF64Type()};
   for (int k = 0; k < 4; ++k)
-    for (const Param &p : params)
-      ins.push_back(p.type);
+    for (int g : groups)
+      ins.push_back(spanType(g));
   for (int k = 0; k < 3; ++k)
-    for (const Param &p : params)
-      outs.push_back(p.type);
+    for (int g : groups)
+      outs.push_back(spanType(g));
   auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(ins, outs));
   fn.setPrivate();
-  const char *roles[] = {"nn.param", "nn.grad", "nn.exp_avg", "nn.exp_avg_sq"};
+  const char *roles[] = {"nn.params", "nn.grads", "nn.exp_avg", "nn.exp_avg_sq"};
+  const char *groupNames[] = {"decay", "no_decay"};
   for (int k = 0; k < 4; ++k)
     for (size_t i = 0; i < n; ++i)
-      fn.setArgAttr(1 + k * n + i, roles[k], b.getStringAttr(params[i].name));
+      fn.setArgAttr(1 + k * n + i, roles[k], b.getStringAttr(groupNames[groups[i]]));
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToStart(body);
   auto arg = [&](int k, size_t i) { return body->getArgument(1 + k * n + i); };
 
-  // Global gradient norm, before clipping.
+  // Global gradient norm, before clipping (the padding between parameters is zero).
   Value sumsq = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   for (size_t i = 0; i < n; ++i) {
@@ -130,10 +160,11 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   SmallVector<Value> results{norm, lr}, newM, newV;
   for (size_t i = 0; i < n; ++i) {
     // Weight decay on matrices (weights and embeddings) only, as nanoGPT.
-    double wd = params[i].type.getRank() >= 2 ? train.getWeightDecay().convertToDouble() : 0.0;
-    auto op = nn::AdamWOp::create(b, loc, params[i].type, params[i].type, params[i].type, arg(0, i), arg(1, i),
-                                  arg(2, i), arg(3, i), lr, scale, bc1, bc2, train.getBeta1Attr(),
-                                  train.getBeta2Attr(), train.getEpsAttr(), b.getF64FloatAttr(wd));
+    double wd = groups[i] == 0 ? train.getWeightDecay().convertToDouble() : 0.0;
+    RankedTensorType ty = spanType(groups[i]);
+    auto op = nn::AdamWOp::create(b, loc, ty, ty, ty, arg(0, i), arg(1, i), arg(2, i), arg(3, i), lr, scale, bc1,
+                                  bc2, train.getBeta1Attr(), train.getBeta2Attr(), train.getEpsAttr(),
+                                  b.getF64FloatAttr(wd));
     results.push_back(op.getNewParam());
     newM.push_back(op.getNewM());
     newV.push_back(op.getNewV());

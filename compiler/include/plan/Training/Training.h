@@ -21,6 +21,22 @@ mlir::func::FuncOp specialize(mlir::func::FuncOp forward, llvm::StringRef name, 
 /// Fails, with an error at the op, when an op has no VJP.
 mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name);
 
+/// Where the parameters of a forward function lie in the executable's flat
+/// buffers (parameters, gradients, Adam moments share one layout). Parameters
+/// form two optimizer groups, as PyTorch's param groups: matrices (weights and
+/// embeddings, with weight decay) first, then vectors (biases and norm scales,
+/// without); each parameter starts on a 64-byte boundary, and the padding
+/// between them stays zero, so an elementwise update can sweep a whole group.
+struct BufferLayout {
+  llvm::SmallVector<int64_t> offset;     ///< per parameter, in argument order
+  int64_t groupBegin[2] = {0, 0};        ///< group 0: decayed, group 1: not
+  int64_t groupEnd[2] = {0, 0};
+  int64_t total = 0;                     ///< floats per buffer
+};
+BufferLayout layoutOf(llvm::ArrayRef<mlir::RankedTensorType> params);
+/// Whether a parameter of this type gets weight decay (group 0).
+inline bool decayed(mlir::RankedTensorType t) { return t.getRank() >= 2; }
+
 } // namespace plan::training
 
 #endif // PLAN_TRAINING_TRAINING_H
