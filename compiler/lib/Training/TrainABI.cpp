@@ -32,6 +32,7 @@ struct Param {
   std::string name;
   RankedTensorType type;
   int64_t offset, count;
+  unsigned arg = 0;  ///< argument of the forward function
 };
 
 /// Inlines the single block of `callee` at the builder's point, arguments
@@ -107,11 +108,12 @@ llvm::json::Array strings(ArrayAttr a, StringRef base) {
   return out;
 }
 
-std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params, int64_t total) {
+std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params, int64_t total,
+                     int64_t vocab) {
   StringRef base = train.getBaseDir();
   llvm::json::Array ps;
-  for (auto [i, p] : llvm::enumerate(params)) {
-    unsigned arg = 2 + i;
+  for (const Param &p : params) {
+    unsigned arg = p.arg;
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
       shape.push_back(d);
@@ -132,10 +134,7 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"data_parallel", 1},
       {"steps", i64(train.getStepsAttr())},
       {"seed", i64(train.getSeedAttr())},
-      {"vocab", fwd->getParentOfType<ModuleOp>()
-                        .lookupSymbol<func::FuncOp>(train.getModel())
-                        ->getAttrOfType<IntegerAttr>("nn.vocab")
-                        .getInt()},
+      {"vocab", vocab},
       {"data", strings(train.getData(), base)},
       {"val", strings(train.getVal(), base)},
       {"eval_every", i64(train.getEvalEveryAttr())},
@@ -213,7 +212,11 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
       if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
         auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
-        params.push_back({name.str(), type, 0, type.getNumElements()});
+        params.push_back({name.str(), type, 0, type.getNumElements(), i});
+        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std")) {
+          fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
+          return signalPassFailure();
+        }
         types.push_back(type);
       }
     training::BufferLayout layout = training::layoutOf(types);
@@ -310,7 +313,13 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       func::ReturnOp::create(b, loc);
     }
     // The manifest, NUL-terminated.
-    std::string text = manifest(train, fwd, params, total);
+    auto model = module.lookupSymbol<func::FuncOp>(train.getModel());
+    auto vocab = model ? model->getAttrOfType<IntegerAttr>("nn.vocab") : IntegerAttr();
+    if (!vocab) {
+      train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
+      return signalPassFailure();
+    }
+    std::string text = manifest(train, fwd, params, total, vocab.getInt());
     text.push_back('\0');
     auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
     LLVM::GlobalOp::create(b, loc, arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_manifest",

@@ -181,9 +181,15 @@ struct NNAutodiff : plan::impl::NNAutodiffBase<NNAutodiff> {
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (f->hasAttr("nn.model"))
         models.push_back(f);
-    for (func::FuncOp f : models)
-      if (failed(training::differentiate(f, (f.getName() + "_grad").str())))
+    for (func::FuncOp f : models) {
+      std::string name = (f.getName() + "_grad").str();
+      if (getOperation().lookupSymbol(name)) {
+        f.emitOpError() << "cannot be differentiated into '" << name << "': the name is taken";
         return signalPassFailure();
+      }
+      if (failed(training::differentiate(f, name)))
+        return signalPassFailure();
+    }
   }
 };
 
@@ -198,6 +204,14 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         return signalPassFailure();
       }
       std::string base = train.getSymName().str();
+      for (const char *suffix : {"_forward", "_grad", "_update"})
+        if (Operation *clash = symbols.lookup(base + suffix)) {
+          InFlightDiagnostic d = train.emitError()
+                                 << "train '" << base << "' needs the name '" << base << suffix
+                                 << "' for its step function, but it is taken; rename one of them";
+          d.attachNote(clash->getLoc()) << "'" << base << suffix << "' is declared here";
+          return signalPassFailure();
+        }
       func::FuncOp fwd = training::specialize(model, base + "_forward", int64_t(train.getMicroAttr().getInt()),
                                               int64_t(train.getSeqAttr().getInt()));
       fwd->removeAttr("nn.model");

@@ -200,6 +200,10 @@ struct LibraryCallModel
     }
     for (Value r : op->getResults()) {
       auto t = cast<RankedTensorType>(r.getType());
+      if (!t.hasStaticShape())
+        return op->emitOpError() << "needs static shapes to become a library call (run plan-train-step, "
+                                    "which fixes batch and sequence), not "
+                                 << t;
       out.push_back(memref::AllocOp::create(rewriter, op->getLoc(), MemRefType::get(t.getShape(), t.getElementType()),
                                             rewriter.getI64IntegerAttr(64)));
     }
@@ -224,9 +228,11 @@ struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
       return;
     Block &entry = f.getBody().front();
     SmallVector<Value> allocs;
+    Operation *ret = entry.getTerminator();
     for (Operation &op : entry)
       if (auto a = dyn_cast<memref::AllocOp>(op))
-        allocs.push_back(a);
+        if (!llvm::is_contained(ret->getOperands(), a.getResult()))  // returned: the caller owns it
+          allocs.push_back(a);
     OpBuilder b(entry.getTerminator());
     for (Value a : allocs)
       memref::DeallocOp::create(b, f.getLoc(), a);

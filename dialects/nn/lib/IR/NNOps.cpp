@@ -83,26 +83,52 @@ LogicalResult RMSNormOp::verify() {
   return verifyNorm(*this, getX(), getWeight(), Value(), getEps().convertToDouble());
 }
 
-LogicalResult SDPAOp::verify() {
-  int64_t heads = getHeads(), kv = getKvHeads();
+/// The shape rules of attention, shared by nn.sdpa and nn.sdpa_grad (`out` is
+/// the forward result or its gradient).
+static LogicalResult verifyAttention(Operation *op, int64_t heads, int64_t kv, RankedTensorType qkv,
+                                     RankedTensorType out, bool rope, double theta) {
   if (heads < 1 || kv < 1 || heads % kv != 0)
-    return emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and "
-                         << kv;
-  RankedTensorType qkv = ranked(getQkv()), out = ranked(getResult());
+    return op->emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and "
+                             << kv;
   int64_t d = out.getDimSize(2);
   if (ShapedType::isDynamic(d) || d % heads != 0)
-    return emitOpError() << "result width " << d << " must be a static multiple of the " << heads
-                         << " heads";
+    return op->emitOpError() << "result width " << d << " must be a static multiple of the " << heads
+                             << " heads";
   int64_t hd = d / heads;
   if (!agree(qkv.getDimSize(2), (heads + 2 * kv) * hd))
-    return emitOpError() << "packed q, k, v must be (heads + 2·kv_heads)·head_dim = "
-                         << (heads + 2 * kv) * hd << " wide, not " << qkv.getDimSize(2);
+    return op->emitOpError() << "packed q, k, v must be (heads + 2·kv_heads)·head_dim = "
+                             << (heads + 2 * kv) * hd << " wide, not " << qkv.getDimSize(2);
   if (!sameRows(qkv, out))
-    return emitOpError() << "result rows must match the input's";
-  if (getRope() && hd % 2 != 0)
-    return emitOpError() << "rotary embeddings need an even head_dim, not " << hd;
-  if (!(getRopeTheta().convertToDouble() > 0))
-    return emitOpError() << "rope_theta must be positive";
+    return op->emitOpError() << "result rows must match the input's";
+  if (rope && hd % 2 != 0)
+    return op->emitOpError() << "rotary embeddings need an even head_dim, not " << hd;
+  if (!(theta > 0))
+    return op->emitOpError() << "rope_theta must be positive";
+  return success();
+}
+
+LogicalResult SDPAOp::verify() {
+  return verifyAttention(*this, getHeads(), getKvHeads(), ranked(getQkv()), ranked(getResult()), getRope(),
+                         getRopeTheta().convertToDouble());
+}
+
+LogicalResult SDPAGradOp::verify() {
+  return verifyAttention(*this, getHeads(), getKvHeads(), ranked(getQkv()), ranked(getDy()), getRope(),
+                         getRopeTheta().convertToDouble());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNorm(*this, getX(), getWeight(), Value(), getEps().convertToDouble());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  return verifyNorm(*this, getX(), getWeight(), Value(), getEps().convertToDouble());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (!sameRows(ranked(getLogits()), ranked(getTargets())))
+    return emitOpError() << "targets " << getTargets().getType() << " do not match the rows of the logits "
+                         << getLogits().getType();
   return success();
 }
 

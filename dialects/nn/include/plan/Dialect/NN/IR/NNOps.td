@@ -28,6 +28,9 @@ def NN_Dialect : Dialect {
     ```
   }];
   let cppNamespace = "::plan::nn";
+  // Bufferization turns library ops into LLVM-pointer calls (LibraryCalls.cpp).
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect", "mlir::func::FuncDialect"];
 }
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
@@ -318,6 +321,7 @@ def NN_LayerNormGradOp : NN_Op<"layernorm_grad", [AllTypesMatch<["dy", "x", "dx"
   let arguments = (ins NN_Activation:$dy, NN_Activation:$x, NN_Vector:$weight, F64Attr:$eps);
   let results = (outs NN_Activation:$dx, NN_Vector:$dweight, NN_Vector:$dbias);
   let assemblyFormat = "$dy `,` $x `,` $weight attr-dict `:` type($x) `,` type($weight)";
+  let hasVerifier = 1;
 }
 
 def NN_RMSNormGradOp : NN_Op<"rmsnorm_grad", [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["weight", "dweight"]>]> {
@@ -330,6 +334,7 @@ def NN_RMSNormGradOp : NN_Op<"rmsnorm_grad", [AllTypesMatch<["dy", "x", "dx"]>, 
   let arguments = (ins NN_Activation:$dy, NN_Activation:$x, NN_Vector:$weight, F64Attr:$eps);
   let results = (outs NN_Activation:$dx, NN_Vector:$dweight);
   let assemblyFormat = "$dy `,` $x `,` $weight attr-dict `:` type($x) `,` type($weight)";
+  let hasVerifier = 1;
 }
 
 def NN_SDPAGradOp : NN_Op<"sdpa_grad", [AllTypesMatch<["qkv", "result"]>]> {
@@ -346,6 +351,7 @@ def NN_SDPAGradOp : NN_Op<"sdpa_grad", [AllTypesMatch<["qkv", "result"]>]> {
                        UnitAttr:$causal, UnitAttr:$rope, DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta);
   let results = (outs NN_Activation:$result);
   let assemblyFormat = "$dy `,` $qkv attr-dict `:` type($dy) `,` type($qkv)";
+  let hasVerifier = 1;
 }
 
 class NN_ActGradOp<string mnemonic, string what>
@@ -389,6 +395,7 @@ def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [AllTypesMatch<["logits"
   let arguments = (ins 0DTensorOf<[F32]>:$dloss, NN_Activation:$logits, NN_Tokens:$targets);
   let results = (outs NN_Activation:$result);
   let assemblyFormat = "$dloss `,` $logits `,` $targets attr-dict `:` type($dloss) `,` type($logits) `,` type($targets)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
