@@ -6,7 +6,9 @@
  * outputs. Every `rows` is the number of (batch, sequence) positions. Backward
  * kernels OVERWRITE their outputs (they never accumulate into them) and keep
  * nothing from the forward: what they need (mean/rstd, attention probabilities)
- * is recomputed from the forward's inputs. Reductions are accumulated in double.
+ * is recomputed from the forward's inputs. The normalisation and cross-entropy
+ * reductions are accumulated in double; attention does its products with
+ * cblas_sgemm and its softmax in float.
  * An index out of range (embedding id, cross-entropy target) is fatal: the
  * kernel prints "planrt: error: ..." to stderr and exits with status 1. */
 #ifndef PLANRT_KERNELS_H

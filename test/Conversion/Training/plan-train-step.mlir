@@ -28,24 +28,28 @@
 // CHECK: nn.cross_entropy_grad {{.*}} : tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>
 // CHECK: nn.embedding_grad {{.*}} : (tensor<2x8x8xf32>, tensor<2x8xi32>) -> tensor<16x8xf32>
 
+// The update works on two parameter groups, as PyTorch's param groups: each argument is
+// the span of one group in the flat buffers (training::layoutOf). Matrices first, in
+// argument order, each at a multiple of 16 floats: wte.weight 128 floats at 0, fc.weight
+// 64 at 128, so "decay" is [0, 192); then the vectors: ln.weight 8 at 192, fc.bias 8 at
+// 208 (200 rounded up), so "no_decay" is [192, 224), 32 floats with the padding.
 // CHECK-LABEL: func.func private @t_update(
 // CHECK-SAME: %[[STEP:[^:]*]]: i64,
-// CHECK-SAME: %[[P0:[^:]*]]: tensor<16x8xf32> {nn.param = "wte.weight"}, %[[P1:[^:]*]]: tensor<8xf32> {nn.param = "ln.weight"}, %[[P2:[^:]*]]: tensor<8x8xf32> {nn.param = "fc.weight"}, %[[P3:[^:]*]]: tensor<8xf32> {nn.param = "fc.bias"},
-// CHECK-SAME: %[[G0:[^:]*]]: tensor<16x8xf32> {nn.grad = "wte.weight"}, %[[G1:[^:]*]]: tensor<8xf32> {nn.grad = "ln.weight"}, %[[G2:[^:]*]]: tensor<8x8xf32> {nn.grad = "fc.weight"}, %[[G3:[^:]*]]: tensor<8xf32> {nn.grad = "fc.bias"},
-// CHECK-SAME: %[[M0:[^:]*]]: tensor<16x8xf32> {nn.exp_avg = "wte.weight"}, %[[M1:[^:]*]]: tensor<8xf32> {nn.exp_avg = "ln.weight"}, %[[M2:[^:]*]]: tensor<8x8xf32> {nn.exp_avg = "fc.weight"}, %[[M3:[^:]*]]: tensor<8xf32> {nn.exp_avg = "fc.bias"},
-// CHECK-SAME: %[[V0:[^:]*]]: tensor<16x8xf32> {nn.exp_avg_sq = "wte.weight"}, %[[V1:[^:]*]]: tensor<8xf32> {nn.exp_avg_sq = "ln.weight"}, %[[V2:[^:]*]]: tensor<8x8xf32> {nn.exp_avg_sq = "fc.weight"}, %[[V3:[^:]*]]: tensor<8xf32> {nn.exp_avg_sq = "fc.bias"})
-// CHECK-SAME: -> (f32, f64, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8xf32>)
-// The global gradient norm: the sum of every gradient's sum of squares.
-// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[S0:.*]] = nn.sumsq %[[G0]] : tensor<16x8xf32> -> tensor<f32>
-// CHECK: %[[E0:.*]] = tensor.extract %[[S0]][] : tensor<f32>
-// CHECK: %[[A0:.*]] = arith.addf %[[Z]], %[[E0]] : f32
-// CHECK: nn.sumsq %[[G1]] : tensor<8xf32> -> tensor<f32>
-// CHECK: nn.sumsq %[[G2]] : tensor<8x8xf32> -> tensor<f32>
-// CHECK: %[[S3:.*]] = nn.sumsq %[[G3]] : tensor<8xf32> -> tensor<f32>
-// CHECK: %[[E3:.*]] = tensor.extract %[[S3]][] : tensor<f32>
-// CHECK: %[[A3:.*]] = arith.addf %{{.*}}, %[[E3]] : f32
-// CHECK: %[[NORM:.*]] = math.sqrt %[[A3]] : f32
+// CHECK-SAME: %[[P0:[^:]*]]: tensor<192xf32> {nn.params = "decay"}, %[[P1:[^:]*]]: tensor<32xf32> {nn.params = "no_decay"},
+// CHECK-SAME: %[[G0:[^:]*]]: tensor<192xf32> {nn.grads = "decay"}, %[[G1:[^:]*]]: tensor<32xf32> {nn.grads = "no_decay"},
+// CHECK-SAME: %[[M0:[^:]*]]: tensor<192xf32> {nn.exp_avg = "decay"}, %[[M1:[^:]*]]: tensor<32xf32> {nn.exp_avg = "no_decay"},
+// CHECK-SAME: %[[V0:[^:]*]]: tensor<192xf32> {nn.exp_avg_sq = "decay"}, %[[V1:[^:]*]]: tensor<32xf32> {nn.exp_avg_sq = "no_decay"})
+// CHECK-SAME: -> (f32, f64, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>) {
+// The global gradient norm: one sum of squares per group (the padding is zero).
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[S0:.*]] = nn.sumsq %[[G0]] : tensor<192xf32> -> tensor<f32>
+// CHECK-NEXT: %[[E0:.*]] = tensor.extract %[[S0]][] : tensor<f32>
+// CHECK-NEXT: %[[A0:.*]] = arith.addf %[[Z]], %[[E0]] : f32
+// CHECK-NEXT: %[[S1:.*]] = nn.sumsq %[[G1]] : tensor<32xf32> -> tensor<f32>
+// CHECK-NEXT: %[[E1:.*]] = tensor.extract %[[S1]][] : tensor<f32>
+// CHECK-NEXT: %[[A1:.*]] = arith.addf %[[A0]], %[[E1]] : f32
+// CHECK-NEXT: %[[NORM:.*]] = math.sqrt %[[A1]] : f32
+// CHECK-NOT: nn.sumsq
 // Clipping as clip_grad_norm_: min(clip / (norm + 1e-6), 1) with clip = 0.5. (The order
 // of constants among an op's operands follows C++ argument evaluation: DAG groups.)
 // CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
@@ -94,12 +98,12 @@
 // CHECK-DAG: %[[B2:.*]] = arith.constant 0.94999999999999996 : f64
 // CHECK-DAG: %[[B2T:.*]] = math.powf %[[B2]], %[[T]] : f64
 // CHECK-DAG: %[[BC2:.*]] = arith.subf %{{.*}}, %[[B2T]] : f64
-// Weight decay on the matrices (the table, the linear weight), not on the vectors.
-// CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : tensor<16x8xf32>
-// CHECK: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {{{.*}}weight_decay = 0.000000e+00 : f64} : tensor<8xf32>
-// CHECK: %[[NP2:[^,]*]], %[[NM2:[^,]*]], %[[NV2:[^ ]*]] = nn.adamw %[[P2]], %[[G2]], %[[M2]], %[[V2]], {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<8x8xf32>
-// CHECK: %[[NP3:[^,]*]], %[[NM3:[^,]*]], %[[NV3:[^ ]*]] = nn.adamw %[[P3]], %[[G3]], %[[M3]], %[[V3]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<8xf32>
-// CHECK: return %[[NORM]], %[[LR]], %[[NP0]], %[[NP1]], %[[NP2]], %[[NP3]], %[[NM0]], %[[NM1]], %[[NM2]], %[[NM3]], %[[NV0]], %[[NV1]], %[[NV2]], %[[NV3]] :
+// One AdamW per group, with weight decay on the matrices (the table, the linear weight)
+// and none on the vectors (the norm's scale, the bias), whatever the plan's weight_decay.
+// CHECK-NOT: nn.adamw
+// CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : tensor<192xf32>
+// CHECK-NEXT: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], %[[LR]], %[[SCALE]], %[[BC1]], %[[BC2]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : tensor<32xf32>
+// CHECK-NEXT: return %[[NORM]], %[[LR]], %[[NP0]], %[[NP1]], %[[NM0]], %[[NM1]], %[[NV0]], %[[NV1]] : f32, f64, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>
 // The plan stays for the later passes.
 // CHECK: plan.train @t
 
@@ -127,13 +131,20 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 4 : i64, beta1 = 
 // PLAIN: return
 // CHECK-LABEL: func.func private @c_forward(
 // CHECK-SAME: tensor<3x5xi32>
+// One matrix (wte.weight, 128 floats) and no vector: the "decay" group alone, one sum of
+// squares, one AdamW; weight decay 0 as the plan says.
 // CHECK-LABEL: func.func private @c_update(
+// CHECK-SAME: %{{[^:]*}}: i64, %[[P:[^:]*]]: tensor<128xf32> {nn.params = "decay"}, %[[G:[^:]*]]: tensor<128xf32> {nn.grads = "decay"}, %[[M:[^:]*]]: tensor<128xf32> {nn.exp_avg = "decay"}, %[[V:[^:]*]]: tensor<128xf32> {nn.exp_avg_sq = "decay"})
+// CHECK-SAME: -> (f32, f64, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>) {
+// CHECK-NOT: no_decay
+// CHECK: nn.sumsq %[[G]] : tensor<128xf32> -> tensor<f32>
+// CHECK-NOT: nn.sumsq
 // CHECK: %[[NORM:.*]] = math.sqrt
 // CHECK-NEXT: %[[SCALE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT: arith.sitofp
 // CHECK-NEXT: %[[LR:.*]] = arith.constant 2.000000e-03 : f64
-// CHECK: nn.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[SCALE]], {{.*}} {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} : tensor<16x8xf32>
-// CHECK: return %[[NORM]], %[[LR]],
+// CHECK: %[[NP:[^,]*]], %[[NM:[^,]*]], %[[NV:[^ ]*]] = nn.adamw %[[P]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[SCALE]], {{.*}} {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, weight_decay = 0.000000e+00 : f64} : tensor<128xf32>
+// CHECK-NEXT: return %[[NORM]], %[[LR]], %[[NP]], %[[NM]], %[[NV]] : f32, f64, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>
 
 plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
@@ -164,8 +175,9 @@ plan.train @c {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 = 
 // CHECK-DAG: %[[MUL:.*]] = arith.mulf %[[DELTA]], %[[P]] : f64
 // CHECK-DAG: %[[LR:.*]] = arith.addf %[[LR1:.*]], %[[MUL]] : f64
 // CHECK: arith.addi
-// CHECK: nn.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], {{.*}} : tensor<16x8xf32>
-// CHECK: return %{{.*}}, %[[LR]],
+// The one matrix decays (weight_decay 0.1).
+// CHECK: nn.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], {{.*}} weight_decay = 1.000000e-01 : f64} : tensor<128xf32>
+// CHECK-NEXT: return %{{.*}}, %[[LR]], %{{.*}}, %{{.*}}, %{{.*}} : f32, f64, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>
 
 plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
