@@ -1,5 +1,6 @@
 // plan-free-buffers: every buffer allocated at the top level of a function is freed just
-// before its return; nested allocations and declarations are left alone.
+// before its return, except the ones it returns; nested allocations and declarations are
+// left alone.
 // RUN: planc-opt %s -pass-pipeline='builtin.module(func.func(plan-free-buffers))' | FileCheck %s
 
 // CHECK-LABEL: func.func @straight(
@@ -38,6 +39,36 @@ func.func @nested(%n: index) {
     %inner = memref.alloc() : memref<2xf32>
   }
   return
+}
+
+// A returned buffer belongs to the caller: only the others are freed.
+// CHECK-LABEL: func.func @returned(
+// CHECK-SAME: %[[X:[^:]*]]: memref<4xf32>)
+// CHECK: %[[A:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+// CHECK-NEXT: %[[T:.*]] = memref.alloc() : memref<2xf32>
+// CHECK-NEXT: %[[B:.*]] = memref.alloc() : memref<4xf32>
+// CHECK-NEXT: memref.copy %[[X]], %[[A]]
+// CHECK-NEXT: memref.copy %[[X]], %[[B]]
+// CHECK-NEXT: memref.dealloc %[[T]] : memref<2xf32>
+// CHECK-NEXT: memref.dealloc %[[B]] : memref<4xf32>
+// CHECK-NEXT: return %[[A]], %[[X]] : memref<4xf32>, memref<4xf32>
+func.func @returned(%x: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %a = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  %t = memref.alloc() : memref<2xf32>
+  %b = memref.alloc() : memref<4xf32>
+  memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+  memref.copy %x, %b : memref<4xf32> to memref<4xf32>
+  return %a, %x : memref<4xf32>, memref<4xf32>
+}
+
+// The same buffer returned twice is not freed either.
+// CHECK-LABEL: func.func @twice(
+// CHECK: %[[A:.*]] = memref.alloc() : memref<4xf32>
+// CHECK-NOT: memref.dealloc
+// CHECK: return %[[A]], %[[A]]
+func.func @twice() -> (memref<4xf32>, memref<4xf32>) {
+  %a = memref.alloc() : memref<4xf32>
+  return %a, %a : memref<4xf32>, memref<4xf32>
 }
 
 // Nothing to free, nothing added; a declaration has no body.

@@ -56,3 +56,16 @@ func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32
   %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// The gradient is named <model>_grad; a symbol of that name is an error at the model.
+// expected-error @+1 {{'func.func' op cannot be differentiated into 'm_grad': the name is taken}}
+func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
+    -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+func.func private @m_grad(tensor<4xf32>) -> tensor<4xf32>

@@ -48,3 +48,172 @@ func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32>
 }
 // expected-error @+1 {{'plan.train' op needs its step functions first (plan-train-step)}}
 plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// The manifest's parameter table needs each parameter's initialisation: a parameter without
+// nn.init is an error at the forward function (the step functions as plan-train-step builds
+// them from this model).
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<4x2xf32> {nn.param = "wte.weight", nn.std = 2.0e-02 : f64}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+// expected-error @+1 {{'func.func' op parameter 'wte.weight' needs nn.init and nn.std attributes}}
+func.func private @t_forward(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.param = "wte.weight", nn.std = 2.000000e-02 : f64}) -> tensor<f32> attributes {nn.forward} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+func.func private @t_grad(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.param = "wte.weight", nn.std = 2.000000e-02 : f64}) -> (tensor<f32>, tensor<4x2xf32> {nn.grad = "wte.weight"}) attributes {nn.train_grad} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  %cst = arith.constant dense<1.000000e+00> : tensor<f32>
+  %3 = nn.cross_entropy_grad %cst, %1, %arg1 : tensor<f32>, tensor<1x4x4xf32>, tensor<1x4xi32>
+  %4 = nn.matmul %3, %arg2 : (tensor<1x4x4xf32>, tensor<4x2xf32>) -> tensor<1x4x2xf32>
+  %5 = nn.matmul_wgrad %0, %3 {transpose_w} : (tensor<1x4x2xf32>, tensor<1x4x4xf32>) -> tensor<4x2xf32>
+  %6 = nn.embedding_grad %4, %arg0 : (tensor<1x4x2xf32>, tensor<1x4xi32>) -> tensor<4x2xf32>
+  %7 = nn.add %5, %6 : tensor<4x2xf32>
+  return %2, %7 : tensor<f32>, tensor<4x2xf32>
+}
+func.func private @t_update(%arg0: i64, %arg1: tensor<16xf32> {nn.params = "decay"}, %arg2: tensor<16xf32> {nn.grads = "decay"}, %arg3: tensor<16xf32> {nn.exp_avg = "decay"}, %arg4: tensor<16xf32> {nn.exp_avg_sq = "decay"}) -> (f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = nn.sumsq %arg2 : tensor<16xf32> -> tensor<f32>
+  %extracted = tensor.extract %0[] : tensor<f32>
+  %1 = arith.addf %cst, %extracted : f32
+  %2 = math.sqrt %1 : f32
+  %cst_0 = arith.constant 1.000000e+00 : f32
+  %3 = arith.sitofp %arg0 : i64 to f64
+  %cst_1 = arith.constant 1.000000e-03 : f64
+  %c1_i64 = arith.constant 1 : i64
+  %4 = arith.addi %arg0, %c1_i64 : i64
+  %5 = arith.sitofp %4 : i64 to f64
+  %cst_2 = arith.constant 9.000000e-01 : f64
+  %6 = math.powf %cst_2, %5 : f64
+  %cst_3 = arith.constant 1.000000e+00 : f64
+  %7 = arith.subf %cst_3, %6 : f64
+  %cst_4 = arith.constant 0.94999999999999996 : f64
+  %8 = math.powf %cst_4, %5 : f64
+  %cst_5 = arith.constant 1.000000e+00 : f64
+  %9 = arith.subf %cst_5, %8 : f64
+  %new_param, %new_m, %new_v = nn.adamw %arg1, %arg2, %arg3, %arg4, %cst_1, %cst_0, %7, %9 {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+  return %2, %cst_1, %new_param, %new_m, %new_v : f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// The manifest's parameter table needs each parameter's initialisation: a parameter without
+// nn.std is an error at the forward function (the step functions as plan-train-step builds
+// them from this model).
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<4x2xf32> {nn.param = "wte.weight", nn.init = "normal"}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+// expected-error @+1 {{'func.func' op parameter 'wte.weight' needs nn.init and nn.std attributes}}
+func.func private @t_forward(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.init = "normal", nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.forward} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+func.func private @t_grad(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.init = "normal", nn.param = "wte.weight"}) -> (tensor<f32>, tensor<4x2xf32> {nn.grad = "wte.weight"}) attributes {nn.train_grad} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  %cst = arith.constant dense<1.000000e+00> : tensor<f32>
+  %3 = nn.cross_entropy_grad %cst, %1, %arg1 : tensor<f32>, tensor<1x4x4xf32>, tensor<1x4xi32>
+  %4 = nn.matmul %3, %arg2 : (tensor<1x4x4xf32>, tensor<4x2xf32>) -> tensor<1x4x2xf32>
+  %5 = nn.matmul_wgrad %0, %3 {transpose_w} : (tensor<1x4x2xf32>, tensor<1x4x4xf32>) -> tensor<4x2xf32>
+  %6 = nn.embedding_grad %4, %arg0 : (tensor<1x4x2xf32>, tensor<1x4xi32>) -> tensor<4x2xf32>
+  %7 = nn.add %5, %6 : tensor<4x2xf32>
+  return %2, %7 : tensor<f32>, tensor<4x2xf32>
+}
+func.func private @t_update(%arg0: i64, %arg1: tensor<16xf32> {nn.params = "decay"}, %arg2: tensor<16xf32> {nn.grads = "decay"}, %arg3: tensor<16xf32> {nn.exp_avg = "decay"}, %arg4: tensor<16xf32> {nn.exp_avg_sq = "decay"}) -> (f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = nn.sumsq %arg2 : tensor<16xf32> -> tensor<f32>
+  %extracted = tensor.extract %0[] : tensor<f32>
+  %1 = arith.addf %cst, %extracted : f32
+  %2 = math.sqrt %1 : f32
+  %cst_0 = arith.constant 1.000000e+00 : f32
+  %3 = arith.sitofp %arg0 : i64 to f64
+  %cst_1 = arith.constant 1.000000e-03 : f64
+  %c1_i64 = arith.constant 1 : i64
+  %4 = arith.addi %arg0, %c1_i64 : i64
+  %5 = arith.sitofp %4 : i64 to f64
+  %cst_2 = arith.constant 9.000000e-01 : f64
+  %6 = math.powf %cst_2, %5 : f64
+  %cst_3 = arith.constant 1.000000e+00 : f64
+  %7 = arith.subf %cst_3, %6 : f64
+  %cst_4 = arith.constant 0.94999999999999996 : f64
+  %8 = math.powf %cst_4, %5 : f64
+  %cst_5 = arith.constant 1.000000e+00 : f64
+  %9 = arith.subf %cst_5, %8 : f64
+  %new_param, %new_m, %new_v = nn.adamw %arg1, %arg2, %arg3, %arg4, %cst_1, %cst_0, %7, %9 {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+  return %2, %cst_1, %new_param, %new_m, %new_v : f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// The manifest needs the vocabulary of the model (set by convert-plan-to-nn).
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<4x2xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64}) -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+func.func private @t_forward(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.init = "normal", nn.param = "wte.weight", nn.std = 2.000000e-02 : f64}) -> tensor<f32> attributes {nn.forward} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+func.func private @t_grad(%arg0: tensor<1x4xi32> {nn.input = "tokens"}, %arg1: tensor<1x4xi32> {nn.input = "targets"}, %arg2: tensor<4x2xf32> {nn.init = "normal", nn.param = "wte.weight", nn.std = 2.000000e-02 : f64}) -> (tensor<f32>, tensor<4x2xf32> {nn.grad = "wte.weight"}) attributes {nn.train_grad} {
+  %0 = nn.embedding %arg2, %arg0 : (tensor<4x2xf32>, tensor<1x4xi32>) -> tensor<1x4x2xf32>
+  %1 = nn.matmul %0, %arg2 {transpose_w} : (tensor<1x4x2xf32>, tensor<4x2xf32>) -> tensor<1x4x4xf32>
+  %2 = nn.cross_entropy %1, %arg1 : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
+  %cst = arith.constant dense<1.000000e+00> : tensor<f32>
+  %3 = nn.cross_entropy_grad %cst, %1, %arg1 : tensor<f32>, tensor<1x4x4xf32>, tensor<1x4xi32>
+  %4 = nn.matmul %3, %arg2 : (tensor<1x4x4xf32>, tensor<4x2xf32>) -> tensor<1x4x2xf32>
+  %5 = nn.matmul_wgrad %0, %3 {transpose_w} : (tensor<1x4x2xf32>, tensor<1x4x4xf32>) -> tensor<4x2xf32>
+  %6 = nn.embedding_grad %4, %arg0 : (tensor<1x4x2xf32>, tensor<1x4xi32>) -> tensor<4x2xf32>
+  %7 = nn.add %5, %6 : tensor<4x2xf32>
+  return %2, %7 : tensor<f32>, tensor<4x2xf32>
+}
+func.func private @t_update(%arg0: i64, %arg1: tensor<16xf32> {nn.params = "decay"}, %arg2: tensor<16xf32> {nn.grads = "decay"}, %arg3: tensor<16xf32> {nn.exp_avg = "decay"}, %arg4: tensor<16xf32> {nn.exp_avg_sq = "decay"}) -> (f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = nn.sumsq %arg2 : tensor<16xf32> -> tensor<f32>
+  %extracted = tensor.extract %0[] : tensor<f32>
+  %1 = arith.addf %cst, %extracted : f32
+  %2 = math.sqrt %1 : f32
+  %cst_0 = arith.constant 1.000000e+00 : f32
+  %3 = arith.sitofp %arg0 : i64 to f64
+  %cst_1 = arith.constant 1.000000e-03 : f64
+  %c1_i64 = arith.constant 1 : i64
+  %4 = arith.addi %arg0, %c1_i64 : i64
+  %5 = arith.sitofp %4 : i64 to f64
+  %cst_2 = arith.constant 9.000000e-01 : f64
+  %6 = math.powf %cst_2, %5 : f64
+  %cst_3 = arith.constant 1.000000e+00 : f64
+  %7 = arith.subf %cst_3, %6 : f64
+  %cst_4 = arith.constant 0.94999999999999996 : f64
+  %8 = math.powf %cst_4, %5 : f64
+  %cst_5 = arith.constant 1.000000e+00 : f64
+  %9 = arith.subf %cst_5, %8 : f64
+  %new_param, %new_m, %new_v = nn.adamw %arg1, %arg2, %arg3, %arg4, %cst_1, %cst_0, %7, %9 {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+  return %2, %cst_1, %new_param, %new_m, %new_v : f32, f64, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+// expected-error @+1 {{'plan.train' op needs its model's nn.vocab attribute (set by convert-plan-to-nn)}}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}

@@ -1,83 +1,146 @@
 // plan-train-abi: the step functions inlined into planc_grad / planc_update / planc_eval on
-// flat f32 buffers (each parameter 64-byte aligned) and [micro, seq] token buffers, and the
-// manifest the runtime reads.
+// flat f32 buffers and [micro, seq] token buffers, and the manifest the runtime reads.
+// The layout (training::layoutOf): the matrices (group "decay") in argument order, then the
+// vectors (group "no_decay"), each parameter at a multiple of 16 floats (64 bytes); a
+// group's span includes the padding after each of its parameters.
 // RUN: planc-opt %s -split-input-file -plan-train-step -plan-train-abi | FileCheck %s
 // The stage-grad output of a real plan: 16 × 128 tokens, the stdlib GPT's parameter table.
 // RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi | FileCheck %s --check-prefix=CHAR
 
-// Parameters: wte.weight 16×8 at 0, ln.weight 8 at 128, fc.weight 8×8 at 144 (136 rounded up
-// to 16 floats), fc.bias 8 at 208; 216 floats rounded up to 224.
+// Parameters in argument order: wte.weight 16×8, ln.weight 8, fc.weight 8×8, fc.bias 8.
+// "decay": wte.weight 128 floats at 0, fc.weight 64 at 128; [0, 192).
+// "no_decay": ln.weight 8 at 192, fc.bias 8 at 208 (200 rounded up to 16 floats), 216
+// rounded up to 224; [192, 224), 32 floats.
 // Nothing of the plan or of the tensor functions is left.
 // CHECK-NOT: plan.
 // CHECK-NOT: func.func {{.*}}@{{m|t_forward|t_grad|t_update}}(
 // CHECK-LABEL: func.func @planc_grad(
 // CHECK-SAME: %[[P:[^:]*]]: memref<224xf32>, %[[G:[^:]*]]: memref<224xf32>, %[[TOK:[^:]*]]: memref<2x8xi32>, %[[TGT:[^:]*]]: memref<2x8xi32>, %[[LOSS:[^:]*]]: memref<1xf32>) {
-// CHECK: %[[T:.*]] = bufferization.to_tensor %[[TOK]] restrict : memref<2x8xi32> to tensor<2x8xi32>
-// CHECK: %[[Y:.*]] = bufferization.to_tensor %[[TGT]] restrict : memref<2x8xi32> to tensor<2x8xi32>
-// CHECK: %[[SV0:.*]] = memref.subview %[[P]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
-// CHECK: %[[F0:.*]] = bufferization.to_tensor %[[SV0]] restrict : memref<128xf32, strided<[1]>> to tensor<128xf32>
-// CHECK: %[[WTE:.*]] = tensor.expand_shape %[[F0]] {{\[\[}}0, 1]] output_shape [16, 8] : tensor<128xf32> into tensor<16x8xf32>
-// CHECK: memref.subview %[[P]][128] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 128>>
-// CHECK: memref.subview %[[P]][144] [64] [1] : memref<224xf32> to memref<64xf32, strided<[1], offset: 144>>
-// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [8, 8] : tensor<64xf32> into tensor<8x8xf32>
-// CHECK: memref.subview %[[P]][208] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 208>>
+// CHECK-NEXT: %[[T:.*]] = bufferization.to_tensor %[[TOK]] restrict : memref<2x8xi32> to tensor<2x8xi32>
+// CHECK-NEXT: %[[Y:.*]] = bufferization.to_tensor %[[TGT]] restrict : memref<2x8xi32> to tensor<2x8xi32>
+// Each parameter read from its slice of P, in argument order.
+// CHECK-NEXT: %[[SV0:.*]] = memref.subview %[[P]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
+// CHECK-NEXT: %[[F0:.*]] = bufferization.to_tensor %[[SV0]] restrict : memref<128xf32, strided<[1]>> to tensor<128xf32>
+// CHECK-NEXT: %[[WTE:.*]] = tensor.expand_shape %[[F0]] {{\[\[}}0, 1]] output_shape [16, 8] : tensor<128xf32> into tensor<16x8xf32>
+// CHECK-NEXT: %[[SV1:.*]] = memref.subview %[[P]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
+// CHECK-NEXT: %[[LNW:.*]] = bufferization.to_tensor %[[SV1]] restrict : memref<8xf32, strided<[1], offset: 192>> to tensor<8xf32>
+// CHECK-NEXT: %[[SV2:.*]] = memref.subview %[[P]][128] [64] [1] : memref<224xf32> to memref<64xf32, strided<[1], offset: 128>>
+// CHECK-NEXT: %[[F2:.*]] = bufferization.to_tensor %[[SV2]] restrict : memref<64xf32, strided<[1], offset: 128>> to tensor<64xf32>
+// CHECK-NEXT: %[[FCW:.*]] = tensor.expand_shape %[[F2]] {{\[\[}}0, 1]] output_shape [8, 8] : tensor<64xf32> into tensor<8x8xf32>
+// CHECK-NEXT: %[[SV3:.*]] = memref.subview %[[P]][208] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 208>>
+// CHECK-NEXT: %[[FCB:.*]] = bufferization.to_tensor %[[SV3]] restrict : memref<8xf32, strided<[1], offset: 208>> to tensor<8xf32>
 // The inlined gradient function reads the token tensors and the parameters.
-// CHECK: nn.embedding %[[WTE]], %[[T]] : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
-// CHECK: nn.cross_entropy %{{.*}}, %[[Y]] : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
-// G += ∇ / accumulation (2), written back in place.
-// CHECK: %[[DWTE:.*]] = nn.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<16x8xf32>
-// CHECK: %[[GSV:.*]] = memref.subview %[[G]][0] [128] [1]
-// CHECK: %[[GF:.*]] = bufferization.to_tensor %[[GSV]] restrict
-// CHECK: %[[GOLD:.*]] = tensor.expand_shape %[[GF]]
-// CHECK: %[[GSUM:.*]] = nn.add %[[GOLD]], %[[DWTE]] : tensor<16x8xf32>
-// CHECK: %[[GFLAT:.*]] = tensor.collapse_shape %[[GSUM]] {{\[\[}}0, 1]] : tensor<16x8xf32> into tensor<128xf32>
-// CHECK: %[[GDST:.*]] = memref.subview %[[G]][0] [128] [1]
-// CHECK: bufferization.materialize_in_destination %[[GFLAT]] in restrict writable %[[GDST]] : (tensor<128xf32>, memref<128xf32, strided<[1]>>) -> ()
-// A vector needs no reshaping.
-// CHECK: nn.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<8xf32>
-// CHECK: memref.subview %[[G]][128] [8] [1]
-// CHECK: %[[GDST1:.*]] = memref.subview %[[G]][128] [8] [1]
-// CHECK: bufferization.materialize_in_destination %{{.*}} in restrict writable %[[GDST1]] : (tensor<8xf32>, memref<8xf32, strided<[1], offset: 128>>) -> ()
-// CHECK: memref.subview %[[G]][144] [64] [1]
-// CHECK: memref.subview %[[G]][208] [8] [1]
+// CHECK-NEXT: nn.embedding %[[WTE]], %[[T]] : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT: nn.layernorm %{{.*}}, %[[LNW]] {eps = 1.000000e-05 : f64} : tensor<2x8x8xf32>, tensor<8xf32>
+// CHECK-NEXT: nn.matmul %{{.*}}, %[[FCW]] : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT: nn.bias_add %{{.*}}, %[[FCB]] : tensor<2x8x8xf32>, tensor<8xf32>
+// CHECK-NEXT: nn.matmul %{{.*}}, %[[WTE]] {transpose_w} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[CE:.*]] = nn.cross_entropy %{{.*}}, %[[Y]] : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+// The gradients of fc.bias, fc.weight, ln.weight and the tied table, in reverse order.
+// CHECK: %[[DFCB:.*]] = nn.sum_rows %{{.*}} : tensor<2x8x8xf32> -> tensor<8xf32>
+// CHECK: %[[DFCW:.*]] = nn.matmul_wgrad %{{.*}}, %{{.*}} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %{{[^,]*}}, %[[DLNW:[^,]*]], %{{[^ ]*}} = nn.layernorm_grad
+// CHECK: %[[DWTE:.*]] = nn.add %{{.*}}, %{{.*}} : tensor<16x8xf32>
+// G += ∇ / accumulation (2), each parameter's slice read and written in place, in argument
+// order: wte.weight flattened into [0, 128),
+// CHECK-NEXT: %[[C0:.*]] = tensor.collapse_shape %[[DWTE]] {{\[\[}}0, 1]] : tensor<16x8xf32> into tensor<128xf32>
+// CHECK-NEXT: %[[H0:.*]] = nn.scale %[[C0]] {factor = 5.000000e-01 : f64} : tensor<128xf32>
+// CHECK-NEXT: %[[GS0:.*]] = memref.subview %[[G]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
+// CHECK-NEXT: %[[GO0:.*]] = bufferization.to_tensor %[[GS0]] restrict : memref<128xf32, strided<[1]>> to tensor<128xf32>
+// CHECK-NEXT: %[[GN0:.*]] = nn.add %[[GO0]], %[[H0]] : tensor<128xf32>
+// CHECK-NEXT: %[[GD0:.*]] = memref.subview %[[G]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
+// CHECK-NEXT: bufferization.materialize_in_destination %[[GN0]] in restrict writable %[[GD0]] : (tensor<128xf32>, memref<128xf32, strided<[1]>>) -> ()
+// ln.weight into [192, 200) (a vector needs no reshaping),
+// CHECK-NEXT: %[[H1:.*]] = nn.scale %[[DLNW]] {factor = 5.000000e-01 : f64} : tensor<8xf32>
+// CHECK-NEXT: %[[GS1:.*]] = memref.subview %[[G]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
+// CHECK-NEXT: %[[GO1:.*]] = bufferization.to_tensor %[[GS1]] restrict : memref<8xf32, strided<[1], offset: 192>> to tensor<8xf32>
+// CHECK-NEXT: %[[GN1:.*]] = nn.add %[[GO1]], %[[H1]] : tensor<8xf32>
+// CHECK-NEXT: %[[GD1:.*]] = memref.subview %[[G]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
+// CHECK-NEXT: bufferization.materialize_in_destination %[[GN1]] in restrict writable %[[GD1]] : (tensor<8xf32>, memref<8xf32, strided<[1], offset: 192>>) -> ()
+// fc.weight into [128, 192),
+// CHECK-NEXT: %[[C2:.*]] = tensor.collapse_shape %[[DFCW]] {{\[\[}}0, 1]] : tensor<8x8xf32> into tensor<64xf32>
+// CHECK-NEXT: %[[H2:.*]] = nn.scale %[[C2]] {factor = 5.000000e-01 : f64} : tensor<64xf32>
+// CHECK-NEXT: %[[GS2:.*]] = memref.subview %[[G]][128] [64] [1] : memref<224xf32> to memref<64xf32, strided<[1], offset: 128>>
+// CHECK-NEXT: %[[GO2:.*]] = bufferization.to_tensor %[[GS2]] restrict
+// CHECK-NEXT: %[[GN2:.*]] = nn.add %[[GO2]], %[[H2]] : tensor<64xf32>
+// CHECK-NEXT: %[[GD2:.*]] = memref.subview %[[G]][128] [64] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[GN2]] in restrict writable %[[GD2]] : (tensor<64xf32>, memref<64xf32, strided<[1], offset: 128>>) -> ()
+// fc.bias into [208, 216).
+// CHECK-NEXT: %[[H3:.*]] = nn.scale %[[DFCB]] {factor = 5.000000e-01 : f64} : tensor<8xf32>
+// CHECK-NEXT: %[[GS3:.*]] = memref.subview %[[G]][208] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 208>>
+// CHECK-NEXT: %[[GO3:.*]] = bufferization.to_tensor %[[GS3]] restrict
+// CHECK-NEXT: %[[GN3:.*]] = nn.add %[[GO3]], %[[H3]] : tensor<8xf32>
+// CHECK-NEXT: %[[GD3:.*]] = memref.subview %[[G]][208] [8] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[GN3]] in restrict writable %[[GD3]] : (tensor<8xf32>, memref<8xf32, strided<[1], offset: 208>>) -> ()
 // loss += loss / accumulation.
-// CHECK: %[[L:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
+// CHECK-NEXT: %[[L:.*]] = tensor.extract %[[CE]][] : tensor<f32>
 // CHECK: %[[OLD:.*]] = memref.load %[[LOSS]][%{{.*}}] : memref<1xf32>
 // CHECK: %[[HALF:.*]] = arith.mulf %[[L]], %{{.*}} : f32
 // CHECK: %[[NEW:.*]] = arith.addf %[[OLD]], %[[HALF]] : f32
 // CHECK: memref.store %[[NEW]], %[[LOSS]][%{{.*}}] : memref<1xf32>
-// CHECK: return
+// CHECK-NEXT: return
 
+// planc_update reads and writes the two groups' spans, whatever the number of parameters.
 // CHECK-LABEL: func.func @planc_update(
 // CHECK-SAME: %[[UP:[^:]*]]: memref<224xf32>, %[[UG:[^:]*]]: memref<224xf32>, %[[UM:[^:]*]]: memref<224xf32>, %[[UV:[^:]*]]: memref<224xf32>, %[[STEP:[^:]*]]: i64, %[[STATS:[^:]*]]: memref<2xf32>) {
-// CHECK: memref.subview %[[UP]][0] [128] [1]
-// CHECK: memref.subview %[[UG]][0] [128] [1]
-// CHECK: memref.subview %[[UM]][0] [128] [1]
-// CHECK: memref.subview %[[UV]][208] [8] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [192] [1] : memref<224xf32> to memref<192xf32, strided<[1]>>
+// CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][192] [32] [1] : memref<224xf32> to memref<32xf32, strided<[1], offset: 192>>
+// CHECK-NEXT: %[[P1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][0] [192] [1]
+// CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][192] [32] [1]
+// CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][0] [192] [1]
+// CHECK-NEXT: %[[M0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][192] [32] [1]
+// CHECK-NEXT: %[[M1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][0] [192] [1]
+// CHECK-NEXT: %[[V0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][192] [32] [1]
+// CHECK-NEXT: %[[V1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
+// One sum of squares per group.
+// CHECK: nn.sumsq %[[G0]] : tensor<192xf32> -> tensor<f32>
+// CHECK: nn.sumsq %[[G1]] : tensor<32xf32> -> tensor<f32>
+// CHECK-NOT: nn.sumsq
 // CHECK: %[[NORM:.*]] = math.sqrt
 // CHECK: arith.sitofp %[[STEP]] : i64 to f64
 // CHECK: %[[LR:.*]] = arith.select
-// CHECK: %[[NP:[^,]*]], %[[NM:[^,]*]], %[[NV:[^ ]*]] = nn.adamw {{.*}} : tensor<16x8xf32>
-// Parameters back into P, first moments into M, second moments into V.
-// CHECK: %[[C:.*]] = tensor.collapse_shape %[[NP]] {{\[\[}}0, 1]] : tensor<16x8xf32> into tensor<128xf32>
-// CHECK: %[[D:.*]] = memref.subview %[[UP]][0] [128] [1]
-// CHECK: bufferization.materialize_in_destination %[[C]] in restrict writable %[[D]]
-// CHECK: %[[C:.*]] = tensor.collapse_shape %[[NM]]
-// CHECK: %[[D:.*]] = memref.subview %[[UM]][0] [128] [1]
-// CHECK: bufferization.materialize_in_destination %[[C]] in restrict writable %[[D]]
-// CHECK: %[[C:.*]] = tensor.collapse_shape %[[NV]]
-// CHECK: %[[D:.*]] = memref.subview %[[UV]][0] [128] [1]
-// CHECK: bufferization.materialize_in_destination %[[C]] in restrict writable %[[D]]
+// One AdamW per group; weight decay (0.1) on the matrices' group only.
+// CHECK-NOT: nn.adamw
+// CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], %[[LR]], {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<192xf32>
+// CHECK-NEXT: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], %[[LR]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<32xf32>
+// Parameters back into P, first moments into M, second moments into V, each group into its
+// span; G is only read.
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][0] [192] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NP0]] in restrict writable %[[D]] : (tensor<192xf32>, memref<192xf32, strided<[1]>>) -> ()
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][192] [32] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NP1]] in restrict writable %[[D]] : (tensor<32xf32>, memref<32xf32, strided<[1], offset: 192>>) -> ()
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][0] [192] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NM0]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][192] [32] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NM1]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][0] [192] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NV0]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][192] [32] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NV1]] in restrict writable %[[D]]
 // stats = [grad norm, lr as f32].
-// CHECK: memref.store %[[NORM]], %[[STATS]][%{{.*}}] : memref<2xf32>
-// CHECK: %[[LR32:.*]] = arith.truncf %[[LR]] : f64 to f32
-// CHECK: memref.store %[[LR32]], %[[STATS]][%{{.*}}] : memref<2xf32>
-// CHECK: return
+// CHECK-NEXT: %{{.*}} = arith.constant 0 : index
+// CHECK-NEXT: memref.store %[[NORM]], %[[STATS]][%{{.*}}] : memref<2xf32>
+// CHECK-NEXT: %[[LR32:.*]] = arith.truncf %[[LR]] : f64 to f32
+// CHECK-NEXT: %{{.*}} = arith.constant 1 : index
+// CHECK-NEXT: memref.store %[[LR32]], %[[STATS]][%{{.*}}] : memref<2xf32>
+// CHECK-NEXT: return
 
+// planc_eval reads the parameters at the same offsets.
 // CHECK-LABEL: func.func @planc_eval(
 // CHECK-SAME: %[[EP:[^:]*]]: memref<224xf32>, %[[ETOK:[^:]*]]: memref<2x8xi32>, %[[ETGT:[^:]*]]: memref<2x8xi32>, %[[ELOSS:[^:]*]]: memref<1xf32>) {
-// CHECK: bufferization.to_tensor %[[ETOK]] restrict
-// CHECK: bufferization.to_tensor %[[ETGT]] restrict
+// CHECK-NEXT: bufferization.to_tensor %[[ETOK]] restrict
+// CHECK-NEXT: bufferization.to_tensor %[[ETGT]] restrict
+// CHECK-NEXT: memref.subview %[[EP]][0] [128] [1]
+// CHECK: memref.subview %[[EP]][192] [8] [1]
+// CHECK: memref.subview %[[EP]][128] [64] [1]
+// CHECK: memref.subview %[[EP]][208] [8] [1]
 // CHECK-NOT: _grad
 // CHECK-NOT: nn.adamw
 // CHECK: %[[EL:.*]] = nn.cross_entropy
@@ -86,12 +149,13 @@
 // CHECK: memref.store %[[E]], %[[ELOSS]][%{{.*}}] : memref<1xf32>
 // CHECK: return
 
-// The manifest: parameter table, data paths resolved against the plan's directory
-// (absolute ones kept), batch, schedule and checkpoints; NUL-terminated.
+// The manifest: parameter table in argument order with the offsets above, data paths
+// resolved against the plan's directory (absolute ones kept), batch, schedule and
+// checkpoints; NUL-terminated.
 // CHECK: llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22m\22,\22num_floats\22:224,
 // CHECK-SAME: \22params\22:[{\22count\22:128,\22init\22:\22normal\22,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[16,8],\22std\22:0.02},
-// CHECK-SAME: {\22count\22:8,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:128,\22shape\22:[8],\22std\22:0},
-// CHECK-SAME: {\22count\22:64,\22init\22:\22normal\22,\22name\22:\22fc.weight\22,\22offset\22:144,\22shape\22:[8,8],\22std\22:0.01},
+// CHECK-SAME: {\22count\22:8,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:192,\22shape\22:[8],\22std\22:0},
+// CHECK-SAME: {\22count\22:64,\22init\22:\22normal\22,\22name\22:\22fc.weight\22,\22offset\22:128,\22shape\22:[8,8],\22std\22:0.01},
 // CHECK-SAME: {\22count\22:8,\22init\22:\22zeros\22,\22name\22:\22fc.bias\22,\22offset\22:208,\22shape\22:[8],\22std\22:0}],
 // CHECK-SAME: \22plan\22:\22t\22,
 // CHECK-SAME: \22accumulation\22:2,\22batch\22:4,
@@ -99,7 +163,7 @@
 // CHECK-SAME: \22data\22:[\22/data/run/train.bin\22,\22/abs/more.bin\22],\22data_parallel\22:1,
 // CHECK-SAME: \22eval_batches\22:3,\22eval_every\22:25,\22lr\22:0.001,\22micro\22:2,\22min_lr\22:0.0001,
 // CHECK-SAME: \22precision\22:\22fp32\22,\22schedule\22:\22cosine\22,\22seed\22:7,\22seq\22:8,\22steps\22:100,
-// CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,
+// CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,\22weight_decay\22:0.10000000000000001
 // CHECK-SAME: }}\00")
 // CHECK-NOT: plan.
 
@@ -122,16 +186,43 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 
 // -----
 
-// Without accumulation the gradients are added unscaled, and the loss times 1.
+// Without accumulation the gradients are added unscaled, and the loss times 1. One 4×2
+// matrix and no vector: 8 floats padded to 16, the "decay" group alone.
 // CHECK-LABEL: func.func @planc_grad(
-// CHECK-SAME: memref<16xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<1xf32>)
+// CHECK-SAME: memref<16xf32>, %[[G:[^:]*]]: memref<16xf32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<1xf32>)
 // CHECK-NOT: nn.scale
-// CHECK: nn.add
+// CHECK: %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<4x2xf32> into tensor<8xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[G]][0] [8] [1] : memref<16xf32> to memref<8xf32, strided<[1]>>
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[S]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %[[C]] : tensor<8xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][0] [8] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]]
 // CHECK-NOT: nn.scale
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// The one group's span is the whole buffer; weight decay 0 as the plan says.
 // CHECK-LABEL: func.func @planc_update(
+// CHECK-SAME: %[[UP:[^:]*]]: memref<16xf32>, %[[UG:[^:]*]]: memref<16xf32>, %[[UM:[^:]*]]: memref<16xf32>, %[[UV:[^:]*]]: memref<16xf32>,
+// CHECK-NEXT: memref.subview %[[UP]][0] [16] [1] : memref<16xf32> to memref<16xf32, strided<[1]>>
+// CHECK-NEXT: bufferization.to_tensor
+// CHECK-NEXT: memref.subview %[[UG]][0] [16] [1]
+// CHECK-NEXT: bufferization.to_tensor
+// CHECK-NEXT: memref.subview %[[UM]][0] [16] [1]
+// CHECK-NEXT: bufferization.to_tensor
+// CHECK-NEXT: memref.subview %[[UV]][0] [16] [1]
+// CHECK-NEXT: bufferization.to_tensor
+// CHECK-NOT: memref.subview
+// CHECK: nn.sumsq %{{.*}} : tensor<16xf32> -> tensor<f32>
+// CHECK-NOT: nn.sumsq
+// CHECK: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+// CHECK-NOT: nn.adamw
+// CHECK: memref.subview %[[UP]][0] [16] [1]
+// CHECK: memref.subview %[[UM]][0] [16] [1]
+// CHECK: memref.subview %[[UV]][0] [16] [1]
+// CHECK-NOT: memref.subview
+// CHECK: return
 // An empty checkpoint directory stays empty; no validation data.
-// CHECK: @planc_manifest({{.*}}\22num_floats\22:16,{{.*}}\22checkpoint\22:{\22dir\22:\22\22,\22every\22:0,\22keep\22:0}
+// CHECK: @planc_manifest({{.*}}\22num_floats\22:16,\22params\22:[{\22count\22:8,{{.*}}\22offset\22:0,\22shape\22:[4,2],
+// CHECK-SAME: \22checkpoint\22:{\22dir\22:\22\22,\22every\22:0,\22keep\22:0}
 // CHECK-SAME: \22val\22:[]
 
 plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
@@ -145,12 +236,119 @@ func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> 
 }
 plan.train @one {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 3 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
 
+// -----
+
+// Sizes that are not multiples of 16, a vector first in argument order, and weight decay
+// 0.05. "decay": wte.weight 15 floats at 0, fc1.weight 21 at 16, fc2.weight 21 at 48
+// (37 rounded up), ending at 80 (69 rounded up). "no_decay": ln.weight 3 at 80,
+// fc1.bias 7 at 96 (83 rounded up), fc2.bias 3 at 112 (103 rounded up), ending at 128
+// (115 rounded up): [80, 128), 48 floats.
+// CHECK-LABEL: func.func @planc_grad(
+// CHECK-SAME: %[[P:[^:]*]]: memref<128xf32>, %[[G:[^:]*]]: memref<128xf32>, %{{[^:]*}}: memref<1x2xi32>
+// CHECK: memref.subview %[[P]][80] [3] [1] : memref<128xf32> to memref<3xf32, strided<[1], offset: 80>>
+// CHECK: memref.subview %[[P]][0] [15] [1] : memref<128xf32> to memref<15xf32, strided<[1]>>
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [5, 3] : tensor<15xf32> into tensor<5x3xf32>
+// CHECK: memref.subview %[[P]][16] [21] [1] : memref<128xf32> to memref<21xf32, strided<[1], offset: 16>>
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 7] : tensor<21xf32> into tensor<3x7xf32>
+// CHECK: memref.subview %[[P]][96] [7] [1] : memref<128xf32> to memref<7xf32, strided<[1], offset: 96>>
+// CHECK: memref.subview %[[P]][48] [21] [1] : memref<128xf32> to memref<21xf32, strided<[1], offset: 48>>
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [7, 3] : tensor<21xf32> into tensor<7x3xf32>
+// CHECK: memref.subview %[[P]][112] [3] [1] : memref<128xf32> to memref<3xf32, strided<[1], offset: 112>>
+// Each gradient written into its own slice of G, padding untouched.
+// CHECK: %[[R:.*]] = memref.subview %[[G]][80] [3] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<3xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][80] [3] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<3xf32>, memref<3xf32, strided<[1], offset: 80>>) -> ()
+// CHECK: %[[R:.*]] = memref.subview %[[G]][0] [15] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<15xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][0] [15] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<15xf32>, memref<15xf32, strided<[1]>>) -> ()
+// CHECK: %[[R:.*]] = memref.subview %[[G]][16] [21] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<21xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][16] [21] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<21xf32>, memref<21xf32, strided<[1], offset: 16>>) -> ()
+// CHECK: %[[R:.*]] = memref.subview %[[G]][96] [7] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<7xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][96] [7] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<7xf32>, memref<7xf32, strided<[1], offset: 96>>) -> ()
+// CHECK: %[[R:.*]] = memref.subview %[[G]][48] [21] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<21xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][48] [21] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<21xf32>, memref<21xf32, strided<[1], offset: 48>>) -> ()
+// CHECK: %[[R:.*]] = memref.subview %[[G]][112] [3] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
+// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<3xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][112] [3] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<3xf32>, memref<3xf32, strided<[1], offset: 112>>) -> ()
+// CHECK-NOT: bufferization.materialize_in_destination
+// CHECK: return
+// CHECK-LABEL: func.func @planc_update(
+// CHECK-SAME: %[[UP:[^:]*]]: memref<128xf32>, %[[UG:[^:]*]]: memref<128xf32>,
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [80] [1] : memref<128xf32> to memref<80xf32, strided<[1]>>
+// CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][80] [48] [1] : memref<128xf32> to memref<48xf32, strided<[1], offset: 80>>
+// CHECK-NEXT: %[[P1:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][0] [80] [1]
+// CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][80] [48] [1]
+// CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]]
+// CHECK: nn.sumsq %[[G0]] : tensor<80xf32> -> tensor<f32>
+// CHECK: nn.sumsq %[[G1]] : tensor<48xf32> -> tensor<f32>
+// CHECK: nn.adamw %[[P0]], %[[G0]], {{.*}}weight_decay = 5.000000e-02 : f64} : tensor<80xf32>
+// CHECK-NEXT: nn.adamw %[[P1]], %[[G1]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<48xf32>
+// CHECK: memref.subview %[[UP]][0] [80] [1]
+// CHECK: memref.subview %[[UP]][80] [48] [1]
+// The manifest: argument order, each parameter's offset and count (no padding).
+// CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22mlp\22,\22num_floats\22:128,
+// CHECK-SAME: \22params\22:[{\22count\22:3,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:80,\22shape\22:[3],\22std\22:0},
+// CHECK-SAME: {\22count\22:15,\22init\22:\22normal\22,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[5,3],\22std\22:0.02},
+// CHECK-SAME: {\22count\22:21,\22init\22:\22normal\22,\22name\22:\22fc1.weight\22,\22offset\22:16,\22shape\22:[3,7],\22std\22:0.02},
+// CHECK-SAME: {\22count\22:7,\22init\22:\22zeros\22,\22name\22:\22fc1.bias\22,\22offset\22:96,\22shape\22:[7],\22std\22:0},
+// CHECK-SAME: {\22count\22:21,\22init\22:\22normal\22,\22name\22:\22fc2.weight\22,\22offset\22:48,\22shape\22:[7,3],\22std\22:0.01},
+// CHECK-SAME: {\22count\22:3,\22init\22:\22zeros\22,\22name\22:\22fc2.bias\22,\22offset\22:112,\22shape\22:[3],\22std\22:0}],
+
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @mlp(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+               %g: tensor<3xf32> {nn.param = "ln.weight", nn.init = "ones", nn.std = 0.0 : f64},
+               %wte: tensor<5x3xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+               %w1: tensor<3x7xf32> {nn.param = "fc1.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+               %b1: tensor<7xf32> {nn.param = "fc1.bias", nn.init = "zeros", nn.std = 0.0 : f64},
+               %w2: tensor<7x3xf32> {nn.param = "fc2.weight", nn.init = "normal", nn.std = 1.0e-02 : f64},
+               %b2: tensor<3xf32> {nn.param = "fc2.bias", nn.init = "zeros", nn.std = 0.0 : f64})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 5 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<5x3xf32>, tensor<?x?xi32>) -> tensor<?x?x3xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x3xf32>, tensor<3xf32>
+  %h0 = nn.matmul %n, %w1 : (tensor<?x?x3xf32>, tensor<3x7xf32>) -> tensor<?x?x7xf32>
+  %h = nn.bias_add %h0, %b1 : tensor<?x?x7xf32>, tensor<7xf32>
+  %y0 = nn.matmul %h, %w2 : (tensor<?x?x7xf32>, tensor<7x3xf32>) -> tensor<?x?x3xf32>
+  %y = nn.bias_add %y0, %b2 : tensor<?x?x3xf32>, tensor<3xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x3xf32>, tensor<5x3xf32>) -> tensor<?x?x5xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x5xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @mlp, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 2 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 5.0e-02 : f64}
+
 // CHAR-LABEL: func.func @planc_grad(
 // CHAR-SAME: memref<842496xf32>, %{{[^:]*}}: memref<842496xf32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<1xf32>)
-// CHAR: func.func @planc_update({{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<2xf32>)
+// CHAR: func.func @planc_update(%[[CP:[^:]*]]: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<2xf32>)
+// The 2 embedding tables and 4 × 4 weight matrices (835584 floats) decay, the 26 vectors
+// (6912 floats, every size a multiple of 16) do not.
+// CHAR-NEXT: memref.subview %[[CP]][0] [835584] [1]
+// CHAR-NEXT: bufferization.to_tensor
+// CHAR-NEXT: memref.subview %[[CP]][835584] [6912] [1]
+// CHAR: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<835584xf32>
+// CHAR-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<6912xf32>
 // CHAR: func.func @planc_eval({{.*}}: memref<842496xf32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<1xf32>)
 // CHAR: @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22char_gpt\22,\22num_floats\22:842496,
 // CHAR-SAME: \22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[256,128]
+// CHAR-SAME: \22name\22:\22wpe.weight\22,\22offset\22:32768,\22shape\22:[128,128]
+// CHAR-SAME: \22name\22:\22h.0.ln_1.weight\22,\22offset\22:835584,\22shape\22:[128]
+// CHAR-SAME: \22name\22:\22h.0.attn.c_attn.weight\22,\22offset\22:49152,\22shape\22:[128,384]
 // CHAR-SAME: \22name\22:\22h.3.mlp.c_proj.bias\22
 // CHAR-SAME: \22name\22:\22ln_f.bias\22
 // CHAR-SAME: \22plan\22:\22licenses_char\22

@@ -169,3 +169,122 @@ func.func @f(%p: tensor<24xf32>, %lr: f32, %s: f32, %bc1: f64, %bc2: f64) {
       -> (tensor<24xf32>, tensor<24xf32>, tensor<24xf32>)
   return
 }
+
+// -----
+
+// nn.sdpa_grad follows nn.sdpa's shape rules, with dy in the place of the result.
+func.func @f(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not 4 and 3}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 4 : i64, kv_heads = 3 : i64} : tensor<2x4x8xf32>, tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not 0 and 1}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 0 : i64, kv_heads = 1 : i64} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x7xf32>, %qkv: tensor<2x4x21xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op result width 7 must be a static multiple of the 2 heads}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64} : tensor<2x4x7xf32>, tensor<2x4x21xf32>
+  return
+}
+
+// -----
+
+// A dynamic width cannot be split into heads.
+func.func @f(%dy: tensor<?x?x?xf32>, %qkv: tensor<?x?x24xf32>) {
+  // expected-error @+1 {{must be a static multiple of the 2 heads}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64} : tensor<?x?x?xf32>, tensor<?x?x24xf32>
+  return
+}
+
+// -----
+
+// 2 query heads and 1 key/value head of 4: (2 + 2·1)·4 = 16 wide.
+func.func @f(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op packed q, k, v must be (heads + 2·kv_heads)·head_dim = 16 wide, not 24}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x8xf32>, tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x5x8xf32>, %qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op result rows must match the input's}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64} : tensor<2x5x8xf32>, tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x6xf32>, %qkv: tensor<2x4x18xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op rotary embeddings need an even head_dim, not 3}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64, rope} : tensor<2x4x6xf32>, tensor<2x4x18xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{'nn.sdpa_grad' op rope_theta must be positive}}
+  %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64, rope, rope_theta = 0.0 : f64} : tensor<2x4x8xf32>, tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+// The norms' gradients: the scale has the input's features, eps is positive.
+func.func @f(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.layernorm_grad' op scale and bias must have the 8 features of the input}}
+  %dx, %dw, %db = nn.layernorm_grad %dy, %x, %w {eps = 1.0e-05 : f64} : tensor<2x4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.layernorm_grad' op eps must be positive}}
+  %dx, %dw, %db = nn.layernorm_grad %dy, %x, %w {eps = 0.0 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<9xf32>) {
+  // expected-error @+1 {{'nn.rmsnorm_grad' op scale and bias must have the 8 features of the input}}
+  %dx, %dw = nn.rmsnorm_grad %dy, %x, %w {eps = 1.0e-06 : f64} : tensor<2x4x8xf32>, tensor<9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.rmsnorm_grad' op eps must be positive}}
+  %dx, %dw = nn.rmsnorm_grad %dy, %x, %w {eps = -1.0e-06 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// nn.cross_entropy_grad: one target per row of logits.
+func.func @f(%dl: tensor<f32>, %logits: tensor<2x4x16xf32>, %t: tensor<2x5xi32>) {
+  // expected-error @+1 {{'nn.cross_entropy_grad' op targets 'tensor<2x5xi32>' do not match the rows of the logits 'tensor<2x4x16xf32>'}}
+  %d = nn.cross_entropy_grad %dl, %logits, %t : tensor<f32>, tensor<2x4x16xf32>, tensor<2x5xi32>
+  return
+}
+
+// -----
+
+// Dynamic extents agree with anything; the static ones must match.
+func.func @f(%dl: tensor<f32>, %logits: tensor<?x4x16xf32>, %t: tensor<3x?xi32>, %u: tensor<3x5xi32>) {
+  %d = nn.cross_entropy_grad %dl, %logits, %t : tensor<f32>, tensor<?x4x16xf32>, tensor<3x?xi32>
+  // expected-error @+1 {{'nn.cross_entropy_grad' op targets 'tensor<3x5xi32>' do not match the rows of the logits 'tensor<?x4x16xf32>'}}
+  %e = nn.cross_entropy_grad %dl, %logits, %u : tensor<f32>, tensor<?x4x16xf32>, tensor<3x5xi32>
+  return
+}
