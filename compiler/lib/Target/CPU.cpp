@@ -12,7 +12,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -73,7 +75,19 @@ struct PlanApproximateTanh : PassWrapper<PlanApproximateTanh, OperationPass<Modu
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanApproximateTanh)
   StringRef getArgument() const override { return "plan-approximate-tanh"; }
   StringRef getDescription() const override { return "Rewrite math.tanh into a polynomial approximation"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, math::MathDialect, vector::VectorDialect>();
+  }
   void runOnOperation() override {
+    // Scalars and vectors only: the approximation builds arith on the operand type.
+    WalkResult tensors = getOperation()->walk([&](math::TanhOp op) {
+      if (!isa<TensorType>(op.getType()))
+        return WalkResult::advance();
+      op.emitOpError() << "on a tensor: plan-approximate-tanh runs after bufferization, on scalars and vectors";
+      return WalkResult::interrupt();
+    });
+    if (tensors.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populatePolynomialApproximateTanhPattern(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -140,15 +140,26 @@ func.func @sum_rows(%x: tensor<2x4x24xf32>) -> tensor<24xf32> {
   return %y : tensor<24xf32>
 }
 
-// Every dim reduced into a 0-d accumulator.
+// Every dim reduced into a 0-d accumulator of f64 (an f32 running sum over millions of
+// squares stops growing), reassociable so that it vectorises; the sum is truncated to the
+// f32 result.
 // CHECK-LABEL: func.func @sumsq(
-// CHECK: %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>) -> tensor<f32>
-// CHECK: linalg.generic {indexing_maps = [#[[ID2]], #[[SCALAR2]]], iterator_types = ["reduction", "reduction"]} ins(%{{.*}} : tensor<8x24xf32>) outs(%[[F]] : tensor<f32>)
-// CHECK-NEXT: ^bb0(%[[IN:[^:]*]]: f32, %[[ACC:[^:]*]]: f32):
-// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[IN]], %[[IN]] : f32
-// CHECK-NEXT: %[[R:.*]] = arith.addf %[[ACC]], %[[SQ]] : f32
-// CHECK-NEXT: linalg.yield %[[R]] : f32
-// CHECK: iterator_types = ["reduction"]} ins(%{{.*}} : tensor<24xf32>)
+// CHECK-SAME: %[[X:[^:]*]]: tensor<8x24xf32>, %[[V:[^:]*]]: tensor<24xf32>)
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT: %[[F:.*]] = linalg.fill ins(%[[Z]] : f64) outs(%{{.*}} : tensor<f64>) -> tensor<f64>
+// CHECK-NEXT: %[[S:.*]] = linalg.generic {indexing_maps = [#[[ID2]], #[[SCALAR2]]], iterator_types = ["reduction", "reduction"]} ins(%[[X]] : tensor<8x24xf32>) outs(%[[F]] : tensor<f64>)
+// CHECK-NEXT: ^bb0(%[[IN:[^:]*]]: f32, %[[ACC:[^:]*]]: f64):
+// CHECK-NEXT: %[[W:.*]] = arith.extf %[[IN]] : f32 to f64
+// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[W]], %[[W]] : f64
+// CHECK-NEXT: %[[R:.*]] = arith.addf %[[ACC]], %[[SQ]] fastmath<reassoc> : f64
+// CHECK-NEXT: linalg.yield %[[R]] : f64
+// CHECK-NEXT: } -> tensor<f64>
+// CHECK-NEXT: %[[E:.*]] = tensor.extract %[[S]][] : tensor<f64>
+// CHECK-NEXT: %[[N:.*]] = arith.truncf %[[E]] : f64 to f32
+// CHECK-NEXT: %[[Y:.*]] = tensor.from_elements %[[N]] : tensor<f32>
+// CHECK: iterator_types = ["reduction"]} ins(%[[V]] : tensor<24xf32>) outs(%{{.*}} : tensor<f64>)
+// CHECK: %[[Y2:.*]] = tensor.from_elements %{{.*}} : tensor<f32>
+// CHECK-NEXT: return %[[Y]], %[[Y2]] : tensor<f32>, tensor<f32>
 func.func @sumsq(%x: tensor<8x24xf32>, %v: tensor<24xf32>) -> (tensor<f32>, tensor<f32>) {
   %y = nn.sumsq %x : tensor<8x24xf32> -> tensor<f32>
   %z = nn.sumsq %v : tensor<24xf32> -> tensor<f32>

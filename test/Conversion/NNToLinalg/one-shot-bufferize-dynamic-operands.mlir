@@ -1,11 +1,6 @@
-// Known bug, expected to fail until fixed: the static-shape check of LibraryCalls.cpp looks
-// at the results only. An op whose result is static but whose operands are not (the 0-d
-// loss of nn.cross_entropy, the weight gradient of nn.matmul_wgrad) gets past it; Call::ptr
-// then copies the operand (not "static and contiguous") into a memref.alloc of the dynamic
-// type with no size operands, which fails verification ("'memref.alloc' op incorrect number
-// of dynamic sizes, has 0, expected 2"), and rows() would multiply the dynamic sentinel.
-// The intended behaviour is the error of one-shot-bufferize-errors.mlir.
-// XFAIL: *
+// The static-shape check of library calls covers operands as well as results: an op whose
+// result is static but whose operands are not (the 0-d loss of nn.cross_entropy, the weight
+// gradient of nn.matmul_wgrad) gets the same error as one-shot-bufferize-errors.mlir.
 // RUN: planc-opt %s -split-input-file -one-shot-bufferize -verify-diagnostics
 
 func.func @cross_entropy(%lm: memref<?x?x16xf32>, %tm: memref<?x?xi32>) -> memref<f32> {

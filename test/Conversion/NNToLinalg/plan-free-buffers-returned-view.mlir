@@ -1,7 +1,5 @@
-// Known bug, expected to fail until fixed: plan-free-buffers keeps an allocation that is
-// itself returned, but frees one that is returned through a view (memref.expand_shape,
-// subview, cast, ...), so the caller receives freed memory.
-// XFAIL: *
+// plan-free-buffers keeps a buffer the caller receives through a view (memref.expand_shape,
+// subview, cast, ...), as well as one returned directly.
 // RUN: planc-opt %s -pass-pipeline='builtin.module(func.func(plan-free-buffers))' | FileCheck %s
 
 // CHECK-LABEL: func.func @view(

@@ -1,4 +1,5 @@
-// nn-autodiff fails at the op or function it cannot differentiate.
+// nn-autodiff fails at the op or function it cannot differentiate, or whose gradient's name
+// is taken.
 // RUN: planc-opt %s -split-input-file -nn-autodiff -verify-diagnostics
 
 func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})

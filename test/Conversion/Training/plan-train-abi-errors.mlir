@@ -1,5 +1,6 @@
 // plan-train-abi compiles one plan on one device in fp32 without recompute; anything
-// else is an error that names the feature.
+// else is an error that names the feature. The manifest needs every parameter's nn.init and
+// nn.std and the model's nn.vocab.
 // RUN: planc-opt %s -split-input-file -plan-train-abi -verify-diagnostics
 
 plan.mesh @cpu4 {axes = [#plan.axis<"dp", 2>, #plan.axis<"tp", 2>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}

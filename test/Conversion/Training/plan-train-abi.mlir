@@ -288,7 +288,7 @@ plan.train @one {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 
 // CHECK-NOT: bufferization.materialize_in_destination
 // CHECK: return
 // CHECK-LABEL: func.func @planc_update(
-// CHECK-SAME: %[[UP:[^:]*]]: memref<128xf32>, %[[UG:[^:]*]]: memref<128xf32>,
+// CHECK-SAME: %[[UP:[^:]*]]: memref<128xf32>, %[[UG:[^:]*]]: memref<128xf32>, %[[UM:[^:]*]]: memref<128xf32>, %[[UV:[^:]*]]: memref<128xf32>,
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [80] [1] : memref<128xf32> to memref<80xf32, strided<[1]>>
 // CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]]
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][80] [48] [1] : memref<128xf32> to memref<48xf32, strided<[1], offset: 80>>
@@ -297,12 +297,32 @@ plan.train @one {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 
 // CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor %[[S]]
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][80] [48] [1]
 // CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][0] [80] [1]
+// CHECK-NEXT: %[[M0:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][80] [48] [1]
+// CHECK-NEXT: %[[M1:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][0] [80] [1]
+// CHECK-NEXT: %[[V0:.*]] = bufferization.to_tensor %[[S]]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][80] [48] [1]
+// CHECK-NEXT: %[[V1:.*]] = bufferization.to_tensor %[[S]]
 // CHECK: nn.sumsq %[[G0]] : tensor<80xf32> -> tensor<f32>
 // CHECK: nn.sumsq %[[G1]] : tensor<48xf32> -> tensor<f32>
-// CHECK: nn.adamw %[[P0]], %[[G0]], {{.*}}weight_decay = 5.000000e-02 : f64} : tensor<80xf32>
-// CHECK-NEXT: nn.adamw %[[P1]], %[[G1]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<48xf32>
-// CHECK: memref.subview %[[UP]][0] [80] [1]
-// CHECK: memref.subview %[[UP]][80] [48] [1]
+// CHECK-NOT: nn.sumsq
+// CHECK-NOT: nn.adamw
+// CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], {{.*}}weight_decay = 5.000000e-02 : f64} : tensor<80xf32>
+// CHECK-NEXT: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<48xf32>
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][0] [80] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NP0]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][80] [48] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NP1]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][0] [80] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NM0]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][80] [48] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NM1]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][0] [80] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NV0]] in restrict writable %[[D]]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][80] [48] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NV1]] in restrict writable %[[D]]
 // The manifest: argument order, each parameter's offset and count (no padding).
 // CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22mlp\22,\22num_floats\22:128,
 // CHECK-SAME: \22params\22:[{\22count\22:3,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:80,\22shape\22:[3],\22std\22:0},
@@ -336,7 +356,7 @@ plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 
 // CHAR-LABEL: func.func @planc_grad(
 // CHAR-SAME: memref<842496xf32>, %{{[^:]*}}: memref<842496xf32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<1xf32>)
 // CHAR: func.func @planc_update(%[[CP:[^:]*]]: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<2xf32>)
-// The 2 embedding tables and 4 × 4 weight matrices (835584 floats) decay, the 26 vectors
+// The 2 embedding tables and 4 × 4 weight matrices (835584 floats) decay, the 34 vectors
 // (6912 floats, every size a multiple of 16) do not.
 // CHAR-NEXT: memref.subview %[[CP]][0] [835584] [1]
 // CHAR-NEXT: bufferization.to_tensor

@@ -1,4 +1,5 @@
-// plan-train-step fails on a plan whose model is not in nn form, or cannot be differentiated.
+// plan-train-step fails on a plan whose model is not in nn form, cannot be differentiated, or
+// whose step functions' names are taken.
 // RUN: planc-opt %s -split-input-file -plan-train-step -verify-diagnostics
 
 plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}

@@ -1,5 +1,6 @@
 // plan-train-step: a train plan's model becomes @<plan>_forward (static [micro, seq]),
-// @<plan>_grad and @<plan>_update (global norm, clipping, schedule, AdamW).
+// @<plan>_grad and @<plan>_update (global norm, clipping, schedule, AdamW over the two
+// parameter groups, each a flat span of the parameter buffers).
 // RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s
 // RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s --check-prefix=PLAIN
 

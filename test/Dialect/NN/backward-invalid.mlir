@@ -199,7 +199,7 @@ func.func @f(%dy: tensor<2x4x7xf32>, %qkv: tensor<2x4x21xf32>) {
 
 // A dynamic width cannot be split into heads.
 func.func @f(%dy: tensor<?x?x?xf32>, %qkv: tensor<?x?x24xf32>) {
-  // expected-error @+1 {{must be a static multiple of the 2 heads}}
+  // expected-error @+1 {{result width must be static (a multiple of the 2 heads)}}
   %d = nn.sdpa_grad %dy, %qkv {heads = 2 : i64, kv_heads = 2 : i64} : tensor<?x?x?xf32>, tensor<?x?x24xf32>
   return
 }

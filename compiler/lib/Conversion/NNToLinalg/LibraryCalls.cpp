@@ -14,6 +14,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -192,6 +193,11 @@ struct LibraryCallModel
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter, const BufferizationOptions &options,
                           BufferizationState &state) const {
     SmallVector<Value> in, out;
+    for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+      if (!cast<RankedTensorType>(t).hasStaticShape())
+        return op->emitOpError() << "needs static shapes to become a library call (run plan-train-step, "
+                                    "which fixes batch and sequence), not "
+                                 << t;
     for (Value v : op->getOperands()) {
       FailureOr<Value> buffer = getBuffer(rewriter, v, options, state);
       if (failed(buffer))
@@ -200,10 +206,6 @@ struct LibraryCallModel
     }
     for (Value r : op->getResults()) {
       auto t = cast<RankedTensorType>(r.getType());
-      if (!t.hasStaticShape())
-        return op->emitOpError() << "needs static shapes to become a library call (run plan-train-step, "
-                                    "which fixes batch and sequence), not "
-                                 << t;
       out.push_back(memref::AllocOp::create(rewriter, op->getLoc(), MemRefType::get(t.getShape(), t.getElementType()),
                                             rewriter.getI64IntegerAttr(64)));
     }
@@ -224,14 +226,22 @@ void attach(MLIRContext *ctx) {
 struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
   void runOnOperation() override {
     func::FuncOp f = getOperation();
-    if (f.isExternal())
+    // Only straight-line functions: one block, ending in the return.
+    if (f.isExternal() || !f.getBody().hasOneBlock())
       return;
     Block &entry = f.getBody().front();
-    SmallVector<Value> allocs;
     Operation *ret = entry.getTerminator();
+    // Buffers the caller receives, directly or through views, are the caller's.
+    llvm::SmallPtrSet<Value, 8> returned;
+    for (Value v : ret->getOperands())
+      while (v && returned.insert(v).second) {
+        auto view = v.getDefiningOp<ViewLikeOpInterface>();
+        v = view ? view.getViewSource() : Value();
+      }
+    SmallVector<Value> allocs;
     for (Operation &op : entry)
       if (auto a = dyn_cast<memref::AllocOp>(op))
-        if (!llvm::is_contained(ret->getOperands(), a.getResult()))  // returned: the caller owns it
+        if (!returned.contains(a.getResult()))
           allocs.push_back(a);
     OpBuilder b(entry.getTerminator());
     for (Value a : allocs)

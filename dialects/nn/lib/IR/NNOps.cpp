@@ -91,7 +91,9 @@ static LogicalResult verifyAttention(Operation *op, int64_t heads, int64_t kv, R
     return op->emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and "
                              << kv;
   int64_t d = out.getDimSize(2);
-  if (ShapedType::isDynamic(d) || d % heads != 0)
+  if (ShapedType::isDynamic(d))
+    return op->emitOpError() << "result width must be static (a multiple of the " << heads << " heads)";
+  if (d % heads != 0)
     return op->emitOpError() << "result width " << d << " must be a static multiple of the " << heads
                              << " heads";
   int64_t hd = d / heads;
