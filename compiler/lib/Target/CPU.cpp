@@ -7,6 +7,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -101,6 +102,7 @@ static void registerPipelinePasses() {
   static bool done = [] {
     registerPlanConversionPasses();
     registerLinalgPasses();
+    arith::registerArithPasses();
     bufferization::registerBufferizationPasses();
     memref::registerMemRefPasses();
     registerConversionPasses();
@@ -117,7 +119,7 @@ void buildLoweringPipeline(OpPassManager &pm) {
   static const char *pipeline =
       "plan-train-abi,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,cse,"
       "one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers,convert-linalg-to-loops),"
-      "plan-approximate-tanh,convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+      "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"
       "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-main";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))

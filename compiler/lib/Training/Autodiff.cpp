@@ -48,6 +48,32 @@ func::FuncOp specialize(func::FuncOp forward, StringRef name, int64_t batch, int
   return clone;
 }
 
+void emulatePrecision(func::FuncOp forward, FloatType to) {
+  OpBuilder b(forward->getContext());
+  auto attr = TypeAttr::get(to);
+  auto rounded = [&](Value v) -> bool {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() > 0 && t.getElementType().isF32();
+  };
+  auto round = [&](Value v, Location loc) {
+    auto r = nn::RoundOp::create(b, loc, v.getType(), v, attr);
+    v.replaceAllUsesExcept(r, r);
+  };
+  Block &body = forward.getBody().front();
+  b.setInsertionPointToStart(&body);
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (forward.getArgAttr(i, "nn.param") && rounded(body.getArgument(i)))
+      round(body.getArgument(i), forward.getLoc());
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (isa<nn::RoundOp>(op))
+      continue;
+    b.setInsertionPointAfter(&op);
+    for (Value r : op.getResults())
+      if (rounded(r))
+        round(r, op.getLoc());
+  }
+}
+
 /// A zero of the given static type.
 static Value zeros(OpBuilder &b, Location loc, Type t) {
   auto rt = cast<RankedTensorType>(t);

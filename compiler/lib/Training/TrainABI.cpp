@@ -176,10 +176,9 @@ LogicalResult checkSupported(pl::TrainOp train) {
     return train.emitError() << "training on " << devices << " devices (mesh '" << train.getMesh()
                              << "') is not implemented in this version of planc: executables run on "
                                 "one device; use a one-device mesh such as cpu1";
-  if (train.getPrecision() != pl::Precision::fp32)
-    return train.emitError() << "precision " << pl::stringifyPrecision(train.getPrecision())
-                             << " is not implemented by the code generator in this version of planc; "
-                                "use precision = fp32";
+  if (train.getPrecision() == pl::Precision::fp16)
+    return train.emitError() << "precision fp16 (with loss scaling) is not implemented by the code generator "
+                                "in this version of planc; use precision = bf16 or fp32";
   if (train.getRecompute() != pl::Recompute::none)
     return train.emitError() << "recompute = " << pl::stringifyRecompute(train.getRecompute())
                              << " is not implemented by the code generator in this version of planc";

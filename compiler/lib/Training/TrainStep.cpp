@@ -217,6 +217,11 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       fwd->removeAttr("nn.model");
       fwd->setAttr("nn.forward", UnitAttr::get(&getContext()));
       fwd.setPrivate();
+      if (train.getPrecision() != pl::Precision::fp32) {
+        OpBuilder b(&getContext());
+        training::emulatePrecision(fwd, train.getPrecision() == pl::Precision::bf16 ? FloatType(b.getBF16Type())
+                                                                                     : FloatType(b.getF16Type()));
+      }
       FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad");
       if (failed(grad))
         return signalPassFailure();

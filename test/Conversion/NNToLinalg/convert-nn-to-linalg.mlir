@@ -280,3 +280,17 @@ func.func @library(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %g: tensor<8xf32
   %dt = nn.embedding_grad %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// nn.round: to the narrow type (to nearest even) and back, elementwise.
+// CHECK-LABEL: func.func @round(
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[N:.*]] = arith.truncf %[[IN]] : f32 to bf16
+// CHECK-NEXT: %[[W:.*]] = arith.extf %[[N]] : bf16 to f32
+// CHECK-NEXT: linalg.yield %[[W]] : f32
+func.func @round(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %y = nn.round %x {to = bf16} : tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

@@ -288,3 +288,19 @@ func.func @f(%dl: tensor<f32>, %logits: tensor<?x4x16xf32>, %t: tensor<3x?xi32>,
   %e = nn.cross_entropy_grad %dl, %logits, %u : tensor<f32>, tensor<?x4x16xf32>, tensor<3x5xi32>
   return
 }
+
+// -----
+
+func.func @round_to_f64(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{rounds to bf16 or f16, not 'f64'}}
+  %y = nn.round %x {to = f64} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @round_from_f16(%x: tensor<8xf16>) -> tensor<8xf16> {
+  // expected-error @+1 {{rounds f32 values, not 'f16'}}
+  %y = nn.round %x {to = bf16} : tensor<8xf16>
+  return %y : tensor<8xf16>
+}

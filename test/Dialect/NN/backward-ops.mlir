@@ -70,3 +70,15 @@ func.func @optimizer(%p: tensor<8x24xf32>, %g: tensor<8x24xf32>, %m: tensor<8x24
   %x = tensor.extract %s1[] : tensor<f32>
   return %x : f32
 }
+
+// -----
+
+// nn.round (mixed precision on an f32 target).
+// CHECK-LABEL: func.func @round(
+// CHECK: nn.round %{{.*}} {to = bf16} : tensor<2x3x8xf32>
+// CHECK: nn.round %{{.*}} {to = f16} : tensor<8xf32>
+func.func @round(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<8xf32>) {
+  %a = nn.round %x {to = bf16} : tensor<2x3x8xf32>
+  %b = nn.round %w {to = f16} : tensor<8xf32>
+  return %a, %b : tensor<2x3x8xf32>, tensor<8xf32>
+}

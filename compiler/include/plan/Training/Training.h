@@ -14,6 +14,12 @@ namespace plan::training {
 mlir::func::FuncOp specialize(mlir::func::FuncOp forward, llvm::StringRef name, int64_t batch,
                               int64_t seq);
 
+/// Mixed precision on a target that computes in f32: rounds every parameter as it
+/// is read and every activation (not the scalar loss) to `to` (bf16 or f16) with
+/// nn.round; the f32 arguments stay the master weights, and nn.round's VJP rounds
+/// the gradients flowing back.
+void emulatePrecision(mlir::func::FuncOp forward, mlir::FloatType to);
+
 /// Reverse mode over a forward function (arguments: tokens, targets, then the
 /// parameters marked `nn.param`; one 0-d result, the loss). Creates `name`
 /// with the same arguments returning (loss, one gradient per parameter, in

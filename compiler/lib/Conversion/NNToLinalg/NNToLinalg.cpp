@@ -107,6 +107,13 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
           return V{arith::MulFOp::create(b, l, a[0], cst(b, l, a[0].getType(), f))};
         })};
       })
+      .Case([&](nn::RoundOp o) {
+        Type to = o.getTo();
+        return V{elementwise(b, loc, type(o.getResult()), {o.getX()}, [&](OpBuilder &b, Location l, ValueRange a) {
+          Value narrow = arith::TruncFOp::create(b, l, to, a[0]);  // to nearest even
+          return V{arith::ExtFOp::create(b, l, a[0].getType(), narrow)};
+        })};
+      })
       .Case([&](nn::DropoutOp o) -> V {
         if (o.getP().convertToDouble() != 0.0)
           return {};

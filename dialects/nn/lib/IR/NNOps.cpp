@@ -166,3 +166,12 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError() << "scatters " << dy << " by " << ids << " into " << t;
   return success();
 }
+
+LogicalResult RoundOp::verify() {
+  Type to = getTo();
+  if (!to.isBF16() && !to.isF16())
+    return emitOpError() << "rounds to bf16 or f16, not " << to;
+  if (!ranked(getX()).getElementType().isF32())
+    return emitOpError() << "rounds f32 values, not " << ranked(getX()).getElementType();
+  return success();
+}

@@ -95,3 +95,9 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVe
   grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(), getTargets()), Value()});
   return success();
 }
+
+LogicalResult RoundOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  // The gradient flows through (straight-through), held in the same precision.
+  grads.assign({RoundOp::create(b, getLoc(), dy[0].getType(), dy[0], getToAttr())});
+  return success();
+}

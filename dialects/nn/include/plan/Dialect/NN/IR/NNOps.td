@@ -250,6 +250,25 @@ def NN_CrossEntropyOp : NN_FwdOp<"cross_entropy"> {
 }
 
 
+def NN_RoundOp : NN_FwdOp<"round", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "Rounds every element to a narrower float type and back (mixed precision)";
+  let description = [{
+    How a plan with `precision = bf16` or `fp16` computes on the CPU: values stay
+    f32 in memory but are rounded, to nearest even, to the precision the
+    accelerator would hold them in — parameters as they are read (the f32
+    master weights are kept), every activation, and, through this op's VJP, every
+    gradient flowing back. fp16 overflows to infinity as the hardware does.
+
+    ```mlir
+    %y = nn.round %x {to = bf16} : tensor<4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$x, TypeAttrOf<AnyFloat>:$to);
+  let results = (outs NN_AnyFloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops: what the VJPs of the forward ops are made of. They have no VJP
 // of their own (no higher derivatives).
