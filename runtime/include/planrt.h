@@ -118,6 +118,8 @@ typedef struct planrt_log planrt_log;
 planrt_status planrt_log_open(const char *path, planrt_log **out);
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double grad_norm,
                               double tokens_per_s, const uint64_t comm_bytes[4]);
+/* fp16 loss scaling: {"step": s, "loss_scale": x, "skipped": true|false}. */
+planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped);
 void planrt_log_close(planrt_log *log);
 
 /* NaN or Inf in `values` is PLANRT_ERR_ARG with a message naming the step, the
@@ -137,11 +139,16 @@ planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64
  * parameter, gradient and Adam moment buffers hold `num_floats` floats in the
  * order and at the offsets of the manifest), the manifest (JSON, see
  * docs/EXECUTABLES.md) and a `main` that calls planrt_train_main. */
-/* G += dloss/dP / accumulation; *loss += loss / accumulation. */
+/* The step state, 8 floats the driver keeps from step to step (and in checkpoints):
+ * [0] gradient norm before clipping, [1] learning rate (written by update), [2] the
+ * fp16 loss scale and [3] the steps since it last changed (read by grad and update,
+ * updated by update), [4] 1 when update skipped the step (fp16 overflow), else 0. */
+/* G += dloss/dP / accumulation (times state[2] with fp16 loss scaling);
+ * *loss += loss / accumulation. */
 typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens,
-                               const int32_t *targets, float *loss);
-/* The optimizer step `step` (0-based) from G, in place on P, M, V:
- * stats[0] = global gradient norm before clipping, stats[1] = learning rate. */
+                               const int32_t *targets, float *loss, const float *state);
+/* The optimizer step `step` (0-based) from G, in place on P, M, V; `stats` is the
+ * step state above. */
 typedef void (*planrt_update_fn)(float *params, float *grads, float *m, float *v, int64_t step,
                                  float *stats);
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */

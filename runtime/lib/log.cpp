@@ -66,6 +66,18 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
   return PLANRT_OK;
 }
 
+planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped) {
+  if (!log)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_loss_scale: null log");
+  FILE *f = log->file;
+  std::fprintf(f, "{\"step\": %llu, \"loss_scale\": ", (unsigned long long)step);
+  number(f, scale);
+  std::fprintf(f, ", \"skipped\": %s}\n", skipped ? "true" : "false");
+  if (std::fflush(f) != 0 || std::ferror(f))
+    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
+  return PLANRT_OK;
+}
+
 void planrt_log_close(planrt_log *log) {
   if (!log)
     return;

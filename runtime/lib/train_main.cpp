@@ -56,6 +56,8 @@ struct Manifest {
   int64_t evalEvery = 0, evalBatches = 0;
   std::string checkpointDir;
   int64_t checkpointEvery = 0, checkpointKeep = 0;
+  std::string lossScaleKind = "none";  ///< "none", "dynamic" or "static" (fp16)
+  double lossScaleInit = 1;
 };
 
 /// A malformed manifest: the JSON path of the field and what is wrong with it.
@@ -204,6 +206,16 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       m.checkpointDir = text(c, "dir", "train.checkpoint");
       m.checkpointEvery = integer(c, "every", "train.checkpoint", 0, kMaxSteps);
       m.checkpointKeep = integer(c, "keep", "train.checkpoint", 0, std::numeric_limits<int>::max());
+    }
+    if (train.contains("loss_scale")) {
+      const json &l = train["loss_scale"];
+      m.lossScaleKind = text(l, "kind", "train.loss_scale");
+      if (m.lossScaleKind != "none" && m.lossScaleKind != "dynamic" && m.lossScaleKind != "static")
+        throw Malformed{"train.loss_scale.kind is '" + m.lossScaleKind + "'; expected none, dynamic or static"};
+      const json &init = field(l, "init", "train.loss_scale");
+      if (!init.is_number() || !(init.get<double>() > 0) || !std::isfinite(init.get<double>()))
+        throw Malformed{"train.loss_scale.init must be a positive number"};
+      m.lossScaleInit = init.get<double>();
     }
   } catch (const Malformed &e) {
     return fail(PLANRT_ERR_FORMAT, "the manifest is malformed: %s", e.what.c_str());
@@ -475,7 +487,7 @@ private:
 class Trainer {
 public:
   Trainer(const Manifest &m, const Options &o, planrt_grad_fn grad, planrt_update_fn update, planrt_eval_fn eval)
-      : m(m), o(o), gradFn(grad), updateFn(update), evalFn(eval),
+      : m(m), o(o), gradFn(grad), updateFn(update), evalFn(eval), state{0, 0, float(m.lossScaleInit)},
         end(o.steps ? *o.steps : m.steps), progress(o.quiet, end) {}
 
   ~Trainer() {
@@ -666,6 +678,16 @@ private:
                           "'; this is " + key + " '" + now + "'",
                       true);
     }
+    if (scaling()) {
+      const char *scale = planrt_st_metadata(st, "loss_scale"), *good = planrt_st_metadata(st, "loss_scale_good_steps");
+      if (!scale || !good)
+        return fail(PLANRT_ERR_FORMAT, "%s: no loss_scale metadata, which an fp16 plan resumes from", file);
+      state[2] = std::strtof(scale, nullptr);
+      state[3] = std::strtof(good, nullptr);
+      if (!(state[2] > 0) || !std::isfinite(state[2]) || !(state[3] >= 0))
+        return fail(PLANRT_ERR_FORMAT, "%s: the metadata loss_scale '%s' / loss_scale_good_steps '%s' are not valid",
+                    file, scale, good);
+    }
     start = *step;
     progress.line("resuming from " + std::string(file) + " at step " + std::to_string(start));
     return PLANRT_OK;
@@ -717,6 +739,12 @@ private:
       tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.shape.data(), V.get() + p.offset});
     }
     std::vector<std::string> meta = metadata("planc-ckpt-1", s + 1);
+    if (scaling()) {
+      char scale[32], good[32];
+      std::snprintf(scale, sizeof scale, "%.9g", double(state[2]));
+      std::snprintf(good, sizeof good, "%.9g", double(state[3]));
+      meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good});
+    }
     std::vector<const char *> mp = pointers(meta);
     if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
                                             tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
@@ -758,11 +786,12 @@ private:
       uint64_t first = uint64_t(s) * uint64_t(m.batch) + uint64_t(a * m.micro);
       if (planrt_status st = planrt_data_batch(train, first, m.micro, m.seq, tokens.data(), targets.data()))
         return st;
-      gradFn(P.get(), G.get(), tokens.data(), targets.data(), &loss);
+      gradFn(P.get(), G.get(), tokens.data(), targets.data(), &loss, state);
     }
     static const uint64_t noComm[4] = {0, 0, 0, 0};
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    if (!std::isfinite(loss)) {
+    // With fp16 loss scaling an overflow is the update's to skip; otherwise it is fatal.
+    if (!std::isfinite(loss) && !scaling()) {
       // The step is logged (its loss as null) so the log shows where training diverged.
       if (log)
         planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, noComm);
@@ -775,17 +804,34 @@ private:
       if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", G.get(), s, {"loss", text}))
         return st;
     }
-    float stats[4] = {0, 0, 0, 0};
-    updateFn(P.get(), G.get(), M.get(), V.get(), s, stats);
+    float scaleBefore = state[2];
+    state[4] = 0;
+    updateFn(P.get(), G.get(), M.get(), V.get(), s, state);
+    const float *stats = state;
+    bool skipped = scaling() && state[4] != 0;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stepSeconds += seconds;
     double tokensPerS = seconds > 0 ? double(tokensPerStep()) / seconds : nan;
     if (log)
       if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, stats[1], stats[0], tokensPerS, noComm))
         return st;
-    if (!std::isfinite(stats[0]))
+    if (scaling() && log && (skipped || state[2] != scaleBefore))
+      if (planrt_status st = planrt_log_loss_scale(log, uint64_t(s), state[2], skipped))
+        return st;
+    if (skipped) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "step %lld: fp16 gradients overflowed at loss scale %g; step skipped, scale now %g",
+                    (long long)s, double(scaleBefore), double(state[2]));
+      progress.line(buf);
+      if (!(state[2] >= 0x1p-24f))
+        return fail(PLANRT_ERR_ARG,
+                    "step %lld: the fp16 loss scale fell to %g: the gradients overflow at every scale; stopping "
+                    "before anything is saved",
+                    (long long)s, double(state[2]));
+    } else if (!std::isfinite(stats[0])) {
       return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved",
                   (long long)s, nonFinite(stats[0]));
+    }
     lastLoss = loss;
     int64_t done = s + 1;
     double eta = stepSeconds / double(done - start) * double(end - done);
@@ -815,6 +861,9 @@ private:
   std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
   std::vector<int32_t> tokens, targets;
   double stepSeconds = 0, lastLoss = 0;
+  /// The step state of planrt.h: [2] loss scale and [3] its good steps persist.
+  float state[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  bool scaling() const { return m.lossScaleKind != "none"; }
 };
 
 } // namespace

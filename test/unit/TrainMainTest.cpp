@@ -48,7 +48,8 @@ float softmaxLoss(const float *params, int token, int target, float *p) {
   return -std::log(p[target]);
 }
 
-void bigramGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss) {
+void bigramGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
+                const float * = nullptr) {
   const float n = float(kMicro * kSeq * kAccum);
   float p[kVocab], total = 0;
   for (int i = 0; i < kMicro * kSeq; ++i) {
@@ -89,12 +90,14 @@ void bigramEval(float *params, const int32_t *tokens, const int32_t *targets, fl
 
 // Faulty variants: the step is counted from the calls (runs that start at step 0).
 int gCalls = 0;
-void nanLossGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss) {
+void nanLossGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
+                const float * = nullptr) {
   bigramGrad(params, grads, tokens, targets, loss);
   if (gCalls++ / kAccum == 3)
     *loss = NAN;
 }
-void nanGradGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss) {
+void nanGradGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
+                const float * = nullptr) {
   bigramGrad(params, grads, tokens, targets, loss);
   if (gCalls++ / kAccum == 3)
     grads[5] = NAN;

@@ -80,7 +80,7 @@ static Value zeros(OpBuilder &b, Location loc, Type t) {
   return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(rt, b.getFloatAttr(rt.getElementType(), 0.0)));
 }
 
-FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name) {
+FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool scaledSeed) {
   MLIRContext *ctx = forward->getContext();
   Block &fwd = forward.getBody().front();
   auto ret = cast<func::ReturnOp>(fwd.getTerminator());
@@ -98,10 +98,16 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name) {
 
   OpBuilder b(ctx);
   b.setInsertionPointAfter(forward);
-  auto grad = func::FuncOp::create(b, forward.getLoc(), name,
-                                   b.getFunctionType(forward.getArgumentTypes(), results));
-  if (ArrayAttr args = forward.getAllArgAttrs())
-    grad.setAllArgAttrs(args);
+  SmallVector<Type> inputs(forward.getArgumentTypes());
+  auto scalarTy = RankedTensorType::get({}, b.getF32Type());
+  if (scaledSeed)
+    inputs.push_back(scalarTy);
+  auto grad = func::FuncOp::create(b, forward.getLoc(), name, b.getFunctionType(inputs, results));
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (DictionaryAttr attrs = forward.getArgAttrDict(i))
+      grad.setArgAttrs(i, attrs);
+  if (scaledSeed)
+    grad.setArgAttr(forward.getNumArguments(), "nn.loss_scale", UnitAttr::get(ctx));
   for (auto [k, i] : llvm::enumerate(params))
     grad.setResultAttr(k + 1, "nn.grad", forward.getArgAttr(i, "nn.param"));
   grad->setAttr("nn.train_grad", UnitAttr::get(ctx));
@@ -110,7 +116,7 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name) {
 
   // Forward: a clone of every op but the return.
   IRMapping map;
-  map.map(fwd.getArguments(), body->getArguments());
+  map.map(fwd.getArguments(), body->getArguments().take_front(fwd.getNumArguments()));
   SmallVector<Operation *> order;
   for (Operation &op : fwd.without_terminator())
     order.push_back(b.clone(op, map));
@@ -124,8 +130,9 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name) {
       it->second = nn::AddOp::create(b, loc, v.getType(), it->second, g);
   };
   auto one = cast<RankedTensorType>(loss.getType());
-  adjoint[loss] = arith::ConstantOp::create(b, loss.getLoc(),
-                                            DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0)));
+  adjoint[loss] = scaledSeed ? Value(body->getArguments().back())
+                             : Value(arith::ConstantOp::create(
+                                   b, loss.getLoc(), DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0))));
   for (Operation *op : llvm::reverse(order)) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return adjoint.count(r); }))
       continue;  // does not reach the loss

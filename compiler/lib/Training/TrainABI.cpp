@@ -108,6 +108,15 @@ llvm::json::Array strings(ArrayAttr a, StringRef base) {
   return out;
 }
 
+/// The loss scaling of an fp16 plan: its kind and the scale of step 0.
+llvm::json::Object lossScale(pl::TrainOp train) {
+  if (train.getPrecision() != pl::Precision::fp16)
+    return llvm::json::Object{{"kind", "none"}, {"init", 1.0}};
+  if (train.getLossScale() == pl::LossScale::dynamic)
+    return llvm::json::Object{{"kind", "dynamic"}, {"init", 65536.0}};  // torch.cuda.amp.GradScaler's default
+  return llvm::json::Object{{"kind", "static"}, {"init", train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
+}
+
 std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params, int64_t total,
                      int64_t vocab) {
   StringRef base = train.getBaseDir();
@@ -151,7 +160,8 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"beta1", train.getBeta1().convertToDouble()},
       {"beta2", train.getBeta2().convertToDouble()},
       {"eps", train.getEps().convertToDouble()},
-      {"precision", pl::stringifyPrecision(train.getPrecision())}};
+      {"precision", pl::stringifyPrecision(train.getPrecision())},
+      {"loss_scale", lossScale(train)}};
   llvm::json::Object root{{"format", "planc-train-1"},
                           {"plan", train.getSymName()},
                           {"model", train.getModel()},
@@ -176,9 +186,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
     return train.emitError() << "training on " << devices << " devices (mesh '" << train.getMesh()
                              << "') is not implemented in this version of planc: executables run on "
                                 "one device; use a one-device mesh such as cpu1";
-  if (train.getPrecision() == pl::Precision::fp16)
-    return train.emitError() << "precision fp16 (with loss scaling) is not implemented by the code generator "
-                                "in this version of planc; use precision = bf16 or fp32";
   if (train.getRecompute() != pl::Recompute::none)
     return train.emitError() << "recompute = " << pl::stringifyRecompute(train.getRecompute())
                              << " is not implemented by the code generator in this version of planc";
@@ -231,7 +238,11 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     auto flatTy = MemRefType::get({total}, b.getF32Type());
     auto tokTy = MemRefType::get(tokens.getShape(), b.getI32Type());
     auto scalarTy = MemRefType::get({1}, b.getF32Type());
-    auto statsTy = MemRefType::get({2}, b.getF32Type());
+    // The step state the driver keeps between steps (planrt.h): [grad norm, lr,
+    // loss scale, good steps, skipped, …].
+    auto statsTy = MemRefType::get({8}, b.getF32Type());
+    bool scaled = train.getPrecision() == pl::Precision::fp16;
+    auto at = [&](int64_t i) { return arith::ConstantIndexOp::create(b, loc, i); };
     auto entry = [&](StringRef name, ArrayRef<Type> args) {
       auto f = func::FuncOp::create(b, loc, name, b.getFunctionType(args, {}));
       b.setInsertionPointToStart(f.addEntryBlock());
@@ -243,15 +254,20 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     auto index0 = [&]() { return arith::ConstantIndexOp::create(b, loc, 0); };
     auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))); };
 
-    // planc_grad(P, G, tokens, targets, loss): G += ∇ / accumulation, loss += loss / accumulation.
+    // planc_grad(P, G, tokens, targets, loss, state): G += ∇ / accumulation,
+    // loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
     {
       OpBuilder::InsertionGuard g(b);
-      auto f = entry("planc_grad", {flatTy, flatTy, tokTy, tokTy, scalarTy});
+      auto f = entry("planc_grad", {flatTy, flatTy, tokTy, tokTy, scalarTy, statsTy});
       Block &e = f.getBody().front();
       Flat P(b, loc, e.getArgument(0));
       SmallVector<Value> args{readTokens(e.getArgument(2)), readTokens(e.getArgument(3))};
       for (const Param &p : params)
         args.push_back(P.read(p));
+      if (scaled) {
+        Value s = memref::LoadOp::create(b, loc, e.getArgument(5), ValueRange{at(2)});
+        args.push_back(tensor::FromElementsOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{s}));
+      }
       SmallVector<Value> outs = inlineBody(b, grad, args);
       double inv = 1.0 / double(accumulation);
       Flat G(b, loc, e.getArgument(1));
@@ -267,7 +283,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       memref::StoreOp::create(b, loc, sum, e.getArgument(4), ValueRange{index0()});
       func::ReturnOp::create(b, loc);
     }
-    // planc_update(P, G, M, V, step, stats): AdamW in place; stats = [grad norm, lr].
+    // planc_update(P, G, M, V, step, stats): AdamW in place; stats[0..1] = grad norm, lr;
+    // with fp16, stats[2..3] (loss scale, good steps) are read and updated and stats[4]
+    // is 1 when the step was skipped.
     {
       OpBuilder::InsertionGuard g(b);
       auto f = entry("planc_update", {flatTy, flatTy, flatTy, flatTy, b.getI64Type(), statsTy});
@@ -285,8 +303,14 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       for (Flat &buf : bufs)
         for (const Param &span : spans)
           args.push_back(buf.readFlat(span));
+      if (scaled)
+        for (int64_t i : {2, 3})
+          args.push_back(memref::LoadOp::create(b, loc, e.getArgument(5), ValueRange{at(i)}));
       SmallVector<Value> outs = inlineBody(b, update, args);
       size_t n = spans.size();
+      if (scaled)
+        for (int64_t i : {0, 1, 2})
+          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], e.getArgument(5), ValueRange{at(2 + i)});
       int written[] = {0, 2, 3};  // P, M, V
       for (int k = 0; k < 3; ++k)
         for (size_t i = 0; i < n; ++i)

@@ -113,6 +113,7 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
       groups.push_back(g);
   size_t n = groups.size();
   auto spanType = [&](int g) { return RankedTensorType::get({layout.groupEnd[g] - layout.groupBegin[g]}, b.getF32Type()); };
+  bool scaled = train.getPrecision() == pl::Precision::fp16;
   SmallVector<Type> ins{b.getI64Type()}, outs{b.getF32Type(), b.getF64Type()};
   for (int k = 0; k < 4; ++k)
     for (int g : groups)
@@ -120,6 +121,10 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   for (int k = 0; k < 3; ++k)
     for (int g : groups)
       outs.push_back(spanType(g));
+  if (scaled) {  // loss scale and good-step count in; their next values and "skipped" out
+    ins.append({b.getF32Type(), b.getF32Type()});
+    outs.append({b.getF32Type(), b.getF32Type(), b.getF32Type()});
+  }
   auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(ins, outs));
   fn.setPrivate();
   const char *roles[] = {"nn.params", "nn.grads", "nn.exp_avg", "nn.exp_avg_sq"};
@@ -139,6 +144,17 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
     sumsq = arith::AddFOp::create(b, loc, sumsq, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
   }
   Value norm = math::SqrtOp::create(b, loc, sumsq);
+  // Loss scaling (fp16): the gradients come scaled; unscale the norm, and skip the
+  // step when it is not finite (an overflow somewhere in the backward pass).
+  Value lossScale, good, finite, inv;
+  if (scaled) {
+    lossScale = body->getArgument(1 + 4 * n);
+    good = body->getArgument(2 + 4 * n);
+    inv = arith::DivFOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0)), lossScale);
+    norm = arith::MulFOp::create(b, loc, norm, inv);
+    finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, norm,
+                                   arith::ConstantOp::create(b, loc, b.getF32FloatAttr(INFINITY)));
+  }
   // Clipping as torch.nn.utils.clip_grad_norm_: scale = min(1, clip / (norm + 1e-6)).
   Value scale = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0));
   double clip = train.getClip().convertToDouble();
@@ -148,6 +164,8 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
                                                              arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1e-6f))));
     scale = arith::MinimumFOp::create(b, loc, coef, scale);
   }
+  if (scaled)
+    scale = arith::MulFOp::create(b, loc, scale, inv);
   Value step = body->getArgument(0);
   Value lr = learningRate(b, loc, train, step);
   // Bias corrections of 1-based step t.
@@ -162,15 +180,31 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
     // Weight decay on matrices (weights and embeddings) only, as nanoGPT.
     double wd = groups[i] == 0 ? train.getWeightDecay().convertToDouble() : 0.0;
     RankedTensorType ty = spanType(groups[i]);
+    // With loss scaling, a skipped step leaves parameters and moments as they were.
     auto op = nn::AdamWOp::create(b, loc, ty, ty, ty, arg(0, i), arg(1, i), arg(2, i), arg(3, i), lr, scale, bc1,
-                                  bc2, train.getBeta1Attr(), train.getBeta2Attr(), train.getEpsAttr(),
-                                  b.getF64FloatAttr(wd));
+                                  bc2, scaled ? finite : Value(), train.getBeta1Attr(), train.getBeta2Attr(),
+                                  train.getEpsAttr(), b.getF64FloatAttr(wd));
     results.push_back(op.getNewParam());
     newM.push_back(op.getNewM());
     newV.push_back(op.getNewV());
   }
   results.append(newM);
   results.append(newV);
+  if (scaled) {
+    // torch.cuda.amp.GradScaler's rule when dynamic: halve on overflow, double after
+    // 2000 steps in a row without one. A static scale stays.
+    auto c = [&](double x) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(x))); };
+    Value zero = c(0), one = c(1);
+    Value nextScale = lossScale, nextGood = zero;
+    if (train.getLossScale() == pl::LossScale::dynamic) {
+      Value good1 = arith::AddFOp::create(b, loc, good, one);
+      Value grow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, good1, c(2000));
+      Value grown = arith::SelectOp::create(b, loc, grow, arith::MulFOp::create(b, loc, lossScale, c(2)), lossScale);
+      nextScale = arith::SelectOp::create(b, loc, finite, grown, arith::MulFOp::create(b, loc, lossScale, c(0.5)));
+      nextGood = arith::SelectOp::create(b, loc, finite, arith::SelectOp::create(b, loc, grow, zero, good1), zero);
+    }
+    results.append({nextScale, nextGood, arith::SelectOp::create(b, loc, finite, zero, one)});
+  }
   func::ReturnOp::create(b, loc, results);
   return fn;
 }
@@ -222,7 +256,8 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         training::emulatePrecision(fwd, train.getPrecision() == pl::Precision::bf16 ? FloatType(b.getBF16Type())
                                                                                      : FloatType(b.getF16Type()));
       }
-      FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad");
+      FailureOr<func::FuncOp> grad =
+          training::differentiate(fwd, base + "_grad", train.getPrecision() == pl::Precision::fp16);
       if (failed(grad))
         return signalPassFailure();
       grad->setPrivate();

@@ -15,7 +15,7 @@
 // CHECK-NOT: plan.
 // CHECK-NOT: func.func {{.*}}@{{m|t_forward|t_grad|t_update}}(
 // CHECK-LABEL: func.func @planc_grad(
-// CHECK-SAME: %[[P:[^:]*]]: memref<224xf32>, %[[G:[^:]*]]: memref<224xf32>, %[[TOK:[^:]*]]: memref<2x8xi32>, %[[TGT:[^:]*]]: memref<2x8xi32>, %[[LOSS:[^:]*]]: memref<1xf32>) {
+// CHECK-SAME: %[[P:[^:]*]]: memref<224xf32>, %[[G:[^:]*]]: memref<224xf32>, %[[TOK:[^:]*]]: memref<2x8xi32>, %[[TGT:[^:]*]]: memref<2x8xi32>, %[[LOSS:[^:]*]]: memref<1xf32>, %{{[^:]*}}: memref<8xf32>) {
 // CHECK-NEXT: %[[T:.*]] = bufferization.to_tensor %[[TOK]] restrict : memref<2x8xi32> to tensor<2x8xi32>
 // CHECK-NEXT: %[[Y:.*]] = bufferization.to_tensor %[[TGT]] restrict : memref<2x8xi32> to tensor<2x8xi32>
 // Each parameter read from its slice of P, in argument order.
@@ -82,7 +82,7 @@
 
 // planc_update reads and writes the two groups' spans, whatever the number of parameters.
 // CHECK-LABEL: func.func @planc_update(
-// CHECK-SAME: %[[UP:[^:]*]]: memref<224xf32>, %[[UG:[^:]*]]: memref<224xf32>, %[[UM:[^:]*]]: memref<224xf32>, %[[UV:[^:]*]]: memref<224xf32>, %[[STEP:[^:]*]]: i64, %[[STATS:[^:]*]]: memref<2xf32>) {
+// CHECK-SAME: %[[UP:[^:]*]]: memref<224xf32>, %[[UG:[^:]*]]: memref<224xf32>, %[[UM:[^:]*]]: memref<224xf32>, %[[UV:[^:]*]]: memref<224xf32>, %[[STEP:[^:]*]]: i64, %[[STATS:[^:]*]]: memref<8xf32>) {
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [192] [1] : memref<224xf32> to memref<192xf32, strided<[1]>>
 // CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][192] [32] [1] : memref<224xf32> to memref<32xf32, strided<[1], offset: 192>>
@@ -126,10 +126,10 @@
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NV1]] in restrict writable %[[D]]
 // stats = [grad norm, lr as f32].
 // CHECK-NEXT: %{{.*}} = arith.constant 0 : index
-// CHECK-NEXT: memref.store %[[NORM]], %[[STATS]][%{{.*}}] : memref<2xf32>
+// CHECK-NEXT: memref.store %[[NORM]], %[[STATS]][%{{.*}}] : memref<8xf32>
 // CHECK-NEXT: %[[LR32:.*]] = arith.truncf %[[LR]] : f64 to f32
 // CHECK-NEXT: %{{.*}} = arith.constant 1 : index
-// CHECK-NEXT: memref.store %[[LR32]], %[[STATS]][%{{.*}}] : memref<2xf32>
+// CHECK-NEXT: memref.store %[[LR32]], %[[STATS]][%{{.*}}] : memref<8xf32>
 // CHECK-NEXT: return
 
 // planc_eval reads the parameters at the same offsets.
@@ -161,7 +161,7 @@
 // CHECK-SAME: \22accumulation\22:2,\22batch\22:4,
 // CHECK-SAME: \22checkpoint\22:{\22dir\22:\22/data/run/ckpt\22,\22every\22:50,\22keep\22:2},\22clip\22:1,
 // CHECK-SAME: \22data\22:[\22/data/run/train.bin\22,\22/abs/more.bin\22],\22data_parallel\22:1,
-// CHECK-SAME: \22eval_batches\22:3,\22eval_every\22:25,\22lr\22:0.001,\22micro\22:2,\22min_lr\22:0.0001,
+// CHECK-SAME: \22eval_batches\22:3,\22eval_every\22:25,\22loss_scale\22:{\22init\22:1,\22kind\22:\22none\22},\22lr\22:0.001,\22micro\22:2,\22min_lr\22:0.0001,
 // CHECK-SAME: \22precision\22:\22fp32\22,\22schedule\22:\22cosine\22,\22seed\22:7,\22seq\22:8,\22steps\22:100,
 // CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,\22weight_decay\22:0.10000000000000001
 // CHECK-SAME: }}\00")
@@ -189,7 +189,7 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 // Without accumulation the gradients are added unscaled, and the loss times 1. One 4×2
 // matrix and no vector: 8 floats padded to 16, the "decay" group alone.
 // CHECK-LABEL: func.func @planc_grad(
-// CHECK-SAME: memref<16xf32>, %[[G:[^:]*]]: memref<16xf32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<1xf32>)
+// CHECK-SAME: memref<16xf32>, %[[G:[^:]*]]: memref<16xf32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<3x4xi32>, %{{[^:]*}}: memref<1xf32>, %{{[^:]*}}: memref<8xf32>)
 // CHECK-NOT: nn.scale
 // CHECK: %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<4x2xf32> into tensor<8xf32>
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[G]][0] [8] [1] : memref<16xf32> to memref<8xf32, strided<[1]>>
@@ -354,8 +354,8 @@ func.func @mlp(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32
 plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @mlp, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 2 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 5.0e-02 : f64}
 
 // CHAR-LABEL: func.func @planc_grad(
-// CHAR-SAME: memref<842496xf32>, %{{[^:]*}}: memref<842496xf32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<1xf32>)
-// CHAR: func.func @planc_update(%[[CP:[^:]*]]: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<2xf32>)
+// CHAR-SAME: memref<842496xf32>, %{{[^:]*}}: memref<842496xf32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<1xf32>, %{{[^:]*}}: memref<8xf32>)
+// CHAR: func.func @planc_update(%[[CP:[^:]*]]: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<8xf32>)
 // The 2 embedding tables and 4 × 4 weight matrices (835584 floats) decay, the 34 vectors
 // (6912 floats, every size a multiple of 16) do not.
 // CHAR-NEXT: memref.subview %[[CP]][0] [835584] [1]

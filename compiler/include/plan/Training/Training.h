@@ -24,8 +24,11 @@ void emulatePrecision(mlir::func::FuncOp forward, mlir::FloatType to);
 /// parameters marked `nn.param`; one 0-d result, the loss). Creates `name`
 /// with the same arguments returning (loss, one gradient per parameter, in
 /// argument order; result attribute `nn.grad` = the parameter's path).
-/// Fails, with an error at the op, when an op has no VJP.
-mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name);
+/// Fails, with an error at the op, when an op has no VJP. With `scaledSeed`, the
+/// function takes one more argument, a tensor<f32> `nn.loss_scale`, which seeds the
+/// backward pass instead of 1 (loss scaling: every gradient comes out multiplied by it).
+mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name,
+                                                  bool scaledSeed = false);
 
 /// Where the parameters of a forward function lie in the executable's flat
 /// buffers (parameters, gradients, Adam moments share one layout). Parameters

@@ -241,7 +241,12 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
                          Value denom = arith::AddFOp::create(
                              b, l, arith::DivFOp::create(b, l, math::SqrtOp::create(b, l, v), bc2Sqrt), c(eps));
                          Value upd = arith::MulFOp::create(b, l, stepSize, arith::DivFOp::create(b, l, m, denom));
-                         return V{arith::SubFOp::create(b, l, p, upd), m, v};
+                         Value np = arith::SubFOp::create(b, l, p, upd);
+                         if (Value apply = o.getApply())
+                           return V{arith::SelectOp::create(b, l, apply, np, a[0]),
+                                    arith::SelectOp::create(b, l, apply, m, a[2]),
+                                    arith::SelectOp::create(b, l, apply, v, a[3])};
+                         return V{np, m, v};
                        });
       })
       .Default([](Operation *) { return V{}; });

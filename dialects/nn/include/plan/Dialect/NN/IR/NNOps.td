@@ -439,7 +439,9 @@ def NN_AdamWOp : NN_Op<"adamw", [AllTypesMatch<["param", "grad", "m", "v", "new_
     With `g = grad · grad_scale` (the clipping factor):
     `p ← p · (1 − lr · weight_decay)`, `m ← β1 m + (1 − β1) g`, `v ← β2 v + (1 − β2) g²`,
     `p ← p − lr / bc1 · m / (√v / √bc2 + eps)`, where `bc1 = 1 − β1^t` and
-    `bc2 = 1 − β2^t` are the bias corrections of step t (1-based).
+    `bc2 = 1 − β2^t` are the bias corrections of step t (1-based). With
+    `if %apply`, a false `%apply` returns the parameter and moments unchanged
+    (a step skipped by fp16 loss scaling).
 
     ```mlir
     %p2, %m2, %v2 = nn.adamw %p, %g, %m, %v, %lr, %scale, %bc1, %bc2
@@ -448,9 +450,10 @@ def NN_AdamWOp : NN_Op<"adamw", [AllTypesMatch<["param", "grad", "m", "v", "new_
   }];
   let arguments = (ins NN_AnyFloatTensor:$param, NN_AnyFloatTensor:$grad, NN_AnyFloatTensor:$m,
                        NN_AnyFloatTensor:$v, F64:$lr, F32:$grad_scale, F64:$bc1, F64:$bc2,
+                       Optional<I1>:$apply,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
   let results = (outs NN_AnyFloatTensor:$new_param, NN_AnyFloatTensor:$new_m, NN_AnyFloatTensor:$new_v);
-  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $grad_scale `,` $bc1 `,` $bc2 attr-dict `:` type($param)";
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $grad_scale `,` $bc1 `,` $bc2 (`if` $apply^)? attr-dict `:` type($param)";
 }
 
 #endif // PLAN_DIALECT_NN_IR_NNOPS_TD
