@@ -3,11 +3,14 @@
 
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Dialect/NN/IR/Sharding.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Plan/Transforms/Passes.h"
 #include "plan/Target/CPU.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace plan;
@@ -64,10 +67,13 @@ void plan::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
   cpu::registerTarget(registry);
+  registry.insert<mlir::shard::ShardDialect>();
+  nn::registerShardingModels(registry);
 }
 
 void plan::registerPasses() {
   pl::registerPlanPasses();
   registerPlanConversionPasses();
   mlir::registerTransformsPasses();
+  mlir::shard::registerShardPasses();
 }
