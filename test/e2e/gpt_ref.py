@@ -396,19 +396,22 @@ def optimizer_tensors(model, opt):
     return out
 
 
-def train(args, log=print):
+def train(args, log=print, make_model=None):
+    """The training loop (also llama_ref.py's, with its own make_model)."""
     dtype = torch.float64 if args.double else torch.float32
-    model = model_from_args(args)
-    seq = args.seq or args.context
-    if seq > args.context:
-        raise ValueError("seq %d exceeds the context %d" % (seq, args.context))
+    model = (make_model or model_from_args)(args)
+    context = getattr(args, "context", None)
+    seq = args.seq or context
+    if context and seq > context:
+        raise ValueError("seq %d exceeds the context %d" % (seq, context))
     if args.batch % args.micro:
         raise ValueError("batch %d is not a multiple of micro %d" % (args.batch, args.micro))
     accum = args.batch // args.micro
     start = 0
-    if args.resume:
-        tensors, meta = read_safetensors(args.resume)
-        load_params(model, tensors, args.resume)
+    resume = getattr(args, "resume", None)
+    if resume:
+        tensors, meta = read_safetensors(resume)
+        load_params(model, tensors, resume)
         start = int(meta.get("step", 0))
     elif args.init:
         tensors, _ = read_safetensors(args.init)
@@ -417,11 +420,13 @@ def train(args, log=print):
         model.init_random(args.seed)
     model.to(dtype)
     opt = make_optimizer(model, args)
-    if args.resume:
-        load_optimizer_state(model, opt, tensors, start, args.resume)
+    if resume:
+        load_optimizer_state(model, opt, tensors, start, resume)
     data = TokenData(args.data, args.seed, args.vocab)
     params = list(model.parameters())
-    run_steps = args.run_steps if args.run_steps is not None else args.steps - start
+    run_steps = getattr(args, "run_steps", None)
+    if run_steps is None:
+        run_steps = args.steps - start
     records = []
     for s in range(start, start + run_steps):
         opt.zero_grad(set_to_none=False)
@@ -451,9 +456,9 @@ def train(args, log=print):
         with open(args.out, "w") as f:
             json.dump({"config": {k: v for k, v in vars(args).items() if k != "func"}, "steps": records}, f, indent=1)
             f.write("\n")
-    if args.final_out:
+    if getattr(args, "final_out", None):
         write_safetensors(args.final_out, params_numpy(model), {"step": str(start + run_steps)})
-    if args.ckpt_out:
+    if getattr(args, "ckpt_out", None):
         t = params_numpy(model)
         t.update(optimizer_tensors(model, opt))
         write_safetensors(args.ckpt_out, t, {"step": str(start + run_steps)})

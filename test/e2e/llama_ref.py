@@ -47,8 +47,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_ref import (FormatError, TokenData, load_params, lr_at, make_optimizer,  # noqa: E402
-                     params_numpy, read_safetensors, write_safetensors)
+import gpt_ref  # noqa: E402
+from gpt_ref import FormatError, load_params, read_safetensors, write_safetensors  # noqa: E402
 
 ROPE_THETA = 500000.0
 
@@ -183,50 +183,8 @@ def model_from_args(args):
 
 
 def train(args, log=print):
-    """gpt_ref.train's loop for the Llama: accumulation, clipping, schedule, AdamW."""
-    dtype = torch.float64 if args.double else torch.float32
-    model = model_from_args(args)
-    if args.batch % args.micro:
-        raise ValueError("batch %d is not a multiple of micro %d" % (args.batch, args.micro))
-    accum = args.batch // args.micro
-    tensors, _ = read_safetensors(args.init)
-    load_params(model, tensors, args.init, allow_extra_prefix=())
-    model.to(dtype)
-    opt = make_optimizer(model, args)
-    data = TokenData(args.data, args.seed, args.vocab)
-    params = list(model.parameters())
-    records = []
-    for s in range(args.steps):
-        opt.zero_grad(set_to_none=False)
-        total = 0.0
-        for a in range(accum):
-            x, y = data.batch(s * args.batch + a * args.micro, args.micro, args.seq)
-            loss = model(x, y)
-            (loss / accum).backward()
-            total += loss.item()
-        loss_value = total / accum
-        if s == 0 and args.grads_out:
-            write_safetensors(args.grads_out, {n: p.grad.detach().float().numpy().copy()
-                                               for n, p in model.named_parameters()}, {"step": str(s)})
-        if args.clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(params, args.clip)
-        else:
-            norm = torch.norm(torch.stack([torch.norm(p.grad.detach(), 2.0) for p in params]), 2.0)
-        lr = lr_at(s, args.lr, args.steps, args.schedule, args.warmup, args.min_lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        rec = {"step": s, "loss": loss_value, "lr": lr, "grad_norm": float(norm)}
-        records.append(rec)
-        if log:
-            log(json.dumps(rec))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"config": {k: v for k, v in vars(args).items() if k != "func"}, "steps": records}, f, indent=1)
-            f.write("\n")
-    if args.final_out:
-        write_safetensors(args.final_out, params_numpy(model), {"step": str(args.steps)})
-    return records, model
+    """gpt_ref.train's loop (accumulation, clipping, schedule, AdamW) for the Llama."""
+    return gpt_ref.train(args, log, make_model=model_from_args)
 
 
 def forward_cmd(args):
