@@ -83,6 +83,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--config", default="all")
     a = ap.parse_args()
+    # The same thread count for everything on both sides: OpenBLAS reads it when it is
+    # loaded (before torch is imported), torch's own pool from set_num_threads.
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(a.threads)
     work = tempfile.mkdtemp(prefix="planc-bench-")
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "prepare_text.py"), work + "/data"],
                    check=True, stdout=subprocess.DEVNULL)
