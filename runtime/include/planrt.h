@@ -142,7 +142,9 @@ planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64
 /* The step state, 8 floats the driver keeps from step to step (and in checkpoints):
  * [0] gradient norm before clipping, [1] learning rate (written by update), [2] the
  * fp16 loss scale and [3] the steps since it last changed (read by grad and update,
- * updated by update), [4] 1 when update skipped the step (fp16 overflow), else 0. */
+ * updated by update), [4] 1 when update skipped the step (fp16 overflow), else 0,
+ * [5] the updates applied so far with fp16 (Adam's step count, which skipped steps do
+ * not advance). */
 /* G += dloss/dP / accumulation (times state[2] with fp16 loss scaling);
  * *loss += loss / accumulation. */
 typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens,

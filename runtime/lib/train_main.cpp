@@ -487,8 +487,10 @@ private:
 class Trainer {
 public:
   Trainer(const Manifest &m, const Options &o, planrt_grad_fn grad, planrt_update_fn update, planrt_eval_fn eval)
-      : m(m), o(o), gradFn(grad), updateFn(update), evalFn(eval), state{0, 0, float(m.lossScaleInit)},
-        end(o.steps ? *o.steps : m.steps), progress(o.quiet, end) {}
+      : m(m), o(o), gradFn(grad), updateFn(update), evalFn(eval),
+        end(o.steps ? *o.steps : m.steps), progress(o.quiet, end) {
+    state[2] = float(m.lossScaleInit);
+  }
 
   ~Trainer() {
     if (log)
@@ -679,12 +681,14 @@ private:
                       true);
     }
     if (scaling()) {
-      const char *scale = planrt_st_metadata(st, "loss_scale"), *good = planrt_st_metadata(st, "loss_scale_good_steps");
-      if (!scale || !good)
+      const char *scale = planrt_st_metadata(st, "loss_scale"), *good = planrt_st_metadata(st, "loss_scale_good_steps"),
+                 *applied = planrt_st_metadata(st, "optimizer_steps");
+      if (!scale || !good || !applied)
         return fail(PLANRT_ERR_FORMAT, "%s: no loss_scale metadata, which an fp16 plan resumes from", file);
       state[2] = std::strtof(scale, nullptr);
       state[3] = std::strtof(good, nullptr);
-      if (!(state[2] > 0) || !std::isfinite(state[2]) || !(state[3] >= 0))
+      state[5] = std::strtof(applied, nullptr);
+      if (!(state[2] > 0) || !std::isfinite(state[2]) || !(state[3] >= 0) || !(state[5] >= 0))
         return fail(PLANRT_ERR_FORMAT, "%s: the metadata loss_scale '%s' / loss_scale_good_steps '%s' are not valid",
                     file, scale, good);
     }
@@ -743,7 +747,9 @@ private:
       char scale[32], good[32];
       std::snprintf(scale, sizeof scale, "%.9g", double(state[2]));
       std::snprintf(good, sizeof good, "%.9g", double(state[3]));
-      meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good});
+      char applied[32];
+      std::snprintf(applied, sizeof applied, "%.9g", double(state[5]));
+      meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good, "optimizer_steps", applied});
     }
     std::vector<const char *> mp = pointers(meta);
     if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
@@ -801,7 +807,16 @@ private:
     if (!o.saveGrads.empty() && s == start) {
       char text[32];
       std::snprintf(text, sizeof text, "%.9g", double(loss));
-      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", G.get(), s, {"loss", text}))
+      // With fp16 loss scaling G holds scaled gradients: the file has the true ones.
+      std::vector<float> unscaled;
+      const float *grads = G.get();
+      if (scaling()) {
+        unscaled.assign(G.get(), G.get() + m.numFloats);
+        for (float &g : unscaled)
+          g /= state[2];
+        grads = unscaled.data();
+      }
+      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", grads, s, {"loss", text}))
         return st;
     }
     float scaleBefore = state[2];
@@ -825,8 +840,11 @@ private:
       progress.line(buf);
       if (!(state[2] >= 0x1p-24f))
         return fail(PLANRT_ERR_ARG,
-                    "step %lld: the fp16 loss scale fell to %g: the gradients overflow at every scale; stopping "
-                    "before anything is saved",
+                    std::isfinite(loss)
+                        ? "step %lld: the fp16 loss scale fell to %g: the gradients overflow at every scale; "
+                          "stopping before anything is saved"
+                        : "step %lld: the fp16 loss scale fell to %g and the loss itself is not finite: the forward "
+                          "pass overflows fp16, whatever the scale; stopping before anything is saved",
                     (long long)s, double(state[2]));
     } else if (!std::isfinite(stats[0])) {
       return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved",
@@ -862,7 +880,7 @@ private:
   std::vector<int32_t> tokens, targets;
   double stepSeconds = 0, lastLoss = 0;
   /// The step state of planrt.h: [2] loss scale and [3] its good steps persist.
-  float state[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float state[8] = {0, 0, 1, 0, 0, 0, 0, 0};  // [2] set from the manifest in the constructor
   bool scaling() const { return m.lossScaleKind != "none"; }
 };
 

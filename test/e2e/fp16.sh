@@ -5,7 +5,9 @@
 #      batches: per-step loss rtol 2e-2, final loss within 1 %, and not bitwise fp32;
 #   2. a static scale of 1e9 overflows fp16 at every step: every step is skipped (logged),
 #      the run ends normally, and the parameters are bitwise the initial ones;
-#   3. the checkpoint records the loss scale, and a resumed run continues bitwise.
+#   3. the checkpoint records the loss scale and Adam's step count (updates applied: a
+#      skipped step does not count, as with GradScaler), and a resumed run continues bitwise;
+#   4. --save-grads writes the true (unscaled) gradients.
 #
 #   test/e2e/fp16.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -42,6 +44,8 @@ plan huge fp16 "loss_scale = 1e9"
 ./fp32 --quiet --log fp32.jsonl --save-init init.safetensors
 ./fp16 --quiet --log fp16.jsonl --init init.safetensors
 ./huge --quiet --log huge.jsonl --init init.safetensors
+./fp32 --quiet --steps 1 --init init.safetensors --save-grads g32.safetensors --checkpoint-dir "$WORK/ck_g32" > /dev/null
+./fp16 --quiet --steps 1 --init init.safetensors --save-grads g16.safetensors --checkpoint-dir "$WORK/ck_g16" > /dev/null
 mkdir -p ck_resume && cp ck_fp16/step-00000020.safetensors ck_resume/
 ./fp16 --quiet --resume ck_resume --log resumed.jsonl --checkpoint-dir "$WORK/ck_resume"
 /usr/bin/python3 - "$HERE" <<'EOF'
@@ -74,6 +78,13 @@ ok &= same and meta.get("loss_scale") == "1e+09"
 _, meta16 = read_safetensors("ck_fp16/step-00000030.safetensors")
 print("dynamic: checkpoint loss_scale %s, good steps %s" % (meta16.get("loss_scale"), meta16.get("loss_scale_good_steps")))
 ok &= meta16.get("loss_scale") == "65536" and meta16.get("loss_scale_good_steps") == "30"
+print("Adam's step count (updates applied): dynamic %s, static 1e9 %s" % (meta16.get("optimizer_steps"), meta.get("optimizer_steps")))
+ok &= meta16.get("optimizer_steps") == "30" and meta.get("optimizer_steps") == "0"
+g32, _ = read_safetensors("g32.safetensors")
+g16, _ = read_safetensors("g16.safetensors")
+ratio = max(abs(np.linalg.norm(g16[k]) / np.linalg.norm(g32[k]) - 1) for k in g32 if np.linalg.norm(g32[k]) > 0)
+print("--save-grads with fp16: gradient norms per tensor within %.3g of fp32's (unscaled)" % ratio)
+ok &= ratio < 2e-2
 r = losses("resumed.jsonl")
 print("resumed from the step-20 checkpoint: steps 20..29 %s" % ("bitwise equal" if r == b[20:] else "DIFFER"))
 ok &= r == b[20:]

@@ -137,14 +137,19 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
     if (llvm::none_of(op->getResults(), [&](Value r) { return adjoint.count(r); }))
       continue;  // does not reach the loss
     auto vjp = dyn_cast<nn::VJPOpInterface>(op);
-    if (!vjp)
-      return op->emitOpError() << "has no VJP: it cannot be differentiated";
+    if (!vjp) {
+      op->emitOpError() << "has no VJP: it cannot be differentiated";
+      grad.erase();  // no half-built function left behind
+      return failure();
+    }
     SmallVector<Value> dys;
     for (Value r : op->getResults())
       dys.push_back(adjoint.count(r) ? adjoint[r] : zeros(b, op->getLoc(), r.getType()));
     SmallVector<Value> dxs;
-    if (failed(vjp.buildVJP(b, dys, dxs)))
+    if (failed(vjp.buildVJP(b, dys, dxs))) {
+      grad.erase();
       return failure();
+    }
     for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs))
       if (dx)
         accumulate(operand, dx, op->getLoc());

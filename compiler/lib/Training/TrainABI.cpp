@@ -186,6 +186,9 @@ LogicalResult checkSupported(pl::TrainOp train) {
     return train.emitError() << "training on " << devices << " devices (mesh '" << train.getMesh()
                              << "') is not implemented in this version of planc: executables run on "
                                 "one device; use a one-device mesh such as cpu1";
+  if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
+    return train.emitError() << "the static loss scale " << fixed->convertToDouble()
+                             << " does not fit in f32 (at most 3.4e38), where the step keeps it";
   if (train.getRecompute() != pl::Recompute::none)
     return train.emitError() << "recompute = " << pl::stringifyRecompute(train.getRecompute())
                              << " is not implemented by the code generator in this version of planc";
@@ -284,8 +287,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       func::ReturnOp::create(b, loc);
     }
     // planc_update(P, G, M, V, step, stats): AdamW in place; stats[0..1] = grad norm, lr;
-    // with fp16, stats[2..3] (loss scale, good steps) are read and updated and stats[4]
-    // is 1 when the step was skipped.
+    // with fp16, stats[2], [3] and [5] (loss scale, good steps, applied updates) are read
+    // and updated, and stats[4] is 1 when the step was skipped.
     {
       OpBuilder::InsertionGuard g(b);
       auto f = entry("planc_update", {flatTy, flatTy, flatTy, flatTy, b.getI64Type(), statsTy});
@@ -304,13 +307,14 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         for (const Param &span : spans)
           args.push_back(buf.readFlat(span));
       if (scaled)
-        for (int64_t i : {2, 3})
+        for (int64_t i : {2, 3, 5})
           args.push_back(memref::LoadOp::create(b, loc, e.getArgument(5), ValueRange{at(i)}));
       SmallVector<Value> outs = inlineBody(b, update, args);
       size_t n = spans.size();
+      static const int64_t slots[] = {2, 3, 4, 5};  // scale, good steps, skipped, applied
       if (scaled)
-        for (int64_t i : {0, 1, 2})
-          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], e.getArgument(5), ValueRange{at(2 + i)});
+        for (auto [i, slot] : llvm::enumerate(slots))
+          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], e.getArgument(5), ValueRange{at(slot)});
       int written[] = {0, 2, 3};  // P, M, V
       for (int k = 0; k < 3; ++k)
         for (size_t i = 0; i < n; ++i)

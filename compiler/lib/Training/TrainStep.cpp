@@ -121,9 +121,9 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   for (int k = 0; k < 3; ++k)
     for (int g : groups)
       outs.push_back(spanType(g));
-  if (scaled) {  // loss scale and good-step count in; their next values and "skipped" out
-    ins.append({b.getF32Type(), b.getF32Type()});
-    outs.append({b.getF32Type(), b.getF32Type(), b.getF32Type()});
+  if (scaled) {  // loss scale, good steps and applied steps in; their next values and "skipped" out
+    ins.append({b.getF32Type(), b.getF32Type(), b.getF32Type()});
+    outs.append({b.getF32Type(), b.getF32Type(), b.getF32Type(), b.getF32Type()});
   }
   auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(ins, outs));
   fn.setPrivate();
@@ -146,10 +146,11 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   Value norm = math::SqrtOp::create(b, loc, sumsq);
   // Loss scaling (fp16): the gradients come scaled; unscale the norm, and skip the
   // step when it is not finite (an overflow somewhere in the backward pass).
-  Value lossScale, good, finite, inv;
+  Value lossScale, good, applied, finite, inv;
   if (scaled) {
     lossScale = body->getArgument(1 + 4 * n);
     good = body->getArgument(2 + 4 * n);
+    applied = body->getArgument(3 + 4 * n);
     inv = arith::DivFOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0)), lossScale);
     norm = arith::MulFOp::create(b, loc, norm, inv);
     finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, norm,
@@ -168,9 +169,17 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
     scale = arith::MulFOp::create(b, loc, scale, inv);
   Value step = body->getArgument(0);
   Value lr = learningRate(b, loc, train, step);
-  // Bias corrections of 1-based step t.
-  Value t = arith::SIToFPOp::create(b, loc, b.getF64Type(),
-                                    arith::AddIOp::create(b, loc, step, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1))));
+  // Bias corrections of 1-based step t: the step's index, or with loss scaling the
+  // number of updates applied so far (a skipped step does not count, as with GradScaler,
+  // which skips optimizer.step()); the schedule stays on the step's index.
+  Value t;
+  if (scaled) {
+    Value next = arith::AddFOp::create(b, loc, applied, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1)));
+    t = arith::ExtFOp::create(b, loc, b.getF64Type(), next);
+  } else {
+    Value next = arith::AddIOp::create(b, loc, step, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
+    t = arith::SIToFPOp::create(b, loc, b.getF64Type(), next);
+  }
   double beta1 = train.getBeta1().convertToDouble(), beta2 = train.getBeta2().convertToDouble();
   Value bc1 = arith::SubFOp::create(b, loc, f64(b, loc, 1.0), math::PowFOp::create(b, loc, f64(b, loc, beta1), t));
   Value bc2 = arith::SubFOp::create(b, loc, f64(b, loc, 1.0), math::PowFOp::create(b, loc, f64(b, loc, beta2), t));
@@ -203,7 +212,8 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
       nextScale = arith::SelectOp::create(b, loc, finite, grown, arith::MulFOp::create(b, loc, lossScale, c(0.5)));
       nextGood = arith::SelectOp::create(b, loc, finite, arith::SelectOp::create(b, loc, grow, zero, good1), zero);
     }
-    results.append({nextScale, nextGood, arith::SelectOp::create(b, loc, finite, zero, one)});
+    Value nextApplied = arith::SelectOp::create(b, loc, finite, arith::AddFOp::create(b, loc, applied, one), applied);
+    results.append({nextScale, nextGood, arith::SelectOp::create(b, loc, finite, zero, one), nextApplied});
   }
   func::ReturnOp::create(b, loc, results);
   return fn;
