@@ -33,6 +33,13 @@ planrt_status planrt_log_open(const char *path, planrt_log **out) {
   return PLANRT_OK;
 }
 
+/// Flushes the line just written: every line is on disk before the next step.
+static planrt_status flushLine(planrt_log *log) {
+  if (std::fflush(log->file) != 0 || std::ferror(log->file))
+    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
+  return PLANRT_OK;
+}
+
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double gradNorm,
                               double tokensPerS, const uint64_t comm[4]) {
   if (!log)
@@ -49,9 +56,7 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}}\n",
                (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
                (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
-  if (std::fflush(f) != 0 || std::ferror(f))
-    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
-  return PLANRT_OK;
+  return flushLine(log);
 }
 
 planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
@@ -61,9 +66,7 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
   std::fprintf(f, "{\"step\": %llu, \"val_loss\": ", (unsigned long long)step);
   number(f, valLoss);
   std::fputs("}\n", f);
-  if (std::fflush(f) != 0 || std::ferror(f))
-    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
-  return PLANRT_OK;
+  return flushLine(log);
 }
 
 planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped) {
@@ -73,9 +76,7 @@ planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale
   std::fprintf(f, "{\"step\": %llu, \"loss_scale\": ", (unsigned long long)step);
   number(f, scale);
   std::fprintf(f, ", \"skipped\": %s}\n", skipped ? "true" : "false");
-  if (std::fflush(f) != 0 || std::ferror(f))
-    return planrt::fail(PLANRT_ERR_IO, "%s: cannot write the log: %s", log->path.c_str(), std::strerror(errno));
-  return PLANRT_OK;
+  return flushLine(log);
 }
 
 void planrt_log_close(planrt_log *log) {

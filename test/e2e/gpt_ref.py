@@ -530,23 +530,8 @@ def logits_cmd(args):
 
 # ---------------------------------------------------------------------------- command line
 
-def add_model_args(p):
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--context", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--width", type=int, default=64)
-    p.add_argument("--double", action="store_true", help="compute in float64 (a tighter reference)")
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-
-    t = sub.add_parser("train", help="train from an initial state and log losses")
-    add_model_args(t)
-    t.add_argument("--init", help="initial parameters (safetensors, HF names); default: random from --seed")
-    t.add_argument("--resume", help="a checkpoint (parameters, optimizer.*, metadata step) to continue from")
+def add_train_args(t):
+    """The data, batch, schedule and optimizer flags of `train` (llama_ref.py's too)."""
     t.add_argument("--data", action="append", required=True, help="token file or glob; repeatable")
     t.add_argument("--batch", type=int, required=True)
     t.add_argument("--micro", type=int, required=True)
@@ -568,6 +553,26 @@ def main(argv=None):
     t.add_argument("--final-out", help="parameters after the last step, safetensors")
     t.add_argument("--ckpt-out", help="a checkpoint after the last step: parameters + optimizer.* + metadata step")
     t.add_argument("--quiet", action="store_true")
+
+
+def add_model_args(p):
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--context", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--double", action="store_true", help="compute in float64 (a tighter reference)")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("train", help="train from an initial state and log losses")
+    add_model_args(t)
+    t.add_argument("--init", help="initial parameters (safetensors, HF names); default: random from --seed")
+    t.add_argument("--resume", help="a checkpoint (parameters, optimizer.*, metadata step) to continue from")
+    add_train_args(t)
 
     for name in ("eval", "logits"):
         e = sub.add_parser(name, help="loss over data windows of a checkpoint" if name == "eval"
