@@ -9,6 +9,7 @@ packages=(
   antlr4 libantlr4-runtime-dev default-jre-headless               # grammar → C++ at build time
   libgtest-dev                                                    # unit tests
   nlohmann-json3-dev                                              # safetensors headers in the runtime
+  libssl-dev                                                      # sha256 of checkpoint shards
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
   libmpich-dev mpich                                              # processes and CPU collectives
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)

@@ -46,7 +46,8 @@ std::string plan::stageNames() {
 }
 
 bool plan::stageImplemented(Stage s) {
-  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::LLVM;
+  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::Sched ||
+         s == Stage::LLVM;
 }
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
@@ -59,6 +60,11 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     pm.addPass(createConvertPlanToNN());
   if (stage >= Stage::Grad)
     pm.addPass(createPlanTrainStep());
+  if (stage >= Stage::Sched) {
+    pm.addPass(createPlanTrainABI());
+    pm.addPass(createPlanSchedule());
+    pm.addPass(createSchedCheckDeadlock());
+  }
   if (stage >= Stage::LLVM)
     cpu::buildLoweringPipeline(pm);
 }
@@ -67,7 +73,7 @@ void plan::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
   cpu::registerTarget(registry);
-  registry.insert<mlir::shard::ShardDialect>();
+  registry.insert<mlir::shard::ShardDialect, sched::SchedDialect>();
   nn::registerShardingModels(registry);
 }
 

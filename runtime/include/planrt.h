@@ -107,8 +107,26 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
 planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count);
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count);
+/* This rank's index among the ranks that differ only along the axes in `mask`. */
+int64_t planrt_mesh_group_rank(const planrt_mesh *mesh, unsigned mask);
+int64_t planrt_mesh_group_size(const planrt_mesh *mesh, unsigned mask);
+/* A barrier that also agrees on a flag: *flag becomes the maximum over all ranks.
+ * Control traffic, not counted in planrt_comm_bytes. A null mesh is one rank. */
+planrt_status planrt_mesh_agree(planrt_mesh *mesh, float *flag);
+/* "rank 0 = pid P on HOST, rank 1 = …": which process is which rank, for the
+ * launcher's messages (which name a dead process by its pid). */
+void planrt_mesh_describe(const planrt_mesh *mesh, char *buf, size_t size);
+/* The first peer rank on this host whose process is gone (described into buf), or -1.
+ * Peers on other hosts are not checked: a collective's timeout catches them. */
+int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size);
+/* The first peer rank on this host whose process is stopped (SIGSTOP, a debugger), or -1. */
+int planrt_mesh_stopped_peer(const planrt_mesh *mesh, char *buf, size_t size);
+/* Aborts every rank of the job (after a failure on this one that its peers cannot see). */
+void planrt_mesh_abort(planrt_mesh *mesh, int code);
 /* Bytes this rank has sent with `kind` over the group `mask`, under the ring model. */
 uint64_t planrt_comm_bytes(const planrt_mesh *mesh, planrt_collective kind, unsigned mask);
+/* Bytes this rank has sent with `kind` over every group. */
+uint64_t planrt_comm_bytes_total(const planrt_mesh *mesh, planrt_collective kind);
 /* Finalises MPI if planrt_mesh_init initialised it. */
 void planrt_mesh_finalize(planrt_mesh *mesh);
 
@@ -134,36 +152,72 @@ planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const p
 planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step);
 
 
-/* ---- Training executables. planc emits three functions for a `train` plan (bare
- * pointers, static shapes: tokens and targets are [micro, seq] int32, the flat
- * parameter, gradient and Adam moment buffers hold `num_floats` floats in the
- * order and at the offsets of the manifest), the manifest (JSON, see
- * docs/EXECUTABLES.md) and a `main` that calls planrt_train_main. */
-/* The step state, 8 floats the driver keeps from step to step (and in checkpoints):
+/* ---- Training executables. planc emits, for a `train` plan, entry points on
+ * flat f32 buffers (bare pointers, static shapes: tokens and targets are [micro,
+ * seq] int32; parameters, gradients and Adam moments lie in the order and at the
+ * offsets of the manifest's parameter table), the step program `planc_step` (the
+ * `sched` dialect lowered to calls of the planrt_sched_* functions below), the
+ * manifest (JSON, see docs/EXECUTABLES.md) and a `main` that calls
+ * planrt_train_main. */
+/* The step state, 8 floats (the sched buffer "state", kept in checkpoints):
  * [0] gradient norm before clipping, [1] learning rate (written by update), [2] the
  * fp16 loss scale and [3] the steps since it last changed (read by grad and update,
  * updated by update), [4] 1 when update skipped the step (fp16 overflow), else 0,
  * [5] the updates applied so far with fp16 (Adam's step count, which skipped steps do
- * not advance). */
-/* G += dloss/dP / accumulation (times state[2] with fp16 loss scaling);
- * *loss += loss / accumulation. */
+ * not advance), [6] the global sum of squared gradients (read by update), [7] the
+ * step's loss (grad adds each micro-batch's loss / accumulation). */
+/* G += dloss/dP / (accumulation × data-parallel ranks) (times state[2] with fp16
+ * loss scaling); *loss += loss / accumulation. */
 typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens,
                                const int32_t *targets, float *loss, const float *state);
-/* The optimizer step `step` (0-based) from G, in place on P, M, V; `stats` is the
- * step state above. */
-typedef void (*planrt_update_fn)(float *params, float *grads, float *m, float *v, int64_t step,
-                                 float *stats);
+/* state[6] = the sum of squares of this rank's gradient pieces g0 (group 0, the
+ * decayed matrices) and g1 (group 1). */
+typedef void (*planrt_sumsq_fn)(float *g0, float *g1, float *state);
+/* The optimizer step `step` (0-based) on this rank's pieces of each optimizer group,
+ * in place: clipping by the global norm sqrt(state[6]), the schedule, AdamW. */
+typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0,
+                                 float *v1, int64_t step, float *state);
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
                                float *loss);
+
+/* The step context that planc_step's calls act on (buffers, mesh, data). A call
+ * after a failed one does nothing; the driver reports the first failure. */
+typedef struct planrt_step_ctx planrt_step_ctx;
+typedef void (*planrt_step_fn)(planrt_step_ctx *ctx, int64_t step);
+typedef void (*planrt_program_fn)(planrt_step_ctx *ctx);
+/* The sched ops (docs/LOWERING.md): buffers are ids in the manifest's buffer table,
+ * ranges are in floats, masks select mesh axes (bit i = axis i). */
+void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value);
+void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf);
+void planrt_sched_free(planrt_step_ctx *ctx, int32_t buf);
+void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_t params, int32_t grads,
+                       int32_t state);
+void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state);
+void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,
+                         int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
+                         int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state);
+/* reduce: 0 sum, 1 max, 2 mean. */
+void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, int64_t offset, int64_t count,
+                             int32_t reduce);
+void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
+                             int32_t dst, int64_t dst_offset);
+void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
+                                 int32_t dst, int64_t dst_offset, int32_t accumulate);
+void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
+void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
+/* This rank's coordinate on mesh axis `axis` (0 on one device). */
+int64_t planrt_sched_coord(planrt_step_ctx *ctx, int32_t axis);
+
 /* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
  * not finite), flushed; `step` is the 0-based step after which it was measured. */
 planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
 /* Parses the command line and the manifest, then trains (docs/EXECUTABLES.md);
  * returns the process exit status: 0 done, 1 an error (named on stderr), 2 a bad
  * command line. */
-int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
-                      planrt_update_fn update, planrt_eval_fn eval);
+int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad, planrt_sumsq_fn sumsq,
+                      planrt_update_fn update, planrt_eval_fn eval, planrt_step_fn step, planrt_program_fn gather,
+                      planrt_program_fn release);
 
 #ifdef __cplusplus
 }

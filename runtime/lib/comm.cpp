@@ -4,7 +4,12 @@
 
 #include <mpi.h>
 
+#include <cerrno>
 #include <climits>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <map>
 #include <memory>
 #include <vector>
@@ -61,6 +66,72 @@ struct planrt_mesh {
 };
 
 namespace {
+
+// ---- Naming a dead peer. Every rank knows every rank's pid and host; when this
+// process is stopped by a signal (the launcher cleaning up after a peer died, or the
+// transport aborting on a vanished peer) it names the peers on its host that are gone.
+constexpr int kMaxRanks = 4096;
+pid_t gPids[kMaxRanks];
+char gHosts[kMaxRanks][64];
+int gWorld = 0, gRank = -1;
+
+/// The state letter of a process in /proc (R, S, T stopped, Z zombie…), 'X' if gone.
+char processState(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return 'X';
+  char path[64], buf[256];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  int fd = ::open(path, O_RDONLY);
+  if (fd < 0)
+    return 'X';
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0)
+    return 'X';
+  buf[n] = 0;
+  const char *close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' ? close[2] : '?';
+}
+
+/// A process that no longer exists, or a zombie.
+bool gone(pid_t pid) {
+  char s = processState(pid);
+  return s == 'X' || s == 'Z';
+}
+
+void say(const char *text) { (void)!::write(STDERR_FILENO, text, std::strlen(text)); }
+
+void onFatalSignal(int sig) {
+  char line[256];
+  std::snprintf(line, sizeof line, "planrt: error: rank %d: stopped by signal %d (%s)", gRank, sig, strsignal(sig));
+  say(line);
+  bool any = false;
+  for (int r = 0; r < gWorld; ++r)
+    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gone(gPids[r])) {
+      std::snprintf(line, sizeof line, "%s rank %d (pid %d on %s) has died", any ? "," : ";", r, int(gPids[r]),
+                    gHosts[r]);
+      say(line);
+      any = true;
+    }
+  say(any ? "\n" : "; a peer rank died or the job was cancelled\n");
+  std::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void rollCall(int rank, int world) {
+  if (world > kMaxRanks)
+    return;
+  gRank = rank;
+  gWorld = world;
+  pid_t me = ::getpid();
+  char host[64] = {0};
+  ::gethostname(host, sizeof host - 1);
+  MPI_Allgather(&me, sizeof(pid_t), MPI_BYTE, gPids, sizeof(pid_t), MPI_BYTE, MPI_COMM_WORLD);
+  MPI_Allgather(host, 64, MPI_CHAR, gHosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGTERM, SIGINT})
+    std::signal(sig, onFatalSignal);
+}
+
 bool validMask(const planrt_mesh *m, unsigned mask) {
   return m && mask && (mask >> m->sizes.size()) == 0;
 }
@@ -98,6 +169,7 @@ planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, in
       MPI_Finalize();
     return s;
   }
+  rollCall(m->rank, m->world);
   // Row-major: the last axis varies fastest.
   m->coords.assign(size_t(axes), 0);
   int64_t r = m->rank;
@@ -135,7 +207,9 @@ planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *s
   if (!validMask(mesh, mask) || (count && (!send || !recv)) || !validCount(count, mesh->groupSize(mask)))
     return fail(PLANRT_ERR_ARG, "planrt_all_gather: bad argument");
   mesh->count(PLANRT_ALL_GATHER, mask, uint64_t(count) * 4 * uint64_t(mesh->groupSize(mask)));
-  return mesh->check(MPI_Allgather(send, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, mesh->comm(mask)),
+  // A send buffer that is this rank's block of recv is gathered in place.
+  const void *from = send == recv + planrt_mesh_group_rank(mesh, mask) * count ? MPI_IN_PLACE : send;
+  return mesh->check(MPI_Allgather(from, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, mesh->comm(mask)),
                      "all_gather");
 }
 
@@ -161,6 +235,75 @@ planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf,
     return fail(PLANRT_ERR_ARG, "planrt_recv: bad argument");
   return mesh->check(MPI_Recv(buf, int(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "recv");
+}
+
+int64_t planrt_mesh_group_rank(const planrt_mesh *mesh, unsigned mask) {
+  if (!mesh)
+    return 0;
+  int64_t key = 0;
+  for (size_t a = 0; a < mesh->sizes.size(); ++a)
+    if (mask & (1u << a))
+      key = key * mesh->sizes[a] + mesh->coords[a];
+  return key;
+}
+
+int64_t planrt_mesh_group_size(const planrt_mesh *mesh, unsigned mask) { return mesh ? mesh->groupSize(mask) : 1; }
+
+planrt_status planrt_mesh_agree(planrt_mesh *mesh, float *flag) {
+  if (!mesh)
+    return PLANRT_OK;
+  return mesh->check(MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), "barrier");
+}
+
+void planrt_mesh_abort(planrt_mesh *mesh, int code) {
+  (void)mesh;
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void planrt_mesh_describe(const planrt_mesh *mesh, char *buf, size_t size) {
+  if (!buf || !size)
+    return;
+  buf[0] = 0;
+  size_t at = 0;
+  for (int r = 0; mesh && r < gWorld && at + 1 < size; ++r) {
+    int n = std::snprintf(buf + at, size - at, "%srank %d = pid %d on %s", r ? ", " : "", r, int(gPids[r]), gHosts[r]);
+    if (n < 0)
+      break;
+    at += size_t(n);
+  }
+}
+
+int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size) {
+  if (!mesh || gRank < 0)
+    return -1;
+  for (int r = 0; r < gWorld; ++r)
+    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gone(gPids[r])) {
+      if (buf && size)
+        std::snprintf(buf, size, "rank %d (pid %d on %s) has died", r, int(gPids[r]), gHosts[r]);
+      return r;
+    }
+  return -1;
+}
+
+int planrt_mesh_stopped_peer(const planrt_mesh *mesh, char *buf, size_t size) {
+  if (!mesh || gRank < 0)
+    return -1;
+  for (int r = 0; r < gWorld; ++r)
+    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && processState(gPids[r]) == 'T') {
+      if (buf && size)
+        std::snprintf(buf, size, "rank %d (pid %d on %s) is stopped", r, int(gPids[r]), gHosts[r]);
+      return r;
+    }
+  return -1;
+}
+
+uint64_t planrt_comm_bytes_total(const planrt_mesh *mesh, planrt_collective kind) {
+  uint64_t total = 0;
+  if (mesh)
+    for (auto &[key, bytes] : mesh->bytes)
+      if (key.first == int(kind))
+        total += bytes;
+  return total;
 }
 
 uint64_t planrt_comm_bytes(const planrt_mesh *mesh, planrt_collective kind, unsigned mask) {

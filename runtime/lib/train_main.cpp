@@ -3,6 +3,8 @@
 // directories) before the first step, initialises or loads the parameters, then
 // runs step s = data → grad × accumulation → update, with the log, evaluation,
 // checkpoints and the progress line. docs/EXECUTABLES.md is its specification.
+#include "step_context.h"
+#include "sharded.h"
 #include "status.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <limits>
+#include <map>
 #include <malloc.h>
 #include <memory>
 #include <optional>
@@ -46,10 +49,24 @@ struct Param {
   double std = 0;
 };
 
+/// A buffer of the step program's table.
+struct BufferSpec {
+  std::string name, lifetime;
+  int64_t floats = 0;
+};
+
 struct Manifest {
   std::string plan, model;
   int64_t numFloats = 0;
   std::vector<Param> params;
+  int64_t groupBegin[2] = {0, 0}, groupEnd[2] = {0, 0};
+  std::vector<std::string> axes;
+  std::vector<int64_t> sizes;
+  unsigned dataMask = 0;
+  int64_t zero = 0;
+  std::vector<BufferSpec> buffers;
+  std::string master;     ///< the buffer holding the f32 parameters the update writes
+  bool sharded = false;   ///< master and moments hold this rank's pieces only
   int64_t batch = 0, micro = 0, seq = 0, accumulation = 0, dataParallel = 0, steps = 0, vocab = 0;
   uint64_t seed = 0;
   std::vector<std::string> data, val;
@@ -194,9 +211,79 @@ planrt_status parseManifest(const char *source, Manifest &m) {
     if (m.batch != m.micro * m.accumulation * m.dataParallel)
       throw Malformed{"train.batch " + std::to_string(m.batch) + " is not micro × accumulation × data_parallel = " +
                       std::to_string(m.micro * m.accumulation * m.dataParallel)};
-    if (m.dataParallel != 1)
-      throw Malformed{"train.data_parallel is " + std::to_string(m.dataParallel) +
-                      "; this driver runs one process, so the plan must be built for data_parallel 1"};
+    m.zero = train.contains("zero") ? integer(train, "zero", "train", 0, 3) : 0;
+    const json &groups = field(root, "groups", "the manifest");
+    if (!groups.is_array() || groups.size() != 2)
+      throw Malformed{"groups is not an array of two [begin, end] spans"};
+    for (int g = 0; g < 2; ++g) {
+      std::string where = "groups[" + std::to_string(g) + "]";
+      if (!groups[g].is_array() || groups[g].size() != 2 || !groups[g][0].is_number_integer() ||
+          !groups[g][1].is_number_integer())
+        throw Malformed{where + " is not a [begin, end] span"};
+      m.groupBegin[g] = groups[g][0].get<int64_t>();
+      m.groupEnd[g] = groups[g][1].get<int64_t>();
+      if (m.groupBegin[g] < 0 || m.groupEnd[g] < m.groupBegin[g] || m.groupEnd[g] > m.numFloats ||
+          (m.groupEnd[g] - m.groupBegin[g]) % m.dataParallel != 0)
+        throw Malformed{where + " is not a span of num_floats that splits into data_parallel pieces"};
+    }
+    const json &mesh = field(root, "mesh", "the manifest");
+    m.axes = texts(mesh, "axes", "mesh");
+    const json &sizes = field(mesh, "sizes", "mesh");
+    if (!sizes.is_array() || sizes.size() != m.axes.size() || m.axes.empty() || m.axes.size() > 16)
+      throw Malformed{"mesh.sizes does not give one size per axis"};
+    int64_t devices = 1, data = 1;
+    for (const json &n : sizes) {
+      if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 65536)
+        throw Malformed{"mesh.sizes holds " + n.dump() + ", not an axis size"};
+      m.sizes.push_back(n.get<int64_t>());
+      devices *= m.sizes.back();
+    }
+    for (const std::string &a : texts(mesh, "data", "mesh")) {
+      auto it = std::find(m.axes.begin(), m.axes.end(), a);
+      if (it == m.axes.end())
+        throw Malformed{"mesh.data names '" + a + "', which is not an axis"};
+      m.dataMask |= 1u << unsigned(it - m.axes.begin());
+      data *= m.sizes[size_t(it - m.axes.begin())];
+    }
+    if (data != m.dataParallel || devices != m.dataParallel)
+      throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " is not the mesh's " +
+                      std::to_string(devices) + " devices over its data axes"};
+    const json &schedule = field(root, "schedule", "the manifest");
+    const json &buffers = field(schedule, "buffers", "schedule");
+    if (!buffers.is_array() || buffers.empty())
+      throw Malformed{"schedule.buffers is not a non-empty array"};
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      std::string where = "schedule.buffers[" + std::to_string(i) + "]";
+      BufferSpec b{text(buffers[i], "name", where), text(buffers[i], "lifetime", where),
+                   integer(buffers[i], "floats", where, 0, kMaxFloats)};
+      if (b.lifetime != "persistent" && b.lifetime != "step" && b.lifetime != "transient")
+        throw Malformed{where + ".lifetime is '" + b.lifetime + "'"};
+      m.buffers.push_back(b);
+    }
+    m.master = text(schedule, "master", "schedule");
+    const json &sharded = field(schedule, "sharded", "schedule");
+    if (!sharded.is_boolean())
+      throw Malformed{"schedule.sharded is " + sharded.dump() + ", not true or false"};
+    m.sharded = sharded.get<bool>();
+    auto floatsOf = [&](const std::string &name) -> int64_t {
+      for (const BufferSpec &b : m.buffers)
+        if (b.name == name)
+          return b.floats;
+      throw Malformed{"schedule.buffers lacks '" + name + "'"};
+    };
+    if (m.groupEnd[0] > m.groupBegin[1])
+      throw Malformed{"groups[0] and groups[1] overlap or are out of order"};
+    if (m.sharded && m.dataParallel < 2)
+      throw Malformed{"schedule.sharded needs more than one data-parallel rank"};
+    for (const char *name : {"exp_avg", "exp_avg_sq", "state"})
+      for (const BufferSpec &b : m.buffers)
+        if ((b.name == name || b.name == m.master) && b.lifetime != "persistent")
+          throw Malformed{"schedule buffer '" + b.name + "' must be persistent"};
+    int64_t piece = m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel
+                              : m.numFloats;
+    if (floatsOf("params") != m.numFloats || floatsOf("grads") != m.numFloats || floatsOf("state") != 8 ||
+        floatsOf(m.master) != piece || floatsOf("exp_avg") != piece || floatsOf("exp_avg_sq") != piece)
+      throw Malformed{"schedule.buffers do not have the sizes of the flat layout"};
     m.data = texts(train, "data", "train");
     m.val = train.contains("val") ? texts(train, "val", "train") : std::vector<std::string>{};
     m.evalEvery = train.contains("eval_every") ? integer(train, "eval_every", "train", 0, kMaxSteps) : 0;
@@ -229,7 +316,8 @@ planrt_status parseManifest(const char *source, Manifest &m) {
 
 struct Options {
   std::optional<int64_t> steps, checkpointEvery;
-  std::string log, init, saveInit, resume, checkpointDir, saveGrads;
+  std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile;
+  double commTimeout = 300;
   std::vector<std::string> data, val;
   bool quiet = false, help = false;
 };
@@ -249,13 +337,20 @@ const char kUsage[] =
     "  --checkpoint-dir DIR   write checkpoints to DIR (replaces the plan's)\n"
     "  --checkpoint-every N   a checkpoint every N steps (replaces the plan's; 0: none)\n"
     "  --save-grads FILE      write the accumulated gradient of the first step to FILE\n"
+    "  --export FILE          at the end, write one consolidated checkpoint (parameters\n"
+    "                         and optimizer state, Hugging Face names) to FILE\n"
+    "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
+    "                         it (default 300)\n"
     "  --quiet                no progress or evaluation lines; errors and the final\n"
     "                         line only\n"
     "  --help                 this text\n"
     "\n"
     "Exit status: 0 done, 1 an error (named on stderr), 2 a bad command line.\n";
 
-enum class Arg { Steps, Data, Val, Log, Init, SaveInit, Resume, CheckpointDir, CheckpointEvery, SaveGrads, Quiet, Help };
+enum class Arg {
+  Steps, Data, Val, Log, Init, SaveInit, Resume, CheckpointDir, CheckpointEvery, SaveGrads, Export, CommTimeout, Quiet,
+  Help
+};
 
 struct Flag {
   const char *name;
@@ -272,6 +367,8 @@ const Flag kFlags[] = {{"--steps", Arg::Steps, true},
                        {"--checkpoint-dir", Arg::CheckpointDir, true},
                        {"--checkpoint-every", Arg::CheckpointEvery, true},
                        {"--save-grads", Arg::SaveGrads, true},
+                       {"--export", Arg::Export, true},
+                       {"--comm-timeout", Arg::CommTimeout, true},
                        {"--quiet", Arg::Quiet, false},
                        {"--help", Arg::Help, false},
                        {"-h", Arg::Help, false}};
@@ -337,6 +434,14 @@ int parseOptions(int argc, char **argv, Options &o) {
     case Arg::Resume: o.resume = value; break;
     case Arg::CheckpointDir: o.checkpointDir = value; break;
     case Arg::SaveGrads: o.saveGrads = value; break;
+    case Arg::Export: o.exportFile = value; break;
+    case Arg::CommTimeout: {
+      std::optional<int64_t> n = count(value);
+      if (!n || *n < 1)
+        return usageError("bad value '" + value + "' for " + name + ": expected whole seconds ≥ 1");
+      o.commTimeout = double(*n);
+      break;
+    }
     case Arg::Quiet: o.quiet = true; break;
     case Arg::Help: o.help = true; break;
     }
@@ -382,20 +487,6 @@ std::string parentOf(const std::string &file) {
   return slash == 0 ? "/" : file.substr(0, slash);
 }
 
-struct FreeDeleter {
-  void operator()(float *p) const { std::free(p); }
-};
-using Floats = std::unique_ptr<float[], FreeDeleter>;
-
-/// n floats, zeroed, 64-byte aligned.
-Floats allocate(int64_t n) {
-  size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
-  auto *p = static_cast<float *>(std::aligned_alloc(64, bytes));
-  if (p)
-    std::memset(p, 0, bytes);
-  return Floats(p);
-}
-
 // ---- Terminal output.
 
 std::string rate(double tokensPerS) {
@@ -429,7 +520,9 @@ std::string duration(double seconds) {
 /// `every` steps (and at the last) otherwise.
 class Progress {
 public:
-  Progress(bool quiet, int64_t end) : quiet(quiet), tty(::isatty(STDERR_FILENO)), end(end) {
+  /// `silent`: another rank reports (only errors are printed).
+  Progress(bool quiet, int64_t end, bool silent = false)
+      : quiet(quiet || silent), silent(silent), tty(::isatty(STDERR_FILENO)), end(end) {
     every = std::max<int64_t>(1, end / 20);
   }
 
@@ -460,7 +553,7 @@ public:
   /// A line that stays: on a terminal the progress line is cleared first and redrawn
   /// by the next step.
   void line(const std::string &text, bool always = false) {
-    if (quiet && !always)
+    if (silent || (quiet && !always))
       return;
     clear();
     std::fprintf(stderr, "%s\n", text.c_str());
@@ -476,7 +569,7 @@ public:
   }
 
 private:
-  bool quiet, tty;
+  bool quiet, silent, tty;
   int64_t end, every = 1;
   bool drawn = false;
   std::chrono::steady_clock::time_point lastDraw;
@@ -484,15 +577,27 @@ private:
 
 // ---- The run.
 
+/// The entry points planc generated.
+struct Entries {
+  planrt_grad_fn grad;
+  planrt_sumsq_fn sumsq;
+  planrt_update_fn update;
+  planrt_eval_fn eval;
+  planrt_step_fn step;
+  planrt_program_fn gather, release;
+};
+
 class Trainer {
 public:
-  Trainer(const Manifest &m, const Options &o, planrt_grad_fn grad, planrt_update_fn update, planrt_eval_fn eval)
-      : m(m), o(o), gradFn(grad), updateFn(update), evalFn(eval),
-        end(o.steps ? *o.steps : m.steps), progress(o.quiet, end) {
-    state[2] = float(m.lossScaleInit);
+  Trainer(const Manifest &m, const Options &o, const Entries &e, planrt_mesh *mesh)
+      : m(m), o(o), e(e), end(o.steps ? *o.steps : m.steps),
+        progress(o.quiet, end, planrt_mesh_rank(mesh) > 0) {
+    ctx.mesh = mesh;
+    rank0 = planrt_mesh_rank(mesh) <= 0;
   }
 
   ~Trainer() {
+    watchdog.reset();
     if (log)
       planrt_log_close(log);
     if (train)
@@ -502,19 +607,24 @@ public:
   }
 
   int run() {
-    if (!gradFn || !updateFn)
-      return error(fail(PLANRT_ERR_ARG, "the executable lacks its grad or update function"));
+    if (!e.grad || !e.sumsq || !e.update || !e.step || !e.gather || !e.release)
+      return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
     if (planrt_status s = prepare())
       return error(s);
+    if (ctx.mesh) {
+      // Launchers name a dead process by its pid: say which pid is which rank.
+      std::vector<char> ranks(size_t(64 * m.dataParallel + 64));
+      planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
+      if (rank0)
+        std::fprintf(stderr, "planrt: %lld ranks: %s\n", (long long)m.dataParallel, ranks.data());
+      watchdog = std::make_unique<planrt::Watchdog>(ctx, o.commTimeout);
+    }
     if (start >= end) {
       progress.line("nothing to do: the run starts at step " + std::to_string(start) + " and ends at step " +
                         std::to_string(end),
                     true);
-      return 0;
+      return finish();
     }
-    if (!o.saveInit.empty())
-      if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.get(), start, {}))
-        return error(s);
     for (int64_t s = start; s < end; ++s)
       if (planrt_status st = step(s))
         return error(st);
@@ -525,28 +635,107 @@ public:
     std::snprintf(buf, sizeof buf, "%.4f", lastLoss);
     summary += std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) +
                " tok/s";
+    if (ctx.mesh) {
+      char share[96];
+      std::snprintf(share, sizeof share, " (%lld data-parallel ranks; communication %.1f%% of step time)",
+                    (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
+      summary += share;
+    }
     if (!lastCheckpoint.empty())
       summary += " · checkpoint " + lastCheckpoint;
     progress.line(summary, true);
-    return 0;
+    return finish();
   }
 
 private:
   int error(planrt_status) {
     progress.clear();
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    std::fflush(stderr);
+    // Peers blocked in a collective with this rank would wait for ever: stop the job.
+    if (ctx.mesh)
+      planrt_mesh_abort(ctx.mesh, kExitError);
     return kExitError;
   }
 
-  int64_t tokensPerStep() const { return m.micro * m.accumulation * m.seq; }
+  int finish() {
+    if (!o.exportFile.empty())
+      if (planrt_status s = exportConsolidated(o.exportFile))
+        return error(s);
+    return 0;
+  }
+
+  int64_t tokensPerStep() const { return m.batch * m.seq; }
 
   bool checkpointing() const { return !checkpointDir.empty() && checkpointEvery > 0; }
 
-  bool evaluating() const { return val && evalFn && m.evalEvery > 0 && m.evalBatches > 0; }
+  bool evaluating() const { return val && e.eval && m.evalEvery > 0 && m.evalBatches > 0; }
+
+  // ---- Buffers and this rank's pieces.
+
+  int bufferId(const std::string &name) const {
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      if (m.buffers[i].name == name)
+        return int(i);
+    return -1;
+  }
+  float *data(int id) { return ctx.buffers[size_t(id)].data.get(); }
+  int64_t pieceFloats(int g) const { return (m.groupEnd[g] - m.groupBegin[g]) / m.dataParallel; }
+  /// Where this rank's piece of group g starts in the flat layout.
+  int64_t pieceBegin(int g) const { return m.groupBegin[g] + ctx.dataRank * pieceFloats(g); }
+  /// This rank's piece of group g in a state buffer (master, exp_avg, exp_avg_sq):
+  /// the buffer holds only the pieces when sharded, else everything.
+  float *piece(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : pieceBegin(g)); }
+
+  /// Copies full flat buffers (any of them may be null) into this rank's state.
+  void distribute(const float *P, const float *M, const float *V) {
+    const float *full[3] = {P, M, V};
+    int ids[3] = {master, expAvg, expAvgSq};
+    for (int k = 0; k < 3; ++k) {
+      if (!full[k])
+        continue;
+      if (!m.sharded) {
+        std::memcpy(data(ids[k]), full[k], size_t(m.numFloats) * sizeof(float));
+        continue;
+      }
+      for (int g = 0; g < 2; ++g)
+        std::memcpy(piece(ids[k], g), full[k] + pieceBegin(g), size_t(pieceFloats(g)) * sizeof(float));
+    }
+    // Replicas of the parameters the gradient reads start equal to the master.
+    if (P && m.sharded && data(params))
+      std::memcpy(data(params), P, size_t(m.numFloats) * sizeof(float));
+  }
+
+  /// The full flat parameter and moment buffers, gathered from every rank's pieces.
+  planrt_status gatherFull(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V) {
+    std::vector<float> *full[3] = {&P, &M, &V};
+    int ids[3] = {master, expAvg, expAvgSq};
+    for (int k = 0; k < 3; ++k) {
+      full[k]->assign(size_t(m.numFloats), 0.0f);
+      if (!m.sharded) {
+        std::memcpy(full[k]->data(), data(ids[k]), size_t(m.numFloats) * sizeof(float));
+        continue;
+      }
+      for (int g = 0; g < 2; ++g)
+        if (pieceFloats(g) > 0)
+          if (planrt_status s = planrt_all_gather(ctx.mesh, m.dataMask, piece(ids[k], g), pieceFloats(g),
+                                                  full[k]->data() + m.groupBegin[g]))
+            return s;
+    }
+    return PLANRT_OK;
+  }
 
   /// Everything that can fail before compute: data, files, directories, buffers,
   /// the initial parameters.
   planrt_status prepare() {
+    ctx.dataRank = planrt_mesh_group_rank(ctx.mesh, m.dataMask);
+    ctx.dataSize = m.dataParallel;
+    ctx.batch = m.batch;
+    ctx.micro = m.micro;
+    ctx.seq = m.seq;
+    ctx.grad = e.grad;
+    ctx.sumsq = e.sumsq;
+    ctx.update = e.update;
     // Data: open and validate every file, and draw the first sample.
     std::vector<std::string> trainFiles = o.data.empty() ? m.data : o.data;
     if (trainFiles.empty())
@@ -556,9 +745,11 @@ private:
       patterns.push_back(f.c_str());
     if (planrt_status s = planrt_data_open(patterns.data(), patterns.size(), m.seed, m.vocab, &train))
       return s;
-    tokens.resize(size_t(m.micro * m.seq));
-    targets.resize(size_t(m.micro * m.seq));
-    if (planrt_status s = planrt_data_sample(train, 0, m.seq, tokens.data(), targets.data()))
+    ctx.train = train;
+    ctx.tokens.resize(size_t(m.micro * m.seq));
+    ctx.targets.resize(size_t(m.micro * m.seq));
+    int32_t *tokens = ctx.tokens.data(), *targets = ctx.targets.data();
+    if (planrt_status s = planrt_data_sample(train, 0, m.seq, tokens, targets))
       return s;
     std::vector<std::string> valFiles = o.val.empty() ? m.val : o.val;
     if (!valFiles.empty() && m.evalEvery > 0 && m.evalBatches > 0) {
@@ -568,10 +759,11 @@ private:
       if (planrt_status s = planrt_data_open(patterns.data(), patterns.size(), m.seed, m.vocab, &val))
         return s;
       // Windows are consecutive: if the last one exists, all do.
-      uint64_t last = uint64_t(m.evalBatches * m.micro - 1);
-      if (planrt_data_window(val, last, m.seq, tokens.data(), targets.data()) != PLANRT_OK)
+      uint64_t last = uint64_t(m.evalBatches * m.micro * m.dataParallel - 1);
+      if (planrt_data_window(val, last, m.seq, tokens, targets) != PLANRT_OK)
         return fail(PLANRT_ERR_FORMAT,
-                    "%s: the validation data holds fewer than eval_batches × micro = %lld windows of %lld tokens",
+                    "%s: the validation data holds fewer than eval_batches × micro × data-parallel ranks = %lld "
+                    "windows of %lld tokens",
                     valFiles.front().c_str(), (long long)(last + 1), (long long)m.seq + 1);
     }
 
@@ -591,21 +783,36 @@ private:
     if (!o.saveInit.empty())
       if (planrt_status s = probeWritable(parentOf(o.saveInit), "directory of --save-init"))
         return s;
-    if (!o.saveGrads.empty())
+    if (!o.saveGrads.empty()) {
+      if (m.sharded)
+        return fail(PLANRT_ERR_ARG, "--save-grads needs the whole gradient, which ZeRO stage %lld shards; "
+                                    "use a ZeRO-0 (DDP) or one-device build",
+                    (long long)m.zero);
       if (planrt_status s = probeWritable(parentOf(o.saveGrads), "directory of --save-grads"))
         return s;
-    if (!o.log.empty())
+    }
+    if (!o.exportFile.empty())
+      if (planrt_status s = probeWritable(parentOf(o.exportFile), "directory of --export"))
+        return s;
+    if (!o.log.empty() && rank0)
       if (planrt_status s = planrt_log_open(o.log.c_str(), &log))
         return s;
 
-    // Buffers.
-    P = allocate(m.numFloats);
-    G = allocate(m.numFloats);
-    M = allocate(m.numFloats);
-    V = allocate(m.numFloats);
-    if (!P || !G || !M || !V)
-      return fail(PLANRT_ERR_ARG, "cannot allocate 4 × %lld floats for the parameters, gradients and moments",
-                  (long long)m.numFloats);
+    // Buffers: the step program's table, all but the transient ones now.
+    for (const BufferSpec &b : m.buffers) {
+      planrt::Buffer buf{b.name, b.lifetime, b.floats, nullptr};
+      if (b.lifetime != "transient" && !(buf.data = planrt::allocateFloats(b.floats)))
+        return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);
+      ctx.buffers.push_back(std::move(buf));
+    }
+    params = bufferId("params");
+    grads = bufferId("grads");
+    master = bufferId(m.master);
+    expAvg = bufferId("exp_avg");
+    expAvgSq = bufferId("exp_avg_sq");
+    stateId = bufferId("state");
+    state = data(stateId);
+    state[2] = float(m.lossScaleInit);
     names.clear();
     for (const Param &p : m.params) {
       names.push_back("optimizer.exp_avg." + p.name);
@@ -615,16 +822,26 @@ private:
     // Initial state.
     if (!o.resume.empty())
       return resume();
-    if (!o.init.empty())
-      return loadParams(o.init);
-    for (size_t i = 0; i < m.params.size(); ++i) {
-      const Param &p = m.params[i];
-      planrt_status s = p.init == "normal"
-                            ? planrt_init_normal(P.get() + p.offset, p.count, 0, 0.0, p.std, m.seed, uint64_t(i))
-                            : planrt_init_fill(P.get() + p.offset, p.count, p.init == "ones" ? 1.0f : 0.0f);
-      if (s)
+    std::vector<float> P(size_t(m.numFloats), 0.0f);
+    if (!o.init.empty()) {
+      if (planrt_status s = loadParams(o.init, P.data()))
         return s;
+    } else {
+      for (size_t i = 0; i < m.params.size(); ++i) {
+        const Param &p = m.params[i];
+        planrt_status s = p.init == "normal"
+                              ? planrt_init_normal(P.data() + p.offset, p.count, 0, 0.0, p.std, m.seed, uint64_t(i))
+                              : planrt_init_fill(P.data() + p.offset, p.count, p.init == "ones" ? 1.0f : 0.0f);
+        if (s)
+          return s;
+      }
     }
+    if (!o.saveInit.empty() && rank0)
+      if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}))
+        return s;
+    distribute(P.data(), nullptr, nullptr);
+    if (data(params) && !m.sharded)
+      std::memcpy(data(params), P.data(), size_t(m.numFloats) * sizeof(float));
     return PLANRT_OK;
   }
 
@@ -633,74 +850,101 @@ private:
     return planrt_st_read(st, name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(), dst);
   }
 
-  planrt_status loadParams(const std::string &file) {
+  planrt_status loadParams(const std::string &file, float *P) {
     planrt_st *st = nullptr;
     if (planrt_status s = planrt_st_open(file.c_str(), &st))
       return s;
     planrt_status s = PLANRT_OK;
     for (const Param &p : m.params)
-      if ((s = read(st, p.name, p, P.get() + p.offset)))
+      if ((s = read(st, p.name, p, P + p.offset)))
         break;
     planrt_st_close(st);
     return s;
   }
 
+  std::vector<planrt::FlatParam> flatLayout() const {
+    std::vector<planrt::FlatParam> out;
+    for (const Param &p : m.params)
+      out.push_back({p.name, p.offset, p.count});
+    return out;
+  }
+
+  /// Resumes from the newest checkpoint in --resume: a single file or a sharded
+  /// directory, written under this layout or any other data-parallel one.
   planrt_status resume() {
-    char file[4096];
+    std::string file;
     uint64_t fileStep = 0;
-    if (planrt_status s = planrt_ckpt_latest(o.resume.c_str(), file, sizeof file, &fileStep))
+    bool sharded = false;
+    if (planrt_status s = planrt::latestCheckpoint(o.resume, file, fileStep, sharded))
       return s;
-    planrt_st *st = nullptr;
-    if (planrt_status s = planrt_st_open(file, &st))
-      return s;
-    std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st, planrt_st_close);
-    const char *format = planrt_st_metadata(st, "format");
-    const char *stepText = planrt_st_metadata(st, "step");
-    if (!format || std::string(format) != "planc-ckpt-1")
-      return fail(PLANRT_ERR_FORMAT, "%s: not a planc checkpoint (metadata format '%s', expected planc-ckpt-1)", file,
-                  format ? format : "");
-    std::optional<int64_t> step = stepText ? count(stepText) : std::nullopt;
-    if (!step)
-      return fail(PLANRT_ERR_FORMAT, "%s: the metadata 'step' is '%s', not a step count", file,
-                  stepText ? stepText : "");
-    for (size_t i = 0; i < m.params.size(); ++i) {
-      const Param &p = m.params[i];
-      if (planrt_status s = read(st, p.name, p, P.get() + p.offset))
+    std::vector<float> P(size_t(m.numFloats), 0.0f), M(P), V(P);
+    std::map<std::string, std::string> meta;
+    if (sharded) {
+      if (planrt_status s = planrt::shardedLoad(file, flatLayout(), P.data(), M.data(), V.data(), meta))
         return s;
-      if (planrt_status s = read(st, names[2 * i], p, M.get() + p.offset))
+    } else {
+      planrt_st *st = nullptr;
+      if (planrt_status s = planrt_st_open(file.c_str(), &st))
         return s;
-      if (planrt_status s = read(st, names[2 * i + 1], p, V.get() + p.offset))
-        return s;
+      std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st, planrt_st_close);
+      for (const char *key : {"format", "step", "plan", "model", "loss_scale", "loss_scale_good_steps",
+                              "optimizer_steps"})
+        if (const char *v = planrt_st_metadata(st, key))
+          meta[key] = v;
+      if (meta["format"] != "planc-ckpt-1")
+        return fail(PLANRT_ERR_FORMAT, "%s: not a planc checkpoint (metadata format '%s', expected planc-ckpt-1)",
+                    file.c_str(), meta["format"].c_str());
+      for (size_t i = 0; i < m.params.size(); ++i) {
+        const Param &p = m.params[i];
+        if (planrt_status s = read(st, p.name, p, P.data() + p.offset))
+          return s;
+        if (planrt_status s = read(st, names[2 * i], p, M.data() + p.offset))
+          return s;
+        if (planrt_status s = read(st, names[2 * i + 1], p, V.data() + p.offset))
+          return s;
+      }
     }
+    std::optional<int64_t> step = meta.count("step") ? count(meta["step"]) : std::nullopt;
+    if (!step)
+      return fail(PLANRT_ERR_FORMAT, "%s: the metadata 'step' is '%s', not a step count", file.c_str(),
+                  meta["step"].c_str());
     for (const char *key : {"plan", "model"}) {
-      const char *was = planrt_st_metadata(st, key);
       const std::string &now = std::string(key) == "plan" ? m.plan : m.model;
-      if (was && now != was)
-        progress.line(std::string("planrt: warning: ") + file + " was written by " + key + " '" + was +
+      if (meta.count(key) && now != meta[key])
+        progress.line(std::string("planrt: warning: ") + file + " was written by " + key + " '" + meta[key] +
                           "'; this is " + key + " '" + now + "'",
                       true);
     }
     if (scaling()) {
-      const char *scale = planrt_st_metadata(st, "loss_scale"), *good = planrt_st_metadata(st, "loss_scale_good_steps"),
-                 *applied = planrt_st_metadata(st, "optimizer_steps");
-      if (!scale || !good || !applied)
-        return fail(PLANRT_ERR_FORMAT, "%s: no loss_scale metadata, which an fp16 plan resumes from", file);
-      state[2] = std::strtof(scale, nullptr);
-      state[3] = std::strtof(good, nullptr);
-      state[5] = std::strtof(applied, nullptr);
+      if (!meta.count("loss_scale") || !meta.count("loss_scale_good_steps") || !meta.count("optimizer_steps"))
+        return fail(PLANRT_ERR_FORMAT, "%s: no loss_scale metadata, which an fp16 plan resumes from", file.c_str());
+      state[2] = std::strtof(meta["loss_scale"].c_str(), nullptr);
+      state[3] = std::strtof(meta["loss_scale_good_steps"].c_str(), nullptr);
+      state[5] = std::strtof(meta["optimizer_steps"].c_str(), nullptr);
       if (!(state[2] > 0) || !std::isfinite(state[2]) || !(state[3] >= 0) || !(state[5] >= 0))
         return fail(PLANRT_ERR_FORMAT, "%s: the metadata loss_scale '%s' / loss_scale_good_steps '%s' are not valid",
-                    file, scale, good);
+                    file.c_str(), meta["loss_scale"].c_str(), meta["loss_scale_good_steps"].c_str());
     }
+    distribute(P.data(), M.data(), V.data());
+    if (data(params) && !m.sharded)
+      std::memcpy(data(params), P.data(), size_t(m.numFloats) * sizeof(float));
     start = *step;
-    progress.line("resuming from " + std::string(file) + " at step " + std::to_string(start));
+    progress.line("resuming from " + file + " at step " + std::to_string(start));
     return PLANRT_OK;
   }
 
   /// The metadata every file the driver writes carries.
   std::vector<std::string> metadata(const char *format, int64_t step) const {
-    return {"format", format, "step", std::to_string(step), "plan", m.plan, "model", m.model, "seed",
-            std::to_string(m.seed)};
+    std::vector<std::string> meta{"format", format, "step", std::to_string(step), "plan", m.plan, "model", m.model,
+                                  "seed", std::to_string(m.seed)};
+    if (scaling()) {
+      char scale[32], good[32], applied[32];
+      std::snprintf(scale, sizeof scale, "%.9g", double(state[2]));
+      std::snprintf(good, sizeof good, "%.9g", double(state[3]));
+      std::snprintf(applied, sizeof applied, "%.9g", double(state[5]));
+      meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good, "optimizer_steps", applied});
+    }
+    return meta;
   }
 
   static std::vector<const char *> pointers(const std::vector<std::string> &v) {
@@ -722,57 +966,104 @@ private:
     return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
   }
 
-  planrt_status checkpoint(int64_t s) {
-    // Never save a non-finite state, whatever the checks of the loss and norm missed.
-    for (size_t i = 0; i < m.params.size(); ++i) {
-      const Param &p = m.params[i];
-      if (planrt_status st = planrt_check_finite(P.get() + p.offset, p.count, uint64_t(s),
-                                                 ("parameter '" + p.name + "'").c_str()))
-        return st;
-      if (planrt_status st = planrt_check_finite(M.get() + p.offset, p.count, uint64_t(s), names[2 * i].c_str()))
-        return st;
-      if (planrt_status st = planrt_check_finite(V.get() + p.offset, p.count, uint64_t(s), names[2 * i + 1].c_str()))
-        return st;
-    }
+  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state).
+  std::vector<planrt_tensor> consolidated(const float *P, const float *M, const float *V) const {
     std::vector<planrt_tensor> tensors;
     for (size_t i = 0; i < m.params.size(); ++i) {
       const Param &p = m.params[i];
       int rank = int(p.shape.size());
-      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.shape.data(), P.get() + p.offset});
-      tensors.push_back({names[2 * i].c_str(), PLANRT_F32, rank, p.shape.data(), M.get() + p.offset});
-      tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.shape.data(), V.get() + p.offset});
+      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.shape.data(), P + p.offset});
+      tensors.push_back({names[2 * i].c_str(), PLANRT_F32, rank, p.shape.data(), M + p.offset});
+      tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.shape.data(), V + p.offset});
     }
-    std::vector<std::string> meta = metadata("planc-ckpt-1", s + 1);
-    if (scaling()) {
-      char scale[32], good[32];
-      std::snprintf(scale, sizeof scale, "%.9g", double(state[2]));
-      std::snprintf(good, sizeof good, "%.9g", double(state[3]));
-      char applied[32];
-      std::snprintf(applied, sizeof applied, "%.9g", double(state[5]));
-      meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good, "optimizer_steps", applied});
-    }
-    std::vector<const char *> mp = pointers(meta);
-    if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
-                                            tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
-      return st;
-    char name[64];
-    std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
-    lastCheckpoint = checkpointDir + name;
+    return tensors;
+  }
+
+  planrt_status checkFinite(int64_t s) {
+    int ids[3] = {master, expAvg, expAvgSq};
+    const char *what[3] = {"parameters", "optimizer.exp_avg", "optimizer.exp_avg_sq"};
+    for (int k = 0; k < 3; ++k)
+      if (planrt_status st = planrt_check_finite(data(ids[k]), m.buffers[size_t(ids[k])].floats, uint64_t(s), what[k]))
+        return st;
     return PLANRT_OK;
   }
 
+  planrt_status checkpoint(int64_t s) {
+    // Never save a non-finite state, whatever the checks of the loss and norm missed.
+    if (planrt_status st = checkFinite(s))
+      return st;
+    std::vector<std::string> meta = metadata("planc-ckpt-1", s + 1);
+    char name[64];
+    if (!ctx.mesh) {
+      std::vector<planrt_tensor> tensors = consolidated(data(master), data(expAvg), data(expAvgSq));
+      std::vector<const char *> mp = pointers(meta);
+      if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
+                                              tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
+        return st;
+      std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
+    } else {
+      planrt::StatePiece piece;
+      for (int g = 0; g < 2; ++g) {
+        piece.begin[g] = pieceBegin(g);
+        piece.count[g] = pieceFloats(g);
+        piece.params[g] = piece_(master, g);
+        piece.expAvg[g] = piece_(expAvg, g);
+        piece.expAvgSq[g] = piece_(expAvgSq, g);
+      }
+      if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep),
+                                                 ctx.dataRank, m.dataParallel, piece, flatLayout(), meta))
+        return st;
+      std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
+    }
+    lastCheckpoint = checkpointDir + name;
+    return PLANRT_OK;
+  }
+  const float *piece_(int id, int g) { return piece(id, g); }
+
+  /// --export: one checkpoint file in the single-device format, whatever the layout.
+  planrt_status exportConsolidated(const std::string &file) {
+    std::vector<float> P, M, V;
+    if (planrt_status s = gatherFull(P, M, V))
+      return s;
+    if (!rank0)
+      return PLANRT_OK;
+    std::vector<planrt_tensor> tensors = consolidated(P.data(), M.data(), V.data());
+    std::vector<std::string> meta = metadata("planc-ckpt-1", std::max(start, lastStep));
+    std::vector<const char *> mp = pointers(meta);
+    if (planrt_status s = planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
+      return s;
+    progress.line("exported " + file, true);
+    return PLANRT_OK;
+  }
+
+  /// The mean loss over eval_batches × micro × data-parallel windows, the same windows
+  /// whatever the layout: each data-parallel rank takes every d-th block of micro windows,
+  /// and the sums are reduced over the data axes.
   planrt_status evaluate(int64_t s) {
-    double sum = 0;
+    e.gather(&ctx);
+    if (ctx.status)
+      return fail(ctx.status, "%s", ctx.error.c_str());
+    float sum = 0;
+    int32_t *tokens = ctx.tokens.data(), *targets = ctx.targets.data();
     for (int64_t b = 0; b < m.evalBatches; ++b) {
+      uint64_t first = uint64_t((b * m.dataParallel + ctx.dataRank) * m.micro);
       for (int64_t i = 0; i < m.micro; ++i)
-        if (planrt_status st = planrt_data_window(val, uint64_t(b * m.micro + i), m.seq,
-                                                  tokens.data() + i * m.seq, targets.data() + i * m.seq))
+        if (planrt_status st = planrt_data_window(val, first + uint64_t(i), m.seq, tokens + i * m.seq,
+                                                  targets + i * m.seq)) {
+          e.release(&ctx);
           return st;
+        }
       float loss = 0;
-      evalFn(P.get(), tokens.data(), targets.data(), &loss);
+      e.eval(data(params), tokens, targets, &loss);
       sum += loss;
     }
-    double mean = sum / double(m.evalBatches);
+    e.release(&ctx);
+    if (ctx.status)
+      return fail(ctx.status, "%s", ctx.error.c_str());
+    if (ctx.mesh)
+      if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
+        return st;
+    double mean = double(sum) / double(m.evalBatches * m.dataParallel);
     if (log)
       if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean))
         return st;
@@ -784,51 +1075,55 @@ private:
 
   static const char *nonFinite(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
 
+  /// Bytes this rank has sent so far, by collective (planrt_collective order).
+  void commTotals(uint64_t out[4]) const {
+    for (int k = 0; k < 4; ++k)
+      out[k] = planrt_comm_bytes_total(ctx.mesh, planrt_collective(k));
+  }
+
   planrt_status step(int64_t s) {
     auto t0 = std::chrono::steady_clock::now();
-    std::memset(G.get(), 0, size_t(m.numFloats) * sizeof(float));
-    float loss = 0;
-    for (int64_t a = 0; a < m.accumulation; ++a) {
-      uint64_t first = uint64_t(s) * uint64_t(m.batch) + uint64_t(a * m.micro);
-      if (planrt_status st = planrt_data_batch(train, first, m.micro, m.seq, tokens.data(), targets.data()))
-        return st;
-      gradFn(P.get(), G.get(), tokens.data(), targets.data(), &loss, state);
-    }
-    static const uint64_t noComm[4] = {0, 0, 0, 0};
+    uint64_t before[4], after[4], comm[4];
+    commTotals(before);
+    state[4] = 0;
+    float scaleBefore = state[2];
+    ctx.step = s;
+    double commBefore = ctx.commSeconds;
+    // The step program: micro-batches, gradients, collectives, the update.
+    e.step(&ctx, s);
+    stepComm += ctx.commSeconds - commBefore;
+    if (ctx.status)
+      return fail(ctx.status, "%s", ctx.error.c_str());
+    commTotals(after);
+    for (int k = 0; k < 4; ++k)
+      comm[k] = after[k] - before[k];
+    float loss = state[7];
     const double nan = std::numeric_limits<double>::quiet_NaN();
+    bool skipped = scaling() && state[4] != 0;
     // With fp16 loss scaling an overflow is the update's to skip; otherwise it is fatal.
     if (!std::isfinite(loss) && !scaling()) {
       // The step is logged (its loss as null) so the log shows where training diverged.
       if (log)
-        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, noComm);
+        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm);
       return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                   nonFinite(loss));
     }
-    if (!o.saveGrads.empty() && s == start) {
+    if (!o.saveGrads.empty() && s == start && rank0) {
       char text[32];
       std::snprintf(text, sizeof text, "%.9g", double(loss));
       // With fp16 loss scaling G holds scaled gradients: the file has the true ones.
-      std::vector<float> unscaled;
-      const float *grads = G.get();
-      if (scaling()) {
-        unscaled.assign(G.get(), G.get() + m.numFloats);
+      std::vector<float> unscaled(data(grads), data(grads) + m.numFloats);
+      if (scaling())
         for (float &g : unscaled)
-          g /= state[2];
-        grads = unscaled.data();
-      }
-      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", grads, s, {"loss", text}))
+          g /= scaleBefore;
+      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", unscaled.data(), s, {"loss", text}))
         return st;
     }
-    float scaleBefore = state[2];
-    state[4] = 0;
-    updateFn(P.get(), G.get(), M.get(), V.get(), s, state);
-    const float *stats = state;
-    bool skipped = scaling() && state[4] != 0;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stepSeconds += seconds;
     double tokensPerS = seconds > 0 ? double(tokensPerStep()) / seconds : nan;
     if (log)
-      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, stats[1], stats[0], tokensPerS, noComm))
+      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm))
         return st;
     if (scaling() && log && (skipped || state[2] != scaleBefore))
       if (planrt_status st = planrt_log_loss_scale(log, uint64_t(s), state[2], skipped))
@@ -846,12 +1141,13 @@ private:
                         : "step %lld: the fp16 loss scale fell to %g and the loss itself is not finite: the forward "
                           "pass overflows fp16, whatever the scale; stopping before anything is saved",
                     (long long)s, double(state[2]));
-    } else if (!std::isfinite(stats[0])) {
+    } else if (!std::isfinite(state[0])) {
       return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved",
-                  (long long)s, nonFinite(stats[0]));
+                  (long long)s, nonFinite(state[0]));
     }
     lastLoss = loss;
     int64_t done = s + 1;
+    lastStep = done;
     double eta = stepSeconds / double(done - start) * double(end - done);
     progress.step(done, loss, double(tokensPerStep()) * double(done - start) / stepSeconds, eta);
     bool last = done == end;
@@ -866,33 +1162,34 @@ private:
 
   const Manifest &m;
   const Options &o;
-  planrt_grad_fn gradFn;
-  planrt_update_fn updateFn;
-  planrt_eval_fn evalFn;
-  int64_t start = 0, end;
+  Entries e;
+  int64_t start = 0, end, lastStep = 0;
   Progress progress;
+  bool rank0 = true;
+  planrt_step_ctx ctx;
+  std::unique_ptr<planrt::Watchdog> watchdog;
   planrt_data *train = nullptr, *val = nullptr;
   planrt_log *log = nullptr;
   std::string checkpointDir, lastCheckpoint;
   int64_t checkpointEvery = 0;
-  Floats P, G, M, V;
+  int params = -1, grads = -1, master = -1, expAvg = -1, expAvgSq = -1, stateId = -1;
+  float *state = nullptr;          ///< the step state of planrt.h (the "state" buffer)
   std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
-  std::vector<int32_t> tokens, targets;
-  double stepSeconds = 0, lastLoss = 0;
-  /// The step state of planrt.h: [2] loss scale and [3] its good steps persist.
-  float state[8] = {0, 0, 1, 0, 0, 0, 0, 0};  // [2] set from the manifest in the constructor
+  double stepSeconds = 0, stepComm = 0, lastLoss = 0;
   bool scaling() const { return m.lossScaleKind != "none"; }
 };
 
 } // namespace
 
 extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
-                                 planrt_update_fn update, planrt_eval_fn eval) {
+                                 planrt_sumsq_fn sumsq, planrt_update_fn update, planrt_eval_fn eval,
+                                 planrt_step_fn step, planrt_program_fn gather, planrt_program_fn release) {
   // The step functions allocate and free the same activation buffers every step: keep
   // them in the heap (up to glibc's 32 MiB maximum) rather than mapping and unmapping
   // them, which costs a page fault per 4 KiB touched each step.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  planrt_mesh *mesh = nullptr;
   // No exception may leave this C function.
   try {
     planrt_set_rank(0);
@@ -910,8 +1207,20 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
       std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
       return kExitError;
     }
-    Trainer t(m, o, grad, update, eval);
-    return t.run();
+    // More than one device: one process per device, started by mpirun (or srun).
+    if (m.dataParallel > 1) {
+      if (planrt_status s = planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh)) {
+        std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+        return kExitError;
+      }
+    }
+    int rc;
+    {
+      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release}, mesh);
+      rc = t.run();
+    }
+    planrt_mesh_finalize(mesh);
+    return rc;
   } catch (const std::exception &e) {
     fail(PLANRT_ERR_ARG, "internal error: %s", e.what());
   } catch (...) {

@@ -65,10 +65,20 @@ double modelStatesGB(const cost::Estimate &e) {
   return double(e.perDevice.params + e.perDevice.grads + e.perDevice.optimizer) / 1e9;
 }
 
+/// The data-parallel traffic of the parameter-sized buffers (not the two scalars a
+/// step also reduces: the loss for the log and, under ZeRO, the gradient norm).
 int64_t dataBytes(const cost::Estimate &e) {
   int64_t n = 0;
   for (const cost::CommRow &c : e.comm)
-    if (c.axis == "data")
+    if (c.axis == "data" && c.purpose != "loss" && c.purpose != "gradient norm")
+      n += c.bytes;
+  return n;
+}
+
+int64_t scalarBytes(const cost::Estimate &e) {
+  int64_t n = 0;
+  for (const cost::CommRow &c : e.comm)
+    if (c.axis == "data" && (c.purpose == "loss" || c.purpose == "gradient norm"))
       n += c.bytes;
   return n;
 }
@@ -96,9 +106,13 @@ TEST(CostModel, ZeroPaperModelStates) {
 TEST(CostModel, RingVolumes) {
   Planned ddp = planned(zeroPlan(0)), z1 = planned(zeroPlan(1)), z2 = planned(zeroPlan(2)), z3 = planned(zeroPlan(3));
   ASSERT_TRUE(ddp.train && z3.train);
-  // DDP: one all-reduce of the bf16 gradients, 2(n−1)/n·S per rank.
+  // DDP: one all-reduce of the bf16 gradients, 2(n−1)/n·S per rank (S padded so that
+  // each of the 64 ranks owns an aligned piece of each optimizer group: a few KiB).
   double S = 7.5e9 * 2;
-  EXPECT_EQ(dataBytes(ddp.estimate), int64_t(2.0 * 63 / 64 * S));
+  EXPECT_NEAR(double(dataBytes(ddp.estimate)), 2.0 * 63 / 64 * S, 1e-6 * S);
+  // The scalars: a 2-byte loss all-reduce (DDP), and the gradient norm too under ZeRO.
+  EXPECT_EQ(scalarBytes(ddp.estimate), 2 * 63 * 2 / 64);
+  EXPECT_EQ(scalarBytes(z1.estimate), 2 * (2 * 63 * 2 / 64));
   // ZeRO-1 and -2 move what DDP moves (reduce-scatter + all-gather); ZeRO-3 1.5× as much.
   EXPECT_EQ(dataBytes(z1.estimate), dataBytes(ddp.estimate));
   EXPECT_EQ(dataBytes(z2.estimate), dataBytes(ddp.estimate));

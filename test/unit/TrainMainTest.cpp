@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -29,10 +30,13 @@ using plan::test::TempDir;
 using json = nlohmann::json;
 
 // ---- The model: wte.weight [16, 16] at 0, lm_head.bias [16] at 256, 16 spare floats.
+// Optimizer group 0 (the decayed matrices) is wte.weight, [0, 256); group 1 (the
+// vectors) is lm_head.bias, [256, 272); the spare floats lie in neither.
 
 constexpr int kVocab = 16, kMicro = 4, kSeq = 16, kAccum = 2;
 constexpr int kBias = kVocab * kVocab, kNumFloats = kBias + kVocab + 16;
-constexpr float kLr = 0.05f;
+constexpr int kGroupBegin[2] = {0, kBias}, kGroupEnd[2] = {kBias, kBias + kVocab};
+constexpr float kLr = 0.05f, kWeightDecay = 0.0f;
 
 /// Softmax of W[token] + b into p; returns -log p[target].
 float softmaxLoss(const float *params, int token, int target, float *p) {
@@ -63,23 +67,54 @@ void bigramGrad(float *params, float *grads, const int32_t *tokens, const int32_
   *loss += total / n;
 }
 
-/// Adam (bias-corrected by the step), clipping at norm 1.
-void adamUpdate(float *params, float *grads, float *m, float *v, int64_t step, float *stats) {
+/// state[6] = the sum of squares of both groups' gradient pieces.
+void bigramSumsq(float *g0, float *g1, float *state) {
+  const float *g[2] = {g0, g1};
   double sq = 0;
-  for (int i = 0; i < kBias + kVocab; ++i)
-    sq += double(grads[i]) * grads[i];
-  float norm = float(std::sqrt(sq));
+  for (int k = 0; k < 2; ++k)
+    for (int i = 0; i < kGroupEnd[k] - kGroupBegin[k]; ++i)
+      sq += double(g[k][i]) * g[k][i];
+  state[6] = float(sq);
+}
+
+/// AdamW (bias-corrected by the step, decoupled decay on group 0 only), clipping at
+/// global norm 1: the norm is sqrt(state[6]).
+void adamUpdate(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0, float *v1,
+                int64_t step, float *state) {
+  float norm = std::sqrt(state[6]);
   float scale = norm > 1.0f ? 1.0f / norm : 1.0f;
   float c1 = 1.0f - std::pow(0.9f, float(step + 1)), c2 = 1.0f - std::pow(0.95f, float(step + 1));
-  for (int i = 0; i < kBias + kVocab; ++i) {
-    float g = grads[i] * scale;
-    m[i] = 0.9f * m[i] + 0.1f * g;
-    v[i] = 0.95f * v[i] + 0.05f * g * g;
-    params[i] -= kLr * (m[i] / c1) / (std::sqrt(v[i] / c2) + 1e-8f);
+  float *P[2] = {p0, p1}, *G[2] = {g0, g1}, *M[2] = {m0, m1}, *V[2] = {v0, v1};
+  for (int k = 0; k < 2; ++k) {
+    float decay = k == 0 ? 1.0f - kLr * kWeightDecay : 1.0f;
+    for (int i = 0; i < kGroupEnd[k] - kGroupBegin[k]; ++i) {
+      float g = G[k][i] * scale;
+      M[k][i] = 0.9f * M[k][i] + 0.1f * g;
+      V[k][i] = 0.95f * V[k][i] + 0.05f * g * g;
+      P[k][i] = P[k][i] * decay - kLr * (M[k][i] / c1) / (std::sqrt(V[k][i] / c2) + 1e-8f);
+    }
   }
-  stats[0] = norm;
-  stats[1] = kLr;
+  state[0] = norm;
+  state[1] = kLr;
 }
+
+// ---- The step program, as planc lowers the sched dialect for one device. Buffer
+// ids index the manifest's schedule.buffers table.
+enum : int32_t { kParams = 0, kGrads = 1, kExpAvg = 2, kExpAvgSq = 3, kState = 4 };
+
+void bigramStep(planrt_step_ctx *ctx, int64_t s) {
+  const int64_t b0 = kGroupBegin[0], b1 = kGroupBegin[1];
+  planrt_sched_fill(ctx, kState, 7, 1, 0.0f);
+  planrt_sched_fill(ctx, kGrads, 0, kNumFloats, 0.0f);
+  for (int64_t a = 0; a < kAccum; ++a)
+    planrt_sched_grad(ctx, s, a, kParams, kGrads, kState);
+  planrt_sched_sumsq(ctx, kGrads, b0, kGrads, b1, kState);
+  planrt_sched_update(ctx, s, kParams, b0, kParams, b1, kGrads, b0, kGrads, b1, kExpAvg, b0, kExpAvg, b1, kExpAvgSq,
+                      b0, kExpAvgSq, b1, kState);
+}
+
+/// gather and release: nothing to do on one device.
+void noProgram(planrt_step_ctx *) {}
 
 void bigramEval(float *params, const int32_t *tokens, const int32_t *targets, float *loss) {
   float p[kVocab], total = 0;
@@ -162,7 +197,20 @@ std::string manifest(const Config &c) {
                 {"data", c.data}, {"val", c.val}, {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches},
                 {"checkpoint", {{"dir", c.ckptDir}, {"every", c.every}, {"keep", c.keep}}},
                 {"lr", kLr}, {"schedule", "constant"}, {"warmup", 0}, {"min_lr", 0.0}, {"clip", 1.0},
-                {"weight_decay", 0.0}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8}, {"precision", "fp32"}};
+                {"weight_decay", kWeightDecay}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8},
+                {"precision", "fp32"}, {"zero", 0}};
+  m["groups"] = {{kGroupBegin[0], kGroupEnd[0]}, {kGroupBegin[1], kGroupEnd[1]}};
+  m["mesh"] = {{"name", "cpu1"}, {"axes", {"dp"}}, {"sizes", {1}}, {"data", {"dp"}}};
+  auto buffer = [](const char *name, int floats, const char *lifetime) {
+    return json{{"name", name}, {"floats", floats}, {"lifetime", lifetime}};
+  };
+  // In the order of the ids kParams … kState.
+  m["schedule"] = {{"buffers",
+                    {buffer("params", kNumFloats, "persistent"), buffer("grads", kNumFloats, "step"),
+                     buffer("exp_avg", kNumFloats, "persistent"), buffer("exp_avg_sq", kNumFloats, "persistent"),
+                     buffer("state", 8, "persistent")}},
+                   {"master", "params"},
+                   {"sharded", false}};
   return m.dump();
 }
 
@@ -192,7 +240,8 @@ Result run(const TempDir &dir, const std::string &manifestText, std::vector<std:
     for (std::string &a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
-    int rc = planrt_train_main(int(args.size()), argv.data(), manifestText.c_str(), grad, adamUpdate, bigramEval);
+    int rc = planrt_train_main(int(args.size()), argv.data(), manifestText.c_str(), grad, bigramSumsq, adamUpdate,
+                               bigramEval, bigramStep, noProgram, noProgram);
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(rc);
@@ -709,6 +758,28 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   m = json::parse(good);
   m["train"].erase("micro");
   expectError(m.dump(), "train has no 'micro'");
+  // The optimizer groups, the mesh and the step program's buffer table.
+  m = json::parse(good);
+  m.erase("groups");
+  expectError(m.dump(), "the manifest has no 'groups'");
+  m = json::parse(good);
+  m["groups"][1] = {kBias, kNumFloats + 16};
+  expectError(m.dump(), "groups[1] is not a span of num_floats that splits into data_parallel pieces");
+  m = json::parse(good);
+  m["mesh"]["sizes"] = {2};
+  expectError(m.dump(), "train.data_parallel 1 is not the mesh's 2 devices over its data axes");
+  m = json::parse(good);
+  m["mesh"]["data"] = {"tp"};
+  expectError(m.dump(), "mesh.data names 'tp', which is not an axis");
+  m = json::parse(good);
+  m["schedule"]["buffers"].erase(3);
+  expectError(m.dump(), "schedule.buffers lacks 'exp_avg_sq'");
+  m = json::parse(good);
+  m["schedule"]["buffers"][1]["floats"] = kNumFloats - 16;
+  expectError(m.dump(), "schedule.buffers do not have the sizes of the flat layout");
+  m = json::parse(good);
+  m["schedule"]["buffers"][4]["lifetime"] = "forever";
+  expectError(m.dump(), "schedule.buffers[4].lifetime is 'forever'");
 }
 
 TEST(TrainMain, TheProgressLineIsRedrawnOnATerminal) {
@@ -727,7 +798,8 @@ TEST(TrainMain, TheProgressLineIsRedrawnOnATerminal) {
     ::dup2(fd, STDERR_FILENO);
     char arg0[] = "train";
     char *argv[] = {arg0, nullptr};
-    int rc = planrt_train_main(1, argv, m.c_str(), bigramGrad, adamUpdate, bigramEval);
+    int rc = planrt_train_main(1, argv, m.c_str(), bigramGrad, bigramSumsq, adamUpdate, bigramEval, bigramStep,
+                               noProgram, noProgram);
     std::fflush(stderr);
     _exit(rc);
   }

@@ -4,6 +4,7 @@
 // from a roofline per op and an alpha-beta model per collective on the link the
 // axis crosses. docs/EXPLAIN.md states every formula and its source.
 #include "plan/Compiler/CostModel.h"
+#include "plan/Training/DataParallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -674,24 +675,42 @@ private:
       if (rankParamElems[r] > rankParamElems[commRank])
         commRank = r;
     int64_t n = rankParamElems[commRank];
-    double padded = double(d > 1 ? (n + d - 1) / d * d : n);
-    double Sg = padded * gradBytes, Sw = padded * paramBytes;
+    // What the step communicates over the data axes (training::dataCollectives, the
+    // schedule plan-schedule builds). Without tensor or pipeline splits the buffers
+    // are the executable's flat layout, padded so that every rank owns an aligned,
+    // equal piece of each optimizer group; the CPU target runs forward and backward
+    // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
+    bool cpu = mesh.kind != sema::DeviceKind::CUDA;
+    training::FlatLayout flat;
+    if (t == 1 && p == 1) {
+      std::vector<int64_t> counts;
+      std::vector<bool> decay;
+      for (const sema::Parameter &prm : model.params) {
+        counts.push_back(prm.numElements());
+        decay.push_back(prm.shape.size() >= 2);
+      }
+      flat = training::flatLayout(counts, decay, d);
+    } else {
+      // Split layouts: this rank's parameters, padded to the data axis.
+      flat.shards = d;
+      flat.groupEnd[0] = flat.total = d > 1 ? (n + d - 1) / d * d : n;
+    }
+    // Emulated precision on the CPU keeps f32 buffers, and communicates them.
+    double wire = cpu ? 4.0 : gradBytes, wireParams = cpu ? 4.0 : paramBytes;
     struct DP {
       Coll kind;
       double full;
-      int64_t times;
-      const char *purpose;
+      int64_t times, calls;
+      std::string purpose;
+      bool params;
     };
     std::vector<DP> dp;
-    if (d > 1) {
-      switch (l.zero) {
-      case 0: dp = {{Coll::AllReduce, Sg, 1, "gradients"}}; break;
-      case 1: dp = {{Coll::ReduceScatter, Sg, 1, "gradients"}, {Coll::AllGather, Sw, 1, "updated parameters"}}; break;
-      case 2: dp = {{Coll::ReduceScatter, Sg, mb, "gradients"}, {Coll::AllGather, Sw, 1, "updated parameters"}}; break;
-      default:
-        dp = {{Coll::AllGather, Sw, mb, "parameters (forward)"}, {Coll::AllGather, Sw, mb, "parameters (backward)"},
-              {Coll::ReduceScatter, Sg, mb, "gradients"}};
-      }
+    for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, cpu)) {
+      bool params = c.kind == training::Collective::AllGather;
+      Coll kind = c.kind == training::Collective::AllReduce   ? Coll::AllReduce
+                  : c.kind == training::Collective::AllGather ? Coll::AllGather
+                                                              : Coll::ReduceScatter;
+      dp.push_back({kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
     }
     double dpTotal = 0, dpExposed = 0;
     const RankTime &cr = rt[commRank];
@@ -699,13 +718,13 @@ private:
     double fwdMicro = cr.fwd + cr.tpFwd;
     for (const DP &x : dp) {
       // Each collective runs in buckets of at most 25 MiB: one ring latency per bucket.
-      int64_t buckets = std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))));
+      int64_t buckets = cpu ? 1 : std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))));
       double one = collSeconds(x.kind, x.full, d, "data") +
                    double(buckets - 1) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
       double bucketShare = 1.0 / double(buckets);
       double exposed;
-      bool backwardGather = std::string(x.purpose) == "parameters (backward)";
+      bool backwardGather = x.purpose == "parameters (backward)";
       if (l.zero == 3) {
         // Prefetched one unit ahead: only the first unit's transfer is exposed.
         double overlap = x.kind == Coll::ReduceScatter || backwardGather ? bwdMicro : fwdMicro;
@@ -718,6 +737,10 @@ private:
         // Gradients reduce behind the backward pass: all but the last bucket hide.
         exposed = x.times * (std::max(0.0, one - bwdMicro) + one * bucketShare);
       }
+      // The CPU target issues each collective once, whole, between the micro-batches
+      // and the update (plan-schedule): nothing overlaps compute.
+      if (cpu)
+        exposed = total;
       exposed = std::min(exposed, total);
       dpTotal += total;
       dpExposed += exposed;
@@ -725,8 +748,12 @@ private:
       row.collective = collName(x.kind);
       row.axis = "data";
       row.purpose = x.purpose;
-      row.bytes = int64_t(std::llround(ringBytes(x.kind, x.full, d) * x.times));
-      row.calls = x.times * buckets;
+      // Exactly what the runtime counts (training::ringBytes, per call).
+      training::Collective tk = x.kind == Coll::AllReduce   ? training::Collective::AllReduce
+                                : x.kind == Coll::AllGather ? training::Collective::AllGather
+                                                            : training::Collective::ReduceScatter;
+      row.bytes = int64_t(training::ringBytes(tk, d, uint64_t(std::llround(x.full))) * uint64_t(x.times));
+      row.calls = x.times * (cpu ? x.calls : std::max(buckets, x.calls));
       row.ranks = d;
       row.seconds = total;
       row.exposedSeconds = exposed;

@@ -45,7 +45,8 @@ using namespace mlir;
 namespace plan::cpu {
 
 namespace {
-/// `main(argc, argv)` → planrt_train_main(argc, argv, manifest, grad, update, eval).
+/// `main(argc, argv)` → planrt_train_main(argc, argv, manifest, grad, sumsq, update, eval,
+/// step, gather, release).
 struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanEmitMain)
   StringRef getArgument() const override { return "plan-emit-main"; }
@@ -59,12 +60,23 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     Location loc = m.getLoc();
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
     auto i32 = b.getI32Type();
-    LLVM::LLVMFuncOp::create(b, loc, "planrt_train_main", LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr, ptr, ptr, ptr}));
+    static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq", "planc_update",
+                                    "planc_eval",     "planc_step", "planc_gather", "planc_release"};
+    SmallVector<Type> params{i32, ptr};
+    for (const char *sym : entries) {
+      if (!m.lookupSymbol(sym)) {
+        m.emitError() << "plan-emit-main: the executable's entry point '" << sym
+                      << "' is missing (plan-train-abi and plan-schedule make them)";
+        return signalPassFailure();
+      }
+      params.push_back(ptr);
+    }
+    LLVM::LLVMFuncOp::create(b, loc, "planrt_train_main", LLVM::LLVMFunctionType::get(i32, params));
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);
     b.setInsertionPointToStart(e);
     SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
-    for (const char *sym : {"planc_manifest", "planc_grad", "planc_update", "planc_eval"})
+    for (const char *sym : entries)
       args.push_back(LLVM::AddressOfOp::create(b, loc, ptr, sym));
     auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_train_main", args);
     LLVM::ReturnOp::create(b, loc, call.getResult());
@@ -117,7 +129,7 @@ static void registerPipelinePasses() {
 void buildLoweringPipeline(OpPassManager &pm) {
   registerPipelinePasses();
   static const char *pipeline =
-      "plan-train-abi,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,cse,"
+      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,cse,"
       "one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers,convert-linalg-to-loops),"
       "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm,"

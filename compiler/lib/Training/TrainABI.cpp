@@ -117,8 +117,8 @@ llvm::json::Object lossScale(pl::TrainOp train) {
   return llvm::json::Object{{"kind", "static"}, {"init", train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
 }
 
-std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params, int64_t total,
-                     int64_t vocab) {
+std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params,
+                     const training::BufferLayout &layout, int64_t vocab) {
   StringRef base = train.getBaseDir();
   llvm::json::Array ps;
   for (const Param &p : params) {
@@ -140,7 +140,8 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"micro", i64(train.getMicroAttr())},
       {"seq", i64(train.getSeqAttr())},
       {"accumulation", i64(train.getAccumulationAttr())},
-      {"data_parallel", 1},
+      {"data_parallel", training::dataParallelSize(train)},
+      {"zero", train.getParallel().getZero()},
       {"steps", i64(train.getStepsAttr())},
       {"seed", i64(train.getSeedAttr())},
       {"vocab", vocab},
@@ -162,10 +163,24 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"eps", train.getEps().convertToDouble()},
       {"precision", pl::stringifyPrecision(train.getPrecision())},
       {"loss_scale", lossScale(train)}};
+  llvm::json::Array axes, sizes, data;
+  if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr()))
+    for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>()) {
+      axes.push_back(axis.getName().getValue());
+      sizes.push_back(axis.getSize());
+    }
+  for (Attribute a : train.getParallel().getData())
+    data.push_back(cast<StringAttr>(a).getValue());
   llvm::json::Object root{{"format", "planc-train-1"},
+                          {"mesh", llvm::json::Object{{"name", train.getMesh()},
+                                                      {"axes", std::move(axes)},
+                                                      {"sizes", std::move(sizes)},
+                                                      {"data", std::move(data)}}},
                           {"plan", train.getSymName()},
                           {"model", train.getModel()},
-                          {"num_floats", total},
+                          {"num_floats", layout.total},
+                          {"groups", llvm::json::Array{llvm::json::Array{layout.groupBegin[0], layout.groupEnd[0]},
+                                                       llvm::json::Array{layout.groupBegin[1], layout.groupEnd[1]}}},
                           {"params", std::move(ps)},
                           {"train", std::move(t)}};
   std::string out;
@@ -174,18 +189,29 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
   return out;
 }
 
-/// What this version compiles: one device, fp32, no recompute. Anything else is
-/// an error naming the feature, never a silently different program.
+/// What this version compiles: data-parallel layouts (DDP, ZeRO 1–3) of any size,
+/// fp32, bf16 or fp16, no recompute. Anything else is an error naming the feature,
+/// never a silently different program.
 LogicalResult checkSupported(pl::TrainOp train) {
+  pl::ParallelAttr par = train.getParallel();
   auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
-  int64_t devices = 1;
-  if (mesh)
-    for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>())
-      devices *= axis.getSize();
-  if (devices != 1)
-    return train.emitError() << "training on " << devices << " devices (mesh '" << train.getMesh()
-                             << "') is not implemented in this version of planc: executables run on "
-                                "one device; use a one-device mesh such as cpu1";
+  if (!mesh)
+    return train.emitOpError() << "mesh " << train.getMeshAttr() << " is not a plan.mesh";
+  auto notYet = [&](StringRef what, StringRef axis) {
+    return train.emitError() << what << " (axis '" << axis << "' of mesh '" << train.getMesh()
+                             << "') is not implemented by the code generator in this version of planc; "
+                                "data-parallel layouts (DDP, ZeRO 1-3) are";
+  };
+  if (!par.getTensor().getValue().empty() && mesh.getAxisSize(par.getTensor().getValue()) > 1)
+    return notYet("tensor parallelism", par.getTensor().getValue());
+  if (!par.getPipeline().getValue().empty() && mesh.getAxisSize(par.getPipeline().getValue()) > 1)
+    return notYet("pipeline parallelism", par.getPipeline().getValue());
+  for (Attribute a : par.getReplicate())
+    if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
+      return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
+  if (training::deviceCount(train) != training::dataParallelSize(train))
+    return train.emitError() << "every axis of mesh '" << train.getMesh()
+                             << "' larger than 1 needs a role; this version runs data-parallel layouts";
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
     return train.emitError() << "the static loss scale " << fixed->convertToDouble()
                              << " does not fit in f32 (at most 3.4e38), where the step keeps it";
@@ -228,7 +254,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         }
         types.push_back(type);
       }
-    training::BufferLayout layout = training::layoutOf(types);
+    int64_t d = training::dataParallelSize(train);
+    bool sharded = d > 1 && train.getParallel().getZero() >= 1;
+    training::BufferLayout layout = training::layoutOf(types, d);
     for (auto [p, offset] : llvm::zip(params, layout.offset))
       p.offset = offset;
     int64_t total = layout.total;
@@ -257,7 +285,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     auto index0 = [&]() { return arith::ConstantIndexOp::create(b, loc, 0); };
     auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))); };
 
-    // planc_grad(P, G, tokens, targets, loss, state): G += ∇ / accumulation,
+    // planc_grad(P, G, tokens, targets, loss, state): G += ∇ / (accumulation × data
+    // parallel), so that the data-parallel sum is the mean over the global batch;
     // loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
     {
       OpBuilder::InsertionGuard g(b);
@@ -272,12 +301,12 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         args.push_back(tensor::FromElementsOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{s}));
       }
       SmallVector<Value> outs = inlineBody(b, grad, args);
-      double inv = 1.0 / double(accumulation);
+      double inv = 1.0 / double(accumulation), gradScale = inv / double(d);
       Flat G(b, loc, e.getArgument(1));
       for (auto [i, p] : llvm::enumerate(params)) {
         Value g = G.flatten(outs[1 + i], p);
-        if (accumulation != 1)
-          g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(inv));
+        if (gradScale != 1)
+          g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(gradScale));
         G.writeFlat(nn::AddOp::create(b, loc, g.getType(), G.readFlat(p), g), p);
       }
       Value loss = tensor::ExtractOp::create(b, loc, outs[0], ValueRange{});
@@ -286,43 +315,70 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       memref::StoreOp::create(b, loc, sum, e.getArgument(4), ValueRange{index0()});
       func::ReturnOp::create(b, loc);
     }
-    // planc_update(P, G, M, V, step, stats): AdamW in place; stats[0..1] = grad norm, lr;
-    // with fp16, stats[2], [3] and [5] (loss scale, good steps, applied updates) are read
-    // and updated, and stats[4] is 1 when the step was skipped.
+    // This rank's piece of each optimizer group (training::layoutOf): the whole group
+    // without ZeRO. Arguments come per group: (group 0, group 1).
+    auto spanTy = [&](int g) {
+      return MemRefType::get({sharded ? layout.shardFloats(g) : layout.groupFloats(g)}, b.getF32Type());
+    };
+    SmallVector<int> groups;
+    for (int g = 0; g < 2; ++g)
+      if (layout.groupFloats(g) > 0)
+        groups.push_back(g);
+    auto wholeSpan = [&](int g) {
+      int64_t count = spanTy(g).getNumElements();
+      return Param{"", RankedTensorType::get({count}, b.getF32Type()), 0, count};
+    };
+    // planc_sumsq(G0, G1, stats): stats[6] = the sum of the squared gradients of this
+    // rank's pieces (the padding is zero).
     {
       OpBuilder::InsertionGuard g(b);
-      auto f = entry("planc_update", {flatTy, flatTy, flatTy, flatTy, b.getI64Type(), statsTy});
+      auto f = entry("planc_sumsq", {spanTy(0), spanTy(1), statsTy});
       Block &e = f.getBody().front();
-      Flat bufs[] = {Flat(b, loc, e.getArgument(0)), Flat(b, loc, e.getArgument(1)), Flat(b, loc, e.getArgument(2)),
-                     Flat(b, loc, e.getArgument(3))};
-      // The optimizer groups, each a span of the buffers (training::layoutOf).
-      SmallVector<Param> spans;
-      for (int g = 0; g < 2; ++g)
-        if (layout.groupEnd[g] > layout.groupBegin[g]) {
-          int64_t count = layout.groupEnd[g] - layout.groupBegin[g];
-          spans.push_back({"", RankedTensorType::get({count}, b.getF32Type()), layout.groupBegin[g], count});
-        }
-      SmallVector<Value> args{e.getArgument(4)};
-      for (Flat &buf : bufs)
-        for (const Param &span : spans)
-          args.push_back(buf.readFlat(span));
+      Value sumsq = f32(0);
+      auto scalar = RankedTensorType::get({}, b.getF32Type());
+      for (int grp : groups) {
+        Flat G(b, loc, e.getArgument(grp));
+        Value s = nn::SumSquaresOp::create(b, loc, scalar, G.readFlat(wholeSpan(grp)));
+        sumsq = arith::AddFOp::create(b, loc, sumsq, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
+      }
+      memref::StoreOp::create(b, loc, sumsq, e.getArgument(2), ValueRange{at(6)});
+      func::ReturnOp::create(b, loc);
+    }
+    // planc_update(P0, P1, G0, G1, M0, M1, V0, V1, step, stats): AdamW in place on this
+    // rank's pieces; stats[6] is the global sum of squared gradients; stats[0..1] =
+    // grad norm, lr; with fp16, stats[2], [3] and [5] (loss scale, good steps, applied
+    // updates) are read and updated, and stats[4] is 1 when the step was skipped.
+    {
+      OpBuilder::InsertionGuard g(b);
+      SmallVector<Type> argTys;
+      for (int k = 0; k < 4; ++k)
+        for (int grp = 0; grp < 2; ++grp)
+          argTys.push_back(spanTy(grp));
+      argTys.append({b.getI64Type(), statsTy});
+      auto f = entry("planc_update", argTys);
+      Block &e = f.getBody().front();
+      Value stats = e.getArgument(9);
+      auto buf = [&](int k, int grp) { return Flat(b, loc, e.getArgument(2 * k + grp)); };
+      SmallVector<Value> args{e.getArgument(8), memref::LoadOp::create(b, loc, stats, ValueRange{at(6)})};
+      for (int k = 0; k < 4; ++k)
+        for (int grp : groups)
+          args.push_back(buf(k, grp).readFlat(wholeSpan(grp)));
       if (scaled)
         for (int64_t i : {2, 3, 5})
-          args.push_back(memref::LoadOp::create(b, loc, e.getArgument(5), ValueRange{at(i)}));
+          args.push_back(memref::LoadOp::create(b, loc, stats, ValueRange{at(i)}));
       SmallVector<Value> outs = inlineBody(b, update, args);
-      size_t n = spans.size();
+      size_t n = groups.size();
       static const int64_t slots[] = {2, 3, 4, 5};  // scale, good steps, skipped, applied
       if (scaled)
         for (auto [i, slot] : llvm::enumerate(slots))
-          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], e.getArgument(5), ValueRange{at(slot)});
-      int written[] = {0, 2, 3};  // P, M, V
+          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], stats, ValueRange{at(slot)});
+      static const int written[] = {0, 2, 3};  // P, M, V
       for (int k = 0; k < 3; ++k)
-        for (size_t i = 0; i < n; ++i)
-          bufs[written[k]].writeFlat(outs[2 + k * n + i], spans[i]);
-      memref::StoreOp::create(b, loc, outs[0], e.getArgument(5), ValueRange{index0()});
+        for (auto [i, grp] : llvm::enumerate(groups))
+          buf(written[k], grp).writeFlat(outs[2 + k * n + i], wholeSpan(grp));
+      memref::StoreOp::create(b, loc, outs[0], stats, ValueRange{index0()});
       Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
-      memref::StoreOp::create(b, loc, lr, e.getArgument(5),
-                              ValueRange{arith::ConstantIndexOp::create(b, loc, 1)});
+      memref::StoreOp::create(b, loc, lr, stats, ValueRange{at(1)});
       func::ReturnOp::create(b, loc);
     }
     // planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
@@ -346,7 +402,7 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
       return signalPassFailure();
     }
-    std::string text = manifest(train, fwd, params, total, vocab.getInt());
+    std::string text = manifest(train, fwd, params, layout, vocab.getInt());
     text.push_back('\0');
     auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
     LLVM::GlobalOp::create(b, loc, arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_manifest",

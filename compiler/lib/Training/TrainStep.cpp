@@ -24,22 +24,32 @@ namespace plan {
 using namespace mlir;
 using namespace plan;
 
-training::BufferLayout training::layoutOf(ArrayRef<RankedTensorType> params) {
-  BufferLayout l;
-  l.offset.assign(params.size(), 0);
-  auto align = [](int64_t x) { return (x + 15) / 16 * 16; };
-  int64_t at = 0;
-  for (int g = 0; g < 2; ++g) {
-    l.groupBegin[g] = at;
-    for (auto [i, t] : llvm::enumerate(params))
-      if (decayed(t) == (g == 0)) {
-        l.offset[i] = at;
-        at = align(at + t.getNumElements());
-      }
-    l.groupEnd[g] = at;
+training::BufferLayout training::layoutOf(ArrayRef<RankedTensorType> params, int64_t shards) {
+  std::vector<int64_t> counts;
+  std::vector<bool> decay;
+  for (RankedTensorType t : params) {
+    counts.push_back(t.getNumElements());
+    decay.push_back(decayed(t));
   }
-  l.total = at;
-  return l;
+  return flatLayout(counts, decay, shards);
+}
+
+int64_t training::dataParallelSize(pl::TrainOp train) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
+  int64_t d = 1;
+  if (mesh)
+    for (Attribute a : train.getParallel().getData())
+      d *= std::max<int64_t>(1, mesh.getAxisSize(cast<StringAttr>(a).getValue()));
+  return d;
+}
+
+int64_t training::deviceCount(pl::TrainOp train) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
+  int64_t devices = 1;
+  if (mesh)
+    for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>())
+      devices *= axis.getSize();
+  return devices;
 }
 
 namespace {
@@ -95,10 +105,12 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
   return arith::SelectOp::create(b, loc, inWarmup, warm, decayed);
 }
 
-/// `name(step: i64, params[g]…, grads[g]…, m[g]…, v[g]…) -> (grad_norm: f32, lr: f64,
-/// params[g]…, m[g]…, v[g]…)` over the optimizer groups g of training::layoutOf:
-/// each argument is a group's span of a flat buffer, so the update is two
-/// elementwise sweeps whatever the number of parameters.
+/// `name(step: i64, sumsq: f32, params[g]…, grads[g]…, m[g]…, v[g]…) -> (grad_norm:
+/// f32, lr: f64, params[g]…, m[g]…, v[g]…)` over the optimizer groups g of
+/// training::layoutOf: each argument is this data-parallel rank's piece of a group's
+/// span of a flat buffer (the whole span without ZeRO), so the update is two
+/// elementwise sweeps whatever the number of parameters. `sumsq` is the sum of the
+/// squared gradients over every rank (the schedule reduces it), for the global norm.
 func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name) {
   OpBuilder b(train->getContext());
   b.setInsertionPointAfter(forward);
@@ -106,15 +118,19 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   SmallVector<RankedTensorType> types;
   for (const Param &p : paramsOf(forward))
     types.push_back(p.type);
-  training::BufferLayout layout = training::layoutOf(types);
+  int64_t d = training::dataParallelSize(train);
+  bool sharded = d > 1 && train.getParallel().getZero() >= 1;
+  training::BufferLayout layout = training::layoutOf(types, d);
   SmallVector<int> groups;
   for (int g = 0; g < 2; ++g)
     if (layout.groupEnd[g] > layout.groupBegin[g])
       groups.push_back(g);
   size_t n = groups.size();
-  auto spanType = [&](int g) { return RankedTensorType::get({layout.groupEnd[g] - layout.groupBegin[g]}, b.getF32Type()); };
+  auto spanType = [&](int g) {
+    return RankedTensorType::get({sharded ? layout.shardFloats(g) : layout.groupFloats(g)}, b.getF32Type());
+  };
   bool scaled = train.getPrecision() == pl::Precision::fp16;
-  SmallVector<Type> ins{b.getI64Type()}, outs{b.getF32Type(), b.getF64Type()};
+  SmallVector<Type> ins{b.getI64Type(), b.getF32Type()}, outs{b.getF32Type(), b.getF64Type()};
   for (int k = 0; k < 4; ++k)
     for (int g : groups)
       ins.push_back(spanType(g));
@@ -131,26 +147,21 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   const char *groupNames[] = {"decay", "no_decay"};
   for (int k = 0; k < 4; ++k)
     for (size_t i = 0; i < n; ++i)
-      fn.setArgAttr(1 + k * n + i, roles[k], b.getStringAttr(groupNames[groups[i]]));
+      fn.setArgAttr(2 + k * n + i, roles[k], b.getStringAttr(groupNames[groups[i]]));
+  fn.setArgAttr(1, "nn.sumsq", b.getUnitAttr());
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToStart(body);
-  auto arg = [&](int k, size_t i) { return body->getArgument(1 + k * n + i); };
+  auto arg = [&](int k, size_t i) { return body->getArgument(2 + k * n + i); };
 
   // Global gradient norm, before clipping (the padding between parameters is zero).
-  Value sumsq = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-  auto scalar = RankedTensorType::get({}, b.getF32Type());
-  for (size_t i = 0; i < n; ++i) {
-    Value s = nn::SumSquaresOp::create(b, loc, scalar, arg(1, i));
-    sumsq = arith::AddFOp::create(b, loc, sumsq, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
-  }
-  Value norm = math::SqrtOp::create(b, loc, sumsq);
+  Value norm = math::SqrtOp::create(b, loc, body->getArgument(1));
   // Loss scaling (fp16): the gradients come scaled; unscale the norm, and skip the
   // step when it is not finite (an overflow somewhere in the backward pass).
   Value lossScale, good, applied, finite, inv;
   if (scaled) {
-    lossScale = body->getArgument(1 + 4 * n);
-    good = body->getArgument(2 + 4 * n);
-    applied = body->getArgument(3 + 4 * n);
+    lossScale = body->getArgument(2 + 4 * n);
+    good = body->getArgument(3 + 4 * n);
+    applied = body->getArgument(4 + 4 * n);
     inv = arith::DivFOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0)), lossScale);
     norm = arith::MulFOp::create(b, loc, norm, inv);
     finite = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, norm,

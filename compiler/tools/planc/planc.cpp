@@ -14,6 +14,7 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -372,10 +373,24 @@ int run(const Options &opts, const char *argv0) {
     return rc;
   if (opts.command == "build")
     return 0;
-  // planc run: the executable replaces planc, with the arguments after `--`.
+  // planc run: the executable replaces planc, with the arguments after `--`; a mesh of
+  // more than one device is launched through mpirun, one process per device.
   llvm::SmallString<256> path(exe);
   llvm::sys::fs::make_absolute(path);
+  int64_t devices = 1;
+  for (const sema::Train &t : program->trains)
+    if (t.loc.file == 0 && (opts.entry.empty() || t.name == opts.entry))
+      devices = std::max<int64_t>(devices, program->meshes[t.mesh].devices());
   std::vector<std::string> argvStrings{std::string(path)};
+  if (devices > 1) {
+    auto mpirun = llvm::sys::findProgramByName("mpirun");
+    if (!mpirun) {
+      llvm::errs() << "planc: error: the plan's mesh has " << devices
+                   << " devices, which run as MPI processes, but mpirun is not on PATH (install mpich)\n";
+      return 1;
+    }
+    argvStrings = {std::string(*mpirun), std::string("-n"), std::to_string(devices), std::string(path)};
+  }
   argvStrings.insert(argvStrings.end(), opts.runArgs.begin(), opts.runArgs.end());
   std::vector<char *> args;
   for (std::string &a : argvStrings)
@@ -383,7 +398,7 @@ int run(const Options &opts, const char *argv0) {
   args.push_back(nullptr);
   llvm::outs().flush();
   execv(args[0], args.data());
-  llvm::errs() << "planc: error: cannot run " << exe << ": " << std::strerror(errno) << "\n";
+  llvm::errs() << "planc: error: cannot run " << args[0] << ": " << std::strerror(errno) << "\n";
   return 1;
 }
 

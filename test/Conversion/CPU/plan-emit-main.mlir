@@ -1,26 +1,46 @@
-// plan-emit-main: an executable's main(argc, argv) hands the manifest and the three
-// entry points to the runtime's planrt_train_main; a module without a manifest gets none.
+// plan-emit-main: an executable's main(argc, argv) hands the manifest, the four
+// entry points on flat buffers (grad, sumsq, update, eval) and the three step
+// programs of plan-schedule (step, gather, release) to the runtime's
+// planrt_train_main, in the order of its C signature (runtime/include/planrt.h);
+// a module without a manifest gets none.
 // RUN: planc-opt %s -split-input-file -plan-emit-main | FileCheck %s
 
 // CHECK-LABEL: llvm.func @planc_grad(
-// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-LABEL: llvm.func @main(
 // CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
 // CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_manifest : !llvm.ptr
 // CHECK-NEXT: %[[G:.*]] = llvm.mlir.addressof @planc_grad : !llvm.ptr
+// CHECK-NEXT: %[[S:.*]] = llvm.mlir.addressof @planc_sumsq : !llvm.ptr
 // CHECK-NEXT: %[[U:.*]] = llvm.mlir.addressof @planc_update : !llvm.ptr
 // CHECK-NEXT: %[[E:.*]] = llvm.mlir.addressof @planc_eval : !llvm.ptr
-// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[U]], %[[E]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-NEXT: %[[ST:.*]] = llvm.mlir.addressof @planc_step : !llvm.ptr
+// CHECK-NEXT: %[[GA:.*]] = llvm.mlir.addressof @planc_gather : !llvm.ptr
+// CHECK-NEXT: %[[R:.*]] = llvm.mlir.addressof @planc_release : !llvm.ptr
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[S]], %[[U]], %[[E]], %[[ST]], %[[GA]], %[[R]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-NEXT: llvm.return %[[RC]] : i32
 // CHECK-NEXT: }
 llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22}\00") {addr_space = 0 : i32}
-llvm.func @planc_grad(%p: !llvm.ptr, %g: !llvm.ptr, %t: !llvm.ptr, %y: !llvm.ptr, %l: !llvm.ptr) {
+llvm.func @planc_grad(%p: !llvm.ptr, %g: !llvm.ptr, %t: !llvm.ptr, %y: !llvm.ptr, %l: !llvm.ptr, %st: !llvm.ptr) {
   llvm.return
 }
-llvm.func @planc_update(%p: !llvm.ptr, %g: !llvm.ptr, %m: !llvm.ptr, %v: !llvm.ptr, %s: i64, %st: !llvm.ptr) {
+llvm.func @planc_sumsq(%g0: !llvm.ptr, %g1: !llvm.ptr, %st: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_update(%p0: !llvm.ptr, %p1: !llvm.ptr, %g0: !llvm.ptr, %g1: !llvm.ptr, %m0: !llvm.ptr, %m1: !llvm.ptr,
+                        %v0: !llvm.ptr, %v1: !llvm.ptr, %s: i64, %st: !llvm.ptr) {
   llvm.return
 }
 llvm.func @planc_eval(%p: !llvm.ptr, %t: !llvm.ptr, %y: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_step(%ctx: !llvm.ptr, %step: i64) {
+  llvm.return
+}
+llvm.func @planc_gather(%ctx: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_release(%ctx: !llvm.ptr) {
   llvm.return
 }
 

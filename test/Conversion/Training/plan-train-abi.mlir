@@ -1,8 +1,11 @@
-// plan-train-abi: the step functions inlined into planc_grad / planc_update / planc_eval on
-// flat f32 buffers and [micro, seq] token buffers, and the manifest the runtime reads.
+// plan-train-abi: the step functions inlined into planc_grad / planc_sumsq / planc_update /
+// planc_eval on flat f32 buffers (sumsq and update on one piece per optimizer group: the
+// whole group, or this rank's share of it under ZeRO) and [micro, seq] token buffers, and the
+// manifest the runtime and plan-schedule read (groups, mesh, data-parallel size, ZeRO stage).
 // The layout (training::layoutOf): the matrices (group "decay") in argument order, then the
 // vectors (group "no_decay"), each parameter at a multiple of 16 floats (64 bytes); a
-// group's span includes the padding after each of its parameters.
+// group's span includes the padding after each of its parameters and is padded to a multiple
+// of 16 × the data-parallel size, so that it splits into equal aligned pieces.
 // RUN: planc-opt %s -split-input-file -plan-train-step -plan-train-abi | FileCheck %s
 // The stage-grad output of a real plan: 16 × 128 tokens, the stdlib GPT's parameter table.
 // RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi | FileCheck %s --check-prefix=CHAR
@@ -80,49 +83,72 @@
 // CHECK: memref.store %[[NEW]], %[[LOSS]][%{{.*}}] : memref<1xf32>
 // CHECK-NEXT: return
 
-// planc_update reads and writes the two groups' spans, whatever the number of parameters.
+// planc_sumsq(G0, G1, stats): stats[6] = the sum of the squares of the two groups' spans
+// (here, on one device, each whole group: [0, 192) and [192, 224) passed as their own
+// buffers); the padding is zero, so it adds nothing.
+// CHECK-LABEL: func.func @planc_sumsq(
+// CHECK-SAME: %[[SG0:[^:]*]]: memref<192xf32>, %[[SG1:[^:]*]]: memref<32xf32>, %[[SST:[^:]*]]: memref<8xf32>) {
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[SG0]][0] [192] [1] : memref<192xf32> to memref<192xf32, strided<[1]>>
+// CHECK-NEXT: %[[T0:.*]] = bufferization.to_tensor %[[S]] restrict
+// CHECK-NEXT: %[[Q0:.*]] = nn.sumsq %[[T0]] : tensor<192xf32> -> tensor<f32>
+// CHECK-NEXT: %[[E0:.*]] = tensor.extract %[[Q0]][] : tensor<f32>
+// CHECK-NEXT: %[[A0:.*]] = arith.addf %[[Z]], %[[E0]] : f32
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[SG1]][0] [32] [1] : memref<32xf32> to memref<32xf32, strided<[1]>>
+// CHECK-NEXT: %[[T1:.*]] = bufferization.to_tensor %[[S]] restrict
+// CHECK-NEXT: %[[Q1:.*]] = nn.sumsq %[[T1]] : tensor<32xf32> -> tensor<f32>
+// CHECK-NEXT: %[[E1:.*]] = tensor.extract %[[Q1]][] : tensor<f32>
+// CHECK-NEXT: %[[A1:.*]] = arith.addf %[[A0]], %[[E1]] : f32
+// CHECK-NEXT: %[[C6:.*]] = arith.constant 6 : index
+// CHECK-NEXT: memref.store %[[A1]], %[[SST]][%[[C6]]] : memref<8xf32>
+// CHECK-NEXT: return
+
+// planc_update(P0, P1, G0, G1, M0, M1, V0, V1, step, stats) reads and writes the two
+// groups' pieces (whole groups on one device), whatever the number of parameters; the
+// norm comes from stats[6], the global sum of squares, and no sum of squares is left here.
 // CHECK-LABEL: func.func @planc_update(
-// CHECK-SAME: %[[UP:[^:]*]]: memref<224xf32>, %[[UG:[^:]*]]: memref<224xf32>, %[[UM:[^:]*]]: memref<224xf32>, %[[UV:[^:]*]]: memref<224xf32>, %[[STEP:[^:]*]]: i64, %[[STATS:[^:]*]]: memref<8xf32>) {
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [192] [1] : memref<224xf32> to memref<192xf32, strided<[1]>>
+// CHECK-SAME: %[[UP0:[^:]*]]: memref<192xf32>, %[[UP1:[^:]*]]: memref<32xf32>, %[[UG0:[^:]*]]: memref<192xf32>, %[[UG1:[^:]*]]: memref<32xf32>,
+// CHECK-SAME: %[[UM0:[^:]*]]: memref<192xf32>, %[[UM1:[^:]*]]: memref<32xf32>, %[[UV0:[^:]*]]: memref<192xf32>, %[[UV1:[^:]*]]: memref<32xf32>,
+// CHECK-SAME: %[[STEP:[^:]*]]: i64, %[[STATS:[^:]*]]: memref<8xf32>) {
+// CHECK-NEXT: %[[C6:.*]] = arith.constant 6 : index
+// CHECK-NEXT: %[[SUMSQ:.*]] = memref.load %[[STATS]][%[[C6]]] : memref<8xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP0]][0] [192] [1] : memref<192xf32> to memref<192xf32, strided<[1]>>
 // CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][192] [32] [1] : memref<224xf32> to memref<32xf32, strided<[1], offset: 192>>
-// CHECK-NEXT: %[[P1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][0] [192] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP1]][0] [32] [1] : memref<32xf32> to memref<32xf32, strided<[1]>>
+// CHECK-NEXT: %[[P1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1]>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG0]][0] [192] [1]
 // CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][192] [32] [1]
-// CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][0] [192] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG1]][0] [32] [1]
+// CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1]>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM0]][0] [192] [1]
 // CHECK-NEXT: %[[M0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][192] [32] [1]
-// CHECK-NEXT: %[[M1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][0] [192] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM1]][0] [32] [1]
+// CHECK-NEXT: %[[M1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1]>> to tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV0]][0] [192] [1]
 // CHECK-NEXT: %[[V0:.*]] = bufferization.to_tensor %[[S]] restrict : memref<192xf32, strided<[1]>> to tensor<192xf32>
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][192] [32] [1]
-// CHECK-NEXT: %[[V1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1], offset: 192>> to tensor<32xf32>
-// One sum of squares per group.
-// CHECK: nn.sumsq %[[G0]] : tensor<192xf32> -> tensor<f32>
-// CHECK: nn.sumsq %[[G1]] : tensor<32xf32> -> tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV1]][0] [32] [1]
+// CHECK-NEXT: %[[V1:.*]] = bufferization.to_tensor %[[S]] restrict : memref<32xf32, strided<[1]>> to tensor<32xf32>
+// CHECK-NEXT: %[[NORM:.*]] = math.sqrt %[[SUMSQ]] : f32
 // CHECK-NOT: nn.sumsq
-// CHECK: %[[NORM:.*]] = math.sqrt
 // CHECK: arith.sitofp %[[STEP]] : i64 to f64
 // CHECK: %[[LR:.*]] = arith.select
 // One AdamW per group; weight decay (0.1) on the matrices' group only.
 // CHECK-NOT: nn.adamw
 // CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], %[[LR]], {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<192xf32>
 // CHECK-NEXT: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], %[[LR]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<32xf32>
-// Parameters back into P, first moments into M, second moments into V, each group into its
-// span; G is only read.
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][0] [192] [1]
+// Parameters back into P0/P1, first moments into M0/M1, second moments into V0/V1; the
+// gradients are only read.
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP0]][0] [192] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NP0]] in restrict writable %[[D]] : (tensor<192xf32>, memref<192xf32, strided<[1]>>) -> ()
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][192] [32] [1]
-// CHECK-NEXT: bufferization.materialize_in_destination %[[NP1]] in restrict writable %[[D]] : (tensor<32xf32>, memref<32xf32, strided<[1], offset: 192>>) -> ()
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][0] [192] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP1]][0] [32] [1]
+// CHECK-NEXT: bufferization.materialize_in_destination %[[NP1]] in restrict writable %[[D]] : (tensor<32xf32>, memref<32xf32, strided<[1]>>) -> ()
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM0]][0] [192] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NM0]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][192] [32] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM1]][0] [32] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NM1]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][0] [192] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV0]][0] [192] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NV0]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][192] [32] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV1]][0] [32] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NV1]] in restrict writable %[[D]]
 // stats = [grad norm, lr as f32].
 // CHECK-NEXT: %{{.*}} = arith.constant 0 : index
@@ -149,10 +175,12 @@
 // CHECK: memref.store %[[E]], %[[ELOSS]][%{{.*}}] : memref<1xf32>
 // CHECK: return
 
-// The manifest: parameter table in argument order with the offsets above, data paths
-// resolved against the plan's directory (absolute ones kept), batch, schedule and
-// checkpoints; NUL-terminated.
-// CHECK: llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22m\22,\22num_floats\22:224,
+// The manifest: the groups' spans, the mesh (one device; data over "dp"), parameter table
+// in argument order with the offsets above, data paths resolved against the plan's
+// directory (absolute ones kept), batch, schedule, checkpoints, data-parallel size and ZeRO
+// stage; NUL-terminated.
+// CHECK: llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,192],[192,224]],
+// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22sizes\22:[1]},\22model\22:\22m\22,\22num_floats\22:224,
 // CHECK-SAME: \22params\22:[{\22count\22:128,\22init\22:\22normal\22,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[16,8],\22std\22:0.02},
 // CHECK-SAME: {\22count\22:8,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:192,\22shape\22:[8],\22std\22:0},
 // CHECK-SAME: {\22count\22:64,\22init\22:\22normal\22,\22name\22:\22fc.weight\22,\22offset\22:128,\22shape\22:[8,8],\22std\22:0.01},
@@ -163,7 +191,7 @@
 // CHECK-SAME: \22data\22:[\22/data/run/train.bin\22,\22/abs/more.bin\22],\22data_parallel\22:1,
 // CHECK-SAME: \22eval_batches\22:3,\22eval_every\22:25,\22loss_scale\22:{\22init\22:1,\22kind\22:\22none\22},\22lr\22:0.001,\22micro\22:2,\22min_lr\22:0.0001,
 // CHECK-SAME: \22precision\22:\22fp32\22,\22schedule\22:\22cosine\22,\22seed\22:7,\22seq\22:8,\22steps\22:100,
-// CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,\22weight_decay\22:0.10000000000000001
+// CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,\22weight_decay\22:0.10000000000000001,\22zero\22:0
 // CHECK-SAME: }}\00")
 // CHECK-NOT: plan.
 
@@ -199,9 +227,21 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]]
 // CHECK-NOT: nn.scale
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
-// The one group's span is the whole buffer; weight decay 0 as the plan says.
+// The one group is the whole buffer; the empty "no_decay" group keeps its place in the
+// signatures as a 0-float piece (the runtime passes eight pieces whatever the model), and
+// nothing reads or writes it. Weight decay 0 as the plan says.
+// CHECK-LABEL: func.func @planc_sumsq(
+// CHECK-SAME: %[[SG0:[^:]*]]: memref<16xf32>, %[[SG1:[^:]*]]: memref<0xf32>, %{{[^:]*}}: memref<8xf32>) {
+// CHECK: memref.subview %[[SG0]][0] [16] [1]
+// CHECK: nn.sumsq %{{.*}} : tensor<16xf32> -> tensor<f32>
+// CHECK-NOT: nn.sumsq
+// CHECK-NOT: %[[SG1]]
+// CHECK: return
 // CHECK-LABEL: func.func @planc_update(
-// CHECK-SAME: %[[UP:[^:]*]]: memref<16xf32>, %[[UG:[^:]*]]: memref<16xf32>, %[[UM:[^:]*]]: memref<16xf32>, %[[UV:[^:]*]]: memref<16xf32>,
+// CHECK-SAME: %[[UP:[^:]*]]: memref<16xf32>, %[[UP1:[^:]*]]: memref<0xf32>, %[[UG:[^:]*]]: memref<16xf32>, %[[UG1:[^:]*]]: memref<0xf32>,
+// CHECK-SAME: %[[UM:[^:]*]]: memref<16xf32>, %[[UM1:[^:]*]]: memref<0xf32>, %[[UV:[^:]*]]: memref<16xf32>, %[[UV1:[^:]*]]: memref<0xf32>,
+// CHECK-NEXT: arith.constant 6 : index
+// CHECK-NEXT: memref.load
 // CHECK-NEXT: memref.subview %[[UP]][0] [16] [1] : memref<16xf32> to memref<16xf32, strided<[1]>>
 // CHECK-NEXT: bufferization.to_tensor
 // CHECK-NEXT: memref.subview %[[UG]][0] [16] [1]
@@ -211,7 +251,6 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 // CHECK-NEXT: memref.subview %[[UV]][0] [16] [1]
 // CHECK-NEXT: bufferization.to_tensor
 // CHECK-NOT: memref.subview
-// CHECK: nn.sumsq %{{.*}} : tensor<16xf32> -> tensor<f32>
 // CHECK-NOT: nn.sumsq
 // CHECK: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
 // CHECK-NOT: nn.adamw
@@ -220,8 +259,9 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 // CHECK: memref.subview %[[UV]][0] [16] [1]
 // CHECK-NOT: memref.subview
 // CHECK: return
-// An empty checkpoint directory stays empty; no validation data.
-// CHECK: @planc_manifest({{.*}}\22num_floats\22:16,\22params\22:[{\22count\22:8,{{.*}}\22offset\22:0,\22shape\22:[4,2],
+// An empty checkpoint directory stays empty; no validation data; group 1 is the empty span
+// [16, 16).
+// CHECK: @planc_manifest({{.*}}\22groups\22:{{\[\[}}0,16],[16,16]],{{.*}}\22num_floats\22:16,\22params\22:[{\22count\22:8,{{.*}}\22offset\22:0,\22shape\22:[4,2],
 // CHECK-SAME: \22checkpoint\22:{\22dir\22:\22\22,\22every\22:0,\22keep\22:0}
 // CHECK-SAME: \22val\22:[]
 
@@ -287,44 +327,52 @@ plan.train @one {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<3xf32>, memref<3xf32, strided<[1], offset: 112>>) -> ()
 // CHECK-NOT: bufferization.materialize_in_destination
 // CHECK: return
+// The sum of squares and the update on the groups' spans [0, 80) and [80, 128).
+// CHECK-LABEL: func.func @planc_sumsq(
+// CHECK-SAME: %{{[^:]*}}: memref<80xf32>, %{{[^:]*}}: memref<48xf32>, %{{[^:]*}}: memref<8xf32>) {
+// CHECK: nn.sumsq %{{.*}} : tensor<80xf32> -> tensor<f32>
+// CHECK: nn.sumsq %{{.*}} : tensor<48xf32> -> tensor<f32>
+// CHECK-NOT: nn.sumsq
 // CHECK-LABEL: func.func @planc_update(
-// CHECK-SAME: %[[UP:[^:]*]]: memref<128xf32>, %[[UG:[^:]*]]: memref<128xf32>, %[[UM:[^:]*]]: memref<128xf32>, %[[UV:[^:]*]]: memref<128xf32>,
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][0] [80] [1] : memref<128xf32> to memref<80xf32, strided<[1]>>
+// CHECK-SAME: %[[UP0:[^:]*]]: memref<80xf32>, %[[UP1:[^:]*]]: memref<48xf32>, %[[UG0:[^:]*]]: memref<80xf32>, %[[UG1:[^:]*]]: memref<48xf32>,
+// CHECK-SAME: %[[UM0:[^:]*]]: memref<80xf32>, %[[UM1:[^:]*]]: memref<48xf32>, %[[UV0:[^:]*]]: memref<80xf32>, %[[UV1:[^:]*]]: memref<48xf32>,
+// CHECK-NEXT: arith.constant 6 : index
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP0]][0] [80] [1] : memref<80xf32> to memref<80xf32, strided<[1]>>
 // CHECK-NEXT: %[[P0:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP]][80] [48] [1] : memref<128xf32> to memref<48xf32, strided<[1], offset: 80>>
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UP1]][0] [48] [1] : memref<48xf32> to memref<48xf32, strided<[1]>>
 // CHECK-NEXT: %[[P1:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][0] [80] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG0]][0] [80] [1]
 // CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG]][80] [48] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UG1]][0] [48] [1]
 // CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][0] [80] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM0]][0] [80] [1]
 // CHECK-NEXT: %[[M0:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM]][80] [48] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UM1]][0] [48] [1]
 // CHECK-NEXT: %[[M1:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][0] [80] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV0]][0] [80] [1]
 // CHECK-NEXT: %[[V0:.*]] = bufferization.to_tensor %[[S]]
-// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV]][80] [48] [1]
+// CHECK-NEXT: %[[S:.*]] = memref.subview %[[UV1]][0] [48] [1]
 // CHECK-NEXT: %[[V1:.*]] = bufferization.to_tensor %[[S]]
-// CHECK: nn.sumsq %[[G0]] : tensor<80xf32> -> tensor<f32>
-// CHECK: nn.sumsq %[[G1]] : tensor<48xf32> -> tensor<f32>
 // CHECK-NOT: nn.sumsq
 // CHECK-NOT: nn.adamw
 // CHECK: %[[NP0:[^,]*]], %[[NM0:[^,]*]], %[[NV0:[^ ]*]] = nn.adamw %[[P0]], %[[G0]], %[[M0]], %[[V0]], {{.*}}weight_decay = 5.000000e-02 : f64} : tensor<80xf32>
 // CHECK-NEXT: %[[NP1:[^,]*]], %[[NM1:[^,]*]], %[[NV1:[^ ]*]] = nn.adamw %[[P1]], %[[G1]], %[[M1]], %[[V1]], {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<48xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][0] [80] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP0]][0] [80] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NP0]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP]][80] [48] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UP1]][0] [48] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NP1]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][0] [80] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM0]][0] [80] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NM0]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM]][80] [48] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UM1]][0] [48] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NM1]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][0] [80] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV0]][0] [80] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NV0]] in restrict writable %[[D]]
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV]][80] [48] [1]
+// CHECK-NEXT: %[[D:.*]] = memref.subview %[[UV1]][0] [48] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[NV1]] in restrict writable %[[D]]
-// The manifest: argument order, each parameter's offset and count (no padding).
-// CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22mlp\22,\22num_floats\22:128,
+// The manifest: the groups' spans, argument order, each parameter's offset and count (no
+// padding).
+// CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,80],[80,128]],{{.*}}\22model\22:\22mlp\22,\22num_floats\22:128,
 // CHECK-SAME: \22params\22:[{\22count\22:3,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:80,\22shape\22:[3],\22std\22:0},
 // CHECK-SAME: {\22count\22:15,\22init\22:\22normal\22,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[5,3],\22std\22:0.02},
 // CHECK-SAME: {\22count\22:21,\22init\22:\22normal\22,\22name\22:\22fc1.weight\22,\22offset\22:16,\22shape\22:[3,7],\22std\22:0.02},
@@ -353,18 +401,123 @@ func.func @mlp(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32
 }
 plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @mlp, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 2 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 5.0e-02 : f64}
 
+// -----
+
+// Data parallel over 4 ranks, DDP (zero 0), accumulation 2: the model of the first case,
+// each group padded to a multiple of 16 × 4 = 64 floats so that it splits into 4 aligned
+// pieces. "decay": wte.weight at 0, fc.weight at 128, 192 floats (already 3 × 64).
+// "no_decay": ln.weight at 192, fc.bias at 208, 216 rounded up to 192 + 64 = 256.
+// Each rank's gradient is pre-divided by accumulation × data-parallel size = 2 × 4, so that
+// the sum over the ranks (the schedule's all-reduce) is the mean over the global batch; the
+// loss only by the accumulation (the schedule averages it over the ranks).
+// CHECK-LABEL: func.func @planc_grad(
+// CHECK-SAME: memref<256xf32>, %{{[^:]*}}: memref<256xf32>, %{{[^:]*}}: memref<1x4xi32>, %{{[^:]*}}: memref<1x4xi32>, %{{[^:]*}}: memref<1xf32>, %{{[^:]*}}: memref<8xf32>)
+// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<128xf32>
+// CHECK: memref.subview %{{.*}}[0] [128] [1]
+// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<8xf32>
+// CHECK: memref.subview %{{.*}}[192] [8] [1]
+// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<64xf32>
+// CHECK: memref.subview %{{.*}}[128] [64] [1]
+// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<8xf32>
+// CHECK: memref.subview %{{.*}}[208] [8] [1]
+// CHECK-NOT: nn.scale
+// CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT: arith.mulf %{{.*}}, %[[HALF]] : f32
+// CHECK: return
+// Without ZeRO every rank updates the whole groups (padding included).
+// CHECK-LABEL: func.func @planc_sumsq(
+// CHECK-SAME: memref<192xf32>, %{{[^:]*}}: memref<64xf32>, %{{[^:]*}}: memref<8xf32>)
+// CHECK-LABEL: func.func @planc_update(
+// CHECK-SAME: memref<192xf32>, %{{[^:]*}}: memref<64xf32>, %{{[^:]*}}: memref<192xf32>, %{{[^:]*}}: memref<64xf32>, %{{[^:]*}}: memref<192xf32>, %{{[^:]*}}: memref<64xf32>, %{{[^:]*}}: memref<192xf32>, %{{[^:]*}}: memref<64xf32>, %{{[^:]*}}: i64, %{{[^:]*}}: memref<8xf32>)
+// CHECK: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<192xf32>
+// CHECK-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<64xf32>
+// CHECK-LABEL: func.func @planc_eval(
+// CHECK-SAME: memref<256xf32>
+// The manifest: the padded groups, the 4-rank mesh, data_parallel 4 and zero 0.
+// CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,192],[192,256]],
+// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu4\22,\22sizes\22:[4]},\22model\22:\22m\22,\22num_floats\22:256,
+// CHECK-SAME: \22accumulation\22:2,\22batch\22:8,
+// CHECK-SAME: \22data_parallel\22:4,
+// CHECK-SAME: \22zero\22:0}}\00")
+
+plan.mesh @cpu4 {axes = [#plan.axis<"dp", 4>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+             %g: tensor<8xf32> {nn.param = "ln.weight", nn.init = "ones", nn.std = 0.0 : f64},
+             %w: tensor<8x8xf32> {nn.param = "fc.weight", nn.init = "normal", nn.std = 1.0e-02 : f64},
+             %b: tensor<8xf32> {nn.param = "fc.bias", nn.init = "zeros", nn.std = 0.0 : f64})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  %y0 = nn.matmul %n, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = nn.bias_add %y0, %b : tensor<?x?x8xf32>, tensor<8xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 1.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}
+
+// -----
+
+// The same with ZeRO-1: the flat layout and the gradient scaling are the same, but each rank
+// updates only its piece of each group: 192 / 4 = 48 floats of "decay", 64 / 4 = 16 of
+// "no_decay" (the schedule scatters the gradients into, and gathers the parameters from,
+// these pieces).
+// CHECK-LABEL: func.func @planc_grad(
+// CHECK-SAME: memref<256xf32>, %{{[^:]*}}: memref<256xf32>,
+// CHECK-COUNT-4: nn.scale %{{.*}} {factor = 1.250000e-01 : f64}
+// CHECK-NOT: nn.scale
+// CHECK-LABEL: func.func @planc_sumsq(
+// CHECK-SAME: %[[G0:[^:]*]]: memref<48xf32>, %[[G1:[^:]*]]: memref<16xf32>, %{{[^:]*}}: memref<8xf32>)
+// CHECK: memref.subview %[[G0]][0] [48] [1]
+// CHECK: nn.sumsq %{{.*}} : tensor<48xf32> -> tensor<f32>
+// CHECK: memref.subview %[[G1]][0] [16] [1]
+// CHECK: nn.sumsq %{{.*}} : tensor<16xf32> -> tensor<f32>
+// CHECK-LABEL: func.func @planc_update(
+// CHECK-SAME: memref<48xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: memref<48xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: memref<48xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: memref<48xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: i64, %{{[^:]*}}: memref<8xf32>)
+// CHECK-NOT: nn.sumsq
+// CHECK: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<48xf32>
+// CHECK-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+// Evaluation reads the full parameters.
+// CHECK-LABEL: func.func @planc_eval(
+// CHECK-SAME: memref<256xf32>
+// CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,192],[192,256]],
+// CHECK-SAME: \22num_floats\22:256,
+// CHECK-SAME: \22data_parallel\22:4,
+// CHECK-SAME: \22zero\22:1}}\00")
+
+plan.mesh @cpu4 {axes = [#plan.axis<"dp", 4>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+             %g: tensor<8xf32> {nn.param = "ln.weight", nn.init = "ones", nn.std = 0.0 : f64},
+             %w: tensor<8x8xf32> {nn.param = "fc.weight", nn.init = "normal", nn.std = 1.0e-02 : f64},
+             %b: tensor<8xf32> {nn.param = "fc.bias", nn.init = "zeros", nn.std = 0.0 : f64})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  %y0 = nn.matmul %n, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = nn.bias_add %y0, %b : tensor<?x?x8xf32>, tensor<8xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 1.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 1, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}
+
 // CHAR-LABEL: func.func @planc_grad(
 // CHAR-SAME: memref<842496xf32>, %{{[^:]*}}: memref<842496xf32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<16x128xi32>, %{{[^:]*}}: memref<1xf32>, %{{[^:]*}}: memref<8xf32>)
-// CHAR: func.func @planc_update(%[[CP:[^:]*]]: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: memref<842496xf32>, {{.*}}: i64, {{.*}}: memref<8xf32>)
 // The 2 embedding tables and 4 × 4 weight matrices (835584 floats) decay, the 34 vectors
-// (6912 floats, every size a multiple of 16) do not.
-// CHAR-NEXT: memref.subview %[[CP]][0] [835584] [1]
+// (6912 floats, every size a multiple of 16) do not: planc_sumsq and planc_update take one
+// piece per group (each whole group on one device).
+// CHAR: func.func @planc_sumsq(%{{[^:]*}}: memref<835584xf32>, %{{[^:]*}}: memref<6912xf32>, %{{[^:]*}}: memref<8xf32>)
+// CHAR: func.func @planc_update(%[[CP0:[^:]*]]: memref<835584xf32>, %[[CP1:[^:]*]]: memref<6912xf32>, {{.*}}: memref<835584xf32>, {{.*}}: memref<6912xf32>, {{.*}}: memref<835584xf32>, {{.*}}: memref<6912xf32>, {{.*}}: memref<835584xf32>, {{.*}}: memref<6912xf32>, {{.*}}: i64, {{.*}}: memref<8xf32>)
+// CHAR: memref.subview %[[CP0]][0] [835584] [1]
 // CHAR-NEXT: bufferization.to_tensor
-// CHAR-NEXT: memref.subview %[[CP]][835584] [6912] [1]
+// CHAR-NEXT: memref.subview %[[CP1]][0] [6912] [1]
 // CHAR: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<835584xf32>
 // CHAR-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<6912xf32>
 // CHAR: func.func @planc_eval({{.*}}: memref<842496xf32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<1xf32>)
-// CHAR: @planc_manifest("{\22format\22:\22planc-train-1\22,\22model\22:\22char_gpt\22,\22num_floats\22:842496,
+// CHAR: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,835584],[835584,842496]],
+// CHAR-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22sizes\22:[1]},\22model\22:\22char_gpt\22,\22num_floats\22:842496,
 // CHAR-SAME: \22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[256,128]
 // CHAR-SAME: \22name\22:\22wpe.weight\22,\22offset\22:32768,\22shape\22:[128,128]
 // CHAR-SAME: \22name\22:\22h.0.ln_1.weight\22,\22offset\22:835584,\22shape\22:[128]

@@ -1,6 +1,7 @@
 // plan-train-step: a train plan's model becomes @<plan>_forward (static [micro, seq]),
-// @<plan>_grad and @<plan>_update (global norm, clipping, schedule, AdamW over the two
-// parameter groups, each a flat span of the parameter buffers).
+// @<plan>_grad and @<plan>_update (norm from the global sum of squares it is given,
+// clipping, schedule, AdamW over the two parameter groups, each this data-parallel rank's
+// piece of a flat span of the parameter buffers: the whole span without ZeRO).
 // RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s
 // RUN: planc-opt %s -split-input-file -plan-train-step | FileCheck %s --check-prefix=PLAIN
 
@@ -30,26 +31,22 @@
 // CHECK: nn.embedding_grad {{.*}} : (tensor<2x8x8xf32>, tensor<2x8xi32>) -> tensor<16x8xf32>
 
 // The update works on two parameter groups, as PyTorch's param groups: each argument is
-// the span of one group in the flat buffers (training::layoutOf). Matrices first, in
-// argument order, each at a multiple of 16 floats: wte.weight 128 floats at 0, fc.weight
-// 64 at 128, so "decay" is [0, 192); then the vectors: ln.weight 8 at 192, fc.bias 8 at
-// 208 (200 rounded up), so "no_decay" is [192, 224), 32 floats with the padding.
+// this rank's piece of one group's span in the flat buffers (training::layoutOf; on one
+// device the whole span). Matrices first, in argument order, each at a multiple of 16
+// floats: wte.weight 128 floats at 0, fc.weight 64 at 128, so "decay" is [0, 192); then the
+// vectors: ln.weight 8 at 192, fc.bias 8 at 208 (200 rounded up), so "no_decay" is
+// [192, 224), 32 floats with the padding. The second argument is the global sum of squared
+// gradients (nn.sumsq): the schedule computes it (planc_sumsq on each rank's pieces, then an
+// all-reduce), so the update itself sums no squares.
 // CHECK-LABEL: func.func private @t_update(
-// CHECK-SAME: %[[STEP:[^:]*]]: i64,
+// CHECK-SAME: %[[STEP:[^:]*]]: i64, %[[SUMSQ:[^:]*]]: f32 {nn.sumsq},
 // CHECK-SAME: %[[P0:[^:]*]]: tensor<192xf32> {nn.params = "decay"}, %[[P1:[^:]*]]: tensor<32xf32> {nn.params = "no_decay"},
 // CHECK-SAME: %[[G0:[^:]*]]: tensor<192xf32> {nn.grads = "decay"}, %[[G1:[^:]*]]: tensor<32xf32> {nn.grads = "no_decay"},
 // CHECK-SAME: %[[M0:[^:]*]]: tensor<192xf32> {nn.exp_avg = "decay"}, %[[M1:[^:]*]]: tensor<32xf32> {nn.exp_avg = "no_decay"},
 // CHECK-SAME: %[[V0:[^:]*]]: tensor<192xf32> {nn.exp_avg_sq = "decay"}, %[[V1:[^:]*]]: tensor<32xf32> {nn.exp_avg_sq = "no_decay"})
 // CHECK-SAME: -> (f32, f64, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>, tensor<192xf32>, tensor<32xf32>) {
-// The global gradient norm: one sum of squares per group (the padding is zero).
-// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: %[[S0:.*]] = nn.sumsq %[[G0]] : tensor<192xf32> -> tensor<f32>
-// CHECK-NEXT: %[[E0:.*]] = tensor.extract %[[S0]][] : tensor<f32>
-// CHECK-NEXT: %[[A0:.*]] = arith.addf %[[Z]], %[[E0]] : f32
-// CHECK-NEXT: %[[S1:.*]] = nn.sumsq %[[G1]] : tensor<32xf32> -> tensor<f32>
-// CHECK-NEXT: %[[E1:.*]] = tensor.extract %[[S1]][] : tensor<f32>
-// CHECK-NEXT: %[[A1:.*]] = arith.addf %[[A0]], %[[E1]] : f32
-// CHECK-NEXT: %[[NORM:.*]] = math.sqrt %[[A1]] : f32
+// The global gradient norm is the square root of the sum handed in.
+// CHECK-NEXT: %[[NORM:.*]] = math.sqrt %[[SUMSQ]] : f32
 // CHECK-NOT: nn.sumsq
 // Clipping as clip_grad_norm_: min(clip / (norm + 1e-6), 1) with clip = 0.5. (The order
 // of constants among an op's operands follows C++ argument evaluation: DAG groups.)
@@ -132,15 +129,14 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 4 : i64, beta1 = 
 // PLAIN: return
 // CHECK-LABEL: func.func private @c_forward(
 // CHECK-SAME: tensor<3x5xi32>
-// One matrix (wte.weight, 128 floats) and no vector: the "decay" group alone, one sum of
-// squares, one AdamW; weight decay 0 as the plan says.
+// One matrix (wte.weight, 128 floats) and no vector: the "decay" group alone, one AdamW;
+// weight decay 0 as the plan says.
 // CHECK-LABEL: func.func private @c_update(
-// CHECK-SAME: %{{[^:]*}}: i64, %[[P:[^:]*]]: tensor<128xf32> {nn.params = "decay"}, %[[G:[^:]*]]: tensor<128xf32> {nn.grads = "decay"}, %[[M:[^:]*]]: tensor<128xf32> {nn.exp_avg = "decay"}, %[[V:[^:]*]]: tensor<128xf32> {nn.exp_avg_sq = "decay"})
+// CHECK-SAME: %{{[^:]*}}: i64, %[[SQ:[^:]*]]: f32 {nn.sumsq}, %[[P:[^:]*]]: tensor<128xf32> {nn.params = "decay"}, %[[G:[^:]*]]: tensor<128xf32> {nn.grads = "decay"}, %[[M:[^:]*]]: tensor<128xf32> {nn.exp_avg = "decay"}, %[[V:[^:]*]]: tensor<128xf32> {nn.exp_avg_sq = "decay"})
 // CHECK-SAME: -> (f32, f64, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>) {
 // CHECK-NOT: no_decay
-// CHECK: nn.sumsq %[[G]] : tensor<128xf32> -> tensor<f32>
 // CHECK-NOT: nn.sumsq
-// CHECK: %[[NORM:.*]] = math.sqrt
+// CHECK: %[[NORM:.*]] = math.sqrt %[[SQ]] : f32
 // CHECK-NEXT: %[[SCALE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT: arith.sitofp
 // CHECK-NEXT: %[[LR:.*]] = arith.constant 2.000000e-03 : f64
@@ -189,3 +185,66 @@ func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> 
   return %loss : tensor<f32>
 }
 plan.train @l {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["train.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-02 : f64, lr_schedule = #plan<lr_schedule linear>, mesh = @cpu1, micro = 1 : i64, min_lr = 1.0e-03 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 50 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}
+
+// -----
+
+// Data parallel over 4 ranks without ZeRO: every rank updates the whole groups, each padded
+// to a multiple of 16 × 4 = 64 floats so that the same layout splits evenly under ZeRO:
+// "decay" [0, 192) (already 3 × 64), "no_decay" ln.weight at 192 and fc.bias at 208, 216
+// rounded up to 256: 64 floats.
+// CHECK-LABEL: func.func private @ddp_update(
+// CHECK-SAME: %{{[^:]*}}: i64, %{{[^:]*}}: f32 {nn.sumsq},
+// CHECK-SAME: tensor<192xf32> {nn.params = "decay"}, %{{[^:]*}}: tensor<64xf32> {nn.params = "no_decay"},
+// CHECK-SAME: tensor<192xf32> {nn.grads = "decay"}, %{{[^:]*}}: tensor<64xf32> {nn.grads = "no_decay"},
+// CHECK-SAME: -> (f32, f64, tensor<192xf32>, tensor<64xf32>, tensor<192xf32>, tensor<64xf32>, tensor<192xf32>, tensor<64xf32>)
+// CHECK: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<192xf32>
+// CHECK-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<64xf32>
+
+plan.mesh @cpu4 {axes = [#plan.axis<"dp", 4>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+             %g: tensor<8xf32> {nn.param = "ln.weight", nn.init = "ones", nn.std = 0.0 : f64},
+             %w: tensor<8x8xf32> {nn.param = "fc.weight", nn.init = "normal", nn.std = 1.0e-02 : f64},
+             %b: tensor<8xf32> {nn.param = "fc.bias", nn.init = "zeros", nn.std = 0.0 : f64})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  %y0 = nn.matmul %n, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = nn.bias_add %y0, %b : tensor<?x?x8xf32>, tensor<8xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @ddp {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 1.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}
+
+// -----
+
+// The same with ZeRO-3: each rank updates its quarter of each group, 192 / 4 = 48 floats of
+// "decay" and 64 / 4 = 16 of "no_decay".
+// CHECK-LABEL: func.func private @z3_update(
+// CHECK-SAME: %{{[^:]*}}: i64, %{{[^:]*}}: f32 {nn.sumsq},
+// CHECK-SAME: tensor<48xf32> {nn.params = "decay"}, %{{[^:]*}}: tensor<16xf32> {nn.params = "no_decay"},
+// CHECK-SAME: tensor<48xf32> {nn.grads = "decay"}, %{{[^:]*}}: tensor<16xf32> {nn.grads = "no_decay"},
+// CHECK-SAME: tensor<48xf32> {nn.exp_avg = "decay"}, %{{[^:]*}}: tensor<16xf32> {nn.exp_avg = "no_decay"},
+// CHECK-SAME: tensor<48xf32> {nn.exp_avg_sq = "decay"}, %{{[^:]*}}: tensor<16xf32> {nn.exp_avg_sq = "no_decay"})
+// CHECK-SAME: -> (f32, f64, tensor<48xf32>, tensor<16xf32>, tensor<48xf32>, tensor<16xf32>, tensor<48xf32>, tensor<16xf32>)
+// CHECK-NOT: nn.sumsq
+// CHECK: nn.adamw {{.*}}weight_decay = 1.000000e-01 : f64} : tensor<48xf32>
+// CHECK-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<16xf32>
+
+plan.mesh @cpu4 {axes = [#plan.axis<"dp", 4>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"},
+             %wte: tensor<16x8xf32> {nn.param = "wte.weight", nn.init = "normal", nn.std = 2.0e-02 : f64},
+             %g: tensor<8xf32> {nn.param = "ln.weight", nn.init = "ones", nn.std = 0.0 : f64},
+             %w: tensor<8x8xf32> {nn.param = "fc.weight", nn.init = "normal", nn.std = 1.0e-02 : f64},
+             %b: tensor<8xf32> {nn.param = "fc.bias", nn.init = "zeros", nn.std = 0.0 : f64})
+    -> tensor<f32> attributes {nn.model, nn.vocab = 16 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %n = nn.layernorm %x, %g {eps = 1.0e-05 : f64} : tensor<?x?x8xf32>, tensor<8xf32>
+  %y0 = nn.matmul %n, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = nn.bias_add %y0, %b : tensor<?x?x8xf32>, tensor<8xf32>
+  %l = nn.matmul %y, %wte {transpose_w} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+plan.train @z3 {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 1.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 3, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.1 : f64}

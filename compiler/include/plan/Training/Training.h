@@ -4,6 +4,9 @@
 #ifndef PLAN_TRAINING_TRAINING_H
 #define PLAN_TRAINING_TRAINING_H
 
+#include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/DataParallel.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace plan::training {
@@ -31,18 +34,14 @@ mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, ll
                                                   bool scaledSeed = false);
 
 /// Where the parameters of a forward function lie in the executable's flat
-/// buffers (parameters, gradients, Adam moments share one layout). Parameters
-/// form two optimizer groups, as PyTorch's param groups: matrices (weights and
-/// embeddings, with weight decay) first, then vectors (biases and norm scales,
-/// without); each parameter starts on a 64-byte boundary, and the padding
-/// between them stays zero, so an elementwise update can sweep a whole group.
-struct BufferLayout {
-  llvm::SmallVector<int64_t> offset;     ///< per parameter, in argument order
-  int64_t groupBegin[2] = {0, 0};        ///< group 0: decayed, group 1: not
-  int64_t groupEnd[2] = {0, 0};
-  int64_t total = 0;                     ///< floats per buffer
-};
-BufferLayout layoutOf(llvm::ArrayRef<mlir::RankedTensorType> params);
+/// buffers (parameters, gradients, Adam moments share one layout), sharded over
+/// `shards` data-parallel ranks: training::flatLayout over the parameters' sizes.
+using BufferLayout = FlatLayout;
+BufferLayout layoutOf(llvm::ArrayRef<mlir::RankedTensorType> params, int64_t shards = 1);
+/// The data-parallel size of a train plan: the product of its data axes' sizes.
+int64_t dataParallelSize(pl::TrainOp train);
+/// The number of devices of a train plan's mesh.
+int64_t deviceCount(pl::TrainOp train);
 /// Whether a parameter of this type gets weight decay (group 0).
 inline bool decayed(mlir::RankedTensorType t) { return t.getRank() >= 2; }
 

@@ -1,0 +1,68 @@
+// The data-parallel facts that the schedule builder (plan-schedule), the entry
+// points (plan-train-abi) and the cost model (`planc explain`) share: where the
+// parameters lie in the flat buffers, how those buffers are sharded over the data
+// axis, and what a step communicates. One definition, so that the runtime's byte
+// counters and explain's prediction cannot drift apart.
+#ifndef PLAN_TRAINING_DATAPARALLEL_H
+#define PLAN_TRAINING_DATAPARALLEL_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace plan::training {
+
+/// Where parameters lie in the flat parameter, gradient and moment buffers. Two
+/// optimizer groups, as PyTorch's param groups: matrices (decayed) first, then
+/// vectors. Each parameter starts on a 64-byte boundary and each group's span is
+/// padded to a multiple of 16 × `shards` floats, so that it splits into `shards`
+/// equal, aligned pieces: data-parallel rank r owns piece r of every group. The
+/// padding stays zero.
+struct FlatLayout {
+  std::vector<int64_t> offset;   ///< per parameter
+  int64_t groupBegin[2] = {0, 0};
+  int64_t groupEnd[2] = {0, 0};
+  int64_t total = 0;             ///< floats per full buffer
+  int64_t shards = 1;
+  int64_t groupFloats(int g) const { return groupEnd[g] - groupBegin[g]; }
+  /// Floats of group g that one rank owns.
+  int64_t shardFloats(int g) const { return groupFloats(g) / shards; }
+  /// Floats one rank owns over both groups.
+  int64_t shardTotal() const { return total / shards; }
+};
+FlatLayout flatLayout(const std::vector<int64_t> &counts, const std::vector<bool> &decayed, int64_t shards);
+
+enum class Collective { AllReduce, AllGather, ReduceScatter };
+const char *collectiveName(Collective c);
+
+/// Bytes one rank sends in one ring collective over n ranks of a full buffer of
+/// `fullBytes` (all-reduce 2(n−1)/n·S, the others (n−1)/n·S), rounded down: the
+/// runtime's counters (planrt_comm_bytes) use the same rule.
+uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes);
+
+/// One collective over the data axis, as the step issues it.
+struct DataCollective {
+  Collective kind;
+  std::string purpose;
+  int64_t floats;  ///< the full buffer (summed over both optimizer groups)
+  int64_t times;   ///< per optimizer step
+  int64_t calls;   ///< calls per time (one per optimizer group for the big buffers)
+};
+
+/// What one optimizer step communicates over a data axis of `d` ranks with ZeRO
+/// stage `zero` and `micro` micro-steps, for flat buffers of layout `l`:
+///  - DDP: all-reduce the gradients once;
+///  - ZeRO-1: reduce-scatter them once, all-gather the updated parameters;
+///  - ZeRO-2: reduce-scatter after every micro-step, all-gather once;
+///  - ZeRO-3: all-gather the parameters before every micro-step (with
+///    `fusedMicroStep`, forward and backward of a micro-step share one gather, as on
+///    the CPU target; otherwise forward and backward gather separately) and
+///    reduce-scatter the gradients after it;
+///  - and always: the mean loss for the log (1 float), and under ZeRO the partial
+///    sums of squared gradients for the global norm (1 float).
+std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t micro, const FlatLayout &l,
+                                            bool fusedMicroStep);
+
+} // namespace plan::training
+
+#endif // PLAN_TRAINING_DATAPARALLEL_H

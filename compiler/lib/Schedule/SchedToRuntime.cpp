@@ -1,0 +1,189 @@
+// `convert-sched-to-runtime`: sched ops become calls into libplanrt's
+// planrt_sched_* functions (planrt.h), loops and rank conditions become scf.
+#include "plan/Conversion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace plan {
+#define GEN_PASS_DEF_CONVERTSCHEDTORUNTIME
+#include "plan/Conversion/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace plan;
+
+namespace {
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, sched::MeshOp mesh) : module(module), mesh(mesh), b(module.getContext()) {
+    int id = 0;
+    for (auto buf : module.getOps<sched::BufferOp>())
+      ids[buf.getSymName()] = id++;
+  }
+
+  LogicalResult lower(func::FuncOp fn) {
+    ctx = fn.getArgument(0);
+    return lowerBlock(fn.getBody().front());
+  }
+
+private:
+  Value i32(Location loc, int64_t v) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v))); }
+  Value i64(Location loc, int64_t v) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); }
+  Value buf(Location loc, FlatSymbolRefAttr name) { return i32(loc, ids.lookup(name.getValue())); }
+
+  /// A call to `name(ctx, args…)`, declaring the function on first use.
+  Operation *call(Location loc, StringRef name, ArrayRef<Value> args, Type result = {}) {
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    SmallVector<Value> all{ctx};
+    all.append(args.begin(), args.end());
+    SmallVector<Type> types;
+    for (Value v : all)
+      types.push_back(v.getType());
+    Type ret = result ? result : LLVM::LLVMVoidType::get(b.getContext());
+    if (!module.lookupSymbol(name)) {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToEnd(module.getBody());
+      LLVM::LLVMFuncOp::create(b, loc, name, LLVM::LLVMFunctionType::get(ret, types));
+    }
+    (void)ptr;
+    return LLVM::CallOp::create(b, loc, result ? TypeRange{result} : TypeRange{}, name, all);
+  }
+
+  LogicalResult mask(Operation *op, ArrayAttr axes, Value &out) {
+    FailureOr<unsigned> m = mesh.maskOf(axes, op);
+    if (failed(m))
+      return failure();
+    out = i32(op->getLoc(), int64_t(*m));
+    return success();
+  }
+
+  int axisIndex(StringRef name) {
+    for (auto [i, a] : llvm::enumerate(mesh.getAxes()))
+      if (cast<StringAttr>(a).getValue() == name)
+        return int(i);
+    return -1;
+  }
+
+  LogicalResult lowerBlock(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      Location loc = op.getLoc();
+      b.setInsertionPoint(&op);
+      if (auto loop = dyn_cast<sched::MicroLoopOp>(op)) {
+        Value lo = arith::ConstantIndexOp::create(b, loc, 0), hi = arith::ConstantIndexOp::create(b, loc, loop.getCount()),
+              one = arith::ConstantIndexOp::create(b, loc, 1);
+        auto forOp = scf::ForOp::create(b, loc, lo, hi, one);
+        Block &body = loop.getBody().front();
+        Block *target = forOp.getBody();
+        b.setInsertionPointToStart(target);
+        Value micro = arith::IndexCastOp::create(b, loc, b.getI64Type(), forOp.getInductionVar());
+        body.getArgument(0).replaceAllUsesWith(micro);
+        target->getOperations().splice(std::prev(target->end()), body.getOperations());
+        op.erase();
+        if (failed(lowerBlock(*target)))
+          return failure();
+        continue;
+      }
+      if (auto on = dyn_cast<sched::OnOp>(op)) {
+        int a = axisIndex(on.getAxis());
+        if (a < 0)
+          return on.emitOpError() << "names axis '" << on.getAxis() << "', which the mesh lacks";
+        Value coord = call(loc, "planrt_sched_coord", {i32(loc, a)}, b.getI64Type())->getResult(0);
+        Value cond = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, coord, i64(loc, on.getCoord()));
+        auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+        Block *target = ifOp.thenBlock();
+        target->getOperations().splice(std::prev(target->end()), on.getBody().front().getOperations());
+        op.erase();
+        if (failed(lowerBlock(*target)))
+          return failure();
+        continue;
+      }
+      Value m;
+      if (auto x = dyn_cast<sched::FillOp>(op)) {
+        Value v = arith::ConstantOp::create(b, loc, x.getValueAttr());
+        call(loc, "planrt_sched_fill", {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
+      } else if (auto x = dyn_cast<sched::AllocOp>(op)) {
+        call(loc, "planrt_sched_alloc", {buf(loc, x.getBufferAttr())});
+      } else if (auto x = dyn_cast<sched::FreeOp>(op)) {
+        call(loc, "planrt_sched_free", {buf(loc, x.getBufferAttr())});
+      } else if (auto x = dyn_cast<sched::GradOp>(op)) {
+        call(loc, "planrt_sched_grad", {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
+                                        buf(loc, x.getStateAttr())});
+      } else if (auto x = dyn_cast<sched::SumSquaresOp>(op)) {
+        SmallVector<Value> args;
+        for (auto [bf, off] : llvm::zip(x.getBuffers(), x.getOffsets()))
+          args.append({buf(loc, cast<FlatSymbolRefAttr>(bf)), i64(loc, off)});
+        args.push_back(buf(loc, x.getStateAttr()));
+        call(loc, "planrt_sched_sumsq", args);
+      } else if (auto x = dyn_cast<sched::UpdateOp>(op)) {
+        SmallVector<Value> args{x.getStep()};
+        for (auto [bf, off] : llvm::zip(x.getBuffers(), x.getOffsets()))
+          args.append({buf(loc, cast<FlatSymbolRefAttr>(bf)), i64(loc, off)});
+        args.push_back(buf(loc, x.getStateAttr()));
+        call(loc, "planrt_sched_update", args);
+      } else if (auto x = dyn_cast<sched::AllReduceOp>(op)) {
+        if (failed(mask(&op, x.getAxes(), m)))
+          return failure();
+        int reduce = x.getReduce() == "sum" ? 0 : x.getReduce() == "max" ? 1 : 2;
+        call(loc, "planrt_sched_all_reduce",
+             {m, buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), i32(loc, reduce)});
+      } else if (auto x = dyn_cast<sched::AllGatherOp>(op)) {
+        if (failed(mask(&op, x.getAxes(), m)))
+          return failure();
+        call(loc, "planrt_sched_all_gather",
+             {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
+              buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset())});
+      } else if (auto x = dyn_cast<sched::ReduceScatterOp>(op)) {
+        if (failed(mask(&op, x.getAxes(), m)))
+          return failure();
+        call(loc, "planrt_sched_reduce_scatter",
+             {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
+              buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset()), i32(loc, x.getAccumulate() ? 1 : 0)});
+      } else if (auto x = dyn_cast<sched::SendOp>(op)) {
+        call(loc, "planrt_sched_send", {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
+                                        buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
+      } else if (auto x = dyn_cast<sched::RecvOp>(op)) {
+        call(loc, "planrt_sched_recv", {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
+                                        buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
+      } else {
+        continue;
+      }
+      op.erase();
+    }
+    return success();
+  }
+
+  ModuleOp module;
+  sched::MeshOp mesh;
+  OpBuilder b;
+  Value ctx;
+  llvm::StringMap<int> ids;
+};
+
+struct ConvertSchedToRuntime : plan::impl::ConvertSchedToRuntimeBase<ConvertSchedToRuntime> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    sched::MeshOp mesh = sched::getMesh(module);
+    SmallVector<func::FuncOp> programs;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal() && fn.getNumArguments() > 0 && fn.getArgAttr(0, "sched.context"))
+        programs.push_back(fn);
+    if (programs.empty())
+      return;
+    if (!mesh) {
+      programs.front().emitOpError() << "is a sched program but the module has no sched.mesh";
+      return signalPassFailure();
+    }
+    Lowering lowering(module, mesh);
+    for (func::FuncOp fn : programs) {
+      if (failed(lowering.lower(fn)))
+        return signalPassFailure();
+      fn.removeArgAttr(0, "sched.context");
+    }
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (isa<sched::BufferOp, sched::MeshOp>(op))
+        op.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,187 @@
+// The `sched` dialect: a training step as each rank runs it.
+#ifndef PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
+#define PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Sched_Dialect : Dialect {
+  let name = "sched";
+  let summary = "The per-rank program of a training step: buffers, micro-batches, collectives";
+  let description = [{
+    What a training executable does in one optimizer step, with nothing left to
+    the runtime's discretion: which flat buffers exist and how long they live,
+    the micro-batch loop, where the gradient function runs, every collective
+    (on which mesh axes, over which buffer range, and why), and the optimizer
+    update with the buffer pieces it reads. The same program runs on every rank
+    (SPMD); `sched.on` restricts a region to the ranks at one coordinate of an
+    axis. `sched-check-deadlock` proves that every rank issues the same
+    collectives in the same order on each communicator, and
+    `convert-sched-to-runtime` turns each op into a call into libplanrt.
+
+    ```mlir
+    sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 4>}
+    sched.buffer @grads {floats = 10240 : i64, lifetime = "step"}
+    func.func @planc_step(%ctx: !llvm.ptr, %step: i64) {
+      sched.micro_loop 2 {
+      ^bb0(%i: i64):
+        sched.grad %step, %i
+      }
+      sched.all_reduce @grads[0, 10240] over ["dp"] {purpose = "gradients", reduce = "sum"}
+      return
+    }
+    ```
+  }];
+  let cppNamespace = "::plan::sched";
+}
+
+class Sched_Op<string mnemonic, list<Trait> traits = []> : Op<Sched_Dialect, mnemonic, traits>;
+
+def Sched_MeshOp : Sched_Op<"mesh", [Symbol]> {
+  let summary = "The device mesh the program runs on";
+  let description = [{
+    Axis names and sizes, row-major (the last axis varies fastest): rank r has
+    the coordinates of r in that order. Collectives name the axes they span.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes, DenseI64ArrayAttr:$sizes);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The bit mask of the named axes, or failure naming the unknown one.
+    ::mlir::FailureOr<unsigned> maskOf(::mlir::ArrayAttr names, ::mlir::Operation *user);
+    int64_t numRanks();
+  }];
+}
+
+def Sched_BufferOp : Sched_Op<"buffer", [Symbol]> {
+  let summary = "A flat f32 buffer of every rank";
+  let description = [{
+    `lifetime` is "persistent" (lives across steps: parameters, optimizer
+    state), "step" (zeroed and used within a step) or "transient" (exists only
+    between a `sched.alloc` and a `sched.free`). The runtime allocates buffers in
+    declaration order; their index is their id in the runtime calls.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$floats, StrAttr:$lifetime);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+class Sched_BufferUser<string mnemonic, list<Trait> traits = []>
+    : Sched_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<SymbolUserOpInterface>])>;
+
+def Sched_MicroLoopOp : Sched_Op<"micro_loop", [SingleBlock, NoTerminator]> {
+  let summary = "The micro-batch loop of a step";
+  let description = [{
+    Runs its region `count` times; the block argument is the micro-batch index
+    (i64, from 0).
+  }];
+  let arguments = (ins I64Attr:$count);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$count $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_OnOp : Sched_Op<"on", [SingleBlock, NoTerminator]> {
+  let summary = "A region only the ranks at one coordinate of an axis run";
+  let arguments = (ins StrAttr:$axis, I64Attr:$coord);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$axis `=` $coord $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_FillOp : Sched_BufferUser<"fill"> {
+  let summary = "Sets a range of a buffer to a constant";
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, F32Attr:$value);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `=` $value attr-dict";
+}
+
+def Sched_AllocOp : Sched_BufferUser<"alloc"> {
+  let summary = "Allocates a transient buffer";
+  let arguments = (ins FlatSymbolRefAttr:$buffer);
+  let assemblyFormat = "$buffer attr-dict";
+}
+
+def Sched_FreeOp : Sched_BufferUser<"free"> {
+  let summary = "Frees a transient buffer";
+  let arguments = (ins FlatSymbolRefAttr:$buffer);
+  let assemblyFormat = "$buffer attr-dict";
+}
+
+def Sched_GradOp : Sched_BufferUser<"grad"> {
+  let summary = "Forward and backward of one micro-batch";
+  let description = [{
+    Reads this rank's micro-batch `micro` of step `step` from the training data
+    (global sample step × batch + micro × micro_size × data ranks + data rank ×
+    micro_size + i), then calls the gradient entry point: `grads += ∇loss`
+    (pre-divided by accumulation × data ranks) with the parameters in `params`,
+    and adds the micro-batch's loss / accumulation to `state[7]`.
+  }];
+  let arguments = (ins I64:$step, I64:$micro, FlatSymbolRefAttr:$params, FlatSymbolRefAttr:$grads,
+                       FlatSymbolRefAttr:$state);
+  let assemblyFormat = "$step `,` $micro `params` $params `grads` $grads `state` $state attr-dict";
+}
+
+def Sched_SumSquaresOp : Sched_BufferUser<"sumsq"> {
+  let summary = "The sum of squared gradients of this rank's pieces, into state[6]";
+  let arguments = (ins SymbolRefArrayAttr:$buffers, DenseI64ArrayAttr:$offsets, FlatSymbolRefAttr:$state);
+  let assemblyFormat = "$buffers $offsets `state` $state attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_UpdateOp : Sched_BufferUser<"update"> {
+  let summary = "Clipping, learning-rate schedule and AdamW on this rank's pieces";
+  let description = [{
+    Calls the update entry point on eight buffer pieces — parameters,
+    gradients, first and second moments, each for optimizer group 0 (decayed)
+    and 1 — in that order, with `state[6]` the global sum of squared gradients.
+  }];
+  let arguments = (ins I64:$step, SymbolRefArrayAttr:$buffers, DenseI64ArrayAttr:$offsets,
+                       FlatSymbolRefAttr:$state);
+  let assemblyFormat = "$step $buffers $offsets `state` $state attr-dict";
+  let hasVerifier = 1;
+}
+
+// Collectives carry the mesh axes they span and a purpose for logs and errors.
+def Sched_AllReduceOp : Sched_BufferUser<"all_reduce"> {
+  let summary = "In-place all-reduce of a buffer range";
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, StrArrayAttr:$axes,
+                       StrAttr:$reduce, StrAttr:$purpose);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `over` $axes attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_AllGatherOp : Sched_BufferUser<"all_gather"> {
+  let summary = "Every rank's `count` floats, concatenated in coordinate order";
+  let arguments = (ins FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
+                       FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, StrAttr:$purpose);
+  let assemblyFormat = "$source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes attr-dict";
+}
+
+def Sched_ReduceScatterOp : Sched_BufferUser<"reduce_scatter"> {
+  let summary = "Rank k receives the sum of every rank's block k of `count` floats";
+  let description = [{
+    The source range holds n × count floats (n = the ranks over `axes`); with
+    `accumulate` the sum is added to the destination instead of replacing it.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
+                       FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, StrAttr:$purpose,
+                       UnitAttr:$accumulate);
+  let assemblyFormat = "$source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes attr-dict";
+}
+
+def Sched_SendOp : Sched_BufferUser<"send"> {
+  let summary = "Sends a buffer range to the rank at coordinate `peer` on `axis`";
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, StrAttr:$axis, I64Attr:$peer,
+                       StrAttr:$purpose);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `to` $peer `along` $axis attr-dict";
+}
+
+def Sched_RecvOp : Sched_BufferUser<"recv"> {
+  let summary = "Receives a buffer range from the rank at coordinate `peer` on `axis`";
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, StrAttr:$axis, I64Attr:$peer,
+                       StrAttr:$purpose);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `from` $peer `along` $axis attr-dict";
+}
+
+#endif // PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD

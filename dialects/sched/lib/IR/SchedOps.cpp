@@ -1,0 +1,226 @@
+// The `sched` dialect: registration and verifiers. Every buffer range an op
+// touches must lie inside its buffer; every axis must be an axis of the mesh.
+#include "plan/Dialect/Sched/IR/Sched.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace plan::sched;
+
+#include "plan/Dialect/Sched/IR/SchedDialect.cpp.inc"
+
+void SchedDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "plan/Dialect/Sched/IR/SchedOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "plan/Dialect/Sched/IR/SchedOps.cpp.inc"
+
+MeshOp plan::sched::getMesh(Operation *from) {
+  Operation *module = from;
+  while (module && !isa<ModuleOp>(module))
+    module = module->getParentOp();
+  if (!module)
+    return {};
+  for (Operation &op : cast<ModuleOp>(module).getBody()->getOperations())
+    if (auto mesh = dyn_cast<MeshOp>(op))
+      return mesh;
+  return {};
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxes().size() != getSizes().size() || getAxes().empty())
+    return emitOpError() << "needs one size per axis, and at least one axis";
+  for (int64_t s : getSizes())
+    if (s < 1)
+      return emitOpError() << "axis sizes must be at least 1";
+  llvm::StringSet<> seen;
+  for (Attribute a : getAxes())
+    if (!seen.insert(cast<StringAttr>(a).getValue()).second)
+      return emitOpError() << "names axis '" << cast<StringAttr>(a).getValue() << "' twice";
+  return success();
+}
+
+FailureOr<unsigned> MeshOp::maskOf(ArrayAttr names, Operation *user) {
+  unsigned mask = 0;
+  for (Attribute a : names) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    auto it = llvm::find_if(getAxes(), [&](Attribute x) { return cast<StringAttr>(x).getValue() == name; });
+    if (it == getAxes().end())
+      return user->emitOpError() << "names axis '" << name << "', which mesh @" << getSymName() << " lacks";
+    mask |= 1u << unsigned(it - getAxes().begin());
+  }
+  if (!mask)
+    return user->emitOpError() << "spans no axis";
+  return mask;
+}
+
+int64_t MeshOp::numRanks() {
+  int64_t n = 1;
+  for (int64_t s : getSizes())
+    n *= s;
+  return n;
+}
+
+LogicalResult BufferOp::verify() {
+  if (getFloatsAttr().getInt() < 0)
+    return emitOpError() << "has a negative size";
+  StringRef l = getLifetime();
+  if (l != "persistent" && l != "step" && l != "transient")
+    return emitOpError() << "lifetime must be persistent, step or transient, not '" << l << "'";
+  return success();
+}
+
+LogicalResult MicroLoopOp::verify() {
+  if (getCountAttr().getInt() < 1)
+    return emitOpError() << "runs at least once";
+  Block &b = getBody().front();
+  if (b.getNumArguments() != 1 || !b.getArgument(0).getType().isInteger(64))
+    return emitOpError() << "body takes one i64 argument, the micro-batch index";
+  return success();
+}
+
+namespace {
+/// Checks that [offset, offset + count) lies in buffer `name`.
+LogicalResult checkRange(Operation *op, SymbolTableCollection &tables, FlatSymbolRefAttr name, int64_t offset,
+                         int64_t count) {
+  auto buffer = tables.lookupNearestSymbolFrom<BufferOp>(op, name);
+  if (!buffer)
+    return op->emitOpError() << "uses " << name << ", which is not a sched.buffer";
+  if (offset < 0 || count < 0 || offset + count > buffer.getFloats())
+    return op->emitOpError() << "range [" << offset << ", " << offset + count << ") lies outside " << name
+                             << " of " << buffer.getFloats() << " floats";
+  return success();
+}
+
+/// The number of ranks a collective over `axes` spans.
+FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
+  MeshOp mesh = getMesh(op);
+  if (!mesh)
+    return op->emitOpError() << "needs a sched.mesh in its module";
+  FailureOr<unsigned> mask = mesh.maskOf(axes, op);
+  if (failed(mask))
+    return failure();
+  int64_t n = 1;
+  for (auto [i, s] : llvm::enumerate(mesh.getSizes()))
+    if (*mask & (1u << i))
+      n *= s;
+  return n;
+}
+
+LogicalResult checkPieces(Operation *op, SymbolTableCollection &tables, ArrayAttr buffers,
+                          ArrayRef<int64_t> offsets) {
+  for (auto [b, off] : llvm::zip(buffers, offsets))
+    if (failed(checkRange(op, tables, cast<FlatSymbolRefAttr>(b), off, 0)))
+      return failure();
+  return success();
+}
+
+LogicalResult checkPointToPoint(Operation *op, StringRef axis, int64_t peer) {
+  MeshOp mesh = getMesh(op);
+  if (!mesh)
+    return op->emitOpError() << "needs a sched.mesh in its module";
+  for (auto [a, s] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
+    if (cast<StringAttr>(a).getValue() == axis) {
+      if (peer < 0 || peer >= s)
+        return op->emitOpError() << "peer " << peer << " lies outside axis '" << axis << "' of size " << s;
+      return success();
+    }
+  return op->emitOpError() << "names axis '" << axis << "', which mesh @" << mesh.getSymName() << " lacks";
+}
+} // namespace
+
+LogicalResult OnOp::verify() {
+  MeshOp mesh = getMesh(*this);
+  if (!mesh)
+    return emitOpError() << "needs a sched.mesh in its module";
+  for (auto [a, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
+    if (cast<StringAttr>(a).getValue() == getAxis()) {
+      if (getCoordAttr().getInt() < 0 || getCoordAttr().getInt() >= size)
+        return emitOpError() << "coordinate " << getCoordAttr().getInt() << " lies outside axis '" << getAxis()
+                             << "' of size " << size;
+      return success();
+    }
+  return emitOpError() << "names axis '" << getAxis() << "', which mesh @" << mesh.getSymName() << " lacks";
+}
+
+LogicalResult SumSquaresOp::verify() {
+  if (getBuffers().size() != 2 || getOffsets().size() != 2)
+    return emitOpError() << "reads two gradient pieces, one per optimizer group";
+  return success();
+}
+
+LogicalResult UpdateOp::verify() {
+  if (getBuffers().size() != 8 || getOffsets().size() != 8)
+    return emitOpError() << "takes eight buffer pieces: parameters, gradients, and both moments, per group";
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  StringRef r = getReduce();
+  if (r != "sum" && r != "mean" && r != "max")
+    return emitOpError() << "reduce must be sum, mean or max, not '" << r << "'";
+  return success();
+}
+
+LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &t) {
+  return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
+}
+static LogicalResult checkTransient(Operation *op, SymbolTableCollection &t, FlatSymbolRefAttr name) {
+  auto buffer = t.lookupNearestSymbolFrom<BufferOp>(op, name);
+  if (!buffer)
+    return op->emitOpError() << "uses " << name << ", which is not a sched.buffer";
+  if (buffer.getLifetime() != "transient")
+    return op->emitOpError() << "needs a transient buffer; " << name << " is " << buffer.getLifetime();
+  return success();
+}
+LogicalResult AllocOp::verifySymbolUses(SymbolTableCollection &t) { return checkTransient(*this, t, getBufferAttr()); }
+LogicalResult FreeOp::verifySymbolUses(SymbolTableCollection &t) { return checkTransient(*this, t, getBufferAttr()); }
+LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) || failed(checkRange(*this, t, getGradsAttr(), 0, 0)))
+    return failure();
+  return checkRange(*this, t, getStateAttr(), 0, 8);
+}
+LogicalResult SumSquaresOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkPieces(*this, t, getBuffers(), getOffsets())))
+    return failure();
+  return checkRange(*this, t, getStateAttr(), 0, 8);
+}
+LogicalResult UpdateOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkPieces(*this, t, getBuffers(), getOffsets())))
+    return failure();
+  return checkRange(*this, t, getStateAttr(), 0, 8);
+}
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(groupSize(*this, getAxes())))
+    return failure();
+  return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
+}
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &t) {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount())))
+    return failure();
+  return checkRange(*this, t, getDestAttr(), getDestOffset(), getCount() * *n);
+}
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &t) {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount() * *n)))
+    return failure();
+  return checkRange(*this, t, getDestAttr(), getDestOffset(), getCount());
+}
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkPointToPoint(*this, getAxis(), getPeer())))
+    return failure();
+  return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
+}
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkPointToPoint(*this, getAxis(), getPeer())))
+    return failure();
+  return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
+}

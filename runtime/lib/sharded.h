@@ -1,0 +1,52 @@
+// Internal: sharded checkpoints (one safetensors file per data-parallel rank, an
+// index with their hashes, committed by one directory rename) and their reading
+// back into any layout.
+#ifndef PLANRT_LIB_SHARDED_H
+#define PLANRT_LIB_SHARDED_H
+
+#include "status.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace planrt {
+
+/// A parameter of the flat layout: name, offset and count (floats).
+struct FlatParam {
+  std::string name;
+  int64_t offset = 0, count = 0;
+};
+
+/// This rank's piece of the optimizer state: for each group g, the flat range
+/// [begin[g], begin[g] + count[g]) of the parameters and both moments.
+struct StatePiece {
+  int64_t begin[2] = {0, 0}, count[2] = {0, 0};
+  const float *params[2] = {nullptr, nullptr}, *expAvg[2] = {nullptr, nullptr}, *expAvgSq[2] = {nullptr, nullptr};
+};
+
+/// Writes DIR/step-NNNNNNNN/ (rank-RRRRR.safetensors per data rank, index.json
+/// with each file's sha256): every rank writes its piece into a `.partial`
+/// directory, then rank 0 hashes the files, writes the index and renames the
+/// directory, so a crash at any point leaves the previous checkpoint the newest
+/// complete one. Keeps the newest `keep` checkpoints (0: all). Collective.
+planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
+                          int64_t dataSize, const StatePiece &piece, const std::vector<FlatParam> &layout,
+                          const std::vector<std::string> &metadata);
+
+/// The newest complete checkpoint in dir: a single file (step-N.safetensors) or a
+/// sharded directory (step-N/ with index.json).
+planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64_t &step, bool &sharded);
+
+/// Reads a sharded checkpoint into full flat buffers P, M and V laid out as
+/// `layout` (any data-parallel size: parameters are matched by name), after
+/// checking every file against the index's sha256. `metadata` gets rank 0's.
+planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
+                          std::map<std::string, std::string> &metadata);
+
+/// The sha256 of a file, as 64 hex digits.
+planrt_status sha256File(const std::string &path, std::string &hex);
+
+} // namespace planrt
+
+#endif // PLANRT_LIB_SHARDED_H

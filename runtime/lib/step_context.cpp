@@ -1,0 +1,241 @@
+// The calls of a lowered sched program (planrt_sched_*): buffers, the gradient,
+// update and norm entry points, and collectives on the mesh, each checked, each
+// a no-op after the first failure. The watchdog turns a peer that died or hung
+// into an error on every rank instead of a hang.
+#include "step_context.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+using planrt::fail;
+
+namespace planrt {
+
+Floats allocateFloats(int64_t n) {
+  size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, bytes ? bytes : 64);
+  if (p)
+    std::memset(p, 0, bytes);
+  return Floats(static_cast<float *>(p));
+}
+
+Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(seconds) {
+  thread = std::thread([this] {
+    int tick = 0;
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      int rank = planrt_mesh_rank(this->ctx.mesh);
+      // A peer on this host that has died: name it and stop every rank.
+      if (++tick % 4 == 0) {
+        char peer[128];
+        if (planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer) >= 0) {
+          std::fprintf(stderr, "planrt: error: rank %d: %s during step %lld; stopping every rank\n", rank, peer,
+                       (long long)this->ctx.step);
+          std::fflush(stderr);
+          planrt_mesh_abort(this->ctx.mesh, 1);
+          _exit(1);
+        }
+      }
+      int64_t since = this->ctx.since.load();
+      if (!since)
+        continue;
+      int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      if (double(now - since) * 1e-9 < this->seconds)
+        continue;
+      std::string what;
+      {
+        std::lock_guard<std::mutex> lock(this->ctx.whatMutex);
+        what = this->ctx.what;
+      }
+      char peer[128] = "a peer rank died or hung";
+      if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0)
+        planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer);
+      std::fprintf(stderr, "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
+                   rank, what.c_str(), (long long)this->ctx.step, this->seconds, peer);
+      std::fflush(stderr);
+      planrt_mesh_abort(this->ctx.mesh, 1);
+      _exit(1);
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  stop = true;
+  thread.join();
+}
+
+} // namespace planrt
+
+float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const char *op) {
+  if (status)
+    return nullptr;
+  if (buf < 0 || size_t(buf) >= buffers.size()) {
+    failWith(fail(PLANRT_ERR_ARG, "%s: buffer id %d is not in the manifest's table", op, buf));
+    return nullptr;
+  }
+  planrt::Buffer &b = buffers[size_t(buf)];
+  if (offset < 0 || count < 0 || offset + count > b.floats) {
+    failWith(fail(PLANRT_ERR_ARG, "%s: range [%lld, %lld) lies outside buffer '%s' of %lld floats", op,
+                  (long long)offset, (long long)(offset + count), b.name.c_str(), (long long)b.floats));
+    return nullptr;
+  }
+  if (!b.data) {
+    failWith(fail(PLANRT_ERR_ARG, "%s: buffer '%s' is not allocated", op, b.name.c_str()));
+    return nullptr;
+  }
+  return b.data.get() + offset;
+}
+
+void planrt_step_ctx::failWith(planrt_status s) {
+  if (!status && s) {
+    status = s;
+    error = planrt_last_error();
+  }
+}
+
+namespace {
+/// Marks a collective as waiting for the watchdog while it runs.
+struct Waiting {
+  planrt_step_ctx *ctx;
+  Waiting(planrt_step_ctx *ctx, const char *kind, const planrt::Buffer &b, int64_t offset, int64_t count, int32_t mask)
+      : ctx(ctx) {
+    char text[256];
+    std::snprintf(text, sizeof text, "%s of %s[%lld, %lld) over mesh axes mask %d", kind, b.name.c_str(),
+                  (long long)offset, (long long)(offset + count), mask);
+    {
+      std::lock_guard<std::mutex> lock(ctx->whatMutex);
+      ctx->what = text;
+    }
+    ctx->since = std::chrono::steady_clock::now().time_since_epoch().count();
+  }
+  ~Waiting() {
+    int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    ctx->commSeconds += double(now - ctx->since.load()) * 1e-9;
+    ctx->since = 0;
+  }
+};
+} // namespace
+
+extern "C" {
+
+void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value) {
+  if (float *p = ctx->range(buf, offset, count, "fill"))
+    std::fill(p, p + count, value);
+}
+
+void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf) {
+  if (ctx->status || buf < 0 || size_t(buf) >= ctx->buffers.size())
+    return ctx->failWith(ctx->status ? PLANRT_OK : fail(PLANRT_ERR_ARG, "alloc: bad buffer id %d", buf));
+  planrt::Buffer &b = ctx->buffers[size_t(buf)];
+  if (!b.data && !(b.data = planrt::allocateFloats(b.floats)))
+    ctx->failWith(fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(),
+                       (long long)b.floats));
+}
+
+void planrt_sched_free(planrt_step_ctx *ctx, int32_t buf) {
+  if (!ctx->status && buf >= 0 && size_t(buf) < ctx->buffers.size())
+    ctx->buffers[size_t(buf)].data.reset();
+}
+
+void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_t params, int32_t grads,
+                       int32_t state) {
+  float *p = ctx->range(params, 0, 0, "grad"), *g = ctx->range(grads, 0, 0, "grad"),
+        *s = ctx->range(state, 0, 8, "grad");
+  if (!p || !g || !s)
+    return;
+  ctx->step = step;
+  uint64_t first = uint64_t(step) * uint64_t(ctx->batch) + uint64_t(micro * ctx->micro * ctx->dataSize) +
+                   uint64_t(ctx->dataRank * ctx->micro);
+  if (planrt_status st = planrt_data_batch(ctx->train, first, ctx->micro, ctx->seq, ctx->tokens.data(),
+                                           ctx->targets.data()))
+    return ctx->failWith(st);
+  ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
+}
+
+void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {
+  float *g0 = ctx->range(b0, o0, 0, "sumsq"), *g1 = ctx->range(b1, o1, 0, "sumsq"),
+        *s = ctx->range(state, 0, 8, "sumsq");
+  if (g0 && g1 && s)
+    ctx->sumsq(g0, g1, s);
+}
+
+void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,
+                         int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
+                         int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state) {
+  float *p[8] = {ctx->range(pb0, po0, 0, "update"), ctx->range(pb1, po1, 0, "update"),
+                 ctx->range(gb0, go0, 0, "update"), ctx->range(gb1, go1, 0, "update"),
+                 ctx->range(mb0, mo0, 0, "update"), ctx->range(mb1, mo1, 0, "update"),
+                 ctx->range(vb0, vo0, 0, "update"), ctx->range(vb1, vo1, 0, "update")};
+  float *s = ctx->range(state, 0, 8, "update");
+  for (float *x : p)
+    if (!x)
+      return;
+  if (s)
+    ctx->update(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], step, s);
+}
+
+void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, int64_t offset, int64_t count,
+                             int32_t reduce) {
+  float *p = ctx->range(buf, offset, count, "all_reduce");
+  if (!p)
+    return;
+  Waiting w(ctx, "all_reduce", ctx->buffers[size_t(buf)], offset, count, mask);
+  if (planrt_status s = planrt_all_reduce(ctx->mesh, unsigned(mask), p, count, reduce == 1 ? PLANRT_MAX : PLANRT_SUM))
+    return ctx->failWith(s);
+  if (reduce == 2) {
+    float n = float(planrt_mesh_group_size(ctx->mesh, unsigned(mask)));
+    for (int64_t i = 0; i < count; ++i)
+      p[i] /= n;
+  }
+}
+
+void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
+                             int32_t dst, int64_t dst_offset) {
+  int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
+  float *from = ctx->range(src, src_offset, count, "all_gather"), *to = ctx->range(dst, dst_offset, count * n, "all_gather");
+  if (!from || !to)
+    return;
+  Waiting w(ctx, "all_gather", ctx->buffers[size_t(src)], src_offset, count, mask);
+  ctx->failWith(planrt_all_gather(ctx->mesh, unsigned(mask), from, count, to));
+}
+
+void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
+                                 int32_t dst, int64_t dst_offset, int32_t accumulate) {
+  int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
+  float *from = ctx->range(src, src_offset, count * n, "reduce_scatter"),
+        *to = ctx->range(dst, dst_offset, count, "reduce_scatter");
+  if (!from || !to)
+    return;
+  Waiting w(ctx, "reduce_scatter", ctx->buffers[size_t(src)], src_offset, count * n, mask);
+  if (!accumulate)
+    return ctx->failWith(planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, to));
+  std::vector<float> sum(static_cast<size_t>(count));
+  if (planrt_status s = planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, sum.data()))
+    return ctx->failWith(s);
+  for (int64_t i = 0; i < count; ++i)
+    to[i] += sum[size_t(i)];
+}
+
+void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count) {
+  float *p = ctx->range(buf, offset, count, "send");
+  if (!p)
+    return;
+  Waiting w(ctx, "send", ctx->buffers[size_t(buf)], offset, count, 1 << axis);
+  ctx->failWith(planrt_send(ctx->mesh, axis, peer, p, count));
+}
+
+void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count) {
+  float *p = ctx->range(buf, offset, count, "recv");
+  if (!p)
+    return;
+  Waiting w(ctx, "recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis);
+  ctx->failWith(planrt_recv(ctx->mesh, axis, peer, p, count));
+}
+
+int64_t planrt_sched_coord(planrt_step_ctx *ctx, int32_t axis) {
+  return ctx->mesh ? planrt_mesh_coord(ctx->mesh, axis) : 0;
+}
+
+} // extern "C"

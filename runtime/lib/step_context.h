@@ -1,0 +1,80 @@
+// Internal: the step context that a training executable's planc_step acts on.
+#ifndef PLANRT_LIB_STEP_CONTEXT_H
+#define PLANRT_LIB_STEP_CONTEXT_H
+
+#include "status.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace planrt {
+
+struct FreeDeleter {
+  void operator()(float *p) const { std::free(p); }
+};
+using Floats = std::unique_ptr<float[], FreeDeleter>;
+/// 64-byte aligned, zeroed; null if n floats cannot be had.
+Floats allocateFloats(int64_t n);
+
+/// One buffer of the manifest's table (a sched.buffer).
+struct Buffer {
+  std::string name, lifetime;  ///< "persistent", "step" or "transient"
+  int64_t floats = 0;
+  Floats data;                 ///< null while a transient buffer is freed
+};
+
+} // namespace planrt
+
+struct planrt_step_ctx {
+  planrt_mesh *mesh = nullptr;  ///< null on one device
+  std::vector<planrt::Buffer> buffers;
+  planrt_grad_fn grad = nullptr;
+  planrt_sumsq_fn sumsq = nullptr;
+  planrt_update_fn update = nullptr;
+  planrt_data *train = nullptr;
+  int64_t batch = 0, micro = 0, seq = 0;
+  int64_t dataRank = 0, dataSize = 1;
+  std::vector<int32_t> tokens, targets;
+  int64_t step = 0;
+  /// The first failure; later calls do nothing.
+  planrt_status status = PLANRT_OK;
+  std::string error;
+
+  // The watchdog: while a collective waits, `since` holds when it started (ns of the
+  // steady clock) and `what` names it.
+  std::atomic<int64_t> since{0};
+  std::mutex whatMutex;
+  std::string what;
+  /// Seconds spent in collectives and point-to-point transfers so far.
+  double commSeconds = 0;
+
+  /// A buffer's floats [offset, offset + count), or null after recording why not.
+  float *range(int32_t buf, int64_t offset, int64_t count, const char *op);
+  void failWith(planrt_status s);
+};
+
+namespace planrt {
+
+/// Exits every rank when a collective of this rank waits longer than `seconds`:
+/// prints which collective of which step, on which rank, then aborts the job.
+class Watchdog {
+public:
+  Watchdog(planrt_step_ctx &ctx, double seconds);
+  ~Watchdog();
+
+private:
+  planrt_step_ctx &ctx;
+  double seconds;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+} // namespace planrt
+
+#endif // PLANRT_LIB_STEP_CONTEXT_H

@@ -1,0 +1,266 @@
+// plan-schedule: from the manifest of plan-train-abi, the per-rank step program of each
+// data-parallel layout: the mesh, the flat buffers with their sizes and lifetimes, and
+// planc_step (the micro-batch loop around sched.grad, the ZeRO stage's collectives over the
+// data axes with their ranges, the loss and gradient-norm all-reduces, the sum of squares
+// and the update on this rank's pieces, the parameter gathers), planc_gather and
+// planc_release (ZeRO-3 only: the full parameters for evaluation); the manifest gains the
+// "schedule" section (the buffer table the runtime allocates, in declaration order = id).
+// The plans are in Inputs/layouts.plan, every one with accumulation 2.
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry one | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=ONE
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddp | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDP
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z2
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1x2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1X2
+// planc emit --stage sched runs the same passes (and sched-check-deadlock, which every
+// layout passes).
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z3 | FileCheck %s --check-prefix=Z3
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z1x2 | FileCheck %s --check-prefix=Z1X2
+// planc explain predicts the same collectives (training::dataCollectives): per step, the
+// calls and the bytes one rank sends in a ring of 4 (all-gather and reduce-scatter 3/4 of the
+// full buffer, all-reduce 2 × 3/4).
+// RUN: planc explain %S/Inputs/layouts.plan --entry z2 | FileCheck %s --check-prefix=EXPLAIN2
+// RUN: planc explain %S/Inputs/layouts.plan --entry z3 | FileCheck %s --check-prefix=EXPLAIN3
+
+// The flat layout (training::flatLayout), parameters in argument order wte.weight [10, 4],
+// ln.weight [4], ln.bias [4], head.weight [4, 10], head.bias [10]; each parameter starts at a
+// multiple of 16 floats, each group's span is padded to a multiple of 16 × d floats (d the
+// data-parallel size):
+//   group 0 (matrices): wte.weight 40 at 0, head.weight 40 at 48, ending at 88 → 96;
+//     d = 1: 96; d = 2: 96 (3 × 32); d = 4: 128 (2 × 64).
+//   group 1 (vectors), from the end of group 0: ln.weight at +0, ln.bias at +16,
+//     head.bias at +32, ending at +42 → +48; d = 1: 48; d = 2: 64; d = 4: 64.
+// So d = 1: [0, 96) + [96, 144), 144 floats; d = 2: [0, 96) + [96, 160), 160 floats, pieces
+// 48 + 32 = 80 per rank; d = 4: [0, 128) + [128, 192), 192 floats, pieces 32 + 16 = 48.
+
+// One device: no collectives, no shards; the update's pieces are the whole groups of the
+// full buffers (offsets 0 and 96).
+// ONE: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,96],[96,144]],
+// ONE-SAME: \22num_floats\22:144,
+// ONE-SAME: \22schedule\22:{\22buffers\22:[{\22floats\22:144,\22lifetime\22:\22persistent\22,\22name\22:\22params\22},{\22floats\22:144,\22lifetime\22:\22step\22,\22name\22:\22grads\22},{\22floats\22:144,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22},{\22floats\22:144,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq\22},{\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22}],
+// ONE-SAME: \22grad_grads\22:\22grads\22,\22grad_params\22:\22params\22,\22master\22:\22params\22,\22sharded\22:false},
+// ONE-SAME: \22train\22:{\22accumulation\22:2,
+// ONE-NEXT: sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 1>}
+// ONE-NEXT: sched.buffer @params {floats = 144 : i64, lifetime = "persistent"}
+// ONE-NEXT: sched.buffer @grads {floats = 144 : i64, lifetime = "step"}
+// ONE-NEXT: sched.buffer @exp_avg {floats = 144 : i64, lifetime = "persistent"}
+// ONE-NEXT: sched.buffer @exp_avg_sq {floats = 144 : i64, lifetime = "persistent"}
+// ONE-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// ONE-NEXT: func.func @planc_step(%{{[^:]*}}: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+// ONE-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// ONE-NEXT: sched.fill @grads[0, 144] = 0.000000e+00
+// ONE-NEXT: sched.micro_loop 2 {
+// ONE-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// ONE-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// ONE-NEXT: }
+// ONE-NEXT: sched.sumsq [@grads, @grads] [0, 96] state @state
+// ONE-NEXT: sched.update %[[STEP]] [@params, @params, @grads, @grads, @exp_avg, @exp_avg, @exp_avg_sq, @exp_avg_sq] [0, 96, 0, 96, 0, 96, 0, 96] state @state
+// ONE-NEXT: return
+// ONE-NEXT: }
+// ONE-NEXT: func.func @planc_gather(%{{[^:]*}}: !llvm.ptr {sched.context}) {
+// ONE-NEXT: return
+// ONE-NEXT: }
+// ONE-NEXT: func.func @planc_release(%{{[^:]*}}: !llvm.ptr {sched.context}) {
+// ONE-NEXT: return
+// ONE-NEXT: }
+// ONE-NEXT: }
+
+// DDP on 4 ranks: full buffers on every rank; after the micro-batch loop one all-reduce (sum)
+// of the whole gradient buffer (planc_grad pre-divided it by 2 × 4), the mean loss; every
+// rank then holds the global gradients, so the sum of squares needs no reduction.
+// DDP: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,128],[128,192]],
+// DDP-SAME: \22num_floats\22:192,
+// DDP-SAME: \22schedule\22:{\22buffers\22:[{\22floats\22:192,\22lifetime\22:\22persistent\22,\22name\22:\22params\22},{\22floats\22:192,\22lifetime\22:\22step\22,\22name\22:\22grads\22},{\22floats\22:192,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22},{\22floats\22:192,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq\22},{\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22}],
+// DDP-SAME: \22master\22:\22params\22,\22sharded\22:false},
+// DDP-NEXT: sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 4>}
+// DDP-NEXT: sched.buffer @params {floats = 192 : i64, lifetime = "persistent"}
+// DDP-NEXT: sched.buffer @grads {floats = 192 : i64, lifetime = "step"}
+// DDP-NEXT: sched.buffer @exp_avg {floats = 192 : i64, lifetime = "persistent"}
+// DDP-NEXT: sched.buffer @exp_avg_sq {floats = 192 : i64, lifetime = "persistent"}
+// DDP-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// DDP-NEXT: func.func @planc_step(%{{[^:]*}}: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+// DDP-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// DDP-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
+// DDP-NEXT: sched.micro_loop 2 {
+// DDP-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// DDP-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// DDP-NEXT: }
+// DDP-NEXT: sched.all_reduce @grads[0, 192] over ["dp"] {purpose = "gradients", reduce = "sum"}
+// DDP-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// DDP-NEXT: sched.sumsq [@grads, @grads] [0, 128] state @state
+// DDP-NEXT: sched.update %[[STEP]] [@params, @params, @grads, @grads, @exp_avg, @exp_avg, @exp_avg_sq, @exp_avg_sq] [0, 128, 0, 128, 0, 128, 0, 128] state @state
+// DDP-NEXT: return
+// DDP-NEXT: }
+// DDP-NEXT: func.func @planc_gather(
+// DDP-NEXT: return
+// DDP-NEXT: }
+// DDP-NEXT: func.func @planc_release(
+// DDP-NEXT: return
+
+// ZeRO-1 on 2 ranks: the moments and the master parameters are this rank's pieces (48 floats
+// of group 0 then 32 of group 1: shard buffers of 80); the full gradients accumulate over the
+// micro-batches, then one reduce-scatter per group: group 0's [0, 96) as 2 blocks of 48 into
+// grad_shard[0, 48), group 1's [96, 160) as 2 blocks of 32 into grad_shard[48, 80). The
+// partial sums of squares are all-reduced (sum) for the global norm; after the update each
+// group's piece is all-gathered back into the full parameters at the group's offset.
+// Z1: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,96],[96,160]],
+// Z1-SAME: \22num_floats\22:160,
+// Z1-SAME: \22schedule\22:{\22buffers\22:[{\22floats\22:160,\22lifetime\22:\22persistent\22,\22name\22:\22params\22},{\22floats\22:160,\22lifetime\22:\22step\22,\22name\22:\22grads\22},{\22floats\22:80,\22lifetime\22:\22persistent\22,\22name\22:\22param_shard\22},{\22floats\22:80,\22lifetime\22:\22step\22,\22name\22:\22grad_shard\22},{\22floats\22:80,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22},{\22floats\22:80,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq\22},{\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22}],
+// Z1-SAME: \22grad_grads\22:\22grads\22,\22grad_params\22:\22params\22,\22master\22:\22param_shard\22,\22sharded\22:true},
+// Z1-NEXT: sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+// Z1-NEXT: sched.buffer @params {floats = 160 : i64, lifetime = "persistent"}
+// Z1-NEXT: sched.buffer @grads {floats = 160 : i64, lifetime = "step"}
+// Z1-NEXT: sched.buffer @param_shard {floats = 80 : i64, lifetime = "persistent"}
+// Z1-NEXT: sched.buffer @grad_shard {floats = 80 : i64, lifetime = "step"}
+// Z1-NEXT: sched.buffer @exp_avg {floats = 80 : i64, lifetime = "persistent"}
+// Z1-NEXT: sched.buffer @exp_avg_sq {floats = 80 : i64, lifetime = "persistent"}
+// Z1-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// Z1-NEXT: func.func @planc_step(%{{[^:]*}}: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+// Z1-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// Z1-NEXT: sched.fill @grad_shard[0, 80] = 0.000000e+00
+// Z1-NEXT: sched.fill @grads[0, 160] = 0.000000e+00
+// Z1-NEXT: sched.micro_loop 2 {
+// Z1-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// Z1-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// Z1-NEXT: }
+// Z1-NEXT: sched.reduce_scatter @grads[0, 48] -> @grad_shard[0] over ["dp"] {purpose = "gradients"}
+// Z1-NEXT: sched.reduce_scatter @grads[96, 32] -> @grad_shard[48] over ["dp"] {purpose = "gradients"}
+// Z1-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// Z1-NEXT: sched.sumsq [@grad_shard, @grad_shard] [0, 48] state @state
+// Z1-NEXT: sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
+// Z1-NEXT: sched.update %[[STEP]] [@param_shard, @param_shard, @grad_shard, @grad_shard, @exp_avg, @exp_avg, @exp_avg_sq, @exp_avg_sq] [0, 48, 0, 48, 0, 48, 0, 48] state @state
+// Z1-NEXT: sched.all_gather @param_shard[0, 48] -> @params[0] over ["dp"] {purpose = "updated parameters"}
+// Z1-NEXT: sched.all_gather @param_shard[48, 32] -> @params[96] over ["dp"] {purpose = "updated parameters"}
+// Z1-NEXT: return
+// Z1-NEXT: }
+// Z1-NEXT: func.func @planc_gather(
+// Z1-NEXT: return
+// Z1-NEXT: }
+// Z1-NEXT: func.func @planc_release(
+// Z1-NEXT: return
+
+// ZeRO-2 on 4 ranks: the full gradients live only within a micro-step (transient): each
+// micro-step allocates and zeroes them, runs the gradient function and reduce-scatters them,
+// accumulating, into this rank's gradient shard (group 0's [0, 128) as 4 blocks of 32 into
+// grad_shard[0, 32), group 1's [128, 192) as 4 blocks of 16 into grad_shard[32, 48)), then
+// frees them. Shard buffers of 48.
+// Z2: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,128],[128,192]],
+// Z2-SAME: \22num_floats\22:192,
+// Z2-SAME: \22schedule\22:{\22buffers\22:[{\22floats\22:192,\22lifetime\22:\22persistent\22,\22name\22:\22params\22},{\22floats\22:192,\22lifetime\22:\22transient\22,\22name\22:\22grads\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22param_shard\22},{\22floats\22:48,\22lifetime\22:\22step\22,\22name\22:\22grad_shard\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq\22},{\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22}],
+// Z2-SAME: \22master\22:\22param_shard\22,\22sharded\22:true},
+// Z2-NEXT: sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 4>}
+// Z2-NEXT: sched.buffer @params {floats = 192 : i64, lifetime = "persistent"}
+// Z2-NEXT: sched.buffer @grads {floats = 192 : i64, lifetime = "transient"}
+// Z2-NEXT: sched.buffer @param_shard {floats = 48 : i64, lifetime = "persistent"}
+// Z2-NEXT: sched.buffer @grad_shard {floats = 48 : i64, lifetime = "step"}
+// Z2-NEXT: sched.buffer @exp_avg {floats = 48 : i64, lifetime = "persistent"}
+// Z2-NEXT: sched.buffer @exp_avg_sq {floats = 48 : i64, lifetime = "persistent"}
+// Z2-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// Z2-NEXT: func.func @planc_step(%{{[^:]*}}: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+// Z2-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// Z2-NEXT: sched.fill @grad_shard[0, 48] = 0.000000e+00
+// Z2-NEXT: sched.micro_loop 2 {
+// Z2-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// Z2-NEXT: sched.alloc @grads
+// Z2-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
+// Z2-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// Z2-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp"] {accumulate, purpose = "gradients"}
+// Z2-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp"] {accumulate, purpose = "gradients"}
+// Z2-NEXT: sched.free @grads
+// Z2-NEXT: }
+// Z2-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// Z2-NEXT: sched.sumsq [@grad_shard, @grad_shard] [0, 32] state @state
+// Z2-NEXT: sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
+// Z2-NEXT: sched.update %[[STEP]] [@param_shard, @param_shard, @grad_shard, @grad_shard, @exp_avg, @exp_avg, @exp_avg_sq, @exp_avg_sq] [0, 32, 0, 32, 0, 32, 0, 32] state @state
+// Z2-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "updated parameters"}
+// Z2-NEXT: sched.all_gather @param_shard[32, 16] -> @params[128] over ["dp"] {purpose = "updated parameters"}
+// Z2-NEXT: return
+// Z2-NEXT: }
+// Z2-NEXT: func.func @planc_gather(
+// Z2-NEXT: return
+// Z2-NEXT: }
+// Z2-NEXT: func.func @planc_release(
+// Z2-NEXT: return
+
+// ZeRO-3 on 4 ranks: the full parameters are transient too: each micro-step gathers them from
+// the shards before the gradient function and frees them after it; nothing is gathered after
+// the update. planc_gather / planc_release bracket evaluation with the same gathers.
+// Z3: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,128],[128,192]],
+// Z3-SAME: \22num_floats\22:192,
+// Z3-SAME: \22schedule\22:{\22buffers\22:[{\22floats\22:192,\22lifetime\22:\22transient\22,\22name\22:\22params\22},{\22floats\22:192,\22lifetime\22:\22transient\22,\22name\22:\22grads\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22param_shard\22},{\22floats\22:48,\22lifetime\22:\22step\22,\22name\22:\22grad_shard\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22},{\22floats\22:48,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq\22},{\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22}],
+// Z3-SAME: \22grad_grads\22:\22grads\22,\22grad_params\22:\22params\22,\22master\22:\22param_shard\22,\22sharded\22:true},
+// Z3-SAME: \22zero\22:3}}\00")
+// Z3-NEXT: sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 4>}
+// Z3-NEXT: sched.buffer @params {floats = 192 : i64, lifetime = "transient"}
+// Z3-NEXT: sched.buffer @grads {floats = 192 : i64, lifetime = "transient"}
+// Z3-NEXT: sched.buffer @param_shard {floats = 48 : i64, lifetime = "persistent"}
+// Z3-NEXT: sched.buffer @grad_shard {floats = 48 : i64, lifetime = "step"}
+// Z3-NEXT: sched.buffer @exp_avg {floats = 48 : i64, lifetime = "persistent"}
+// Z3-NEXT: sched.buffer @exp_avg_sq {floats = 48 : i64, lifetime = "persistent"}
+// Z3-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// Z3-NEXT: func.func @planc_step(%{{[^:]*}}: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+// Z3-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// Z3-NEXT: sched.fill @grad_shard[0, 48] = 0.000000e+00
+// Z3-NEXT: sched.micro_loop 2 {
+// Z3-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// Z3-NEXT: sched.alloc @params
+// Z3-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "parameters"}
+// Z3-NEXT: sched.all_gather @param_shard[32, 16] -> @params[128] over ["dp"] {purpose = "parameters"}
+// Z3-NEXT: sched.alloc @grads
+// Z3-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
+// Z3-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// Z3-NEXT: sched.free @params
+// Z3-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp"] {accumulate, purpose = "gradients"}
+// Z3-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp"] {accumulate, purpose = "gradients"}
+// Z3-NEXT: sched.free @grads
+// Z3-NEXT: }
+// Z3-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// Z3-NEXT: sched.sumsq [@grad_shard, @grad_shard] [0, 32] state @state
+// Z3-NEXT: sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
+// Z3-NEXT: sched.update %[[STEP]] [@param_shard, @param_shard, @grad_shard, @grad_shard, @exp_avg, @exp_avg, @exp_avg_sq, @exp_avg_sq] [0, 32, 0, 32, 0, 32, 0, 32] state @state
+// Z3-NEXT: return
+// Z3-NEXT: }
+// Z3-NEXT: func.func @planc_gather(%{{[^:]*}}: !llvm.ptr {sched.context}) {
+// Z3-NEXT: sched.alloc @params
+// Z3-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "parameters (evaluation)"}
+// Z3-NEXT: sched.all_gather @param_shard[32, 16] -> @params[128] over ["dp"] {purpose = "parameters (evaluation)"}
+// Z3-NEXT: return
+// Z3-NEXT: }
+// Z3-NEXT: func.func @planc_release(%{{[^:]*}}: !llvm.ptr {sched.context}) {
+// Z3-NEXT: sched.free @params
+// Z3-NEXT: return
+// Z3-NEXT: }
+// Z3-NEXT: }
+
+// ZeRO-1 over two data axes (dp 2 × dq 2 = 4 ranks, the same layout as d = 4): every
+// collective spans both axes.
+// Z1X2: \22mesh\22:{\22axes\22:[\22dp\22,\22dq\22],\22data\22:[\22dp\22,\22dq\22],\22name\22:\22dp2x2\22,\22sizes\22:[2,2]},
+// Z1X2: sched.mesh @mesh {axes = ["dp", "dq"], sizes = array<i64: 2, 2>}
+// Z1X2: sched.buffer @param_shard {floats = 48 : i64, lifetime = "persistent"}
+// Z1X2: sched.micro_loop 2 {
+// Z1X2-NEXT: ^bb0(
+// Z1X2-NEXT: sched.grad
+// Z1X2-NEXT: }
+// Z1X2-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp", "dq"] {purpose = "gradients"}
+// Z1X2-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp", "dq"] {purpose = "gradients"}
+// Z1X2-NEXT: sched.all_reduce @state[7, 1] over ["dp", "dq"] {purpose = "loss", reduce = "mean"}
+// Z1X2-NEXT: sched.sumsq [@grad_shard, @grad_shard] [0, 32] state @state
+// Z1X2-NEXT: sched.all_reduce @state[6, 1] over ["dp", "dq"] {purpose = "gradient norm", reduce = "sum"}
+// Z1X2-NEXT: sched.update
+// Z1X2-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp", "dq"] {purpose = "updated parameters"}
+// Z1X2-NEXT: sched.all_gather @param_shard[32, 16] -> @params[128] over ["dp", "dq"] {purpose = "updated parameters"}
+// Z1X2-NEXT: return
+
+// ZeRO-2 in explain: 2 micro-steps × 2 reduce-scatters of the 192-float (768-byte) gradients,
+// 3/4 × 768 = 576 bytes per micro-step, 1152 in all; 2 all-gathers, 576 bytes; the loss and
+// the norm: 2 × 3/4 × 4 = 6 bytes each.
+// EXPLAIN2: reduce_scatter  data      gradients {{ *}}1.12 KiB       4 calls
+// EXPLAIN2-NEXT: all_gather      data      updated parameters {{ *}}576 B       2 calls
+// EXPLAIN2-NEXT: all_reduce      data      loss {{ *}}6 B       1 calls
+// EXPLAIN2-NEXT: all_reduce      data      gradient norm {{ *}}6 B       1 calls
+// ZeRO-3: the parameters gathered once per micro-step (forward and backward share a gather
+// on the CPU target), 2 calls each time.
+// EXPLAIN3: all_gather      data      parameters {{ *}}1.12 KiB       4 calls
+// EXPLAIN3-NEXT: reduce_scatter  data      gradients {{ *}}1.12 KiB       4 calls
+// EXPLAIN3-NEXT: all_reduce      data      loss {{ *}}6 B       1 calls
+// EXPLAIN3-NEXT: all_reduce      data      gradient norm {{ *}}6 B       1 calls

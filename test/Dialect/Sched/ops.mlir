@@ -1,0 +1,74 @@
+// Round trip of every sched op: print, parse, print again. A 2 × 2 mesh ("dp" × "pp") so that
+// collectives can name one axis or both and point-to-point ops have a peer; every buffer
+// lifetime; the micro-batch loop with its index, and a region for one coordinate.
+// RUN: planc-opt %s | planc-opt | FileCheck %s
+// The generic form parses back to the same ops.
+// RUN: planc-opt %s -mlir-print-op-generic | planc-opt | FileCheck %s
+
+// CHECK-LABEL: sched.mesh @mesh {axes = ["dp", "pp"], sizes = array<i64: 2, 2>}
+sched.mesh @mesh {axes = ["dp", "pp"], sizes = array<i64: 2, 2>}
+// CHECK-NEXT: sched.buffer @params {floats = 64 : i64, lifetime = "persistent"}
+// CHECK-NEXT: sched.buffer @grads {floats = 64 : i64, lifetime = "step"}
+// CHECK-NEXT: sched.buffer @tmp {floats = 64 : i64, lifetime = "transient"}
+// CHECK-NEXT: sched.buffer @shard {floats = 32 : i64, lifetime = "step"}
+// CHECK-NEXT: sched.buffer @m {floats = 32 : i64, lifetime = "persistent"}
+// CHECK-NEXT: sched.buffer @v {floats = 32 : i64, lifetime = "persistent"}
+// CHECK-NEXT: sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @params {floats = 64 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 64 : i64, lifetime = "step"}
+sched.buffer @tmp {floats = 64 : i64, lifetime = "transient"}
+sched.buffer @shard {floats = 32 : i64, lifetime = "step"}
+sched.buffer @m {floats = 32 : i64, lifetime = "persistent"}
+sched.buffer @v {floats = 32 : i64, lifetime = "persistent"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+
+// CHECK-LABEL: func.func @planc_step(
+// CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr {sched.context}, %[[STEP:[^:]*]]: i64) {
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // CHECK-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+  sched.fill @state[7, 1] = 0.0
+  // CHECK-NEXT: sched.fill @grads[0, 64] = -1.500000e+00
+  sched.fill @grads[0, 64] = -1.5
+  // CHECK-NEXT: sched.micro_loop 3 {
+  // CHECK-NEXT: ^bb0(%[[MICRO:[^:]*]]: i64):
+  sched.micro_loop 3 {
+  ^bb0(%i: i64):
+    // CHECK-NEXT: sched.alloc @tmp
+    sched.alloc @tmp
+    // CHECK-NEXT: sched.grad %[[STEP]], %[[MICRO]] params @params grads @grads state @state
+    sched.grad %step, %i params @params grads @grads state @state
+    // CHECK-NEXT: sched.reduce_scatter @grads[0, 32] -> @shard[0] over ["dp"] {accumulate, purpose = "gradients"}
+    sched.reduce_scatter @grads[0, 32] -> @shard[0] over ["dp"] {accumulate, purpose = "gradients"}
+    // CHECK-NEXT: sched.free @tmp
+    sched.free @tmp
+  // CHECK-NEXT: }
+  }
+  // CHECK-NEXT: sched.reduce_scatter @tmp[0, 16] -> @shard[16] over ["dp", "pp"] {purpose = "no accumulate"}
+  sched.reduce_scatter @tmp[0, 16] -> @shard[16] over ["dp", "pp"] {purpose = "no accumulate"}
+  // CHECK-NEXT: sched.all_reduce @grads[0, 64] over ["dp"] {purpose = "gradients", reduce = "sum"}
+  sched.all_reduce @grads[0, 64] over ["dp"] {purpose = "gradients", reduce = "sum"}
+  // CHECK-NEXT: sched.all_reduce @state[7, 1] over ["dp", "pp"] {purpose = "loss", reduce = "mean"}
+  sched.all_reduce @state[7, 1] over ["dp", "pp"] {purpose = "loss", reduce = "mean"}
+  // CHECK-NEXT: sched.all_reduce @state[0, 1] over ["pp"] {purpose = "max", reduce = "max"}
+  sched.all_reduce @state[0, 1] over ["pp"] {purpose = "max", reduce = "max"}
+  // CHECK-NEXT: sched.sumsq [@shard, @shard] [0, 16] state @state
+  sched.sumsq [@shard, @shard] [0, 16] state @state
+  // CHECK-NEXT: sched.update %[[STEP]] [@params, @params, @shard, @shard, @m, @m, @v, @v] [0, 48, 0, 16, 0, 16, 0, 16] state @state
+  sched.update %step [@params, @params, @shard, @shard, @m, @m, @v, @v] [0, 48, 0, 16, 0, 16, 0, 16] state @state
+  // CHECK-NEXT: sched.all_gather @params[0, 16] -> @tmp[0] over ["pp"] {purpose = "updated parameters"}
+  sched.all_gather @params[0, 16] -> @tmp[0] over ["pp"] {purpose = "updated parameters"}
+  // CHECK-NEXT: sched.on "pp" = 0 {
+  // CHECK-NEXT: sched.send @params[0, 8] to 1 along "pp" {purpose = "activations"}
+  // CHECK-NEXT: }
+  sched.on "pp" = 0 {
+    sched.send @params[0, 8] to 1 along "pp" {purpose = "activations"}
+  }
+  // CHECK-NEXT: sched.on "pp" = 1 {
+  // CHECK-NEXT: sched.recv @params[8, 8] from 0 along "pp" {purpose = "activations"}
+  // CHECK-NEXT: }
+  sched.on "pp" = 1 {
+    sched.recv @params[8, 8] from 0 along "pp" {purpose = "activations"}
+  }
+  // CHECK-NEXT: return
+  return
+}

@@ -1,0 +1,60 @@
+"""Checks the logs of test/e2e/layouts.sh: every layout's per-step loss against the
+first (reference) run within rtol 1e-5, and every step's comm_bytes, by collective,
+equal to `planc explain --json`'s prediction for that layout.
+
+    compare_layouts.py REFERENCE LAYOUT... (each NAME has NAME.jsonl and NAME.explain.json)
+"""
+import json
+import sys
+
+RTOL = 1e-5
+KEYS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+        "send_recv": "send_recv"}
+
+
+def steps(name):
+    out = []
+    with open(name + ".jsonl") as f:
+        for line in f:
+            rec = json.loads(line)
+            if "loss" in rec:
+                out.append(rec)
+    return out
+
+
+def predicted(name):
+    with open(name + ".explain.json") as f:
+        comm = json.load(f)["comm"]
+    total = {k: 0 for k in KEYS}
+    for row in comm:
+        total[row["collective"]] += row["bytes"]
+    return total
+
+
+def main(reference, layouts):
+    ref = steps(reference)
+    assert len(ref) >= 20, f"{reference}: {len(ref)} steps, need 20"
+    failures = []
+    for name in layouts:
+        got = steps(name)
+        if len(got) != len(ref):
+            failures.append(f"{name}: {len(got)} steps, reference {len(ref)}")
+            continue
+        worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(got, ref))
+        if worst > RTOL:
+            failures.append(f"{name}: per-step loss differs by {worst:.3g} relative (allowed {RTOL})")
+        want = predicted(name)
+        bad = [(r["step"], r["comm_bytes"]) for r in got if r["comm_bytes"] != want]
+        if bad:
+            failures.append(f"{name}: step {bad[0][0]} counted {bad[0][1]}, explain predicts {want}")
+        print(f"{name:>10}: loss rtol {worst:.2e}; comm per step {want} == explain on all {len(got)} steps"
+              if not bad else f"{name:>10}: loss rtol {worst:.2e}; comm MISMATCH")
+    if failures:
+        print("\n".join(failures), file=sys.stderr)
+        return 1
+    print(f"layouts: {len(layouts)} layouts match {reference} over {len(ref)} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

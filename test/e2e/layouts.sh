@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
+# under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
+# 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), and
+# ZeRO-3 on 2 ranks. Each layout's per-step loss must match the single-process run within
+# rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
+# equal `planc explain --json`'s prediction exactly.
+#
+#   test/e2e/layouts.sh PLANC_BIN WORKDIR
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 PLANC_BIN WORKDIR" >&2; exit 2; }
+PLANC=$(realpath "$1")
+mkdir -p "$2"
+WORK=$(cd "$2" && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=${PYTHON:-/usr/bin/python3}
+MPIRUN=${MPIRUN:-mpirun}
+cd "$WORK"
+rm -rf *.jsonl *.plan exe_* *.explain.json
+"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
+
+# plan NAME DEVICES MICRO ZERO
+plan() {
+  cat > "$1.plan" <<EOF
+import "models/gpt.plan"
+mesh m$2 {
+  devices = cpu($2)
+  axes    = [dp: $2]
+}
+train $1 {
+  model     = tiny
+  mesh      = m$2
+  data      = tokens("$WORK/data/train.bin")
+  batch     = 8
+  micro     = $3
+  seq       = 32
+  parallel { data = dp  zero = $4 }
+  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
+  schedule  = cosine(warmup: 4, min_lr: 1e-4)
+  clip      = 1.0
+  steps     = 20
+  seed      = 11
+}
+EOF
+  "$PLANC" build "$1.plan" -o "exe_$1"
+  "$PLANC" explain "$1.plan" --json > "$1.explain.json"
+  if [[ $2 -eq 1 ]]; then
+    "./exe_$1" --log "$1.jsonl" --quiet
+  else
+    "$MPIRUN" -n "$2" "./exe_$1" --log "$1.jsonl" --quiet
+  fi
+}
+
+plan single 1 8 0
+plan accum4 1 2 0
+plan ddp 4 2 0
+plan zero1 4 1 1
+plan zero2 4 1 2
+plan zero3 4 1 3
+plan zero3_dp2 2 2 3
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2
