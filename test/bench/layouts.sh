@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): per-rank step time and communication share of each
+# data-parallel layout against one process, for a 4-layer, 256-wide GPT (3.4M
+# parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core,
+# one BLAS thread per rank). Results go to stdout as a Markdown table.
+#
+#   test/bench/layouts.sh PLANC_BIN WORKDIR [RANKS]
+set -euo pipefail
+PLANC=$(realpath "$1")
+mkdir -p "$2"
+WORK=$(cd "$2" && pwd)
+RANKS=${3:-2}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+cd "$WORK"
+/usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
+plan() {  # NAME DEVICES ZERO
+  cat > "$1.plan" <<EOF
+import "models/gpt.plan"
+model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
+mesh m$2 {
+  devices = cpu($2)
+  axes    = [dp: $2]
+}
+train $1 {
+  model = bench  mesh = m$2  data = tokens("$WORK/data/train.bin")
+  batch = 16  micro = $((16 / $2))  seq = 128
+  parallel { data = dp  zero = $3 }
+  optimizer = adamw(lr: 1e-3)
+  steps = 30  seed = 1
+}
+EOF
+  "$PLANC" build "$1.plan" -o "exe_$1"
+}
+measure() {  # NAME DEVICES
+  local out
+  if [[ $2 -eq 1 ]]; then out=$("./exe_$1" --log "$1.jsonl" --quiet 2>&1); else out=$(mpirun -n "$2" "./exe_$1" --log "$1.jsonl" --quiet 2>&1); fi
+  local share
+  share=$(echo "$out" | grep -o "communication [0-9.]*%" | grep -o "[0-9.]*%" || echo "-")
+  /usr/bin/python3 - "$1" "$share" <<'EOF'
+import json, statistics, sys
+name, share = sys.argv[1], sys.argv[2]
+steps = [r for r in map(json.loads, open(name + ".jsonl")) if "loss" in r][5:]
+ms = statistics.median(16 * 128 / r["tokens_per_s"] * 1e3 for r in steps)
+comm = sum(steps[0]["comm_bytes"].values())
+print(f"{name}|{ms:.1f}|{share}|{comm}")
+EOF
+}
+plan single 1 0
+for z in 0 1 2 3; do plan "zero$z" "$RANKS" "$z"; done
+echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
+echo "|---|---|---|---|---|"
+for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS"; do
+  set -- $row
+  IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
+  echo "| $name | $2 | $ms | $share | $bytes |"
+done
