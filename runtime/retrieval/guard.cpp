@@ -286,7 +286,7 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                   "summarize", "summarise", "call", "execute", "visit", "click", "navigate", "fetch", "render",
                   "praise", "describe", "promote", "urge", "ask", "begin", "start", "end", "refuse", "responde",
                   "antworte", "réponds", "reponds"});
-    add(kSend, {"send", "post", "upload", "forward", "email", "mail", "exfiltrate", "transmit", "leak", "submit",
+    add(kSend, {"send", "post", "upload", "forward", "email", "mail", "exfiltrate", "transmit", "leak",
                 "envía", "envia", "sende", "envoie"});
     add(kReveal, {"reveal", "disclose", "repeat", "print", "show", "output", "tell", "display", "dump", "expose",
                   "recite", "share", "include", "encode", "revela", "zeige", "révèle"});
@@ -536,7 +536,7 @@ void wordFeatures(const std::vector<Word> &w, std::vector<Finding> &out) {
     }
     // Secrecy: "do not mention this to the user", "don't tell the user".
     if (has(w, i, kNeg) && has(w, i + 1, kOutput | kReveal)) {
-      size_t u = find(w, i + 1, 4, kUser | kTarget);
+      size_t u = find(w, i + 1, 5, kUser | kTarget);
       if (u < n) out.push_back({i, u, "secrecy", 0.6});
     }
     // Instructions about the user: "tell the user that…", "convince the user to…".
@@ -579,7 +579,7 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
       if (m.lineStart) {
         bool ok = true;
         for (size_t k = at; k-- > 0 && n.s[k] != '\n';)
-          if (!std::strchr(" \t>*-_#|", n.s[k])) ok = false;
+          if (!std::strchr(" \t>*-_#|<!", n.s[k])) ok = false; // "<!-- system:" too
         if (!ok) continue;
       }
       bool obf = false;
