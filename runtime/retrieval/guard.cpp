@@ -244,6 +244,8 @@ enum : uint32_t {
   kFiller = 1u << 21,   // the, your, these, of… (may sit between a verb and its object)
   kUser = 1u << 22,     // user, users
   kPrompt = 1u << 23,   // prompt (with system: "system prompt")
+  kRevoked = 1u << 24,  // ignored, revoked, outdated, updated, disabled…
+  kSecretWeak = 1u << 25, // key, token, cookie, history… (secrets only near a URL)
 };
 
 const std::unordered_map<std::string, uint32_t> &lexicon() {
@@ -273,10 +275,11 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                   "anweisungen", "anweisung", "istruzioni", "instruções", "instrucoes", "instructies", "instrukcje",
                   "инструкции", "указания"});
     add(kTargetWeak, {"rules", "commands", "orders", "constraints", "context", "policies", "restrictions", "filters",
-                      "messages", "guidance", "training", "everything", "reglas", "règles", "regeln", "regole",
+                      "messages", "message", "policy", "guidance", "training", "everything", "reglas", "règles", "regeln", "regole",
                       "regras", "правила", "limitations", "told"});
     add(kTold, {"told", "instructed", "said", "given", "taught", "programmed", "trained", "asked", "dicho", "gesagt"});
-    add(kAi, {"ai", "chatbot", "llm", "llms", "gpt", "chatgpt", "claude", "gemini", "copilot", "bard", "ki", "ia"});
+    add(kAi, {"ai", "chatbot", "llm", "llms", "gpt", "chatgpt", "claude", "gemini", "copilot", "bard", "ki", "ia", "summarizer",
+                 "summariser"});
     add(kAssistant, {"assistant", "assistente", "asistente", "assistent"});
     add(kAgent, {"model", "agent", "bot", "modelo", "modell"});
     add(kModal, {"must", "should", "shall", "will", "need", "needs", "ought", "has", "have", "required", "mustn",
@@ -290,22 +293,27 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                 "envía", "envia", "sende", "envoie"});
     add(kReveal, {"reveal", "disclose", "repeat", "print", "show", "output", "tell", "display", "dump", "expose",
                   "recite", "share", "include", "encode", "revela", "zeige", "révèle"});
-    add(kSecret, {"password", "passwords", "passwd", "credentials", "credential", "apikey", "secrets", "conversation",
-                  "history", "cookies", "cookie", "ssn", "token", "tokens", "keys", "key", "secret", "personal",
-                  "private", "session", "contraseña", "passwort", "mot"});
+    add(kSecret, {"password", "passwords", "passwd", "credentials", "credential", "apikey", "conversation", "ssn",
+                  "contraseña", "passwort", "пароль"});
+    add(kSecretWeak, {"history", "cookies", "cookie", "token", "tokens", "keys", "key", "secret", "secrets",
+                      "personal", "private", "session", "data", "notes", "emails", "mot"});
+    add(kRevoked, {"ignored", "disregarded", "overridden", "revoked", "void", "invalid", "outdated", "obsolete",
+                   "superseded", "cancelled", "canceled", "updated", "changed", "lifted", "disabled", "removed",
+                   "suspended", "replaced", "expired", "withdrawn", "rescinded"});
     add(kPersona, {"jailbreak", "jailbroken", "dan", "unrestricted", "unfiltered", "uncensored", "roleplay",
                    "pretend", "persona", "impersonate", "unbound", "unchained"});
     add(kNeg, {"not", "dont", "don", "never", "stop", "doesn", "no", "nicht", "pas", "ne"});
     add(kFollow, {"follow", "obey", "heed", "comply", "adhere", "respect", "listen"});
     add(kNew, {"new", "real", "actual", "true", "updated", "revised", "different", "secret", "hidden", "nuevas",
                "nouvelles", "neue"});
-    add(kTask, {"task", "goal", "objective", "purpose", "mission", "role", "job", "instructions", "orders"});
+    add(kTask, {"task", "goal", "objective", "purpose", "mission", "role", "job", "instructions", "orders", "request"});
     add(kVocative, {"note", "attention", "dear", "hey", "hello", "hi", "memo", "message", "important", "notice"});
     add(kYou, {"you", "your", "yourself", "u", "tu", "du", "vous", "usted", "ты", "вы"});
     add(kNow, {"now", "instead", "always", "henceforth", "only", "immediately", "ahora", "maintenant", "jetzt"});
     add(kFiller, {"the", "your", "these", "those", "this", "that", "of", "my", "our", "its", "and", "or", "a", "an",
                   "to", "me", "us", "them", "in", "with", "about", "las", "les", "le", "la", "die", "der", "den",
-                  "le", "tus", "tes", "vos", "deine", "seine", "ihre", "le", "i", "tue", "suas"});
+                  "tus", "tes", "vos", "deine", "seine", "ihre", "i", "tue", "suas", "as", "os", "los", "des", "il", "lo",
+                  "gli", "das", "het", "de", "todas", "todos", "tutte", "tutti", "toutes", "mes", "meine"});
     add(kUser, {"user", "users", "reader", "human", "customer", "usuario", "utilisateur", "benutzer", "nutzer"});
     add(kPrompt, {"prompt", "prompts"});
     return m;
@@ -318,7 +326,8 @@ struct Word {
   uint32_t b, e; // byte range in the input
   uint32_t cls = 0;
   bool obfuscated = false;
-  bool lineStart = false;
+  bool lineStart = false; // first on its line, or first after a sentence's end
+  char next = 0;          // the next non-space character after the word (0 at the end)
 };
 
 bool wordByte(char c) {
@@ -327,17 +336,40 @@ bool wordByte(char c) {
          c == '!';
 }
 
-// Greedy longest-match segmentation of a run with no spaces into lexicon words
-// ("ignorepreviousinstructions", or letters that were spaced apart); gives up
-// (returns empty) unless lexicon words cover at least 80% of it.
-std::vector<std::pair<size_t, size_t>> segment(const std::string &s) {
+// The lexicon's classes of a word, trying it as written, then without an
+// inflection ("ignored", "following", "answers", "policies").
+uint32_t lookup(const std::string &s) {
   const auto &lex = lexicon();
+  auto get = [&](const std::string &k) {
+    auto it = lex.find(k);
+    return it == lex.end() ? 0u : it->second;
+  };
+  if (uint32_t c = get(s)) return c;
+  auto ends = [&](const char *suf) {
+    size_t n = std::strlen(suf);
+    return s.size() > n + 2 && s.compare(s.size() - n, n, suf) == 0;
+  };
+  for (const char *suf : {"ing", "ed", "es", "s", "d"}) {
+    if (!ends(suf)) continue;
+    std::string stem = s.substr(0, s.size() - std::strlen(suf));
+    if (uint32_t c = get(stem)) return c;
+    if (uint32_t c = get(stem + "e")) return c;
+    if (std::strcmp(suf, "es") == 0 && stem.back() == 'i')
+      if (uint32_t c = get(stem.substr(0, stem.size() - 1) + "y")) return c; // policies
+  }
+  return 0;
+}
+
+// Greedy longest-match segmentation of a run with no spaces into lexicon words
+// of three letters or more ("ignorepreviousinstructions"). With `strict`, gives up
+// (returns nothing) unless lexicon words cover at least 80% of the run.
+std::vector<std::pair<size_t, size_t>> segment(const std::string &s, bool strict) {
   std::vector<std::pair<size_t, size_t>> out;
   size_t i = 0, covered = 0;
   while (i < s.size()) {
     size_t best = 0;
     for (size_t len = std::min<size_t>(20, s.size() - i); len >= 3; --len)
-      if (lex.count(s.substr(i, len))) {
+      if (lookup(s.substr(i, len))) {
         best = len;
         break;
       }
@@ -349,12 +381,11 @@ std::vector<std::pair<size_t, size_t>> segment(const std::string &s) {
       ++i;
     }
   }
-  if (covered * 5 < s.size() * 4) out.clear();
+  if (strict && covered * 5 < s.size() * 4) out.clear();
   return out;
 }
 
 std::vector<Word> words(const Norm &n) {
-  const auto &lex = lexicon();
   struct Raw {
     size_t from, to; // in n.s
   };
@@ -375,9 +406,14 @@ std::vector<Word> words(const Norm &n) {
   auto isLineStart = [&](size_t from) {
     for (size_t k = from; k-- > 0;) {
       if (n.s[k] == '\n') return true;
-      if (!std::strchr(" \t>#*-_[(|", n.s[k])) return false;
+      if (std::strchr(".!?", n.s[k])) return k + 1 < from && n.s[k + 1] == ' ';
+      if (!std::strchr(" \t>#*-_[(|<", n.s[k])) return false;
     }
     return true;
+  };
+  auto nextChar = [&](size_t to) {
+    while (to < n.s.size() && (n.s[to] == ' ' || n.s[to] == '\t')) ++to;
+    return to < n.s.size() ? n.s[to] : '\0';
   };
   std::vector<Word> out;
   auto emit = [&](size_t from, size_t to, bool obf) {
@@ -388,33 +424,63 @@ std::vector<Word> words(const Norm &n) {
     w.e = n.e[to - 1];
     w.obfuscated = obf || changed;
     for (size_t k = from; k < to; ++k) w.obfuscated |= n.folded[k] != 0;
-    auto it = lex.find(w.s);
-    w.cls = it == lex.end() ? 0 : it->second;
+    w.cls = lookup(w.s);
     w.lineStart = isLineStart(from);
+    w.next = nextChar(to);
     out.push_back(std::move(w));
+  };
+  // One letter: an ASCII letter, or one non-ASCII character.
+  auto single = [&](size_t k) {
+    const Raw &r = raw[k];
+    unsigned char c = static_cast<unsigned char>(n.s[r.from]);
+    if (r.to - r.from == 1) return std::isalpha(c) != 0;
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    return len == r.to - r.from;
   };
   for (size_t r = 0; r < raw.size();) {
     // L e t t e r s p a c i n g: four or more one-letter words close together.
     size_t q = r;
-    auto single = [&](size_t k) { return raw[k].to - raw[k].from == 1 && std::isalpha(static_cast<unsigned char>(n.s[raw[k].from])); };
     while (q < raw.size() && single(q) &&
            (q == r || (raw[q].from - raw[q - 1].to <= 3 && n.s.find('\n', raw[q - 1].to) >= raw[q].from)))
       ++q;
     if (q - r >= 4) {
-      std::string joined;
-      std::vector<size_t> at;
-      for (size_t k = r; k < q; ++k) joined += n.s[raw[k].from], at.push_back(raw[k].from);
-      bool changed;
-      std::string sk = skeleton(joined, changed);
-      for (auto [off, len] : segment(sk)) {
-        Word w;
-        w.s = sk.substr(off, len);
-        w.b = n.b[at[off]];
-        w.e = n.e[at[off + len - 1]];
-        w.cls = lex.at(w.s);
-        w.obfuscated = true;
-        w.lineStart = isLineStart(at[off]);
-        out.push_back(std::move(w));
+      // Wider gaps between letters mark the words ("i g n o r e   a l l"); with
+      // even gaps, the lexicon finds the words it knows.
+      size_t minGap = SIZE_MAX, maxGap = 0;
+      for (size_t k = r + 1; k < q; ++k) {
+        minGap = std::min(minGap, raw[k].from - raw[k - 1].to);
+        maxGap = std::max(maxGap, raw[k].from - raw[k - 1].to);
+      }
+      std::vector<std::pair<size_t, size_t>> groups; // [first, last) raw indices
+      if (maxGap > minGap) {
+        size_t start = r;
+        for (size_t k = r + 1; k <= q; ++k)
+          if (k == q || raw[k].from - raw[k - 1].to > minGap) groups.push_back({start, k}), start = k;
+      } else {
+        groups.push_back({r, q});
+      }
+      for (auto [g0, g1] : groups) {
+        std::string joined;
+        std::vector<size_t> at; // n.s offset of each byte of joined
+        for (size_t k = g0; k < g1; ++k)
+          for (size_t c = raw[k].from; c < raw[k].to; ++c) joined += n.s[c], at.push_back(c);
+        bool changed;
+        std::string sk = skeleton(joined, changed);
+        std::vector<std::pair<size_t, size_t>> parts;
+        if (maxGap > minGap && lookup(sk)) parts.push_back({0, sk.size()});
+        else parts = segment(sk, /*strict=*/false);
+        if (maxGap > minGap && parts.empty()) parts.push_back({0, sk.size()});
+        for (auto [off, len] : parts) {
+          Word w;
+          w.s = sk.substr(off, len);
+          w.b = n.b[at[off]];
+          w.e = n.e[at[off + len - 1]];
+          w.cls = lookup(w.s);
+          w.obfuscated = true;
+          w.lineStart = isLineStart(at[off]);
+          w.next = nextChar(at[off + len - 1] + 1);
+          out.push_back(std::move(w));
+        }
       }
       r = q;
       continue;
@@ -423,8 +489,8 @@ std::vector<Word> words(const Norm &n) {
     size_t len = raw[r].to - raw[r].from;
     bool changed;
     std::string sk = skeleton(n.s.substr(raw[r].from, len), changed);
-    if (len >= 10 && !lex.count(sk)) {
-      auto parts = segment(sk);
+    if (len >= 10 && !lookup(sk)) {
+      auto parts = segment(sk, /*strict=*/true);
       if (parts.size() >= 2) {
         for (auto [off, l] : parts) emit(raw[r].from + off, raw[r].from + off + l, true);
         ++r;
@@ -457,89 +523,121 @@ size_t find(const std::vector<Word> &w, size_t i, size_t window, uint32_t cls, u
   return w.size();
 }
 
-void wordFeatures(const std::vector<Word> &w, std::vector<Finding> &out) {
+void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls, std::vector<Finding> &out) {
   size_t n = w.size();
+  auto is = [&](size_t i, const char *s) { return i < n && w[i].s == s; };
+  auto near = [&](size_t i, uint32_t bytes) { // a URL or e-mail address within `bytes` of word i
+    for (uint32_t u : urls)
+      if (u + bytes >= w[i].b && u <= w[i].e + bytes) return true;
+    return false;
+  };
   for (size_t i = 0; i < n; ++i) {
     // "ignore (all) (previous) instructions", "do not follow the rules above",
-    // "forget what you were told".
+    // "forget what you were told", "disregard the above."
     bool verb = has(w, i, kOverride) ||
                 (has(w, i, kFollow) && i > 0 && (has(w, i - 1, kNeg) || (i > 1 && has(w, i - 2, kNeg))));
     if (verb) {
       size_t t = find(w, i, 5, kTarget | kTargetWeak, kScope | kFiller | kYou | kAi | kAssistant | kNew);
+      size_t s = find(w, i, 3, kScope, kFiller);
       if (t < n) {
         bool strong = w[t].cls & kTarget;
         bool scoped = find(w, i, 4, kScope) <= t || find(w, t, 4, kScope) < n;
-        double s = strong ? 0.8 : 0.5;
-        if (scoped) s += strong ? 0.15 : 0.2;
-        out.push_back({i, t, "override", s});
+        double sc = strong ? 0.8 : 0.5;
+        if (scoped) sc += strong ? 0.15 : 0.2;
+        out.push_back({i, t, "override", sc});
       } else if (size_t k = find(w, i, 5, kTold); k < n && find(w, i, 3, kYou) < k) {
         out.push_back({i, k, "override", 0.75});
+      } else if (s < n && w[s].next && std::strchr(".,;:!", w[s].next) && !w[i].s.empty() &&
+                 w[i].s != "skip" && w[i].s != "drop" && w[i].s != "reset" && w[i].s != "cancei") {
+        out.push_back({i, s, "override", 0.55}); // "ignore the above."
       }
     }
-    // Addressed to a model: "AI assistants must…", "the assistant should respond…",
-    // "if you are an AI", "note to the AI:".
+    // Orders revoked in the passive: "the instructions you received are outdated
+    // and must be ignored", "your safety policy has been updated".
+    if (has(w, i, kTarget | kTargetWeak)) {
+      bool yours = (i > 0 && has(w, i - 1, kYou)) || (i > 1 && has(w, i - 2, kYou)) || find(w, i, 2, kYou) < n;
+      for (size_t k = i + 1; yours && k < n && k <= i + 10; ++k)
+        if (has(w, k, kRevoked)) {
+          out.push_back({i, k, "override", (w[i].cls & kTarget) ? 0.75 : 0.6});
+          break;
+        }
+    }
+    // Addressed to a model: "AI models processing this text must include…", "the
+    // assistant should tell the user…", "if you are an AI", "Note to the AI:".
     if (has(w, i, kAi | kAssistant | kAgent)) {
       bool ai = has(w, i, kAi) || (has(w, i, kAssistant) && i > 0 && has(w, i - 1, kAi)) ||
                 (has(w, i, kAgent) && i > 0 && w[i - 1].s == "ianguage");
-      size_t m = find(w, i, 3, kModal);
-      size_t o = find(w, i, 7, kOutput | kReveal | kSend);
-      if (m < n) {
-        if (ai) out.push_back({i, std::max(m, o < n ? o : m), "addressed-imperative", o < n ? 0.8 : 0.45});
-        else if (o < n && has(w, i, kAssistant)) out.push_back({i, o, "addressed-imperative", 0.7});
-        else if (o < n) out.push_back({i, o, "addressed-imperative", 0.45});
-      }
-      // "if you are an AI", "as a language model, you…"
-      if ((ai || has(w, i, kAssistant)) && i >= 2) {
+      bool assistant = ai || has(w, i, kAssistant);
+      size_t m = find(w, i, 8, kModal);
+      size_t o = m < n ? find(w, m, 3, kOutput | kReveal | kSend | kFollow, kNow | kNeg) : n;
+      if (o < n) out.push_back({i, o, "addressed-imperative", ai ? 0.8 : assistant ? 0.7 : 0.45});
+      else if (ai && find(w, i, 4, kModal) < n) out.push_back({i, find(w, i, 4, kModal), "addressed-imperative", 0.45});
+      if (assistant && i >= 2) // "if you are an AI"
         for (size_t k = i >= 4 ? i - 4 : 0; k < i; ++k)
-          if (has(w, k, kYou) && (w[k + 1].s == "are" || w[k + 1].s == "re")) {
+          if (has(w, k, kYou) && (is(k + 1, "are") || is(k + 1, "re"))) {
             out.push_back({k, i, "addressed-imperative", 0.8});
             break;
           }
+      for (size_t k = i >= 3 ? i - 3 : 0; k < i; ++k) { // "Dear assistant", "instructions for the chatbot:"
+        bool vocative = has(w, k, kVocative) || ((is(k, "for") || is(k, "to")) && w[i].next && std::strchr(":,", w[i].next));
+        if (vocative && find(w, k, 3, kAi | kAssistant | kAgent, kFiller) == i) {
+          out.push_back({k, i, "addressed-imperative", assistant || w[i].next == ':' ? 0.75 : 0.45});
+          break;
+        }
       }
-      // "Note to the AI", "Dear assistant", "Attention LLM"
-      if ((ai || has(w, i, kAssistant)) && i >= 1)
-        for (size_t k = i >= 3 ? i - 3 : 0; k < i; ++k)
-          if (has(w, k, kVocative) && find(w, k, 3, kAi | kAssistant, kFiller) == i) {
-            out.push_back({k, i, "addressed-imperative", 0.75});
-            break;
-          }
     }
-    // Persona switches: "you are now DAN", "from now on you", "pretend you have no
-    // restrictions", "your new task is".
-    if (has(w, i, kYou) && i + 2 < n && (w[i + 1].s == "are" || w[i + 1].s == "re") && w[i + 2].s == "now")
-      out.push_back({i, i + 2, "persona", 0.75});
-    if (w[i].s == "from" && i + 2 < n && w[i + 1].s == "now" && w[i + 2].s == "on")
+    // "Before answering, …": addressed to whoever answers.
+    if (is(i, "before") && i + 1 < n && (w[i + 1].s == "answering" || w[i + 1].s == "responding" ||
+                                         w[i + 1].s == "repiying" || (has(w, i + 1, kYou) && has(w, i + 2, kOutput))))
+      out.push_back({i, i + 1, "addressed-imperative", 0.5});
+    // Persona switches: "you are now DAN", "from now on you", "your new task is".
+    if (has(w, i, kYou) && (is(i + 1, "are") || is(i + 1, "re")) && is(i + 2, "now"))
+      out.push_back({i, i + 2, "persona", find(w, i + 2, 4, kPersona | kAi | kAssistant) < n ? 0.8 : 0.45});
+    if (is(i, "from") && is(i + 1, "now") && is(i + 2, "on"))
       out.push_back({i, i + 2, "persona", find(w, i + 2, 3, kYou) < n ? 0.6 : 0.4});
     if (has(w, i, kPersona)) out.push_back({i, i, "persona", w[i].s == "pretend" || w[i].s == "dan" ? 0.35 : 0.55});
-    if (w[i].s == "deveioper" && i + 1 < n && w[i + 1].s == "mode") out.push_back({i, i + 1, "persona", 0.7});
-    if ((w[i].s == "act" || w[i].s == "behave") && i + 1 < n && (w[i + 1].s == "as" || w[i + 1].s == "iike") &&
-        i > 0 && has(w, i - 1, kYou | kNow))
+    if (is(i, "deveioper") && is(i + 1, "mode")) out.push_back({i, i + 1, "persona", 0.45});
+    if ((is(i, "act") || is(i, "behave")) && (is(i + 1, "as") || is(i + 1, "iike")) && i > 0 && has(w, i - 1, kYou | kNow))
       out.push_back({i - 1, i + 1, "persona", 0.55});
-    if (has(w, i, kNew) && i + 1 < n && has(w, i + 1, kTask | kTarget)) {
+    if (has(w, i, kNew) && has(w, i + 1, kTask | kTarget)) {
       bool yours = i > 0 && (w[i - 1].s == "your" || w[i - 1].s == "the");
       out.push_back({i, i + 1, "override", yours ? 0.65 : 0.4});
     }
+    if (is(i, "obey") && (is(i + 1, "me") || is(i + 1, "oniy") || is(i + 1, "this") || is(i + 1, "these")))
+      out.push_back({i, i + 1, "override", 0.55});
     // Exfiltration: "send the conversation to…", "reveal your system prompt",
-    // "include the user's password in a link".
-    if (has(w, i, kSend | kReveal)) {
-      size_t s = find(w, i, 6, kSecret);
-      size_t p = w.size();
+    // "append the user's API key to https://…".
+    if (has(w, i, kSend | kReveal | kOutput)) {
+      size_t p = n;
       for (size_t k = i + 1; k < n && k <= i + 6; ++k)
-        if ((w[k].s == "system" || w[k].s == "initiai" || w[k].s == "hidden" || w[k].s == "originai") &&
+        if ((is(k, "system") || is(k, "initiai") || is(k, "hidden") || is(k, "originai") || is(k, "your")) &&
             has(w, k + 1, kPrompt | kTarget))
           p = k + 1;
-        else if (w[k].s == "your" && has(w, k + 1, kTarget | kPrompt))
-          p = k + 1;
-      if (p < n) out.push_back({i, p, "exfiltration", 0.85});
-      else if (s < n && has(w, i, kSend)) out.push_back({i, s, "exfiltration", 0.7});
-      else if (s < n) out.push_back({i, s, "exfiltration", 0.3});
+      size_t lo = i >= 6 ? i - 6 : 0, s = n;
+      bool strong = false;
+      for (size_t k = lo; k < n && k <= i + 8; ++k)
+        if (k != i && has(w, k, kSecret | kSecretWeak)) {
+          s = k;
+          strong = w[k].cls & kSecret;
+          if (strong) break;
+        }
+      bool send = has(w, i, kSend);
+      if (p < n && has(w, i, kReveal | kSend)) {
+        out.push_back({i, p, "exfiltration", 0.85});
+      } else if (s < n) {
+        double sc = send ? (strong ? 0.7 : 0.35) : (strong ? 0.4 : 0.2);
+        if (near(i, 200)) sc += 0.35;
+        out.push_back({std::min(i, s), std::max(i, s), "exfiltration", sc});
+      }
     }
-    // Secrecy: "do not mention this to the user", "don't tell the user".
+    // Secrecy: "do not mention this to the user", "never reveal that you were told".
     if (has(w, i, kNeg) && has(w, i + 1, kOutput | kReveal)) {
-      size_t u = find(w, i + 1, 5, kUser | kTarget);
+      size_t u = find(w, i + 1, 5, kUser | kTarget | kTold);
       if (u < n) out.push_back({i, u, "secrecy", 0.6});
     }
-    // Instructions about the user: "tell the user that…", "convince the user to…".
+    if (is(i, "keep") && find(w, i, 3, kTarget | kTask) < n && find(w, i, 4, kSecretWeak | kSecret) < n)
+      out.push_back({i, find(w, i, 4, kSecretWeak | kSecret), "secrecy", 0.6});
+    // Instructions about the user: "tell the user that…", "convince the reader to…".
     if (has(w, i, kOutput) && find(w, i, 2, kUser, kFiller) < n)
       out.push_back({i, find(w, i, 2, kUser, kFiller), "addressed-imperative", 0.4});
     // Second person with a standing order: "you must always respond…".
@@ -576,10 +674,12 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
   for (const Marker &m : markers) {
     size_t len = std::strlen(m.text);
     for (size_t at = n.s.find(m.text); at != std::string::npos; at = n.s.find(m.text, at + 1)) {
-      if (m.lineStart) {
+      if (m.lineStart) { // at a line's start ("<!-- system:" too) or a sentence's
         bool ok = true;
-        for (size_t k = at; k-- > 0 && n.s[k] != '\n';)
-          if (!std::strchr(" \t>*-_#|<!", n.s[k])) ok = false; // "<!-- system:" too
+        for (size_t k = at; ok && k-- > 0 && n.s[k] != '\n';) {
+          if (std::strchr(".!?", n.s[k]) && k + 1 < at && n.s[k + 1] == ' ') break;
+          if (!std::strchr(" \t>*-_#|<![(", n.s[k])) ok = false;
+        }
         if (!ok) continue;
       }
       bool obf = false;
@@ -590,12 +690,14 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
   // Chinese and Japanese: 忽略/无视/忘记/無視 near 指令/指示/规则/提示/説明.
   static const char *verbs[] = {"忽略", "无视", "無視", "忘记", "忘記", "忘れ"};
   static const char *objs[] = {"指令", "指示", "规则", "規則", "提示", "说明", "命令"};
-  for (const char *v : verbs)
+  for (const char *v : verbs) // either order: Japanese puts the object first
     for (size_t at = n.s.find(v); at != std::string::npos; at = n.s.find(v, at + 1))
       for (const char *o : objs) {
-        size_t to = n.s.find(o, at);
-        if (to != std::string::npos && to - at <= 30)
-          out.push_back({{n.b[at], n.e[to + std::strlen(o) - 1], "override", 0.85}, false});
+        size_t from = at > 40 ? at - 40 : 0, to = n.s.find(o, from);
+        if (to != std::string::npos && to <= at + 40) {
+          size_t b = std::min(at, to), e = std::max(at + std::strlen(v), to + std::strlen(o)) - 1;
+          out.push_back({{n.b[b], n.e[e], "override", 0.85}, false});
+        }
       }
   // A markdown image or link whose URL carries a query: the classic channel for
   // exfiltration through a rendered answer.
@@ -623,6 +725,11 @@ std::vector<std::pair<uint32_t, uint32_t>> hiddenRegions(const Norm &n) {
     size_t last = end == std::string::npos ? n.s.size() - 1 : end + 2;
     out.push_back({n.b[at], n.e[last]});
   }
+  // A markdown comment: "[//]: # (…)" renders as nothing.
+  for (size_t at = n.s.find("[//]: #"); at != std::string::npos; at = n.s.find("[//]: #", at + 1)) {
+    size_t end = n.s.find('\n', at);
+    out.push_back({n.b[at], n.e[end == std::string::npos ? n.s.size() - 1 : end]});
+  }
   static const char *css[] = {"display:none", "display: none", "visibility:hidden", "visibility: hidden",
                               "font-size:0", "font-size: 0", "color:white", "color: white", "color:#fff",
                               "color: #fff", "opacity:0", "opacity: 0"};
@@ -635,6 +742,49 @@ std::vector<std::pair<uint32_t, uint32_t>> hiddenRegions(const Norm &n) {
   return out;
 }
 
+// Where URLs and e-mail addresses start (bytes of the input).
+std::vector<uint32_t> urlStarts(const Norm &n) {
+  std::vector<uint32_t> out;
+  for (const char *p : {"http://", "https://", "www."})
+    for (size_t at = n.s.find(p); at != std::string::npos; at = n.s.find(p, at + 1)) out.push_back(n.b[at]);
+  for (size_t at = n.s.find('@'); at != std::string::npos; at = n.s.find('@', at + 1))
+    if (at > 0 && std::isalnum(static_cast<unsigned char>(n.s[at - 1])) && at + 1 < n.s.size() &&
+        std::isalnum(static_cast<unsigned char>(n.s[at + 1])) && n.s.find('.', at) < n.s.find_first_of(" \n", at))
+      out.push_back(n.b[at]);
+  return out;
+}
+
+// Base64 runs (24 characters or more) that decode to printable text: instructions
+// hidden from a reader, but not from a model that decodes them.
+std::vector<std::pair<Flag, std::string>> base64Runs(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' || c == '-' ? 62 : c == '/' || c == '_' ? 63 : -1;
+  };
+  std::vector<std::pair<Flag, std::string>> out;
+  for (size_t i = 0; i < text.size();) {
+    size_t j = i;
+    while (j < text.size() && value(text[j]) >= 0) ++j;
+    if (j - i >= 24) {
+      std::string dec;
+      uint32_t acc = 0;
+      int bits = 0;
+      for (size_t k = i; k < j; ++k) {
+        acc = (acc << 6) | uint32_t(value(text[k]));
+        bits += 6;
+        if (bits >= 8) bits -= 8, dec += char((acc >> bits) & 0xFF);
+      }
+      size_t printable = 0;
+      for (char c : dec) printable += (c >= 0x20 && c < 0x7F) || c == '\n';
+      if (printable * 10 >= dec.size() * 9) out.push_back({{uint32_t(i), uint32_t(j), "encoded", 0}, dec});
+    }
+    i = j == i ? i + 1 : j;
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<Flag> guardScan(std::string_view text) {
@@ -642,7 +792,7 @@ std::vector<Flag> guardScan(std::string_view text) {
   Norm n = normalise(text);
   std::vector<Word> w = words(n);
   std::vector<Finding> found;
-  wordFeatures(w, found);
+  wordFeatures(w, urlStarts(n), found);
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;
@@ -650,27 +800,39 @@ std::vector<Flag> guardScan(std::string_view text) {
     spans.push_back({{w[f.first].b, w[f.last].e, f.kind, f.score}, obf});
   }
   markerFeatures(n, spans);
+  for (auto &[run, decoded] : base64Runs(text)) {
+    double score = 0;
+    for (const Flag &f : guardScan(decoded)) score = std::max(score, f.score);
+    if (score > 0) spans.push_back({{run.begin, run.end, "encoded", score}, true});
+  }
   auto regions = hiddenRegions(n);
   for (const Flag &h : n.hidden) spans.push_back({h, false});
 
-  // Findings that overlap or nearly touch (within 40 bytes) form one flag whose
-  // score is their noisy-or; obfuscation or a hidden region raises it.
+  // Findings that overlap or nearly touch (within 40 bytes) form one flag. Its
+  // score is the noisy-or over kinds of each kind's strongest finding (several
+  // findings of one kind are one piece of evidence); obfuscation or a hidden
+  // region raises it.
   std::sort(spans.begin(), spans.end(), [](const auto &a, const auto &b) { return a.first.begin < b.first.begin; });
   std::vector<Flag> out;
   size_t i = 0;
   while (i < spans.size()) {
     Flag cur = spans[i].first;
-    double keep = 1 - cur.score, best = cur.score;
-    bool obf = spans[i].second, hiddenText = std::strcmp(cur.kind, "hidden-text") == 0;
-    size_t j = i + 1;
-    for (; j < spans.size() && spans[j].first.begin <= cur.end + 40; ++j) {
+    std::vector<std::pair<const char *, double>> kinds; // kind → its best score
+    bool obf = false, hiddenText = false;
+    double best = -1;
+    size_t j = i;
+    for (; j < spans.size() && (j == i || spans[j].first.begin <= cur.end + 40); ++j) {
       const Flag &f = spans[j].first;
       cur.end = std::max(cur.end, f.end);
-      keep *= 1 - f.score;
       obf |= spans[j].second;
       hiddenText |= std::strcmp(f.kind, "hidden-text") == 0;
       if (f.score > best) best = f.score, cur.kind = f.kind;
+      auto k = std::find_if(kinds.begin(), kinds.end(), [&](const auto &e) { return std::strcmp(e.first, f.kind) == 0; });
+      if (k == kinds.end()) kinds.push_back({f.kind, f.score});
+      else k->second = std::max(k->second, f.score);
     }
+    double keep = 1;
+    for (const auto &k : kinds) keep *= 1 - k.second;
     double score = 1 - keep;
     bool inHidden = false;
     for (auto [b, e] : regions) inHidden |= cur.begin < e && b < cur.end;
