@@ -55,6 +55,7 @@ typedef struct {
   double vector_weight, keyword_weight; /* weighted fusion; need not sum to 1 */
   int64_t top;                    /* candidates taken from each side before fusion */
   planrt_fusion fusion;
+  int64_t rrf_k;                  /* reciprocal-rank fusion's constant k; 0 = 60 */
 
   planrt_rerank_kind rerank;      /* model rerank: not implemented in this version */
   planrt_guard_kind guard;

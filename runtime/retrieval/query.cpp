@@ -8,7 +8,7 @@
 namespace planrt::rag {
 
 std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw, planrt_fusion fusion,
-                        double wv, double wk) {
+                        double wv, double wk, double rrfK) {
   std::unordered_map<int64_t, Fused> byId;
   auto side = [&](const std::vector<Scored> &list, double w, bool isVector) {
     double lo = 0, hi = 0;
@@ -21,7 +21,7 @@ std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored
       int rank = int(i + 1);
       (isVector ? f.vectorRank : f.keywordRank) = rank;
       (isVector ? f.vectorScore : f.keywordScore) = list[i].score;
-      if (fusion == PLANRT_FUSION_RRF) f.score += 1.0 / (kRrfK + rank);
+      if (fusion == PLANRT_FUSION_RRF) f.score += 1.0 / (rrfK + rank);
       else f.score += w * (hi > lo ? (list[i].score - lo) / (hi - lo) : 1.0);
     }
   };
@@ -108,7 +108,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   } catch (const std::exception &e) {
     return planrt::fail(PLANRT_ERR_FORMAT, "%s: search failed: %s", st.dir.c_str(), e.what());
   }
-  std::vector<Fused> fused = fuse(vec, kw, fusion, cfg.vector_weight, cfg.keyword_weight);
+  std::vector<Fused> fused =
+      fuse(vec, kw, fusion, cfg.vector_weight, cfg.keyword_weight, cfg.rrf_k > 0 ? double(cfg.rrf_k) : kRrfK);
   if (fused.size() > size_t(k)) fused.resize(size_t(k));
   r->hits.clear();
   r->flags.clear();

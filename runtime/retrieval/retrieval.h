@@ -87,11 +87,11 @@ struct Fused {
 };
 /// Fuses two ranked lists (each best first). Weighted: each side's scores min-max
 /// normalised to [0, 1] (all 1 when they are equal), then wv·v + wk·k, an absent
-/// side contributing 0. RRF: Σ 1/(60 + rank) over the sides that hold the chunk.
+/// side contributing 0. RRF: Σ 1/(k + rank) over the sides that hold the chunk.
 /// Ties are broken by chunk id. One-sided searches pass an empty other list.
-std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw,
-                        planrt_fusion fusion, double wv, double wk);
 constexpr double kRrfK = 60;
+std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw,
+                        planrt_fusion fusion, double wv, double wk, double rrfK = kRrfK);
 
 // ---- guard.cpp.
 struct Flag {

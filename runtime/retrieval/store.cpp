@@ -412,6 +412,7 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
       !std::isfinite(cfg.keyword_weight) || cfg.vector_weight + cfg.keyword_weight <= 0)
     return fail(PLANRT_ERR_ARG, "%shybrid(vector: %g, keyword: %g): weights must be finite, ≥ 0, not both 0", w.c_str(),
                 cfg.vector_weight, cfg.keyword_weight);
+  if (cfg.rrf_k < 0) return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
   if (cfg.nprobe < 0) return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
   if (cfg.rerank == PLANRT_RERANK_MODEL)
     return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(...) reranker (use rerank = none)", w.c_str());

@@ -82,6 +82,8 @@ int main(int argc, char **argv) {
   cfg.nprobe = nprobe;
   cfg.search = PLANRT_SEARCH_HYBRID;
   cfg.top = 50;
+  cfg.vector_weight = 0.5;
+  cfg.keyword_weight = 0.5;
   cfg.guard = PLANRT_GUARD_OFF;
   std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk);
   for (char c : factory) store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

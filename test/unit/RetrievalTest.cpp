@@ -503,6 +503,9 @@ TEST(Fusion, ReciprocalRank) {
   EXPECT_DOUBLE_EQ(f[2].score, 1 / 62.0);
   EXPECT_EQ(f[3].id, 3);
   EXPECT_DOUBLE_EQ(f[3].score, 1 / 63.0);
+  auto g = fuse(vec, kw, PLANRT_FUSION_RRF, 0.7, 0.3, 1.0); // another constant k
+  EXPECT_DOUBLE_EQ(g[0].score, 1 / 3.0 + 1 / 2.0);
+  EXPECT_EQ(g[0].id, 2);
 }
 
 // ---- Guard.
