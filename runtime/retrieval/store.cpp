@@ -245,7 +245,7 @@ planrt_status writeKeyword(const Built &b, const std::string &path) {
     for (size_t i = 0; i < b.chunks.size(); ++i) {
       Xapian::Document doc;
       gen.set_document(doc);
-      gen.index_text(b.chunks[i].text);
+      gen.index_text_without_positions(b.chunks[i].text); // no phrase queries: no positions
       doc.set_data(std::to_string(i)); // the chunk id
       db.replace_document(Xapian::docid(i + 1), doc);
     }
