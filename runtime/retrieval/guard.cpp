@@ -870,6 +870,13 @@ std::string guardQuote(std::string_view text, const std::vector<Flag> &flags) {
   return out;
 }
 
+std::vector<Flag> hitFlags(const planrt_hit &hit) {
+  std::vector<Flag> out;
+  for (size_t k = 0; k < hit.flag_count; ++k)
+    out.push_back({hit.flags[k].begin, hit.flags[k].end, hit.flags[k].kind, hit.flags[k].score});
+  return out;
+}
+
 } // namespace planrt::rag
 
 using namespace planrt::rag;
@@ -898,9 +905,7 @@ char *planrt_guard_prompt(const char *instructions, const char *question, const 
   p += "=== DATA ===\n";
   for (size_t i = 0; i < count; ++i) {
     const planrt_hit &h = hits[i];
-    std::vector<Flag> flags;
-    for (size_t k = 0; k < h.flag_count; ++k)
-      flags.push_back({h.flags[k].begin, h.flags[k].end, h.flags[k].kind, h.flags[k].score});
+    std::vector<Flag> flags = hitFlags(h);
     char head[512];
     std::snprintf(head, sizeof head, "--- document %zu: %s bytes %llu-%llu sha256 %s%s ---\n", i + 1, h.file,
                   (unsigned long long)h.begin, (unsigned long long)h.end, h.sha256,

@@ -99,9 +99,7 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
                   h.vector_rank ? ("#" + std::to_string(h.vector_rank)).c_str() : "-",
                   h.keyword_rank ? ("#" + std::to_string(h.keyword_rank)).c_str() : "-");
       if (guarded) {
-        std::vector<Flag> flags;
-        for (size_t f = 0; f < h.flag_count; ++f)
-          flags.push_back({h.flags[f].begin, h.flags[f].end, h.flags[f].kind, h.flags[f].score});
+        std::vector<Flag> flags = hitFlags(h);
         for (const Flag &f : flags)
           std::printf("    flagged %s (score %.2f) at bytes %u-%u of the chunk\n", f.kind, f.score, f.begin, f.end);
         std::printf("%s\n", guardQuote(std::string_view(h.text, h.text_len), flags).c_str());

@@ -104,6 +104,8 @@ std::vector<Flag> guardScan(std::string_view text);
 /// `text` as quoted data: every line prefixed "> ", invisible and control
 /// characters shown as <U+XXXX>, flagged spans marked ⟦flagged:kind⟧…⟦/flagged⟧.
 std::string guardQuote(std::string_view text, const std::vector<Flag> &flags);
+/// A hit's flags, as guardQuote takes them.
+std::vector<Flag> hitFlags(const planrt_hit &hit);
 
 // ---- store.cpp.
 /// What the configuration contributes to a store's contents (chunker, embedder,

@@ -9,6 +9,7 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
+#include <faiss/impl/io.h>
 #include <faiss/index_io.h>
 #include <nlohmann/json.hpp>
 
@@ -137,9 +138,13 @@ planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::s
   return PLANRT_OK;
 }
 
+// The verified bytes of the store's own files (not Xapian's), parsed from memory
+// so that what is parsed is what was hashed.
+using Verified = std::map<std::string, std::string>;
+
 // Every file in the store is listed in the manifest with its sha256, and nothing
-// else is there.
-planrt_status checkStoreFiles(const std::string &dir, const json &m) {
+// else is there. The contents of chunks, sources, vectors and index are kept.
+planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &keep) {
   std::vector<std::string> present;
   listFiles(dir, "", present);
   std::set<std::string> listed;
@@ -156,7 +161,11 @@ planrt_status checkStoreFiles(const std::string &dir, const json &m) {
                   "%s: sha256 differs from the store manifest: the store is corrupt or was modified; "
                   "refusing to load it (run ingest to rebuild)",
                   path.c_str());
+    if (name == kChunks || name == kSources || name == kVectors || name == kIndex) keep[name] = std::move(data);
   }
+  for (const char *name : {kChunks, kSources, kVectors, kIndex})
+    if (!keep.count(name))
+      return fail(PLANRT_ERR_FORMAT, "%s/%s: missing from the store manifest", dir.c_str(), name);
   for (const auto &name : present)
     if (name != kManifest && !listed.count(name))
       return fail(PLANRT_ERR_FORMAT, "%s/%s: a file the store manifest does not list: the store was modified",
@@ -164,17 +173,23 @@ planrt_status checkStoreFiles(const std::string &dir, const json &m) {
   return PLANRT_OK;
 }
 
-planrt_status parseChunks(const std::string &dir, std::vector<Chunk> &chunks) {
-  std::string path = dir + "/" + kChunks, text;
-  if (planrt_status s = readFile(path, text)) return s;
-  chunks.clear();
+// Calls f(record, line number) for each JSON line of `text`; a line that is not
+// JSON is passed as a discarded value.
+template <typename F> planrt_status forEachJsonLine(const std::string &text, F f) {
   size_t i = 0, line = 0;
   while (i < text.size()) {
     size_t j = text.find('\n', i);
     if (j == std::string::npos) j = text.size();
-    ++line;
-    json c = json::parse(text.substr(i, j - i), nullptr, false);
+    if (planrt_status s = f(json::parse(text.substr(i, j - i), nullptr, false), ++line)) return s;
     i = j + 1;
+  }
+  return PLANRT_OK;
+}
+
+planrt_status parseChunks(const std::string &dir, const std::string &text, std::vector<Chunk> &chunks) {
+  std::string path = dir + "/" + kChunks;
+  chunks.clear();
+  return forEachJsonLine(text, [&](const json &c, size_t line) {
     Chunk ch;
     try {
       if (c.is_discarded() || c.at("id").get<uint64_t>() != chunks.size()) throw std::runtime_error("");
@@ -190,16 +205,15 @@ planrt_status parseChunks(const std::string &dir, std::vector<Chunk> &chunks) {
       return fail(PLANRT_ERR_FORMAT, "%s:%zu: the chunk's text does not match its range or sha256", path.c_str(),
                   line);
     chunks.push_back(std::move(ch));
-  }
-  return PLANRT_OK;
+    return PLANRT_OK;
+  });
 }
 
-planrt_status readVectors(const std::string &dir, size_t n, int64_t dim, std::vector<float> &vecs) {
-  std::string path = dir + "/" + kVectors, data;
-  if (planrt_status s = readFile(path, data)) return s;
+planrt_status parseVectors(const std::string &dir, const std::string &data, size_t n, int64_t dim,
+                           std::vector<float> &vecs) {
   if (data.size() != n * size_t(dim) * sizeof(float))
-    return fail(PLANRT_ERR_FORMAT, "%s: %zu bytes, expected %zu chunks × %lld floats", path.c_str(), data.size(), n,
-                (long long)dim);
+    return fail(PLANRT_ERR_FORMAT, "%s/%s: %zu bytes, expected %zu chunks × %lld floats", dir.c_str(), kVectors,
+                data.size(), n, (long long)dim);
   vecs.resize(n * size_t(dim));
   std::memcpy(vecs.data(), data.data(), data.size());
   return PLANRT_OK;
@@ -340,22 +354,17 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
     return fail(PLANRT_ERR_IO, "%s: exists and is not a retrieval store; refusing to replace it", dir.c_str());
   json m;
   if (planrt_status s = readStoreManifest(cfg, dir, m, /*checkFingerprint=*/false)) return s;
-  if (checkStoreFiles(dir, m) != PLANRT_OK) {
+  Verified bytes;
+  if (checkStoreFiles(dir, m, bytes) != PLANRT_OK) {
     // Our graph's store, damaged: nothing in it is trusted or reused; it is rebuilt.
     std::fprintf(stderr, "planrt: warning: %s; rebuilding the store from scratch\n", planrt_last_error());
     return PLANRT_OK;
   }
   if (m["config"] != configText(cfg)) return PLANRT_OK; // rebuilt from scratch
-  if (planrt_status s = parseChunks(dir, prev.chunks)) return s;
-  if (planrt_status s = readVectors(dir, prev.chunks.size(), cfg.embed_dim, prev.vectors)) return s;
-  std::string text;
-  if (planrt_status s = readFile(dir + "/" + kSources, text)) return s;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
-    json s = json::parse(text.substr(i, j - i), nullptr, false);
-    i = j + 1;
+  if (planrt_status s = parseChunks(dir, bytes[kChunks], prev.chunks)) return s;
+  if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors))
+    return s;
+  return forEachJsonLine(bytes[kSources], [&](const json &s, size_t line) {
     try {
       auto &entry = prev.files[s.at("file").get<std::string>()];
       entry.first = s.at("sha256");
@@ -364,10 +373,10 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
         entry.second.push_back(size_t(c));
       }
     } catch (const std::exception &) {
-      return fail(PLANRT_ERR_FORMAT, "%s/%s: not a source record", dir.c_str(), kSources);
+      return fail(PLANRT_ERR_FORMAT, "%s/%s:%zu: not a source record", dir.c_str(), kSources, line);
     }
-  }
-  return PLANRT_OK;
+    return PLANRT_OK;
+  });
 }
 
 void drawProgress(size_t done, size_t total) {
@@ -424,16 +433,21 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   std::string dir = storePath(cfg);
   json m;
   if (planrt_status s = readStoreManifest(cfg, dir, m, true)) return s;
-  if (planrt_status s = checkStoreFiles(dir, m)) return s;
+  Verified bytes;
+  if (planrt_status s = checkStoreFiles(dir, m, bytes)) return s;
   if (!store) return PLANRT_OK;
-  // Verified: from here on the bytes are the ones ingest wrote.
+  // Verified: from here on the bytes are the ones ingest wrote, parsed from the
+  // memory they were hashed in (Xapian alone reopens its files).
   store->dir = dir;
   store->dim = m["dim"];
-  if (planrt_status s = parseChunks(dir, store->chunks)) return s;
+  if (planrt_status s = parseChunks(dir, bytes[kChunks], store->chunks)) return s;
   if (store->chunks.size() != m["chunks"].get<size_t>() || store->dim != cfg.embed_dim)
     return fail(PLANRT_ERR_FORMAT, "%s: the manifest's chunk count or dimension disagrees with the store", dir.c_str());
   try {
-    store->index.reset(faiss::read_index((dir + "/" + kIndex).c_str()));
+    faiss::VectorIOReader reader;
+    reader.data.assign(bytes[kIndex].begin(), bytes[kIndex].end());
+    bytes.erase(kIndex);
+    store->index.reset(faiss::read_index(&reader));
   } catch (const std::exception &e) {
     return fail(PLANRT_ERR_FORMAT, "%s/%s: FAISS cannot read it: %s", dir.c_str(), kIndex, faissMessage(e).c_str());
   }
