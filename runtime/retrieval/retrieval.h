@@ -1,0 +1,121 @@
+// Internal: the pieces of planrt_retrieval, in C++, shared by its files and its unit tests.
+#ifndef PLANRT_RETRIEVAL_INTERNAL_H
+#define PLANRT_RETRIEVAL_INTERNAL_H
+
+#include "planrt_retrieval.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace planrt::rag {
+
+// ---- util.cpp: hashing, files, paths.
+/// sha256 of `data` as 64 lowercase hex digits (OpenSSL).
+std::string sha256Hex(std::string_view data);
+/// `path` joined to `base` if relative, then lexically normalised ("." and ".." folded).
+std::string resolvePath(const std::string &base, const std::string &path);
+/// The directory part of a normalised path ("." for a bare name).
+std::string dirName(const std::string &path);
+/// Reads a whole file; PLANRT_ERR_IO naming it on failure.
+planrt_status readFile(const std::string &path, std::string &out);
+/// Writes a file and fsyncs it.
+planrt_status writeFileDurable(const std::string &path, std::string_view data);
+/// fsyncs a directory (so renames and creations in it are durable).
+void syncDir(const std::string &dir);
+/// Removes a directory tree (best effort).
+void removeTree(const std::string &path);
+/// Creates a directory and its parents.
+planrt_status makeDirs(const std::string &path);
+/// Byte offset of the first invalid UTF-8 sequence, or npos if `text` is valid UTF-8
+/// (no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t invalidUtf8(std::string_view text);
+
+// ---- corpus.cpp: globs, the manifest, reading and refusing files.
+/// Expands glob(3)-style patterns (relative ones against `base`); a `**` segment
+/// matches zero or more directories. Sorted, without duplicates; paths as written
+/// (relative patterns give relative paths).
+planrt_status expandGlobs(const std::vector<std::string> &patterns, const std::string &base,
+                          std::vector<std::string> &files);
+/// A sha256sum-format manifest: absolute normalised path → hex digest. Paths in it
+/// are relative to the manifest's directory.
+planrt_status readManifest(const std::string &path, std::map<std::string, std::string> &entries);
+
+struct SourceFile {
+  std::string name;   ///< as the pattern produced it: the provenance shown to users
+  std::string path;   ///< resolved against the base directory
+  std::string sha256;
+  std::string text;
+};
+/// Reads every file and checks it: size limit, readable, manifest entry and hash,
+/// no NUL byte, valid UTF-8. Every refused file is listed in one error.
+planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceFile> &files,
+                         int progress);
+
+// ---- chunk.cpp.
+struct Span {
+  uint64_t begin, end; ///< byte range [begin, end)
+  bool operator==(const Span &o) const { return begin == o.begin && end == o.end; }
+};
+/// The units a chunker counts: tokens (maximal runs of non-whitespace bytes),
+/// sentences, or paragraphs, as byte ranges with no surrounding whitespace.
+std::vector<Span> chunkUnits(planrt_chunk_kind kind, std::string_view text);
+/// Chunks of `size` units, consecutive chunks sharing `overlap` units; each chunk
+/// spans from its first unit's begin to its last unit's end.
+std::vector<Span> chunkText(planrt_chunk_kind kind, std::string_view text, int64_t size, int64_t overlap);
+
+// ---- embed.cpp.
+/// The words the hashing embedder sees: maximal runs of ASCII letters and digits
+/// and non-ASCII bytes, ASCII-lowercased.
+std::vector<std::string> embedWords(std::string_view text);
+/// Signed feature hashing of word unigrams and bigrams into `dim` floats,
+/// L2-normalised (all zero when the text has no word).
+void embedHashing(std::string_view text, int64_t dim, float *out);
+
+// ---- fusion (query.cpp).
+struct Scored {
+  int64_t id;
+  double score; ///< larger is better
+};
+struct Fused {
+  int64_t id;
+  double score;
+  int vectorRank = 0, keywordRank = 0; ///< 1-based, 0 = absent from that side
+  double vectorScore = 0, keywordScore = 0;
+};
+/// Fuses two ranked lists (each best first). Weighted: each side's scores min-max
+/// normalised to [0, 1] (all 1 when they are equal), then wv·v + wk·k, an absent
+/// side contributing 0. RRF: Σ 1/(k + rank) over the sides that hold the chunk.
+/// Ties are broken by chunk id. One-sided searches pass an empty other list.
+constexpr double kRrfK = 60;
+std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw,
+                        planrt_fusion fusion, double wv, double wk, double rrfK = kRrfK);
+
+// ---- guard.cpp.
+struct Flag {
+  uint32_t begin, end;
+  const char *kind;
+  double score;
+};
+/// The instruction-like spans of `text` (docs/RETRIEVAL.md "The guard").
+std::vector<Flag> guardScan(std::string_view text);
+/// `text` as quoted data: every line prefixed "> ", invisible and control
+/// characters shown as <U+XXXX>, flagged spans marked ⟦flagged:kind⟧…⟦/flagged⟧.
+std::string guardQuote(std::string_view text, const std::vector<Flag> &flags);
+/// A hit's flags, as guardQuote takes them.
+std::vector<Flag> hitFlags(const planrt_hit &hit);
+
+// ---- store.cpp.
+/// What the configuration contributes to a store's contents (chunker, embedder,
+/// index): stores built under another fingerprint are not reused or queried.
+std::string configText(const planrt_retrieval_config &cfg);
+/// Checks the configuration's values (sizes, kinds, strings) before any work.
+planrt_status checkConfig(const planrt_retrieval_config &cfg);
+/// The store directory, resolved against the base directory.
+std::string storePath(const planrt_retrieval_config &cfg);
+
+} // namespace planrt::rag
+
+#endif // PLANRT_RETRIEVAL_INTERNAL_H

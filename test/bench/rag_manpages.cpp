@@ -1,0 +1,181 @@
+// rag_manpages: retrieval quality and speed of planrt_retrieval on rendered man
+// pages (test/bench/rag_manpages_prepare.sh), keyword (Xapian BM25 alone), vector
+// (FAISS alone) and hybrid fusions side by side, in one run. Each query is a page's
+// NAME description; the relevant document is that page. Queries alternate between
+// a dev half (where fusion weights are chosen) and a test half (reported).
+//
+//   rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]
+#include "planrt_retrieval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Query {
+  std::string file, text;
+};
+
+struct Setting {
+  std::string name;
+  planrt_search_kind mode;
+  planrt_fusion fusion;
+  double wv, wk;
+};
+
+struct Result {
+  double recall[2] = {0, 0}, mrr[2] = {0, 0}; // [dev, test]
+  double p50 = 0, p99 = 0;                    // ms, k = 10 with the guard on
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+void die(const char *what) {
+  std::fprintf(stderr, "rag_manpages: %s: %s\n", what, planrt_last_error());
+  std::exit(1);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
+    return 2;
+  }
+  std::string work = argv[1], factory = "Flat";
+  long nprobe = 8, dim = 384, chunk = 256, overlap = 32;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--factory") factory = argv[i + 1];
+    else if (a == "--nprobe") nprobe = std::atol(argv[i + 1]);
+    else if (a == "--dim") dim = std::atol(argv[i + 1]);
+    else if (a == "--chunk") chunk = std::atol(argv[i + 1]);
+    else if (a == "--overlap") overlap = std::atol(argv[i + 1]);
+  }
+  static const char *corpus[] = {"corpus/*.txt"};
+  planrt_retrieval_config cfg{};
+  cfg.graph = "manpages";
+  cfg.base_dir = work.c_str();
+  cfg.corpus = corpus;
+  cfg.corpus_count = 1;
+  cfg.manifest = "MANIFEST.sha256";
+  cfg.max_file_bytes = 64u << 20;
+  cfg.chunk = PLANRT_CHUNK_TOKENS;
+  cfg.chunk_size = chunk;
+  cfg.chunk_overlap = overlap;
+  cfg.embed = PLANRT_EMBED_HASHING;
+  cfg.embed_dim = dim;
+  cfg.index_factory = factory.c_str();
+  cfg.metric = PLANRT_METRIC_IP;
+  cfg.nprobe = nprobe;
+  cfg.search = PLANRT_SEARCH_HYBRID;
+  cfg.top = 50;
+  cfg.vector_weight = 0.5;
+  cfg.keyword_weight = 0.5;
+  cfg.guard = PLANRT_GUARD_OFF;
+  std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk);
+  for (char c : factory) store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  cfg.store = store.c_str();
+
+  // Ingest from scratch (the store is removed first), timed.
+  std::string rm = "rm -rf '" + work + "/" + store + "'";
+  if (std::system(rm.c_str()) != 0) return 1;
+  planrt_ingest_report rep{};
+  auto t0 = Clock::now();
+  if (planrt_retrieval_ingest(&cfg, 0, &rep) != PLANRT_OK) die("ingest");
+  double ingestS = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  std::vector<Query> queries;
+  {
+    std::ifstream in(work + "/queries.tsv");
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t tab = line.find('\t');
+      if (tab != std::string::npos) queries.push_back({line.substr(0, tab), line.substr(tab + 1)});
+    }
+  }
+  std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
+              "faiss(\"%s\", ip, nprobe: %ld), %zu queries (%zu dev / %zu test)\n",
+              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap,
+              dim, factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
+  std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
+              rep.chunks / ingestS);
+
+  std::vector<Setting> settings = {{"keyword (Xapian BM25 alone)", PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_WEIGHTED, 0, 1},
+                                   {"vector (FAISS alone)", PLANRT_SEARCH_VECTOR, PLANRT_FUSION_WEIGHTED, 1, 0},
+                                   {"hybrid rrf (k = 60)", PLANRT_SEARCH_HYBRID, PLANRT_FUSION_RRF, 1, 1}};
+  for (double wv : {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "hybrid weighted %.1f / %.1f", wv, 1 - wv);
+    settings.push_back({name, PLANRT_SEARCH_HYBRID, PLANRT_FUSION_WEIGHTED, wv, 1 - wv});
+  }
+  std::vector<Result> results;
+  for (const Setting &s : settings) {
+    planrt_retrieval_config c = cfg;
+    c.vector_weight = s.wv;
+    c.keyword_weight = s.wk;
+    planrt_retriever *r;
+    if (planrt_retriever_open(&c, &r) != PLANRT_OK) die("open");
+    Result res;
+    size_t n[2] = {0, 0};
+    for (size_t qi = 0; qi < queries.size(); ++qi) {
+      const planrt_hit *hits;
+      size_t count;
+      if (planrt_retriever_query(r, queries[qi].text.c_str(), 50, s.mode, s.fusion, &hits, &count) != PLANRT_OK)
+        die("query");
+      // Documents in the order of their best chunk; the first 10 count.
+      std::vector<std::string> docs;
+      std::set<std::string> seen;
+      for (size_t h = 0; h < count && docs.size() < 10; ++h)
+        if (seen.insert(hits[h].file).second) docs.push_back(hits[h].file);
+      int half = int(qi % 2);
+      ++n[half];
+      for (size_t d = 0; d < docs.size(); ++d)
+        if (docs[d] == queries[qi].file) {
+          res.recall[half] += 1;
+          res.mrr[half] += 1.0 / double(d + 1);
+          break;
+        }
+    }
+    for (int h = 0; h < 2; ++h) res.recall[h] /= double(n[h]), res.mrr[h] /= double(n[h]);
+    planrt_retriever_close(r);
+    // Latency as a user sees it: k = 10, guard on.
+    c.guard = PLANRT_GUARD_QUARANTINE;
+    if (planrt_retriever_open(&c, &r) != PLANRT_OK) die("open");
+    std::vector<double> ms;
+    for (const Query &q : queries) {
+      const planrt_hit *hits;
+      size_t count;
+      auto a = Clock::now();
+      if (planrt_retriever_query(r, q.text.c_str(), 10, s.mode, s.fusion, &hits, &count) != PLANRT_OK) die("query");
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+    }
+    res.p50 = percentile(ms, 0.5);
+    res.p99 = percentile(ms, 0.99);
+    planrt_retriever_close(r);
+    results.push_back(res);
+  }
+  // The weighted fusion picked on the dev half.
+  size_t best = 3;
+  for (size_t i = 3; i < settings.size(); ++i)
+    if (results[i].mrr[0] > results[best].mrr[0]) best = i;
+  std::printf("| search | dev recall@10 | dev MRR@10 | test recall@10 | test MRR@10 | p50 ms | p99 ms |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < settings.size(); ++i)
+    std::printf("| %s%s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n", settings[i].name.c_str(),
+                i == best ? " (chosen on dev)" : "", results[i].recall[0], results[i].mrr[0], results[i].recall[1],
+                results[i].mrr[1], results[i].p50, results[i].p99);
+  return 0;
+}
