@@ -62,6 +62,7 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     pm.addPass(createPlanTrainStep());
   if (stage >= Stage::Sched) {
     pm.addPass(createPlanTrainABI());
+    pm.addPass(createPlanRetrievalABI());
     pm.addPass(createPlanSchedule());
     pm.addPass(createSchedCheckDeadlock());
   }

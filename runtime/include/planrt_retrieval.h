@@ -66,6 +66,10 @@ typedef struct {
  * [--fusion F]`, `verify`, `--help`. Returns the exit status: 0 done, 1 an error
  * (named on stderr), 2 a bad command line. */
 int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *cfg);
+/* The same, with the configuration as the JSON manifest planc writes for a
+ * `retrieval` declaration (format planc-retrieval-1: one key per field above, enums
+ * by their names in the plan language). What a planc-built executable's main calls. */
+int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest);
 
 /* ---- Ingestion. */
 typedef struct {

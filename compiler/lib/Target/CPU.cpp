@@ -219,7 +219,7 @@ static std::string runtimeDir(const std::string &plancPath) {
 }
 
 LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                   std::string &error) {
+                   std::string &error, bool retrieval) {
   auto cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     error = "no C compiler driver ('cc') on PATH to link with";
@@ -227,6 +227,8 @@ LogicalResult link(const std::string &object, const std::string &exe, const std:
   }
   std::string rt = runtimeDir(plancPath), rpath = "-Wl,-rpath," + rt;
   SmallVector<StringRef> args{*cc, object, "-o", exe, "-L", rt, rpath, "-lplanrt", "-lopenblas", "-lm"};
+  if (retrieval)
+    args.push_back("-lplanrt_retrieval");
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0) {

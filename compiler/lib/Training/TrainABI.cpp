@@ -225,6 +225,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto trains = llvm::to_vector(module.getOps<pl::TrainOp>());
+    if (trains.empty() && !module.getOps<pl::RetrievalOp>().empty())
+      return;  // a retrieval executable (plan-retrieval-abi)
     if (trains.size() != 1) {
       module.emitError() << "an executable trains one plan; this module has " << trains.size()
                          << " (select one with --entry)";

@@ -188,12 +188,10 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
                     "build with --target cpu\n";
     return 1;
   }
+  bool retrieval = false;
   for (const auto &r : program.retrievals)
-    if (r.loc.file == 0 && (opts.entry.empty() || opts.entry == r.name)) {
-      llvm::errs() << "planc: error: building retrieval graphs ('" << r.name
-                   << "') is not implemented in this version of planc\n";
-      return 1;
-    }
+    if (r.loc.file == 0 && (opts.entry.empty() || opts.entry == r.name))
+      retrieval = true;
   for (const auto &g : program.generates)
     if (g.loc.file == 0 && (opts.entry.empty() || opts.entry == g.name)) {
       llvm::errs() << "planc: error: building generate declarations ('" << g.name
@@ -214,7 +212,7 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
   std::string error;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&usageError);
   bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
-            succeeded(cpu::link(std::string(object), exe, self, error));
+            succeeded(cpu::link(std::string(object), exe, self, error, retrieval && module->lookupSymbol("planc_retrieval_manifest")));
   llvm::sys::fs::remove(object);
   if (!ok) {
     llvm::errs() << "planc: error: " << error << "\n";

@@ -20,7 +20,7 @@ mlir::LogicalResult emitObject(mlir::ModuleOp module, const std::string &path, s
 
 /// Links an object with libplanrt (and through it MPI, OpenBLAS) into an executable.
 mlir::LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                         std::string &error);
+                         std::string &error, bool retrieval = false);
 
 /// Registers the dialects, interfaces and translations the target needs.
 void registerTarget(mlir::DialectRegistry &registry);
