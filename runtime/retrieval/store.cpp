@@ -527,6 +527,10 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
     rep.chunks = b.chunks.size();
     if (b.chunks.empty())
       return planrt::fail(PLANRT_ERR_ARG, "empty corpus: the %zu matching files hold no text", files.size());
+    if (!prev.files.empty() && rep.files_added + rep.files_changed + rep.files_removed == 0) {
+      if (report) *report = rep; // the store already holds exactly this corpus: left as it is
+      return PLANRT_OK;
+    }
 
     std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
     removeTree(tmp);

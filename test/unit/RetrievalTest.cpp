@@ -334,11 +334,13 @@ TEST(Store, IncrementalReingestCounts) {
   uint64_t aChunks = chunkText(PLANRT_CHUNK_TOKENS, kLorem, 12, 3).size();
   uint64_t total = r.chunks;
 
+  std::string manifest = g.dir.read("store/MANIFEST.json");
   ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
   EXPECT_EQ(r.files_unchanged, 3u);
   EXPECT_EQ(r.chunks_embedded, 0u);
   EXPECT_EQ(r.chunks_reused, total);
   EXPECT_EQ(r.bytes_read, 0u);
+  EXPECT_EQ(g.dir.read("store/MANIFEST.json"), manifest) << "nothing changed: the store is not rewritten";
 
   g.doc("b.md", "b changed entirely now");
   ::unlink((g.dir / "docs/c.md").c_str());
