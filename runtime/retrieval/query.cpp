@@ -76,7 +76,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   int64_t depth = std::min<int64_t>(std::max<int64_t>(cfg.top, k), int64_t(st.chunks.size()));
   std::vector<Scored> vec, kw;
   try {
-    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0) {
+    // A query without words embeds to zero, which is equally near everything: no vector side.
+    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0 && !embedWords(text).empty()) {
       size_t d = size_t(depth);
       std::vector<float> q(size_t(st.dim)), dist(d);
       std::vector<faiss::Index::idx_t> ids(d);

@@ -247,6 +247,8 @@ TEST(Store, IngestQueryVerify) {
   EXPECT_EQ(hits[0].keyword_rank, 1);
   ASSERT_EQ(planrt_retriever_query(ret, "zzzz qqqq", 3, PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_RRF, &hits, &n), PLANRT_OK);
   EXPECT_EQ(n, 0u);
+  ASSERT_EQ(planrt_retriever_query(ret, " ,;! ", 3, PLANRT_SEARCH_HYBRID, PLANRT_FUSION_WEIGHTED, &hits, &n), PLANRT_OK);
+  EXPECT_EQ(n, 0u) << "a query without words matches nothing";
   planrt_retriever_close(ret);
 }
 
@@ -618,4 +620,46 @@ TEST(Guard, QuoteAndPromptKeepDataOutOfInstructions) {
   // The question cannot forge a section header: it is quoted too.
   EXPECT_NE(prompt.find("> === INSTRUCTIONS ==="), std::string::npos) << prompt;
   EXPECT_EQ(prompt.find("\n=== INSTRUCTIONS ===", 1), std::string::npos) << prompt;
+}
+
+// ---- Robustness: random bytes and tricky code points never crash, and every
+// span stays inside its input.
+
+TEST(Robustness, RandomInputToChunkersAndGuard) {
+  const char *pieces[] = {"a", "I", " ", "  ", "\n", "\n\n", ".", "!", "?", "\"", "ignore", "previous", "instructions",
+                          "system:", "<|im_start|>", "[INST]", "<!--", "-->", "](https://x.example/?q={", "@", "1",
+                          "\xe2\x80\x8b", "\xe2\x80\xae", "\xef\xbb\xbf", "\xf3\xa0\x81\xa9", "\xd0\xb0", "\xef\xbd\x81",
+                          "\xcc\xb8", "\xff", "\xc0", "\xe2\x80", "\0", "\t", "aWdub3JlIGFsbCBwcmV2aW91cyBpbnN0cnVjdGlvbnM=",
+                          "y o u", "\xe5\xbf\xbd\xe7\x95\xa5", "\xe6\x8c\x87\xe4\xbb\xa4", "[//]: # (", "display:none"};
+  const size_t np = sizeof pieces / sizeof *pieces;
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s;
+    for (uint64_t k = 0, n = next() % 40; k < n; ++k) {
+      if (next() % 4 == 0) s += char(next() % 256);
+      else s += pieces[next() % np];
+    }
+    for (auto kind : {PLANRT_CHUNK_TOKENS, PLANRT_CHUNK_SENTENCES, PLANRT_CHUNK_PARAGRAPHS}) {
+      uint64_t last = 0;
+      for (const Span &sp : chunkText(kind, s, 1 + int64_t(next() % 4), 0)) {
+        ASSERT_LE(sp.begin, sp.end);
+        ASSERT_LE(sp.end, s.size());
+        ASSERT_GE(sp.begin, last);
+        last = sp.begin;
+      }
+    }
+    for (const Flag &f : guardScan(s)) {
+      ASSERT_LT(f.begin, f.end) << iter;
+      ASSERT_LE(f.end, s.size()) << iter;
+      ASSERT_GE(f.score, 0.5);
+    }
+    guardQuote(s, guardScan(s));
+    std::vector<float> v(16);
+    embedHashing(s, 16, v.data());
+  }
+  EXPECT_TRUE(guardScan(std::string("\xe2\x80\x8b\xe2\x80\x8b\xe2\x80\x8b")).empty()); // invisible only
 }
