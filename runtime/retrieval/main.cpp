@@ -15,7 +15,9 @@ using namespace planrt::rag;
 
 namespace {
 
-void usage(FILE *to, const planrt_retrieval_config &cfg) {
+void usage(FILE *to, const char *argv0, const planrt_retrieval_config &cfg) {
+  const char *slash = std::strrchr(argv0, '/');
+  const char *exe = slash ? slash + 1 : argv0;
   std::fprintf(to,
                "usage: %s ingest [--quiet]\n"
                "       %s query TEXT [--k N] [--json] [--mode vector|keyword|hybrid] [--fusion weighted|rrf]\n"
@@ -26,7 +28,7 @@ void usage(FILE *to, const planrt_retrieval_config &cfg) {
                "  query    search the store; retrieved text is quoted data with provenance, and\n"
                "           instruction-like spans are flagged (guard = quarantine)\n"
                "  verify   check every file of the store against its checksummed manifest\n",
-               "EXE", "EXE", "EXE", cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
+               exe, exe, exe, cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
 }
 
 int bad(const std::string &message) {
@@ -122,12 +124,12 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
   }
   const planrt_retrieval_config &cfg = *cfgp;
   if (argc < 2) {
-    usage(stderr, cfg);
+    usage(stderr, argc > 0 ? argv[0] : "retrieval", cfg);
     return 2;
   }
   std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    usage(stdout, cfg);
+    usage(stdout, argv[0], cfg);
     return 0;
   }
   try {

@@ -19,8 +19,8 @@ std::string sha256Hex(std::string_view data);
 std::string resolvePath(const std::string &base, const std::string &path);
 /// The directory part of a normalised path ("." for a bare name).
 std::string dirName(const std::string &path);
-/// Reads a whole file; PLANRT_ERR_IO naming it on failure.
-planrt_status readFile(const std::string &path, std::string &out);
+/// Reads a whole file; PLANRT_ERR_IO naming it on failure, with the errno in *err.
+planrt_status readFile(const std::string &path, std::string &out, int *err = nullptr);
 /// Writes a file and fsyncs it.
 planrt_status writeFileDurable(const std::string &path, std::string_view data);
 /// fsyncs a directory (so renames and creations in it are durable).

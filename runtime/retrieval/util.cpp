@@ -64,9 +64,12 @@ std::string dirName(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-planrt_status readFile(const std::string &path, std::string &out) {
+planrt_status readFile(const std::string &path, std::string &out, int *err) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+  if (fd < 0) {
+    if (err) *err = errno;
+    return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+  }
   out.clear();
   char buf[1 << 16];
   for (;;) {
@@ -75,6 +78,7 @@ planrt_status readFile(const std::string &path, std::string &out) {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
+      if (err) *err = e;
       return fail(PLANRT_ERR_IO, "%s: cannot read: %s", path.c_str(), std::strerror(e));
     }
     if (n == 0) break;
