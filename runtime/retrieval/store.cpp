@@ -19,6 +19,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <csignal>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -379,6 +380,27 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
   });
 }
 
+// Removes what a killed ingest left beside the store: <store>.tmp-PID and
+// <store>.old-PID directories whose process is gone.
+void removeStale(const std::string &dir) {
+  std::string parent = dirName(dir), base = dir.substr(dir.rfind('/') + 1);
+  DIR *d = ::opendir(parent.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    for (const char *tag : {".tmp-", ".old-"}) {
+      std::string prefix = base + tag;
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      char *end = nullptr;
+      long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+      if (*end == '\0' && pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) stale.push_back(name);
+    }
+  }
+  ::closedir(d);
+  for (const auto &name : stale) removeTree(parent + "/" + name);
+}
+
 void drawProgress(size_t done, size_t total) {
   int width = 30, filled = total ? int(width * done / total) : width;
   std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu files", filled, "==============================", width - filled, "",
@@ -533,6 +555,7 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
     }
 
     std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    removeStale(dir);
     removeTree(tmp);
     if (planrt_status s = makeDirs(dirName(dir))) return s;
     planrt_status s = writeStore(cfg, b, tmp);
