@@ -51,7 +51,8 @@ void die(const char *what) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
+    std::fprintf(stderr,
+                 "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
     return 2;
   }
   std::string work = argv[1], factory = "Flat";
@@ -59,12 +60,18 @@ int main(int argc, char **argv) {
   bool ingestOnly = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--factory") factory = argv[i + 1];
-    else if (a == "--nprobe") nprobe = std::atol(argv[i + 1]);
-    else if (a == "--dim") dim = std::atol(argv[i + 1]);
-    else if (a == "--chunk") chunk = std::atol(argv[i + 1]);
-    else if (a == "--overlap") overlap = std::atol(argv[i + 1]);
-    else if (a == "--ingest-only") ingestOnly = std::atoi(argv[i + 1]) != 0;
+    if (a == "--factory")
+      factory = argv[i + 1];
+    else if (a == "--nprobe")
+      nprobe = std::atol(argv[i + 1]);
+    else if (a == "--dim")
+      dim = std::atol(argv[i + 1]);
+    else if (a == "--chunk")
+      chunk = std::atol(argv[i + 1]);
+    else if (a == "--overlap")
+      overlap = std::atol(argv[i + 1]);
+    else if (a == "--ingest-only")
+      ingestOnly = std::atoi(argv[i + 1]) != 0;
   }
   static const char *corpus[] = {"corpus/*.txt"};
   planrt_retrieval_config cfg{};
@@ -110,8 +117,8 @@ int main(int argc, char **argv) {
   }
   std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
               "faiss(\"%s\", ip, nprobe: %ld), %zu queries (%zu dev / %zu test)\n",
-              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap,
-              dim, factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
+              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap, dim,
+              factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
   std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
               rep.chunks / ingestS);
   // Again with nothing changed: every chunk and vector is reused; the indexes are rebuilt.
