@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev                                              # safetensors headers in the runtime
   libssl-dev                                                      # sha256 of checkpoint shards
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
+  libssl-dev                                                      # sha256 in the retrieval runtime
   libmpich-dev mpich                                              # processes and CPU collectives
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)
 )

@@ -28,38 +28,38 @@ typedef enum { PLANRT_GUARD_QUARANTINE = 0, PLANRT_GUARD_OFF } planrt_guard_kind
  * patterns are resolved against base_dir (the plan's directory; NULL or "" = the
  * working directory). Strings are borrowed for the duration of each call. */
 typedef struct {
-  const char *graph;              /* the declaration's name, recorded in the store */
-  const char *plan_file;          /* where the declaration is, for messages (may be NULL) */
+  const char *graph;     /* the declaration's name, recorded in the store */
+  const char *plan_file; /* where the declaration is, for messages (may be NULL) */
   int plan_line;
   const char *base_dir;
 
-  const char *const *corpus;      /* glob(3) patterns; `**` matches any number of directories */
+  const char *const *corpus; /* glob(3) patterns; `**` matches any number of directories */
   size_t corpus_count;
-  const char *manifest;           /* sha256sum-format manifest, or NULL for none */
-  uint64_t max_file_bytes;        /* a larger corpus file is refused; 0 = 16 MiB */
+  const char *manifest;    /* sha256sum-format manifest, or NULL for none */
+  uint64_t max_file_bytes; /* a larger corpus file is refused; 0 = 16 MiB */
 
   planrt_chunk_kind chunk;
-  int64_t chunk_size;             /* tokens, sentences or paragraphs per chunk */
-  int64_t chunk_overlap;          /* units shared by consecutive chunks, < chunk_size */
+  int64_t chunk_size;    /* tokens, sentences or paragraphs per chunk */
+  int64_t chunk_overlap; /* units shared by consecutive chunks, < chunk_size */
 
   planrt_embed_kind embed;
-  int64_t embed_dim;              /* hashing(dim) */
-  const char *embed_model;        /* model(NAME, checkpoint: ...): not implemented in this version */
+  int64_t embed_dim;       /* hashing(dim) */
+  const char *embed_model; /* model(NAME, checkpoint: ...): not implemented in this version */
   const char *embed_checkpoint;
 
-  const char *index_factory;      /* any faiss::index_factory string, e.g. "IVF64,Flat" */
+  const char *index_factory; /* any faiss::index_factory string, e.g. "IVF64,Flat" */
   planrt_metric metric;
-  int64_t nprobe;                 /* IVF lists probed per query; 0 = FAISS's default */
+  int64_t nprobe; /* IVF lists probed per query; 0 = FAISS's default */
 
   planrt_search_kind search;
   double vector_weight, keyword_weight; /* weighted fusion; need not sum to 1 */
-  int64_t top;                    /* candidates taken from each side before fusion */
+  int64_t top;                          /* candidates taken from each side before fusion */
   planrt_fusion fusion;
-  int64_t rrf_k;                  /* reciprocal-rank fusion's constant k; 0 = 60 */
+  int64_t rrf_k; /* reciprocal-rank fusion's constant k; 0 = 60 */
 
-  planrt_rerank_kind rerank;      /* model rerank: not implemented in this version */
+  planrt_rerank_kind rerank; /* model rerank: not implemented in this version */
   planrt_guard_kind guard;
-  const char *store;              /* the store directory */
+  const char *store; /* the store directory */
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]
@@ -75,7 +75,7 @@ int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest);
 typedef struct {
   uint64_t files, files_added, files_changed, files_unchanged, files_removed;
   uint64_t chunks, chunks_embedded, chunks_reused;
-  uint64_t bytes_read;             /* bytes of the files chunked in this run */
+  uint64_t bytes_read; /* bytes of the files chunked in this run */
 } planrt_ingest_report;
 
 /* Reads, verifies, chunks and embeds the corpus, and replaces the store
@@ -84,8 +84,7 @@ typedef struct {
  * was; the message lists every refused file. Files whose sha256 equals the one
  * the store recorded are not re-chunked or re-embedded. `progress` != 0 draws a
  * progress bar on stderr (the driver passes isatty(2)). */
-planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfg, int progress,
-                                      planrt_ingest_report *report);
+planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfg, int progress, planrt_ingest_report *report);
 
 /* Checks the store against its manifest (every file's sha256, the graph name, the
  * configuration fingerprint) without handing any byte of it to FAISS or Xapian,
@@ -100,30 +99,29 @@ planrt_status planrt_retriever_open(const planrt_retrieval_config *cfg, planrt_r
 void planrt_retriever_close(planrt_retriever *r);
 
 typedef struct {
-  uint32_t begin, end;             /* byte range in the chunk's text */
-  const char *kind;                /* "role-marker", "override", ... (docs/RETRIEVAL.md) */
+  uint32_t begin, end; /* byte range in the chunk's text */
+  const char *kind;    /* "role-marker", "override", ... (docs/RETRIEVAL.md) */
   double score;
 } planrt_guard_flag;
 
 typedef struct {
-  int64_t chunk;                   /* chunk id in the store */
-  double score;                    /* the fused score (the side's score for one side) */
-  int vector_rank, keyword_rank;   /* 1-based rank on each side, 0 = not retrieved there */
+  int64_t chunk;                      /* chunk id in the store */
+  double score;                       /* the fused score (the side's score for one side) */
+  int vector_rank, keyword_rank;      /* 1-based rank on each side, 0 = not retrieved there */
   double vector_score, keyword_score; /* raw: inner product or −squared L2; BM25 */
-  const char *file;                /* provenance */
-  uint64_t begin, end;             /* byte range in the file */
-  const char *sha256;              /* of the chunk's bytes, hex */
+  const char *file;                   /* provenance */
+  uint64_t begin, end;                /* byte range in the file */
+  const char *sha256;                 /* of the chunk's bytes, hex */
   const char *text;
   size_t text_len;
-  const planrt_guard_flag *flags;  /* instruction-like spans (guard = quarantine) */
+  const planrt_guard_flag *flags; /* instruction-like spans (guard = quarantine) */
   size_t flag_count;
 } planrt_hit;
 
 /* Runs a query; the hits stay valid until the next query or close. k = 0 takes
  * the plan's `top`. */
-planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int64_t k,
-                                     planrt_search_kind mode, planrt_fusion fusion,
-                                     const planrt_hit **hits, size_t *count);
+planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int64_t k, planrt_search_kind mode,
+                                     planrt_fusion fusion, const planrt_hit **hits, size_t *count);
 
 /* ---- Guard. */
 /* Scans text for instruction-like spans (the detector of docs/RETRIEVAL.md);
@@ -136,8 +134,7 @@ size_t planrt_guard_scan(const char *text, size_t len, planrt_guard_flag *flags,
  * provenance; flagged spans are marked inside the data section and never copied
  * into the instruction section. Returns a malloc'd string (free() it), or NULL
  * with planrt_last_error() set. */
-char *planrt_guard_prompt(const char *instructions, const char *question, const planrt_hit *hits,
-                          size_t count);
+char *planrt_guard_prompt(const char *instructions, const char *question, const planrt_hit *hits, size_t count);
 
 #ifdef __cplusplus
 }

@@ -81,9 +81,12 @@ std::vector<Span> paragraphs(std::string_view t) {
 
 std::vector<Span> chunkUnits(planrt_chunk_kind kind, std::string_view text) {
   switch (kind) {
-  case PLANRT_CHUNK_SENTENCES: return sentences(text);
-  case PLANRT_CHUNK_PARAGRAPHS: return paragraphs(text);
-  default: return tokens(text);
+  case PLANRT_CHUNK_SENTENCES:
+    return sentences(text);
+  case PLANRT_CHUNK_PARAGRAPHS:
+    return paragraphs(text);
+  default:
+    return tokens(text);
   }
 }
 

@@ -157,8 +157,9 @@ planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceF
              " bytes (max_file_bytes)");
       continue;
     }
-    if (readFile(f.path, f.text) != PLANRT_OK) {
-      refuse(std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
+    int err = 0;
+    if (readFile(f.path, f.text, &err) != PLANRT_OK) {
+      refuse(std::string("cannot read: ") + std::strerror(err));
       continue;
     }
     if (f.text.size() > limit) { // grew since stat

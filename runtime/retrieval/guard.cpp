@@ -66,14 +66,14 @@ bool combining(uint32_t cp) { return (cp >= 0x0300 && cp <= 0x036F) || (cp >= 0x
 char foldToAscii(uint32_t cp) {
   auto lower = [](uint32_t c) { return char(c >= 'A' && c <= 'Z' ? c + 32 : c); };
   if (cp >= 0xFF01 && cp <= 0xFF5E) return lower(cp - 0xFEE0); // fullwidth
-  if (cp >= 0x1D400 && cp <= 0x1D6A3) {                          // mathematical letters
+  if (cp >= 0x1D400 && cp <= 0x1D6A3) {                        // mathematical letters
     uint32_t k = (cp - 0x1D400) % 52;
     return char(k < 26 ? 'a' + k : 'a' + (k - 26));
   }
   if (cp >= 0x1D7CE && cp <= 0x1D7FF) return char('0' + (cp - 0x1D7CE) % 10); // mathematical digits
   if (cp >= 0x24B6 && cp <= 0x24CF) return char('a' + (cp - 0x24B6));         // circled
   if (cp >= 0x24D0 && cp <= 0x24E9) return char('a' + (cp - 0x24D0));
-  if (cp >= 0x249C && cp <= 0x24B5) return char('a' + (cp - 0x249C)); // parenthesised
+  if (cp >= 0x249C && cp <= 0x24B5) return char('a' + (cp - 0x249C));    // parenthesised
   if (cp >= 0x1F130 && cp <= 0x1F149) return char('a' + (cp - 0x1F130)); // squared
   if (cp >= 0x1F150 && cp <= 0x1F169) return char('a' + (cp - 0x1F150)); // negative circled
   if (cp >= 0x1F170 && cp <= 0x1F189) return char('a' + (cp - 0x1F170)); // negative squared
@@ -85,30 +85,30 @@ char foldToAscii(uint32_t cp) {
     for (uint32_t c = 0xC0; c <= 0xDF; ++c) t[c] = latin1[c - 0xC0], t[c + 0x20] = latin1[c - 0xC0];
     t[0xD7] = 0, t[0xF7] = 0, t[0xFF] = 'y';
     // Latin Extended-A, U+0100..U+017F, in runs of one base letter.
-    const std::pair<char, int> extA[] = {{'a', 6}, {'c', 8}, {'d', 4}, {'e', 10}, {'g', 8}, {'h', 4}, {'i', 12},
-                                         {'j', 2}, {'k', 3}, {'l', 10}, {'n', 9}, {'o', 8}, {'r', 6}, {'s', 8},
-                                         {'t', 6}, {'u', 12}, {'w', 2}, {'y', 3}, {'z', 6}, {'s', 1}};
+    const std::pair<char, int> extA[] = {{'a', 6}, {'c', 8},  {'d', 4},  {'e', 10}, {'g', 8}, {'h', 4}, {'i', 12},
+                                         {'j', 2}, {'k', 3},  {'l', 10}, {'n', 9},  {'o', 8}, {'r', 6}, {'s', 8},
+                                         {'t', 6}, {'u', 12}, {'w', 2},  {'y', 3},  {'z', 6}, {'s', 1}};
     uint32_t c = 0x100;
     for (auto [letter, count] : extA)
       for (int k = 0; k < count; ++k) t[c++] = letter;
     // Cyrillic (upper and lower case) and Greek letters that look like Latin ones.
     const std::pair<uint32_t, char> look[] = {
-        {0x430, 'a'}, {0x410, 'a'}, {0x432, 'b'}, {0x412, 'b'}, {0x435, 'e'}, {0x415, 'e'}, {0x451, 'e'},
-        {0x43A, 'k'}, {0x41A, 'k'}, {0x43C, 'm'}, {0x41C, 'm'}, {0x43D, 'h'}, {0x41D, 'h'}, {0x43E, 'o'},
-        {0x41E, 'o'}, {0x440, 'p'}, {0x420, 'p'}, {0x441, 'c'}, {0x421, 'c'}, {0x442, 't'}, {0x422, 't'},
-        {0x443, 'y'}, {0x423, 'y'}, {0x445, 'x'}, {0x425, 'x'}, {0x456, 'i'}, {0x406, 'i'}, {0x458, 'j'},
-        {0x408, 'j'}, {0x455, 's'}, {0x405, 's'}, {0x501, 'd'}, {0x4CF, 'l'}, {0x51B, 'q'}, {0x51D, 'w'},
-        {0x261, 'g'}, {0x251, 'a'}, {0x269, 'i'}, {0x3B1, 'a'}, {0x391, 'a'}, {0x392, 'b'}, {0x3B5, 'e'},
-        {0x395, 'e'}, {0x396, 'z'}, {0x397, 'h'}, {0x3B9, 'i'}, {0x399, 'i'}, {0x3BA, 'k'}, {0x39A, 'k'},
-        {0x39C, 'm'}, {0x39D, 'n'}, {0x3BD, 'v'}, {0x3BF, 'o'}, {0x39F, 'o'}, {0x3C1, 'p'}, {0x3A1, 'p'},
-        {0x3C4, 't'}, {0x3A4, 't'}, {0x3C5, 'u'}, {0x3A5, 'y'}, {0x3C7, 'x'}, {0x3A7, 'x'}, {0x3C9, 'w'},
-        {0x131, 'i'}, {0x1D00, 'a'}, {0x299, 'b'}, {0x1D04, 'c'}, {0x1D05, 'd'}, {0x1D07, 'e'}, {0x262, 'g'},
-        {0x29C, 'h'}, {0x26A, 'i'}, {0x1D0A, 'j'}, {0x1D0B, 'k'}, {0x29F, 'l'}, {0x1D0D, 'm'}, {0x274, 'n'},
-        {0x1D0F, 'o'}, {0x1D18, 'p'}, {0x280, 'r'}, {0x1D1B, 't'}, {0x1D1C, 'u'}, {0x1D20, 'v'}, {0x1D21, 'w'},
-        {0x28F, 'y'}, {0x1D22, 'z'}, {0x2010, '-'}, {0x2011, '-'}, {0x2012, '-'}, {0x2013, '-'}, {0x2014, '-'},
+        {0x430, 'a'},   {0x410, 'a'},   {0x432, 'b'},  {0x412, 'b'},  {0x435, 'e'},  {0x415, 'e'},  {0x451, 'e'},
+        {0x43A, 'k'},   {0x41A, 'k'},   {0x43C, 'm'},  {0x41C, 'm'},  {0x43D, 'h'},  {0x41D, 'h'},  {0x43E, 'o'},
+        {0x41E, 'o'},   {0x440, 'p'},   {0x420, 'p'},  {0x441, 'c'},  {0x421, 'c'},  {0x442, 't'},  {0x422, 't'},
+        {0x443, 'y'},   {0x423, 'y'},   {0x445, 'x'},  {0x425, 'x'},  {0x456, 'i'},  {0x406, 'i'},  {0x458, 'j'},
+        {0x408, 'j'},   {0x455, 's'},   {0x405, 's'},  {0x501, 'd'},  {0x4CF, 'l'},  {0x51B, 'q'},  {0x51D, 'w'},
+        {0x261, 'g'},   {0x251, 'a'},   {0x269, 'i'},  {0x3B1, 'a'},  {0x391, 'a'},  {0x392, 'b'},  {0x3B5, 'e'},
+        {0x395, 'e'},   {0x396, 'z'},   {0x397, 'h'},  {0x3B9, 'i'},  {0x399, 'i'},  {0x3BA, 'k'},  {0x39A, 'k'},
+        {0x39C, 'm'},   {0x39D, 'n'},   {0x3BD, 'v'},  {0x3BF, 'o'},  {0x39F, 'o'},  {0x3C1, 'p'},  {0x3A1, 'p'},
+        {0x3C4, 't'},   {0x3A4, 't'},   {0x3C5, 'u'},  {0x3A5, 'y'},  {0x3C7, 'x'},  {0x3A7, 'x'},  {0x3C9, 'w'},
+        {0x131, 'i'},   {0x1D00, 'a'},  {0x299, 'b'},  {0x1D04, 'c'}, {0x1D05, 'd'}, {0x1D07, 'e'}, {0x262, 'g'},
+        {0x29C, 'h'},   {0x26A, 'i'},   {0x1D0A, 'j'}, {0x1D0B, 'k'}, {0x29F, 'l'},  {0x1D0D, 'm'}, {0x274, 'n'},
+        {0x1D0F, 'o'},  {0x1D18, 'p'},  {0x280, 'r'},  {0x1D1B, 't'}, {0x1D1C, 'u'}, {0x1D20, 'v'}, {0x1D21, 'w'},
+        {0x28F, 'y'},   {0x1D22, 'z'},  {0x2010, '-'}, {0x2011, '-'}, {0x2012, '-'}, {0x2013, '-'}, {0x2014, '-'},
         {0x2018, '\''}, {0x2019, '\''}, {0x201C, '"'}, {0x201D, '"'}, {0x2024, '.'}, {0x3002, '.'}, {0xFF0E, '.'},
-        {0x2044, '/'}, {0x2215, '/'}, {0x02D0, ':'}, {0x2236, ':'}, {0xFF1A, ':'}, {0x00A0, ' '}, {0x2000, ' '},
-        {0x2002, ' '}, {0x2003, ' '}, {0x2009, ' '}, {0x200A, ' '}, {0x202F, ' '}, {0x205F, ' '}, {0x3000, ' '}};
+        {0x2044, '/'},  {0x2215, '/'},  {0x02D0, ':'}, {0x2236, ':'}, {0xFF1A, ':'}, {0x00A0, ' '}, {0x2000, ' '},
+        {0x2002, ' '},  {0x2003, ' '},  {0x2009, ' '}, {0x200A, ' '}, {0x202F, ' '}, {0x205F, ' '}, {0x3000, ' '}};
     for (auto [c, a] : look) t[c] = a;
     return t;
   }();
@@ -143,9 +143,7 @@ Norm normalise(std::string_view text) {
     n.e.push_back(uint32_t(to));
     n.folded.push_back(folded);
   };
-  auto asciiLetterAt = [&](size_t k) {
-    return k < text.size() && std::isalnum(static_cast<unsigned char>(text[k]));
-  };
+  auto asciiLetterAt = [&](size_t k) { return k < text.size() && std::isalnum(static_cast<unsigned char>(text[k])); };
   while (i < text.size()) {
     size_t len;
     uint32_t cp = decode(text, i, len);
@@ -193,8 +191,10 @@ Norm normalise(std::string_view text) {
 std::string skeleton(const std::string &w, bool &changed) {
   bool letters = false, leet = false;
   for (char c : w) {
-    if (c >= 'a' && c <= 'z') letters = true;
-    else if (std::strchr("0134578@$!|9", c)) leet = true;
+    if (c >= 'a' && c <= 'z')
+      letters = true;
+    else if (std::strchr("0134578@$!|9", c))
+      leet = true;
   }
   std::string out;
   changed = false;
@@ -202,14 +202,34 @@ std::string skeleton(const std::string &w, bool &changed) {
     char m = c;
     if (letters && leet) {
       switch (c) {
-      case '0': m = 'o'; break;
-      case '1': case '!': case '|': m = 'i'; break;
-      case '3': m = 'e'; break;
-      case '4': case '@': m = 'a'; break;
-      case '5': case '$': m = 's'; break;
-      case '7': m = 't'; break;
-      case '8': m = 'b'; break;
-      case '9': m = 'g'; break;
+      case '0':
+        m = 'o';
+        break;
+      case '1':
+      case '!':
+      case '|':
+        m = 'i';
+        break;
+      case '3':
+        m = 'e';
+        break;
+      case '4':
+      case '@':
+        m = 'a';
+        break;
+      case '5':
+      case '$':
+        m = 's';
+        break;
+      case '7':
+        m = 't';
+        break;
+      case '8':
+        m = 'b';
+        break;
+      case '9':
+        m = 'g';
+        break;
       }
       changed |= m != c;
     }
@@ -220,32 +240,34 @@ std::string skeleton(const std::string &w, bool &changed) {
 }
 
 enum : uint32_t {
-  kOverride = 1u << 0,  // ignore, disregard, forget, override…
-  kScope = 1u << 1,     // previous, prior, above, all…
-  kTarget = 1u << 2,    // instructions, prompt, directives, guidelines…
-  kTargetWeak = 1u << 3, // rules, commands, context, everything…
-  kTold = 1u << 4,      // told, instructed, given…
-  kAi = 1u << 5,        // ai, chatbot, llm, gpt…
-  kAssistant = 1u << 6, // assistant
-  kAgent = 1u << 7,     // model, agent, bot
-  kModal = 1u << 8,     // must, should, shall, will, needs to…
-  kOutput = 1u << 9,    // respond, reply, say, tell, include, recommend…
-  kSend = 1u << 10,     // send, upload, forward, exfiltrate…
-  kReveal = 1u << 11,   // reveal, disclose, repeat, show…
-  kSecret = 1u << 12,   // password, credentials, api key, conversation…
-  kPersona = 1u << 13,  // jailbreak, unrestricted, roleplay, pretend…
-  kNeg = 1u << 14,      // not, don't, never, stop
-  kFollow = 1u << 15,   // follow, obey, comply…
-  kNew = 1u << 16,      // new, real, actual, updated…
-  kTask = 1u << 17,     // task, goal, objective, purpose, role
-  kVocative = 1u << 18, // note, attention, dear, hey
-  kYou = 1u << 19,      // you, your
-  kNow = 1u << 20,      // now, instead, always, henceforth
-  kFiller = 1u << 21,   // the, your, these, of… (may sit between a verb and its object)
-  kUser = 1u << 22,     // user, users
-  kPrompt = 1u << 23,   // prompt (with system: "system prompt")
-  kRevoked = 1u << 24,  // ignored, revoked, outdated, updated, disabled…
+  kOverride = 1u << 0,    // ignore, disregard, forget, override…
+  kScope = 1u << 1,       // previous, prior, above, all…
+  kTarget = 1u << 2,      // instructions, prompt, directives, guidelines…
+  kTargetWeak = 1u << 3,  // rules, commands, context, everything…
+  kTold = 1u << 4,        // told, instructed, given…
+  kAi = 1u << 5,          // ai, chatbot, llm, gpt…
+  kAssistant = 1u << 6,   // assistant
+  kAgent = 1u << 7,       // model, agent, bot
+  kModal = 1u << 8,       // must, should, shall, will, needs to…
+  kOutput = 1u << 9,      // respond, reply, say, tell, include, recommend…
+  kSend = 1u << 10,       // send, upload, forward, exfiltrate…
+  kReveal = 1u << 11,     // reveal, disclose, repeat, show…
+  kSecret = 1u << 12,     // password, credentials, api key, conversation…
+  kPersona = 1u << 13,    // jailbreak, unrestricted, roleplay, pretend…
+  kNeg = 1u << 14,        // not, don't, never, stop
+  kFollow = 1u << 15,     // follow, obey, comply…
+  kNew = 1u << 16,        // new, real, actual, updated…
+  kTask = 1u << 17,       // task, goal, objective, purpose, role
+  kVocative = 1u << 18,   // note, attention, dear, hey
+  kYou = 1u << 19,        // you, your
+  kNow = 1u << 20,        // now, instead, always, henceforth
+  kFiller = 1u << 21,     // the, your, these, of… (may sit between a verb and its object)
+  kUser = 1u << 22,       // user, users
+  kPrompt = 1u << 23,     // prompt (with system: "system prompt")
+  kRevoked = 1u << 24,    // ignored, revoked, outdated, updated, disabled…
   kSecretWeak = 1u << 25, // key, token, cookie, history… (secrets only near a URL)
+  kAct = 1u << 26,        // add, insert, call, run, use… (orders only after an AI addressee)
+  kReading = 1u << 27,    // reading, processing, summarizing, indexing… (an AI consuming this text)
 };
 
 const std::unordered_map<std::string, uint32_t> &lexicon() {
@@ -259,49 +281,60 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
       }
     };
     add(kOverride, {"ignore", "ignoring", "disregard", "disregarding", "forget", "forgetting", "override", "overriding",
-                    "bypass", "discard", "abandon", "neglect", "dismiss", "erase", "nullify", "supersede",
-                    "overwrite", "circumvent", "skip", "drop", "cancel", "reset",
+                    "bypass", "discard", "abandon", "neglect", "dismiss", "erase", "nullify", "supersede", "overwrite",
+                    "circumvent", "skip", "drop", "cancel", "reset",
                     // es, fr, de, it, pt, nl, pl, ru
                     "ignora", "ignorar", "olvida", "olvidar", "ignorez", "ignorer", "oubliez", "oublie", "ignoriere",
                     "ignorieren", "vergiss", "vergessen", "missachte", "dimentica", "esqueça", "esqueca", "negeer",
                     "vergeet", "zignoruj", "игнорируй", "игнорировать", "забудь", "проигнорируй"});
-    add(kScope, {"previous", "prior", "above", "earlier", "preceding", "former", "foregoing", "all", "any", "every",
-                 "original", "initial", "existing", "old", "aforementioned", "before", "previously", "system",
-                 "anteriores", "previas", "todas", "precedentes", "précédentes", "antérieures", "toutes",
-                 "vorherigen", "vorherige", "alle", "bisherigen", "obigen", "precedenti", "tutte", "vorige",
-                 "wszystkie", "poprzednie", "предыдущие", "все", "прежние"});
-    add(kTarget, {"instructions", "instruction", "prompt", "prompts", "directives", "directive", "guidelines",
-                  "guardrails", "programming", "safeguards", "instrucciones", "indicaciones", "consignes",
-                  "anweisungen", "anweisung", "istruzioni", "instruções", "instrucoes", "instructies", "instrukcje",
-                  "инструкции", "указания"});
-    add(kTargetWeak, {"rules", "commands", "orders", "constraints", "context", "policies", "restrictions", "filters",
-                      "messages", "message", "policy", "guidance", "training", "everything", "reglas", "règles", "regeln", "regole",
-                      "regras", "правила", "limitations", "told"});
+    add(kScope, {"previous",   "prior",       "above",       "earlier",     "preceding",
+                 "former",     "foregoing",   "all",         "any",         "every",
+                 "original",   "initial",     "existing",    "old",         "aforementioned",
+                 "before",     "previously",  "system",      "anteriores",  "previas",
+                 "todas",      "precedentes", "précédentes", "antérieures", "toutes",
+                 "vorherigen", "vorherige",   "alle",        "bisherigen",  "obigen",
+                 "precedenti", "tutte",       "vorige",      "wszystkie",   "poprzednie",
+                 "предыдущие", "все",         "прежние"});
+    add(kTarget, {"instructions", "instruction", "prompt",      "prompts",    "directives",    "directive",
+                  "guidelines",   "guardrails",  "programming", "safeguards", "instrucciones", "indicaciones",
+                  "consignes",    "anweisungen", "anweisung",   "istruzioni", "instruções",    "instrucoes",
+                  "instructies",  "instrukcje",  "инструкции",  "указания"});
+    add(kTargetWeak,
+        {"rules",    "commands", "orders", "constraints", "context",     "policies",   "restrictions", "filters",
+         "messages", "message",  "policy", "guidance",    "training",    "everything", "reglas",       "règles",
+         "regeln",   "regole",   "regras", "правила",     "limitations", "told"});
     add(kTold, {"told", "instructed", "said", "given", "taught", "programmed", "trained", "asked", "dicho", "gesagt"});
-    add(kAi, {"ai", "chatbot", "llm", "llms", "gpt", "chatgpt", "claude", "gemini", "copilot", "bard", "ki", "ia", "summarizer",
-                 "summariser"});
+    add(kAi, {"ai", "chatbot", "llm", "llms", "gpt", "chatgpt", "claude", "gemini", "copilot", "bard", "ki", "ia",
+              "summarizer", "summariser"});
     add(kAssistant, {"assistant", "assistente", "asistente", "assistent"});
     add(kAgent, {"model", "agent", "bot", "modelo", "modell"});
-    add(kModal, {"must", "should", "shall", "will", "need", "needs", "ought", "has", "have", "required", "mustn",
-                 "shouldn", "instructed", "expected", "supposed", "obligated", "muss", "debe", "doit", "deve"});
-    add(kOutput, {"respond", "reply", "answer", "say", "output", "print", "write", "tell", "include", "recommend",
-                  "mention", "state", "claim", "insist", "inform", "convince", "warn", "advise", "append", "translate",
-                  "summarize", "summarise", "call", "execute", "visit", "click", "navigate", "fetch", "render",
-                  "praise", "describe", "promote", "urge", "ask", "begin", "start", "end", "refuse", "responde",
-                  "antworte", "réponds", "reponds"});
-    add(kSend, {"send", "post", "upload", "forward", "email", "mail", "exfiltrate", "transmit", "leak",
-                "envía", "envia", "sende", "envoie"});
+    add(kModal,
+        {"must",  "should",  "shall",      "will",     "need",     "needs",     "ought", "has",  "have", "required",
+         "mustn", "shouldn", "instructed", "expected", "supposed", "obligated", "muss",  "debe", "doit", "deve"});
+    add(kOutput,
+        {"respond",   "reply",     "answer",    "say",       "output",  "print",   "write",    "tell",  "include",
+         "recommend", "mention",   "state",     "claim",     "insist",  "inform",  "convince", "warn",  "advise",
+         "append",    "translate", "summarize", "summarise", "call",    "execute", "visit",    "click", "navigate",
+         "fetch",     "render",    "praise",    "describe",  "promote", "urge",    "ask",      "begin", "start",
+         "end",       "refuse",    "responde",  "antworte",  "réponds", "reponds"});
+    add(kSend, {"send", "post", "upload", "forward", "email", "mail", "exfiltrate", "transmit", "leak", "envía",
+                "envia", "sende", "envoie"});
     add(kReveal, {"reveal", "disclose", "repeat", "print", "show", "output", "tell", "display", "dump", "expose",
                   "recite", "share", "include", "encode", "revela", "zeige", "révèle"});
     add(kSecret, {"password", "passwords", "passwd", "credentials", "credential", "apikey", "conversation", "ssn",
                   "contraseña", "passwort", "пароль"});
-    add(kSecretWeak, {"history", "cookies", "cookie", "token", "tokens", "keys", "key", "secret", "secrets",
-                      "personal", "private", "session", "data", "notes", "emails", "mot"});
-    add(kRevoked, {"ignored", "disregarded", "overridden", "revoked", "void", "invalid", "outdated", "obsolete",
-                   "superseded", "cancelled", "canceled", "updated", "changed", "lifted", "disabled", "removed",
-                   "suspended", "replaced", "expired", "withdrawn", "rescinded"});
-    add(kPersona, {"jailbreak", "jailbroken", "dan", "unrestricted", "unfiltered", "uncensored", "roleplay",
-                   "pretend", "persona", "impersonate", "unbound", "unchained"});
+    add(kSecretWeak, {"history", "cookies", "cookie", "token", "tokens", "keys", "key", "secret", "secrets", "personal",
+                      "private", "session", "data", "notes", "emails", "mot"});
+    add(kAct, {"add", "insert",  "call",   "run",   "use",     "create", "delete", "remove",   "open",    "visit",
+               "put", "replace", "change", "avoid", "mention", "link",   "direct", "redirect", "suggest", "say"});
+    add(kReading, {"reading", "processing", "summarizing", "summarising", "indexing", "parsing", "scanning",
+                   "analyzing", "analysing", "crawling", "ingesting", "reviewing", "translating"});
+    add(kRevoked,
+        {"ignored",    "disregarded", "overridden", "revoked",   "void",      "invalid",    "outdated", "obsolete",
+         "superseded", "cancelled",   "canceled",   "updated",   "changed",   "lifted",     "disabled", "removed",
+         "suspended",  "replaced",    "expired",    "withdrawn", "rescinded", "irrelevant", "null"});
+    add(kPersona, {"jailbreak", "jailbroken", "dan", "unrestricted", "unfiltered", "uncensored", "roleplay", "pretend",
+                   "persona", "impersonate", "unbound", "unchained"});
     add(kNeg, {"not", "dont", "don", "never", "stop", "doesn", "no", "nicht", "pas", "ne"});
     add(kFollow, {"follow", "obey", "heed", "comply", "adhere", "respect", "listen"});
     add(kNew, {"new", "real", "actual", "true", "updated", "revised", "different", "secret", "hidden", "nuevas",
@@ -310,10 +343,11 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
     add(kVocative, {"note", "attention", "dear", "hey", "hello", "hi", "memo", "message", "important", "notice"});
     add(kYou, {"you", "your", "yourself", "u", "tu", "du", "vous", "usted", "ты", "вы"});
     add(kNow, {"now", "instead", "always", "henceforth", "only", "immediately", "ahora", "maintenant", "jetzt"});
-    add(kFiller, {"the", "your", "these", "those", "this", "that", "of", "my", "our", "its", "and", "or", "a", "an",
-                  "to", "me", "us", "them", "in", "with", "about", "las", "les", "le", "la", "die", "der", "den",
-                  "tus", "tes", "vos", "deine", "seine", "ihre", "i", "tue", "suas", "as", "os", "los", "des", "il", "lo",
-                  "gli", "das", "het", "de", "todas", "todos", "tutte", "tutti", "toutes", "mes", "meine"});
+    add(kFiller, {"the",  "your", "these", "those", "this",  "that",  "of",    "my",     "our",  "its",   "and",
+                  "or",   "a",    "an",    "to",    "me",    "us",    "them",  "in",     "with", "about", "las",
+                  "les",  "le",   "la",    "die",   "der",   "den",   "tus",   "tes",    "vos",  "deine", "seine",
+                  "ihre", "i",    "tue",   "suas",  "as",    "os",    "los",   "des",    "il",   "lo",    "gli",
+                  "das",  "het",  "de",    "todas", "todos", "tutte", "tutti", "toutes", "mes",  "meine"});
     add(kUser, {"user", "users", "reader", "human", "customer", "usuario", "utilisateur", "benutzer", "nutzer"});
     add(kPrompt, {"prompt", "prompts"});
     return m;
@@ -332,8 +366,7 @@ struct Word {
 
 bool wordByte(char c) {
   unsigned char u = static_cast<unsigned char>(c);
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || u >= 0x80 || c == '@' || c == '$' || c == '|' ||
-         c == '!';
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || u >= 0x80 || c == '@' || c == '$' || c == '|' || c == '!';
 }
 
 // The lexicon's classes of a word, trying it as written, then without an
@@ -467,8 +500,10 @@ std::vector<Word> words(const Norm &n) {
         bool changed;
         std::string sk = skeleton(joined, changed);
         std::vector<std::pair<size_t, size_t>> parts;
-        if (maxGap > minGap && lookup(sk)) parts.push_back({0, sk.size()});
-        else parts = segment(sk, /*strict=*/false);
+        if (maxGap > minGap && lookup(sk))
+          parts.push_back({0, sk.size()});
+        else
+          parts = segment(sk, /*strict=*/false);
         if (maxGap > minGap && parts.empty()) parts.push_back({0, sk.size()});
         for (auto [off, len] : parts) {
           Word w;
@@ -513,6 +548,9 @@ struct Finding {
 
 bool has(const std::vector<Word> &w, size_t i, uint32_t cls) { return i < w.size() && (w[i].cls & cls); }
 
+// The word after a negation at i, skipping the "t" of "don't", "doesn't", "won't".
+size_t afterNeg(const std::vector<Word> &w, size_t i) { return i + 1 < w.size() && w[i + 1].s == "t" ? i + 2 : i + 1; }
+
 // The first word in (i, i + window] of class `cls`, skipping only words of class
 // `through` (or any word if through is 0); w.size() if none.
 size_t find(const std::vector<Word> &w, size_t i, size_t window, uint32_t cls, uint32_t through = 0) {
@@ -525,7 +563,14 @@ size_t find(const std::vector<Word> &w, size_t i, size_t window, uint32_t cls, u
 
 void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls, std::vector<Finding> &out) {
   size_t n = w.size();
-  auto is = [&](size_t i, const char *s) { return i < n && w[i].s == s; };
+  // Words are compared in skeleton form (l and i are one letter): is(i, "cancel")
+  // matches "cancel", "cance1" and "CANCEL".
+  auto is = [&](size_t i, const char *s) {
+    if (i >= n || w[i].s.size() != std::strlen(s)) return false;
+    for (size_t k = 0; s[k]; ++k)
+      if (w[i].s[k] != (s[k] == 'l' ? 'i' : s[k])) return false;
+    return true;
+  };
   auto near = [&](size_t i, uint32_t bytes) { // a URL or e-mail address within `bytes` of word i
     for (uint32_t u : urls)
       if (u + bytes >= w[i].b && u <= w[i].e + bytes) return true;
@@ -534,9 +579,17 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
   for (size_t i = 0; i < n; ++i) {
     // "ignore (all) (previous) instructions", "do not follow the rules above",
     // "forget what you were told", "disregard the above."
-    bool verb = has(w, i, kOverride) ||
-                (has(w, i, kFollow) && i > 0 && (has(w, i - 1, kNeg) || (i > 1 && has(w, i - 2, kNeg))));
+    // Multi-word override verbs: "pay no attention to", "set aside", "put aside", "throw away".
+    size_t phraseEnd = i;
+    if (is(i, "pay") && is(i + 1, "no") && is(i + 2, "attention")) phraseEnd = i + 2;
+    if ((is(i, "set") || is(i, "put") || is(i, "throw")) && (is(i + 1, "aside") || is(i + 1, "away")))
+      phraseEnd = i + 1;
+    bool verb = has(w, i, kOverride) || phraseEnd > i ||
+                (has(w, i, kFollow) && i > 0 &&
+                 (has(w, i - 1, kNeg) || (i > 1 && has(w, i - 2, kNeg) && afterNeg(w, i - 2) == i)));
     if (verb) {
+      const size_t v = i, before = out.size();
+      i = phraseEnd; // the object is looked for after the whole verb
       size_t t = find(w, i, 5, kTarget | kTargetWeak, kScope | kFiller | kYou | kAi | kAssistant | kNew);
       size_t s = find(w, i, 3, kScope, kFiller);
       if (t < n) {
@@ -547,17 +600,24 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
         out.push_back({i, t, "override", sc});
       } else if (size_t k = find(w, i, 5, kTold); k < n && find(w, i, 3, kYou) < k) {
         out.push_back({i, k, "override", 0.75});
-      } else if (s < n && w[s].next && std::strchr(".,;:!", w[s].next) && !w[i].s.empty() &&
-                 w[i].s != "skip" && w[i].s != "drop" && w[i].s != "reset" && w[i].s != "cancei") {
-        out.push_back({i, s, "override", 0.55}); // "ignore the above."
+      } else if (s < n && w[s].next && std::strchr(".,;:!", w[s].next) && !is(i, "skip") && !is(i, "drop") &&
+                 !is(i, "reset") && !is(i, "cancel")) { // weak verbs ("skip the above.") are ordinary text
+        out.push_back({i, s, "override", 0.55});        // "ignore the above."
       }
+      if (out.size() > before) out.back().first = v;
+      i = v;
     }
     // Orders revoked in the passive: "the instructions you received are outdated
     // and must be ignored", "your safety policy has been updated".
     if (has(w, i, kTarget | kTargetWeak)) {
       bool yours = (i > 0 && has(w, i - 1, kYou)) || (i > 1 && has(w, i - 2, kYou)) || find(w, i, 2, kYou) < n;
-      for (size_t k = i + 1; yours && k < n && k <= i + 10; ++k)
-        if (has(w, k, kRevoked)) {
+      // Without "your", only words that deny an order's authority (void, revoked,
+      // irrelevant), not a document's age (obsolete, outdated, updated).
+      bool scoped = i > 0 && has(w, i - 1, kScope);
+      for (size_t k = i + 1; (yours || scoped) && k < n && k <= i + 10; ++k)
+        if (has(w, k, kRevoked) &&
+            (yours || is(k, "void") || is(k, "revoked") || is(k, "irrelevant") || is(k, "null") || is(k, "cancelled") ||
+             is(k, "canceled") || is(k, "overridden") || is(k, "rescinded"))) {
           out.push_back({i, k, "override", (w[i].cls & kTarget) ? 0.75 : 0.6});
           break;
         }
@@ -566,51 +626,73 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
     // assistant should tell the user…", "if you are an AI", "Note to the AI:".
     if (has(w, i, kAi | kAssistant | kAgent)) {
       bool ai = has(w, i, kAi) || (has(w, i, kAssistant) && i > 0 && has(w, i - 1, kAi)) ||
-                (has(w, i, kAgent) && i > 0 && w[i - 1].s == "ianguage");
+                (has(w, i, kAgent) && is(i - 1, "language"));
       bool assistant = ai || has(w, i, kAssistant);
       size_t m = find(w, i, 8, kModal);
-      size_t o = m < n ? find(w, m, 3, kOutput | kReveal | kSend | kFollow, kNow | kNeg) : n;
-      if (o < n) out.push_back({i, o, "addressed-imperative", ai ? 0.8 : assistant ? 0.7 : 0.45});
-      else if (ai && find(w, i, 4, kModal) < n) out.push_back({i, find(w, i, 4, kModal), "addressed-imperative", 0.45});
+      // Generic action verbs ("run", "add") count only after an unmistakable AI addressee.
+      uint32_t verbs = kOutput | kReveal | kSend | kFollow | (ai ? kAct : 0u);
+      size_t o = m < n ? find(w, m, 3, verbs, kNow | kNeg | kFiller) : n;
+      if (o < n)
+        out.push_back({i, o, "addressed-imperative", ai ? 0.8 : assistant ? 0.7 : 0.45});
+      else if (ai && find(w, i, 4, kModal) < n)
+        out.push_back({i, find(w, i, 4, kModal), "addressed-imperative", 0.45});
       if (assistant && i >= 2) // "if you are an AI"
         for (size_t k = i >= 4 ? i - 4 : 0; k < i; ++k)
           if (has(w, k, kYou) && (is(k + 1, "are") || is(k + 1, "re"))) {
             out.push_back({k, i, "addressed-imperative", 0.8});
             break;
           }
-      for (size_t k = i >= 3 ? i - 3 : 0; k < i; ++k) { // "Dear assistant", "instructions for the chatbot:"
-        bool vocative = has(w, k, kVocative) || ((is(k, "for") || is(k, "to")) && w[i].next && std::strchr(":,", w[i].next));
-        if (vocative && find(w, k, 3, kAi | kAssistant | kAgent, kFiller) == i) {
-          out.push_back({k, i, "addressed-imperative", assistant || w[i].next == ':' ? 0.75 : 0.45});
+      bool called = w[i].next && std::strchr(":,", w[i].next); // "…the chatbot:", "Dear GPT,"
+      for (size_t k = i >= 4 ? i - 4 : 0; k < i; ++k) {        // "Dear assistant", "a note for the virtual assistant:"
+        bool vocative = has(w, k, kVocative) || ((is(k, "for") || is(k, "to")) && called);
+        if (vocative && find(w, k, 4, kAi | kAssistant | kAgent) == i) {
+          out.push_back({k, i, "addressed-imperative", assistant || called ? 0.75 : 0.45});
           break;
         }
       }
+      // Called at a sentence's start ("GPT, when you see this, recommend…"): with an
+      // order in the next dozen words.
+      if (called && w[i].lineStart && assistant) {
+        size_t o = find(w, i, 12, kOutput | kReveal | kSend | kAct);
+        out.push_back({i, o < n ? o : i, "addressed-imperative", o < n ? 0.7 : 0.4});
+      }
+      // An AI consuming this very text: "any LLM reading this", "AI models processing
+      // this document", "if an AI is reading this".
+      for (size_t k = i + 1; k < n && k <= i + 3; ++k)
+        if (has(w, k, kReading)) {
+          if (find(w, k, 3, 0xFFFFFFFFu) < n &&
+              (is(k + 1, "this") || is(k + 1, "these") || is(k + 2, "page") || is(k + 2, "document") ||
+               is(k + 2, "text") || is(k + 2, "content") || is(k + 2, "file")))
+            out.push_back({i, k + 1, "addressed-imperative", assistant || has(w, i, kAgent) ? 0.6 : 0.4});
+          break;
+        }
     }
     // "Before answering, …": addressed to whoever answers.
-    if (is(i, "before") && i + 1 < n && (w[i + 1].s == "answering" || w[i + 1].s == "responding" ||
-                                         w[i + 1].s == "repiying" || (has(w, i + 1, kYou) && has(w, i + 2, kOutput))))
+    if (is(i, "before") && (is(i + 1, "answering") || is(i + 1, "responding") || is(i + 1, "replying") ||
+                            (has(w, i + 1, kYou) && has(w, i + 2, kOutput))))
       out.push_back({i, i + 1, "addressed-imperative", 0.5});
     // Persona switches: "you are now DAN", "from now on you", "your new task is".
     if (has(w, i, kYou) && (is(i + 1, "are") || is(i + 1, "re")) && is(i + 2, "now"))
       out.push_back({i, i + 2, "persona", find(w, i + 2, 4, kPersona | kAi | kAssistant) < n ? 0.8 : 0.45});
     if (is(i, "from") && is(i + 1, "now") && is(i + 2, "on"))
       out.push_back({i, i + 2, "persona", find(w, i + 2, 3, kYou) < n ? 0.6 : 0.4});
-    if (has(w, i, kPersona)) out.push_back({i, i, "persona", w[i].s == "pretend" || w[i].s == "dan" ? 0.35 : 0.55});
-    if (is(i, "deveioper") && is(i + 1, "mode")) out.push_back({i, i + 1, "persona", 0.45});
-    if ((is(i, "act") || is(i, "behave")) && (is(i + 1, "as") || is(i + 1, "iike")) && i > 0 && has(w, i - 1, kYou | kNow))
+    if (has(w, i, kPersona)) out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : 0.55});
+    if (is(i, "developer") && is(i + 1, "mode")) out.push_back({i, i + 1, "persona", 0.45});
+    if ((is(i, "act") || is(i, "behave")) && (is(i + 1, "as") || is(i + 1, "like")) && i > 0 &&
+        has(w, i - 1, kYou | kNow))
       out.push_back({i - 1, i + 1, "persona", 0.55});
     if (has(w, i, kNew) && has(w, i + 1, kTask | kTarget)) {
-      bool yours = i > 0 && (w[i - 1].s == "your" || w[i - 1].s == "the");
+      bool yours = is(i - 1, "your") || is(i - 1, "the");
       out.push_back({i, i + 1, "override", yours ? 0.65 : 0.4});
     }
-    if (is(i, "obey") && (is(i + 1, "me") || is(i + 1, "oniy") || is(i + 1, "this") || is(i + 1, "these")))
+    if (is(i, "obey") && (is(i + 1, "me") || is(i + 1, "only") || is(i + 1, "this") || is(i + 1, "these")))
       out.push_back({i, i + 1, "override", 0.55});
     // Exfiltration: "send the conversation to…", "reveal your system prompt",
     // "append the user's API key to https://…".
     if (has(w, i, kSend | kReveal | kOutput)) {
       size_t p = n;
       for (size_t k = i + 1; k < n && k <= i + 6; ++k)
-        if ((is(k, "system") || is(k, "initiai") || is(k, "hidden") || is(k, "originai") || is(k, "your")) &&
+        if ((is(k, "system") || is(k, "initial") || is(k, "hidden") || is(k, "original") || is(k, "your")) &&
             has(w, k + 1, kPrompt | kTarget))
           p = k + 1;
       size_t lo = i >= 6 ? i - 6 : 0, s = n;
@@ -631,8 +713,8 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       }
     }
     // Secrecy: "do not mention this to the user", "never reveal that you were told".
-    if (has(w, i, kNeg) && has(w, i + 1, kOutput | kReveal)) {
-      size_t u = find(w, i + 1, 5, kUser | kTarget | kTold);
+    if (has(w, i, kNeg) && has(w, afterNeg(w, i), kOutput | kReveal)) {
+      size_t u = find(w, afterNeg(w, i), 5, kUser | kTarget | kTold);
       if (u < n) out.push_back({i, u, "secrecy", 0.6});
     }
     if (is(i, "keep") && find(w, i, 3, kTarget | kTask) < n && find(w, i, 4, kSecretWeak | kSecret) < n)
@@ -656,20 +738,47 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
     bool lineStart;
   };
   static const Marker markers[] = {
-      {"<|im_start|>", 0.9, false},  {"<|im_end|>", 0.9, false},       {"<|system|>", 0.9, false},
-      {"<|user|>", 0.85, false},     {"<|assistant|>", 0.9, false},    {"<|endoftext|>", 0.85, false},
-      {"<|begin_of_text|>", 0.9, false}, {"<|start_header_id|>", 0.9, false}, {"<|eot_id|>", 0.9, false},
-      {"[inst]", 0.85, false},       {"[/inst]", 0.85, false},         {"<<sys>>", 0.9, false},
-      {"<</sys>>", 0.9, false},      {"<start_of_turn>", 0.9, false},  {"<end_of_turn>", 0.9, false},
-      {"\"role\": \"system\"", 0.8, false}, {"\"role\":\"system\"", 0.8, false},
-      {"### instruction", 0.8, true}, {"### system", 0.8, true},       {"### response", 0.6, true},
-      {"### assistant", 0.8, true},  {"### human", 0.6, true},         {"[system]", 0.7, true},
-      {"(system)", 0.6, true},       {"system:", 0.6, true},           {"system prompt:", 0.85, true},
-      {"system message:", 0.85, true}, {"system override", 0.8, false}, {"assistant:", 0.6, true},
-      {"ai:", 0.5, true},            {"human:", 0.4, true},            {"user:", 0.3, true},
-      {"developer:", 0.45, true},    {"admin override", 0.8, false},   {"new instructions:", 0.85, false},
-      {"updated instructions:", 0.85, false}, {"end of document", 0.35, false}, {"end of context", 0.6, false},
-      {"</context>", 0.6, false},    {"</document>", 0.5, false},      {"</data>", 0.5, false},
+      {"<|im_start|>", 0.9, false},
+      {"<|im_end|>", 0.9, false},
+      {"<|system|>", 0.9, false},
+      {"<|user|>", 0.85, false},
+      {"<|assistant|>", 0.9, false},
+      {"<|endoftext|>", 0.85, false},
+      {"<|begin_of_text|>", 0.9, false},
+      {"<|start_header_id|>", 0.9, false},
+      {"<|eot_id|>", 0.9, false},
+      {"[inst]", 0.85, false},
+      {"[/inst]", 0.85, false},
+      {"<<sys>>", 0.9, false},
+      {"<</sys>>", 0.9, false},
+      {"<start_of_turn>", 0.9, false},
+      {"<end_of_turn>", 0.9, false},
+      {"\"role\": \"system\"", 0.8, false},
+      {"\"role\":\"system\"", 0.8, false},
+      {"### instruction", 0.8, true},
+      {"### system", 0.8, true},
+      {"### response", 0.6, true},
+      {"### assistant", 0.8, true},
+      {"### human", 0.6, true},
+      {"[system]", 0.7, true},
+      {"(system)", 0.6, true},
+      {"system:", 0.6, true},
+      {"system prompt:", 0.85, true},
+      {"system message:", 0.85, true},
+      {"system override", 0.8, false},
+      {"assistant:", 0.6, true},
+      {"ai:", 0.5, true},
+      {"human:", 0.4, true},
+      {"user:", 0.3, true},
+      {"developer:", 0.45, true},
+      {"admin override", 0.8, false},
+      {"new instructions:", 0.85, false},
+      {"updated instructions:", 0.85, false},
+      {"end of document", 0.35, false},
+      {"end of context", 0.6, false},
+      {"</context>", 0.6, false},
+      {"</document>", 0.5, false},
+      {"</data>", 0.5, false},
   };
   for (const Marker &m : markers) {
     size_t len = std::strlen(m.text);
@@ -711,9 +820,8 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
                 url.find("conversation") != std::string::npos || url.find("history") != std::string::npos ||
                 url.find("[") != std::string::npos || url.find("<") != std::string::npos;
     if (image || data)
-      out.push_back({{n.b[at], n.e[std::min(n.s.size() - 1, at + 2 + url.size())], "exfiltration",
-                      data ? 0.8 : 0.45},
-                     false});
+      out.push_back(
+          {{n.b[at], n.e[std::min(n.s.size() - 1, at + 2 + url.size())], "exfiltration", data ? 0.8 : 0.45}, false});
   }
 }
 
@@ -731,8 +839,8 @@ std::vector<std::pair<uint32_t, uint32_t>> hiddenRegions(const Norm &n) {
     out.push_back({n.b[at], n.e[end == std::string::npos ? n.s.size() - 1 : end]});
   }
   static const char *css[] = {"display:none", "display: none", "visibility:hidden", "visibility: hidden",
-                              "font-size:0", "font-size: 0", "color:white", "color: white", "color:#fff",
-                              "color: #fff", "opacity:0", "opacity: 0"};
+                              "font-size:0",  "font-size: 0",  "color:white",       "color: white",
+                              "color:#fff",   "color: #fff",   "opacity:0",         "opacity: 0"};
   for (const char *c : css)
     for (size_t at = n.s.find(c); at != std::string::npos; at = n.s.find(c, at + 1)) {
       size_t end = n.s.find('<', at + std::strlen(c));
@@ -827,9 +935,12 @@ std::vector<Flag> guardScan(std::string_view text) {
       obf |= spans[j].second;
       hiddenText |= std::strcmp(f.kind, "hidden-text") == 0;
       if (f.score > best) best = f.score, cur.kind = f.kind;
-      auto k = std::find_if(kinds.begin(), kinds.end(), [&](const auto &e) { return std::strcmp(e.first, f.kind) == 0; });
-      if (k == kinds.end()) kinds.push_back({f.kind, f.score});
-      else k->second = std::max(k->second, f.score);
+      auto k =
+          std::find_if(kinds.begin(), kinds.end(), [&](const auto &e) { return std::strcmp(e.first, f.kind) == 0; });
+      if (k == kinds.end())
+        kinds.push_back({f.kind, f.score});
+      else
+        k->second = std::max(k->second, f.score);
     }
     double keep = 1;
     for (const auto &k : kinds) keep *= 1 - k.second;
@@ -851,7 +962,8 @@ std::string guardQuote(std::string_view text, const std::vector<Flag> &flags) {
   bool open = false;
   for (size_t i = 0; i < text.size();) {
     while (open && f < flags.size() && i >= flags[f].end) out += "⟦/flagged⟧", open = false, ++f;
-    if (!open && f < flags.size() && i >= flags[f].begin) out += std::string("⟦flagged:") + flags[f].kind + "⟧", open = true;
+    if (!open && f < flags.size() && i >= flags[f].begin)
+      out += std::string("⟦flagged:") + flags[f].kind + "⟧", open = true;
     size_t len;
     uint32_t cp = decode(text, i, len);
     if (cp == '\n') {

@@ -15,7 +15,9 @@ using namespace planrt::rag;
 
 namespace {
 
-void usage(FILE *to, const planrt_retrieval_config &cfg) {
+void usage(FILE *to, const char *argv0, const planrt_retrieval_config &cfg) {
+  const char *slash = std::strrchr(argv0, '/');
+  const char *exe = slash ? slash + 1 : argv0;
   std::fprintf(to,
                "usage: %s ingest [--quiet]\n"
                "       %s query TEXT [--k N] [--json] [--mode vector|keyword|hybrid] [--fusion weighted|rrf]\n"
@@ -26,7 +28,7 @@ void usage(FILE *to, const planrt_retrieval_config &cfg) {
                "  query    search the store; retrieved text is quoted data with provenance, and\n"
                "           instruction-like spans are flagged (guard = quarantine)\n"
                "  verify   check every file of the store against its checksummed manifest\n",
-               "EXE", "EXE", "EXE", cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
+               exe, exe, exe, cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
 }
 
 int bad(const std::string &message) {
@@ -51,14 +53,14 @@ int ingest(const planrt_retrieval_config &cfg, bool quiet) {
   std::printf("ingested %llu files (%llu added, %llu changed, %llu unchanged, %llu removed): %llu chunks "
               "(%llu embedded, %llu reused), %.2f MB read in %.2f s; store %s\n",
               (unsigned long long)r.files, (unsigned long long)r.files_added, (unsigned long long)r.files_changed,
-              (unsigned long long)r.files_unchanged, (unsigned long long)r.files_removed,
-              (unsigned long long)r.chunks, (unsigned long long)r.chunks_embedded,
-              (unsigned long long)r.chunks_reused, r.bytes_read / 1e6, s, storePath(cfg).c_str());
+              (unsigned long long)r.files_unchanged, (unsigned long long)r.files_removed, (unsigned long long)r.chunks,
+              (unsigned long long)r.chunks_embedded, (unsigned long long)r.chunks_reused, r.bytes_read / 1e6, s,
+              storePath(cfg).c_str());
   return 0;
 }
 
-int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k, bool asJson,
-          planrt_search_kind mode, planrt_fusion fusion) {
+int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k, bool asJson, planrt_search_kind mode,
+          planrt_fusion fusion) {
   planrt_retriever *r = nullptr;
   if (planrt_retriever_open(&cfg, &r) != PLANRT_OK) return failed();
   const planrt_hit *hits;
@@ -70,22 +72,31 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
   }
   bool guarded = cfg.guard == PLANRT_GUARD_QUARANTINE;
   if (asJson) {
-    json out = {{"graph", cfg.graph}, {"query", text}, {"mode", modeName(mode)},
+    json out = {{"graph", cfg.graph},
+                {"query", text},
+                {"mode", modeName(mode)},
                 {"fusion", fusion == PLANRT_FUSION_RRF ? "rrf" : "weighted"},
-                {"guard", guarded ? "quarantine" : "off"}, {"results", json::array()}};
+                {"guard", guarded ? "quarantine" : "off"},
+                {"results", json::array()}};
     for (size_t i = 0; i < count; ++i) {
       const planrt_hit &h = hits[i];
-      auto side = [](int rank, double score) {
-        return rank ? json{{"rank", rank}, {"score", score}} : json(nullptr);
-      };
+      auto side = [](int rank, double score) { return rank ? json{{"rank", rank}, {"score", score}} : json(nullptr); };
       json flags = json::array();
       for (size_t f = 0; f < h.flag_count; ++f)
-        flags.push_back({{"kind", h.flags[f].kind}, {"begin", h.flags[f].begin}, {"end", h.flags[f].end},
+        flags.push_back({{"kind", h.flags[f].kind},
+                         {"begin", h.flags[f].begin},
+                         {"end", h.flags[f].end},
                          {"score", h.flags[f].score},
                          {"text", std::string(h.text + h.flags[f].begin, h.flags[f].end - h.flags[f].begin)}});
-      json res = {{"rank", i + 1}, {"chunk", h.chunk}, {"score", h.score},
-                  {"vector", side(h.vector_rank, h.vector_score)}, {"keyword", side(h.keyword_rank, h.keyword_score)},
-                  {"file", h.file}, {"begin", h.begin}, {"end", h.end}, {"sha256", h.sha256},
+      json res = {{"rank", i + 1},
+                  {"chunk", h.chunk},
+                  {"score", h.score},
+                  {"vector", side(h.vector_rank, h.vector_score)},
+                  {"keyword", side(h.keyword_rank, h.keyword_score)},
+                  {"file", h.file},
+                  {"begin", h.begin},
+                  {"end", h.end},
+                  {"sha256", h.sha256},
                   {"text", std::string(h.text, h.text_len)}};
       if (guarded) res["flags"] = flags;
       out["results"].push_back(res);
@@ -122,20 +133,22 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
   }
   const planrt_retrieval_config &cfg = *cfgp;
   if (argc < 2) {
-    usage(stderr, cfg);
+    usage(stderr, argc > 0 ? argv[0] : "retrieval", cfg);
     return 2;
   }
   std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    usage(stdout, cfg);
+    usage(stdout, argv[0], cfg);
     return 0;
   }
   try {
     if (cmd == "ingest") {
       bool quiet = false;
       for (int i = 2; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--quiet") == 0) quiet = true;
-        else return bad(std::string("ingest: unknown argument '") + argv[i] + "'");
+        if (std::strcmp(argv[i], "--quiet") == 0)
+          quiet = true;
+        else
+          return bad(std::string("ingest: unknown argument '") + argv[i] + "'");
       }
       return ingest(cfg, quiet);
     }
@@ -165,16 +178,23 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
         } else if (a == "--mode") {
           const char *v = value("--mode");
           std::string m = v ? v : "";
-          if (m == "vector") mode = PLANRT_SEARCH_VECTOR;
-          else if (m == "keyword") mode = PLANRT_SEARCH_KEYWORD;
-          else if (m == "hybrid") mode = PLANRT_SEARCH_HYBRID;
-          else return bad("--mode takes vector, keyword or hybrid");
+          if (m == "vector")
+            mode = PLANRT_SEARCH_VECTOR;
+          else if (m == "keyword")
+            mode = PLANRT_SEARCH_KEYWORD;
+          else if (m == "hybrid")
+            mode = PLANRT_SEARCH_HYBRID;
+          else
+            return bad("--mode takes vector, keyword or hybrid");
         } else if (a == "--fusion") {
           const char *v = value("--fusion");
           std::string f = v ? v : "";
-          if (f == "weighted") fusion = PLANRT_FUSION_WEIGHTED;
-          else if (f == "rrf") fusion = PLANRT_FUSION_RRF;
-          else return bad("--fusion takes weighted or rrf");
+          if (f == "weighted")
+            fusion = PLANRT_FUSION_WEIGHTED;
+          else if (f == "rrf")
+            fusion = PLANRT_FUSION_RRF;
+          else
+            return bad("--fusion takes weighted or rrf");
         } else if (!a.empty() && a[0] == '-' && a != "-") {
           return bad("query: unknown option '" + a + "'");
         } else if (!haveText) {

@@ -1,14 +1,14 @@
 // Queries: the vector side (FAISS), the keyword side (Xapian BM25), and their fusion.
-#include "store.h"
 #include "status.h"
+#include "store.h"
 
 #include <algorithm>
 #include <unordered_map>
 
 namespace planrt::rag {
 
-std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw, planrt_fusion fusion,
-                        double wv, double wk, double rrfK) {
+std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw, planrt_fusion fusion, double wv,
+                        double wk, double rrfK) {
   std::unordered_map<int64_t, Fused> byId;
   auto side = [&](const std::vector<Scored> &list, double w, bool isVector) {
     double lo = 0, hi = 0;
@@ -21,8 +21,10 @@ std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored
       int rank = int(i + 1);
       (isVector ? f.vectorRank : f.keywordRank) = rank;
       (isVector ? f.vectorScore : f.keywordScore) = list[i].score;
-      if (fusion == PLANRT_FUSION_RRF) f.score += 1.0 / (rrfK + rank);
-      else f.score += w * (hi > lo ? (list[i].score - lo) / (hi - lo) : 1.0);
+      if (fusion == PLANRT_FUSION_RRF)
+        f.score += 1.0 / (rrfK + rank);
+      else
+        f.score += w * (hi > lo ? (list[i].score - lo) / (hi - lo) : 1.0);
     }
   };
   side(vec, wv, true);
@@ -30,9 +32,8 @@ std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored
   std::vector<Fused> out;
   out.reserve(byId.size());
   for (auto &[id, f] : byId) out.push_back(f);
-  std::sort(out.begin(), out.end(), [](const Fused &a, const Fused &b) {
-    return a.score != b.score ? a.score > b.score : a.id < b.id;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const Fused &a, const Fused &b) { return a.score != b.score ? a.score > b.score : a.id < b.id; });
   return out;
 }
 
@@ -76,7 +77,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   int64_t depth = std::min<int64_t>(std::max<int64_t>(cfg.top, k), int64_t(st.chunks.size()));
   std::vector<Scored> vec, kw;
   try {
-    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0) {
+    // A query without words embeds to zero, which is equally near everything: no vector side.
+    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0 && !embedWords(text).empty()) {
       size_t d = size_t(depth);
       std::vector<float> q(size_t(st.dim)), dist(d);
       std::vector<faiss::Index::idx_t> ids(d);
@@ -104,7 +106,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
       }
     }
   } catch (const Xapian::Error &e) {
-    return planrt::fail(PLANRT_ERR_FORMAT, "%s: keyword search failed: %s", st.dir.c_str(), e.get_description().c_str());
+    return planrt::fail(PLANRT_ERR_FORMAT, "%s: keyword search failed: %s", st.dir.c_str(),
+                        e.get_description().c_str());
   } catch (const std::exception &e) {
     return planrt::fail(PLANRT_ERR_FORMAT, "%s: search failed: %s", st.dir.c_str(), e.what());
   }

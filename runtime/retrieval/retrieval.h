@@ -19,8 +19,8 @@ std::string sha256Hex(std::string_view data);
 std::string resolvePath(const std::string &base, const std::string &path);
 /// The directory part of a normalised path ("." for a bare name).
 std::string dirName(const std::string &path);
-/// Reads a whole file; PLANRT_ERR_IO naming it on failure.
-planrt_status readFile(const std::string &path, std::string &out);
+/// Reads a whole file; PLANRT_ERR_IO naming it on failure, with the errno in *err.
+planrt_status readFile(const std::string &path, std::string &out, int *err = nullptr);
 /// Writes a file and fsyncs it.
 planrt_status writeFileDurable(const std::string &path, std::string_view data);
 /// fsyncs a directory (so renames and creations in it are durable).
@@ -44,15 +44,14 @@ planrt_status expandGlobs(const std::vector<std::string> &patterns, const std::s
 planrt_status readManifest(const std::string &path, std::map<std::string, std::string> &entries);
 
 struct SourceFile {
-  std::string name;   ///< as the pattern produced it: the provenance shown to users
-  std::string path;   ///< resolved against the base directory
+  std::string name; ///< as the pattern produced it: the provenance shown to users
+  std::string path; ///< resolved against the base directory
   std::string sha256;
   std::string text;
 };
 /// Reads every file and checks it: size limit, readable, manifest entry and hash,
 /// no NUL byte, valid UTF-8. Every refused file is listed in one error.
-planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceFile> &files,
-                         int progress);
+planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceFile> &files, int progress);
 
 // ---- chunk.cpp.
 struct Span {
@@ -90,8 +89,8 @@ struct Fused {
 /// side contributing 0. RRF: Σ 1/(k + rank) over the sides that hold the chunk.
 /// Ties are broken by chunk id. One-sided searches pass an empty other list.
 constexpr double kRrfK = 60;
-std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw,
-                        planrt_fusion fusion, double wv, double wk, double rrfK = kRrfK);
+std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored> &kw, planrt_fusion fusion, double wv,
+                        double wk, double rrfK = kRrfK);
 
 // ---- guard.cpp.
 struct Flag {

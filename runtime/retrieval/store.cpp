@@ -8,13 +8,14 @@
 #include <faiss/IVFlib.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
-#include <faiss/index_factory.h>
 #include <faiss/impl/io.h>
+#include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -85,8 +86,10 @@ void listFiles(const std::string &dir, const std::string &rel, std::vector<std::
     std::string r = rel.empty() ? n : rel + "/" + n;
     struct stat st;
     if (::lstat((dir + "/" + r).c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) listFiles(dir, r, out);
-    else out.push_back(r); // links and devices too: verification refuses them
+    if (S_ISDIR(st.st_mode))
+      listFiles(dir, r, out);
+    else
+      out.push_back(r); // links and devices too: verification refuses them
   }
 }
 
@@ -107,22 +110,23 @@ planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::s
   std::string path = dir + "/" + kManifest, text;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return fail(PLANRT_ERR_IO, "%s: no retrieval store here (%s is missing): run ingest first", dir.c_str(),
-                kManifest);
+    return fail(PLANRT_ERR_IO, "%s: no retrieval store here (%s is missing): run ingest first", dir.c_str(), kManifest);
   if (uint64_t(st.st_size) > kMaxManifestBytes)
     return fail(PLANRT_ERR_FORMAT, "%s: %lld bytes, too large for a store manifest", path.c_str(),
                 (long long)st.st_size);
   if (planrt_status s = readFile(path, text)) return s;
   m = json::parse(text, nullptr, false);
   if (m.is_discarded() || !m.is_object())
-    return fail(PLANRT_ERR_FORMAT, "%s: the store manifest is not valid JSON: the store is corrupt (remove it and run ingest)",
+    return fail(PLANRT_ERR_FORMAT,
+                "%s: the store manifest is not valid JSON: the store is corrupt (remove it and run ingest)",
                 path.c_str());
   if (!m.contains("format") || m["format"] != kFormat)
     return fail(PLANRT_ERR_FORMAT, "%s: not a %s manifest", path.c_str(), kFormat);
   if (!m.contains("checksum") || !m["checksum"].is_string() || m["checksum"] != manifestChecksum(m))
-    return fail(PLANRT_ERR_FORMAT,
-                "%s: the manifest's checksum does not match its contents: the store is corrupt (remove it and run ingest)",
-                path.c_str());
+    return fail(
+        PLANRT_ERR_FORMAT,
+        "%s: the manifest's checksum does not match its contents: the store is corrupt (remove it and run ingest)",
+        path.c_str());
   if (!m.contains("graph") || !m["graph"].is_string() || !m.contains("files") || !m["files"].is_object() ||
       !m.contains("config") || !m["config"].is_string() || !m.contains("dim") || !m["dim"].is_number_integer() ||
       !m.contains("chunks") || !m["chunks"].is_number_integer())
@@ -164,8 +168,7 @@ planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &k
     if (name == kChunks || name == kSources || name == kVectors || name == kIndex) keep[name] = std::move(data);
   }
   for (const char *name : {kChunks, kSources, kVectors, kIndex})
-    if (!keep.count(name))
-      return fail(PLANRT_ERR_FORMAT, "%s/%s: missing from the store manifest", dir.c_str(), name);
+    if (!keep.count(name)) return fail(PLANRT_ERR_FORMAT, "%s/%s: missing from the store manifest", dir.c_str(), name);
   for (const auto &name : present)
     if (name != kManifest && !listed.count(name))
       return fail(PLANRT_ERR_FORMAT, "%s/%s: a file the store manifest does not list: the store was modified",
@@ -202,8 +205,7 @@ planrt_status parseChunks(const std::string &dir, const std::string &text, std::
       return fail(PLANRT_ERR_FORMAT, "%s:%zu: not a chunk record", path.c_str(), line);
     }
     if (ch.end < ch.begin || ch.end - ch.begin != ch.text.size() || sha256Hex(ch.text) != ch.sha256)
-      return fail(PLANRT_ERR_FORMAT, "%s:%zu: the chunk's text does not match its range or sha256", path.c_str(),
-                  line);
+      return fail(PLANRT_ERR_FORMAT, "%s:%zu: the chunk's text does not match its range or sha256", path.c_str(), line);
     chunks.push_back(std::move(ch));
     return PLANRT_OK;
   });
@@ -243,8 +245,8 @@ planrt_status writeIndex(const planrt_retrieval_config &cfg, const Built &b, con
     index->add(n, b.vectors.data());
     faiss::write_index(index.get(), path.c_str());
   } catch (const std::exception &e) {
-    return fail(PLANRT_ERR_ARG, "%sfaiss(\"%s\"): building the index from %lld vectors failed: %s",
-                where(cfg).c_str(), cfg.index_factory, (long long)n, faissMessage(e).c_str());
+    return fail(PLANRT_ERR_ARG, "%sfaiss(\"%s\"): building the index from %lld vectors failed: %s", where(cfg).c_str(),
+                cfg.index_factory, (long long)n, faissMessage(e).c_str());
   }
   return PLANRT_OK;
 }
@@ -260,7 +262,7 @@ planrt_status writeKeyword(const Built &b, const std::string &path) {
       Xapian::Document doc;
       gen.set_document(doc);
       gen.index_text_without_positions(b.chunks[i].text); // no phrase queries: no positions
-      doc.set_data(std::to_string(i)); // the chunk id
+      doc.set_data(std::to_string(i));                    // the chunk id
       db.replace_document(Xapian::docid(i + 1), doc);
     }
     db.commit_transaction();
@@ -278,10 +280,10 @@ planrt_status writeStore(const planrt_retrieval_config &cfg, const Built &b, con
   std::string chunks, sources;
   for (size_t i = 0; i < b.chunks.size(); ++i) {
     const Chunk &c = b.chunks[i];
-    chunks += json{{"id", i}, {"file", c.file}, {"begin", c.begin}, {"end", c.end}, {"sha256", c.sha256},
-                   {"text", c.text}}
-                  .dump() +
-              "\n";
+    chunks +=
+        json{{"id", i}, {"file", c.file}, {"begin", c.begin}, {"end", c.end}, {"sha256", c.sha256}, {"text", c.text}}
+            .dump() +
+        "\n";
   }
   for (const auto &s : b.sources) sources += s.dump() + "\n";
   std::string_view vecs(reinterpret_cast<const char *>(b.vectors.data()), b.vectors.size() * sizeof(float));
@@ -292,8 +294,8 @@ planrt_status writeStore(const planrt_retrieval_config &cfg, const Built &b, con
   if (planrt_status s = writeKeyword(b, tmp + "/" + kXapian)) return s;
   std::vector<std::string> files;
   listFiles(tmp, "", files);
-  json m = {{"format", kFormat}, {"graph", cfg.graph}, {"config", configText(cfg)}, {"dim", cfg.embed_dim},
-            {"chunks", b.chunks.size()}, {"files", json::object()}};
+  json m = {{"format", kFormat},    {"graph", cfg.graph},        {"config", configText(cfg)},
+            {"dim", cfg.embed_dim}, {"chunks", b.chunks.size()}, {"files", json::object()}};
   for (const auto &f : files) {
     std::string data;
     if (planrt_status s = readFile(tmp + "/" + f, data)) return s;
@@ -362,8 +364,7 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
   }
   if (m["config"] != configText(cfg)) return PLANRT_OK; // rebuilt from scratch
   if (planrt_status s = parseChunks(dir, bytes[kChunks], prev.chunks)) return s;
-  if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors))
-    return s;
+  if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors)) return s;
   return forEachJsonLine(bytes[kSources], [&](const json &s, size_t line) {
     try {
       auto &entry = prev.files[s.at("file").get<std::string>()];
@@ -379,10 +380,31 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
   });
 }
 
+// Removes what a killed ingest left beside the store: <store>.tmp-PID and
+// <store>.old-PID directories whose process is gone.
+void removeStale(const std::string &dir) {
+  std::string parent = dirName(dir), base = dir.substr(dir.rfind('/') + 1);
+  DIR *d = ::opendir(parent.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    for (const char *tag : {".tmp-", ".old-"}) {
+      std::string prefix = base + tag;
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      char *end = nullptr;
+      long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+      if (*end == '\0' && pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) stale.push_back(name);
+    }
+  }
+  ::closedir(d);
+  for (const auto &name : stale) removeTree(parent + "/" + name);
+}
+
 void drawProgress(size_t done, size_t total) {
   int width = 30, filled = total ? int(width * done / total) : width;
-  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu files", filled, "==============================", width - filled, "",
-               done, total);
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu files", filled, "==============================", width - filled, "", done,
+               total);
   if (done == total) std::fprintf(stderr, "\r\033[K");
 }
 
@@ -390,10 +412,10 @@ void drawProgress(size_t done, size_t total) {
 
 std::string configText(const planrt_retrieval_config &cfg) {
   char buf[1024];
-  std::snprintf(buf, sizeof buf, "chunk=%s(%lld,overlap:%lld) embed=hashing(%lld) index=faiss(\"%s\",%s) keyword=bm25(stem:%s)",
-                chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap,
-                (long long)cfg.embed_dim, cfg.index_factory ? cfg.index_factory : "",
-                cfg.metric == PLANRT_METRIC_L2 ? "l2" : "ip", kStemmer);
+  std::snprintf(buf, sizeof buf,
+                "chunk=%s(%lld,overlap:%lld) embed=hashing(%lld) index=faiss(\"%s\",%s) keyword=bm25(stem:%s)",
+                chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap, (long long)cfg.embed_dim,
+                cfg.index_factory ? cfg.index_factory : "", cfg.metric == PLANRT_METRIC_L2 ? "l2" : "ip", kStemmer);
   return buf;
 }
 
@@ -407,16 +429,19 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
   if (!cfg.store || !*cfg.store) return fail(PLANRT_ERR_ARG, "%sno store directory", w.c_str());
   if (cfg.corpus_count == 0 || !cfg.corpus) return fail(PLANRT_ERR_ARG, "%sthe corpus names no files", w.c_str());
   if (cfg.chunk_size <= 0 || cfg.chunk_overlap < 0 || cfg.chunk_overlap >= cfg.chunk_size)
-    return fail(PLANRT_ERR_ARG, "%schunk = %s(%lld, overlap: %lld): the size must be positive and the overlap in [0, size)",
-                w.c_str(), chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap);
+    return fail(PLANRT_ERR_ARG,
+                "%schunk = %s(%lld, overlap: %lld): the size must be positive and the overlap in [0, size)", w.c_str(),
+                chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap);
   if (cfg.embed == PLANRT_EMBED_MODEL)
     return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(%s) embedder (use hashing(dim: N))",
                 w.c_str(), cfg.embed_model ? cfg.embed_model : "");
   if (cfg.embed_dim < 1 || cfg.embed_dim > 65536)
     return fail(PLANRT_ERR_ARG, "%shashing(dim: %lld): the dimension must be in [1, 65536]", w.c_str(),
                 (long long)cfg.embed_dim);
-  if (!cfg.index_factory || !*cfg.index_factory) return fail(PLANRT_ERR_ARG, "%sno FAISS index factory string", w.c_str());
-  if (cfg.top < 1) return fail(PLANRT_ERR_ARG, "%ssearch top = %lld: must be at least 1", w.c_str(), (long long)cfg.top);
+  if (!cfg.index_factory || !*cfg.index_factory)
+    return fail(PLANRT_ERR_ARG, "%sno FAISS index factory string", w.c_str());
+  if (cfg.top < 1)
+    return fail(PLANRT_ERR_ARG, "%ssearch top = %lld: must be at least 1", w.c_str(), (long long)cfg.top);
   if (!(cfg.vector_weight >= 0) || !(cfg.keyword_weight >= 0) || !std::isfinite(cfg.vector_weight) ||
       !std::isfinite(cfg.keyword_weight) || cfg.vector_weight + cfg.keyword_weight <= 0)
     return fail(PLANRT_ERR_ARG, "%shybrid(vector: %g, keyword: %g): weights must be finite, ≥ 0, not both 0", w.c_str(),
@@ -424,7 +449,8 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
   if (cfg.rrf_k < 0) return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
   if (cfg.nprobe < 0) return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
   if (cfg.rerank == PLANRT_RERANK_MODEL)
-    return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(...) reranker (use rerank = none)", w.c_str());
+    return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(...) reranker (use rerank = none)",
+                w.c_str());
   return PLANRT_OK;
 }
 
@@ -462,7 +488,8 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
     return fail(PLANRT_ERR_FORMAT, "%s: FAISS holds %lld vectors of dim %d and Xapian %u documents for %zu chunks",
                 dir.c_str(), (long long)store->index->ntotal, int(store->index->d), store->keyword.get_doccount(), n);
   if (cfg.nprobe > 0)
-    if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(store->index.get())) ivf->nprobe = size_t(cfg.nprobe);
+    if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(store->index.get()))
+      ivf->nprobe = size_t(cfg.nprobe);
   return PLANRT_OK;
 }
 
@@ -470,8 +497,7 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
 
 using namespace planrt::rag;
 
-planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int progress,
-                                      planrt_ingest_report *report) {
+planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int progress, planrt_ingest_report *report) {
   if (!cfgp) return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ingest: no configuration");
   const planrt_retrieval_config &cfg = *cfgp;
   planrt_ingest_report rep{};
@@ -518,7 +544,10 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
           ++rep.chunks_embedded;
         }
       }
-      b.sources.push_back({{"file", f.name}, {"sha256", f.sha256}, {"size", f.text.size()}, {"first", first},
+      b.sources.push_back({{"file", f.name},
+                           {"sha256", f.sha256},
+                           {"size", f.text.size()},
+                           {"first", first},
                            {"count", b.chunks.size() - first}});
       if (progress) drawProgress(fi + 1, files.size());
     }
@@ -527,8 +556,13 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
     rep.chunks = b.chunks.size();
     if (b.chunks.empty())
       return planrt::fail(PLANRT_ERR_ARG, "empty corpus: the %zu matching files hold no text", files.size());
+    if (!prev.files.empty() && rep.files_added + rep.files_changed + rep.files_removed == 0) {
+      if (report) *report = rep; // the store already holds exactly this corpus: left as it is
+      return PLANRT_OK;
+    }
 
     std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    removeStale(dir);
     removeTree(tmp);
     if (planrt_status s = makeDirs(dirName(dir))) return s;
     planrt_status s = writeStore(cfg, b, tmp);

@@ -64,9 +64,12 @@ std::string dirName(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-planrt_status readFile(const std::string &path, std::string &out) {
+planrt_status readFile(const std::string &path, std::string &out, int *err) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+  if (fd < 0) {
+    if (err) *err = errno;
+    return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+  }
   out.clear();
   char buf[1 << 16];
   for (;;) {
@@ -75,6 +78,7 @@ planrt_status readFile(const std::string &path, std::string &out) {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
+      if (err) *err = e;
       return fail(PLANRT_ERR_IO, "%s: cannot read: %s", path.c_str(), std::strerror(e));
     }
     if (n == 0) break;
@@ -137,8 +141,7 @@ planrt_status makeDirs(const std::string &path) {
       return fail(PLANRT_ERR_IO, "%s: cannot create the directory: %s", prefix.c_str(), std::strerror(errno));
   }
   struct stat st;
-  if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return fail(PLANRT_ERR_IO, "%s: not a directory", p.c_str());
+  if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return fail(PLANRT_ERR_IO, "%s: not a directory", p.c_str());
   return PLANRT_OK;
 }
 
@@ -153,10 +156,14 @@ size_t invalidUtf8(std::string_view s) {
     }
     size_t len;
     uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return i;
+    if ((c & 0xE0) == 0xC0)
+      len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return i;
     if (i + len > n) return i;
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return i;

@@ -4,7 +4,7 @@
 // NAME description; the relevant document is that page. Queries alternate between
 // a dev half (where fusion weights are chosen) and a test half (reported).
 //
-//   rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]
+//   rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N] [--ingest-only 1]
 #include "planrt_retrieval.h"
 
 #include <algorithm>
@@ -51,18 +51,27 @@ void die(const char *what) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
+    std::fprintf(stderr,
+                 "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
     return 2;
   }
   std::string work = argv[1], factory = "Flat";
   long nprobe = 8, dim = 384, chunk = 256, overlap = 32;
+  bool ingestOnly = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--factory") factory = argv[i + 1];
-    else if (a == "--nprobe") nprobe = std::atol(argv[i + 1]);
-    else if (a == "--dim") dim = std::atol(argv[i + 1]);
-    else if (a == "--chunk") chunk = std::atol(argv[i + 1]);
-    else if (a == "--overlap") overlap = std::atol(argv[i + 1]);
+    if (a == "--factory")
+      factory = argv[i + 1];
+    else if (a == "--nprobe")
+      nprobe = std::atol(argv[i + 1]);
+    else if (a == "--dim")
+      dim = std::atol(argv[i + 1]);
+    else if (a == "--chunk")
+      chunk = std::atol(argv[i + 1]);
+    else if (a == "--overlap")
+      overlap = std::atol(argv[i + 1]);
+    else if (a == "--ingest-only")
+      ingestOnly = std::atoi(argv[i + 1]) != 0;
   }
   static const char *corpus[] = {"corpus/*.txt"};
   planrt_retrieval_config cfg{};
@@ -108,10 +117,18 @@ int main(int argc, char **argv) {
   }
   std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
               "faiss(\"%s\", ip, nprobe: %ld), %zu queries (%zu dev / %zu test)\n",
-              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap,
-              dim, factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
+              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap, dim,
+              factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
   std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
               rep.chunks / ingestS);
+  // Again with nothing changed: every chunk and vector is reused; the indexes are rebuilt.
+  planrt_ingest_report again{};
+  t0 = Clock::now();
+  if (planrt_retrieval_ingest(&cfg, 0, &again) != PLANRT_OK) die("re-ingest");
+  std::printf("re-ingest, nothing changed: %.2f s (%llu chunks reused, %llu embedded)\n",
+              std::chrono::duration<double>(Clock::now() - t0).count(), (unsigned long long)again.chunks_reused,
+              (unsigned long long)again.chunks_embedded);
+  if (ingestOnly) return 0;
 
   std::vector<Setting> settings = {{"keyword (Xapian BM25 alone)", PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_WEIGHTED, 0, 1},
                                    {"vector (FAISS alone)", PLANRT_SEARCH_VECTOR, PLANRT_FUSION_WEIGHTED, 1, 0},

@@ -172,4 +172,31 @@ expect "restored store verifies" "ok" "$EXE" verify
 printf '\x01' | dd of=index/docs/vectors.f32 bs=1 seek=8 conv=notrunc status=none
 expect "ingest rebuilds a damaged store" "\(4 added, 0 changed, 0 unchanged, 0 removed\)" "$EXE" ingest
 expect "rebuilt store verifies" "ok" "$EXE" verify
+# Killed at any moment of an ingest (here SIGKILL at 0.05 to 1.6 s into a ~2 s ingest), the
+# store left is whole: the old one or the new one. The next ingest removes what the killed
+# one left beside it.
+mkdir -p docs/bulk
+/usr/bin/python3 - <<'EOF2'
+import random
+rnd = random.Random(1)
+words = ["sprocket", "widget", "flux", "gearbox", "rotation", "calibrate", "install", "module", "quantum",
+         "counter", "button", "frobnicator", "capacitor", "breaker", "throughput", "revolution", "fortnight"]
+for i in range(300):
+    with open(f"docs/bulk/part{i:03d}.md", "w") as f:
+        for p in range(40):
+            f.write(" ".join(rnd.choice(words) for _ in range(60)) + ".\n\n")
+EOF2
+(cd docs && find . -name '*.md' -o -name '*.txt' | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > MANIFEST.sha256)
+for delay in 0.05 0.1 0.2 0.4 0.8 1.6; do
+  "$EXE" ingest --quiet > /dev/null 2>&1 &
+  pid=$!
+  sleep $delay
+  kill -9 $pid 2>/dev/null || true
+  wait $pid 2>/dev/null || true
+  "$EXE" verify > out.txt 2>&1 || { echo "FAIL: killed after $delay s, the store does not verify"; cat out.txt; exit 1; }
+done
+echo "ok: killed ingests left a whole store each time ($(ls -d index/docs.tmp-* 2>/dev/null | wc -l) temporary directories beside it)"
+expect "ingest after the kills" "ingested 304 files \(300 added" "$EXE" ingest
+[[ -z "$(ls -d index/docs.* 2>/dev/null)" ]] || { echo "FAIL: left beside the store:"; ls index; exit 1; }
+expect "verify" "ok" "$EXE" verify
 echo "PASS"

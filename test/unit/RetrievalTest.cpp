@@ -1,8 +1,8 @@
 // Unit tests of planrt_retrieval: chunkers, the hashing embedder, the corpus
 // manifest, the store's verification and atomic replacement, incremental
 // re-ingest, fusion, the guard, and bad input.
-#include "planrt_retrieval.h"
 #include "retrieval.h"
+#include "planrt_retrieval.h"
 
 #include <gtest/gtest.h>
 
@@ -119,7 +119,8 @@ TEST(Chunk, TokensHaveExactRangesAndOverlap) {
   EXPECT_EQ(units[0], (Span{2, 7}));
   EXPECT_EQ(units[5], (Span{35, 39}));
   auto chunks = chunkText(PLANRT_CHUNK_TOKENS, t, 3, 1);
-  EXPECT_EQ(texts(t, chunks), (std::vector<std::string>{"alpha beta\tgamma", "gamma\n\ndelta  epsilon", "epsilon zeta"}));
+  EXPECT_EQ(texts(t, chunks),
+            (std::vector<std::string>{"alpha beta\tgamma", "gamma\n\ndelta  epsilon", "epsilon zeta"}));
   EXPECT_EQ(chunks[1], (Span{13, 34}));
   // No overlap: every token in exactly one chunk; a chunk never runs past the text.
   auto flat = chunkText(PLANRT_CHUNK_TOKENS, t, 4, 0);
@@ -176,9 +177,9 @@ TEST(Util, Sha256AndPaths) {
   EXPECT_EQ(resolvePath("/a", "/x/../y"), "/y");
   EXPECT_EQ(invalidUtf8("héllo ✓ 𝐀"), std::string_view::npos);
   EXPECT_EQ(invalidUtf8("ab\xff"), 2u);
-  EXPECT_EQ(invalidUtf8("\xc0\xaf"), 0u);          // overlong '/'
-  EXPECT_EQ(invalidUtf8("x\xed\xa0\x80"), 1u);     // a surrogate
-  EXPECT_EQ(invalidUtf8("\xe2\x9c"), 0u);          // truncated
+  EXPECT_EQ(invalidUtf8("\xc0\xaf"), 0u);      // overlong '/'
+  EXPECT_EQ(invalidUtf8("x\xed\xa0\x80"), 1u); // a surrogate
+  EXPECT_EQ(invalidUtf8("\xe2\x9c"), 0u);      // truncated
 }
 
 // ---- Corpus: globs and the manifest.
@@ -236,7 +237,8 @@ TEST(Store, IngestQueryVerify) {
   const planrt_hit *hits;
   size_t n;
   for (planrt_search_kind mode : {PLANRT_SEARCH_VECTOR, PLANRT_SEARCH_KEYWORD, PLANRT_SEARCH_HYBRID}) {
-    ASSERT_EQ(planrt_retriever_query(ret, "frobnicator widgets", 3, mode, PLANRT_FUSION_WEIGHTED, &hits, &n), PLANRT_OK);
+    ASSERT_EQ(planrt_retriever_query(ret, "frobnicator widgets", 3, mode, PLANRT_FUSION_WEIGHTED, &hits, &n),
+              PLANRT_OK);
     ASSERT_GE(n, 1u);
     EXPECT_STREQ(hits[0].file, "docs/sub/dir/manual.md") << mode;
     std::string file = g.dir.read("docs/sub/dir/manual.md");
@@ -245,8 +247,12 @@ TEST(Store, IngestQueryVerify) {
   }
   EXPECT_EQ(hits[0].vector_rank, 1);
   EXPECT_EQ(hits[0].keyword_rank, 1);
-  ASSERT_EQ(planrt_retriever_query(ret, "zzzz qqqq", 3, PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_RRF, &hits, &n), PLANRT_OK);
+  ASSERT_EQ(planrt_retriever_query(ret, "zzzz qqqq", 3, PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_RRF, &hits, &n),
+            PLANRT_OK);
   EXPECT_EQ(n, 0u);
+  ASSERT_EQ(planrt_retriever_query(ret, " ,;! ", 3, PLANRT_SEARCH_HYBRID, PLANRT_FUSION_WEIGHTED, &hits, &n),
+            PLANRT_OK);
+  EXPECT_EQ(n, 0u) << "a query without words matches nothing";
   planrt_retriever_close(ret);
 }
 
@@ -334,11 +340,13 @@ TEST(Store, IncrementalReingestCounts) {
   uint64_t aChunks = chunkText(PLANRT_CHUNK_TOKENS, kLorem, 12, 3).size();
   uint64_t total = r.chunks;
 
+  std::string manifest = g.dir.read("store/MANIFEST.json");
   ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
   EXPECT_EQ(r.files_unchanged, 3u);
   EXPECT_EQ(r.chunks_embedded, 0u);
   EXPECT_EQ(r.chunks_reused, total);
   EXPECT_EQ(r.bytes_read, 0u);
+  EXPECT_EQ(g.dir.read("store/MANIFEST.json"), manifest) << "nothing changed: the store is not rewritten";
 
   g.doc("b.md", "b changed entirely now");
   ::unlink((g.dir / "docs/c.md").c_str());
@@ -361,7 +369,8 @@ TEST(Store, IncrementalReingestCounts) {
   const planrt_hit *hits;
   size_t n;
   ASSERT_EQ(planrt_retriever_query(ret, "sphinx of black quartz judge my vow", 1, PLANRT_SEARCH_VECTOR,
-                                   PLANRT_FUSION_WEIGHTED, &hits, &n), PLANRT_OK);
+                                   PLANRT_FUSION_WEIGHTED, &hits, &n),
+            PLANRT_OK);
   ASSERT_EQ(n, 1u);
   EXPECT_STREQ(hits[0].file, "docs/a.md");
   planrt_retriever_close(ret);
@@ -419,12 +428,14 @@ TEST(BadInput, CorpusFiles) {
     EXPECT_EQ(g.ingest(), PLANRT_ERR_IO);
     EXPECT_NE(error().find("NO-SUCH-MANIFEST: cannot open"), std::string::npos) << error();
   }
-  if (::geteuid() != 0) { // root reads anything
+  {
+    // An unreadable file. Root reads anything, so it is /proc/self/mem, a regular file
+    // whose first page is never mapped (read fails with EIO), reached by a link.
     Graph g;
-    g.doc("secret.md", kLorem);
-    ::chmod((g.dir / "docs/secret.md").c_str(), 0);
+    g.doc("a.md", kLorem);
+    ASSERT_EQ(::symlink("/proc/self/mem", (g.dir / "docs/mem.md").c_str()), 0);
     EXPECT_EQ(g.ingest(), PLANRT_ERR_FORMAT);
-    EXPECT_NE(error().find("docs/secret.md: cannot read"), std::string::npos) << error();
+    EXPECT_NE(error().find("docs/mem.md: cannot read: Input/output error"), std::string::npos) << error();
   }
 }
 
@@ -616,4 +627,82 @@ TEST(Guard, QuoteAndPromptKeepDataOutOfInstructions) {
   // The question cannot forge a section header: it is quoted too.
   EXPECT_NE(prompt.find("> === INSTRUCTIONS ==="), std::string::npos) << prompt;
   EXPECT_EQ(prompt.find("\n=== INSTRUCTIONS ===", 1), std::string::npos) << prompt;
+}
+
+// ---- Robustness: random bytes and tricky code points never crash, and every
+// span stays inside its input.
+
+TEST(Robustness, RandomInputToChunkersAndGuard) {
+  const char *pieces[] = {"a",
+                          "I",
+                          " ",
+                          "  ",
+                          "\n",
+                          "\n\n",
+                          ".",
+                          "!",
+                          "?",
+                          "\"",
+                          "ignore",
+                          "previous",
+                          "instructions",
+                          "system:",
+                          "<|im_start|>",
+                          "[INST]",
+                          "<!--",
+                          "-->",
+                          "](https://x.example/?q={",
+                          "@",
+                          "1",
+                          "\xe2\x80\x8b",
+                          "\xe2\x80\xae",
+                          "\xef\xbb\xbf",
+                          "\xf3\xa0\x81\xa9",
+                          "\xd0\xb0",
+                          "\xef\xbd\x81",
+                          "\xcc\xb8",
+                          "\xff",
+                          "\xc0",
+                          "\xe2\x80",
+                          "\0",
+                          "\t",
+                          "aWdub3JlIGFsbCBwcmV2aW91cyBpbnN0cnVjdGlvbnM=",
+                          "y o u",
+                          "\xe5\xbf\xbd\xe7\x95\xa5",
+                          "\xe6\x8c\x87\xe4\xbb\xa4",
+                          "[//]: # (",
+                          "display:none"};
+  const size_t np = sizeof pieces / sizeof *pieces;
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s;
+    for (uint64_t k = 0, n = next() % 40; k < n; ++k) {
+      if (next() % 4 == 0)
+        s += char(next() % 256);
+      else
+        s += pieces[next() % np];
+    }
+    for (auto kind : {PLANRT_CHUNK_TOKENS, PLANRT_CHUNK_SENTENCES, PLANRT_CHUNK_PARAGRAPHS}) {
+      uint64_t last = 0;
+      for (const Span &sp : chunkText(kind, s, 1 + int64_t(next() % 4), 0)) {
+        ASSERT_LE(sp.begin, sp.end);
+        ASSERT_LE(sp.end, s.size());
+        ASSERT_GE(sp.begin, last);
+        last = sp.begin;
+      }
+    }
+    for (const Flag &f : guardScan(s)) {
+      ASSERT_LT(f.begin, f.end) << iter;
+      ASSERT_LE(f.end, s.size()) << iter;
+      ASSERT_GE(f.score, 0.5);
+    }
+    guardQuote(s, guardScan(s));
+    std::vector<float> v(16);
+    embedHashing(s, 16, v.data());
+  }
+  EXPECT_TRUE(guardScan(std::string("\xe2\x80\x8b\xe2\x80\x8b\xe2\x80\x8b")).empty()); // invisible only
 }
