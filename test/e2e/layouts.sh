@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
 # under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
-# 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), and
-# ZeRO-3 on 2 ranks. Each layout's per-step loss must match the single-process run within
+# 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on
+# 2 ranks and ZeRO-2 on 8 (oversubscribed); and ZeRO-1 in bf16 against one bf16 process. Each layout's per-step loss must match the single-process run within
 # rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
 # equal `planc explain --json`'s prediction exactly.
 #
@@ -19,7 +19,7 @@ cd "$WORK"
 rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
-# plan NAME DEVICES MICRO ZERO
+# plan NAME DEVICES MICRO ZERO [PRECISION]
 plan() {
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
@@ -35,6 +35,7 @@ train $1 {
   micro     = $3
   seq       = 32
   parallel { data = dp  zero = $4 }
+  precision = ${5:-fp32}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
   schedule  = cosine(warmup: 4, min_lr: 1e-4)
   clip      = 1.0
@@ -58,4 +59,9 @@ plan zero1 4 1 1
 plan zero2 4 1 2
 plan zero3 4 1 3
 plan zero3_dp2 2 2 3
-"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2
+plan zero2_dp8 8 1 2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8
+# bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run.
+plan single_bf16 1 8 0 bf16
+plan zero1_bf16 4 1 1 bf16
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16
