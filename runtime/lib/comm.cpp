@@ -79,8 +79,17 @@ int gWorld = 0, gRank = -1;
 char processState(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH)
     return 'X';
-  char path[64], buf[256];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  char path[64] = "/proc/", buf[256];
+  {  // "/proc/<pid>/stat" without stdio (called from the signal handler)
+    char digits[16];
+    int n = 0;
+    for (long v = pid; v > 0 && n < 15; v /= 10)
+      digits[n++] = char('0' + v % 10);
+    size_t at = std::strlen(path);
+    while (n > 0)
+      path[at++] = digits[--n];
+    std::memcpy(path + at, "/stat", 6);
+  }
   int fd = ::open(path, O_RDONLY);
   if (fd < 0)
     return 'X';
@@ -99,18 +108,50 @@ bool gone(pid_t pid) {
   return s == 'X' || s == 'Z';
 }
 
+// Only async-signal-safe calls below (write, kill, open, read): no stdio, no locale.
 void say(const char *text) { (void)!::write(STDERR_FILENO, text, std::strlen(text)); }
 
+void sayNumber(long v) {
+  char buf[24];
+  int i = sizeof buf - 1;
+  buf[i] = 0;
+  bool negative = v < 0;
+  unsigned long u = negative ? 0ul - (unsigned long)v : (unsigned long)v;
+  do {
+    buf[--i] = char('0' + u % 10);
+    u /= 10;
+  } while (u && i > 1);
+  if (negative)
+    buf[--i] = '-';
+  say(buf + i);
+}
+
+const char *signalName(int sig) {
+  switch (sig) {
+  case SIGABRT: return "SIGABRT";
+  case SIGSEGV: return "SIGSEGV";
+  case SIGBUS: return "SIGBUS";
+  case SIGTERM: return "SIGTERM";
+  case SIGINT: return "SIGINT";
+  }
+  return "a signal";
+}
+
 void onFatalSignal(int sig) {
-  char line[256];
-  std::snprintf(line, sizeof line, "planrt: error: rank %d: stopped by signal %d (%s)", gRank, sig, strsignal(sig));
-  say(line);
+  say("planrt: error: rank ");
+  sayNumber(gRank);
+  say(": stopped by ");
+  say(signalName(sig));
   bool any = false;
   for (int r = 0; r < gWorld; ++r)
     if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gone(gPids[r])) {
-      std::snprintf(line, sizeof line, "%s rank %d (pid %d on %s) has died", any ? "," : ";", r, int(gPids[r]),
-                    gHosts[r]);
-      say(line);
+      say(any ? ", rank " : "; rank ");
+      sayNumber(r);
+      say(" (pid ");
+      sayNumber(long(gPids[r]));
+      say(" on ");
+      say(gHosts[r]);
+      say(") has died");
       any = true;
     }
   say(any ? "\n" : "; a peer rank died or the job was cancelled\n");
@@ -154,7 +195,9 @@ planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, in
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    MPI_Init(argc, argv);
+    // The watchdog thread may call MPI_Abort while the main thread waits in a collective.
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     m->ownsMpi = true;
   }
   // Failures come back as codes (named in planrt_last_error), not as aborts.

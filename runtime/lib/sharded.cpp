@@ -176,7 +176,12 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
         status = status ? status : fail(PLANRT_ERR_IO, "%s: cannot write: %s", path.c_str(), std::strerror(errno));
     }
     if (!status) {
-      removeTree(final);  // a stale directory of the same step from an earlier run
+      // A stale directory of the same step from an earlier run: renamed aside first, so
+      // that a crash while deleting it never leaves a "complete" checkpoint missing files.
+      std::string stale = final + ".stale";
+      removeTree(stale);
+      if (std::rename(final.c_str(), stale.c_str()) == 0)
+        removeTree(stale);
       if (std::rename(partial.c_str(), final.c_str()) != 0)
         status = fail(PLANRT_ERR_IO, "%s: cannot commit: %s", final.c_str(), std::strerror(errno));
       else
@@ -193,6 +198,21 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
         older.erase(older.begin());
       }
     }
+    // Leftovers of checkpoints a crash interrupted (never complete, never resumed from).
+    if (!status)
+      if (DIR *d = opendir(dir.c_str())) {
+        std::vector<std::string> partial;
+        while (struct dirent *e = readdir(d)) {
+          std::string name = e->d_name;
+          if (name.rfind("step-", 0) == 0 && name + "" != stepName(step) + ".partial" &&
+              (name.size() > 8 && (name.compare(name.size() - 8, 8, ".partial") == 0 ||
+                                   (name.size() > 6 && name.compare(name.size() - 6, 6, ".stale") == 0))))
+            partial.push_back(dir + "/" + name);
+        }
+        closedir(d);
+        for (const std::string &p : partial)
+          removeTree(p);
+      }
   }
   return agree(status);
 }

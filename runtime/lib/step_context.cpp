@@ -32,7 +32,7 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
         char peer[128];
         if (planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer) >= 0) {
           std::fprintf(stderr, "planrt: error: rank %d: %s during step %lld; stopping every rank\n", rank, peer,
-                       (long long)this->ctx.step);
+                       (long long)this->ctx.step.load());
           std::fflush(stderr);
           planrt_mesh_abort(this->ctx.mesh, 1);
           _exit(1);
@@ -53,7 +53,7 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
       if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0)
         planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer);
       std::fprintf(stderr, "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
-                   rank, what.c_str(), (long long)this->ctx.step, this->seconds, peer);
+                   rank, what.c_str(), (long long)this->ctx.step.load(), this->seconds, peer);
       std::fflush(stderr);
       planrt_mesh_abort(this->ctx.mesh, 1);
       _exit(1);
@@ -95,27 +95,32 @@ void planrt_step_ctx::failWith(planrt_status s) {
   }
 }
 
+namespace planrt {
+
+Waiting::Waiting(planrt_step_ctx &ctx, const std::string &what) : ctx(ctx) {
+  {
+    std::lock_guard<std::mutex> lock(ctx.whatMutex);
+    ctx.what = what;
+  }
+  ctx.since = std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+Waiting::~Waiting() {
+  int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  ctx.commSeconds += double(now - ctx.since.load()) * 1e-9;
+  ctx.since = 0;
+}
+
+} // namespace planrt
+
 namespace {
-/// Marks a collective as waiting for the watchdog while it runs.
-struct Waiting {
-  planrt_step_ctx *ctx;
-  Waiting(planrt_step_ctx *ctx, const char *kind, const planrt::Buffer &b, int64_t offset, int64_t count, int32_t mask)
-      : ctx(ctx) {
-    char text[256];
-    std::snprintf(text, sizeof text, "%s of %s[%lld, %lld) over mesh axes mask %d", kind, b.name.c_str(),
-                  (long long)offset, (long long)(offset + count), mask);
-    {
-      std::lock_guard<std::mutex> lock(ctx->whatMutex);
-      ctx->what = text;
-    }
-    ctx->since = std::chrono::steady_clock::now().time_since_epoch().count();
-  }
-  ~Waiting() {
-    int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    ctx->commSeconds += double(now - ctx->since.load()) * 1e-9;
-    ctx->since = 0;
-  }
-};
+/// "all_reduce of grads[0, 128) over mesh axes mask 1".
+std::string describe(const char *kind, const planrt::Buffer &b, int64_t offset, int64_t count, int32_t mask) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%s of %s[%lld, %lld) over mesh axes mask %d", kind, b.name.c_str(),
+                (long long)offset, (long long)(offset + count), mask);
+  return text;
+}
 } // namespace
 
 extern "C" {
@@ -181,7 +186,7 @@ void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, in
   float *p = ctx->range(buf, offset, count, "all_reduce");
   if (!p)
     return;
-  Waiting w(ctx, "all_reduce", ctx->buffers[size_t(buf)], offset, count, mask);
+  planrt::Waiting w(*ctx, describe("all_reduce", ctx->buffers[size_t(buf)], offset, count, mask));
   if (planrt_status s = planrt_all_reduce(ctx->mesh, unsigned(mask), p, count, reduce == 1 ? PLANRT_MAX : PLANRT_SUM))
     return ctx->failWith(s);
   if (reduce == 2) {
@@ -197,7 +202,7 @@ void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, in
   float *from = ctx->range(src, src_offset, count, "all_gather"), *to = ctx->range(dst, dst_offset, count * n, "all_gather");
   if (!from || !to)
     return;
-  Waiting w(ctx, "all_gather", ctx->buffers[size_t(src)], src_offset, count, mask);
+  planrt::Waiting w(*ctx, describe("all_gather", ctx->buffers[size_t(src)], src_offset, count, mask));
   ctx->failWith(planrt_all_gather(ctx->mesh, unsigned(mask), from, count, to));
 }
 
@@ -208,7 +213,7 @@ void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src
         *to = ctx->range(dst, dst_offset, count, "reduce_scatter");
   if (!from || !to)
     return;
-  Waiting w(ctx, "reduce_scatter", ctx->buffers[size_t(src)], src_offset, count * n, mask);
+  planrt::Waiting w(*ctx, describe("reduce_scatter", ctx->buffers[size_t(src)], src_offset, count * n, mask));
   if (!accumulate)
     return ctx->failWith(planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, to));
   std::vector<float> sum(static_cast<size_t>(count));
@@ -222,7 +227,7 @@ void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t
   float *p = ctx->range(buf, offset, count, "send");
   if (!p)
     return;
-  Waiting w(ctx, "send", ctx->buffers[size_t(buf)], offset, count, 1 << axis);
+  planrt::Waiting w(*ctx, describe("send", ctx->buffers[size_t(buf)], offset, count, 1 << axis));
   ctx->failWith(planrt_send(ctx->mesh, axis, peer, p, count));
 }
 
@@ -230,7 +235,7 @@ void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t
   float *p = ctx->range(buf, offset, count, "recv");
   if (!p)
     return;
-  Waiting w(ctx, "recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis);
+  planrt::Waiting w(*ctx, describe("recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis));
   ctx->failWith(planrt_recv(ctx->mesh, axis, peer, p, count));
 }
 

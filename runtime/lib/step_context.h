@@ -41,7 +41,7 @@ struct planrt_step_ctx {
   int64_t batch = 0, micro = 0, seq = 0;
   int64_t dataRank = 0, dataSize = 1;
   std::vector<int32_t> tokens, targets;
-  int64_t step = 0;
+  std::atomic<int64_t> step{0};  ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
   planrt_status status = PLANRT_OK;
   std::string error;
@@ -60,6 +60,17 @@ struct planrt_step_ctx {
 };
 
 namespace planrt {
+
+/// Marks a collective as waiting, for the watchdog, while it runs (and adds its time to
+/// commSeconds). `what` names it in the watchdog's message.
+class Waiting {
+public:
+  Waiting(planrt_step_ctx &ctx, const std::string &what);
+  ~Waiting();
+
+private:
+  planrt_step_ctx &ctx;
+};
 
 /// Exits every rank when a collective of this rank waits longer than `seconds`:
 /// prints which collective of which step, on which rank, then aborts the job.

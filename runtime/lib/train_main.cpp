@@ -471,7 +471,9 @@ planrt_status probeWritable(const std::string &dir, const char *what) {
     return fail(PLANRT_ERR_IO, "%s: the %s does not exist: %s", dir.c_str(), what, std::strerror(errno));
   if (!S_ISDIR(st.st_mode))
     return fail(PLANRT_ERR_IO, "%s: the %s is not a directory", dir.c_str(), what);
-  std::string probe = dir + "/.planrt-probe." + std::to_string(getpid());
+  char host[64] = "";
+  ::gethostname(host, sizeof host - 1);
+  std::string probe = dir + "/.planrt-probe." + host + "." + std::to_string(getpid());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
     return fail(PLANRT_ERR_IO, "%s: the %s is not writable: %s", dir.c_str(), what, std::strerror(errno));
@@ -612,6 +614,11 @@ public:
     if (planrt_status s = prepare())
       return error(s);
     if (ctx.mesh) {
+      // Ranks finish loading at different times (a large --resume): start together, so
+      // that the watchdog times collectives, not the slowest rank's start.
+      float ready = 0;
+      if (planrt_status s = planrt_mesh_agree(ctx.mesh, &ready))
+        return error(s);
       // Launchers name a dead process by its pid: say which pid is which rank.
       std::vector<char> ranks(size_t(64 * m.dataParallel + 64));
       planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
@@ -717,11 +724,43 @@ private:
         continue;
       }
       for (int g = 0; g < 2; ++g)
-        if (pieceFloats(g) > 0)
+        if (pieceFloats(g) > 0) {
+          planrt::Waiting w(ctx, "all_gather of the state for --export");
           if (planrt_status s = planrt_all_gather(ctx.mesh, m.dataMask, piece(ids[k], g), pieceFloats(g),
                                                   full[k]->data() + m.groupBegin[g]))
             return s;
+        }
     }
+    return PLANRT_OK;
+  }
+
+  /// Rank 0 writes the checkpoints' index after reading every rank's file: on many ranks
+  /// the checkpoint directory must be one directory that all of them see (a shared file
+  /// system), which is proven before step 0.
+  planrt_status probeShared(const std::string &dir) {
+    if (!ctx.mesh)
+      return PLANRT_OK;
+    std::string probe = dir + "/.planrt-shared-probe";
+    float bad = 0;
+    if (rank0) {
+      std::FILE *f = std::fopen(probe.c_str(), "w");
+      bad = f ? 0.0f : 1.0f;
+      if (f)
+        std::fclose(f);
+    }
+    if (planrt_status s = planrt_mesh_agree(ctx.mesh, &bad))
+      return s;
+    struct stat st;
+    float missing = ::stat(probe.c_str(), &st) != 0 ? 1.0f : 0.0f, mine = missing;
+    if (planrt_status s = planrt_mesh_agree(ctx.mesh, &missing))
+      return s;
+    if (rank0)
+      ::unlink(probe.c_str());
+    if (bad > 0 || missing > 0)
+      return fail(PLANRT_ERR_IO,
+                  "%s: the checkpoint directory must be one directory every rank sees (a shared file system); "
+                  "%s",
+                  dir.c_str(), mine > 0 ? "this rank does not see rank 0's files in it" : "another rank does not");
     return PLANRT_OK;
   }
 
@@ -774,6 +813,8 @@ private:
       if (planrt_status s = prepareDirectory(checkpointDir, "checkpoint directory"))
         return s;
       if (planrt_status s = probeWritable(checkpointDir, "checkpoint directory"))
+        return s;
+      if (planrt_status s = probeShared(checkpointDir))
         return s;
     } else if (!o.checkpointDir.empty()) {
       progress.line("planrt: warning: --checkpoint-dir is given but the checkpoint interval is 0; no "
@@ -1060,9 +1101,11 @@ private:
     e.release(&ctx);
     if (ctx.status)
       return fail(ctx.status, "%s", ctx.error.c_str());
-    if (ctx.mesh)
+    if (ctx.mesh) {
+      planrt::Waiting w(ctx, "all_reduce of the validation loss");
       if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
         return st;
+    }
     double mean = double(sum) / double(m.evalBatches * m.dataParallel);
     if (log)
       if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean))
@@ -1227,5 +1270,8 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
     fail(PLANRT_ERR_ARG, "internal error");
   }
   std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+  std::fflush(stderr);
+  if (mesh)
+    planrt_mesh_abort(mesh, kExitError);  // the other ranks would wait in a collective
   return kExitError;
 }
