@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <map>
 #include <memory>
@@ -73,7 +74,14 @@ namespace {
 constexpr int kMaxRanks = 4096;
 pid_t gPids[kMaxRanks];
 char gHosts[kMaxRanks][64];
+/// Boot id and pid-namespace inode: ranks with the same host name in different
+/// containers (separate pid namespaces) cannot see each other's pids.
+uint64_t gSpaces[kMaxRanks];
 int gWorld = 0, gRank = -1;
+
+/// Whether rank r's pid means something here: same host, boot and pid namespace.
+bool local(int r) { return std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gSpaces[r] == gSpaces[gRank]; }
+
 
 /// The state letter of a process in /proc (R, S, T stopped, Z zombie…), 'X' if gone.
 char processState(pid_t pid) {
@@ -144,7 +152,7 @@ void onFatalSignal(int sig) {
   say(signalName(sig));
   bool any = false;
   for (int r = 0; r < gWorld; ++r)
-    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gone(gPids[r])) {
+    if (r != gRank && local(r) && gone(gPids[r])) {
       say(any ? ", rank " : "; rank ");
       sayNumber(r);
       say(" (pid ");
@@ -159,6 +167,22 @@ void onFatalSignal(int sig) {
   ::raise(sig);
 }
 
+uint64_t pidSpace() {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the boot id, then the namespace inode
+  char boot[64] = {0};
+  int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY);
+  if (fd >= 0) {
+    (void)!::read(fd, boot, sizeof boot - 1);
+    ::close(fd);
+  }
+  for (const char *c = boot; *c; ++c)
+    h = (h ^ uint64_t(uint8_t(*c))) * 1099511628211ull;
+  struct stat st;
+  if (::stat("/proc/self/ns/pid", &st) == 0)
+    h = (h ^ uint64_t(st.st_ino)) * 1099511628211ull;
+  return h;
+}
+
 void rollCall(int rank, int world) {
   if (world > kMaxRanks)
     return;
@@ -167,6 +191,8 @@ void rollCall(int rank, int world) {
   pid_t me = ::getpid();
   char host[64] = {0};
   ::gethostname(host, sizeof host - 1);
+  uint64_t space = pidSpace();
+  MPI_Allgather(&space, 8, MPI_BYTE, gSpaces, 8, MPI_BYTE, MPI_COMM_WORLD);
   MPI_Allgather(&me, sizeof(pid_t), MPI_BYTE, gPids, sizeof(pid_t), MPI_BYTE, MPI_COMM_WORLD);
   MPI_Allgather(host, 64, MPI_CHAR, gHosts, 64, MPI_CHAR, MPI_COMM_WORLD);
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGTERM, SIGINT})
@@ -320,7 +346,7 @@ int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size) {
   if (!mesh || gRank < 0)
     return -1;
   for (int r = 0; r < gWorld; ++r)
-    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gone(gPids[r])) {
+    if (r != gRank && local(r) && gone(gPids[r])) {
       if (buf && size)
         std::snprintf(buf, size, "rank %d (pid %d on %s) has died", r, int(gPids[r]), gHosts[r]);
       return r;
@@ -332,7 +358,7 @@ int planrt_mesh_stopped_peer(const planrt_mesh *mesh, char *buf, size_t size) {
   if (!mesh || gRank < 0)
     return -1;
   for (int r = 0; r < gWorld; ++r)
-    if (r != gRank && std::strcmp(gHosts[r], gHosts[gRank]) == 0 && processState(gPids[r]) == 'T') {
+    if (r != gRank && local(r) && processState(gPids[r]) == 'T') {
       if (buf && size)
         std::snprintf(buf, size, "rank %d (pid %d on %s) is stopped", r, int(gPids[r]), gHosts[r]);
       return r;

@@ -151,8 +151,12 @@ elif grep -q "BAD TERMINATION" killed.log && grep -q "rank 2 = pid" killed.log; 
 else
   cat killed.log; fail "no rank named and no launcher report"
 fi
-sleep 1
-pgrep -f exe_slow > /dev/null && fail "ranks left running after the kill"
+for _ in $(seq 1 100); do  # every rank gone within 10 s (zombies awaiting their reaper count as gone)
+  alive=$(ps -eo stat=,args= | awk '$1 !~ /^Z/ && /exe_slow --checkpoint-dir/' | grep -vc awk || true)
+  [[ "$alive" -eq 0 ]] && break
+  sleep 0.1
+done
+[[ "$alive" -eq 0 ]] || { ps -eo pid,stat,args | grep exe_slow; fail "ranks left running 10 s after the kill"; }
 echo "reshard: rank 2 killed: every rank stopped (exit $rc) within ${elapsed} s; $named"
 
 rm -rf ck_fault

@@ -86,6 +86,11 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
   }
   if (s.layout.groupEnd[0] > s.layout.groupBegin[1] || s.layout.total % s.d != 0)
     return bad("has overlapping groups or num_floats not divisible over the data axes");
+  // MPI counts are int: one collective moves fewer than 2^31 floats.
+  if (s.d > 1 && s.layout.total >= (int64_t(1) << 31))
+    return global.emitOpError() << "a data-parallel collective of " << s.layout.total
+                                << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
+                                   "parameters are not supported by the CPU target's collectives in this version";
   return success();
 }
 
@@ -137,6 +142,17 @@ public:
 private:
   IntegerAttr i64(int64_t v) { return b.getI64IntegerAttr(v); }
 
+  /// The location of a collective: the train declaration, named by the layout rule
+  /// that causes it ("ZeRO-1 over [dp]: gradients"), so that `--mlir-print-debuginfo`
+  /// and diagnostics say where and why.
+  Location cause(StringRef purpose) {
+    std::string axes;
+    for (const std::string &a : s.dataAxes)
+      axes += (axes.empty() ? "" : ", ") + a;
+    std::string stage = s.zero == 0 ? "DDP" : "ZeRO-" + std::to_string(s.zero);
+    return NameLoc::get(b.getStringAttr(stage + " over [" + axes + "]: " + purpose.str()), loc);
+  }
+
   FlatSymbolRefAttr buffer(StringRef name, int64_t floats, StringRef lifetime) {
     sched::BufferOp::create(b, loc, b.getStringAttr(name), b.getI64IntegerAttr(floats), b.getStringAttr(lifetime));
     declared.push_back({name.str(), floats, lifetime.str()});
@@ -170,12 +186,12 @@ private:
       if (count == 0)
         continue;
       if (scatter) {
-        auto op = sched::ReduceScatterOp::create(b, loc, grads, i64(l.groupBegin[g]), i64(count), gradShard,
+        auto op = sched::ReduceScatterOp::create(b, cause(purpose), grads, i64(l.groupBegin[g]), i64(count), gradShard,
                                                  i64(pieceOffset(g, true)), dataAxes, b.getStringAttr(purpose),
                                                  UnitAttr());
         op.setAccumulate(accumulate);
       } else {
-        sched::AllGatherOp::create(b, loc, paramShard, i64(pieceOffset(g, true)), i64(count), params,
+        sched::AllGatherOp::create(b, cause(purpose), paramShard, i64(pieceOffset(g, true)), i64(count), params,
                                    i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
       }
     }
@@ -215,17 +231,20 @@ private:
     }
     b.setInsertionPointAfter(loop);
     if (collectives && !sharded)
-      sched::AllReduceOp::create(b, loc, grads, i64(0), i64(l.total), dataAxes, b.getStringAttr("sum"), b.getStringAttr("gradients"));
+      sched::AllReduceOp::create(b, cause("gradients"), grads, i64(0), i64(l.total), dataAxes, b.getStringAttr("sum"),
+                                 b.getStringAttr("gradients"));
     if (sharded && !zero2)
       perGroup(true, false, "gradients");
     if (collectives)
-      sched::AllReduceOp::create(b, loc, state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"), b.getStringAttr("loss"));
+      sched::AllReduceOp::create(b, cause("loss"), state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"),
+                                 b.getStringAttr("loss"));
     FlatSymbolRefAttr g = sharded ? gradShard : grads;
     SmallVector<Attribute> sumsqBufs{g, g};
     SmallVector<int64_t> sumsqOffs{pieceOffset(0, sharded), pieceOffset(1, sharded)};
     sched::SumSquaresOp::create(b, loc, b.getArrayAttr(sumsqBufs), b.getDenseI64ArrayAttr(sumsqOffs), state);
     if (sharded)
-      sched::AllReduceOp::create(b, loc, state, i64(6), i64(1), dataAxes, b.getStringAttr("sum"), b.getStringAttr("gradient norm"));
+      sched::AllReduceOp::create(b, cause("gradient norm"), state, i64(6), i64(1), dataAxes, b.getStringAttr("sum"),
+                                 b.getStringAttr("gradient norm"));
     // The update reads and writes this rank's pieces: P, G, M, V per group.
     SmallVector<Attribute> bufs;
     SmallVector<int64_t> offs;
