@@ -2,7 +2,8 @@
 # Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
 # under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
 # 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on
-# 2 ranks and ZeRO-2 on 8 (oversubscribed); and ZeRO-1 in bf16 against one bf16 process. Each layout's per-step loss must match the single-process run within
+# 2 ranks and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; and
+# ZeRO-1 in bf16 against one bf16 process. Each layout's per-step loss must match the single-process run within
 # rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
 # equal `planc explain --json`'s prediction exactly.
 #
@@ -61,6 +62,32 @@ plan zero3 4 1 3
 plan zero3_dp2 2 2 3
 plan zero2_dp8 8 1 2
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8
+# Two data axes: ZeRO-2 over a [dp: 2, dq: 2] mesh, the batch split over both.
+cat > zero2_2axes.plan <<EOF
+import "models/gpt.plan"
+mesh m2x2 {
+  devices = cpu(4)
+  axes    = [dp: 2, dq: 2]
+}
+train zero2_2axes {
+  model     = tiny
+  mesh      = m2x2
+  data      = tokens("$WORK/data/train.bin")
+  batch     = 8
+  micro     = 1
+  seq       = 32
+  parallel { data = [dp, dq]  zero = 2 }
+  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
+  schedule  = cosine(warmup: 4, min_lr: 1e-4)
+  clip      = 1.0
+  steps     = 20
+  seed      = 11
+}
+EOF
+"$PLANC" build zero2_2axes.plan -o exe_zero2_2axes
+"$PLANC" explain zero2_2axes.plan --json > zero2_2axes.explain.json
+"$MPIRUN" -n 4 ./exe_zero2_2axes --log zero2_2axes.jsonl --quiet
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single zero2_2axes
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run.
 plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16
