@@ -657,10 +657,14 @@ public:
 private:
   int error(planrt_status) {
     progress.clear();
-    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    if (rank0 || !agreed)  // a failure every rank has alike is reported once
+      std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     std::fflush(stderr);
-    // Peers blocked in a collective with this rank would wait for ever: stop the job.
-    if (ctx.mesh)
+    // Peers blocked in a collective with this rank would wait for ever: stop the job —
+    // unless every rank fails here alike (a non-finite loss or norm, reduced over the
+    // ranks), when they all return and finalize MPI, so that rank 0's log and message
+    // are complete.
+    if (ctx.mesh && !agreed)
       planrt_mesh_abort(ctx.mesh, kExitError);
     return kExitError;
   }
@@ -1148,6 +1152,7 @@ private:
       // The step is logged (its loss as null) so the log shows where training diverged.
       if (log)
         planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm);
+      agreed = true;  // the loss is reduced over the data-parallel ranks
       return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                   nonFinite(loss));
     }
@@ -1176,7 +1181,8 @@ private:
       std::snprintf(buf, sizeof buf, "step %lld: fp16 gradients overflowed at loss scale %g; step skipped, scale now %g",
                     (long long)s, double(scaleBefore), double(state[2]));
       progress.line(buf);
-      if (!(state[2] >= 0x1p-24f))
+      // The scale follows the reduced gradient norm, alike on every rank.
+      if (!(state[2] >= 0x1p-24f) && (agreed = true))
         return fail(PLANRT_ERR_ARG,
                     std::isfinite(loss)
                         ? "step %lld: the fp16 loss scale fell to %g: the gradients overflow at every scale; "
@@ -1185,6 +1191,7 @@ private:
                           "pass overflows fp16, whatever the scale; stopping before anything is saved",
                     (long long)s, double(state[2]));
     } else if (!std::isfinite(state[0])) {
+      agreed = true;  // the norm is reduced over the ranks
       return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved",
                   (long long)s, nonFinite(state[0]));
     }
@@ -1209,6 +1216,7 @@ private:
   int64_t start = 0, end, lastStep = 0;
   Progress progress;
   bool rank0 = true;
+  bool agreed = false;  ///< the failure being reported happens on every rank alike
   planrt_step_ctx ctx;
   std::unique_ptr<planrt::Watchdog> watchdog;
   planrt_data *train = nullptr, *val = nullptr;

@@ -189,4 +189,17 @@ assert [r["step"] for r in got] == list(range(start, start + 10))
 assert all(r["loss"] == ref[r["step"]]["loss"] for r in got)
 print(f"reshard: resumed after the fault at step {start}: 10 steps bitwise equal to a run without faults")
 EOF
+# A run that diverges fails alike on every rank (the norm is reduced over them): the ranks
+# finish together, rank 0 reports once, and its log ends with the step that diverged.
+sed 's/lr: 2e-3/lr: 1e6/; s/  clip      = 1.0/  clip      = none/; s/train zero1/train diverge/' zero1.plan > diverge.plan
+"$PLANC" build diverge.plan -o exe_diverge
+set +e
+timeout 120 "$MPIRUN" -n 4 ./exe_diverge --log diverge.jsonl --quiet > diverge.log 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || { cat diverge.log; fail "a diverging run exited $rc, not 1"; }
+[[ $(grep -c "planrt: error" diverge.log) -eq 1 ]] && grep -q "rank 0: step [0-9]*: the gradient norm is" diverge.log ||
+  { cat diverge.log; fail "a diverging run did not report once, from rank 0"; }
+tail -1 diverge.jsonl | grep -q '"grad_norm": null' || fail "the log does not end with the diverged step"
+echo "reshard: a diverging run on 4 ranks: exit 1, one message ($(grep -o 'step [0-9]*: the gradient norm is [a-zA-Z]*' diverge.log)), the log complete"
 echo "reshard: all checks passed"
