@@ -3,7 +3,7 @@
 # under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
 # 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on
 # 2 ranks and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; and
-# ZeRO-1 in bf16 against one bf16 process. Each layout's per-step loss must match the single-process run within
+# ZeRO-1 in bf16 and in fp16 against one process of the same precision. Each layout's per-step loss must match the single-process run within
 # rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
 # equal `planc explain --json`'s prediction exactly.
 #
@@ -92,3 +92,7 @@ EOF
 plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16
+# fp16 with dynamic loss scaling: the scale and the skip decision follow the reduced norm.
+plan single_fp16 1 8 0 fp16
+plan zero1_fp16 4 1 1 fp16
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_fp16 zero1_fp16
