@@ -20,31 +20,10 @@ cd "$WORK"
 rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
-# plan NAME DEVICES MICRO ZERO [PRECISION]
+source "$ROOT/test/e2e/dp_plan.sh"
+# plan NAME DEVICES MICRO ZERO [PRECISION]: build, predict, run 20 steps.
 plan() {
-  cat > "$1.plan" <<EOF
-import "models/gpt.plan"
-mesh m$2 {
-  devices = cpu($2)
-  axes    = [dp: $2]
-}
-train $1 {
-  model     = tiny
-  mesh      = m$2
-  data      = tokens("$WORK/data/train.bin")
-  batch     = 8
-  micro     = $3
-  seq       = 32
-  parallel { data = dp  zero = $4 }
-  precision = ${5:-fp32}
-  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
-  schedule  = cosine(warmup: 4, min_lr: 1e-4)
-  clip      = 1.0
-  steps     = 20
-  seed      = 11
-}
-EOF
-  "$PLANC" build "$1.plan" -o "exe_$1"
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}"
   "$PLANC" explain "$1.plan" --json > "$1.explain.json"
   if [[ $2 -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet

@@ -24,31 +24,8 @@ cd "$WORK"
 rm -rf ck_* *.jsonl *.plan exe_* *.st *.log
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
-# plan NAME DEVICES MICRO ZERO STEPS
-plan() {
-  cat > "$1.plan" <<EOF
-import "models/gpt.plan"
-mesh m$2 {
-  devices = cpu($2)
-  axes    = [dp: $2]
-}
-train $1 {
-  model     = tiny
-  mesh      = m$2
-  data      = tokens("$WORK/data/train.bin")
-  batch     = 8
-  micro     = $3
-  seq       = 32
-  parallel { data = dp  zero = $4 }
-  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
-  schedule  = cosine(warmup: 4, min_lr: 1e-4)
-  clip      = 1.0
-  steps     = $5
-  seed      = 11
-}
-EOF
-  "$PLANC" build "$1.plan" -o "exe_$1"
-}
+source "$ROOT/test/e2e/dp_plan.sh"
+plan() { dp_plan "$1" "$2" "$3" "$4" "$5"; }  # NAME DEVICES MICRO ZERO STEPS
 run() {  # run RANKS EXE ARGS...
   local n=$1; shift
   if [[ $n -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$n" "$@"; fi

@@ -36,16 +36,9 @@ namespace {
 /// How a value is split over the tensor axis.
 enum class Split { Replicated, Feature, Sequence };
 
-enum class Coll { AllReduce, AllGather, ReduceScatter };
-
-const char *collName(Coll c) {
-  switch (c) {
-  case Coll::AllReduce: return "all_reduce";
-  case Coll::AllGather: return "all_gather";
-  case Coll::ReduceScatter: return "reduce_scatter";
-  }
-  return "?";
-}
+/// The collectives, named as the runtime logs them (training::collectiveName).
+using Coll = training::Collective;
+const char *collName(Coll c) { return training::collectiveName(c); }
 
 /// Bytes one rank sends in a ring collective over n ranks of a full buffer of S bytes.
 double ringBytes(Coll c, double S, int64_t n) {
@@ -707,10 +700,7 @@ private:
     std::vector<DP> dp;
     for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, cpu)) {
       bool params = c.kind == training::Collective::AllGather;
-      Coll kind = c.kind == training::Collective::AllReduce   ? Coll::AllReduce
-                  : c.kind == training::Collective::AllGather ? Coll::AllGather
-                                                              : Coll::ReduceScatter;
-      dp.push_back({kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
+      dp.push_back({c.kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
     }
     double dpTotal = 0, dpExposed = 0;
     const RankTime &cr = rt[commRank];
@@ -749,10 +739,7 @@ private:
       row.axis = "data";
       row.purpose = x.purpose;
       // Exactly what the runtime counts (training::ringBytes, per call).
-      training::Collective tk = x.kind == Coll::AllReduce   ? training::Collective::AllReduce
-                                : x.kind == Coll::AllGather ? training::Collective::AllGather
-                                                            : training::Collective::ReduceScatter;
-      row.bytes = int64_t(training::ringBytes(tk, d, uint64_t(std::llround(x.full))) * uint64_t(x.times));
+      row.bytes = int64_t(training::ringBytes(x.kind, d, uint64_t(std::llround(x.full))) * uint64_t(x.times));
       row.calls = x.times * (cpu ? x.calls : std::max(buckets, x.calls));
       row.ranks = d;
       row.seconds = total;

@@ -48,12 +48,7 @@ public:
       r = r * sizes[a] + c[a];
     return r;
   }
-  int axisIndex(StringRef name) const {
-    for (auto [i, a] : llvm::enumerate(mesh.getAxes()))
-      if (cast<StringAttr>(a).getValue() == name)
-        return int(i);
-    return -1;
-  }
+  int axisIndex(StringRef name) const { return mesh.axisIndex(name); }
   std::string describe(int64_t rank) const {
     std::string s = "rank " + std::to_string(rank) + " (";
     SmallVector<int64_t> c = coords(rank);

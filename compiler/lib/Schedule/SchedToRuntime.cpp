@@ -58,12 +58,7 @@ private:
     return success();
   }
 
-  int axisIndex(StringRef name) {
-    for (auto [i, a] : llvm::enumerate(mesh.getAxes()))
-      if (cast<StringAttr>(a).getValue() == name)
-        return int(i);
-    return -1;
-  }
+  int axisIndex(StringRef name) const { return mesh.axisIndex(name); }
 
   LogicalResult lowerBlock(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
@@ -154,7 +149,7 @@ private:
   }
 
   ModuleOp module;
-  sched::MeshOp mesh;
+  mutable sched::MeshOp mesh;
   OpBuilder b;
   Value ctx;
   llvm::StringMap<int> ids;

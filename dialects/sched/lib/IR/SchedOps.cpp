@@ -61,6 +61,13 @@ FailureOr<unsigned> MeshOp::maskOf(ArrayAttr names, Operation *user) {
   return mask;
 }
 
+int MeshOp::axisIndex(StringRef name) {
+  for (auto [i, a] : llvm::enumerate(getAxes()))
+    if (cast<StringAttr>(a).getValue() == name)
+      return int(i);
+  return -1;
+}
+
 int64_t MeshOp::numRanks() {
   int64_t n = 1;
   for (int64_t s : getSizes())

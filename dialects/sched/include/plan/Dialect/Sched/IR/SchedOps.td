@@ -51,6 +51,8 @@ def Sched_MeshOp : Sched_Op<"mesh", [Symbol]> {
     /// The bit mask of the named axes, or failure naming the unknown one.
     ::mlir::FailureOr<unsigned> maskOf(::mlir::ArrayAttr names, ::mlir::Operation *user);
     int64_t numRanks();
+    /// The position of the named axis, or -1.
+    int axisIndex(::llvm::StringRef name);
   }];
 }
 

@@ -1,0 +1,31 @@
+# Sourced by the data-parallel e2e tests (layouts.sh, reshard.sh): one generator of the
+# tiny-GPT plans they compare, so that every layout differs from the others only in what
+# the arguments say. Needs WORK (the test's directory, holding data/train.bin) and PLANC.
+#
+#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION]]
+#     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32) and builds exe_NAME.
+dp_plan() {
+  cat > "$1.plan" <<EOF
+import "models/gpt.plan"
+mesh m$2 {
+  devices = cpu($2)
+  axes    = [dp: $2]
+}
+train $1 {
+  model     = tiny
+  mesh      = m$2
+  data      = tokens("$WORK/data/train.bin")
+  batch     = 8
+  micro     = $3
+  seq       = 32
+  parallel { data = dp  zero = $4 }
+  precision = ${6:-fp32}
+  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
+  schedule  = cosine(warmup: 4, min_lr: 1e-4)
+  clip      = 1.0
+  steps     = ${5:-20}
+  seed      = 11
+}
+EOF
+  "$PLANC" build "$1.plan" -o "exe_$1"
+}
