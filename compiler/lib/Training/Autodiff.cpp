@@ -84,15 +84,30 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   MLIRContext *ctx = forward->getContext();
   Block &fwd = forward.getBody().front();
   auto ret = cast<func::ReturnOp>(fwd.getTerminator());
+  // A pipeline stage (nn.stage) may return an activation: it is differentiated against
+  // a cotangent argument of its result's type, the vector-Jacobian product.
+  bool stage = forward->hasAttr("nn.stage");
   if (ret.getNumOperands() != 1 || !isa<RankedTensorType>(ret.getOperand(0).getType()) ||
-      cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0)
-    return forward.emitOpError() << "can be differentiated only if it returns one scalar loss";
+      (!stage && cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0))
+    return forward.emitOpError() << "can be differentiated only if it returns one scalar loss"
+                                 << (stage ? " or one activation" : " (or, marked nn.stage, one activation)");
+  bool vectorSeed = cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0;
+  if (vectorSeed && scaledSeed)
+    return forward.emitOpError() << "a tensor-valued function takes its cotangent as an argument; it has no loss "
+                                    "scale";
 
-  SmallVector<unsigned> params;
+  SmallVector<unsigned> params, activations;
   SmallVector<Type> results{ret.getOperand(0).getType()};
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
     if (forward.getArgAttr(i, "nn.param")) {
       params.push_back(i);
+      results.push_back(forward.getArgument(i).getType());
+    }
+  // Activation inputs (a stage's input from the previous stage) get gradients too,
+  // after the parameters'.
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (forward.getArgAttr(i, "nn.activation")) {
+      activations.push_back(i);
       results.push_back(forward.getArgument(i).getType());
     }
 
@@ -102,14 +117,20 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   auto scalarTy = RankedTensorType::get({}, b.getF32Type());
   if (scaledSeed)
     inputs.push_back(scalarTy);
+  if (vectorSeed)
+    inputs.push_back(ret.getOperand(0).getType());
   auto grad = func::FuncOp::create(b, forward.getLoc(), name, b.getFunctionType(inputs, results));
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
     if (DictionaryAttr attrs = forward.getArgAttrDict(i))
       grad.setArgAttrs(i, attrs);
   if (scaledSeed)
     grad.setArgAttr(forward.getNumArguments(), "nn.loss_scale", UnitAttr::get(ctx));
+  if (vectorSeed)
+    grad.setArgAttr(forward.getNumArguments(), "nn.cotangent", UnitAttr::get(ctx));
   for (auto [k, i] : llvm::enumerate(params))
     grad.setResultAttr(k + 1, "nn.grad", forward.getArgAttr(i, "nn.param"));
+  for (auto [k, i] : llvm::enumerate(activations))
+    grad.setResultAttr(1 + params.size() + k, "nn.grad_input", forward.getArgAttr(i, "nn.activation"));
   grad->setAttr("nn.train_grad", UnitAttr::get(ctx));
   Block *body = grad.addEntryBlock();
   b.setInsertionPointToStart(body);
@@ -130,7 +151,7 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
       it->second = nn::AddOp::create(b, loc, v.getType(), it->second, g);
   };
   auto one = cast<RankedTensorType>(loss.getType());
-  adjoint[loss] = scaledSeed ? Value(body->getArguments().back())
+  adjoint[loss] = scaledSeed || vectorSeed ? Value(body->getArguments().back())
                              : Value(arith::ConstantOp::create(
                                    b, loss.getLoc(), DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0))));
   for (Operation *op : llvm::reverse(order)) {
@@ -156,7 +177,7 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   }
 
   SmallVector<Value> outs{loss};
-  for (unsigned i : params) {
+  for (unsigned i : llvm::concat<unsigned>(params, activations)) {
     Value arg = body->getArgument(i);
     outs.push_back(adjoint.count(arg) ? adjoint[arg] : zeros(b, grad.getLoc(), arg.getType()));
   }

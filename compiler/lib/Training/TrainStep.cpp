@@ -234,7 +234,7 @@ struct NNAutodiff : plan::impl::NNAutodiffBase<NNAutodiff> {
   void runOnOperation() override {
     SmallVector<func::FuncOp> models;
     for (auto f : getOperation().getOps<func::FuncOp>())
-      if (f->hasAttr("nn.model"))
+      if (f->hasAttr("nn.model") || f->hasAttr("nn.stage"))
         models.push_back(f);
     for (func::FuncOp f : models) {
       std::string name = (f.getName() + "_grad").str();

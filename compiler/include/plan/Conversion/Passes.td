@@ -36,6 +36,13 @@ def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
     walked in reverse; each op's `VJPOpInterface` builds the gradients of its
     operands, and a value used twice (residual stream, tied embedding) gets the
     `nn.add` of its gradients. An op without a VJP is an error at that op.
+
+    A function marked `nn.stage` returns a tensor (the activation a pipeline
+    stage hands on) instead of a loss: its `_grad` takes the cotangent of that
+    result as a last argument (`nn.cotangent`) and seeds the backward pass with
+    it, and arguments marked `nn.activation` (the stage's input) get gradients
+    too, after the parameters' (`nn.grad_input`): the vector-Jacobian product a
+    pipeline stage's backward step needs.
   }];
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect"];
 }

@@ -30,6 +30,10 @@ void emulatePrecision(mlir::func::FuncOp forward, mlir::FloatType to);
 /// Fails, with an error at the op, when an op has no VJP. With `scaledSeed`, the
 /// function takes one more argument, a tensor<f32> `nn.loss_scale`, which seeds the
 /// backward pass instead of 1 (loss scaling: every gradient comes out multiplied by it).
+/// A function returning a tensor of rank ≥ 1 (a pipeline stage's activation) is
+/// differentiated against a cotangent: one more argument of its result's type
+/// (`nn.cotangent`) seeds the backward pass; arguments marked `nn.activation` get
+/// gradients too, returned after the parameters' (`nn.grad_input`).
 mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name,
                                                   bool scaledSeed = false);
 
