@@ -47,6 +47,26 @@ def NNAutodiff : Pass<"nn-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect"];
 }
 
+def NNPipelineSplit : Pass<"nn-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut each forward function (nn.forward) into pipeline-stage functions";
+  let description = [{
+    Layer k of L (the first all-digit component of a parameter's path) runs on
+    stage ⌊k·S/L⌋; every other op on the latest stage among its operands, so
+    embeddings open the first stage and the final norm, head and loss close the
+    last. Each stage becomes `<f>_stage<s>` (attribute `nn.stage = s`): it takes
+    the function's arguments it reads (tokens, targets, its parameters; a
+    parameter read on two stages, like a tied embedding, is an argument of
+    both) and, after the first stage, the activation of the previous one
+    (`nn.activation`); it returns the activation it hands on, or on the last
+    stage the loss. A cut that more than one value crosses is an error with
+    notes at those values. `nn-autodiff` differentiates the stages (a
+    vector-Jacobian product each). Executables do not use it yet: pipeline
+    parallelism is refused by `plan-train-abi`.
+  }];
+  let options = [Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline stages">];
+  let dependentDialects = ["plan::nn::NNDialect"];
+}
+
 def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
   let summary = "The forward, gradient and optimizer-update functions of each train plan";
   let description = [{
