@@ -1,5 +1,7 @@
-// Checkpoint directories: one safetensors file per step, written atomically, the
-// newest `keep` kept.
+// Checkpoint directories: one safetensors file per step (one process) or one
+// sharded directory per step (many ranks, sharded.cpp), written atomically, the
+// newest `keep` kept; one listing of both.
+#include "sharded.h"
 #include "status.h"
 
 #include <algorithm>
@@ -9,27 +11,46 @@
 #include <dirent.h>
 #include <string>
 #include <sys/stat.h>
+#include <tuple>
 #include <vector>
 
 using planrt::fail;
 
-namespace {
+namespace planrt {
 
-/// The checkpoints in dir, by ascending step, with their file names as found.
-std::vector<std::pair<uint64_t, std::string>> checkpoints(const char *dir) {
-  std::vector<std::pair<uint64_t, std::string>> out;
-  DIR *d = opendir(dir);
+std::vector<std::tuple<uint64_t, std::string, bool>> listCheckpoints(const std::string &dir) {
+  std::vector<std::tuple<uint64_t, std::string, bool>> out;
+  DIR *d = opendir(dir.c_str());
   if (!d)
     return out;
   while (struct dirent *e = readdir(d)) {
     unsigned long long step;
-    char tail[32];
-    if (std::sscanf(e->d_name, "step-%llu.%31s", &step, tail) == 2 &&
-        std::strcmp(tail, "safetensors") == 0)
-      out.push_back({step, std::string(dir) + "/" + e->d_name});
+    char tail[32] = "";
+    int n = std::sscanf(e->d_name, "step-%llu%31s", &step, tail);
+    std::string path = dir + "/" + e->d_name;
+    if (n == 2 && std::strcmp(tail, ".safetensors") == 0) {
+      out.push_back({step, path, false});
+    } else if (n == 1) {
+      struct stat st;
+      if (::stat((path + "/index.json").c_str(), &st) == 0)
+        out.push_back({step, path, true});
+    }
   }
   closedir(d);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace planrt
+
+namespace {
+
+/// The single-file checkpoints in dir, by ascending step.
+std::vector<std::pair<uint64_t, std::string>> checkpoints(const char *dir) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  for (auto &[step, path, sharded] : planrt::listCheckpoints(dir))
+    if (!sharded)
+      out.push_back({step, path});
   return out;
 }
 

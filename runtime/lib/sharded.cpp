@@ -56,30 +56,6 @@ planrt_status fsyncPath(const std::string &path) {
   return PLANRT_OK;
 }
 
-/// Every checkpoint in dir by ascending step: (step, path, sharded).
-std::vector<std::tuple<uint64_t, std::string, bool>> listCheckpoints(const std::string &dir) {
-  std::vector<std::tuple<uint64_t, std::string, bool>> out;
-  DIR *d = opendir(dir.c_str());
-  if (!d)
-    return out;
-  while (struct dirent *e = readdir(d)) {
-    unsigned long long step;
-    char tail[32] = "";
-    int n = std::sscanf(e->d_name, "step-%llu%31s", &step, tail);
-    std::string path = dir + "/" + e->d_name;
-    if (n == 2 && std::strcmp(tail, ".safetensors") == 0) {
-      out.push_back({step, path, false});
-    } else if (n == 1) {
-      struct stat st;
-      if (::stat((path + "/index.json").c_str(), &st) == 0)
-        out.push_back({step, path, true});
-    }
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 } // namespace
 
 planrt_status sha256File(const std::string &path, std::string &hex) {

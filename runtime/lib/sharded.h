@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace planrt {
@@ -33,6 +34,10 @@ struct StatePiece {
 planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
                           int64_t dataSize, const StatePiece &piece, const std::vector<FlatParam> &layout,
                           const std::vector<std::string> &metadata);
+
+/// Every complete checkpoint in dir by ascending step: (step, path, sharded) for
+/// single files (step-N.safetensors) and sharded directories (step-N/ with index.json).
+std::vector<std::tuple<uint64_t, std::string, bool>> listCheckpoints(const std::string &dir);
 
 /// The newest complete checkpoint in dir: a single file (step-N.safetensors) or a
 /// sharded directory (step-N/ with index.json).

@@ -885,8 +885,6 @@ private:
       if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}))
         return s;
     distribute(P.data(), nullptr, nullptr);
-    if (data(params) && !m.sharded)
-      std::memcpy(data(params), P.data(), size_t(m.numFloats) * sizeof(float));
     return PLANRT_OK;
   }
 
@@ -971,8 +969,6 @@ private:
                     file.c_str(), meta["loss_scale"].c_str(), meta["loss_scale_good_steps"].c_str());
     }
     distribute(P.data(), M.data(), V.data());
-    if (data(params) && !m.sharded)
-      std::memcpy(data(params), P.data(), size_t(m.numFloats) * sizeof(float));
     start = *step;
     progress.line("resuming from " + file + " at step " + std::to_string(start));
     return PLANRT_OK;
@@ -1047,23 +1043,22 @@ private:
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
     } else {
-      planrt::StatePiece piece;
+      planrt::StatePiece mine;
       for (int g = 0; g < 2; ++g) {
-        piece.begin[g] = pieceBegin(g);
-        piece.count[g] = pieceFloats(g);
-        piece.params[g] = piece_(master, g);
-        piece.expAvg[g] = piece_(expAvg, g);
-        piece.expAvgSq[g] = piece_(expAvgSq, g);
+        mine.begin[g] = pieceBegin(g);
+        mine.count[g] = pieceFloats(g);
+        mine.params[g] = piece(master, g);
+        mine.expAvg[g] = piece(expAvg, g);
+        mine.expAvgSq[g] = piece(expAvgSq, g);
       }
       if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep),
-                                                 ctx.dataRank, m.dataParallel, piece, flatLayout(), meta))
+                                                 ctx.dataRank, m.dataParallel, mine, flatLayout(), meta))
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
     }
     lastCheckpoint = checkpointDir + name;
     return PLANRT_OK;
   }
-  const float *piece_(int id, int g) { return piece(id, g); }
 
   /// --export: one checkpoint file in the single-device format, whatever the layout.
   planrt_status exportConsolidated(const std::string &file) {
