@@ -57,6 +57,16 @@ void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t
                        int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
                        float rope_theta);
 
+/* Causal SDPA of n new positions pos .. pos+n-1 over a key/value cache (decoding).
+ * qkv is [B, n, (H + 2*KVH)*D] as above; cache is [B, T, 2*KVH*D]: at each of its
+ * T rows the keys of the KVH heads (rope applied at the row's position) then
+ * their values. The new keys and values are stored at rows pos .. pos+n-1, then
+ * query i attends over rows 0 .. pos+i. out is [B, n, H*D]. The same numbers as
+ * planrt_k_sdpa over the whole sequence (up to the summation order). pos < 0 or
+ * pos + n > T is fatal. */
+void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B, int64_t n, int64_t T,
+                          int64_t pos, int64_t H, int64_t KVH, int64_t D, int32_t rope, float rope_theta);
+
 /* ---- Embedding. */
 
 /* out[r, :] = table[ids[r], :], table [V, C]. An id outside [0, V) is fatal:

@@ -422,6 +422,52 @@ void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H
     }
 }
 
+void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B, int64_t n, int64_t T,
+                          int64_t pos, int64_t H, int64_t KVH, int64_t D, int32_t rope, float rope_theta) {
+  // The rotation tables span the window; the chunk's rows are indexed here.
+  Attn a(B, T, H, KVH, D, /*causal=*/1, rope, rope_theta, "planrt_k_sdpa_cached");
+  if (n < 0 || pos < 0 || pos + n > T)
+    fatal("planrt_k_sdpa_cached: positions [%lld, %lld) do not fit the window of %lld", (long long)pos,
+          (long long)(pos + n), (long long)T);
+  if (B == 0 || n == 0)
+    return;
+  const int64_t row = a.row, crow = 2 * KVH * D, ldo = H * D, N = pos + n;
+  const float fscale = float(a.scale);
+  auto chunk = [&](int64_t b, int64_t s) { return qkv + (b * n + s) * row; };
+  for (int64_t b = 0; b < B; ++b) {
+    float *C = cache + b * T * crow;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t g = 0; g < KVH; ++g) {
+        a.rotate(chunk(b, s) + (H + g) * D, C + (pos + s) * crow + g * D, pos + s);
+        std::memcpy(C + (pos + s) * crow + (KVH + g) * D, chunk(b, s) + (H + KVH + g) * D,
+                    size_t(D) * sizeof(float));
+      }
+  }
+  std::vector<float> Q(size_t(n * D)), P(size_t(n * N));
+  for (int64_t b = 0; b < B; ++b) {
+    const float *C = cache + b * T * crow;
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t g = h / a.group;
+      for (int64_t s = 0; s < n; ++s) {
+        a.rotate(chunk(b, s) + h * D, Q.data() + s * D, pos + s);
+        scaleBy(Q.data() + s * D, D, fscale);
+      }
+      // P = Q K[0, N)^T straight from the cache rows, then each query's softmax over
+      // the keys up to its position.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(N), int(D), 1.0f, Q.data(), int(D),
+                  C + g * D, int(crow), 0.0f, P.data(), int(N));
+      for (int64_t i = 0; i < n; ++i) {
+        float *p = P.data() + i * N;
+        int64_t keys = pos + i + 1;
+        scaleBy(p, keys, 1.0f / expShiftSum(p, keys, rowMax(p, keys)));
+        std::fill(p + keys, p + N, 0.0f);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(D), int(N), 1.0f, P.data(), int(N),
+                  C + (KVH + g) * D, int(crow), 0.0f, out + b * n * ldo + h * D, int(ldo));
+    }
+  }
+}
+
 void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S,
                        int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
                        float rope_theta) {

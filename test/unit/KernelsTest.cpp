@@ -452,6 +452,37 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
   checkVjp("dlogits", logits, dlogits, Vec{dloss}, f);
 }
 
+// Decoding with a key/value cache in chunks (a prompt of 5, then one position at a
+// time, then a chunk of 3) gives planrt_k_sdpa's numbers for the whole sequence.
+TEST(KernelsSdpaCached, ChunksMatchTheWholeSequence) {
+  std::mt19937 rng(11);
+  for (int32_t rope : {0, 1}) {
+    const int64_t B = 2, S = 10, T = 12, H = 4, KVH = 2, D = 6, row = (H + 2 * KVH) * D;
+    Vec qkv = randn(B * S * row, rng), whole(B * S * H * D);
+    planrt_k_sdpa(qkv.data(), whole.data(), B, S, H, KVH, D, 1, rope, 10000.0f);
+    Vec cache(B * T * 2 * KVH * D, std::nanf("")); // unwritten rows must never be read
+    int64_t pos = 0;
+    for (int64_t n : {5, 1, 1, 3}) {
+      Vec chunk(B * n * row), out(B * n * H * D);
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(qkv.begin() + (b * S + pos) * row, n * row, chunk.begin() + b * n * row);
+      planrt_k_sdpa_cached(chunk.data(), cache.data(), out.data(), B, n, T, pos, H, KVH, D, rope, 10000.0f);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < n * H * D; ++i)
+          EXPECT_NEAR(out[b * n * H * D + i], whole[(b * S + pos) * H * D + i], 1e-5)
+              << "rope " << rope << " chunk at " << pos << " b " << b << " element " << i;
+      pos += n;
+    }
+  }
+}
+
+TEST(KernelsSdpaCachedDeathTest, ChunkPastTheWindowExits) {
+  const int64_t H = 1, KVH = 1, D = 2, T = 4;
+  Vec qkv(2 * (H + 2 * KVH) * D, 0.0f), cache(T * 2 * KVH * D), out(2 * H * D);
+  EXPECT_EXIT(planrt_k_sdpa_cached(qkv.data(), cache.data(), out.data(), 1, 2, T, 3, H, KVH, D, 0, 1e4f),
+              ::testing::ExitedWithCode(1), "positions \\[3, 5\\) do not fit the window of 4");
+}
+
 TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
   Vec logits(2 * 3, 0.0f), dlogits(2 * 3);
   std::vector<int32_t> t = {0, 3};

@@ -171,11 +171,26 @@ func.func @sumsq(%x: tensor<8x24xf32>, %v: tensor<24xf32>) -> (tensor<f32>, tens
 // CHECK: linalg.generic {indexing_maps = [#[[ID2]]], iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<2x4xi32>)
 // CHECK-NEXT: ^bb0(%{{[^:]*}}: i32):
 // CHECK-NEXT: %[[I:.*]] = linalg.index 1 : index
-// CHECK-NEXT: %[[R:.*]] = arith.index_cast %[[I]] : index to i32
+// CHECK-NEXT: %[[I64:.*]] = arith.index_cast %[[I]] : index to i64
+// CHECK-NEXT: %[[R:.*]] = arith.trunci %[[I64]] : i64 to i32
 // CHECK-NEXT: linalg.yield %[[R]] : i32
 func.func @positions(%t: tensor<2x4xi32>) -> tensor<2x4xi32> {
   %y = nn.positions %t : tensor<2x4xi32>
   return %y : tensor<2x4xi32>
+}
+
+// With an offset (decoding after cached positions): offset + s.
+// CHECK-LABEL: func.func @positions_from(
+// CHECK-SAME: %{{[^:]*}}: tensor<1x3xi32>, %[[OFF:[^:]*]]: i64
+// CHECK: linalg.generic
+// CHECK: %[[I:.*]] = linalg.index 1 : index
+// CHECK-NEXT: %[[I64:.*]] = arith.index_cast %[[I]] : index to i64
+// CHECK-NEXT: %[[S:.*]] = arith.addi %[[I64]], %[[OFF]] : i64
+// CHECK-NEXT: %[[R:.*]] = arith.trunci %[[S]] : i64 to i32
+// CHECK-NEXT: linalg.yield %[[R]] : i32
+func.func @positions_from(%t: tensor<1x3xi32>, %off: i64) -> tensor<1x3xi32> {
+  %y = nn.positions %t from %off : tensor<1x3xi32>
+  return %y : tensor<1x3xi32>
 }
 
 // add/sub/mul at any rank, scale by its constant, dropout with p = 0 is the identity.

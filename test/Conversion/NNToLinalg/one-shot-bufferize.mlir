@@ -3,6 +3,7 @@
 // the rest to the runtime's kernels, with pointers to the buffers' first elements.
 // RUN: planc-opt %s -one-shot-bufferize | FileCheck %s
 // RUN: planc-opt %s -one-shot-bufferize | FileCheck %s --check-prefix=DECL
+// RUN: planc-opt %s -one-shot-bufferize -canonicalize | FileCheck %s --check-prefix=CANON
 
 // Each callee is declared once, privately, whatever the number of calls.
 // DECL-COUNT-1: func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
@@ -203,6 +204,44 @@ func.func @sdpa(%qm: memref<2x3x16xf32>, %o1: memref<2x3x8xf32>, %q2m: memref<2x
   %q2 = bufferization.to_tensor %q2m restrict : memref<2x3x24xf32> to tensor<2x3x24xf32>
   %y2 = nn.sdpa %q2 {heads = 2 : i64, kv_heads = 2 : i64} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>
   bufferization.materialize_in_destination %y2 in restrict writable %o2 : (tensor<2x3x8xf32>, memref<2x3x8xf32>) -> ()
+  return
+}
+
+// planrt_k_sdpa_cached(qkv, cache, out, B, n, T, offset, H, KVH, D, rope, theta): the
+// cache is written in place, in the caller's buffer: no copy of it before the call, and
+// after it only the self-copy of materializing it in its own buffer, which canonicalize
+// erases (CANON).
+// CHECK-LABEL: func.func @sdpa_cached(
+// CHECK-SAME: %[[Q:[^:]*]]: memref<1x2x16xf32>, %[[C:[^:]*]]: memref<1x8x8xf32>, %[[POS:[^:]*]]: i64
+// CHECK-NOT: memref.copy
+// CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x2x8xf32>
+// CHECK: memref.extract_aligned_pointer_as_index %[[Q]]
+// CHECK: %[[PQ:.*]] = llvm.inttoptr
+// CHECK: memref.extract_aligned_pointer_as_index %[[C]]
+// CHECK: %[[PC:.*]] = llvm.inttoptr
+// CHECK: memref.extract_aligned_pointer_as_index %[[OUT]]
+// CHECK: %[[PO:.*]] = llvm.inttoptr
+// CHECK: %[[B:.*]] = arith.constant 1 : i64
+// CHECK: %[[N:.*]] = arith.constant 2 : i64
+// CHECK: %[[T:.*]] = arith.constant 8 : i64
+// CHECK: %[[H:.*]] = arith.constant 2 : i64
+// CHECK: %[[KVH:.*]] = arith.constant 1 : i64
+// CHECK: %[[D:.*]] = arith.constant 4 : i64
+// CHECK: %[[ROPE:.*]] = arith.constant 1 : i32
+// CHECK: call @planrt_k_sdpa_cached(%[[PQ]], %[[PC]], %[[PO]], %[[B]], %[[N]], %[[T]], %[[POS]], %[[H]], %[[KVH]], %[[D]], %[[ROPE]], %{{.*}})
+// CHECK-NEXT: memref.copy %[[OUT]], %{{.*}}
+// CHECK-NEXT: memref.copy %[[C]], %[[C]]
+// CHECK-NEXT: return
+// CANON-LABEL: func.func @sdpa_cached(
+// CANON: call @planrt_k_sdpa_cached(
+// CANON-NEXT: memref.copy %{{.*}}, %arg3
+// CANON-NEXT: return
+func.func @sdpa_cached(%qm: memref<1x2x16xf32>, %cm: memref<1x8x8xf32>, %pos: i64, %o: memref<1x2x8xf32>) {
+  %q = bufferization.to_tensor %qm restrict : memref<1x2x16xf32> to tensor<1x2x16xf32>
+  %c = bufferization.to_tensor %cm restrict writable : memref<1x8x8xf32> to tensor<1x8x8xf32>
+  %y, %c2 = nn.sdpa_cached %q, %c, %pos {heads = 2 : i64, kv_heads = 1 : i64, rope} : tensor<1x2x16xf32>, tensor<1x8x8xf32> -> tensor<1x2x8xf32>
+  bufferization.materialize_in_destination %y in restrict writable %o : (tensor<1x2x8xf32>, memref<1x2x8xf32>) -> ()
+  bufferization.materialize_in_destination %c2 in restrict writable %cm : (tensor<1x8x8xf32>, memref<1x8x8xf32>) -> ()
   return
 }
 

@@ -78,3 +78,35 @@ func.func @f(%x: tensor<?x?x8xf32>) {
   %y = nn.dropout %x {p = 1.0 : f64} : tensor<?x?x8xf32>
   return
 }
+
+// -----
+
+func.func @f(%qkv: tensor<1x1x24xf32>, %cache: tensor<1x16x12xf32>, %pos: i64) {
+  // expected-error @+1 {{cache rows must be 2·kv_heads·head_dim = 16 wide (keys then values), not 12}}
+  %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 2 : i64} : tensor<1x1x24xf32>, tensor<1x16x12xf32> -> tensor<1x1x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x32x24xf32>, %cache: tensor<1x16x16xf32>, %pos: i64) {
+  // expected-error @+1 {{a chunk of 32 positions does not fit a window of 16}}
+  %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 2 : i64} : tensor<1x32x24xf32>, tensor<1x16x16xf32> -> tensor<1x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x1x24xf32>, %cache: tensor<1x16x16xf32>, %pos: i64) {
+  // expected-error @+1 {{cache batch 1 differs from the chunk's 2}}
+  %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 2 : i64} : tensor<2x1x24xf32>, tensor<1x16x16xf32> -> tensor<2x1x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x1x24xf32>, %cache: tensor<1x16x16xf32>, %pos: i64) {
+  // expected-error @+1 {{needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not 2 and 3}}
+  %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 3 : i64} : tensor<1x1x24xf32>, tensor<1x16x16xf32> -> tensor<1x1x8xf32>
+  return
+}

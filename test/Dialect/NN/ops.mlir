@@ -40,3 +40,14 @@ func.func @all(%tokens: tensor<?x?xi32>, %targets: tensor<?x?xi32>, %table: tens
   %loss = nn.cross_entropy %logits, %targets : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// Decoding: positions from an offset, attention over a key/value cache.
+// CHECK-LABEL: func.func @decode
+func.func @decode(%tokens: tensor<1x1xi32>, %qkv: tensor<1x1x24xf32>, %cache: tensor<1x16x16xf32>, %pos: i64)
+    -> (tensor<1x1xi32>, tensor<1x1x8xf32>, tensor<1x16x16xf32>) {
+  // CHECK: nn.positions %{{.*}} from %{{.*}} : tensor<1x1xi32>
+  %p = nn.positions %tokens from %pos : tensor<1x1xi32>
+  // CHECK: %{{.*}}, %{{.*}} = nn.sdpa_cached %{{.*}}, %{{.*}}, %{{.*}} {heads = 2 : i64, kv_heads = 2 : i64, rope} : tensor<1x1x24xf32>, tensor<1x16x16xf32> -> tensor<1x1x8xf32>
+  %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 2 : i64, rope} : tensor<1x1x24xf32>, tensor<1x16x16xf32> -> tensor<1x1x8xf32>
+  return %p, %o, %c : tensor<1x1xi32>, tensor<1x1x8xf32>, tensor<1x16x16xf32>
+}

@@ -56,6 +56,11 @@ public:
     args.push_back(LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext())));
     return *this;
   }
+  /// A value already of the callee's parameter type.
+  Call &value(Value v) {
+    args.push_back(v);
+    return *this;
+  }
   Call &i64(int64_t v) {
     args.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)));
     return *this;
@@ -216,6 +221,48 @@ struct LibraryCallModel
   }
 };
 
+/// nn.sdpa_cached: reads the chunk, writes the cache in place (its result is the
+/// cache's buffer) and a fresh buffer for the attention.
+struct SDPACachedModel : public BufferizableOpInterface::ExternalModel<SDPACachedModel, nn::SDPACachedOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &, const AnalysisState &) const { return true; }
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand, const AnalysisState &) const {
+    return operand.get() == cast<nn::SDPACachedOp>(op).getCache();
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand, const AnalysisState &) const {
+    auto o = cast<nn::SDPACachedOp>(op);
+    if (operand.get() != o.getCache())
+      return {};
+    return {{o.getNewCache(), BufferRelation::Equivalent}};
+  }
+  bool bufferizesToAllocation(Operation *op, Value v) const { return v == cast<nn::SDPACachedOp>(op).getResult(); }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter, const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto o = cast<nn::SDPACachedOp>(op);
+    for (Type t : {o.getQkv().getType(), o.getCache().getType(), o.getResult().getType()})
+      if (!cast<RankedTensorType>(t).hasStaticShape())
+        return op->emitOpError() << "needs static shapes to become a library call (plan-generate-abi fixes "
+                                    "the chunk and the window), not "
+                                 << t;
+    FailureOr<Value> qkv = getBuffer(rewriter, o.getQkv(), options, state);
+    FailureOr<Value> cache = getBuffer(rewriter, o.getCache(), options, state);
+    if (failed(qkv) || failed(cache))
+      return failure();
+    auto t = cast<RankedTensorType>(o.getResult().getType());
+    Value out = memref::AllocOp::create(rewriter, op->getLoc(), MemRefType::get(t.getShape(), t.getElementType()),
+                                        rewriter.getI64IntegerAttr(64));
+    // The cache must be the caller's contiguous buffer: a copy would lose the writes.
+    if (!memref::isStaticShapeAndContiguousRowMajor(cast<MemRefType>(cache->getType())))
+      return op->emitOpError() << "needs its cache in a contiguous row-major buffer";
+    int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
+    Call(rewriter, op).ptr(*qkv).ptr(*cache).ptr(out).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1))
+        .i64(dim(o.getCache(), 1)).value(o.getOffset()).i64(h).i64(kv).i64(t.getDimSize(2) / h).i32(o.getRope())
+        .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa_cached");
+    replaceOpWithBufferizedValues(rewriter, op, {out, *cache});
+    return success();
+  }
+};
+
 template <typename... Ops>
 void attach(MLIRContext *ctx) {
   (Ops::template attachInterface<LibraryCallModel<Ops>>(*ctx), ...);
@@ -256,5 +303,6 @@ void plan::registerLibraryCallModels(DialectRegistry &registry) {
     attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp,
            nn::LayerNormGradOp, nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp,
            nn::CrossEntropyGradOp>(ctx);
+    nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });
 }

@@ -209,10 +209,13 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
       .Case([&](nn::PositionsOp o) {
         RankedTensorType t = type(o.getResult());
         SmallVector<utils::IteratorType> iters(2, utils::IteratorType::parallel);
+        Value offset = o.getOffset();
         return generic(b, loc, {}, {}, {t}, {b.getMultiDimIdentityMap(2)}, iters, {},
-                       [](OpBuilder &b, Location l, ValueRange) {
-                         Value s = linalg::IndexOp::create(b, l, 1);
-                         return V{arith::IndexCastOp::create(b, l, b.getI32Type(), s)};
+                       [&](OpBuilder &b, Location l, ValueRange) {
+                         Value s = arith::IndexCastOp::create(b, l, b.getI64Type(), linalg::IndexOp::create(b, l, 1));
+                         if (offset)
+                           s = arith::AddIOp::create(b, l, s, offset);
+                         return V{arith::TruncIOp::create(b, l, b.getI32Type(), s)};
                        });
       })
       .Case([&](nn::AdamWOp o) {

@@ -134,7 +134,7 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     case pl::LayerKind::mul:
       return nn::MulOp::create(b, loc, type, in[0], in[1]);
     case pl::LayerKind::positions:
-      return nn::PositionsOp::create(b, loc, in[0].getType(), in[0]);
+      return nn::PositionsOp::create(b, loc, in[0].getType(), in[0], Value());
     case pl::LayerKind::cross_entropy:
       return nn::CrossEntropyOp::create(b, loc, type, in[0], in[1]);
     }

@@ -114,6 +114,25 @@ LogicalResult SDPAOp::verify() {
                          getRopeTheta().convertToDouble());
 }
 
+LogicalResult SDPACachedOp::verify() {
+  RankedTensorType qkv = ranked(getQkv()), cache = ranked(getCache()), out = ranked(getResult());
+  if (failed(verifyAttention(*this, getHeads(), getKvHeads(), qkv, out, getRope(),
+                             getRopeTheta().convertToDouble())))
+    return failure();
+  int64_t hd = out.getDimSize(2) / getHeads();
+  if (!agree(cache.getDimSize(0), qkv.getDimSize(0)))
+    return emitOpError() << "cache batch " << cache.getDimSize(0) << " differs from the chunk's "
+                         << qkv.getDimSize(0);
+  if (!agree(cache.getDimSize(2), 2 * getKvHeads() * hd))
+    return emitOpError() << "cache rows must be 2·kv_heads·head_dim = " << 2 * getKvHeads() * hd
+                         << " wide (keys then values), not " << cache.getDimSize(2);
+  int64_t n = qkv.getDimSize(1), window = cache.getDimSize(1);
+  if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(window) && n > window)
+    return emitOpError() << "a chunk of " << qkv.getDimSize(1) << " positions does not fit a window of "
+                         << cache.getDimSize(1);
+  return success();
+}
+
 LogicalResult SDPAGradOp::verify() {
   return verifyAttention(*this, getHeads(), getKvHeads(), ranked(getQkv()), ranked(getDy()), getRope(),
                          getRopeTheta().convertToDouble());

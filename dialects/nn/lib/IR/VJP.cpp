@@ -14,7 +14,7 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
 }
 
 LogicalResult PositionsOp::buildVJP(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
-  grads.assign({Value()});
+  grads.assign(getNumOperands(), Value());
   return success();
 }
 

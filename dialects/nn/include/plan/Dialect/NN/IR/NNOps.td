@@ -64,15 +64,17 @@ def NN_EmbeddingOp : NN_FwdOp<"embedding"> {
 def NN_PositionsOp : NN_FwdOp<"positions", [AllTypesMatch<["tokens", "result"]>]> {
   let summary = "The position of every token in its sequence";
   let description = [{
-    `result[b, s] = s`, of the shape of `tokens`.
+    `result[b, s] = s`, of the shape of `tokens`; with `from %offset`,
+    `offset + s` (the positions of a chunk decoded after `offset` cached ones).
 
     ```mlir
     %p = nn.positions %tokens : tensor<?x?xi32>
+    %q = nn.positions %tokens from %pos : tensor<1x1xi32>
     ```
   }];
-  let arguments = (ins NN_Tokens:$tokens);
+  let arguments = (ins NN_Tokens:$tokens, Optional<I64>:$offset);
   let results = (outs NN_Tokens:$result);
-  let assemblyFormat = "$tokens attr-dict `:` type($tokens)";
+  let assemblyFormat = "$tokens (`from` $offset^)? attr-dict `:` type($tokens)";
   let hasVerifier = 1;
 }
 
@@ -154,6 +156,34 @@ def NN_SDPAOp : NN_FwdOp<"sdpa"> {
                        UnitAttr:$rope, DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta);
   let results = (outs NN_Activation:$result);
   let assemblyFormat = "$qkv attr-dict `:` type($qkv) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_SDPACachedOp : NN_Op<"sdpa_cached", [AllTypesMatch<["cache", "new_cache"]>]> {
+  let summary = "Scaled dot-product attention of a chunk of positions over a key/value cache";
+  let description = [{
+    Decoding with a key/value cache. `qkv` packs, as for `nn.sdpa`, the
+    queries, keys and values of `n` new positions `offset … offset + n - 1`.
+    `cache` is `[batch, window, 2·kv_heads·head_dim]`: at each position the
+    keys (rotated when `rope` is set) of every key/value head, then the
+    values. The op stores the new positions' keys and values at rows
+    `offset …` of the cache (the result `new_cache`, written in place when
+    bufferized) and returns the causal attention of each new query over the
+    cache's rows up to its own position. The same numbers as `nn.sdpa` over
+    the whole sequence, one chunk at a time; `offset + n` must not exceed the
+    window (checked at run time). Causal only.
+
+    ```mlir
+    %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 4 : i64, kv_heads = 4 : i64}
+        : tensor<1x1x192xf32>, tensor<1x64x128xf32> -> tensor<1x1x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$qkv, NN_Activation:$cache, I64:$offset, I64Attr:$heads,
+                       I64Attr:$kv_heads, UnitAttr:$rope, DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta);
+  let results = (outs NN_Activation:$result, NN_Activation:$new_cache);
+  let assemblyFormat = [{
+    $qkv `,` $cache `,` $offset attr-dict `:` type($qkv) `,` type($cache) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
