@@ -63,6 +63,7 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
   if (stage >= Stage::Sched) {
     pm.addPass(createPlanTrainABI());
     pm.addPass(createPlanRetrievalABI());
+    pm.addPass(createPlanGenerateABI());
     pm.addPass(createPlanSchedule());
     pm.addPass(createSchedCheckDeadlock());
   }

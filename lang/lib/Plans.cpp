@@ -1130,7 +1130,7 @@ void Sema::checkRetrieval(const ast::Decl &decl) {
 void Sema::checkGenerate(const ast::Decl &decl) {
   std::string what = "generate '" + decl.name + "'";
   Section sec(*this, decl.entries, what,
-              {"model", "checkpoint", "context", "max_tokens", "temperature", "top_k", "seed"});
+              {"model", "checkpoint", "context", "max_tokens", "temperature", "top_k", "seed", "window"});
   sema::Generate g;
   g.name = decl.name;
   g.loc = decl.nameLoc;
@@ -1221,6 +1221,26 @@ void Sema::checkGenerate(const ast::Decl &decl) {
     else {
       if (i)
         diags.error(e->loc, "'seed' must not be negative");
+      ok = false;
+    }
+  }
+  if (const Expr *e = sec.value("window")) {
+    if (auto i = toPositiveInt(eval(*e, nullptr), "'window'")) {
+      g.window = *i;
+      const sema::Model *m = g.model >= 0 ? &program.models[size_t(g.model)] : nullptr;
+      if (m && m->maxSeq > 0 && g.window > m->maxSeq) {
+        diags.error(e->loc, "'window' " + std::to_string(g.window) + " exceeds model '" + m->name +
+                                "''s context of " + std::to_string(m->maxSeq) + " positions (its positional table)");
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+  } else if (g.model >= 0) {
+    g.window = program.models[size_t(g.model)].maxSeq;
+    if (g.window == 0) {
+      diags.error(decl.nameLoc, what + " needs 'window', the positions its key/value cache holds: model '" +
+                                    program.models[size_t(g.model)].name + "' has no positional table to bound them");
       ok = false;
     }
   }

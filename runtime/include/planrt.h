@@ -181,6 +181,24 @@ typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, flo
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
                                float *loss);
 
+/* ---- Generation executables. planc emits, for a `generate` declaration, two
+ * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]
+ * of n positions offset … offset + n - 1 of `tokens` (n = the manifest's chunk for
+ * planc_prefill, 1 for planc_step), their keys and values stored in the cache (all
+ * layers, cache_floats floats) in place; parameters at the manifest's offsets. */
+typedef void (*planrt_decode_fn)(float *params, const int32_t *tokens, int64_t offset, float *cache,
+                                 float *logits);
+/* Retrieval for a grounded prompt (planrt_retrieval_ground in libplanrt_retrieval):
+ * 0 on success with *prompt and *report_json malloc'd; else non-zero and
+ * planrt_last_error() set. */
+typedef int (*planrt_ground_fn)(const char *retrieval_manifest, const char *question, const char *instructions,
+                                int64_t k, char **prompt, char **report_json);
+/* The executable's driver: the prompt (text, --prompt-file or --tokens), a
+ * checkpoint of the model, sampling settings; prints the continuation. Returns the
+ * exit status. retrieval_manifest and ground are NULL without a context graph. */
+int planrt_generate_main(int argc, char **argv, const char *manifest, planrt_decode_fn prefill,
+                         planrt_decode_fn step, const char *retrieval_manifest, planrt_ground_fn ground);
+
 /* The step context that planc_step's calls act on (buffers, mesh, data). A call
  * after a failed one does nothing; the driver reports the first failure. */
 typedef struct planrt_step_ctx planrt_step_ctx;

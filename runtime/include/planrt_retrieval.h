@@ -71,6 +71,16 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
  * by their names in the plan language). What a planc-built executable's main calls. */
 int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest);
 
+/* Grounded generation (planrt_ground_fn of planrt.h): opens the store of the graph
+ * the manifest describes (verified first), runs `question` with the graph's search
+ * (k = 0: its top) and builds the prompt: with guard = quarantine,
+ * planrt_guard_prompt(instructions, question, hits); with guard = off, the
+ * documents' text, then the instructions and the question. *report is JSON:
+ * {"graph", "guard", "documents": [{file, begin, end, sha256, score, flags}]}.
+ * Both strings are malloc'd. Returns a planrt_status. */
+int planrt_retrieval_ground(const char *manifest, const char *question, const char *instructions, int64_t k,
+                            char **prompt, char **report);
+
 /* ---- Ingestion. */
 typedef struct {
   uint64_t files, files_added, files_changed, files_unchanged, files_removed;

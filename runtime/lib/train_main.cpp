@@ -4,6 +4,7 @@
 // runs step s = data → grad × accumulation → update, with the log, evaluation,
 // checkpoints and the progress line. docs/EXECUTABLES.md is its specification.
 #include "step_context.h"
+#include "manifest_json.h"
 #include "sharded.h"
 #include "status.h"
 
@@ -29,6 +30,7 @@
 
 using planrt::fail;
 using json = nlohmann::json;
+using namespace planrt::manifest;
 
 namespace {
 
@@ -77,62 +79,11 @@ struct Manifest {
   double lossScaleInit = 1;
 };
 
-/// A malformed manifest: the JSON path of the field and what is wrong with it.
-struct Malformed {
-  std::string what;
-};
-
-const json &field(const json &object, const char *key, const std::string &where) {
-  if (!object.is_object())
-    throw Malformed{where + " is not an object"};
-  auto it = object.find(key);
-  if (it == object.end())
-    throw Malformed{where + " has no '" + key + "'"};
-  return *it;
-}
-
-/// The JSON path of `key` in the object at `where` ("the manifest" at the top).
-std::string path(const std::string &where, const char *key) {
-  return where == "the manifest" ? key : where + "." + key;
-}
-
-int64_t integer(const json &object, const char *key, const std::string &where, int64_t min, int64_t max) {
-  const json &v = field(object, key, where);
-  if (!v.is_number_integer())
-    throw Malformed{path(where, key) + " is " + v.dump() + ", not an integer"};
-  bool inRange = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(max)
-                                         : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
-  if (!inRange)
-    throw Malformed{path(where, key) + " is " + v.dump() + ", outside [" + std::to_string(min) + ", " +
-                    std::to_string(max) + "]"};
-  return v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
-}
-
-std::string text(const json &object, const char *key, const std::string &where) {
-  const json &v = field(object, key, where);
-  if (!v.is_string())
-    throw Malformed{path(where, key) + " is " + v.dump() + ", not a string"};
-  return v.get<std::string>();
-}
-
-std::vector<std::string> texts(const json &object, const char *key, const std::string &where) {
-  const json &v = field(object, key, where);
-  if (!v.is_array())
-    throw Malformed{path(where, key) + " is not an array"};
-  std::vector<std::string> out;
-  for (const json &e : v) {
-    if (!e.is_string() || e.get<std::string>().empty())
-      throw Malformed{path(where, key) + " holds " + e.dump() + ", not a file name"};
-    out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-
 /// Parses and checks the manifest; PLANRT_ERR_FORMAT naming the field if malformed.
 planrt_status parseManifest(const char *source, Manifest &m) {
   if (!source)
     return fail(PLANRT_ERR_FORMAT, "the executable has no manifest");
-  try {
+  return planrt::manifest::parse([&] {
     json root;
     try {
       root = json::parse(source);
@@ -304,12 +255,7 @@ planrt_status parseManifest(const char *source, Manifest &m) {
         throw Malformed{"train.loss_scale.init must be a positive number"};
       m.lossScaleInit = init.get<double>();
     }
-  } catch (const Malformed &e) {
-    return fail(PLANRT_ERR_FORMAT, "the manifest is malformed: %s", e.what.c_str());
-  } catch (const std::exception &e) {
-    return fail(PLANRT_ERR_FORMAT, "the manifest is malformed: %s", e.what());
-  }
-  return PLANRT_OK;
+  });
 }
 
 // ---- The command line.

@@ -1,47 +1,26 @@
 // planrt_retrieval_main_manifest: the entry of a planc-built retrieval executable.
 // The graph's parameters come as the JSON manifest that `plan-retrieval-abi` writes
 // (docs/RETRIEVAL.md, "The executable"); this reads it into a planrt_retrieval_config.
+#include "manifest_json.h"
 #include "planrt_retrieval.h"
 #include "status.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <deque>
 #include <string>
 #include <vector>
 
-using json = nlohmann::json;
+using namespace planrt::manifest;
 
 namespace {
 
-struct Malformed {
-  std::string what;
-};
-
-const json &at(const json &o, const char *key) {
-  if (!o.is_object() || !o.contains(key))
-    throw Malformed{std::string("lacks '") + key + "'"};
-  return o[key];
-}
-std::string str(const json &o, const char *key) {
-  const json &v = at(o, key);
-  if (!v.is_string())
-    throw Malformed{std::string("'") + key + "' is not a string"};
-  return v.get<std::string>();
-}
-int64_t num(const json &o, const char *key) {
-  const json &v = at(o, key);
-  if (!v.is_number_integer())
-    throw Malformed{std::string("'") + key + "' is not an integer"};
-  return v.get<int64_t>();
-}
-double real(const json &o, const char *key) {
-  const json &v = at(o, key);
-  if (!v.is_number())
-    throw Malformed{std::string("'") + key + "' is not a number"};
-  return v.get<double>();
-}
+const std::string kTop = "the manifest";
+std::string str(const json &o, const char *key) { return text(o, key, kTop); }
+int64_t num(const json &o, const char *key) { return integer(o, key, kTop, INT64_MIN, INT64_MAX); }
+double real(const json &o, const char *key) { return planrt::manifest::real(o, key, kTop, -1e300, 1e300); }
 /// The index of `value` in `names`, the enum's order in planrt_retrieval.h.
 int choice(const json &o, const char *key, std::initializer_list<const char *> names) {
   std::string v = str(o, key);
@@ -54,13 +33,18 @@ int choice(const json &o, const char *key, std::initializer_list<const char *> n
   throw Malformed{std::string("'") + key + "' is '" + v + "'"};
 }
 
-} // namespace
-
-extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest) {
-  // Strings the config borrows: kept for the whole run.
-  static std::deque<std::string> strings;  // push_back keeps earlier elements in place
-  static std::vector<const char *> corpus;
+/// A configuration and the strings it borrows.
+struct Config {
   planrt_retrieval_config cfg{};
+  std::deque<std::string> strings;  // push_back keeps earlier elements in place
+  std::vector<const char *> corpus;
+};
+
+/// Reads a planc-retrieval-1 manifest; false (the message on stderr) if malformed.
+bool parseConfig(const char *manifest, Config &config) {
+  planrt_retrieval_config &cfg = config.cfg;
+  std::deque<std::string> &strings = config.strings;
+  std::vector<const char *> &corpus = config.corpus;
   try {
     json m = json::parse(manifest ? manifest : "");
     if (str(m, "format") != "planc-retrieval-1")
@@ -73,7 +57,7 @@ extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char 
     cfg.plan_file = keep(str(m, "plan_file"));
     cfg.plan_line = int(num(m, "plan_line"));
     cfg.base_dir = keep(str(m, "base_dir"));
-    const json &c = at(m, "corpus");
+    const json &c = field(m, "corpus", kTop);
     if (!c.is_array() || c.empty())
       throw Malformed{"'corpus' is not a non-empty array"};
     std::vector<std::string> patterns;
@@ -108,11 +92,69 @@ extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char 
     cfg.guard = planrt_guard_kind(choice(m, "guard", {"quarantine", "off"}));
     cfg.store = keep(str(m, "store"));
   } catch (const Malformed &e) {
-    std::fprintf(stderr, "planrt: error: the retrieval manifest is malformed: %s\n", e.what.c_str());
-    return 1;
+    planrt::fail(PLANRT_ERR_FORMAT, "the retrieval manifest is malformed: %s", e.what.c_str());
+    return false;
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "planrt: error: the retrieval manifest is malformed: %s\n", e.what());
+    planrt::fail(PLANRT_ERR_FORMAT, "the retrieval manifest is malformed: %s", e.what());
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest) {
+  static Config config;  // borrowed for the whole run
+  if (!parseConfig(manifest, config)) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
   }
-  return planrt_retrieval_main(argc, argv, &cfg);
+  return planrt_retrieval_main(argc, argv, &config.cfg);
+}
+
+extern "C" int planrt_retrieval_ground(const char *manifest, const char *question, const char *instructions,
+                                       int64_t k, char **prompt, char **report) {
+  Config config;
+  if (!prompt || !report || !question || !instructions)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ground: null argument");
+  *prompt = *report = nullptr;
+  if (!parseConfig(manifest, config))
+    return PLANRT_ERR_FORMAT;
+  planrt_retriever *r = nullptr;
+  if (planrt_status s = planrt_retriever_open(&config.cfg, &r))
+    return s;
+  std::unique_ptr<planrt_retriever, void (*)(planrt_retriever *)> guard(r, planrt_retriever_close);
+  const planrt_hit *hits = nullptr;
+  size_t count = 0;
+  if (planrt_status s = planrt_retriever_query(r, question, k, config.cfg.search, config.cfg.fusion, &hits, &count))
+    return s;
+  bool quarantine = config.cfg.guard == PLANRT_GUARD_QUARANTINE;
+  json docs = json::array();
+  for (size_t i = 0; i < count; ++i) {
+    json flags = json::array();
+    for (size_t f = 0; f < hits[i].flag_count; ++f)
+      flags.push_back({{"begin", hits[i].flags[f].begin}, {"end", hits[i].flags[f].end},
+                       {"kind", hits[i].flags[f].kind}, {"score", hits[i].flags[f].score}});
+    docs.push_back({{"file", hits[i].file}, {"begin", hits[i].begin}, {"end", hits[i].end},
+                    {"sha256", hits[i].sha256}, {"score", hits[i].score}, {"flags", flags}});
+  }
+  std::string text;
+  if (quarantine) {
+    char *p = planrt_guard_prompt(instructions, question, hits, count);
+    if (!p)
+      return PLANRT_ERR_ARG;
+    text = p;
+    std::free(p);
+  } else {  // guard = off: the documents, then the question, as plain text
+    for (size_t i = 0; i < count; ++i)
+      text += std::string(hits[i].text, hits[i].text_len) + "\n\n";
+    text += std::string(instructions) + "\n" + question + "\n";
+  }
+  json rep{{"graph", config.cfg.graph}, {"guard", quarantine ? "quarantine" : "off"}, {"documents", docs}};
+  std::string repText = rep.dump(-1, ' ', false, json::error_handler_t::replace);
+  *prompt = strdup(text.c_str());
+  *report = strdup(repText.c_str());
+  if (!*prompt || !*report)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ground: out of memory");
+  return PLANRT_OK;
 }

@@ -3,6 +3,9 @@
 // layer path, so later stages can say which model line caused what.
 #include "plan/Compiler/PlanGen.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
+
 #include "plan/Dialect/Plan/IR/Plan.h"
 
 #include "mlir/IR/Builders.h"
@@ -261,7 +264,7 @@ private:
                        str(g.checkpoint),
                        g.context >= 0 ? sym(program.retrievals[g.context].name) : FlatSymbolRefAttr(),
                        i64(g.maxTokens), f64(g.temperature), i64(g.topK), i64(g.seed),
-                       str(g.baseDir));
+                       i64(g.window), str(g.baseDir));
   }
 };
 
@@ -269,4 +272,12 @@ private:
 
 OwningOpRef<ModuleOp> plan::genPlanModule(const sema::Program &program, const lang::Diags &diags) {
   return PlanGen(program, diags).run();
+}
+
+std::string plan::resolvePlanPath(llvm::StringRef baseDir, llvm::StringRef path) {
+  if (path.empty() || llvm::sys::path::is_absolute(path))
+    return path.str();
+  llvm::SmallString<256> out(baseDir);
+  llvm::sys::path::append(out, path);
+  return std::string(out);
 }

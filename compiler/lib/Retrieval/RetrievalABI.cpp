@@ -2,8 +2,10 @@
 // (corpus, manifest, chunker, embedder, FAISS factory, search and fusion, guard,
 // store) as the manifest constant `planc_retrieval_manifest`, and a `main` that
 // hands it to the runtime (planrt_retrieval_main_manifest, docs/RETRIEVAL.md).
+#include "plan/Compiler/PlanGen.h"
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Retrieval/Retrieval.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -18,17 +20,7 @@ namespace plan {
 using namespace mlir;
 using namespace plan;
 
-namespace {
-
-std::string resolve(StringRef base, StringRef path) {
-  if (path.empty() || llvm::sys::path::is_absolute(path))
-    return path.str();
-  SmallString<256> out(base);
-  llvm::sys::path::append(out, path);
-  return std::string(out);
-}
-
-LogicalResult checkSupported(pl::RetrievalOp r) {
+LogicalResult retrieval::checkSupported(pl::RetrievalOp r) {
   if (r.getEmbed() == pl::EmbedKind::model)
     return r.emitError() << "embed = model(...) is not implemented by the retrieval runtime in this version of "
                             "planc; use hashing(dim: N)";
@@ -38,11 +30,11 @@ LogicalResult checkSupported(pl::RetrievalOp r) {
   return success();
 }
 
-std::string manifest(pl::RetrievalOp r) {
+std::string retrieval::manifest(pl::RetrievalOp r) {
   StringRef base = r.getBaseDir();
   llvm::json::Array corpus;
   for (Attribute a : r.getCorpus())
-    corpus.push_back(resolve(base, cast<StringAttr>(a).getValue()));
+    corpus.push_back(resolvePlanPath(base, cast<StringAttr>(a).getValue()));
   std::string file;
   int64_t line = 0;
   if (auto loc = dyn_cast<FileLineColLoc>(r.getLoc())) {
@@ -56,14 +48,14 @@ std::string manifest(pl::RetrievalOp r) {
       {"plan_line", line},
       {"base_dir", base},
       {"corpus", std::move(corpus)},
-      {"manifest", resolve(base, r.getManifest())},
+      {"manifest", resolvePlanPath(base, r.getManifest())},
       {"chunk", pl::stringifyChunkKind(r.getChunk())},
       {"chunk_size", int64_t(r.getChunkSizeAttr().getInt())},
       {"chunk_overlap", int64_t(r.getChunkOverlapAttr().getInt())},
       {"embed", pl::stringifyEmbedKind(r.getEmbed())},
       {"embed_dim", int64_t(r.getEmbedDimAttr().getInt())},
       {"embed_model", r.getEmbedModel() ? r.getEmbedModel()->str() : std::string()},
-      {"embed_checkpoint", resolve(base, r.getEmbedCheckpoint())},
+      {"embed_checkpoint", resolvePlanPath(base, r.getEmbedCheckpoint())},
       {"index", r.getIndex()},
       {"metric", pl::stringifyMetric(r.getMetric())},
       {"nprobe", int64_t(r.getNprobeAttr().getInt())},
@@ -75,36 +67,41 @@ std::string manifest(pl::RetrievalOp r) {
       {"rrf_k", int64_t(r.getRrfKAttr().getInt())},
       {"rerank", r.getRerankModel() ? "model" : "none"},
       {"guard", pl::stringifyGuard(r.getGuard())},
-      {"store", resolve(base, r.getStore())}};
+      {"store", resolvePlanPath(base, r.getStore())}};
   std::string out;
   llvm::raw_string_ostream os(out);
   os << llvm::json::Value(std::move(o));
   return out;
 }
 
+void retrieval::emitStringGlobal(OpBuilder &b, Location loc, StringRef name, std::string text) {
+  text.push_back('\0');
+  auto i8 = IntegerType::get(b.getContext(), 8);
+  LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, text.size()), /*isConstant=*/true,
+                         LLVM::Linkage::Internal, name, b.getStringAttr(text));
+}
+
+namespace {
 struct PlanRetrievalABI : plan::impl::PlanRetrievalABIBase<PlanRetrievalABI> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto graphs = llvm::to_vector(module.getOps<pl::RetrievalOp>());
-    if (graphs.empty() || !module.getOps<pl::TrainOp>().empty())
-      return;  // a training executable, or nothing to build here
+    if (graphs.empty() || !module.getOps<pl::TrainOp>().empty() || !module.getOps<pl::GenerateOp>().empty())
+      return;  // a training or generation executable, or nothing to build here
     if (graphs.size() != 1) {
       module.emitError() << "an executable runs one retrieval graph; this module has " << graphs.size()
                          << " (select one with --entry)";
       return signalPassFailure();
     }
     pl::RetrievalOp r = graphs.front();
-    if (failed(checkSupported(r)))
+    if (failed(retrieval::checkSupported(r)))
       return signalPassFailure();
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = r.getLoc();
-    std::string text = manifest(r);
-    text.push_back('\0');
-    auto i8 = IntegerType::get(&getContext(), 8), i32 = b.getI32Type();
+    retrieval::emitStringGlobal(b, loc, "planc_retrieval_manifest", retrieval::manifest(r));
+    auto i32 = b.getI32Type();
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, text.size()), /*isConstant=*/true,
-                           LLVM::Linkage::Internal, "planc_retrieval_manifest", b.getStringAttr(text));
     LLVM::LLVMFuncOp::create(b, loc, "planrt_retrieval_main_manifest",
                              LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr}));
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));

@@ -292,8 +292,8 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto global = module.lookupSymbol<LLVM::GlobalOp>("planc_manifest");
-    if (!global && module.lookupSymbol("planc_retrieval_manifest"))
-      return;  // a retrieval executable has no training step
+    if (!global && (module.lookupSymbol("planc_retrieval_manifest") || module.lookupSymbol("planc_generate_manifest")))
+      return;  // a retrieval or generation executable has no training step
     if (!global) {
       module.emitError() << "plan-schedule needs the manifest of plan-train-abi (planc_manifest)";
       return signalPassFailure();

@@ -53,6 +53,8 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
   StringRef getDescription() const override { return "Add the executable's main, which starts the runtime"; }
   void runOnOperation() override {
     ModuleOp m = getOperation();
+    if (m.lookupSymbol("planc_generate_manifest"))
+      return emitGenerateMain(m);
     if (!m.lookupSymbol("planc_manifest"))
       return;
     OpBuilder b(m.getBodyRegion());
@@ -79,6 +81,42 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     for (const char *sym : entries)
       args.push_back(LLVM::AddressOfOp::create(b, loc, ptr, sym));
     auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_train_main", args);
+    LLVM::ReturnOp::create(b, loc, call.getResult());
+  }
+
+  /// `main(argc, argv)` → planrt_generate_main(argc, argv, manifest, prefill, step,
+  /// retrieval manifest, ground), the last two null without a context graph.
+  void emitGenerateMain(ModuleOp m) {
+    OpBuilder b(m.getBodyRegion());
+    b.setInsertionPointToEnd(m.getBody());
+    Location loc = m.getLoc();
+    auto ptr = LLVM::LLVMPointerType::get(&getContext());
+    auto i32 = b.getI32Type();
+    for (const char *sym : {"planc_prefill", "planc_step"})
+      if (!m.lookupSymbol(sym)) {
+        m.emitError() << "plan-emit-main: the executable's entry point '" << sym
+                      << "' is missing (plan-generate-abi makes it)";
+        return signalPassFailure();
+      }
+    bool grounded = m.lookupSymbol("planc_retrieval_manifest") != nullptr;
+    LLVM::LLVMFuncOp::create(b, loc, "planrt_generate_main",
+                             LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr, ptr, ptr, ptr, ptr}));
+    if (grounded)
+      LLVM::LLVMFuncOp::create(b, loc, "planrt_retrieval_ground",
+                               LLVM::LLVMFunctionType::get(i32, {ptr, ptr, b.getI64Type(), ptr, ptr}));
+    auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
+    Block *e = main.addEntryBlock(b);
+    b.setInsertionPointToStart(e);
+    auto addr = [&](StringRef sym) -> Value {
+      if (!grounded && (sym == "planc_retrieval_manifest" || sym == "planrt_retrieval_ground"))
+        return LLVM::ZeroOp::create(b, loc, ptr);
+      return LLVM::AddressOfOp::create(b, loc, ptr, sym);
+    };
+    SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
+    for (StringRef sym : {"planc_generate_manifest", "planc_prefill", "planc_step", "planc_retrieval_manifest",
+                          "planrt_retrieval_ground"})
+      args.push_back(addr(sym));
+    auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_generate_main", args);
     LLVM::ReturnOp::create(b, loc, call.getResult());
   }
 };

@@ -3,9 +3,11 @@
 // buffers — every parameter (gradient, Adam moment) at its offset in one f32
 // array — and the manifest the runtime reads (parameter table, data, batch,
 // schedule, checkpoints) becomes a constant string in the module.
+#include "plan/Compiler/PlanGen.h"
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/Flat.h"
 #include "plan/Training/Training.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -28,83 +30,14 @@ using namespace plan;
 
 namespace {
 
-struct Param {
-  std::string name;
-  RankedTensorType type;
-  int64_t offset, count;
-  unsigned arg = 0;  ///< argument of the forward function
-};
-
-/// Inlines the single block of `callee` at the builder's point, arguments
-/// replaced by `args`; returns the values it returns.
-SmallVector<Value> inlineBody(OpBuilder &b, func::FuncOp callee, ValueRange args) {
-  Block &body = callee.getBody().front();
-  IRMapping map;
-  map.map(body.getArguments(), args);
-  for (Operation &op : body.without_terminator())
-    b.clone(op, map);
-  SmallVector<Value> out;
-  for (Value v : body.getTerminator()->getOperands())
-    out.push_back(map.lookup(v));
-  return out;
-}
-
-/// A flat f32 buffer (a function argument) holding every parameter at its
-/// offset. A parameter is read as a tensor view of its subview and written by
-/// materializing a tensor into that subview; empty-tensor elimination then lets
-/// the op that computes the new value write straight into the buffer. Each
-/// parameter is its own subset, which keeps bufferization's analysis local.
-struct Flat {
-  OpBuilder &b;
-  Location loc;
-  Value buffer;
-
-  Flat(OpBuilder &b, Location loc, Value buffer) : b(b), loc(loc), buffer(buffer) {}
-
-  Value subview(const Param &p) {
-    return memref::SubViewOp::create(b, loc, buffer, ArrayRef<OpFoldResult>{b.getIndexAttr(p.offset)},
-                                     ArrayRef<OpFoldResult>{b.getIndexAttr(p.count)},
-                                     ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-  }
-  /// The slice of `p` as a 1-D tensor.
-  Value readFlat(const Param &p) {
-    auto t = RankedTensorType::get({p.count}, p.type.getElementType());
-    return bufferization::ToTensorOp::create(b, loc, t, subview(p), /*restrict=*/true, /*writable=*/false);
-  }
-  /// The slice of `p` in its shape.
-  Value read(const Param &p) {
-    Value t = readFlat(p);
-    return p.type.getRank() == 1 ? t : Value(tensor::ExpandShapeOp::create(b, loc, p.type, t, reassociation(p)));
-  }
-  /// Writes a 1-D tensor of p.count elements into the slice of `p`.
-  void writeFlat(Value value, const Param &p) {
-    auto m = bufferization::MaterializeInDestinationOp::create(b, loc, value, subview(p));
-    m.setRestrict(true);
-    m.setWritable(true);
-  }
-  Value flatten(Value v, const Param &p) {
-    return p.type.getRank() == 1 ? v : Value(tensor::CollapseShapeOp::create(b, loc, v, reassociation(p)));
-  }
-  SmallVector<ReassociationIndices> reassociation(const Param &p) {
-    ReassociationIndices all;
-    for (int64_t i = 0; i < p.type.getRank(); ++i)
-      all.push_back(i);
-    return {all};
-  }
-};
-
-std::string absolute(StringRef base, StringRef path) {
-  if (path.empty() || llvm::sys::path::is_absolute(path))
-    return path.str();
-  SmallString<256> out(base);
-  llvm::sys::path::append(out, path);
-  return std::string(out);
-}
+using Param = training::FlatTensor;
+using training::Flat;
+using training::inlineBody;
 
 llvm::json::Array strings(ArrayAttr a, StringRef base) {
   llvm::json::Array out;
   for (Attribute s : a)
-    out.push_back(absolute(base, cast<StringAttr>(s).getValue()));
+    out.push_back(resolvePlanPath(base, cast<StringAttr>(s).getValue()));
   return out;
 }
 
@@ -149,7 +82,7 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"val", strings(train.getVal(), base)},
       {"eval_every", i64(train.getEvalEveryAttr())},
       {"eval_batches", i64(train.getEvalBatchesAttr())},
-      {"checkpoint", llvm::json::Object{{"dir", absolute(base, train.getCheckpointDir())},
+      {"checkpoint", llvm::json::Object{{"dir", resolvePlanPath(base, train.getCheckpointDir())},
                                         {"every", i64(train.getCheckpointEveryAttr())},
                                         {"keep", i64(train.getCheckpointKeepAttr())}}},
       {"lr", train.getLr().convertToDouble()},
@@ -225,8 +158,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto trains = llvm::to_vector(module.getOps<pl::TrainOp>());
-    if (trains.empty() && !module.getOps<pl::RetrievalOp>().empty())
-      return;  // a retrieval executable (plan-retrieval-abi)
+    if (trains.empty() && (!module.getOps<pl::RetrievalOp>().empty() || !module.getOps<pl::GenerateOp>().empty()))
+      return;  // a retrieval or generation executable (plan-retrieval-abi, plan-generate-abi)
     if (trains.size() != 1) {
       module.emitError() << "an executable trains one plan; this module has " << trains.size()
                          << " (select one with --entry)";

@@ -188,16 +188,27 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
                     "build with --target cpu\n";
     return 1;
   }
-  bool retrieval = false;
-  for (const auto &r : program.retrievals)
-    if (r.loc.file == 0 && (opts.entry.empty() || opts.entry == r.name))
-      retrieval = true;
-  for (const auto &g : program.generates)
-    if (g.loc.file == 0 && (opts.entry.empty() || opts.entry == g.name)) {
-      llvm::errs() << "planc: error: building generate declarations ('" << g.name
-                   << "') is not implemented in this version of planc\n";
+  if (opts.entry.empty()) {
+    // An executable runs one declaration: several in the file need --entry.
+    std::vector<std::string> entries;
+    for (const auto &t : program.trains)
+      if (t.loc.file == 0)
+        entries.push_back(t.name);
+    for (const auto &r : program.retrievals)
+      if (r.loc.file == 0)
+        entries.push_back(r.name);
+    for (const auto &g : program.generates)
+      if (g.loc.file == 0)
+        entries.push_back(g.name);
+    if (entries.size() > 1) {
+      llvm::errs() << "planc: error: '" << opts.file << "' declares " << entries.size()
+                   << " entries; name the one to build with --entry (";
+      for (size_t i = 0; i < entries.size(); ++i)
+        llvm::errs() << (i ? ", " : "") << entries[i];
+      llvm::errs() << ")\n";
       return 1;
     }
+  }
   mlir::OwningOpRef<mlir::ModuleOp> module = lowerProgram(opts, Stage::LLVM, program, diags);
   if (!module)
     return 1;
@@ -212,7 +223,7 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
   std::string error;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&usageError);
   bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
-            succeeded(cpu::link(std::string(object), exe, self, error, retrieval && module->lookupSymbol("planc_retrieval_manifest")));
+            succeeded(cpu::link(std::string(object), exe, self, error, module->lookupSymbol("planc_retrieval_manifest") != nullptr));
   llvm::sys::fs::remove(object);
   if (!ok) {
     llvm::errs() << "planc: error: " << error << "\n";

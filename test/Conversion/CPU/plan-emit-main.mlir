@@ -52,3 +52,43 @@ llvm.func @planc_release(%ctx: !llvm.ptr) {
 llvm.func @helper() {
   llvm.return
 }
+
+// -----
+
+// A generation executable: planrt_generate_main(argc, argv, manifest, prefill, step,
+// retrieval manifest, ground), the last two the graph's manifest and
+// planrt_retrieval_ground when the plan names a context.
+// CHECK: llvm.func @planrt_generate_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: llvm.func @planrt_retrieval_ground(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-LABEL: llvm.func @main(
+// CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_generate_manifest : !llvm.ptr
+// CHECK-NEXT: %[[P:.*]] = llvm.mlir.addressof @planc_prefill : !llvm.ptr
+// CHECK-NEXT: %[[S:.*]] = llvm.mlir.addressof @planc_step : !llvm.ptr
+// CHECK-NEXT: %[[R:.*]] = llvm.mlir.addressof @planc_retrieval_manifest : !llvm.ptr
+// CHECK-NEXT: %[[G:.*]] = llvm.mlir.addressof @planrt_retrieval_ground : !llvm.ptr
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_generate_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[P]], %[[S]], %[[R]], %[[G]])
+// CHECK-NEXT: llvm.return %[[RC]] : i32
+llvm.mlir.global internal constant @planc_generate_manifest("{}\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @planc_retrieval_manifest("{}\00") {addr_space = 0 : i32}
+llvm.func @planc_prefill(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_step(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+
+// -----
+
+// Without a context graph, null pointers in their place.
+// CHECK-LABEL: llvm.func @main(
+// CHECK: %[[Z1:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[Z2:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: llvm.call @planrt_generate_main(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[Z1]], %[[Z2]])
+llvm.mlir.global internal constant @planc_generate_manifest("{}\00") {addr_space = 0 : i32}
+llvm.func @planc_prefill(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_step(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}

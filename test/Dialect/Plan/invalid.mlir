@@ -138,4 +138,4 @@ plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap
 // -----
 
 // expected-error @+1 {{model @nothing is not a plan.model}}
-plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @nothing, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64}
+plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @nothing, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64, window = 16 : i64}

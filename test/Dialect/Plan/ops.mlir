@@ -47,4 +47,4 @@ plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap
 
 // CHECK-LABEL: plan.generate @answer
 // CHECK-SAME: context = @docs
-plan.generate @answer {base_dir = ".", checkpoint = "ckpt/m", context = @docs, max_tokens = 200 : i64, model = @m, seed = 7 : i64, temperature = 8.0e-01 : f64, top_k = 0 : i64}
+plan.generate @answer {base_dir = ".", checkpoint = "ckpt/m", context = @docs, max_tokens = 200 : i64, model = @m, seed = 7 : i64, temperature = 8.0e-01 : f64, top_k = 0 : i64, window = 16 : i64}

@@ -14,4 +14,4 @@ plan.model @m attributes {layers = 0 : i64, max_seq = 0 : i64, num_params = 32 :
   %2 = plan.apply cross_entropy [](%1, %targets) : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
   plan.return %2 : tensor<f32>
 }
-plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @m, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64}
+plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @m, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64, window = 16 : i64}

@@ -14,6 +14,10 @@ namespace plan {
 mlir::OwningOpRef<mlir::ModuleOp> genPlanModule(const sema::Program &program,
                                                 const lang::Diags &diags);
 
+/// A path written in a plan, resolved against the plan file's directory (the
+/// `base_dir` attribute of its declaration); absolute and empty paths stay.
+std::string resolvePlanPath(llvm::StringRef baseDir, llvm::StringRef path);
+
 } // namespace plan
 
 #endif // PLAN_COMPILER_PLANGEN_H

@@ -349,6 +349,8 @@ LogicalResult GenerateOp::verify() {
     return emitOpError() << "temperature must not be negative";
   if (getTopKAttr().getInt() < 0 || getSeedAttr().getInt() < 0)
     return emitOpError() << "top_k and seed must not be negative";
+  if (getWindowAttr().getInt() < 1)
+    return emitOpError() << "window must be at least 1";
   return success();
 }
 

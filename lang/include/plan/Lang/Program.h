@@ -214,6 +214,7 @@ struct Generate {
   double temperature = 1.0;
   int64_t topK = 0;  ///< 0 = off
   int64_t seed = 1337;
+  int64_t window = 0;  ///< positions the key/value cache holds: the model's context unless set
   std::string baseDir;
 };
 

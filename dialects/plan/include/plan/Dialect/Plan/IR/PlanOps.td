@@ -274,7 +274,7 @@ def Plan_GenerateOp : Plan_Op<"generate", [Symbol,
     ```mlir
     plan.generate @answer {model = @tiny, checkpoint = "ckpt/tiny", context = @docs,
                            max_tokens = 200 : i64, temperature = 8.0e-01 : f64,
-                           top_k = 0 : i64, seed = 7 : i64, base_dir = "."}
+                           top_k = 0 : i64, seed = 7 : i64, window = 64 : i64, base_dir = "."}
     ```
   }];
   let arguments = (ins
@@ -286,6 +286,7 @@ def Plan_GenerateOp : Plan_Op<"generate", [Symbol,
     F64Attr:$temperature,
     I64Attr:$top_k,
     I64Attr:$seed,
+    I64Attr:$window,
     StrAttr:$base_dir);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;

@@ -1,0 +1,462 @@
+// The decoding driver behind every generation executable: planrt_generate_main
+// reads the command line and the manifest, loads the parameters from a training
+// checkpoint by name, builds the prompt (grounded on a retrieval graph when the
+// plan names one), fills the key/value cache in chunks and samples one token at a
+// time. docs/GENERATE.md is its specification.
+#include "manifest_json.h"
+#include "random.h"
+#include "sharded.h"
+#include "status.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using planrt::fail;
+using namespace planrt::manifest;
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, count = 0;
+};
+
+struct GenManifest {
+  std::string generate, model, checkpoint, context;
+  int64_t numFloats = 0, vocab = 0, window = 0, chunk = 0, layers = 0, cacheFloats = 0;
+  std::vector<Param> params;
+  int64_t maxTokens = 0, topK = 0;
+  double temperature = 0;
+  uint64_t seed = 0;
+};
+
+constexpr int64_t kMaxFloats = int64_t(1) << 40;
+
+planrt_status parseManifest(const char *source, GenManifest &m) {
+  if (!source)
+    return fail(PLANRT_ERR_FORMAT, "the executable has no manifest");
+  return planrt::manifest::parse([&] {
+    json j = json::parse(source);
+    const std::string top = "the manifest";
+    if (text(j, "format", top) != "planc-generate-1")
+      throw Malformed{"format is not planc-generate-1"};
+    m.generate = text(j, "generate", top);
+    m.model = text(j, "model", top);
+    m.checkpoint = text(j, "checkpoint", top);
+    const json &ctx = field(j, "context", top);
+    m.context = ctx.is_string() ? ctx.get<std::string>() : "";
+    m.numFloats = integer(j, "num_floats", top, 1, kMaxFloats);
+    m.vocab = integer(j, "vocab", top, 1, int64_t(1) << 31);
+    m.window = integer(j, "window", top, 1, int64_t(1) << 31);
+    m.chunk = integer(j, "chunk", top, 1, m.window);
+    m.layers = integer(j, "layers", top, 1, int64_t(1) << 20);
+    m.cacheFloats = integer(j, "cache_floats", top, 1, kMaxFloats);
+    m.maxTokens = integer(j, "max_tokens", top, 1, int64_t(1) << 40);
+    m.topK = integer(j, "top_k", top, 0, int64_t(1) << 31);
+    m.temperature = real(j, "temperature", top, 0, 1e30);
+    m.seed = uint64_t(integer(j, "seed", top, 0, INT64_MAX));
+    const json &ps = field(j, "params", top);
+    if (!ps.is_array() || ps.empty())
+      throw Malformed{"params is not a non-empty array"};
+    for (size_t i = 0; i < ps.size(); ++i) {
+      std::string where = "params[" + std::to_string(i) + "]";
+      Param p;
+      p.name = text(ps[i], "name", where);
+      p.offset = integer(ps[i], "offset", where, 0, m.numFloats);
+      p.count = integer(ps[i], "count", where, 1, m.numFloats - p.offset);
+      const json &shape = field(ps[i], "shape", where);
+      int64_t n = 1;
+      for (const json &d : shape) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 1)
+          throw Malformed{where + ".shape holds " + d.dump()};
+        p.shape.push_back(d.get<int64_t>());
+        n *= p.shape.back();
+      }
+      if (n != p.count)
+        throw Malformed{where + ".shape does not hold count elements"};
+      m.params.push_back(std::move(p));
+    }
+  });
+}
+
+struct Options {
+  std::string prompt, promptFile, tokens, checkpoint, instructions;
+  bool havePrompt = false, json = false, noContext = false;
+  std::optional<int64_t> maxTokens, topK, seed, k;
+  std::optional<double> temperature;
+};
+
+const char *kUsage =
+    "usage: %s [PROMPT] [options]\n"
+    "  PROMPT                 the text to continue (bytes, for a model over 256 byte tokens)\n"
+    "  --prompt-file FILE     read the prompt from FILE\n"
+    "  --tokens \"ID ID ...\"   the prompt as token ids (any vocabulary)\n"
+    "  --max-tokens N         tokens to generate (the plan's max_tokens)\n"
+    "  --temperature T        0 = greedy (the plan's temperature)\n"
+    "  --top-k K              sample among the K likeliest tokens; 0 = all (the plan's top_k)\n"
+    "  --seed S               the sampling seed (the plan's seed)\n"
+    "  --checkpoint PATH      a checkpoint directory (its newest checkpoint) or a .safetensors file\n"
+    "                         (the plan's checkpoint)\n"
+    "  --k N                  retrieved documents placed in the prompt (grounded plans; the graph's top)\n"
+    "  --instructions TEXT    the instruction section of a grounded prompt\n"
+    "  --no-context           do not retrieve, even if the plan names a retrieval graph\n"
+    "  --json                 one JSON object: prompt, tokens, text, log-probabilities, timings\n";
+
+int usageError(const char *argv0, const std::string &msg) {
+  std::fprintf(stderr, "%s: error: %s\n", argv0, msg.c_str());
+  std::fprintf(stderr, kUsage, argv0);
+  return kExitUsage;
+}
+
+std::optional<int64_t> toInt(const std::string &s, int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || errno || v < min)
+    return std::nullopt;
+  return int64_t(v);
+}
+
+/// Reads the checkpoint `path` (a directory: its newest checkpoint, single file or
+/// sharded; or a safetensors file) into P by parameter name.
+planrt_status loadParams(const GenManifest &m, const std::string &path, float *P, std::string &used) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return fail(PLANRT_ERR_IO, "%s: %s (the checkpoint of generate '%s'; train the model first, or pass "
+                "--checkpoint)", path.c_str(), std::strerror(errno), m.generate.c_str());
+  std::string file = path;
+  bool sharded = false;
+  if (S_ISDIR(st.st_mode)) {
+    uint64_t step = 0;
+    if (planrt_status s = planrt::latestCheckpoint(path, file, step, sharded))
+      return s;
+  }
+  used = file;
+  if (sharded) {
+    std::vector<planrt::FlatParam> layout;
+    for (const Param &p : m.params)
+      layout.push_back({p.name, p.offset, p.count});
+    std::vector<float> M(size_t(m.numFloats)), V(size_t(m.numFloats));
+    std::map<std::string, std::string> meta;
+    return planrt::shardedLoad(file, layout, P, M.data(), V.data(), meta);
+  }
+  planrt_st *st2 = nullptr;
+  if (planrt_status s = planrt_st_open(file.c_str(), &st2))
+    return s;
+  std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st2, planrt_st_close);
+  for (const Param &p : m.params)
+    if (planrt_status s = planrt_st_read(st2, p.name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(),
+                                         P + p.offset))
+      return s;
+  return PLANRT_OK;
+}
+
+/// Chooses the next token from one position's logits: the argmax at temperature
+/// 0 (the lowest id on ties), else a draw from softmax(logits / T) restricted to
+/// the top_k likeliest (0: all), with the uniform of draw `i` of `seed` from
+/// splitmix64. Returns the id and its log-probability under the distribution
+/// sampled from (for greedy decoding, under softmax(logits)).
+std::pair<int32_t, double> sample(const float *logits, int64_t V, double temperature, int64_t topK, uint64_t seed,
+                                  uint64_t i) {
+  int64_t best = 0;
+  for (int64_t v = 1; v < V; ++v)
+    if (logits[v] > logits[best])
+      best = v;
+  double t = temperature > 0 ? temperature : 1.0;
+  std::vector<double> z(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v)
+    z[size_t(v)] = double(logits[v]) / t;
+  if (temperature > 0 && topK > 0 && topK < V) {
+    std::vector<double> sorted(z);
+    std::nth_element(sorted.begin(), sorted.begin() + (topK - 1), sorted.end(), std::greater<double>());
+    double kth = sorted[size_t(topK - 1)];
+    for (double &x : z)
+      if (x < kth)
+        x = -INFINITY;
+  }
+  double mx = *std::max_element(z.begin(), z.end()), sum = 0;
+  for (double x : z)
+    sum += std::exp(x - mx);
+  double logSum = mx + std::log(sum);
+  if (temperature <= 0)
+    return {int32_t(best), z[size_t(best)] - logSum};
+  double u = double(planrt::mix(seed * 0x9e3779b97f4a7c15ull + i) >> 11) * 0x1.0p-53 * sum, acc = 0;
+  int64_t pick = -1;
+  for (int64_t v = 0; v < V; ++v) {
+    if (z[size_t(v)] == -INFINITY)
+      continue;
+    pick = v;
+    acc += std::exp(z[size_t(v)] - mx);
+    if (u < acc)
+      break;
+  }
+  return {int32_t(pick), z[size_t(pick)] - logSum};
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace
+
+extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestText, planrt_decode_fn prefill,
+                                    planrt_decode_fn step, const char *retrievalManifest, planrt_ground_fn ground) {
+  const char *argv0 = argc > 0 ? argv[0] : "generate";
+  GenManifest m;
+  if (planrt_status s = parseManifest(manifestText, m)) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    return s == PLANRT_OK ? 0 : kExitError;
+  }
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc)
+        return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto needInt = [&](std::optional<int64_t> &dst, int64_t min) -> bool {
+      auto v = value();
+      if (!v || !(dst = toInt(*v, min)))
+        return false;
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, argv0);
+      return 0;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--no-context") {
+      o.noContext = true;
+    } else if (a == "--max-tokens") {
+      if (!needInt(o.maxTokens, 1))
+        return usageError(argv0, "--max-tokens needs a positive integer");
+    } else if (a == "--top-k") {
+      if (!needInt(o.topK, 0))
+        return usageError(argv0, "--top-k needs an integer ≥ 0");
+    } else if (a == "--seed") {
+      if (!needInt(o.seed, 0))
+        return usageError(argv0, "--seed needs an integer ≥ 0");
+    } else if (a == "--k") {
+      if (!needInt(o.k, 1))
+        return usageError(argv0, "--k needs a positive integer");
+    } else if (a == "--temperature") {
+      auto v = value();
+      char *end = nullptr;
+      double t = v ? std::strtod(v->c_str(), &end) : -1;
+      if (!v || v->empty() || *end || !(t >= 0) || !std::isfinite(t))
+        return usageError(argv0, "--temperature needs a number ≥ 0");
+      o.temperature = t;
+    } else if (a == "--prompt-file" || a == "--tokens" || a == "--checkpoint" || a == "--instructions") {
+      auto v = value();
+      if (!v)
+        return usageError(argv0, a + " needs a value");
+      (a == "--prompt-file" ? o.promptFile : a == "--tokens" ? o.tokens : a == "--checkpoint" ? o.checkpoint
+                                                                                                : o.instructions) = *v;
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usageError(argv0, "unknown option '" + a + "'");
+    } else if (o.havePrompt) {
+      return usageError(argv0, "one prompt only (quote it)");
+    } else {
+      o.prompt = a;
+      o.havePrompt = true;
+    }
+  }
+  int sources = int(o.havePrompt) + int(!o.promptFile.empty()) + int(!o.tokens.empty());
+  if (sources > 1)
+    return usageError(argv0, "give the prompt one way: PROMPT, --prompt-file or --tokens");
+  if (!o.promptFile.empty()) {
+    FILE *f = std::fopen(o.promptFile.c_str(), "rb");
+    if (!f) {
+      std::fprintf(stderr, "planrt: error: %s: %s\n", o.promptFile.c_str(), std::strerror(errno));
+      return kExitError;
+    }
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      o.prompt.append(buf, n);
+    std::fclose(f);
+  }
+  bool grounded = !m.context.empty() && !o.noContext;
+  if (grounded && (!ground || !retrievalManifest)) {
+    std::fprintf(stderr, "planrt: error: generate '%s' names the retrieval graph '%s', but this executable was "
+                 "linked without it\n", m.generate.c_str(), m.context.c_str());
+    return kExitError;
+  }
+  if (!o.instructions.empty() && !grounded)
+    return usageError(argv0, "--instructions shapes a grounded prompt; generate '" + m.generate +
+                                 "' retrieves nothing" + (o.noContext ? " with --no-context" : ""));
+  if (o.k && !grounded)
+    return usageError(argv0, "--k sets the retrieved documents; generate '" + m.generate + "' retrieves nothing");
+
+  // The prompt's tokens: bytes for a byte-level model, else ids given explicitly.
+  std::vector<int32_t> tokens;
+  std::string promptText = o.prompt, report;
+  if (!o.tokens.empty()) {
+    if (grounded)
+      return usageError(argv0, "a grounded prompt is text (the question); --tokens is for plain continuation "
+                               "(or pass --no-context)");
+    const char *p = o.tokens.c_str();
+    while (*p) {
+      while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n')
+        ++p;
+      if (!*p)
+        break;
+      char *end = nullptr;
+      errno = 0;
+      long long id = std::strtoll(p, &end, 10);
+      if (end == p || errno || id < 0 || id >= m.vocab)
+        return usageError(argv0, "--tokens holds '" + std::string(p, strcspn(p, " ,\t\n")) +
+                                     "', not a token id in [0, " + std::to_string(m.vocab) + ")");
+      tokens.push_back(int32_t(id));
+      p = end;
+    }
+  } else {
+    if (m.vocab != 256) {
+      std::fprintf(stderr, "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
+                   "tokenizer for it; pass the prompt as token ids with --tokens\n", m.model.c_str(),
+                   (long long)m.vocab);
+      return kExitUsage;
+    }
+    if (grounded) {
+      char *prompt = nullptr, *json = nullptr;
+      const char *instructions = o.instructions.empty()
+                                     ? "Answer the question from the documents in the DATA section."
+                                     : o.instructions.c_str();
+      if (ground(retrievalManifest, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
+        std::fprintf(stderr, "planrt: error: retrieving the context of generate '%s' from '%s': %s\n",
+                     m.generate.c_str(), m.context.c_str(), planrt_last_error());
+        return kExitError;
+      }
+      promptText = prompt;
+      report = json ? json : "";
+      std::free(prompt);
+      std::free(json);
+    }
+    for (unsigned char c : promptText)
+      tokens.push_back(int32_t(c));
+  }
+  if (tokens.empty())
+    return usageError(argv0, "the prompt is empty: there is nothing to continue");
+
+  // Parameters.
+  std::vector<float> P(size_t(m.numFloats), 0.0f);
+  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint, used;
+  if (loadParams(m, ckpt, P.data(), used)) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    return kExitError;
+  }
+
+  double temperature = o.temperature.value_or(m.temperature);
+  int64_t topK = o.topK.value_or(m.topK), maxTokens = o.maxTokens.value_or(m.maxTokens);
+  uint64_t seed = o.seed ? uint64_t(*o.seed) : m.seed;
+  const int64_t W = m.window, C = m.chunk, V = m.vocab;
+  std::vector<float> cache(static_cast<size_t>(m.cacheFloats), 0.0f), logits(static_cast<size_t>(C * V)),
+      stepLogits(static_cast<size_t>(V));
+  std::vector<int32_t> chunk(static_cast<size_t>(C));
+  std::vector<int32_t> out;
+  std::vector<double> logprobs;
+  int64_t shifts = 0;
+  const size_t promptTokens = tokens.size();
+
+  // Fills the cache with ctx[from, to) (to ≤ W) in chunks of C positions; returns
+  // the logits of position to - 1. A chunk that would end past the window starts
+  // earlier instead, recomputing positions already cached (the same values).
+  std::vector<int32_t> ctx = tokens;
+  auto fill = [&](int64_t from, int64_t to) -> const float * {
+    const float *last = nullptr;
+    for (int64_t s = from; s < to;) {
+      int64_t start = std::min(s, W - C);
+      for (int64_t i = 0; i < C; ++i)
+        chunk[size_t(i)] = start + i < to ? ctx[size_t(start + i)] : 0;
+      prefill(P.data(), chunk.data(), start, cache.data(), logits.data());
+      int64_t end = std::min(start + C, to);
+      last = logits.data() + (end - 1 - start) * V;
+      s = end;
+    }
+    return last;
+  };
+  // The context keeps at most W positions: when it is full, it restarts from its
+  // newest W/2 tokens (the cache is refilled from them).
+  auto restart = [&]() {
+    int64_t keep = std::max<int64_t>(1, W / 2);
+    ctx.erase(ctx.begin(), ctx.end() - keep);
+    ++shifts;
+    return fill(0, int64_t(ctx.size()));
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  const float *next = int64_t(ctx.size()) > W ? restart() : fill(0, int64_t(ctx.size()));
+  double prefillS = since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < maxTokens; ++i) {
+    auto [id, lp] = sample(next, V, temperature, topK, seed, uint64_t(i));
+    out.push_back(id);
+    logprobs.push_back(lp);
+    if (i + 1 == maxTokens)
+      break;
+    ctx.push_back(id);
+    if (int64_t(ctx.size()) > W) {
+      next = restart();
+      continue;
+    }
+    int64_t pos = int64_t(ctx.size()) - 1;
+    step(P.data(), &ctx[size_t(pos)], pos, cache.data(), stepLogits.data());
+    next = stepLogits.data();
+  }
+  double decodeS = since(t1);
+  std::string text;
+  if (V == 256)
+    for (int32_t id : out)
+      text.push_back(char(id));
+  if (o.json) {
+    json j{{"generate", m.generate},
+           {"model", m.model},
+           {"checkpoint", used},
+           {"prompt_tokens", promptTokens},
+           {"tokens", out},
+           {"logprobs", logprobs},
+           {"temperature", temperature},
+           {"top_k", topK},
+           {"seed", seed},
+           {"window", W},
+           {"context_restarts", shifts},
+           {"prefill_s", prefillS},
+           {"decode_s", decodeS},
+           {"tokens_per_s", decodeS > 0 ? double(out.size()) / decodeS : 0.0}};
+    if (V == 256) {
+      j["text"] = text;
+      j["prompt"] = promptText;
+    }
+    if (!report.empty())
+      j["context"] = json::parse(report, nullptr, false);
+    std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+  } else if (V == 256) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  } else {
+    for (size_t i = 0; i < out.size(); ++i)
+      std::printf("%s%d", i ? " " : "", out[i]);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  if (isatty(2))
+    std::fprintf(stderr, "planrt: %zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n", promptTokens,
+                 prefillS, out.size(), decodeS, decodeS > 0 ? double(out.size()) / decodeS : 0.0);
+  return 0;
+}
