@@ -219,9 +219,9 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
                                     planrt_decode_fn step, const char *retrievalManifest, planrt_ground_fn ground) {
   const char *argv0 = argc > 0 ? argv[0] : "generate";
   GenManifest m;
-  if (planrt_status s = parseManifest(manifestText, m)) {
+  if (parseManifest(manifestText, m) != PLANRT_OK) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
-    return s == PLANRT_OK ? 0 : kExitError;
+    return kExitError;
   }
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -233,9 +233,7 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
     };
     auto needInt = [&](std::optional<int64_t> &dst, int64_t min) -> bool {
       auto v = value();
-      if (!v || !(dst = toInt(*v, min)))
-        return false;
-      return true;
+      return v && (dst = toInt(*v, min)).has_value();
     };
     if (a == "--help" || a == "-h") {
       std::printf(kUsage, argv0);
