@@ -185,19 +185,33 @@ typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]
  * of n positions offset … offset + n - 1 of `tokens` (n = the manifest's chunk for
  * planc_prefill, 1 for planc_step), their keys and values stored in the cache (all
- * layers, cache_floats floats) in place; parameters at the manifest's offsets. */
+ * layers, cache_floats floats) in place; parameters at the manifest's offsets.
+ * The entries of a retrieval graph's model(...) embedder and re-ranker have the
+ * same signature; the embedder's writes hidden states [n, width] instead. */
 typedef void (*planrt_decode_fn)(float *params, const int32_t *tokens, int64_t offset, float *cache,
                                  float *logits);
+/* The compiled models a retrieval graph uses: for `embed = model(...)` and
+ * `rerank = model(...)`, a manifest (format planc-model-1, docs/GENERATE.md) and
+ * an entry each; NULL where the graph uses none. */
+typedef struct {
+  const char *embed_manifest;
+  planrt_decode_fn embed;
+  const char *rerank_manifest;
+  planrt_decode_fn rerank;
+} planrt_retrieval_models;
 /* Retrieval for a grounded prompt (planrt_retrieval_ground in libplanrt_retrieval):
  * 0 on success with *prompt and *report_json malloc'd; else non-zero and
  * planrt_last_error() set. */
-typedef int (*planrt_ground_fn)(const char *retrieval_manifest, const char *question, const char *instructions,
-                                int64_t k, char **prompt, char **report_json);
+typedef int (*planrt_ground_fn)(const char *retrieval_manifest, const planrt_retrieval_models *models,
+                                const char *question, const char *instructions, int64_t k, char **prompt,
+                                char **report_json);
 /* The executable's driver: the prompt (text, --prompt-file or --tokens), a
  * checkpoint of the model, sampling settings; prints the continuation. Returns the
- * exit status. retrieval_manifest and ground are NULL without a context graph. */
+ * exit status. retrieval_manifest, models and ground are NULL without a context
+ * graph. */
 int planrt_generate_main(int argc, char **argv, const char *manifest, planrt_decode_fn prefill,
-                         planrt_decode_fn step, const char *retrieval_manifest, planrt_ground_fn ground);
+                         planrt_decode_fn step, const char *retrieval_manifest,
+                         const planrt_retrieval_models *models, planrt_ground_fn ground);
 
 /* The step context that planc_step's calls act on (buffers, mesh, data). A call
  * after a failed one does nothing; the driver reports the first failure. */

@@ -43,8 +43,8 @@ typedef struct {
   int64_t chunk_overlap; /* units shared by consecutive chunks, < chunk_size */
 
   planrt_embed_kind embed;
-  int64_t embed_dim;       /* hashing(dim) */
-  const char *embed_model; /* model(NAME, checkpoint: ...): not implemented in this version */
+  int64_t embed_dim;       /* hashing(dim); for model(...), the model's hidden size */
+  const char *embed_model; /* model(NAME, checkpoint: ..., pool: ...): the model's name */
   const char *embed_checkpoint;
 
   const char *index_factory; /* any faiss::index_factory string, e.g. "IVF64,Flat" */
@@ -57,9 +57,16 @@ typedef struct {
   planrt_fusion fusion;
   int64_t rrf_k; /* reciprocal-rank fusion's constant k; 0 = 60 */
 
-  planrt_rerank_kind rerank; /* model rerank: not implemented in this version */
+  planrt_rerank_kind rerank;
   planrt_guard_kind guard;
   const char *store; /* the store directory */
+
+  /* Model embedding and re-ranking (docs/RETRIEVAL.md "Models"). */
+  const char *embed_pool;                 /* "mean" (NULL) or "last" */
+  const char *rerank_model;               /* rerank = model(NAME, checkpoint: ..., top: N) */
+  const char *rerank_checkpoint;
+  int64_t rerank_top;                     /* results kept after re-ranking */
+  const planrt_retrieval_models *models;  /* the compiled entries (planrt.h) */
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]
@@ -69,7 +76,7 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
 /* The same, with the configuration as the JSON manifest planc writes for a
  * `retrieval` declaration (format planc-retrieval-1: one key per field above, enums
  * by their names in the plan language). What a planc-built executable's main calls. */
-int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest);
+int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest, const planrt_retrieval_models *models);
 
 /* Grounded generation (planrt_ground_fn of planrt.h): opens the store of the graph
  * the manifest describes (verified first), runs `question` with the graph's search
@@ -78,8 +85,8 @@ int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest);
  * documents' text, then the instructions and the question. *report is JSON:
  * {"graph", "guard", "documents": [{file, begin, end, sha256, score, flags}]}.
  * Both strings are malloc'd. Returns a planrt_status. */
-int planrt_retrieval_ground(const char *manifest, const char *question, const char *instructions, int64_t k,
-                            char **prompt, char **report);
+int planrt_retrieval_ground(const char *manifest, const planrt_retrieval_models *models, const char *question,
+                            const char *instructions, int64_t k, char **prompt, char **report);
 
 /* ---- Ingestion. */
 typedef struct {
@@ -126,10 +133,13 @@ typedef struct {
   size_t text_len;
   const planrt_guard_flag *flags; /* instruction-like spans (guard = quarantine) */
   size_t flag_count;
+  int fused_rank;      /* 1-based rank before re-ranking (rerank = model), else 0 */
+  double rerank_score; /* the re-ranker's: mean log-probability of the query given the chunk */
 } planrt_hit;
 
 /* Runs a query; the hits stay valid until the next query or close. k = 0 takes
- * the plan's `top`. */
+ * the plan's `top` (with rerank = model, its `top`). A model re-ranker re-scores
+ * the first max(top, k) fused candidates and orders them by its score. */
 planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int64_t k, planrt_search_kind mode,
                                      planrt_fusion fusion, const planrt_hit **hits, size_t *count);
 

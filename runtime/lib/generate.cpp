@@ -3,9 +3,8 @@
 // checkpoint by name, builds the prompt (grounded on a retrieval graph when the
 // plan names one), fills the key/value cache in chunks and samples one token at a
 // time. docs/GENERATE.md is its specification.
-#include "manifest_json.h"
+#include "decoder.h"
 #include "random.h"
-#include "sharded.h"
 #include "status.h"
 
 #include <algorithm>
@@ -15,11 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -31,22 +28,13 @@ namespace {
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 
-struct Param {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset = 0, count = 0;
-};
-
 struct GenManifest {
-  std::string generate, model, checkpoint, context;
-  int64_t numFloats = 0, vocab = 0, window = 0, chunk = 0, layers = 0, cacheFloats = 0;
-  std::vector<Param> params;
+  std::string generate, checkpoint, context;
+  planrt::ModelLayout model;
   int64_t maxTokens = 0, topK = 0;
   double temperature = 0;
   uint64_t seed = 0;
 };
-
-constexpr int64_t kMaxFloats = int64_t(1) << 40;
 
 planrt_status parseManifest(const char *source, GenManifest &m) {
   if (!source)
@@ -57,41 +45,16 @@ planrt_status parseManifest(const char *source, GenManifest &m) {
     if (text(j, "format", top) != "planc-generate-1")
       throw Malformed{"format is not planc-generate-1"};
     m.generate = text(j, "generate", top);
-    m.model = text(j, "model", top);
     m.checkpoint = text(j, "checkpoint", top);
     const json &ctx = field(j, "context", top);
     m.context = ctx.is_string() ? ctx.get<std::string>() : "";
-    m.numFloats = integer(j, "num_floats", top, 1, kMaxFloats);
-    m.vocab = integer(j, "vocab", top, 1, int64_t(1) << 31);
-    m.window = integer(j, "window", top, 1, int64_t(1) << 31);
-    m.chunk = integer(j, "chunk", top, 1, m.window);
-    m.layers = integer(j, "layers", top, 1, int64_t(1) << 20);
-    m.cacheFloats = integer(j, "cache_floats", top, 1, kMaxFloats);
+    planrt::readModelLayout(j, top, m.model);
+    if (m.model.width != m.model.vocab)
+      throw Malformed{"width is not the vocabulary: the entries return logits"};
     m.maxTokens = integer(j, "max_tokens", top, 1, int64_t(1) << 40);
     m.topK = integer(j, "top_k", top, 0, int64_t(1) << 31);
     m.temperature = real(j, "temperature", top, 0, 1e30);
     m.seed = uint64_t(integer(j, "seed", top, 0, INT64_MAX));
-    const json &ps = field(j, "params", top);
-    if (!ps.is_array() || ps.empty())
-      throw Malformed{"params is not a non-empty array"};
-    for (size_t i = 0; i < ps.size(); ++i) {
-      std::string where = "params[" + std::to_string(i) + "]";
-      Param p;
-      p.name = text(ps[i], "name", where);
-      p.offset = integer(ps[i], "offset", where, 0, m.numFloats);
-      p.count = integer(ps[i], "count", where, 1, m.numFloats - p.offset);
-      const json &shape = field(ps[i], "shape", where);
-      int64_t n = 1;
-      for (const json &d : shape) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 1)
-          throw Malformed{where + ".shape holds " + d.dump()};
-        p.shape.push_back(d.get<int64_t>());
-        n *= p.shape.back();
-      }
-      if (n != p.count)
-        throw Malformed{where + ".shape does not hold count elements"};
-      m.params.push_back(std::move(p));
-    }
   });
 }
 
@@ -131,40 +94,6 @@ std::optional<int64_t> toInt(const std::string &s, int64_t min) {
   if (s.empty() || *end || errno || v < min)
     return std::nullopt;
   return int64_t(v);
-}
-
-/// Reads the checkpoint `path` (a directory: its newest checkpoint, single file or
-/// sharded; or a safetensors file) into P by parameter name.
-planrt_status loadParams(const GenManifest &m, const std::string &path, float *P, std::string &used) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0)
-    return fail(PLANRT_ERR_IO, "%s: %s (the checkpoint of generate '%s'; train the model first, or pass "
-                "--checkpoint)", path.c_str(), std::strerror(errno), m.generate.c_str());
-  std::string file = path;
-  bool sharded = false;
-  if (S_ISDIR(st.st_mode)) {
-    uint64_t step = 0;
-    if (planrt_status s = planrt::latestCheckpoint(path, file, step, sharded))
-      return s;
-  }
-  used = file;
-  if (sharded) {
-    std::vector<planrt::FlatParam> layout;
-    for (const Param &p : m.params)
-      layout.push_back({p.name, p.offset, p.count});
-    std::vector<float> M(size_t(m.numFloats)), V(size_t(m.numFloats));
-    std::map<std::string, std::string> meta;
-    return planrt::shardedLoad(file, layout, P, M.data(), V.data(), meta);
-  }
-  planrt_st *st2 = nullptr;
-  if (planrt_status s = planrt_st_open(file.c_str(), &st2))
-    return s;
-  std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st2, planrt_st_close);
-  for (const Param &p : m.params)
-    if (planrt_status s = planrt_st_read(st2, p.name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(),
-                                         P + p.offset))
-      return s;
-  return PLANRT_OK;
 }
 
 /// Chooses the next token from one position's logits: the argmax at temperature
@@ -216,7 +145,8 @@ double since(std::chrono::steady_clock::time_point t0) {
 } // namespace
 
 extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestText, planrt_decode_fn prefill,
-                                    planrt_decode_fn step, const char *retrievalManifest, planrt_ground_fn ground) {
+                                    planrt_decode_fn step, const char *retrievalManifest,
+                                    const planrt_retrieval_models *models, planrt_ground_fn ground) {
   const char *argv0 = argc > 0 ? argv[0] : "generate";
   GenManifest m;
   if (parseManifest(manifestText, m) != PLANRT_OK) {
@@ -319,17 +249,17 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       char *end = nullptr;
       errno = 0;
       long long id = std::strtoll(p, &end, 10);
-      if (end == p || errno || id < 0 || id >= m.vocab)
+      if (end == p || errno || id < 0 || id >= m.model.vocab)
         return usageError(argv0, "--tokens holds '" + std::string(p, strcspn(p, " ,\t\n")) +
-                                     "', not a token id in [0, " + std::to_string(m.vocab) + ")");
+                                     "', not a token id in [0, " + std::to_string(m.model.vocab) + ")");
       tokens.push_back(int32_t(id));
       p = end;
     }
   } else {
-    if (m.vocab != 256) {
+    if (m.model.vocab != 256) {
       std::fprintf(stderr, "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
-                   "tokenizer for it; pass the prompt as token ids with --tokens\n", m.model.c_str(),
-                   (long long)m.vocab);
+                   "tokenizer for it; pass the prompt as token ids with --tokens\n", m.model.model.c_str(),
+                   (long long)m.model.vocab);
       return kExitUsage;
     }
     if (grounded) {
@@ -337,7 +267,7 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       const char *instructions = o.instructions.empty()
                                      ? "Answer the question from the documents in the DATA section."
                                      : o.instructions.c_str();
-      if (ground(retrievalManifest, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
+      if (ground(retrievalManifest, models, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
         std::fprintf(stderr, "planrt: error: retrieving the context of generate '%s' from '%s': %s\n",
                      m.generate.c_str(), m.context.c_str(), planrt_last_error());
         return kExitError;
@@ -354,9 +284,9 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
     return usageError(argv0, "the prompt is empty: there is nothing to continue");
 
   // Parameters.
-  std::vector<float> P(size_t(m.numFloats), 0.0f);
-  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint, used;
-  if (loadParams(m, ckpt, P.data(), used)) {
+  planrt::Decoder dec(m.model, prefill);
+  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint;
+  if (dec.load(ckpt, "generate '" + m.generate + "'")) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return kExitError;
   }
@@ -364,34 +294,17 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
   double temperature = o.temperature.value_or(m.temperature);
   int64_t topK = o.topK.value_or(m.topK), maxTokens = o.maxTokens.value_or(m.maxTokens);
   uint64_t seed = o.seed ? uint64_t(*o.seed) : m.seed;
-  const int64_t W = m.window, C = m.chunk, V = m.vocab;
-  std::vector<float> cache(static_cast<size_t>(m.cacheFloats), 0.0f), logits(static_cast<size_t>(C * V)),
-      stepLogits(static_cast<size_t>(V));
-  std::vector<int32_t> chunk(static_cast<size_t>(C));
+  const int64_t W = m.model.window, V = m.model.vocab;
+  std::vector<float> stepLogits(static_cast<size_t>(V));
   std::vector<int32_t> out;
   std::vector<double> logprobs;
   int64_t shifts = 0;
   const size_t promptTokens = tokens.size();
 
-  // Fills the cache with ctx[from, to) (to ≤ W) in chunks of C positions; returns
-  // the logits of position to - 1. A chunk that would end past the window starts
-  // earlier instead, recomputing positions already cached (the same values).
-  std::vector<int32_t> ctx = tokens;
-  auto fill = [&](int64_t from, int64_t to) -> const float * {
-    const float *last = nullptr;
-    for (int64_t s = from; s < to;) {
-      int64_t start = std::min(s, W - C);
-      for (int64_t i = 0; i < C; ++i)
-        chunk[size_t(i)] = start + i < to ? ctx[size_t(start + i)] : 0;
-      prefill(P.data(), chunk.data(), start, cache.data(), logits.data());
-      int64_t end = std::min(start + C, to);
-      last = logits.data() + (end - 1 - start) * V;
-      s = end;
-    }
-    return last;
-  };
   // The context keeps at most W positions: when it is full, it restarts from its
   // newest W/2 tokens (the cache is refilled from them).
+  std::vector<int32_t> ctx = tokens;
+  auto fill = [&](int64_t from, int64_t to) { return dec.run(ctx.data(), from, to); };
   auto restart = [&]() {
     int64_t keep = std::max<int64_t>(1, W / 2);
     ctx.erase(ctx.begin(), ctx.end() - keep);
@@ -414,7 +327,7 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       continue;
     }
     int64_t pos = int64_t(ctx.size()) - 1;
-    step(P.data(), &ctx[size_t(pos)], pos, cache.data(), stepLogits.data());
+    step(dec.params(), &ctx[size_t(pos)], pos, dec.cache(), stepLogits.data());
     next = stepLogits.data();
   }
   double decodeS = since(t1);
@@ -424,8 +337,8 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       text.push_back(char(id));
   if (o.json) {
     json j{{"generate", m.generate},
-           {"model", m.model},
-           {"checkpoint", used},
+           {"model", m.model.model},
+           {"checkpoint", dec.checkpoint()},
            {"prompt_tokens", promptTokens},
            {"tokens", out},
            {"logprobs", logprobs},

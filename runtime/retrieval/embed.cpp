@@ -61,3 +61,31 @@ void embedHashing(std::string_view text, int64_t dim, float *out) {
 }
 
 } // namespace planrt::rag
+
+namespace planrt::rag {
+namespace {
+
+class HashingEmbedder final : public Embedder {
+public:
+  explicit HashingEmbedder(int64_t dim) : d(dim) {}
+  int64_t dim() const override { return d; }
+  std::string describe() const override { return "hashing(" + std::to_string(d) + ")"; }
+  bool embed(std::string_view text, float *out) override {
+    if (embedWords(text).empty()) return false;
+    embedHashing(text, d, out);
+    return true;
+  }
+
+private:
+  int64_t d;
+};
+
+} // namespace
+
+planrt_status openEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out) {
+  if (cfg.embed == PLANRT_EMBED_MODEL) return openModelEmbedder(cfg, out);
+  out = std::make_unique<HashingEmbedder>(cfg.embed_dim);
+  return PLANRT_OK;
+}
+
+} // namespace planrt::rag

@@ -21,12 +21,14 @@ void usage(FILE *to, const char *argv0, const planrt_retrieval_config &cfg) {
   std::fprintf(to,
                "usage: %s ingest [--quiet]\n"
                "       %s query TEXT [--k N] [--json] [--mode vector|keyword|hybrid] [--fusion weighted|rrf]\n"
+               "                [--no-rerank]\n"
                "       %s verify\n"
                "Retrieval graph '%s', store %s (docs/RETRIEVAL.md).\n"
                "  ingest   read, verify against the manifest, chunk and embed the corpus; rebuild the store\n"
                "           atomically, re-embedding only files that changed\n"
                "  query    search the store; retrieved text is quoted data with provenance, and\n"
-               "           instruction-like spans are flagged (guard = quarantine)\n"
+               "           instruction-like spans are flagged (guard = quarantine); --no-rerank skips a\n"
+               "           model re-ranker\n"
                "  verify   check every file of the store against its checksummed manifest\n",
                exe, exe, exe, cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
 }
@@ -98,6 +100,7 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
                   {"end", h.end},
                   {"sha256", h.sha256},
                   {"text", std::string(h.text, h.text_len)}};
+      if (h.fused_rank) res["rerank"] = {{"fused_rank", h.fused_rank}, {"score", h.rerank_score}};
       if (guarded) res["flags"] = flags;
       out["results"].push_back(res);
     }
@@ -105,10 +108,12 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
   } else {
     for (size_t i = 0; i < count; ++i) {
       const planrt_hit &h = hits[i];
-      std::printf("[%zu] %s bytes %llu-%llu sha256 %.16s score %.4f (vector %s, keyword %s)\n", i + 1, h.file,
+      std::printf("[%zu] %s bytes %llu-%llu sha256 %.16s score %.4f (vector %s, keyword %s", i + 1, h.file,
                   (unsigned long long)h.begin, (unsigned long long)h.end, h.sha256, h.score,
                   h.vector_rank ? ("#" + std::to_string(h.vector_rank)).c_str() : "-",
                   h.keyword_rank ? ("#" + std::to_string(h.keyword_rank)).c_str() : "-");
+      if (h.fused_rank) std::printf(", re-ranked from #%d, log-likelihood %.4f", h.fused_rank, h.rerank_score);
+      std::printf(")\n");
       if (guarded) {
         std::vector<Flag> flags = hitFlags(h);
         for (const Flag &f : flags)
@@ -163,6 +168,7 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
       bool haveText = false, asJson = false;
       int64_t k = 0;
       planrt_search_kind mode = cfg.search;
+      planrt_retrieval_config run = cfg;
       planrt_fusion fusion = cfg.fusion;
       for (int i = 2; i < argc; ++i) {
         std::string a = argv[i];
@@ -195,6 +201,8 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
             fusion = PLANRT_FUSION_RRF;
           else
             return bad("--fusion takes weighted or rrf");
+        } else if (a == "--no-rerank") {
+          run.rerank = PLANRT_RERANK_NONE;
         } else if (!a.empty() && a[0] == '-' && a != "-") {
           return bad("query: unknown option '" + a + "'");
         } else if (!haveText) {
@@ -205,7 +213,7 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
         }
       }
       if (!haveText) return bad("query needs a TEXT");
-      return query(cfg, text, k, asJson, mode, fusion);
+      return query(run, text, k, asJson, mode, fusion);
     }
   } catch (const std::exception &e) {
     planrt::fail(PLANRT_ERR_ARG, "internal error: %s", e.what());

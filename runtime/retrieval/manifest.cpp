@@ -41,7 +41,7 @@ struct Config {
 };
 
 /// Reads a planc-retrieval-1 manifest; false (the message on stderr) if malformed.
-bool parseConfig(const char *manifest, Config &config) {
+bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Config &config) {
   planrt_retrieval_config &cfg = config.cfg;
   std::deque<std::string> &strings = config.strings;
   std::vector<const char *> &corpus = config.corpus;
@@ -79,6 +79,7 @@ bool parseConfig(const char *manifest, Config &config) {
     cfg.embed_dim = num(m, "embed_dim");
     cfg.embed_model = keep(str(m, "embed_model"));
     cfg.embed_checkpoint = keep(str(m, "embed_checkpoint"));
+    cfg.embed_pool = keep(str(m, "embed_pool"));
     cfg.index_factory = keep(str(m, "index"));
     cfg.metric = planrt_metric(choice(m, "metric", {"ip", "l2"}));
     cfg.nprobe = num(m, "nprobe");
@@ -89,6 +90,10 @@ bool parseConfig(const char *manifest, Config &config) {
     cfg.fusion = planrt_fusion(choice(m, "fusion", {"weighted", "rrf"}));
     cfg.rrf_k = num(m, "rrf_k");
     cfg.rerank = planrt_rerank_kind(choice(m, "rerank", {"none", "model"}));
+    cfg.rerank_model = keep(str(m, "rerank_model"));
+    cfg.rerank_checkpoint = keep(str(m, "rerank_checkpoint"));
+    cfg.rerank_top = num(m, "rerank_top");
+    cfg.models = models;
     cfg.guard = planrt_guard_kind(choice(m, "guard", {"quarantine", "off"}));
     cfg.store = keep(str(m, "store"));
   } catch (const Malformed &e) {
@@ -103,22 +108,24 @@ bool parseConfig(const char *manifest, Config &config) {
 
 } // namespace
 
-extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest) {
+extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest,
+                                              const planrt_retrieval_models *models) {
   static Config config;  // borrowed for the whole run
-  if (!parseConfig(manifest, config)) {
+  if (!parseConfig(manifest, models, config)) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
   }
   return planrt_retrieval_main(argc, argv, &config.cfg);
 }
 
-extern "C" int planrt_retrieval_ground(const char *manifest, const char *question, const char *instructions,
-                                       int64_t k, char **prompt, char **report) {
+extern "C" int planrt_retrieval_ground(const char *manifest, const planrt_retrieval_models *models,
+                                       const char *question, const char *instructions, int64_t k, char **prompt,
+                                       char **report) {
   Config config;
   if (!prompt || !report || !question || !instructions)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ground: null argument");
   *prompt = *report = nullptr;
-  if (!parseConfig(manifest, config))
+  if (!parseConfig(manifest, models, config))
     return PLANRT_ERR_FORMAT;
   planrt_retriever *r = nullptr;
   if (planrt_status s = planrt_retriever_open(&config.cfg, &r))
@@ -137,6 +144,8 @@ extern "C" int planrt_retrieval_ground(const char *manifest, const char *questio
                        {"kind", hits[i].flags[f].kind}, {"score", hits[i].flags[f].score}});
     docs.push_back({{"file", hits[i].file}, {"begin", hits[i].begin}, {"end", hits[i].end},
                     {"sha256", hits[i].sha256}, {"score", hits[i].score}, {"flags", flags}});
+    if (hits[i].fused_rank)
+      docs.back()["rerank"] = {{"fused_rank", hits[i].fused_rank}, {"score", hits[i].rerank_score}};
   }
   std::string text;
   if (quarantine) {

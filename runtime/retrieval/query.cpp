@@ -44,6 +44,7 @@ using namespace planrt::rag;
 struct planrt_retriever {
   planrt_retrieval_config cfg;
   Store store;
+  std::unique_ptr<Reranker> reranker; ///< null for rerank = none
   std::vector<planrt_hit> hits;
   std::vector<std::vector<planrt_guard_flag>> flags;
 };
@@ -55,6 +56,7 @@ planrt_status planrt_retriever_open(const planrt_retrieval_config *cfg, planrt_r
     auto r = std::make_unique<planrt_retriever>();
     r->cfg = *cfg;
     if (planrt_status s = openStore(*cfg, &r->store)) return s;
+    if (planrt_status s = openReranker(*cfg, r->reranker)) return s;
     *out = r.release();
     return PLANRT_OK;
   } catch (const std::exception &e) {
@@ -72,17 +74,18 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   *count = 0;
   const planrt_retrieval_config &cfg = r->cfg;
   Store &st = r->store;
-  if (k == 0) k = cfg.top;
+  if (k == 0) k = r->reranker ? cfg.rerank_top : cfg.top;
   // Each side contributes its best max(top, k) candidates.
   int64_t depth = std::min<int64_t>(std::max<int64_t>(cfg.top, k), int64_t(st.chunks.size()));
   std::vector<Scored> vec, kw;
   try {
-    // A query without words embeds to zero, which is equally near everything: no vector side.
-    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0 && !embedWords(text).empty()) {
+    // A query with nothing to embed (no word for hashing) would be equally near
+    // everything: no vector side.
+    std::vector<float> q(size_t(st.dim));
+    if (mode != PLANRT_SEARCH_KEYWORD && depth > 0 && st.embedder->embed(text, q.data())) {
       size_t d = size_t(depth);
-      std::vector<float> q(size_t(st.dim)), dist(d);
+      std::vector<float> dist(d);
       std::vector<faiss::Index::idx_t> ids(d);
-      embedHashing(text, st.dim, q.data());
       st.index->search(1, q.data(), depth, dist.data(), ids.data());
       bool l2 = cfg.metric == PLANRT_METRIC_L2;
       for (int64_t i = 0; i < depth; ++i)
@@ -113,6 +116,28 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   }
   std::vector<Fused> fused =
       fuse(vec, kw, fusion, cfg.vector_weight, cfg.keyword_weight, cfg.rrf_k > 0 ? double(cfg.rrf_k) : kRrfK);
+  // A model re-ranker orders the first max(top, k) fused candidates by its score
+  // (ties: the fused order).
+  std::vector<std::pair<int, double>> reranked(fused.size()); // fused rank, re-ranker's score
+  if (r->reranker) {
+    if (fused.size() > size_t(depth)) fused.resize(size_t(depth));
+    std::vector<size_t> order(fused.size());
+    for (size_t i = 0; i < fused.size(); ++i) {
+      order[i] = i;
+      const Chunk &c = st.chunks[size_t(fused[i].id)];
+      reranked[i] = {int(i + 1), r->reranker->score(c.text, text)};
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return reranked[a].second > reranked[b].second; });
+    std::vector<Fused> f2;
+    std::vector<std::pair<int, double>> r2;
+    for (size_t i : order) {
+      f2.push_back(fused[i]);
+      r2.push_back(reranked[i]);
+    }
+    fused.swap(f2);
+    reranked.swap(r2);
+  }
   if (fused.size() > size_t(k)) fused.resize(size_t(k));
   r->hits.clear();
   r->flags.clear();
@@ -138,6 +163,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
     h.text_len = c.text.size();
     h.flags = r->flags[i].data();
     h.flag_count = r->flags[i].size();
+    h.fused_rank = reranked[i].first;
+    h.rerank_score = reranked[i].second;
     r->hits.push_back(h);
   }
   *hits = r->hits.data();

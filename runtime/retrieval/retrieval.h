@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,35 @@ std::vector<std::string> embedWords(std::string_view text);
 /// L2-normalised (all zero when the text has no word).
 void embedHashing(std::string_view text, int64_t dim, float *out);
 
+/// What turns text into the store's vectors.
+class Embedder {
+public:
+  virtual ~Embedder() = default;
+  virtual int64_t dim() const = 0;
+  /// What a store's fingerprint records of it ("hashing(384)", "model(tiny,…,params:…)"):
+  /// a store embedded by another embedder is rebuilt by ingest, refused by query.
+  virtual std::string describe() const = 0;
+  /// Writes dim() floats, L2-normalised; false (nothing written) when the text has
+  /// nothing to embed (no word for hashing, no byte for a model).
+  virtual bool embed(std::string_view text, float *out) = 0;
+};
+/// The configuration's embedder: hashing(dim), or model(...) with its checkpoint
+/// loaded (model.cpp).
+planrt_status openEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out);
+
+// ---- model.cpp: a compiled model as embedder and re-ranker.
+/// A model embedder (cfg.embed == PLANRT_EMBED_MODEL).
+planrt_status openModelEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out);
+class Reranker {
+public:
+  virtual ~Reranker() = default;
+  /// The mean log-probability of the query's bytes following the chunk's
+  /// (docs/RETRIEVAL.md "Models"): larger is more relevant.
+  virtual double score(std::string_view chunk, std::string_view query) = 0;
+};
+/// The model re-ranker with its checkpoint loaded; null for rerank = none.
+planrt_status openReranker(const planrt_retrieval_config &cfg, std::unique_ptr<Reranker> &out);
+
 // ---- fusion (query.cpp).
 struct Scored {
   int64_t id;
@@ -109,7 +139,7 @@ std::vector<Flag> hitFlags(const planrt_hit &hit);
 // ---- store.cpp.
 /// What the configuration contributes to a store's contents (chunker, embedder,
 /// index): stores built under another fingerprint are not reused or queried.
-std::string configText(const planrt_retrieval_config &cfg);
+std::string configText(const planrt_retrieval_config &cfg, const Embedder &embedder);
 /// Checks the configuration's values (sizes, kinds, strings) before any work.
 planrt_status checkConfig(const planrt_retrieval_config &cfg);
 /// The store directory, resolved against the base directory.

@@ -13,6 +13,7 @@
 #include <faiss/index_io.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -106,7 +107,7 @@ std::string manifestChecksum(json m) {
 // The manifest, checked: readable, JSON, our format, its own checksum, our graph
 // and fingerprint. Nothing else in the store has been read yet.
 planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::string &dir, json &m,
-                                bool checkFingerprint) {
+                                const std::string *fingerprint) {
   std::string path = dir + "/" + kManifest, text;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
@@ -135,10 +136,10 @@ planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::s
   if (graph != cfg.graph)
     return fail(PLANRT_ERR_MISMATCH, "%s: the store belongs to retrieval graph '%s', not '%s'", dir.c_str(),
                 graph.c_str(), cfg.graph);
-  if (checkFingerprint && m["config"] != configText(cfg))
+  if (fingerprint && m["config"] != *fingerprint)
     return fail(PLANRT_ERR_MISMATCH,
                 "%s: the store was built with another configuration (%s; the plan has %s): run ingest to rebuild it",
-                dir.c_str(), m["config"].get<std::string>().c_str(), configText(cfg).c_str());
+                dir.c_str(), m["config"].get<std::string>().c_str(), fingerprint->c_str());
   return PLANRT_OK;
 }
 
@@ -275,7 +276,8 @@ planrt_status writeKeyword(const Built &b, const std::string &path) {
 }
 
 // Writes every part into `tmp`, then the manifest over them.
-planrt_status writeStore(const planrt_retrieval_config &cfg, const Built &b, const std::string &tmp) {
+planrt_status writeStore(const planrt_retrieval_config &cfg, const std::string &fingerprint, const Built &b,
+                         const std::string &tmp) {
   if (planrt_status s = makeDirs(tmp)) return s;
   std::string chunks, sources;
   for (size_t i = 0; i < b.chunks.size(); ++i) {
@@ -294,7 +296,7 @@ planrt_status writeStore(const planrt_retrieval_config &cfg, const Built &b, con
   if (planrt_status s = writeKeyword(b, tmp + "/" + kXapian)) return s;
   std::vector<std::string> files;
   listFiles(tmp, "", files);
-  json m = {{"format", kFormat},    {"graph", cfg.graph},        {"config", configText(cfg)},
+  json m = {{"format", kFormat},    {"graph", cfg.graph},        {"config", fingerprint},
             {"dim", cfg.embed_dim}, {"chunks", b.chunks.size()}, {"files", json::object()}};
   for (const auto &f : files) {
     std::string data;
@@ -345,7 +347,8 @@ struct Previous {
   std::vector<float> vectors;
 };
 
-planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string &dir, Previous &prev) {
+planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string &fingerprint, const std::string &dir,
+                           Previous &prev) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return PLANRT_OK;
   if (!S_ISDIR(st.st_mode)) return fail(PLANRT_ERR_IO, "%s: exists and is not a directory", dir.c_str());
@@ -355,14 +358,14 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
   if (!isFile(dir + "/" + kManifest))
     return fail(PLANRT_ERR_IO, "%s: exists and is not a retrieval store; refusing to replace it", dir.c_str());
   json m;
-  if (planrt_status s = readStoreManifest(cfg, dir, m, /*checkFingerprint=*/false)) return s;
+  if (planrt_status s = readStoreManifest(cfg, dir, m, nullptr)) return s;
   Verified bytes;
   if (checkStoreFiles(dir, m, bytes) != PLANRT_OK) {
     // Our graph's store, damaged: nothing in it is trusted or reused; it is rebuilt.
     std::fprintf(stderr, "planrt: warning: %s; rebuilding the store from scratch\n", planrt_last_error());
     return PLANRT_OK;
   }
-  if (m["config"] != configText(cfg)) return PLANRT_OK; // rebuilt from scratch
+  if (m["config"] != fingerprint) return PLANRT_OK; // rebuilt from scratch
   if (planrt_status s = parseChunks(dir, bytes[kChunks], prev.chunks)) return s;
   if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors)) return s;
   return forEachJsonLine(bytes[kSources], [&](const json &s, size_t line) {
@@ -410,12 +413,12 @@ void drawProgress(size_t done, size_t total) {
 
 } // namespace
 
-std::string configText(const planrt_retrieval_config &cfg) {
+std::string configText(const planrt_retrieval_config &cfg, const Embedder &embedder) {
   char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "chunk=%s(%lld,overlap:%lld) embed=hashing(%lld) index=faiss(\"%s\",%s) keyword=bm25(stem:%s)",
-                chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap, (long long)cfg.embed_dim,
-                cfg.index_factory ? cfg.index_factory : "", cfg.metric == PLANRT_METRIC_L2 ? "l2" : "ip", kStemmer);
+  std::snprintf(buf, sizeof buf, "chunk=%s(%lld,overlap:%lld) embed=%s index=faiss(\"%s\",%s) keyword=bm25(stem:%s)",
+                chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap,
+                embedder.describe().c_str(), cfg.index_factory ? cfg.index_factory : "",
+                cfg.metric == PLANRT_METRIC_L2 ? "l2" : "ip", kStemmer);
   return buf;
 }
 
@@ -432,12 +435,15 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
     return fail(PLANRT_ERR_ARG,
                 "%schunk = %s(%lld, overlap: %lld): the size must be positive and the overlap in [0, size)", w.c_str(),
                 chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap);
-  if (cfg.embed == PLANRT_EMBED_MODEL)
-    return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(%s) embedder (use hashing(dim: N))",
-                w.c_str(), cfg.embed_model ? cfg.embed_model : "");
+  if (cfg.embed == PLANRT_EMBED_MODEL && (!cfg.embed_model || !*cfg.embed_model || !cfg.embed_checkpoint ||
+                                           !*cfg.embed_checkpoint))
+    return fail(PLANRT_ERR_ARG, "%sembed = model(...) without a model name and checkpoint", w.c_str());
+  if (cfg.embed_pool && *cfg.embed_pool && std::strcmp(cfg.embed_pool, "mean") != 0 &&
+      std::strcmp(cfg.embed_pool, "last") != 0)
+    return fail(PLANRT_ERR_ARG, "%sembed pool '%s': mean or last", w.c_str(), cfg.embed_pool);
   if (cfg.embed_dim < 1 || cfg.embed_dim > 65536)
-    return fail(PLANRT_ERR_ARG, "%shashing(dim: %lld): the dimension must be in [1, 65536]", w.c_str(),
-                (long long)cfg.embed_dim);
+    return fail(PLANRT_ERR_ARG, "%s%s(dim: %lld): the dimension must be in [1, 65536]", w.c_str(),
+                cfg.embed == PLANRT_EMBED_MODEL ? "model" : "hashing", (long long)cfg.embed_dim);
   if (!cfg.index_factory || !*cfg.index_factory)
     return fail(PLANRT_ERR_ARG, "%sno FAISS index factory string", w.c_str());
   if (cfg.top < 1)
@@ -448,17 +454,20 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
                 cfg.vector_weight, cfg.keyword_weight);
   if (cfg.rrf_k < 0) return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
   if (cfg.nprobe < 0) return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
-  if (cfg.rerank == PLANRT_RERANK_MODEL)
-    return fail(PLANRT_ERR_ARG, "%snot implemented in this version: model(...) reranker (use rerank = none)",
-                w.c_str());
+  if (cfg.rerank == PLANRT_RERANK_MODEL &&
+      (!cfg.rerank_model || !*cfg.rerank_model || !cfg.rerank_checkpoint || !*cfg.rerank_checkpoint ||
+       cfg.rerank_top < 1))
+    return fail(PLANRT_ERR_ARG, "%srerank = model(...) needs a model name, a checkpoint and top ≥ 1", w.c_str());
   return PLANRT_OK;
 }
 
 planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   if (planrt_status s = checkConfig(cfg)) return s;
-  std::string dir = storePath(cfg);
+  std::unique_ptr<Embedder> embedder;
+  if (planrt_status s = openEmbedder(cfg, embedder)) return s;
+  std::string dir = storePath(cfg), fingerprint = configText(cfg, *embedder);
   json m;
-  if (planrt_status s = readStoreManifest(cfg, dir, m, true)) return s;
+  if (planrt_status s = readStoreManifest(cfg, dir, m, &fingerprint)) return s;
   Verified bytes;
   if (planrt_status s = checkStoreFiles(dir, m, bytes)) return s;
   if (!store) return PLANRT_OK;
@@ -466,6 +475,7 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   // memory they were hashed in (Xapian alone reopens its files).
   store->dir = dir;
   store->dim = m["dim"];
+  store->embedder = std::move(embedder);
   if (planrt_status s = parseChunks(dir, bytes[kChunks], store->chunks)) return s;
   if (store->chunks.size() != m["chunks"].get<size_t>() || store->dim != cfg.embed_dim)
     return fail(PLANRT_ERR_FORMAT, "%s: the manifest's chunk count or dimension disagrees with the store", dir.c_str());
@@ -507,9 +517,11 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
       std::unique_ptr<faiss::Index> probe;
       if (planrt_status s = makeIndex(cfg, probe)) return s;
     }
-    std::string dir = storePath(cfg);
+    std::unique_ptr<Embedder> embedder;
+    if (planrt_status s = openEmbedder(cfg, embedder)) return s;
+    std::string dir = storePath(cfg), fingerprint = configText(cfg, *embedder);
     Previous prev;
-    if (planrt_status s = readPrevious(cfg, dir, prev)) return s;
+    if (planrt_status s = readPrevious(cfg, fingerprint, dir, prev)) return s;
     std::vector<SourceFile> files;
     if (planrt_status s = loadCorpus(cfg, files, progress)) return s;
 
@@ -539,7 +551,8 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
           c.text = f.text.substr(sp.begin, sp.end - sp.begin);
           c.sha256 = sha256Hex(c.text);
           b.vectors.resize(b.vectors.size() + dim);
-          embedHashing(c.text, cfg.embed_dim, b.vectors.data() + b.vectors.size() - dim);
+          float *v = b.vectors.data() + b.vectors.size() - dim;
+          if (!embedder->embed(c.text, v)) std::fill(v, v + dim, 0.0f);
           b.chunks.push_back(std::move(c));
           ++rep.chunks_embedded;
         }
@@ -565,7 +578,7 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
     removeStale(dir);
     removeTree(tmp);
     if (planrt_status s = makeDirs(dirName(dir))) return s;
-    planrt_status s = writeStore(cfg, b, tmp);
+    planrt_status s = writeStore(cfg, fingerprint, b, tmp);
     if (s == PLANRT_OK) s = swapIn(tmp, dir);
     if (s != PLANRT_OK) removeTree(tmp);
     if (s == PLANRT_OK && report) *report = rep;

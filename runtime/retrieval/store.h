@@ -22,6 +22,7 @@ struct Store {
   std::vector<Chunk> chunks;
   std::unique_ptr<faiss::Index> index;
   Xapian::Database keyword;
+  std::unique_ptr<Embedder> embedder; ///< the configuration's, for queries
 };
 
 /// Verifies the store (manifest checksum, graph, fingerprint, every file's sha256,

@@ -293,14 +293,18 @@ class GPT2(nn.Module):
         self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width, eps=1e-5)
 
-    def logits(self, tokens):
+    def hidden(self, tokens):
+        """The final hidden states (after ln_f), which the output head projects."""
         T = tokens.shape[1]
         if T > self.context:
             raise ValueError("sequence of %d tokens is longer than the context %d" % (T, self.context))
         x = self.wte(tokens) + self.wpe(torch.arange(T))
         for block in self.h:
             x = block(x)
-        return self.ln_f(x) @ self.wte.weight.t()
+        return self.ln_f(x)
+
+    def logits(self, tokens):
+        return self.hidden(tokens) @ self.wte.weight.t()
 
     def forward(self, tokens, targets):
         logits = self.logits(tokens)

@@ -456,11 +456,18 @@ TEST(BadInput, Configuration) {
   g.cfg.embed = PLANRT_EMBED_MODEL;
   g.cfg.embed_model = "tiny";
   EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
-  EXPECT_NE(error().find("not implemented in this version: model(tiny) embedder"), std::string::npos) << error();
+  EXPECT_NE(error().find("embed = model(...) without a model name and checkpoint"), std::string::npos) << error();
+  // A configuration written by hand, without the entries planc compiles for the model.
+  g.cfg.embed_checkpoint = "ckpt/tiny";
+  EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
+  EXPECT_NE(error().find("embed = model(...) of retrieval graph 'docs': this executable has no compiled entry for it"),
+            std::string::npos)
+      << error();
   g.cfg.embed = PLANRT_EMBED_HASHING;
   g.cfg.rerank = PLANRT_RERANK_MODEL;
   EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
-  EXPECT_NE(error().find("not implemented in this version: model(...) reranker"), std::string::npos) << error();
+  EXPECT_NE(error().find("rerank = model(...) needs a model name, a checkpoint and top ≥ 1"), std::string::npos)
+      << error();
   g.cfg.rerank = PLANRT_RERANK_NONE;
   g.cfg.chunk_overlap = 12;
   g.cfg.plan_file = "docs.plan";

@@ -1,10 +1,13 @@
 // `plan-retrieval-abi`: a retrieval declaration becomes an executable: its graph
 // (corpus, manifest, chunker, embedder, FAISS factory, search and fusion, guard,
-// store) as the manifest constant `planc_retrieval_manifest`, and a `main` that
-// hands it to the runtime (planrt_retrieval_main_manifest, docs/RETRIEVAL.md).
+// store) as the manifest constant `planc_retrieval_manifest`, and for model
+// embedders and re-rankers their decoding entries and manifests. `plan-emit-main`
+// adds the `main` that hands them to the runtime (planrt_retrieval_main_manifest,
+// docs/RETRIEVAL.md).
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Generate/Decode.h"
 #include "plan/Retrieval/Retrieval.h"
 
 #include "mlir/IR/Builders.h"
@@ -20,17 +23,61 @@ namespace plan {
 using namespace mlir;
 using namespace plan;
 
-LogicalResult retrieval::checkSupported(pl::RetrievalOp r) {
-  if (r.getEmbed() == pl::EmbedKind::model)
-    return r.emitError() << "embed = model(...) is not implemented by the retrieval runtime in this version of "
-                            "planc; use hashing(dim: N)";
-  if (r.getRerankModel())
-    return r.emitError() << "rerank = model(...) is not implemented by the retrieval runtime in this version of "
-                            "planc; use rerank = none";
-  return success();
+FailureOr<retrieval::Models> retrieval::emitModels(ModuleOp module, pl::RetrievalOp r) {
+  Models out;
+  auto one = [&](FlatSymbolRefAttr ref, StringRef role, StringRef entry, decode::Output output) -> LogicalResult {
+    std::string what = (role + " = model(" + ref.getValue() + ")").str();
+    auto model = module.lookupSymbol<func::FuncOp>(ref);
+    if (!model || !model->hasAttr("nn.model"))
+      return r.emitOpError() << "needs model '" << ref.getValue() << "' expanded to nn first (convert-plan-to-nn)";
+    auto vocab = model->getAttrOfType<IntegerAttr>("nn.vocab");
+    auto maxSeq = model->getAttrOfType<IntegerAttr>("nn.max_seq");
+    if (!vocab || vocab.getInt() != 256) {
+      InFlightDiagnostic d = r.emitError() << what << ": retrieval feeds a model text as bytes, and model '"
+                                           << ref.getValue() << "' has a vocabulary of "
+                                           << (vocab ? vocab.getInt() : 0) << " tokens, not 256";
+      d.attachNote(model.getLoc()) << "model '" << ref.getValue() << "' is declared here";
+      return failure();
+    }
+    if (!maxSeq || maxSeq.getInt() <= 0) {
+      InFlightDiagnostic d = r.emitError()
+                             << what << ": not implemented in this version for a model without a positional table "
+                             << "(rotary positions): the window its texts are cut into is the table's length";
+      d.attachNote(model.getLoc()) << "model '" << ref.getValue() << "' is declared here";
+      return failure();
+    }
+    int64_t window = maxSeq.getInt(), chunk = std::min(window, decode::kPrefillChunk);
+    decode::Params params = decode::paramsOf(model);
+    FailureOr<decode::Entry> e = decode::emitEntry(module, r, what, model, params, entry, chunk, window, output);
+    if (failed(e))
+      return failure();
+    if (output == decode::Output::Hidden)
+      out.embedDim = e->width;
+    llvm::json::Object m{{"format", "planc-model-1"}, {"role", role}};
+    for (auto &kv : decode::layoutJson(model, params, vocab.getInt(), window, chunk, *e))
+      m.try_emplace(kv.first, std::move(kv.second));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(m));
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    emitStringGlobal(b, r.getLoc(), (entry + "_manifest").str(), text);
+    return success();
+  };
+  if (r.getEmbed() == pl::EmbedKind::model) {
+    out.embed = true;
+    if (failed(one(r.getEmbedModelAttr(), "embed", "planc_embed", decode::Output::Hidden)))
+      return failure();
+  }
+  if (auto ref = r.getRerankModelAttr()) {
+    out.rerank = true;
+    if (failed(one(ref, "rerank", "planc_rerank", decode::Output::Logits)))
+      return failure();
+  }
+  return out;
 }
 
-std::string retrieval::manifest(pl::RetrievalOp r) {
+std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
   StringRef base = r.getBaseDir();
   llvm::json::Array corpus;
   for (Attribute a : r.getCorpus())
@@ -53,9 +100,10 @@ std::string retrieval::manifest(pl::RetrievalOp r) {
       {"chunk_size", int64_t(r.getChunkSizeAttr().getInt())},
       {"chunk_overlap", int64_t(r.getChunkOverlapAttr().getInt())},
       {"embed", pl::stringifyEmbedKind(r.getEmbed())},
-      {"embed_dim", int64_t(r.getEmbedDimAttr().getInt())},
+      {"embed_dim", models.embed ? models.embedDim : int64_t(r.getEmbedDimAttr().getInt())},
       {"embed_model", r.getEmbedModel() ? r.getEmbedModel()->str() : std::string()},
-      {"embed_checkpoint", resolvePlanPath(base, r.getEmbedCheckpoint())},
+      {"embed_checkpoint", models.embed ? resolvePlanPath(base, r.getEmbedCheckpoint()) : std::string()},
+      {"embed_pool", r.getPool()},
       {"index", r.getIndex()},
       {"metric", pl::stringifyMetric(r.getMetric())},
       {"nprobe", int64_t(r.getNprobeAttr().getInt())},
@@ -66,6 +114,9 @@ std::string retrieval::manifest(pl::RetrievalOp r) {
       {"fusion", pl::stringifyFusion(r.getFusion())},
       {"rrf_k", int64_t(r.getRrfKAttr().getInt())},
       {"rerank", r.getRerankModel() ? "model" : "none"},
+      {"rerank_model", r.getRerankModel() ? r.getRerankModel()->str() : std::string()},
+      {"rerank_checkpoint", models.rerank ? resolvePlanPath(base, r.getRerankCheckpoint()) : std::string()},
+      {"rerank_top", int64_t(r.getRerankTopAttr().getInt())},
       {"guard", pl::stringifyGuard(r.getGuard())},
       {"store", resolvePlanPath(base, r.getStore())}};
   std::string out;
@@ -94,26 +145,16 @@ struct PlanRetrievalABI : plan::impl::PlanRetrievalABIBase<PlanRetrievalABI> {
       return signalPassFailure();
     }
     pl::RetrievalOp r = graphs.front();
-    if (failed(retrieval::checkSupported(r)))
+    FailureOr<retrieval::Models> models = retrieval::emitModels(module, r);
+    if (failed(models))
       return signalPassFailure();
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(module.getBody());
-    Location loc = r.getLoc();
-    retrieval::emitStringGlobal(b, loc, "planc_retrieval_manifest", retrieval::manifest(r));
-    auto i32 = b.getI32Type();
-    auto ptr = LLVM::LLVMPointerType::get(&getContext());
-    LLVM::LLVMFuncOp::create(b, loc, "planrt_retrieval_main_manifest",
-                             LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr}));
-    auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
-    Block *e = main.addEntryBlock(b);
-    b.setInsertionPointToStart(e);
-    Value m = LLVM::AddressOfOp::create(b, loc, ptr, "planc_retrieval_manifest");
-    auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_retrieval_main_manifest",
-                                     ValueRange{e->getArgument(0), e->getArgument(1), m});
-    LLVM::ReturnOp::create(b, loc, call.getResult());
+    retrieval::emitStringGlobal(b, r.getLoc(), "planc_retrieval_manifest", retrieval::manifest(r, *models));
     // The plan is consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
-      if (isa<pl::PlanDialect>(op.getDialect()) || isa<func::FuncOp>(op))
+      if (isa<pl::PlanDialect>(op.getDialect()) ||
+          (isa<func::FuncOp>(op) && !cast<func::FuncOp>(op).getName().starts_with("planc_")))
         op.erase();
   }
 };

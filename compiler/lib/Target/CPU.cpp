@@ -55,6 +55,8 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     ModuleOp m = getOperation();
     if (m.lookupSymbol("planc_generate_manifest"))
       return emitGenerateMain(m);
+    if (m.lookupSymbol("planc_retrieval_manifest"))
+      return emitRetrievalMain(m);
     if (!m.lookupSymbol("planc_manifest"))
       return;
     OpBuilder b(m.getBodyRegion());
@@ -84,8 +86,47 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     LLVM::ReturnOp::create(b, loc, call.getResult());
   }
 
+  /// `planc_retrieval_models`, the planrt_retrieval_models of planrt.h: the model
+  /// embedder's and re-ranker's manifests and entries, null where the graph has none.
+  void emitModels(OpBuilder &b, ModuleOp m, Location loc) {
+    auto ptr = LLVM::LLVMPointerType::get(&getContext());
+    auto st = LLVM::LLVMStructType::getLiteral(&getContext(), {ptr, ptr, ptr, ptr});
+    auto g = LLVM::GlobalOp::create(b, loc, st, /*isConstant=*/true, LLVM::Linkage::Internal,
+                                    "planc_retrieval_models", Attribute());
+    OpBuilder::InsertionGuard guard(b);
+    b.createBlock(&g.getInitializerRegion());
+    Value v = LLVM::UndefOp::create(b, loc, st);
+    int64_t i = 0;
+    for (StringRef sym : {"planc_embed_manifest", "planc_embed", "planc_rerank_manifest", "planc_rerank"}) {
+      Value f = m.lookupSymbol(sym) ? Value(LLVM::AddressOfOp::create(b, loc, ptr, sym))
+                                    : Value(LLVM::ZeroOp::create(b, loc, ptr));
+      v = LLVM::InsertValueOp::create(b, loc, v, f, ArrayRef<int64_t>{i++});
+    }
+    LLVM::ReturnOp::create(b, loc, v);
+  }
+
+  /// `main(argc, argv)` → planrt_retrieval_main_manifest(argc, argv, manifest, models).
+  void emitRetrievalMain(ModuleOp m) {
+    OpBuilder b(m.getBodyRegion());
+    b.setInsertionPointToEnd(m.getBody());
+    Location loc = m.getLoc();
+    auto ptr = LLVM::LLVMPointerType::get(&getContext());
+    auto i32 = b.getI32Type();
+    emitModels(b, m, loc);
+    LLVM::LLVMFuncOp::create(b, loc, "planrt_retrieval_main_manifest",
+                             LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr, ptr}));
+    auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
+    Block *e = main.addEntryBlock(b);
+    b.setInsertionPointToStart(e);
+    SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
+    for (StringRef sym : {"planc_retrieval_manifest", "planc_retrieval_models"})
+      args.push_back(LLVM::AddressOfOp::create(b, loc, ptr, sym));
+    auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_retrieval_main_manifest", args);
+    LLVM::ReturnOp::create(b, loc, call.getResult());
+  }
+
   /// `main(argc, argv)` → planrt_generate_main(argc, argv, manifest, prefill, step,
-  /// retrieval manifest, ground), the last two null without a context graph.
+  /// retrieval manifest, models, ground), the last three null without a context graph.
   void emitGenerateMain(ModuleOp m) {
     OpBuilder b(m.getBodyRegion());
     b.setInsertionPointToEnd(m.getBody());
@@ -100,21 +141,24 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
       }
     bool grounded = m.lookupSymbol("planc_retrieval_manifest") != nullptr;
     LLVM::LLVMFuncOp::create(b, loc, "planrt_generate_main",
-                             LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr, ptr, ptr, ptr, ptr}));
-    if (grounded)
+                             LLVM::LLVMFunctionType::get(i32, {i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr}));
+    if (grounded) {
+      emitModels(b, m, loc);
       LLVM::LLVMFuncOp::create(b, loc, "planrt_retrieval_ground",
-                               LLVM::LLVMFunctionType::get(i32, {ptr, ptr, b.getI64Type(), ptr, ptr}));
+                               LLVM::LLVMFunctionType::get(i32, {ptr, ptr, ptr, ptr, b.getI64Type(), ptr, ptr}));
+    }
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);
     b.setInsertionPointToStart(e);
     auto addr = [&](StringRef sym) -> Value {
-      if (!grounded && (sym == "planc_retrieval_manifest" || sym == "planrt_retrieval_ground"))
+      if (!grounded && (sym == "planc_retrieval_manifest" || sym == "planc_retrieval_models" ||
+                        sym == "planrt_retrieval_ground"))
         return LLVM::ZeroOp::create(b, loc, ptr);
       return LLVM::AddressOfOp::create(b, loc, ptr, sym);
     };
     SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
     for (StringRef sym : {"planc_generate_manifest", "planc_prefill", "planc_step", "planc_retrieval_manifest",
-                          "planrt_retrieval_ground"})
+                          "planc_retrieval_models", "planrt_retrieval_ground"})
       args.push_back(addr(sym));
     auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_generate_main", args);
     LLVM::ReturnOp::create(b, loc, call.getResult());

@@ -56,25 +56,42 @@ llvm.func @helper() {
 // -----
 
 // A generation executable: planrt_generate_main(argc, argv, manifest, prefill, step,
-// retrieval manifest, ground), the last two the graph's manifest and
+// retrieval manifest, models, ground), the last three the graph's manifest, its
+// compiled models (planrt_retrieval_models: null entries where it has none) and
 // planrt_retrieval_ground when the plan names a context.
-// CHECK: llvm.func @planrt_generate_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK: llvm.func @planrt_retrieval_ground(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: llvm.func @planrt_generate_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: llvm.mlir.global internal constant @planc_retrieval_models() {{.*}} : !llvm.struct<(ptr, ptr, ptr, ptr)> {
+// CHECK-NEXT: %[[U:.*]] = llvm.mlir.undef : !llvm.struct<(ptr, ptr, ptr, ptr)>
+// CHECK-NEXT: %[[EM:.*]] = llvm.mlir.addressof @planc_embed_manifest : !llvm.ptr
+// CHECK-NEXT: %[[S0:.*]] = llvm.insertvalue %[[EM]], %[[U]][0]
+// CHECK-NEXT: %[[E:.*]] = llvm.mlir.addressof @planc_embed : !llvm.ptr
+// CHECK-NEXT: %[[S1:.*]] = llvm.insertvalue %[[E]], %[[S0]][1]
+// CHECK-NEXT: %[[Z:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[S2:.*]] = llvm.insertvalue %[[Z]], %[[S1]][2]
+// CHECK-NEXT: %[[Z2:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[S3:.*]] = llvm.insertvalue %[[Z2]], %[[S2]][3]
+// CHECK-NEXT: llvm.return %[[S3]]
+// CHECK: llvm.func @planrt_retrieval_ground(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-LABEL: llvm.func @main(
 // CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
 // CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_generate_manifest : !llvm.ptr
 // CHECK-NEXT: %[[P:.*]] = llvm.mlir.addressof @planc_prefill : !llvm.ptr
 // CHECK-NEXT: %[[S:.*]] = llvm.mlir.addressof @planc_step : !llvm.ptr
 // CHECK-NEXT: %[[R:.*]] = llvm.mlir.addressof @planc_retrieval_manifest : !llvm.ptr
+// CHECK-NEXT: %[[MO:.*]] = llvm.mlir.addressof @planc_retrieval_models : !llvm.ptr
 // CHECK-NEXT: %[[G:.*]] = llvm.mlir.addressof @planrt_retrieval_ground : !llvm.ptr
-// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_generate_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[P]], %[[S]], %[[R]], %[[G]])
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_generate_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[P]], %[[S]], %[[R]], %[[MO]], %[[G]])
 // CHECK-NEXT: llvm.return %[[RC]] : i32
 llvm.mlir.global internal constant @planc_generate_manifest("{}\00") {addr_space = 0 : i32}
 llvm.mlir.global internal constant @planc_retrieval_manifest("{}\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @planc_embed_manifest("{}\00") {addr_space = 0 : i32}
 llvm.func @planc_prefill(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
   llvm.return
 }
 llvm.func @planc_step(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+llvm.func @planc_embed(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
   llvm.return
 }
 
@@ -84,11 +101,34 @@ llvm.func @planc_step(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: 
 // CHECK-LABEL: llvm.func @main(
 // CHECK: %[[Z1:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[Z2:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: llvm.call @planrt_generate_main(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[Z1]], %[[Z2]])
+// CHECK-NEXT: %[[Z3:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: llvm.call @planrt_generate_main(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[Z1]], %[[Z2]], %[[Z3]])
 llvm.mlir.global internal constant @planc_generate_manifest("{}\00") {addr_space = 0 : i32}
 llvm.func @planc_prefill(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
   llvm.return
 }
 llvm.func @planc_step(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
+  llvm.return
+}
+
+// -----
+
+// A retrieval executable: planrt_retrieval_main_manifest(argc, argv, manifest, models),
+// the re-ranker's entry in the models (no embedder: hashing).
+// CHECK: llvm.mlir.global internal constant @planc_retrieval_models()
+// CHECK: llvm.mlir.zero
+// CHECK: llvm.mlir.zero
+// CHECK: llvm.mlir.addressof @planc_rerank_manifest
+// CHECK: llvm.mlir.addressof @planc_rerank :
+// CHECK: llvm.func @planrt_retrieval_main_manifest(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-LABEL: llvm.func @main(
+// CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_retrieval_manifest : !llvm.ptr
+// CHECK-NEXT: %[[MO:.*]] = llvm.mlir.addressof @planc_retrieval_models : !llvm.ptr
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_retrieval_main_manifest(%[[ARGC]], %[[ARGV]], %[[M]], %[[MO]])
+// CHECK-NEXT: llvm.return %[[RC]] : i32
+llvm.mlir.global internal constant @planc_retrieval_manifest("{}\00") {addr_space = 0 : i32}
+llvm.mlir.global internal constant @planc_rerank_manifest("{}\00") {addr_space = 0 : i32}
+llvm.func @planc_rerank(%p: !llvm.ptr, %t: !llvm.ptr, %o: i64, %c: !llvm.ptr, %l: !llvm.ptr) {
   llvm.return
 }

@@ -28,7 +28,7 @@
 // CHECK: llvm.mlir.global internal constant @planc_generate_manifest("{
 // CHECK-SAME: \22cache_floats\22:16384,\22checkpoint\22:\22{{.*}}/examples/ckpt/tiny\22,\22chunk\22:64,\22context\22:\22docs\22,\22format\22:\22planc-generate-1\22,\22generate\22:\22answer\22,\22layers\22:2,\22max_tokens\22:200,\22model\22:\22tiny\22,\22num_floats\22:120576,
 // CHECK-SAME: {\22count\22:16384,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[256,64]}
-// CHECK-SAME: \22seed\22:7,\22temperature\22:0.80000000000000004,\22top_k\22:0,\22vocab\22:256,\22window\22:64}\00")
+// CHECK-SAME: \22seed\22:7,\22temperature\22:0.80000000000000004,\22top_k\22:0,\22vocab\22:256,\22width\22:256,\22window\22:64}\00")
 // CHECK: llvm.mlir.global internal constant @planc_retrieval_manifest("{{.*}}\22graph\22:\22docs\22
 // CHECK-NOT: func.func @tiny
 

@@ -1,26 +1,24 @@
 // plan-retrieval-abi: a retrieval declaration becomes the manifest constant
 // planc_retrieval_manifest (every parameter of the graph, paths resolved against the plan's
-// directory, enums by their language names) and a main that hands it to
-// planrt_retrieval_main_manifest. Nothing of the plan is left.
+// directory, enums by their language names); plan-emit-main adds the main. A model
+// embedder and re-ranker become decoding entries with their manifests. Nothing of the
+// plan is left.
 // RUN: planc emit %examples/rag.plan --entry docs --stage sched | FileCheck %s
 // RUN: planc emit %S/Inputs/small.plan --stage sched 2>&1 | FileCheck %s --check-prefix=SMALL
+// RUN: planc emit %S/Inputs/models.plan --stage sched 2>&1 | FileCheck %s --check-prefix=MODELS
 
 // CHECK-NOT: plan.
 // CHECK: llvm.mlir.global internal constant @planc_retrieval_manifest("{
 // CHECK-SAME: \22chunk\22:\22tokens\22,\22chunk_overlap\22:32,\22chunk_size\22:256,
 // CHECK-SAME: \22corpus\22:[\22{{.*}}/examples/docs/**/*.md\22]
 // CHECK-SAME: \22embed\22:\22hashing\22
-// CHECK-SAME: \22embed_dim\22:384
+// CHECK-SAME: \22embed_checkpoint\22:\22\22,\22embed_dim\22:384,\22embed_model\22:\22\22,\22embed_pool\22:\22mean\22
 // CHECK-SAME: \22format\22:\22planc-retrieval-1\22,\22fusion\22:\22weighted\22,\22graph\22:\22docs\22,\22guard\22:\22quarantine\22,\22index\22:\22IVF64,Flat\22,\22keyword_weight\22:0.29999999999999999,
 // CHECK-SAME: \22manifest\22:\22{{.*}}/examples/docs/MANIFEST.sha256\22,\22metric\22:\22ip\22,\22nprobe\22:8,
-// CHECK-SAME: \22rerank\22:\22none\22,
+// CHECK-SAME: \22rerank\22:\22none\22,\22rerank_checkpoint\22:\22\22,\22rerank_model\22:\22\22,\22rerank_top\22:5,
 // CHECK-SAME: \22search\22:\22hybrid\22,\22store\22:\22{{.*}}/examples/index/docs\22,\22top\22:20,\22vector_weight\22:0.69999999999999996}\00")
-// CHECK: llvm.func @planrt_retrieval_main_manifest(i32, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK: llvm.func @main(%[[ARGC:.*]]: i32, %[[ARGV:.*]]: !llvm.ptr) -> i32 {
-// CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_retrieval_manifest : !llvm.ptr
-// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_retrieval_main_manifest(%[[ARGC]], %[[ARGV]], %[[M]])
-// CHECK-NEXT: llvm.return %[[RC]] : i32
 // CHECK-NOT: func.func
+// CHECK-NOT: llvm.func @main
 
 // A graph with reciprocal-rank fusion (k 30), sentences, L2 and the guard off.
 // SMALL: \22chunk\22:\22sentences\22
@@ -29,3 +27,22 @@
 // SMALL-SAME: \22manifest\22:\22{{.*}}notes/SHA256SUMS\22
 // SMALL-SAME: \22metric\22:\22l2\22
 // SMALL-SAME: \22rrf_k\22:30,\22search\22:\22hybrid\22
+
+// Model embedding (last-token pooling) and re-ranking with tiny: hidden states [1, 64, 64]
+// and logits [1, 64, 256] for a chunk of 64 positions over one cache of both layers
+// (2 × 64 positions × 128 floats); the hidden size becomes the graph's dimension.
+// MODELS-LABEL: func.func @planc_embed(
+// MODELS-SAME: memref<120576xf32>, %{{.*}}: memref<1x64xi32>, %{{.*}}: i64, %{{.*}}: memref<16384xf32>, %{{.*}}: memref<1x64x64xf32>)
+// MODELS-COUNT-2: nn.sdpa_cached
+// MODELS-NOT: nn.cross_entropy
+// MODELS: return
+// MODELS: llvm.mlir.global internal constant @planc_embed_manifest("{\22cache_floats\22:16384,\22chunk\22:64,\22format\22:\22planc-model-1\22,\22layers\22:2,\22model\22:\22tiny\22,\22num_floats\22:120576,\22params\22:[{\22count\22:16384,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[256,64]},
+// MODELS-SAME: \22role\22:\22embed\22,\22vocab\22:256,\22width\22:64,\22window\22:64}
+// MODELS-LABEL: func.func @planc_rerank(
+// MODELS-SAME: memref<1x64x256xf32>)
+// MODELS: llvm.mlir.global internal constant @planc_rerank_manifest(
+// MODELS-SAME: \22role\22:\22rerank\22,\22vocab\22:256,\22width\22:256,\22window\22:64}
+// MODELS: @planc_retrieval_manifest(
+// MODELS-SAME: \22embed\22:\22model\22,\22embed_checkpoint\22:\22{{.*}}/Inputs/ckpt/tiny\22,\22embed_dim\22:64,\22embed_model\22:\22tiny\22,\22embed_pool\22:\22last\22
+// MODELS-SAME: \22rerank\22:\22model\22,\22rerank_checkpoint\22:\22{{.*}}/Inputs/ckpt/tiny2\22,\22rerank_model\22:\22tiny\22,\22rerank_top\22:3
+// MODELS-NOT: func.func @tiny
