@@ -109,7 +109,7 @@ def ConvertNNToLinalg : Pass<"convert-nn-to-linalg", "mlir::ModuleOp"> {
 }
 
 def PlanFreeBuffers : Pass<"plan-free-buffers", "mlir::func::FuncOp"> {
-  let summary = "Free the top-level buffers of straight-line functions before they return";
+  let summary = "Free each top-level buffer of a straight-line function after its last use";
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
 

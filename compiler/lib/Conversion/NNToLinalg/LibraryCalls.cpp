@@ -268,8 +268,11 @@ void attach(MLIRContext *ctx) {
   (Ops::template attachInterface<LibraryCallModel<Ops>>(*ctx), ...);
 }
 
-/// Frees, before the return, every buffer allocated at the top level of a
-/// function (the bufferized step functions are straight-line code).
+/// Frees every buffer allocated at the top level of a straight-line function
+/// (the bufferized step functions) right after its last use: the top-level op
+/// that uses it or any view of it, regions included. So a step holds at once
+/// only the buffers still to be read — the forward activations the backward pass
+/// needs, not every temporary of the step.
 struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
   void runOnOperation() override {
     func::FuncOp f = getOperation();
@@ -285,14 +288,41 @@ struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
         auto view = v.getDefiningOp<ViewLikeOpInterface>();
         v = view ? view.getViewSource() : Value();
       }
-    SmallVector<Value> allocs;
+    DenseMap<Operation *, unsigned> position;
+    for (Operation &op : entry)
+      position[&op] = position.size();
+    SmallVector<memref::AllocOp> allocs;
     for (Operation &op : entry)
       if (auto a = dyn_cast<memref::AllocOp>(op))
         if (!returned.contains(a.getResult()))
           allocs.push_back(a);
-    OpBuilder b(entry.getTerminator());
-    for (Value a : allocs)
-      memref::DeallocOp::create(b, f.getLoc(), a);
+    for (memref::AllocOp a : allocs) {
+      // The last top-level op touching the buffer through it, its views, or its
+      // address (a library call takes the pointer that
+      // memref.extract_aligned_pointer_as_index gives, through casts).
+      Operation *last = a;
+      SmallVector<std::pair<Value, bool>> worklist{{a.getResult(), false}};  // (value, is an address)
+      llvm::SmallPtrSet<Value, 16> seen;
+      while (!worklist.empty()) {
+        auto [v, address] = worklist.pop_back_val();
+        if (!seen.insert(v).second)
+          continue;
+        for (Operation *user : v.getUsers()) {
+          Operation *top = entry.findAncestorOpInBlock(*user);
+          if (top && position[top] > position[last])
+            last = top;
+          auto view = dyn_cast<ViewLikeOpInterface>(user);
+          bool follow = address || (view && view.getViewSource() == v);
+          bool toAddress = isa<memref::ExtractAlignedPointerAsIndexOp>(user);
+          if (follow || toAddress)
+            for (Value r : user->getResults())
+              worklist.push_back({r, address || toAddress});
+        }
+      }
+      OpBuilder b(f.getContext());
+      b.setInsertionPointAfter(last == ret ? ret->getPrevNode() : last);
+      memref::DeallocOp::create(b, a.getLoc(), a);
+    }
   }
 };
 
