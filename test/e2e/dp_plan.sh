@@ -2,7 +2,7 @@
 # tiny-GPT plans they compare, so that every layout differs from the others only in what
 # the arguments say. Needs WORK (the test's directory, holding data/train.bin) and PLANC.
 #
-#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION]]
+#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE]]]
 #     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32) and builds exe_NAME.
 dp_plan() {
   cat > "$1.plan" <<EOF
@@ -20,6 +20,7 @@ train $1 {
   seq       = 32
   parallel { data = dp  zero = $4 }
   precision = ${6:-fp32}
+  recompute = ${7:-none}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
   schedule  = cosine(warmup: 4, min_lr: 1e-4)
   clip      = 1.0

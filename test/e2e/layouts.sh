@@ -2,7 +2,8 @@
 # Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
 # under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
 # 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on
-# 2 ranks and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; and
+# 2 ranks and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2];
+# recompute full and selective on one process (bitwise equal) and on 4 ranks; and
 # ZeRO-1 in bf16 and in fp16 against one process of the same precision. Each layout's per-step loss must match the single-process run within
 # rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
 # equal `planc explain --json`'s prediction exactly.
@@ -21,9 +22,9 @@ rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
 source "$ROOT/test/e2e/dp_plan.sh"
-# plan NAME DEVICES MICRO ZERO [PRECISION]: build, predict, run 20 steps.
+# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE]]: build, predict, run 20 steps.
 plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}"
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}"
   "$PLANC" explain "$1.plan" --json > "$1.explain.json"
   if [[ $2 -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet
@@ -67,6 +68,23 @@ EOF
 "$PLANC" explain zero2_2axes.plan --json > zero2_2axes.explain.json
 "$MPIRUN" -n 4 ./exe_zero2_2axes --log zero2_2axes.jsonl --quiet
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single zero2_2axes
+# Recompute, full (every layer from its input) and selective (attention and the activations
+# feeding a matmul), on one process and with DDP and ZeRO-2 on 4 ranks. On one process the
+# recomputed values are the same kernels on the same inputs: the losses must be bitwise equal.
+plan single_full 1 8 0 fp32 full
+plan single_selective 1 8 0 fp32 selective
+plan ddp_selective 4 2 0 fp32 selective
+plan zero2_full 4 1 2 fp32 full
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single single_full single_selective ddp_selective zero2_full
+"$PY" - single.jsonl single_full.jsonl single_selective.jsonl <<'PYEOF'
+import json, sys
+loss = lambda f: [json.loads(l)["loss"] for l in open(f) if '"loss"' in l]
+ref = loss(sys.argv[1])
+for f in sys.argv[2:]:
+    if loss(f) != ref:
+        sys.exit(f"layouts: FAIL: {f}: recompute changed the losses on one process: {loss(f)} vs {ref}")
+print(f"recompute full and selective: {len(ref)} losses bitwise equal to no recompute")
+PYEOF
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run.
 plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16

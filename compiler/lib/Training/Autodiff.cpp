@@ -11,6 +11,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <functional>
+#include <map>
+
 using namespace mlir;
 
 namespace plan::training {
@@ -74,13 +77,53 @@ void emulatePrecision(func::FuncOp forward, FloatType to) {
   }
 }
 
+int64_t layerOf(StringRef path) {
+  SmallVector<StringRef> parts;
+  path.split(parts, '.');
+  for (StringRef p : parts) {
+    int64_t n;
+    if (!p.empty() && !p.getAsInteger(10, n))
+      return n;
+  }
+  return -1;
+}
+
+/// The forward ops (clones in `order`, arguments of `body`) whose results the
+/// backward pass recomputes instead of keeping.
+static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order, func::FuncOp forward,
+                                                     Recompute mode) {
+  llvm::SmallPtrSet<Operation *, 32> out;
+  if (mode == Recompute::Full) {
+    // Each layer's span: from the first to the last op reading one of its parameters.
+    std::map<int64_t, std::pair<size_t, size_t>> span;
+    for (size_t i = 0; i < order.size(); ++i)
+      for (Value v : order[i]->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.param"))
+            if (int64_t l = layerOf(name.getValue()); l >= 0) {
+              auto [it, inserted] = span.try_emplace(l, i, i);
+              it->second.second = std::max(it->second.second, i);
+            }
+    for (auto &[layer, range] : span)
+      for (size_t i = range.first; i <= range.second; ++i)
+        out.insert(order[i]);
+  } else if (mode == Recompute::Selective) {
+    for (Operation *op : order) {
+      bool feedsMatmul = llvm::any_of(op->getUsers(), [](Operation *u) { return isa<nn::MatmulOp>(u); });
+      if (isa<nn::SDPAOp>(op) || (feedsMatmul && isa<nn::GeluOp, nn::SiluOp, nn::ReluOp, nn::MulOp>(op)))
+        out.insert(op);
+    }
+  }
+  return out;
+}
+
 /// A zero of the given static type.
 static Value zeros(OpBuilder &b, Location loc, Type t) {
   auto rt = cast<RankedTensorType>(t);
   return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(rt, b.getFloatAttr(rt.getElementType(), 0.0)));
 }
 
-FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool scaledSeed) {
+FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool scaledSeed, Recompute recompute) {
   MLIRContext *ctx = forward->getContext();
   Block &fwd = forward.getBody().front();
   auto ret = cast<func::ReturnOp>(fwd.getTerminator());
@@ -154,11 +197,31 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   adjoint[loss] = scaledSeed || vectorSeed ? Value(body->getArguments().back())
                              : Value(arith::ConstantOp::create(
                                    b, loss.getLoc(), DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0))));
+  // Recompute: a value of `again` is computed anew just before the first VJP that
+  // reads it, its op cloned with recomputed operands (recursively, so only what a
+  // VJP reads is recomputed); the backward pass reads only the clones, so the
+  // forward originals die with the forward pass.
+  llvm::SmallPtrSet<Operation *, 32> again = recomputed(order, forward, recompute);
+  IRMapping fresh;
+  std::function<Value(Value)> rec = [&](Value v) -> Value {
+    Operation *def = v.getDefiningOp();
+    if (!def || !again.contains(def))
+      return v;
+    if (!fresh.contains(v)) {
+      IRMapping operands;
+      for (Value o : def->getOperands())
+        operands.map(o, rec(o));
+      Operation *clone = b.clone(*def, operands);
+      // Marked, so that CSE does not fold the recomputation back into the original.
+      clone->setAttr("nn.recomputed", b.getUnitAttr());
+      fresh.map(def->getResults(), clone->getResults());
+    }
+    return fresh.lookup(v);
+  };
   for (Operation *op : llvm::reverse(order)) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return adjoint.count(r); }))
       continue;  // does not reach the loss
-    auto vjp = dyn_cast<nn::VJPOpInterface>(op);
-    if (!vjp) {
+    if (!isa<nn::VJPOpInterface>(op)) {
       op->emitOpError() << "has no VJP: it cannot be differentiated";
       grad.erase();  // no half-built function left behind
       return failure();
@@ -166,10 +229,31 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
     SmallVector<Value> dys;
     for (Value r : op->getResults())
       dys.push_back(adjoint.count(r) ? adjoint[r] : zeros(b, op->getLoc(), r.getType()));
+    // The VJP is built on a twin of the op placed here, then what it reads of the
+    // forward pass is redirected: to the originals, or to recomputed values.
+    Operation *twin = b.clone(*op);
     SmallVector<Value> dxs;
-    if (failed(vjp.buildVJP(b, dys, dxs))) {
+    if (failed(cast<nn::VJPOpInterface>(twin).buildVJP(b, dys, dxs))) {
       grad.erase();
       return failure();
+    }
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(twin);
+      SmallVector<Operation *> built;
+      for (Operation *o = twin->getNextNode(); o; o = o->getNextNode())
+        built.push_back(o);
+      for (auto [orig, t] : llvm::zip(op->getResults(), twin->getResults()))
+        if (!t.use_empty())
+          t.replaceAllUsesWith(rec(orig));
+      // The twin's operands are the originals; only those the VJP reads are recomputed.
+      for (Value orig : op->getOperands()) {
+        bool read = llvm::any_of(built, [&](Operation *o) { return llvm::is_contained(o->getOperands(), orig); });
+        if (Value r = read ? rec(orig) : orig; r != orig)
+          for (Operation *o : built)
+            o->replaceUsesOfWith(orig, r);
+      }
+      twin->erase();
     }
     for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs))
       if (dx)

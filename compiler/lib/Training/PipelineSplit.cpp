@@ -5,6 +5,7 @@
 // vector-Jacobian product.
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Training/Training.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -22,26 +23,13 @@ using namespace plan;
 
 namespace {
 
-/// The layer a parameter path belongs to: its first all-digit component
-/// ("h.3.attn.c_attn.weight" → 3), or -1 (embeddings, final norm).
-int64_t layerOf(StringRef path) {
-  SmallVector<StringRef> parts;
-  path.split(parts, '.');
-  for (StringRef p : parts) {
-    int64_t n;
-    if (!p.empty() && !p.getAsInteger(10, n))
-      return n;
-  }
-  return -1;
-}
-
 LogicalResult split(func::FuncOp f, int64_t stages) {
   Block &body = f.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   int64_t layers = 0;
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
     if (auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param"))
-      layers = std::max(layers, layerOf(name.getValue()) + 1);
+      layers = std::max(layers, training::layerOf(name.getValue()) + 1);
   if (layers < stages)
     return f.emitOpError() << "has " << layers << (layers == 1 ? " layer" : " layers") << ", fewer than the "
                            << stages << " pipeline stages";
@@ -52,7 +40,7 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
   DenseMap<Value, int64_t> stageOf;
   for (BlockArgument a : body.getArguments()) {
     auto name = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "nn.param");
-    int64_t layer = name ? layerOf(name.getValue()) : -1;
+    int64_t layer = name ? training::layerOf(name.getValue()) : -1;
     stageOf[a] = layer >= 0 ? stageOfLayer(layer) : -1;  // -1: usable anywhere
   }
   DenseMap<Operation *, int64_t> opStage;

@@ -123,7 +123,7 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
 }
 
 /// What this version compiles: data-parallel layouts (DDP, ZeRO 1–3) of any size,
-/// fp32, bf16 or fp16, no recompute. Anything else is an error naming the feature,
+/// fp32, bf16 or fp16, any recompute mode. Anything else is an error naming the feature,
 /// never a silently different program.
 LogicalResult checkSupported(pl::TrainOp train) {
   pl::ParallelAttr par = train.getParallel();
@@ -148,9 +148,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
     return train.emitError() << "the static loss scale " << fixed->convertToDouble()
                              << " does not fit in f32 (at most 3.4e38), where the step keeps it";
-  if (train.getRecompute() != pl::Recompute::none)
-    return train.emitError() << "recompute = " << pl::stringifyRecompute(train.getRecompute())
-                             << " is not implemented by the code generator in this version of planc";
   return success();
 }
 

@@ -277,8 +277,12 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         training::emulatePrecision(fwd, train.getPrecision() == pl::Precision::bf16 ? FloatType(b.getBF16Type())
                                                                                      : FloatType(b.getF16Type()));
       }
-      FailureOr<func::FuncOp> grad =
-          training::differentiate(fwd, base + "_grad", train.getPrecision() == pl::Precision::fp16);
+      training::Recompute recompute = train.getRecompute() == pl::Recompute::full ? training::Recompute::Full
+                                      : train.getRecompute() == pl::Recompute::selective
+                                          ? training::Recompute::Selective
+                                          : training::Recompute::None;
+      FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad",
+                                                             train.getPrecision() == pl::Precision::fp16, recompute);
       if (failed(grad))
         return signalPassFailure();
       grad->setPrivate();

@@ -34,8 +34,21 @@ void emulatePrecision(mlir::func::FuncOp forward, mlir::FloatType to);
 /// differentiated against a cotangent: one more argument of its result's type
 /// (`nn.cotangent`) seeds the backward pass; arguments marked `nn.activation` get
 /// gradients too, returned after the parameters' (`nn.grad_input`).
+///
+/// `recompute` trades compute for memory: the forward values it names are not kept
+/// for the backward pass but computed again, by clones of their ops placed where
+/// the backward pass first needs them, so the originals die with the forward pass.
+/// Full: every op of a transformer layer (from the first to the last op reading
+/// one of the layer's parameters), keeping only what enters and leaves a layer.
+/// Selective: attention (nn.sdpa) and the elementwise activations that feed a
+/// matmul (GELU, SiLU, ReLU, products). The values are bitwise the same.
+enum class Recompute { None, Full, Selective };
 mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name,
-                                                  bool scaledSeed = false);
+                                                  bool scaledSeed = false, Recompute recompute = Recompute::None);
+
+/// The layer a parameter path belongs to: its first all-digit component
+/// ("h.3.attn.c_attn.weight" → 3), or -1 (embeddings, final norm).
+int64_t layerOf(llvm::StringRef path);
 
 /// Where the parameters of a forward function lie in the executable's flat
 /// buffers (parameters, gradients, Adam moments share one layout), sharded over

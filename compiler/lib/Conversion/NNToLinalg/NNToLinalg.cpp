@@ -265,7 +265,14 @@ struct ConvertNNToLinalg : plan::impl::ConvertNNToLinalgBase<ConvertNNToLinalg> 
     IRRewriter rewriter(&getContext());
     for (Operation *op : ops) {
       rewriter.setInsertionPoint(op);
+      Operation *before = op->getPrevNode();
       SmallVector<Value> repl = lower(rewriter, op);
+      // A recomputed op (nn.recomputed, training::differentiate) stays distinct from
+      // the original it repeats: its lowering carries the mark, which CSE compares.
+      if (Attribute mark = op->getDiscardableAttr("nn.recomputed"))
+        for (Operation *o = before ? before->getNextNode() : &op->getBlock()->front(); o && o != op;
+             o = o->getNextNode())
+          o->setDiscardableAttr("nn.recomputed", mark);
       if (auto d = dyn_cast<nn::DropoutOp>(op); d && repl.empty()) {
         d.emitOpError() << "with p > 0 is not implemented by the CPU code generator in this version";
         return signalPassFailure();
