@@ -131,11 +131,13 @@ uint64_t planrt_comm_bytes_total(const planrt_mesh *mesh, planrt_collective kind
 void planrt_mesh_finalize(planrt_mesh *mesh);
 
 /* ---- Training log: one JSON object per line (step, loss, lr, grad_norm,
- * tokens_per_s, and comm_bytes by collective), appended and flushed every step. */
+ * tokens_per_s, comm_bytes by collective, and mem_peak_bytes: the most bytes the
+ * generated code held during the step, planrt_mem_peak), appended and flushed every
+ * step. */
 typedef struct planrt_log planrt_log;
 planrt_status planrt_log_open(const char *path, planrt_log **out);
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double grad_norm,
-                              double tokens_per_s, const uint64_t comm_bytes[4]);
+                              double tokens_per_s, const uint64_t comm_bytes[4], uint64_t mem_peak_bytes);
 /* fp16 loss scaling: {"step": s, "loss_scale": x, "skipped": true|false}. */
 planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped);
 void planrt_log_close(planrt_log *log);
@@ -180,6 +182,19 @@ typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, flo
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
                                float *loss);
+
+/* ---- The generated code's buffers. planc lowers memref.alloc and memref.dealloc to
+ * MLIR's generic allocation functions, defined by the runtime (runtime/lib/memory.cpp)
+ * on malloc; it counts the bytes live and their peak: a step's activations and
+ * temporaries. Buffers the runtime holds itself (parameters, gradients, optimizer
+ * state, the step's flat buffers) are not counted. */
+void *_mlir_memref_to_llvm_alloc(size_t size);
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
+void _mlir_memref_to_llvm_free(void *ptr);
+uint64_t planrt_mem_live(void);
+uint64_t planrt_mem_peak(void);
+/* Starts a new peak from the bytes live now. */
+void planrt_mem_reset_peak(void);
 
 /* ---- Generation executables. planc emits, for a `generate` declaration, two
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]

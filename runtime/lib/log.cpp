@@ -41,7 +41,7 @@ static planrt_status flushLine(planrt_log *log) {
 }
 
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double gradNorm,
-                              double tokensPerS, const uint64_t comm[4]) {
+                              double tokensPerS, const uint64_t comm[4], uint64_t memPeak) {
   if (!log)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_log_step: null log");
   FILE *f = log->file;
@@ -53,9 +53,10 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   number(f, gradNorm);
   std::fputs(", \"tokens_per_s\": ", f);
   number(f, tokensPerS);
-  std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}}\n",
+  std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}",
                (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
                (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
+  std::fprintf(f, ", \"mem_peak_bytes\": %llu}\n", (unsigned long long)memPeak);
   return flushLine(log);
 }
 

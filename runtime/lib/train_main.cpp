@@ -594,6 +594,9 @@ public:
                     (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
       summary += share;
     }
+    char mem[64];
+    std::snprintf(mem, sizeof mem, " · step buffers peak %.1f MiB", double(maxMemPeak) / (1 << 20));
+    summary += mem;
     if (!lastCheckpoint.empty())
       summary += " · checkpoint " + lastCheckpoint;
     progress.line(summary, true);
@@ -1077,8 +1080,11 @@ private:
     float scaleBefore = state[2];
     ctx.step = s;
     double commBefore = ctx.commSeconds;
+    planrt_mem_reset_peak();
     // The step program: micro-batches, gradients, collectives, the update.
     e.step(&ctx, s);
+    uint64_t memPeak = planrt_mem_peak();
+    maxMemPeak = std::max(maxMemPeak, memPeak);
     stepComm += ctx.commSeconds - commBefore;
     if (ctx.status)
       return fail(ctx.status, "%s", ctx.error.c_str());
@@ -1092,7 +1098,7 @@ private:
     if (!std::isfinite(loss) && !scaling()) {
       // The step is logged (its loss as null) so the log shows where training diverged.
       if (log)
-        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm);
+        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm, memPeak);
       agreed = true;  // the loss is reduced over the data-parallel ranks
       return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                   nonFinite(loss));
@@ -1112,7 +1118,7 @@ private:
     stepSeconds += seconds;
     double tokensPerS = seconds > 0 ? double(tokensPerStep()) / seconds : nan;
     if (log)
-      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm))
+      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm, memPeak))
         return st;
     if (scaling() && log && (skipped || state[2] != scaleBefore))
       if (planrt_status st = planrt_log_loss_scale(log, uint64_t(s), state[2], skipped))
@@ -1168,6 +1174,7 @@ private:
   float *state = nullptr;          ///< the step state of planrt.h (the "state" buffer)
   std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;
+  uint64_t maxMemPeak = 0;  ///< the most bytes the generated code held in a step
   bool scaling() const { return m.lossScaleKind != "none"; }
 };
 

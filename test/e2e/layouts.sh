@@ -84,6 +84,12 @@ for f in sys.argv[2:]:
     if loss(f) != ref:
         sys.exit(f"layouts: FAIL: {f}: recompute changed the losses on one process: {loss(f)} vs {ref}")
 print(f"recompute full and selective: {len(ref)} losses bitwise equal to no recompute")
+# And they hold less: the step's peak of generated buffers (mem_peak_bytes) falls.
+peak = lambda f: max(json.loads(l)["mem_peak_bytes"] for l in open(f) if '"loss"' in l)
+none, full, selective = (peak(f) for f in sys.argv[1:4])
+if not full < selective < none:
+    sys.exit(f"layouts: FAIL: step buffers peak none {none}, selective {selective}, full {full} bytes")
+print(f"step buffers peak: none {none / 2**20:.2f} MiB, selective {selective / 2**20:.2f}, full {full / 2**20:.2f}")
 PYEOF
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run.
 plan single_bf16 1 8 0 bf16

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <cstring>
@@ -363,14 +364,15 @@ TEST(RuntimeLog, OneJsonObjectPerStep) {
   planrt_log *log = nullptr;
   ASSERT_EQ(planrt_log_open(path.c_str(), &log), PLANRT_OK);
   uint64_t comm[4] = {6000, 40, 0, 128};
-  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm), PLANRT_OK);
-  ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm), PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm, 5000000000ull), PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm, 0), PLANRT_OK);
   planrt_log_close(log);
   if (!havePython())
     GTEST_SKIP() << "/usr/bin/python3 is needed to parse the log";
   EXPECT_EQ(python("import json; rows=[json.loads(l) for l in open('" + path + "')]; assert len(rows)==2; "
                    "r=rows[0]; assert r['step']==1 and abs(r['loss']-5.5451774)<1e-9 and r['lr']==3e-4 and r['grad_norm']==1.25, r; "
                    "assert r['comm_bytes']=={'all_reduce':6000,'all_gather':40,'reduce_scatter':0,'send_recv':128}, r; "
+                   "assert r['mem_peak_bytes']==5000000000, r; "
                    "assert rows[1]['loss'] is None and rows[1]['grad_norm'] is None, rows[1]"),
             0);
 }
@@ -413,4 +415,28 @@ TEST(RuntimeSafetensors, NonUtf8NamesAreRefusedNotThrown) {
   std::string path = dir / "m.safetensors";
   EXPECT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_ERR_ARG);
   EXPECT_NE(std::string(planrt_last_error()).find("not valid UTF-8"), std::string::npos) << planrt_last_error();
+}
+
+// The generated code's allocation functions: aligned as asked, the bytes live and the
+// peak counted, freed through the pointer handed out.
+TEST(RuntimeMemory, CountsLiveBytesAndThePeak) {
+  uint64_t base = planrt_mem_live();
+  planrt_mem_reset_peak();
+  void *a = _mlir_memref_to_llvm_alloc(1000);
+  void *b = _mlir_memref_to_llvm_aligned_alloc(256, 4096);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 16, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 256, 0u);
+  std::memset(a, 0xab, 1000);
+  std::memset(b, 0xcd, 4096);
+  EXPECT_EQ(planrt_mem_live(), base + 5096);
+  _mlir_memref_to_llvm_free(a);
+  EXPECT_EQ(planrt_mem_live(), base + 4096);
+  EXPECT_EQ(planrt_mem_peak(), base + 5096);
+  planrt_mem_reset_peak();
+  EXPECT_EQ(planrt_mem_peak(), base + 4096);
+  _mlir_memref_to_llvm_free(b);
+  _mlir_memref_to_llvm_free(nullptr);
+  EXPECT_EQ(planrt_mem_live(), base);
 }

@@ -1,0 +1,65 @@
+// The generated code's buffers: planc lowers memref.alloc / memref.dealloc to MLIR's
+// generic allocation functions (finalize-memref-to-llvm{use-generic-functions}), which
+// the runtime defines here on malloc with a size header, counting the bytes live and
+// their peak — what a step really holds in activations and temporaries, set beside
+// `planc explain`'s prediction in the training log.
+#include "planrt.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+std::atomic<uint64_t> live{0}, peak{0};
+
+/// Just before every pointer handed out: the size asked for and what malloc returned.
+struct Header {
+  size_t size;
+  void *base;
+};
+static_assert(sizeof(Header) == 16, "the header keeps 16-byte alignment");
+
+void raisePeak(uint64_t now) {
+  uint64_t p = peak.load(std::memory_order_relaxed);
+  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+
+/// `size` bytes at a multiple of `alignment` (a power of two, at least 16).
+void *allocate(size_t size, size_t alignment) {
+  void *base = std::malloc(size + sizeof(Header) + alignment);
+  if (!base)
+    return nullptr;
+  uintptr_t p = (reinterpret_cast<uintptr_t>(base) + sizeof(Header) + alignment - 1) & ~uintptr_t(alignment - 1);
+  Header h{size, base};
+  std::memcpy(reinterpret_cast<void *>(p - sizeof(Header)), &h, sizeof h);
+  raisePeak(live.fetch_add(size, std::memory_order_relaxed) + size);
+  return reinterpret_cast<void *>(p);
+}
+
+} // namespace
+
+extern "C" {
+
+void *_mlir_memref_to_llvm_alloc(size_t size) { return allocate(size, 16); }
+
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
+  return allocate(size, alignment < 16 ? 16 : alignment);
+}
+
+void _mlir_memref_to_llvm_free(void *ptr) {
+  if (!ptr)
+    return;
+  Header h;
+  std::memcpy(&h, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof h);
+  live.fetch_sub(h.size, std::memory_order_relaxed);
+  std::free(h.base);
+}
+
+uint64_t planrt_mem_live(void) { return live.load(std::memory_order_relaxed); }
+uint64_t planrt_mem_peak(void) { return peak.load(std::memory_order_relaxed); }
+void planrt_mem_reset_peak(void) { peak.store(live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+} // extern "C"
