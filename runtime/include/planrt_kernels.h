@@ -89,6 +89,34 @@ void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *
 void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets,
                                 float *dlogits, int64_t rows, int64_t V);
 
+/* ---- Tensor parallelism (nn-tensor-parallel): the kernels of the ops that a
+ * rank of a tensor-parallel group runs; collectives act on the mesh of the running
+ * training step (a single process: its group is itself). Bytes are counted in the
+ * step's comm_bytes as every collective's. A failing collective is fatal, naming
+ * the rank. */
+
+/* This process's coordinate on mesh axis `axis` (0 without a mesh). */
+int64_t planrt_k_axis_coord(int32_t axis);
+/* out = the sum (reduce 0) or maximum (reduce 1) over the group along mesh axis
+ * `axis` of every rank's x [count]. */
+void planrt_k_all_reduce(const float *x, float *out, int64_t count, int32_t axis, int32_t reduce);
+/* As planrt_k_embedding for a table that holds rows offset .. offset + V - 1 of a
+ * larger one: ids outside give zero rows. An id below 0 is fatal. */
+void planrt_k_embedding_slice(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C,
+                              int64_t V, int64_t offset);
+void planrt_k_embedding_slice_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C,
+                                  int64_t V, int64_t offset);
+/* Vocab-parallel cross-entropy: logits [rows, V] are columns offset .. offset + V - 1
+ * of the full vocabulary, split over the group along mesh axis `axis`. Three
+ * all-reduces of `rows` floats (row maxima, sums of exponentials, target logits)
+ * give *loss, as planrt_k_cross_entropy of the full logits, and lse[rows], each
+ * row's log-sum-exp. A target outside [0, V x group size) is fatal. */
+void planrt_k_cross_entropy_vp(const float *logits, const int32_t *targets, float *loss, float *lse, int64_t rows,
+                               int64_t V, int64_t offset, int32_t axis);
+/* dlogits = (*dloss / rows) * (exp(logits - lse) - onehot(targets - offset)). */
+void planrt_k_cross_entropy_vp_bwd(const float *dloss, const float *logits, const int32_t *targets,
+                                   const float *lse, float *dlogits, int64_t rows, int64_t V, int64_t offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -162,8 +162,27 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
 void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {
   float *g0 = ctx->range(b0, o0, 0, "sumsq"), *g1 = ctx->range(b1, o1, 0, "sumsq"),
         *s = ctx->range(state, 0, 8, "sumsq");
-  if (g0 && g1 && s)
-    ctx->sumsq(g0, g1, s);
+  if (!g0 || !g1 || !s)
+    return;
+  if (ctx->tensorSize <= 1)
+    return ctx->sumsq(g0, g1, s);
+  // Tensor parallelism: the sum over the group (an all-reduce follows) must count each
+  // replicated parameter once.
+  const float *piece[2] = {g0, g1};
+  double sum = 0;
+  for (const planrt_step_ctx::Counted &c : ctx->counted) {
+    if (!c.counted)
+      continue;
+    for (int g = 0; g < 2; ++g) {
+      int64_t lo = std::max(c.offset, ctx->pieceBegin[g]),
+              hi = std::min(c.offset + c.count, ctx->pieceBegin[g] + ctx->pieceFloats[g]);
+      for (int64_t i = lo; i < hi; ++i) {
+        double x = piece[g][i - ctx->pieceBegin[g]];
+        sum += x * x;
+      }
+    }
+  }
+  s[6] = float(sum);
 }
 
 void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,

@@ -40,6 +40,17 @@ struct planrt_step_ctx {
   planrt_data *train = nullptr;
   int64_t batch = 0, micro = 0, seq = 0;
   int64_t dataRank = 0, dataSize = 1;
+  /// Tensor parallelism: this rank's coordinate and the group's size; the flat range of
+  /// this rank's gradient piece per optimizer group; and each parameter's flat range with
+  /// whether this rank counts it in the gradient norm (split ones everywhere, replicated
+  /// ones on the group's first rank).
+  int64_t tensorCoord = 0, tensorSize = 1;
+  int64_t pieceBegin[2] = {0, 0}, pieceFloats[2] = {0, 0};
+  struct Counted {
+    int64_t offset, count;
+    bool counted;
+  };
+  std::vector<Counted> counted;
   std::vector<int32_t> tokens, targets;
   std::atomic<int64_t> step{0};  ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
@@ -85,6 +96,11 @@ private:
   std::atomic<bool> stop{false};
   std::thread thread;
 };
+
+/// The step context whose mesh the collectives inside generated code (tensor
+/// parallelism: planrt_k_all_reduce and friends) use; null before the driver sets it.
+planrt_step_ctx *activeStep();
+void setActiveStep(planrt_step_ctx *ctx);
 
 } // namespace planrt
 

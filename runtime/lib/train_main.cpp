@@ -49,6 +49,16 @@ struct Param {
   int64_t offset = 0, count = 0;
   std::string init;  ///< "normal", "zeros" or "ones"
   double std = 0;
+  /// Tensor parallelism: dim `splitDim` of the full tensor is cut into `parts`, block
+  /// by block (`blocks`: full extents, q/k/v of a packed projection), and this rank
+  /// holds piece c of each block; -1 when the parameter is whole on every rank.
+  int64_t splitDim = -1, parts = 1;
+  std::vector<int64_t> blocks;
+  /// The whole tensor: its shape, and where it lies in a buffer of whole parameters
+  /// (checkpoints, --init, --export are whole). Without tensor parallelism, the same as
+  /// shape and offset.
+  std::vector<int64_t> fullShape;
+  int64_t fullOffset = 0, fullCount = 0;
 };
 
 /// A buffer of the step program's table.
@@ -70,6 +80,9 @@ struct Manifest {
   std::string master;     ///< the buffer holding the f32 parameters the update writes
   bool sharded = false;   ///< master and moments hold this rank's pieces only
   int64_t batch = 0, micro = 0, seq = 0, accumulation = 0, dataParallel = 0, steps = 0, vocab = 0;
+  int64_t tensorParallel = 1;
+  int tensorAxis = -1;     ///< the mesh axis of tensor parallelism, or -1
+  int64_t fullFloats = 0;  ///< floats of the whole parameters (Param::fullOffset)
   uint64_t seed = 0;
   std::vector<std::string> data, val;
   int64_t evalEvery = 0, evalBatches = 0;
@@ -139,6 +152,26 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       for (const Param &q : m.params)
         if (q.name == p.name)
           throw Malformed{"two parameters are named '" + p.name + "'"};
+      p.fullShape = p.shape;
+      if (pj.contains("split")) {
+        const json &sp = pj["split"];
+        p.splitDim = integer(sp, "dim", where + ".split", 0, int64_t(p.shape.size()) - 1);
+        p.parts = integer(sp, "parts", where + ".split", 2, 65536);
+        const json &blocks = field(sp, "blocks", where + ".split");
+        int64_t total = 0;
+        if (!blocks.is_array() || blocks.empty())
+          throw Malformed{where + ".split.blocks is not a non-empty array"};
+        for (const json &n : blocks) {
+          if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() % p.parts != 0)
+            throw Malformed{where + ".split.blocks holds " + n.dump() + ", not an extent divisible by the parts"};
+          p.blocks.push_back(n.get<int64_t>());
+          total += n.get<int64_t>();
+        }
+        if (total != p.shape[size_t(p.splitDim)] * p.parts)
+          throw Malformed{where + ".split.blocks do not add up to the split dim times the parts"};
+        p.fullShape[size_t(p.splitDim)] = total;
+      }
+      p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
       m.params.push_back(std::move(p));
     }
     // The parameters must not overlap in the flat buffers.
@@ -156,6 +189,7 @@ planrt_status parseManifest(const char *source, Manifest &m) {
     m.seq = integer(train, "seq", "train", 1, kMaxDim);
     m.accumulation = integer(train, "accumulation", "train", 1, kMaxDim);
     m.dataParallel = integer(train, "data_parallel", "train", 1, kMaxDim);
+    m.tensorParallel = train.contains("tensor_parallel") ? integer(train, "tensor_parallel", "train", 1, kMaxDim) : 1;
     m.steps = integer(train, "steps", "train", 0, kMaxSteps);
     m.seed = uint64_t(integer(train, "seed", "train", 0, std::numeric_limits<int64_t>::max()));
     m.vocab = integer(train, "vocab", "train", 1, kMaxDim);
@@ -196,9 +230,29 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       m.dataMask |= 1u << unsigned(it - m.axes.begin());
       data *= m.sizes[size_t(it - m.axes.begin())];
     }
-    if (data != m.dataParallel || devices != m.dataParallel)
-      throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " is not the mesh's " +
-                      std::to_string(devices) + " devices over its data axes"};
+    std::string tensor = mesh.contains("tensor") ? text(mesh, "tensor", "mesh") : "";
+    if (!tensor.empty()) {
+      auto it = std::find(m.axes.begin(), m.axes.end(), tensor);
+      if (it == m.axes.end())
+        throw Malformed{"mesh.tensor names '" + tensor + "', which is not an axis"};
+      m.tensorAxis = int(it - m.axes.begin());
+    }
+    if (m.tensorParallel != (m.tensorAxis < 0 ? 1 : m.sizes[size_t(m.tensorAxis)]))
+      throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) + " is not the size of the tensor axis"};
+    if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel)
+      throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " × tensor_parallel " +
+                      std::to_string(m.tensorParallel) + " is not the mesh's " + std::to_string(devices) +
+                      " devices over its data and tensor axes"};
+    // Whole parameters lie one after another (tensor parallelism; else as the flat layout).
+    int64_t at = 0;
+    for (Param &p : m.params) {
+      if (p.splitDim >= 0 && p.parts != m.tensorParallel)
+        throw Malformed{"parameter '" + p.name + "' is split in " + std::to_string(p.parts) +
+                        " parts over a tensor axis of " + std::to_string(m.tensorParallel)};
+      p.fullOffset = m.tensorParallel > 1 ? at : p.offset;
+      at += p.fullCount;
+    }
+    m.fullFloats = m.tensorParallel > 1 ? at : m.numFloats;
     const json &schedule = field(root, "schedule", "the manifest");
     const json &buffers = field(schedule, "buffers", "schedule");
     if (!buffers.is_array() || buffers.empty())
@@ -566,10 +620,11 @@ public:
       if (planrt_status s = planrt_mesh_agree(ctx.mesh, &ready))
         return error(s);
       // Launchers name a dead process by its pid: say which pid is which rank.
-      std::vector<char> ranks(size_t(64 * m.dataParallel + 64));
+      int64_t devices = m.dataParallel * m.tensorParallel;
+      std::vector<char> ranks(size_t(64 * devices + 64));
       planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
       if (rank0)
-        std::fprintf(stderr, "planrt: %lld ranks: %s\n", (long long)m.dataParallel, ranks.data());
+        std::fprintf(stderr, "planrt: %lld ranks: %s\n", (long long)devices, ranks.data());
       watchdog = std::make_unique<planrt::Watchdog>(ctx, o.commTimeout);
     }
     if (start >= end) {
@@ -589,9 +644,14 @@ public:
     summary += std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) +
                " tok/s";
     if (ctx.mesh) {
-      char share[96];
-      std::snprintf(share, sizeof share, " (%lld data-parallel ranks; communication %.1f%% of step time)",
-                    (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
+      char share[160];
+      if (tensorParallel())
+        std::snprintf(share, sizeof share, " (%lld data- × %lld tensor-parallel ranks; communication %.1f%% of step time)",
+                      (long long)m.dataParallel, (long long)m.tensorParallel,
+                      stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
+      else
+        std::snprintf(share, sizeof share, " (%lld data-parallel ranks; communication %.1f%% of step time)",
+                      (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
       summary += share;
     }
     char mem[64];
@@ -646,6 +706,97 @@ private:
   /// This rank's piece of group g in a state buffer (master, exp_avg, exp_avg_sq):
   /// the buffer holds only the pieces when sharded, else everything.
   float *piece(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : pieceBegin(g)); }
+
+  // ---- Tensor parallelism: this rank's pieces of whole parameters.
+
+  bool tensorParallel() const { return m.tensorParallel > 1; }
+  int64_t tensorCoord() const {
+    return m.tensorAxis >= 0 && ctx.mesh ? planrt_mesh_coord(ctx.mesh, m.tensorAxis) : 0;
+  }
+
+  /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds
+  /// of parameter p: at `local` in its piece, at `whole` in the whole tensor.
+  template <typename F>
+  static void runs(const Param &p, int64_t c, F f) {
+    if (p.splitDim < 0)
+      return f(int64_t(0), int64_t(0), p.count);
+    size_t k = size_t(p.splitDim);
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < k; ++i)
+      outer *= p.shape[i];
+    for (size_t i = k + 1; i < p.shape.size(); ++i)
+      inner *= p.shape[i];
+    int64_t local = p.shape[k], whole = p.fullShape[k];
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t at = 0, begin = 0;
+      for (int64_t block : p.blocks) {
+        int64_t piece = block / p.parts;
+        f((o * local + at) * inner, (o * whole + begin + c * piece) * inner, piece * inner);
+        at += piece;
+        begin += block;
+      }
+    }
+  }
+
+  /// This rank's flat buffer (numFloats) from a buffer of whole parameters (fullFloats).
+  std::vector<float> toLocal(const float *whole) const {
+    if (!tensorParallel())
+      return std::vector<float>(whole, whole + m.numFloats);
+    std::vector<float> local(size_t(m.numFloats), 0.0f);
+    int64_t c = tensorCoord();
+    for (const Param &p : m.params)
+      runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+        std::memcpy(local.data() + p.offset + l, whole + p.fullOffset + w, size_t(n) * sizeof(float));
+      });
+    return local;
+  }
+
+  /// Whole parameters from every tensor rank's flat buffer: collective over the tensor axis.
+  planrt_status toWhole(const std::vector<float> &local, std::vector<float> &whole) {
+    if (!tensorParallel()) {
+      whole = local;
+      return PLANRT_OK;
+    }
+    std::vector<float> all(size_t(m.numFloats * m.tensorParallel));
+    {
+      planrt::Waiting w(ctx, "all_gather over the tensor axis of the whole parameters");
+      if (planrt_status s = planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), local.data(), m.numFloats,
+                                              all.data()))
+        return s;
+    }
+    whole.assign(size_t(m.fullFloats), 0.0f);
+    for (int64_t c = 0; c < m.tensorParallel; ++c)
+      for (const Param &p : m.params)
+        runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+          std::memcpy(whole.data() + p.fullOffset + w, all.data() + c * m.numFloats + p.offset + l,
+                      size_t(n) * sizeof(float));
+        });
+    return PLANRT_OK;
+  }
+
+  /// As distribute, from buffers of whole parameters.
+  void distributeWhole(const float *P, const float *M, const float *V) {
+    if (!tensorParallel())
+      return distribute(P, M, V);
+    std::vector<float> p = toLocal(P), mm, v;
+    if (M)
+      mm = toLocal(M);
+    if (V)
+      v = toLocal(V);
+    distribute(p.data(), M ? mm.data() : nullptr, V ? v.data() : nullptr);
+  }
+
+  /// The whole parameters and moments (collective): every rank's pieces gathered.
+  planrt_status gatherWhole(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V) {
+    std::vector<float> p, mm, v;
+    if (planrt_status s = gatherFull(p, mm, v))
+      return s;
+    if (planrt_status s = toWhole(p, P))
+      return s;
+    if (planrt_status s = toWhole(mm, M))
+      return s;
+    return toWhole(v, V);
+  }
 
   /// Copies full flat buffers (any of them may be null) into this rank's state.
   void distribute(const float *P, const float *M, const float *V) {
@@ -728,6 +879,18 @@ private:
     ctx.grad = e.grad;
     ctx.sumsq = e.sumsq;
     ctx.update = e.update;
+    planrt::setActiveStep(&ctx);
+    if (tensorParallel()) {
+      // The gradient norm counts replicated parameters on the group's first rank only.
+      ctx.tensorCoord = tensorCoord();
+      ctx.tensorSize = m.tensorParallel;
+      for (int g = 0; g < 2; ++g) {
+        ctx.pieceBegin[g] = m.sharded ? pieceBegin(g) : m.groupBegin[g];
+        ctx.pieceFloats[g] = m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g];
+      }
+      for (const Param &p : m.params)
+        ctx.counted.push_back({p.offset, p.count, p.splitDim >= 0 || ctx.tensorCoord == 0});
+    }
     // Data: open and validate every file, and draw the first sample.
     std::vector<std::string> trainFiles = o.data.empty() ? m.data : o.data;
     if (trainFiles.empty())
@@ -778,6 +941,9 @@ private:
       if (planrt_status s = probeWritable(parentOf(o.saveInit), "directory of --save-init"))
         return s;
     if (!o.saveGrads.empty()) {
+      if (tensorParallel())
+        return fail(PLANRT_ERR_ARG, "--save-grads is not implemented under tensor parallelism in this version; "
+                                    "use a data-parallel or one-device build");
       if (m.sharded)
         return fail(PLANRT_ERR_ARG, "--save-grads needs the whole gradient, which ZeRO stage %lld shards; "
                                     "use a ZeRO-0 (DDP) or one-device build",
@@ -816,7 +982,7 @@ private:
     // Initial state.
     if (!o.resume.empty())
       return resume();
-    std::vector<float> P(size_t(m.numFloats), 0.0f);
+    std::vector<float> P(size_t(m.fullFloats), 0.0f);
     if (!o.init.empty()) {
       if (planrt_status s = loadParams(o.init, P.data()))
         return s;
@@ -824,8 +990,9 @@ private:
       for (size_t i = 0; i < m.params.size(); ++i) {
         const Param &p = m.params[i];
         planrt_status s = p.init == "normal"
-                              ? planrt_init_normal(P.data() + p.offset, p.count, 0, 0.0, p.std, m.seed, uint64_t(i))
-                              : planrt_init_fill(P.data() + p.offset, p.count, p.init == "ones" ? 1.0f : 0.0f);
+                              ? planrt_init_normal(P.data() + p.fullOffset, p.fullCount, 0, 0.0, p.std, m.seed,
+                                                   uint64_t(i))
+                              : planrt_init_fill(P.data() + p.fullOffset, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
         if (s)
           return s;
       }
@@ -833,13 +1000,13 @@ private:
     if (!o.saveInit.empty() && rank0)
       if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}))
         return s;
-    distribute(P.data(), nullptr, nullptr);
+    distributeWhole(P.data(), nullptr, nullptr);
     return PLANRT_OK;
   }
 
-  /// Reads `name` (f32, the parameter's shape) from st into dst.
+  /// Reads `name` (f32, the whole parameter's shape) from st into dst.
   static planrt_status read(planrt_st *st, const std::string &name, const Param &p, float *dst) {
-    return planrt_st_read(st, name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(), dst);
+    return planrt_st_read(st, name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), dst);
   }
 
   planrt_status loadParams(const std::string &file, float *P) {
@@ -848,16 +1015,18 @@ private:
       return s;
     planrt_status s = PLANRT_OK;
     for (const Param &p : m.params)
-      if ((s = read(st, p.name, p, P + p.offset)))
+      if ((s = read(st, p.name, p, P + p.fullOffset)))
         break;
     planrt_st_close(st);
     return s;
   }
 
-  std::vector<planrt::FlatParam> flatLayout() const {
+  /// This rank's flat layout (shardedSave), or that of whole parameters (shardedLoad).
+  std::vector<planrt::FlatParam> flatLayout(bool whole = false) const {
     std::vector<planrt::FlatParam> out;
     for (const Param &p : m.params)
-      out.push_back({p.name, p.offset, p.count});
+      out.push_back(whole ? planrt::FlatParam{p.name, p.fullOffset, p.fullCount}
+                          : planrt::FlatParam{p.name, p.offset, p.count});
     return out;
   }
 
@@ -869,10 +1038,10 @@ private:
     bool sharded = false;
     if (planrt_status s = planrt::latestCheckpoint(o.resume, file, fileStep, sharded))
       return s;
-    std::vector<float> P(size_t(m.numFloats), 0.0f), M(P), V(P);
+    std::vector<float> P(size_t(m.fullFloats), 0.0f), M(P), V(P);
     std::map<std::string, std::string> meta;
     if (sharded) {
-      if (planrt_status s = planrt::shardedLoad(file, flatLayout(), P.data(), M.data(), V.data(), meta))
+      if (planrt_status s = planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta))
         return s;
     } else {
       planrt_st *st = nullptr;
@@ -888,11 +1057,11 @@ private:
                     file.c_str(), meta["format"].c_str());
       for (size_t i = 0; i < m.params.size(); ++i) {
         const Param &p = m.params[i];
-        if (planrt_status s = read(st, p.name, p, P.data() + p.offset))
+        if (planrt_status s = read(st, p.name, p, P.data() + p.fullOffset))
           return s;
-        if (planrt_status s = read(st, names[2 * i], p, M.data() + p.offset))
+        if (planrt_status s = read(st, names[2 * i], p, M.data() + p.fullOffset))
           return s;
-        if (planrt_status s = read(st, names[2 * i + 1], p, V.data() + p.offset))
+        if (planrt_status s = read(st, names[2 * i + 1], p, V.data() + p.fullOffset))
           return s;
       }
     }
@@ -917,7 +1086,7 @@ private:
         return fail(PLANRT_ERR_FORMAT, "%s: the metadata loss_scale '%s' / loss_scale_good_steps '%s' are not valid",
                     file.c_str(), meta["loss_scale"].c_str(), meta["loss_scale_good_steps"].c_str());
     }
-    distribute(P.data(), M.data(), V.data());
+    distributeWhole(P.data(), M.data(), V.data());
     start = *step;
     progress.line("resuming from " + file + " at step " + std::to_string(start));
     return PLANRT_OK;
@@ -944,27 +1113,28 @@ private:
     return out;
   }
 
-  /// Writes one buffer laid out like P (parameters or gradients) under the parameter names.
+  /// Writes one buffer of whole parameters (or gradients) under the parameter names.
   planrt_status saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
                            std::vector<std::string> extra) {
     std::vector<planrt_tensor> tensors;
     for (const Param &p : m.params)
-      tensors.push_back({p.name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(), buf + p.offset});
+      tensors.push_back({p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), buf + p.fullOffset});
     std::vector<std::string> meta = metadata(format, step);
     meta.insert(meta.end(), extra.begin(), extra.end());
     std::vector<const char *> mp = pointers(meta);
     return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
   }
 
-  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state).
+  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state),
+  /// from buffers of whole parameters.
   std::vector<planrt_tensor> consolidated(const float *P, const float *M, const float *V) const {
     std::vector<planrt_tensor> tensors;
     for (size_t i = 0; i < m.params.size(); ++i) {
       const Param &p = m.params[i];
-      int rank = int(p.shape.size());
-      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.shape.data(), P + p.offset});
-      tensors.push_back({names[2 * i].c_str(), PLANRT_F32, rank, p.shape.data(), M + p.offset});
-      tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.shape.data(), V + p.offset});
+      int rank = int(p.fullShape.size());
+      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.fullShape.data(), P + p.fullOffset});
+      tensors.push_back({names[2 * i].c_str(), PLANRT_F32, rank, p.fullShape.data(), M + p.fullOffset});
+      tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), V + p.fullOffset});
     }
     return tensors;
   }
@@ -991,6 +1161,26 @@ private:
                                               tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
+    } else if (tensorParallel()) {
+      // Under tensor parallelism one consolidated file of whole parameters, written by
+      // rank 0 (atomically, as on one process), which any layout resumes from.
+      std::vector<float> P, M, V;
+      planrt_status st = gatherWhole(P, M, V);
+      if (!st && rank0) {
+        std::vector<planrt_tensor> tensors = consolidated(P.data(), M.data(), V.data());
+        std::vector<const char *> mp = pointers(meta);
+        st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep), tensors.data(),
+                              tensors.size(), mp.data(), mp.size() / 2);
+      }
+      float bad = st ? 1.0f : 0.0f;
+      if (planrt_status a = planrt_mesh_agree(ctx.mesh, &bad))
+        return a;
+      if (st)
+        return st;
+      if (bad > 0)
+        return fail(PLANRT_ERR_IO, "rank 0 failed to write checkpoint step %lld in %s", (long long)(s + 1),
+                    checkpointDir.c_str());
+      std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
     } else {
       planrt::StatePiece mine;
       for (int g = 0; g < 2; ++g) {
@@ -1012,7 +1202,7 @@ private:
   /// --export: one checkpoint file in the single-device format, whatever the layout.
   planrt_status exportConsolidated(const std::string &file) {
     std::vector<float> P, M, V;
-    if (planrt_status s = gatherFull(P, M, V))
+    if (planrt_status s = gatherWhole(P, M, V))
       return s;
     if (!rank0)
       return PLANRT_OK;
@@ -1207,7 +1397,7 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
       return kExitError;
     }
     // More than one device: one process per device, started by mpirun (or srun).
-    if (m.dataParallel > 1) {
+    if (m.dataParallel * m.tensorParallel > 1) {
       if (planrt_status s = planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh)) {
         std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
         return kExitError;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): per-rank step time and communication share of each
-# data-parallel layout against one process, for a 4-layer, 256-wide GPT (3.4M
+# data-parallel layout, and of tensor parallelism over the same ranks, against one process, for a 4-layer, 256-wide GPT (3.4M
 # parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core,
 # one BLAS thread per rank). Results go to stdout as a Markdown table.
 #
@@ -14,18 +14,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$WORK"
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
-plan() {  # NAME DEVICES ZERO
+plan() {  # NAME DEVICES ZERO [TENSOR]: DEVICES / TENSOR data-parallel ranks × TENSOR
+  local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor=""
+  if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
 mesh m$2 {
   devices = cpu($2)
-  axes    = [dp: $2]
+  axes    = [$axes]
 }
 train $1 {
   model = bench  mesh = m$2  data = tokens("$WORK/data/train.bin")
-  batch = 16  micro = $((16 / $2))  seq = 128
-  parallel { data = dp  zero = $3 }
+  batch = 16  micro = $((16 / d))  seq = 128
+  parallel { data = dp  zero = $3  $tensor }
   optimizer = adamw(lr: 1e-3)
   steps = 30  seed = 1
 }
@@ -48,9 +50,10 @@ EOF
 }
 plan single 1 0
 for z in 0 1 2 3; do plan "zero$z" "$RANKS" "$z"; done
+plan "tp$RANKS" "$RANKS" 0 "$RANKS"
 echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
 echo "|---|---|---|---|---|"
-for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS"; do
+for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
   echo "| $name | $2 | $ms | $share | $bytes |"

@@ -2,14 +2,17 @@
 # tiny-GPT plans they compare, so that every layout differs from the others only in what
 # the arguments say. Needs WORK (the test's directory, holding data/train.bin) and PLANC.
 #
-#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE]]]
-#     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32) and builds exe_NAME.
+#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE [TENSOR]]]]
+#     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32; with TENSOR > 1, mesh
+#     [dp: DEVICES, tp: TENSOR] and tensor = tp) and builds exe_NAME.
 dp_plan() {
+  local t=${8:-1} axes="dp: $2" tensor=""
+  if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 mesh m$2 {
-  devices = cpu($2)
-  axes    = [dp: $2]
+  devices = cpu($(( $2 * t )))
+  axes    = [$axes]
 }
 train $1 {
   model     = tiny
@@ -18,7 +21,7 @@ train $1 {
   batch     = 8
   micro     = $3
   seq       = 32
-  parallel { data = dp  zero = $4 }
+  parallel { data = dp  zero = $4  $tensor }
   precision = ${6:-fp32}
   recompute = ${7:-none}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)

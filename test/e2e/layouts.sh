@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
-# under each data-parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1,
-# 2 and 3 on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on
-# 2 ranks and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2];
-# recompute full and selective on one process (bitwise equal) and on 4 ranks; and
-# ZeRO-1 in bf16 and in fp16 against one process of the same precision. Each layout's per-step loss must match the single-process run within
-# rtol 1e-5 (TESTING.md), and the bytes the runtime counts per step, by collective, must
-# equal `planc explain --json`'s prediction exactly.
+# under each parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1, 2 and 3
+# on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), ZeRO-3 on 2 ranks
+# and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; recompute full
+# and selective on one process (bitwise equal) and on 4 ranks; tensor parallelism (TP 2 and
+# 4, data 2 × tensor 2 with ZeRO-1 and selective recompute, data 2 × tensor 4 with ZeRO-3 on
+# 8 ranks, TP 2 with accumulation 4 and full recompute); and ZeRO-1 and data 2 × tensor 2 in
+# bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
+# loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
+# fp16), and the bytes the runtime counts per step, by collective, must equal
+# `planc explain --json`'s prediction exactly.
 #
 #   test/e2e/layouts.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -22,14 +25,16 @@ rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
 source "$ROOT/test/e2e/dp_plan.sh"
-# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE]]: build, predict, run 20 steps.
+# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR]]]: build, predict, run 20
+# steps (DEVICES data-parallel × TENSOR tensor-parallel ranks).
 plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}"
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}"
   "$PLANC" explain "$1.plan" --json > "$1.explain.json"
-  if [[ $2 -eq 1 ]]; then
+  local ranks=$(( $2 * ${7:-1} ))
+  if [[ $ranks -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet
   else
-    "$MPIRUN" -n "$2" "./exe_$1" --log "$1.jsonl" --quiet
+    "$MPIRUN" -n "$ranks" "./exe_$1" --log "$1.jsonl" --quiet
   fi
 }
 
@@ -91,10 +96,22 @@ if not full < selective < none:
     sys.exit(f"layouts: FAIL: step buffers peak none {none}, selective {selective}, full {full} bytes")
 print(f"step buffers peak: none {none / 2**20:.2f} MiB, selective {selective / 2**20:.2f}, full {full / 2**20:.2f}")
 PYEOF
-# bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run.
+# Tensor parallelism (Megatron: heads, MLP and vocabulary split, nn-tensor-parallel): TP = 2
+# and 4 alone, data 2 × tensor 2 under ZeRO-1 and ZeRO-3 (8 ranks oversubscribed for the
+# latter's 2 × 4), TP = 2 with accumulation 4 and full recompute, and with selective recompute.
+plan tp2 1 8 0 fp32 none 2
+plan tp4 1 8 0 fp32 none 4
+plan dp2_tp2_zero1 2 4 1 fp32 none 2
+plan dp2_tp4_zero3 2 4 3 fp32 none 4
+plan tp2_accum4_full 1 2 0 fp32 full 2
+plan dp2_tp2_selective 2 4 0 fp32 selective 2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective
+# bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run,
+# data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1.
 plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16
-"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16
+plan dp2_tp2_bf16 2 4 1 bf16 none 2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16
 # fp16 with dynamic loss scaling: the scale and the skip decision follow the reduced norm.
 plan single_fp16 1 8 0 fp16
 plan zero1_fp16 4 1 1 fp16

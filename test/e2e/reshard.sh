@@ -5,7 +5,9 @@
 #   2. that checkpoint loaded by DDP on 4 ranks, ZeRO-3 on 2 ranks and one process, and a
 #      one-process checkpoint loaded by ZeRO-1 on 4 ranks: the parameters and Adam moments
 #      (exported with --export, one consolidated file) are bitwise equal; training on from the
-#      resharded checkpoint follows the uninterrupted run within rtol 1e-5;
+#      resharded checkpoint follows the uninterrupted run within rtol 1e-5; tensor parallelism
+#      (TP 2): its checkpoint resumed bitwise, loaded by one process, and the ZeRO-3
+#      checkpoint loaded into data 2 x tensor 2, bitwise;
 #   3. a shard whose bytes change is refused, naming the file and the hash;
 #   4. one rank killed mid-run: every rank exits non-zero within the timeout and the
 #      launcher names the rank; a stopped (hung) rank: the others stop within
@@ -64,20 +66,9 @@ run 1 ./exe_single --resume ck_z3 --steps 10 --export single.st --quiet
 run 1 ./exe_single --resume ck_single --steps 10 --export single_own.st --quiet
 run 4 ./exe_zero1 --resume ck_single --steps 10 --export zero1_from_single.st --quiet
 run 4 ./exe_ddp --resume ck_z3 --log ddp_on.jsonl --quiet
-"$PY" - <<'EOF'
-import json, struct
-def load(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in head.items() if k != "__metadata__"}
-def same(a, b, what):
-    x, y = load(a), load(b)
-    assert x.keys() == y.keys(), what
-    bad = [k for k in x if x[k] != y[k]]
-    assert not bad, f"{what}: {len(bad)} tensors differ, e.g. {bad[:3]}"
-    print(f"reshard: {what}: {len(x)} tensors (parameters, exp_avg, exp_avg_sq) bitwise equal")
+PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
+import json
+from same_tensors import same
 same("zero3.st", "ddp.st", "ZeRO-3 x4 -> DDP x4")
 same("zero3.st", "zero3_dp2.st", "ZeRO-3 x4 -> ZeRO-3 x2")
 same("zero3.st", "single.st", "ZeRO-3 x4 -> one process")
@@ -87,6 +78,32 @@ on = [r for r in map(json.loads, open("ddp_on.jsonl")) if "loss" in r]
 worst = max(abs(r["loss"] - full[r["step"]]["loss"]) / full[r["step"]]["loss"] for r in on)
 assert len(on) == 10 and worst <= 1e-5, (len(on), worst)
 print(f"reshard: DDP x4 trained on from the ZeRO-3 checkpoint: steps 10-19 within {worst:.2e} of ZeRO-3")
+EOF
+
+# 2b. Tensor parallelism: a checkpoint of whole parameters (rank 0 writes one file after
+# gathering the pieces over the tensor axis), resumed bitwise on the same layout; loaded by
+# one process; and the data-parallel ZeRO-3 checkpoint loaded into data 2 x tensor 2.
+dp_plan tp2 1 8 0 20 fp32 none 2
+dp_plan dp2_tp2 2 4 1 20 fp32 none 2
+run 2 ./exe_tp2 --log tp_full.jsonl --quiet
+run 2 ./exe_tp2 --steps 10 --checkpoint-dir ck_tp --checkpoint-every 5 --quiet
+[[ -f ck_tp/step-00000010.safetensors ]] || fail "no checkpoint ck_tp/step-00000010.safetensors"
+run 2 ./exe_tp2 --resume ck_tp --log tp_resumed.jsonl --quiet
+run 2 ./exe_tp2 --resume ck_tp --steps 10 --export tp2.st --quiet
+run 1 ./exe_single --resume ck_tp --steps 10 --export single_from_tp.st --quiet
+run 4 ./exe_dp2_tp2 --resume ck_z3 --steps 10 --export dp2_tp2_from_zero3.st --quiet
+PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
+import json
+from same_tensors import same
+full = {r["step"]: r for r in map(json.loads, open("tp_full.jsonl")) if "loss" in r}
+res = [r for r in map(json.loads, open("tp_resumed.jsonl")) if "loss" in r]
+assert [r["step"] for r in res] == list(range(10, 20)), [r["step"] for r in res]
+for r in res:
+    for k in ("loss", "lr", "grad_norm"):
+        assert r[k] == full[r["step"]][k], (r["step"], k, r[k], full[r["step"]][k])
+print("reshard: TP x2 resumed from its checkpoint: steps 10-19 bitwise equal")
+same("tp2.st", "single_from_tp.st", "TP x2 -> one process")
+same("zero3.st", "dp2_tp2_from_zero3.st", "ZeRO-3 x4 -> data 2 x tensor 2")
 EOF
 
 # 3. A corrupted shard is refused before it is used.

@@ -454,6 +454,53 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
 
 // Decoding with a key/value cache in chunks (a prompt of 5, then one position at a
 // time, then a chunk of 3) gives planrt_k_sdpa's numbers for the whole sequence.
+// Tensor parallelism: the slices of a vocab-split table sum to the whole lookup, and
+// their gradients are the rows of the whole gradient.
+TEST(KernelsTensorParallel, EmbeddingSlicesSumToTheWholeTable) {
+  const int64_t V = 8, C = 3, rows = 5;
+  std::mt19937 rng(21);
+  Vec table = randn(size_t(V * C), rng), dout = randn(size_t(rows * C), rng);
+  std::vector<int32_t> ids = {7, 0, 3, 4, 3};
+  Vec whole(static_cast<size_t>(rows * C)), sum(static_cast<size_t>(rows * C), 0.0f), part(static_cast<size_t>(rows * C));
+  planrt_k_embedding(table.data(), ids.data(), whole.data(), rows, C, V);
+  Vec dwhole(static_cast<size_t>(V * C)), dpart(static_cast<size_t>(V / 2 * C));
+  planrt_k_embedding_bwd(dout.data(), ids.data(), dwhole.data(), rows, C, V);
+  for (int64_t c = 0; c < 2; ++c) {
+    int64_t first = c * V / 2;
+    planrt_k_embedding_slice(table.data() + first * C, ids.data(), part.data(), rows, C, V / 2, first);
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += part[i];
+    planrt_k_embedding_slice_bwd(dout.data(), ids.data(), dpart.data(), rows, C, V / 2, first);
+    for (int64_t i = 0; i < V / 2 * C; ++i)
+      EXPECT_EQ(dpart[size_t(i)], dwhole[size_t(first * C + i)]) << "rank " << c << ", element " << i;
+  }
+  EXPECT_EQ(sum, whole);
+}
+
+// Without a mesh the group is this process: the vocab-parallel loss over the whole
+// vocabulary is nn.cross_entropy's, and its gradient, from the kept log-sum-exp, too.
+TEST(KernelsTensorParallel, CrossEntropyOfOneRankIsTheWholeLoss) {
+  const int64_t V = 7, rows = 4;
+  std::mt19937 rng(22);
+  Vec logits = randn(size_t(rows * V), rng, 0.0f, 3.0f);
+  std::vector<int32_t> t = {6, 0, 2, 2};
+  float loss = kNaN, ref = kNaN, dloss = 1.7f;
+  Vec lse(static_cast<size_t>(rows)), grad(static_cast<size_t>(rows * V)), refGrad(static_cast<size_t>(rows * V));
+  planrt_k_cross_entropy(logits.data(), t.data(), &ref, rows, V);
+  planrt_k_cross_entropy_vp(logits.data(), t.data(), &loss, lse.data(), rows, V, 0, 0);
+  EXPECT_NEAR(loss, ref, 1e-6);
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t j = 0; j < V; ++j)
+      s += std::exp(double(logits[size_t(r * V + j)]));
+    EXPECT_NEAR(lse[size_t(r)], std::log(s), 1e-5);
+  }
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), refGrad.data(), rows, V);
+  planrt_k_cross_entropy_vp_bwd(&dloss, logits.data(), t.data(), lse.data(), grad.data(), rows, V, 0);
+  for (size_t i = 0; i < grad.size(); ++i)
+    EXPECT_NEAR(grad[i], refGrad[i], 1e-6) << i;
+}
+
 TEST(KernelsSdpaCached, ChunksMatchTheWholeSequence) {
   std::mt19937 rng(11);
   for (int32_t rope : {0, 1}) {

@@ -767,10 +767,20 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "groups[1] is not a span of num_floats that splits into data_parallel pieces");
   m = json::parse(good);
   m["mesh"]["sizes"] = {2};
-  expectError(m.dump(), "train.data_parallel 1 is not the mesh's 2 devices over its data axes");
+  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 is not the mesh's 2 devices over its data and tensor axes");
   m = json::parse(good);
   m["mesh"]["data"] = {"tp"};
   expectError(m.dump(), "mesh.data names 'tp', which is not an axis");
+  // Tensor parallelism: the axis, and each split parameter's blocks.
+  m = json::parse(good);
+  m["mesh"]["tensor"] = "tq";
+  expectError(m.dump(), "mesh.tensor names 'tq', which is not an axis");
+  m = json::parse(good);
+  m["params"][0]["split"] = {{"dim", 0}, {"parts", 2}, {"blocks", {3}}};
+  expectError(m.dump(), "params[0] ('wte.weight').split.blocks holds 3, not an extent divisible by the parts");
+  m = json::parse(good);
+  m["params"][0]["split"] = {{"dim", 0}, {"parts", 2}, {"blocks", {2}}};
+  expectError(m.dump(), "params[0] ('wte.weight').split.blocks do not add up to the split dim times the parts");
   m = json::parse(good);
   m["schedule"]["buffers"].erase(3);
   expectError(m.dump(), "schedule.buffers lacks 'exp_avg_sq'");

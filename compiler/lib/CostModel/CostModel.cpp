@@ -90,6 +90,8 @@ public:
     gradBytes = act;
     optBytes = l.precision == sema::Precision::FP32 ? 8 : 12;
     bool cuda = mesh.kind == sema::DeviceKind::CUDA;
+    // Emulated bf16/fp16 on the CPU keeps activations in f32 and communicates them so.
+    wireAct = cuda ? act : 4;
     peak = mesh.peakFlops.value_or(cuda ? cal.cudaPeakFlops : cal.cpuPeakFlops);
     hbm = mesh.hbmBytesPerSecond.value_or(cuda ? cal.cudaMemoryBandwidth : cal.cpuMemoryBandwidth);
     placeAxes(roles);
@@ -115,7 +117,7 @@ private:
   const Calibration &cal;
   bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
-  double act, paramBytes, gradBytes, optBytes, peak, hbm;
+  double act, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
   std::map<std::string, Link> links;  ///< by role
   std::vector<int> opRank;            ///< pipeline rank per op
   std::vector<int> opUnit;            ///< -1 embedding side, layer index, or layers (head)
@@ -225,6 +227,14 @@ private:
     const sema::Parameter &pr = model.params[param];
     return i < pr.dims.size() && l.splits(pr.dims[i]);
   }
+  /// A parameter's elements on one rank of the tensor axis.
+  int64_t localElems(int pr) const {
+    int64_t n = model.params[pr].numElements();
+    for (size_t i = 0; i < model.params[pr].dims.size(); ++i)
+      if (splitsDim(pr, int(i)))
+        n /= t;
+    return n;
+  }
   bool producedByElementwise(int v) const {
     if (v < sema::kFirstOpValue)
       return false;
@@ -239,7 +249,7 @@ private:
     // one gather, and their input gradients are summed before one reduction.
     if (!columnInputs.insert(in).second)
       return;
-    double full = double(b) * s * typeOf(in).features * act;
+    double full = double(b) * s * typeOf(in).features * wireAct;
     if (split[in] == Split::Sequence) {
       c.fwdColls.push_back({Coll::AllGather, full, what});
       c.bwdColls.push_back({Coll::AllGather, full, what});  // re-gather the input for dW
@@ -250,7 +260,7 @@ private:
   }
   /// The collectives after a row-parallel matmul producing `features`.
   Split rowOutput(OpCost &c, int64_t features, const char *what) {
-    double full = double(b) * s * features * act;
+    double full = double(b) * s * features * wireAct;
     if (l.sequence) {
       c.fwdColls.push_back({Coll::ReduceScatter, full, what});
       c.bwdColls.push_back({Coll::AllGather, full, what});
@@ -274,7 +284,7 @@ private:
       switch (op.kind) {
       case OpKind::Embedding: {
         bool vocab = tp && splitsDim(op.params[0], 0);
-        double full = double(b) * s * op.outFeatures * act;
+        double full = double(b) * s * op.outFeatures * wireAct;
         if (vocab && l.sequence) {
           c.fwdColls.push_back({Coll::ReduceScatter, full, "embedding output"});
           c.bwdColls.push_back({Coll::AllGather, full, "embedding output"});
@@ -444,13 +454,6 @@ private:
       for (int pr : ops[i].params)
         paramRanks[pr].insert(opRank[i]);
     std::vector<int64_t> rankElems(p, 0);
-    auto localElems = [&](int pr) {
-      int64_t n = model.params[pr].numElements();
-      for (size_t i = 0; i < model.params[pr].dims.size(); ++i)
-        if (splitsDim(pr, i))
-          n /= t;
-      return n;
-    };
     // Per unit (embedding side, layer, head) rows.
     std::map<int, LayerRow> units;
     auto unitName = [&](int u) {
@@ -494,6 +497,11 @@ private:
       if (l.recompute == sema::Recompute::Full && u >= 0 && u < model.layers) {
         if (!unitInput.count(u) && !ops[i].operands.empty())
           unitInput[u] = elems(ops[i].operands[0]) * act;
+        // A recomputed layer does not communicate again: the results of its forward
+        // tensor all-reduces are kept.
+        for (const TensorColl &tc : c.fwdColls)
+          if (tc.kind == Coll::AllReduce)
+            actRank[opRank[i]] += tc.fullBytes / wireAct * act;
       } else {
         actRank[opRank[i]] += bytes;
       }
@@ -629,9 +637,7 @@ private:
         addColl(tc, true, 1);
       for (const TensorColl &tc : c.bwdColls)
         addColl(tc, false, 1);
-      if (full && layered)
-        for (const TensorColl &tc : c.fwdColls)
-          addColl(tc, false, 1);  // the recomputed forward communicates again
+      // A recomputed forward does not communicate again (its all-reduce results are kept).
     }
     // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
     double boundary = double(b) * s * width * act / (l.sequence && t > 1 ? t : 1);
@@ -675,12 +681,13 @@ private:
     // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
     bool cpu = mesh.kind != sema::DeviceKind::CUDA;
     training::FlatLayout flat;
-    if (t == 1 && p == 1) {
+    if (p == 1) {
+      // The executable's layout of this rank's parameters (after tensor splitting).
       std::vector<int64_t> counts;
       std::vector<bool> decay;
-      for (const sema::Parameter &prm : model.params) {
-        counts.push_back(prm.numElements());
-        decay.push_back(prm.shape.size() >= 2);
+      for (size_t pr = 0; pr < model.params.size(); ++pr) {
+        counts.push_back(localElems(int(pr)));
+        decay.push_back(model.params[pr].shape.size() >= 2);
       }
       flat = training::flatLayout(counts, decay, d);
     } else {
@@ -757,6 +764,16 @@ private:
                         links.at("tensor").name});
       e.tensorCommSeconds += sec;
       spGrads = sec;
+    }
+    // Under tensor parallelism the gradient norm sums each rank's split parameters and
+    // the replicated ones once: one float, reduced over the tensor axis.
+    if (t > 1) {
+      double sec = collSeconds(Coll::AllReduce, 4, t, "tensor");
+      e.comm.push_back({"all_reduce", "tensor", "gradient norm",
+                        int64_t(training::ringBytes(Coll::AllReduce, t, 4)), 1, t, sec, sec,
+                        links.at("tensor").name});
+      e.tensorCommSeconds += sec;
+      spGrads += sec;
     }
     // The tied embedding's gradient is summed between the first and last stage.
     double tied = 0;

@@ -23,6 +23,8 @@ struct StepShape {
   SmallVector<std::string> axes, dataAxes;
   SmallVector<int64_t> sizes;
   int64_t d = 1, zero = 0, accumulation = 1;
+  std::string tensorAxis;  ///< "" without tensor parallelism
+  int64_t t = 1;
   training::FlatLayout layout;
 };
 
@@ -68,6 +70,14 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
     s.dataAxes.push_back(a.getAsString()->str());
   }
   s.d = train->getInteger("data_parallel").value_or(1);
+  s.t = train->getInteger("tensor_parallel").value_or(1);
+  if (std::optional<StringRef> tensor = mesh->getString("tensor"); tensor && !tensor->empty()) {
+    if (!llvm::is_contained(s.axes, tensor->str()))
+      return bad("has a tensor axis that is not a mesh axis");
+    s.tensorAxis = tensor->str();
+  }
+  if (s.t < 1 || (s.t > 1 && s.tensorAxis.empty()))
+    return bad("has a tensor_parallel size without a tensor axis");
   s.zero = train->getInteger("zero").value_or(0);
   s.accumulation = train->getInteger("accumulation").value_or(1);
   if (s.d < 1 || s.zero < 0 || s.zero > 3 || s.accumulation < 1)
@@ -245,6 +255,13 @@ private:
     if (sharded)
       sched::AllReduceOp::create(b, cause("gradient norm"), state, i64(6), i64(1), dataAxes, b.getStringAttr("sum"),
                                  b.getStringAttr("gradient norm"));
+    // Tensor parallelism: each rank summed its split parameters and, on the first rank
+    // of the group only, the replicated ones (planrt_sched_sumsq).
+    if (s.t > 1)
+      sched::AllReduceOp::create(
+          b, NameLoc::get(b.getStringAttr("tensor parallel over [" + s.tensorAxis + "]: gradient norm"), loc), state,
+          i64(6), i64(1), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
+          b.getStringAttr("gradient norm"));
     // The update reads and writes this rank's pieces: P, G, M, V per group.
     SmallVector<Attribute> bufs;
     SmallVector<int64_t> offs;

@@ -114,6 +114,11 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
         out.insert(op);
     }
   }
+  // Collectives are never computed twice: their results are kept, so that a recomputed
+  // layer communicates no more than the forward pass did (and as `planc explain` counts).
+  for (Operation *op : order)
+    if (isa<nn::AllReduceOp, nn::VocabParallelCrossEntropyOp>(op))
+      out.erase(op);
   return out;
 }
 

@@ -59,13 +59,24 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
       shape.push_back(d);
-    ps.push_back(llvm::json::Object{
+    llvm::json::Object entry{
         {"name", p.name},
         {"shape", std::move(shape)},
         {"offset", p.offset},
         {"count", p.count},
         {"init", fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
-        {"std", fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}});
+        {"std", fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
+    // A tensor-parallel piece: `shape` is this rank's; dim `dim` of the full tensor is
+    // cut in `parts`, block by block (q, k, v), and rank c holds piece c of each block.
+    if (auto split = fwd.getArgAttrOfType<DictionaryAttr>(arg, "nn.split")) {
+      llvm::json::Array blocks;
+      for (int64_t n : cast<DenseI64ArrayAttr>(split.get("blocks")).asArrayRef())
+        blocks.push_back(n);
+      entry["split"] = llvm::json::Object{{"dim", cast<IntegerAttr>(split.get("dim")).getInt()},
+                                          {"parts", cast<IntegerAttr>(split.get("parts")).getInt()},
+                                          {"blocks", std::move(blocks)}};
+    }
+    ps.push_back(std::move(entry));
   }
   auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
   llvm::json::Object t{
@@ -74,6 +85,7 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"seq", i64(train.getSeqAttr())},
       {"accumulation", i64(train.getAccumulationAttr())},
       {"data_parallel", training::dataParallelSize(train)},
+      {"tensor_parallel", training::tensorParallelOf(train).size},
       {"zero", train.getParallel().getZero()},
       {"steps", i64(train.getStepsAttr())},
       {"seed", i64(train.getSeedAttr())},
@@ -108,7 +120,8 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
                           {"mesh", llvm::json::Object{{"name", train.getMesh()},
                                                       {"axes", std::move(axes)},
                                                       {"sizes", std::move(sizes)},
-                                                      {"data", std::move(data)}}},
+                                                      {"data", std::move(data)},
+                                                      {"tensor", train.getParallel().getTensor().getValue()}}},
                           {"plan", train.getSymName()},
                           {"model", train.getModel()},
                           {"num_floats", layout.total},
@@ -123,7 +136,8 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
 }
 
 /// What this version compiles: data-parallel layouts (DDP, ZeRO 1–3) of any size,
-/// fp32, bf16 or fp16, any recompute mode. Anything else is an error naming the feature,
+/// times a tensor-parallel axis (plan-train-step partitioned the model), fp32, bf16
+/// or fp16, any recompute mode. Anything else is an error naming the feature,
 /// never a silently different program.
 LogicalResult checkSupported(pl::TrainOp train) {
   pl::ParallelAttr par = train.getParallel();
@@ -133,16 +147,14 @@ LogicalResult checkSupported(pl::TrainOp train) {
   auto notYet = [&](StringRef what, StringRef axis) {
     return train.emitError() << what << " (axis '" << axis << "' of mesh '" << train.getMesh()
                              << "') is not implemented by the code generator in this version of planc; "
-                                "data-parallel layouts (DDP, ZeRO 1-3) are";
+                                "data-parallel layouts (DDP, ZeRO 1-3) and tensor parallelism are";
   };
-  if (!par.getTensor().getValue().empty() && mesh.getAxisSize(par.getTensor().getValue()) > 1)
-    return notYet("tensor parallelism", par.getTensor().getValue());
   if (!par.getPipeline().getValue().empty() && mesh.getAxisSize(par.getPipeline().getValue()) > 1)
     return notYet("pipeline parallelism", par.getPipeline().getValue());
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
-  if (training::deviceCount(train) != training::dataParallelSize(train))
+  if (training::deviceCount(train) != training::dataParallelSize(train) * training::tensorParallelOf(train).size)
     return train.emitError() << "every axis of mesh '" << train.getMesh()
                              << "' larger than 1 needs a role; this version runs data-parallel layouts";
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))

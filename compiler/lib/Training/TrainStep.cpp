@@ -272,6 +272,18 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       fwd->removeAttr("nn.model");
       fwd->setAttr("nn.forward", UnitAttr::get(&getContext()));
       fwd.setPrivate();
+      // Tensor parallelism: the forward pass of one rank of the tensor group; its
+      // gradient and update follow from it.
+      if (training::TensorParallel tp = training::tensorParallelOf(train); tp.size > 1) {
+        if (train.getParallel().getSequence().getValue()) {
+          train.emitError() << "sequence parallelism (with tensor axis '" << train.getParallel().getTensor().getValue()
+                            << "') is not implemented by the code generator in this version of planc; tensor "
+                               "parallelism without it is";
+          return signalPassFailure();
+        }
+        if (failed(training::partitionTensorParallel(fwd, tp.axis, tp.size, tp.dims)))
+          return signalPassFailure();
+      }
       if (train.getPrecision() != pl::Precision::fp32) {
         OpBuilder b(&getContext());
         training::emulatePrecision(fwd, train.getPrecision() == pl::Precision::bf16 ? FloatType(b.getBF16Type())

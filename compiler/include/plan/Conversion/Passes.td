@@ -67,6 +67,29 @@ def NNPipelineSplit : Pass<"nn-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["plan::nn::NNDialect"];
 }
 
+def NNTensorParallel : Pass<"nn-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron-style tensor parallelism: each forward function as one rank of its group runs it";
+  let description = [{
+    Rewrites every forward function (`nn.forward` or `nn.model`) into the SPMD
+    program of one rank of a tensor-parallel group of `size` ranks along mesh
+    axis number `axis`. Parameters with a logical dim in `dims` hold 1/size of
+    it (`nn.split = {dim, parts, blocks}` on the argument); column-parallel
+    matmuls (the split dim is the output) read their input through
+    `nn.all_reduce_backward`, row-parallel ones (the split dim is the input) are
+    followed by `nn.all_reduce`, attention runs on 1/size of its heads, a
+    vocab-split embedding looks up its slice (`from` this rank's first row) and
+    sums over the group, and a loss on vocab-split logits is
+    `nn.vocab_parallel_cross_entropy`. What cannot be split (a norm over split
+    features, a split value meeting a replicated one, heads not divisible by the
+    group) is an error at the op or parameter. `plan-train-step` runs it on a
+    plan's forward function when the plan has a tensor axis.
+  }];
+  let options = [Option<"axis", "axis", "int64_t", /*default=*/"0", "mesh axis number of the tensor group">,
+                 Option<"size", "size", "int64_t", /*default=*/"2", "ranks in the tensor group">,
+                 ListOption<"dims", "dims", "std::string", "logical dims split over the group">];
+  let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect"];
+}
+
 def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
   let summary = "The forward, gradient and optimizer-update functions of each train plan";
   let description = [{

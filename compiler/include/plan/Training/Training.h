@@ -46,6 +46,27 @@ enum class Recompute { None, Full, Selective };
 mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, llvm::StringRef name,
                                                   bool scaledSeed = false, Recompute recompute = Recompute::None);
 
+/// Tensor parallelism (`nn-tensor-parallel`): rewrites a forward function into
+/// what one rank of a group of `size` ranks along mesh axis number `axis` runs
+/// (Megatron's layout). Parameters with a logical dim in `dims` (nn.dims) hold
+/// 1/size of it (argument attribute nn.split = {dim, parts, blocks}: the split
+/// dim, the group size, and the full extents of the blocks each split
+/// separately: q, k and v of a packed projection); column-parallel matmuls read
+/// their input through nn.all_reduce_backward, row-parallel ones are followed by
+/// nn.all_reduce; attention runs on its share of the heads; a vocab-split
+/// embedding is a slice lookup plus an all-reduce and a vocab-split loss is
+/// nn.vocab_parallel_cross_entropy. Errors, at the op or parameter, for what
+/// this layout cannot split.
+mlir::LogicalResult partitionTensorParallel(mlir::func::FuncOp forward, int64_t axis, int64_t size,
+                                            llvm::ArrayRef<std::string> dims);
+/// The tensor-parallel settings of a train plan: mesh axis number, size (1 when
+/// none) and the logical dims split over it (the plan's shard map).
+struct TensorParallel {
+  int64_t axis = -1, size = 1;
+  llvm::SmallVector<std::string> dims;
+};
+TensorParallel tensorParallelOf(pl::TrainOp train);
+
 /// The layer a parameter path belongs to: its first all-digit component
 /// ("h.3.attn.c_attn.weight" → 3), or -1 (embeddings, final norm).
 int64_t layerOf(llvm::StringRef path);

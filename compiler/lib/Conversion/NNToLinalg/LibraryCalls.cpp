@@ -124,13 +124,37 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
         return success();
       })
       .Case([&](nn::EmbeddingOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1))
-            .i64(dim(o.getTable(), 0)).emit("planrt_k_embedding");
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1)).i64(dim(o.getTable(), 0));
+        if (o.getOffset())
+          c.value(in[2]).emit("planrt_k_embedding_slice");
+        else
+          c.emit("planrt_k_embedding");
         return success();
       })
       .Case([&](nn::EmbeddingGradOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 0)).emit("planrt_k_embedding_bwd");
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 0));
+        if (o.getOffset())
+          c.value(in[2]).emit("planrt_k_embedding_slice_bwd");
+        else
+          c.emit("planrt_k_embedding_bwd");
+        return success();
+      })
+      .Case([&](nn::AllReduceOp o) {
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(cast<ShapedType>(o.getX().getType()).getNumElements())
+            .i32(o.getAxis()).i32(o.getReduce() == "max").emit("planrt_k_all_reduce");
+        return success();
+      })
+      .Case([&](nn::VocabParallelCrossEntropyOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).ptr(out[1]).i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2)).value(in[2]).i32(o.getAxis()).emit("planrt_k_cross_entropy_vp");
+        return success();
+      })
+      .Case([&](nn::VocabParallelCrossEntropyGradOp o) {
+        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(out[0]).i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2)).value(in[4]).emit("planrt_k_cross_entropy_vp_bwd");
         return success();
       })
       .Case([&](nn::LayerNormOp o) {
@@ -199,11 +223,15 @@ struct LibraryCallModel
                           BufferizationState &state) const {
     SmallVector<Value> in, out;
     for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
-      if (!cast<RankedTensorType>(t).hasStaticShape())
+      if (isa<RankedTensorType>(t) && !cast<RankedTensorType>(t).hasStaticShape())
         return op->emitOpError() << "needs static shapes to become a library call (run plan-train-step, "
                                     "which fixes batch and sequence), not "
                                  << t;
     for (Value v : op->getOperands()) {
+      if (!isa<TensorType>(v.getType())) {  // a scalar (an offset) is passed as it is
+        in.push_back(v);
+        continue;
+      }
       FailureOr<Value> buffer = getBuffer(rewriter, v, options, state);
       if (failed(buffer))
         return failure();
@@ -332,7 +360,8 @@ void plan::registerLibraryCallModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp,
            nn::LayerNormGradOp, nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp,
-           nn::CrossEntropyGradOp>(ctx);
+           nn::CrossEntropyGradOp, nn::AllReduceOp, nn::VocabParallelCrossEntropyOp,
+           nn::VocabParallelCrossEntropyGradOp>(ctx);
     nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });
 }

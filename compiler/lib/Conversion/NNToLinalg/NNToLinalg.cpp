@@ -7,6 +7,7 @@
 #include "plan/Dialect/NN/IR/NN.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -86,6 +87,20 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
   auto type = [&](Value v) { return cast<RankedTensorType>(v.getType()); };
   using V = SmallVector<Value>;
   return llvm::TypeSwitch<Operation *, V>(op)
+      // The forward side of Megatron's `f` is the identity (its VJP made the all-reduce).
+      .Case([&](nn::AllReduceBackwardOp o) { return V{o.getX()}; })
+      .Case([&](nn::AxisIndexOp o) {
+        ModuleOp module = o->getParentOfType<ModuleOp>();
+        auto fnType = b.getFunctionType({b.getI32Type()}, {b.getI64Type()});
+        if (!module.lookupSymbol<func::FuncOp>("planrt_k_axis_coord")) {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(module.getBody());
+          func::FuncOp::create(b, loc, "planrt_k_axis_coord", fnType).setPrivate();
+        }
+        Value axis = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(o.getAxis())));
+        return V{func::CallOp::create(b, loc, "planrt_k_axis_coord", TypeRange{b.getI64Type()}, ValueRange{axis})
+                     .getResult(0)};
+      })
       .Case([&](nn::AddOp o) {
         return V{elementwise(b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()}, [](OpBuilder &b, Location l, ValueRange a) {
           return V{arith::AddFOp::create(b, l, a[0], a[1])};

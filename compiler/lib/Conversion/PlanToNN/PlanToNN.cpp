@@ -94,7 +94,7 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     };
     switch (apply.getKind()) {
     case pl::LayerKind::embedding:
-      return nn::EmbeddingOp::create(b, loc, type, ps[0], in[0]);
+      return nn::EmbeddingOp::create(b, loc, type, ps[0], in[0], Value());
     case pl::LayerKind::attend:
       return nn::MatmulOp::create(b, loc, type, in[0], ps[0], /*transpose_w=*/true);
     case pl::LayerKind::linear:

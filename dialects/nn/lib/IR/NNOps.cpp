@@ -194,3 +194,19 @@ LogicalResult RoundOp::verify() {
     return emitOpError() << "rounds f32 values, not " << ranked(getX()).getElementType();
   return success();
 }
+
+LogicalResult AllReduceOp::verify() {
+  if (getReduce() != "sum" && getReduce() != "max")
+    return emitOpError() << "reduces by \"sum\" or \"max\", not \"" << getReduce() << "\"";
+  if (getAxis() < 0)
+    return emitOpError() << "axis must be a mesh axis number (0 or more), not " << getAxis();
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyOp::verify() {
+  RankedTensorType logits = ranked(getLogits()), targets = ranked(getTargets()), lse = ranked(getLse());
+  if (!sameRows(logits, targets) || !sameRows(logits, lse))
+    return emitOpError() << "targets " << targets << " and log-sum-exp " << lse
+                         << " must match the rows of the logits " << logits;
+  return success();
+}

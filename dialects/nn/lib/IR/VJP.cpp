@@ -9,7 +9,9 @@ using namespace mlir;
 using namespace plan::nn;
 
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  grads.assign({EmbeddingGradOp::create(b, getLoc(), getTable().getType(), dy[0], getIds()), Value()});
+  grads.assign({EmbeddingGradOp::create(b, getLoc(), getTable().getType(), dy[0], getIds(), getOffset()), Value()});
+  if (getOffset())
+    grads.push_back(Value());
   return success();
 }
 
@@ -99,5 +101,31 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVe
 LogicalResult RoundOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
   // The gradient flows through (straight-through), held in the same precision.
   grads.assign({RoundOp::create(b, getLoc(), dy[0].getType(), dy[0], getToAttr())});
+  return success();
+}
+
+LogicalResult AllReduceOp::buildVJP(OpBuilder &, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  // The result is replicated over the group, so its gradient is too: each rank's
+  // partial input contributed to it with weight one.
+  if (getReduce() != "sum")
+    return emitOpError() << "reducing by \"" << getReduce() << "\" has no gradient in this version";
+  grads.assign({dy[0]});
+  return success();
+}
+
+LogicalResult AllReduceBackwardOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({AllReduceOp::create(b, getLoc(), dy[0].getType(), dy[0], getAxisAttr(), b.getStringAttr("sum"),
+                                    getPurposeAttr())});
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy,
+                                                    SmallVectorImpl<Value> &grads) {
+  // The log-sum-exp is kept for this gradient; nothing else may read it.
+  if (!getLse().use_empty())
+    return emitOpError() << "its log-sum-exp result is for its own gradient, but it has other users";
+  grads.assign({VocabParallelCrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(),
+                                                        getTargets(), getLse(), getOffset()),
+                Value(), Value()});
   return success();
 }

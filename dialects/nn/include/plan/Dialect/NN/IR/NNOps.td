@@ -51,13 +51,19 @@ def NN_EmbeddingOp : NN_FwdOp<"embedding"> {
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]`. Ids out of range are a run-time error.
 
+    With `from %offset`, the table is the slice of rows `offset … offset + rows − 1`
+    of a larger one (a vocab-parallel embedding: each tensor-parallel rank holds a
+    slice); ids outside the slice give zero rows, and the sum over the ranks
+    (`nn.all_reduce`) is the full lookup.
+
     ```mlir
     %x = nn.embedding %table, %ids : (tensor<256x64xf32>, tensor<?x?xi32>) -> tensor<?x?x64xf32>
+    %p = nn.embedding %slice, %ids from %first : (tensor<128x64xf32>, tensor<4x32xi32>, i64) -> tensor<4x32x64xf32>
     ```
   }];
-  let arguments = (ins NN_Matrix:$table, NN_Tokens:$ids);
+  let arguments = (ins NN_Matrix:$table, NN_Tokens:$ids, Optional<I64>:$offset);
   let results = (outs NN_Activation:$result);
-  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$table `,` $ids (`from` $offset^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -280,6 +286,85 @@ def NN_CrossEntropyOp : NN_FwdOp<"cross_entropy"> {
 }
 
 
+//===----------------------------------------------------------------------===//
+// Tensor parallelism (nn-tensor-parallel): the SPMD form of a forward function
+// on one rank of a tensor-parallel group, its collectives explicit.
+//===----------------------------------------------------------------------===//
+
+def NN_AxisIndexOp : NN_Op<"axis_index"> {
+  let summary = "This process's coordinate on a mesh axis";
+  let description = [{
+    The coordinate, 0 … size − 1, of the running process on mesh axis number
+    `axis` (the position of the axis in the plan's mesh); 0 in a process that
+    runs without a mesh.
+
+    ```mlir
+    %c = nn.axis_index {axis = 1 : i64} : i64
+    ```
+  }];
+  let arguments = (ins I64Attr:$axis);
+  let results = (outs I64:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def NN_AllReduceOp : NN_FwdOp<"all_reduce", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "Sum (or maximum) of a value over the ranks of a mesh axis";
+  let description = [{
+    Every rank of the group along mesh axis `axis` gets the elementwise sum
+    (`reduce = "sum"`) or maximum (`"max"`) of its peers' `x`. Megatron's `g`:
+    after a row-parallel matmul each rank holds a partial sum; the result is
+    replicated, and so its gradient arrives replicated and passes through
+    unchanged (the VJP of a sum is the identity). `purpose` names it in logs and
+    `planc explain`.
+
+    ```mlir
+    %y = nn.all_reduce %x {axis = 1 : i64, reduce = "sum", purpose = "row-parallel output"} : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$x, I64Attr:$axis, StrAttr:$reduce, StrAttr:$purpose);
+  let results = (outs NN_AnyFloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def NN_AllReduceBackwardOp : NN_FwdOp<"all_reduce_backward", [AllTypesMatch<["x", "result"]>]> {
+  let summary = "Identity whose gradient is summed over a mesh axis";
+  let description = [{
+    Megatron's `f`: the replicated input of a column-parallel matmul. Forward it
+    is `x`; its VJP all-reduces (sums) the gradient over mesh axis `axis`, where
+    each rank holds the part of it that its columns contribute.
+
+    ```mlir
+    %y = nn.all_reduce_backward %x {axis = 1 : i64, purpose = "attention input"} : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$x, I64Attr:$axis, StrAttr:$purpose);
+  let results = (outs NN_AnyFloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def NN_VocabParallelCrossEntropyOp : NN_FwdOp<"vocab_parallel_cross_entropy"> {
+  let summary = "Cross-entropy of logits split over the vocabulary across a mesh axis";
+  let description = [{
+    The logits of this rank are columns `offset … offset + V − 1` of the full
+    vocabulary. The result is `nn.cross_entropy` of the full logits, computed with
+    three all-reduces over mesh axis `axis` of one value per row (Megatron's
+    vocab-parallel cross-entropy): the row maxima (max), the sums of
+    `exp(logit − max)` (sum), and the target's logit (sum, from the rank that
+    holds it). The second result is each row's log-sum-exp, kept for the
+    gradient, which then needs no communication.
+
+    ```mlir
+    %loss, %lse = nn.vocab_parallel_cross_entropy %logits, %targets from %first {axis = 1 : i64}
+        : (tensor<4x32x128xf32>, tensor<4x32xi32>, i64) -> (tensor<f32>, tensor<4x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_Activation:$logits, NN_Tokens:$targets, I64:$offset, I64Attr:$axis);
+  let results = (outs 0DTensorOf<[F32]>:$loss, TensorRankOf<[F32], [2]>:$lse);
+  let assemblyFormat = "$logits `,` $targets `from` $offset attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def NN_RoundOp : NN_FwdOp<"round", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Rounds every element to a narrower float type and back (mixed precision)";
   let description = [{
@@ -348,15 +433,16 @@ def NN_SumRowsOp : NN_Op<"sum_rows"> {
 def NN_EmbeddingGradOp : NN_Op<"embedding_grad"> {
   let summary = "The table gradient of nn.embedding: rows of dy summed by id";
   let description = [{
-    `dtable[v, :] = Σ_{b,s : ids[b,s] = v} dy[b, s, :]`.
+    `dtable[v, :] = Σ_{b,s : ids[b,s] = v} dy[b, s, :]`; with `from %offset`, the
+    gradient of the slice of rows starting there (ids outside it contribute nothing).
 
     ```mlir
     %dt = nn.embedding_grad %dy, %ids : (tensor<4x64x64xf32>, tensor<4x64xi32>) -> tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins NN_Activation:$dy, NN_Tokens:$ids);
+  let arguments = (ins NN_Activation:$dy, NN_Tokens:$ids, Optional<I64>:$offset);
   let results = (outs NN_Matrix:$result);
-  let assemblyFormat = "$dy `,` $ids attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$dy `,` $ids (`from` $offset^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -445,6 +531,23 @@ def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [AllTypesMatch<["logits"
   let results = (outs NN_Activation:$result);
   let assemblyFormat = "$dloss `,` $logits `,` $targets attr-dict `:` type($dloss) `,` type($logits) `,` type($targets)";
   let hasVerifier = 1;
+}
+
+def NN_VocabParallelCrossEntropyGradOp : NN_Op<"vocab_parallel_cross_entropy_grad", [AllTypesMatch<["logits", "result"]>]> {
+  let summary = "The gradient of nn.vocab_parallel_cross_entropy with respect to this rank's logits";
+  let description = [{
+    `dloss / rows · (exp(logits − lse) − onehot(targets − offset))`: local, from the
+    log-sum-exp the forward op kept.
+
+    ```mlir
+    %dl = nn.vocab_parallel_cross_entropy_grad %dloss, %logits, %targets, %lse from %first
+        : tensor<f32>, tensor<4x32x128xf32>, tensor<4x32xi32>, tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$dloss, NN_Activation:$logits, NN_Tokens:$targets,
+                       TensorRankOf<[F32], [2]>:$lse, I64:$offset);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$dloss `,` $logits `,` $targets `,` $lse `from` $offset attr-dict `:` type($dloss) `,` type($logits) `,` type($targets) `,` type($lse)";
 }
 
 //===----------------------------------------------------------------------===//
