@@ -100,6 +100,17 @@ int64_t planrt_k_axis_coord(int32_t axis);
 /* out = the sum (reduce 0) or maximum (reduce 1) over the group along mesh axis
  * `axis` of every rank's x [count]. */
 void planrt_k_all_reduce(const float *x, float *out, int64_t count, int32_t axis, int32_t reduce);
+/* Sequence parallelism: x [B, n, C] is this rank's positions c*n .. c*n + n - 1 of
+ * the sequence; out [B, n * group, C] the whole sequence gathered over the group along
+ * mesh axis `axis`. */
+void planrt_k_all_gather_seq(const float *x, float *out, int64_t B, int64_t n, int64_t C, int32_t axis);
+/* out [B, n, C] = positions offset .. offset + n - 1 of x [B, T, C]; and the gradient:
+ * dx [B, T, C] zero but for those positions, dy [B, n, C]. Out-of-range is fatal. */
+void planrt_k_sequence_slice(const float *x, float *out, int64_t B, int64_t T, int64_t C, int64_t offset, int64_t n);
+void planrt_k_sequence_unslice(const float *dy, float *dx, int64_t B, int64_t T, int64_t C, int64_t offset, int64_t n);
+/* x [B, n * group, C]; out [B, n, C] = positions c*n .. c*n + n - 1 of the sum of every
+ * rank's x over the group. */
+void planrt_k_reduce_scatter_seq(const float *x, float *out, int64_t B, int64_t n, int64_t C, int32_t axis);
 /* As planrt_k_embedding for a table that holds rows offset .. offset + V - 1 of a
  * larger one: ids outside give zero rows. An id below 0 is fatal. */
 void planrt_k_embedding_slice(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace planrt {
@@ -26,19 +27,30 @@ planrt_step_ctx *gActive = nullptr;
   std::exit(1);
 }
 
-/// Reduces buf in place over mesh axis `axis` of the active step (nothing without a mesh).
-void reduce(float *buf, int64_t count, int32_t axis, planrt_reduce_op op, const char *what) {
-  planrt_step_ctx *ctx = gActive;
-  if (!ctx || !ctx->mesh || count == 0)
-    return;
-  char text[160];
-  std::snprintf(text, sizeof text, "tensor-parallel all_reduce (%s) of %lld floats over mesh axis %d", what,
-                (long long)count, int(axis));
-  planrt::Waiting w(*ctx, text);
-  if (planrt_all_reduce(ctx->mesh, 1u << unsigned(axis), buf, count, op)) {
-    std::string msg = std::string(text) + ": " + planrt_last_error();
+/// The size of the group along mesh axis `axis` of the active step; 0 without a mesh.
+int64_t groupSize(int32_t axis) {
+  return gActive && gActive->mesh ? planrt_mesh_group_size(gActive->mesh, 1u << unsigned(axis)) : 0;
+}
+
+/// Runs call(mesh, mask) on the active step's group along `axis`, watched by the watchdog
+/// as `text`; a failure is fatal, naming it.
+template <typename F>
+void collective(int32_t axis, const std::string &text, F call) {
+  planrt::Waiting w(*gActive, text);
+  if (call(gActive->mesh, 1u << unsigned(axis))) {
+    std::string msg = text + ": " + planrt_last_error();
     die(msg.c_str());
   }
+}
+
+/// Reduces buf in place over mesh axis `axis` of the active step (nothing without a mesh).
+void reduce(float *buf, int64_t count, int32_t axis, planrt_reduce_op op, const char *what) {
+  if (!groupSize(axis) || count == 0)
+    return;
+  collective(axis,
+             "tensor-parallel all_reduce (" + std::string(what) + ") of " + std::to_string(count) +
+                 " floats over mesh axis " + std::to_string(axis),
+             [&](planrt_mesh *mesh, unsigned mask) { return planrt_all_reduce(mesh, mask, buf, count, op); });
 }
 
 void badId(const char *what, int64_t id, int64_t limit) {
@@ -65,6 +77,58 @@ int64_t planrt_k_axis_coord(int32_t axis) {
 void planrt_k_all_reduce(const float *x, float *out, int64_t count, int32_t axis, int32_t op) {
   std::memcpy(out, x, size_t(count) * sizeof(float));
   reduce(out, count, axis, op == 1 ? PLANRT_MAX : PLANRT_SUM, op == 1 ? "max" : "sum");
+}
+
+void planrt_k_all_gather_seq(const float *x, float *out, int64_t B, int64_t n, int64_t C, int32_t axis) {
+  int64_t group = planrt::groupSize(axis), count = B * n * C;
+  if (!group)
+    return (void)std::memcpy(out, x, size_t(count) * sizeof(float));
+  // The collective gives the ranks' slices one after another; the sequence interleaves
+  // them per batch row.
+  std::vector<float> blocks(static_cast<size_t>(count * group));
+  planrt::collective(axis,
+                     "sequence-parallel all_gather of " + std::to_string(count) + " floats over mesh axis " +
+                         std::to_string(axis),
+                     [&](planrt_mesh *mesh, unsigned mask) {
+                       return planrt_all_gather(mesh, mask, x, count, blocks.data());
+                     });
+  for (int64_t k = 0; k < group; ++k)
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(out + (b * n * group + k * n) * C, blocks.data() + k * count + b * n * C,
+                  size_t(n * C) * sizeof(float));
+}
+
+void planrt_k_reduce_scatter_seq(const float *x, float *out, int64_t B, int64_t n, int64_t C, int32_t axis) {
+  int64_t group = planrt::groupSize(axis), count = B * n * C;
+  if (!group)
+    return (void)std::memcpy(out, x, size_t(count) * sizeof(float));
+  std::vector<float> blocks(static_cast<size_t>(count * group));
+  for (int64_t k = 0; k < group; ++k)
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(blocks.data() + k * count + b * n * C, x + (b * n * group + k * n) * C,
+                  size_t(n * C) * sizeof(float));
+  planrt::collective(axis,
+                     "sequence-parallel reduce_scatter of " + std::to_string(count * group) +
+                         " floats over mesh axis " + std::to_string(axis),
+                     [&](planrt_mesh *mesh, unsigned mask) {
+                       return planrt_reduce_scatter(mesh, mask, blocks.data(), count, out);
+                     });
+}
+
+void planrt_k_sequence_slice(const float *x, float *out, int64_t B, int64_t T, int64_t C, int64_t offset, int64_t n) {
+  if (offset < 0 || offset + n > T)
+    planrt::badId("sequence slice end", offset + n, T + 1);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(out + b * n * C, x + (b * T + offset) * C, size_t(n * C) * sizeof(float));
+}
+
+void planrt_k_sequence_unslice(const float *dy, float *dx, int64_t B, int64_t T, int64_t C, int64_t offset,
+                               int64_t n) {
+  if (offset < 0 || offset + n > T)
+    planrt::badId("sequence slice end", offset + n, T + 1);
+  std::fill(dx, dx + B * T * C, 0.0f);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(dx + (b * T + offset) * C, dy + b * n * C, size_t(n * C) * sizeof(float));
 }
 
 void planrt_k_embedding_slice(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C, int64_t V,
@@ -96,8 +160,7 @@ void planrt_k_embedding_slice_bwd(const float *dout, const int32_t *ids, float *
 
 void planrt_k_cross_entropy_vp(const float *logits, const int32_t *targets, float *loss, float *lse, int64_t rows,
                                int64_t V, int64_t offset, int32_t axis) {
-  planrt_step_ctx *ctx = planrt::activeStep();
-  int64_t group = ctx && ctx->mesh ? planrt_mesh_group_size(ctx->mesh, 1u << unsigned(axis)) : 1;
+  int64_t group = std::max<int64_t>(planrt::groupSize(axis), 1);
   std::vector<float> max(static_cast<size_t>(rows)), sum(static_cast<size_t>(rows)), target(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r)
     max[size_t(r)] = *std::max_element(logits + r * V, logits + (r + 1) * V);

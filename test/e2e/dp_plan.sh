@@ -2,12 +2,13 @@
 # tiny-GPT plans they compare, so that every layout differs from the others only in what
 # the arguments say. Needs WORK (the test's directory, holding data/train.bin) and PLANC.
 #
-#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE [TENSOR]]]]
+#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE [TENSOR [SEQUENCE]]]]]
 #     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32; with TENSOR > 1, mesh
-#     [dp: DEVICES, tp: TENSOR] and tensor = tp) and builds exe_NAME.
+#     [dp: DEVICES, tp: TENSOR] and tensor = tp, with SEQUENCE = true also sequence
+#     parallelism) and builds exe_NAME.
 dp_plan() {
   local t=${8:-1} axes="dp: $2" tensor=""
-  if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp"; fi
+  if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 mesh m$2 {

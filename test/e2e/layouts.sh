@@ -5,7 +5,8 @@
 # and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; recompute full
 # and selective on one process (bitwise equal) and on 4 ranks; tensor parallelism (TP 2 and
 # 4, data 2 × tensor 2 with ZeRO-1 and selective recompute, data 2 × tensor 4 with ZeRO-3 on
-# 8 ranks, TP 2 with accumulation 4 and full recompute); and ZeRO-1 and data 2 × tensor 2 in
+# 8 ranks, TP 2 with accumulation 4 and full recompute; the same with sequence parallelism);
+# and ZeRO-1 and data 2 × tensor 2 in
 # bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
 # loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
 # fp16), and the bytes the runtime counts per step, by collective, must equal
@@ -25,10 +26,10 @@ rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
 source "$ROOT/test/e2e/dp_plan.sh"
-# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR]]]: build, predict, run 20
-# steps (DEVICES data-parallel × TENSOR tensor-parallel ranks).
+# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE]]]]: build, predict,
+# run 20 steps (DEVICES data-parallel × TENSOR tensor-parallel ranks).
 plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}"
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}"
   "$PLANC" explain "$1.plan" --json > "$1.explain.json"
   local ranks=$(( $2 * ${7:-1} ))
   if [[ $ranks -eq 1 ]]; then
@@ -105,7 +106,15 @@ plan dp2_tp2_zero1 2 4 1 fp32 none 2
 plan dp2_tp4_zero3 2 4 3 fp32 none 4
 plan tp2_accum4_full 1 2 0 fp32 full 2
 plan dp2_tp2_selective 2 4 0 fp32 selective 2
-"$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective
+# Sequence parallelism with it (norms, residuals and position embeddings on a slice of the
+# sequence; gathers before and reduce-scatters after the tensor-parallel blocks): TP 2, data 2
+# × tensor 2 under ZeRO-1, TP 4 with selective recompute, TP 2 with accumulation 4 and full.
+plan tp2_sp 1 8 0 fp32 none 2 true
+plan dp2_tp2_sp_zero1 2 4 1 fp32 none 2 true
+plan tp4_sp_selective 1 8 0 fp32 selective 4 true
+plan tp2_sp_accum4_full 1 2 0 fp32 full 2 true
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective \
+  tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run,
 # data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1.
 plan single_bf16 1 8 0 bf16

@@ -498,10 +498,12 @@ private:
         if (!unitInput.count(u) && !ops[i].operands.empty())
           unitInput[u] = elems(ops[i].operands[0]) * act;
         // A recomputed layer does not communicate again: the results of its forward
-        // tensor all-reduces are kept.
+        // tensor all-reduces and reduce-scatters are kept (the gathers are repeated).
         for (const TensorColl &tc : c.fwdColls)
           if (tc.kind == Coll::AllReduce)
             actRank[opRank[i]] += tc.fullBytes / wireAct * act;
+          else if (tc.kind == Coll::ReduceScatter)
+            actRank[opRank[i]] += tc.fullBytes / wireAct * act / double(t);
       } else {
         actRank[opRank[i]] += bytes;
       }
@@ -757,7 +759,7 @@ private:
     // Under sequence parallelism each tensor rank sees a slice of the tokens, so the
     // gradients of parameters it does not split (norms, biases) are summed over it.
     if (t > 1 && l.sequence && replicatedElems(commRank) > 0) {
-      double full = double(replicatedElems(commRank)) * gradBytes;
+      double full = double(replicatedElems(commRank)) * wire;
       double sec = collSeconds(Coll::AllReduce, full, t, "tensor");
       e.comm.push_back({"all_reduce", "tensor", "replicated-parameter gradients",
                         int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))), 1, t, sec, sec,

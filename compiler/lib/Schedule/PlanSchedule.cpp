@@ -25,6 +25,10 @@ struct StepShape {
   int64_t d = 1, zero = 0, accumulation = 1;
   std::string tensorAxis;  ///< "" without tensor parallelism
   int64_t t = 1;
+  /// Sequence parallelism: the flat ranges of the parameters the tensor axis does not
+  /// split, whose gradients are partial sums over it.
+  bool sequence = false;
+  SmallVector<std::pair<int64_t, int64_t>> replicated;
   training::FlatLayout layout;
 };
 
@@ -78,6 +82,26 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
   }
   if (s.t < 1 || (s.t > 1 && s.tensorAxis.empty()))
     return bad("has a tensor_parallel size without a tensor axis");
+  s.sequence = train->getBoolean("sequence_parallel").value_or(false) && s.t > 1;
+  if (s.sequence) {
+    const llvm::json::Array *params = o->getArray("params");
+    if (!params)
+      return bad("has no params");
+    for (const llvm::json::Value &p : *params) {
+      const llvm::json::Object *po = p.getAsObject();
+      std::optional<int64_t> offset = po ? po->getInteger("offset") : std::nullopt,
+                             count = po ? po->getInteger("count") : std::nullopt;
+      if (!offset || !count)
+        return bad("has a parameter without offset and count");
+      if (po->get("split"))
+        continue;
+      if (!s.replicated.empty() && s.replicated.back().first + s.replicated.back().second == *offset)
+        s.replicated.back().second += *count;  // adjacent: one collective
+      else
+        s.replicated.push_back({*offset, *count});
+    }
+    llvm::sort(s.replicated);
+  }
   s.zero = train->getInteger("zero").value_or(0);
   s.accumulation = train->getInteger("accumulation").value_or(1);
   if (s.d < 1 || s.zero < 0 || s.zero > 3 || s.accumulation < 1)
@@ -240,6 +264,17 @@ private:
       sched::FreeOp::create(b, loc, grads);
     }
     b.setInsertionPointAfter(loop);
+    // Sequence parallelism: each tensor rank saw its slice of the sequence, so the
+    // gradients of the parameters it holds whole are partial sums over the tensor axis.
+    if (s.sequence)
+      for (auto [offset, count] : s.replicated)
+        sched::AllReduceOp::create(
+            b,
+            NameLoc::get(b.getStringAttr("sequence parallel over [" + s.tensorAxis +
+                                         "]: replicated-parameter gradients"),
+                         loc),
+            grads, i64(offset), i64(count), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
+            b.getStringAttr("replicated-parameter gradients"));
     if (collectives && !sharded)
       sched::AllReduceOp::create(b, cause("gradients"), grads, i64(0), i64(l.total), dataAxes, b.getStringAttr("sum"),
                                  b.getStringAttr("gradients"));

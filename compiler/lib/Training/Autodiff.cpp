@@ -117,8 +117,13 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
   // Collectives are never computed twice: their results are kept, so that a recomputed
   // layer communicates no more than the forward pass did (and as `planc explain` counts).
   for (Operation *op : order)
-    if (isa<nn::AllReduceOp, nn::VocabParallelCrossEntropyOp>(op))
+    if (isa<nn::AllReduceOp, nn::ReduceScatterOp, nn::VocabParallelCrossEntropyOp>(op))
       out.erase(op);
+  // ...except a sequence-parallel gather, which the backward pass repeats in every mode
+  // rather than keep the whole sequence (Megatron's sequence parallelism; `planc explain`).
+  for (Operation *op : order)
+    if (isa<nn::AllGatherOp>(op))
+      out.insert(op);
   return out;
 }
 

@@ -25,13 +25,14 @@ using namespace plan;
 
 namespace {
 
-/// How a value lies over the group.
-enum class Lay { Replicated, Split };
+/// How a value lies over the group: whole on every rank, split along its features, or
+/// (sequence parallelism) split along the sequence.
+enum class Lay { Replicated, Split, Sequence };
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp f, int64_t axis, int64_t size, ArrayRef<std::string> dims)
-      : f(f), b(f.getContext()), axis(axis), t(size), dims(dims.begin(), dims.end()) {}
+  Partitioner(func::FuncOp f, int64_t axis, int64_t size, ArrayRef<std::string> dims, bool sequence)
+      : f(f), b(f.getContext()), axis(axis), t(size), sequence(sequence), dims(dims.begin(), dims.end()) {}
 
   LogicalResult run() {
     Block &body = f.getBody().front();
@@ -115,6 +116,47 @@ private:
     shape.back() /= t;
     return RankedTensorType::get(shape, type.getElementType());
   }
+  /// `type` with dim 1 (the sequence) multiplied by `times` (or divided, times < 0).
+  static RankedTensorType resequenced(Type type, int64_t times) {
+    auto rt = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(rt.getShape());
+    shape[1] = times > 0 ? shape[1] * times : shape[1] / -times;
+    return RankedTensorType::get(shape, rt.getElementType());
+  }
+  LogicalResult checkSequence(Operation *op, Value v) {
+    int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(1);
+    if (ShapedType::isDynamic(n) || n % t != 0)
+      return unsupported(op, "sequence parallelism needs the sequence (" + Twine(n) + " positions) to divide over " +
+                                 Twine(t) + " ranks");
+    return success();
+  }
+  /// Sequence parallelism: this rank's slice of a value every rank holds whole.
+  LogicalResult toSequence(Operation *after, Value v) {
+    if (failed(checkSequence(after, v)))
+      return failure();
+    int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(1) / t;
+    Value first = firstRow(after, n);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfter(first.getDefiningOp());
+    if (first.getDefiningOp()->isBeforeInBlock(after))
+      b.setInsertionPointAfter(after);
+    auto slice = nn::SequenceSliceOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v, first);
+    v.replaceAllUsesExcept(slice, slice);
+    layout[slice] = Lay::Sequence;
+    return success();
+  }
+  /// Sequence parallelism after a partial sum: this rank's slice of the group's sum.
+  LogicalResult scatterSequence(Operation *after, Value v, StringRef purpose) {
+    if (failed(checkSequence(after, v)))
+      return failure();
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfter(after);
+    auto r = nn::ReduceScatterOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v,
+                                         b.getI64IntegerAttr(axis), b.getStringAttr(purpose));
+    v.replaceAllUsesExcept(r, r);
+    layout[r] = Lay::Sequence;
+    return success();
+  }
 
   /// This rank's first row of a table split in slices of `rows` (i64).
   Value firstRow(Operation *at, int64_t rows) {
@@ -129,14 +171,19 @@ private:
     return arith::MulIOp::create(b, at->getLoc(), coord, n);
   }
 
-  /// The input of a column-parallel matmul, through Megatron's `f` (one per value).
+  /// The input of a column-parallel matmul, through Megatron's `f` (one per value), or
+  /// under sequence parallelism gathered whole (one gather per value).
   Value columnInput(Operation *user, Value x, StringRef purpose) {
     auto [it, inserted] = fOf.try_emplace(x, Value());
     if (inserted) {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(user);
-      it->second = nn::AllReduceBackwardOp::create(b, user->getLoc(), x.getType(), x, b.getI64IntegerAttr(axis),
-                                                   b.getStringAttr(purpose));
+      if (lay(x) == Lay::Sequence)
+        it->second = nn::AllGatherOp::create(b, user->getLoc(), resequenced(x.getType(), t), x,
+                                             b.getI64IntegerAttr(axis), b.getStringAttr(purpose));
+      else
+        it->second = nn::AllReduceBackwardOp::create(b, user->getLoc(), x.getType(), x, b.getI64IntegerAttr(axis),
+                                                     b.getStringAttr(purpose));
     }
     return it->second;
   }
@@ -185,8 +232,13 @@ private:
             auto slice = nn::EmbeddingOp::create(b, o.getLoc(), o.getType(), o.getTable(), o.getIds(), first);
             o.getResult().replaceAllUsesWith(slice.getResult());
             op->erase();
+            if (sequence)
+              return scatterSequence(slice, slice, "embedding output");
             layout[allReduce(slice, slice, "embedding output")] = Lay::Replicated;
+            return success();
           }
+          if (sequence)  // a position embedding: every rank looks up all, keeps its slice
+            return toSequence(op, o.getResult());
           return success();
         })
         .Case([&](nn::MatmulOp o) {
@@ -195,6 +247,10 @@ private:
           if (s < 0) {
             if (lay(o.getX()) == Lay::Split)
               return unsupported(op, "a split input meets a replicated weight");
+            if (lay(o.getX()) == Lay::Sequence) {  // token by token: on this rank's positions
+              o.getResult().setType(resequenced(o.getResult().getType(), -t));
+              layout[o.getResult()] = Lay::Sequence;
+            }
             return success();
           }
           if (s == (tr ? 0 : 1)) {  // column-parallel: this rank's output features
@@ -215,6 +271,8 @@ private:
           if (lay(o.getX()) != Lay::Split)
             return unsupported(op, "a row-parallel matmul needs an input split along its features");
           StringRef purpose = dimName(o.getW(), 0) == "heads" ? "attention output" : "row-parallel output";
+          if (sequence)
+            return scatterSequence(op, o.getResult(), purpose);
           layout[allReduce(op, o.getResult(), purpose)] = Lay::Replicated;
           return success();
         })
@@ -242,6 +300,17 @@ private:
           layout[o.getResult()] = Lay::Split;
           return success();
         })
+        .Case<nn::LayerNormOp, nn::RMSNormOp>([&](Operation *) {
+          // Per token: replicated or on this rank's positions, never over split features.
+          if (lay(op->getOperand(0)) == Lay::Split)
+            return unsupported(op, "a norm over features split across the ranks");
+          for (Value w : op->getOperands().drop_front())
+            if (splitOf(w) >= 0)
+              return unsupported(op, "a norm with a split weight");
+          op->getResult(0).setType(op->getOperand(0).getType());
+          layout[op->getResult(0)] = lay(op->getOperand(0));
+          return success();
+        })
         .Case<nn::GeluOp, nn::SiluOp, nn::ReluOp>([&](Operation *) {
           op->getResult(0).setType(op->getOperand(0).getType());
           layout[op->getResult(0)] = lay(op->getOperand(0));
@@ -263,6 +332,9 @@ private:
           return success();
         })
         .Case([&](nn::CrossEntropyOp o) {
+          if (lay(o.getLogits()) == Lay::Sequence)
+            return unsupported(op, "sequence parallelism needs the vocabulary split over the tensor axis, so that "
+                                   "the head gathers the whole sequence");
           if (lay(o.getLogits()) != Lay::Split)
             return success();
           int64_t vocab = cast<RankedTensorType>(o.getLogits().getType()).getDimSize(2);
@@ -278,7 +350,7 @@ private:
         })
         .Default([&](Operation *) {
           for (Value v : op->getOperands())
-            if (lay(v) == Lay::Split)
+            if (lay(v) != Lay::Replicated)
               return (unsupported(op, "this op has no tensor-parallel form in this version"));
           for (Value v : op->getOperands())
             if (auto a = dyn_cast<BlockArgument>(v); a && splitOf(a) >= 0)
@@ -291,6 +363,7 @@ private:
   func::FuncOp f;
   OpBuilder b;
   int64_t axis, t;
+  bool sequence;
   SmallVector<std::string> dims;
   DenseMap<unsigned, int64_t> splitDim, fullSize;
   DenseMap<unsigned, SmallVector<int64_t>> blockSizes;
@@ -307,7 +380,7 @@ struct NNTensorParallel : plan::impl::NNTensorParallelBase<NNTensorParallel> {
     SmallVector<std::string> split(dims.begin(), dims.end());
     for (auto f : llvm::to_vector(getOperation().getOps<func::FuncOp>()))
       if ((f->hasAttr("nn.forward") || f->hasAttr("nn.model")) &&
-          failed(training::partitionTensorParallel(f, axis, size, split)))
+          failed(training::partitionTensorParallel(f, axis, size, split, sequence)))
         return signalPassFailure();
   }
 };
@@ -315,10 +388,10 @@ struct NNTensorParallel : plan::impl::NNTensorParallelBase<NNTensorParallel> {
 } // namespace
 
 LogicalResult training::partitionTensorParallel(func::FuncOp forward, int64_t axis, int64_t size,
-                                                ArrayRef<std::string> dims) {
+                                                ArrayRef<std::string> dims, bool sequence) {
   if (size < 2)
     return success();
-  return Partitioner(forward, axis, size, dims).run();
+  return Partitioner(forward, axis, size, dims, sequence).run();
 }
 
 training::TensorParallel training::tensorParallelOf(pl::TrainOp train) {
@@ -332,6 +405,7 @@ training::TensorParallel training::tensorParallelOf(pl::TrainOp train) {
       tp.axis = int64_t(i);
       tp.size = a.getSize();
     }
+  tp.sequence = train.getParallel().getSequence().getValue();
   for (NamedAttribute d : train.getShard())
     if (auto axis = dyn_cast<StringAttr>(d.getValue()); axis && axis.getValue() == name)
       tp.dims.push_back(d.getName().str());

@@ -86,6 +86,7 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
       {"accumulation", i64(train.getAccumulationAttr())},
       {"data_parallel", training::dataParallelSize(train)},
       {"tensor_parallel", training::tensorParallelOf(train).size},
+      {"sequence_parallel", training::tensorParallelOf(train).size > 1 && training::tensorParallelOf(train).sequence},
       {"zero", train.getParallel().getZero()},
       {"steps", i64(train.getStepsAttr())},
       {"seed", i64(train.getSeedAttr())},

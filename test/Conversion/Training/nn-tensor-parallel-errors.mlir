@@ -30,7 +30,7 @@ func.func @norm(%x: tensor<2x4x8xf32> {nn.input = "x"},
                 %g: tensor<32xf32> {nn.param = "h.0.ln.weight", nn.dims = ["mlp_norm"]}) -> tensor<2x4x32xf32>
     attributes {nn.model} {
   %h = nn.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
-  // expected-error @+1 {{'nn.rmsnorm' op cannot be split over the tensor axis: this op has no tensor-parallel form in this version}}
+  // expected-error @+1 {{'nn.rmsnorm' op cannot be split over the tensor axis: a norm over features split across the ranks}}
   %n = nn.rmsnorm %h, %g {eps = 1.0e-05 : f64} : tensor<2x4x32xf32>, tensor<32xf32>
   return %n : tensor<2x4x32xf32>
 }

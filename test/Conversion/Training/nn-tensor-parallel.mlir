@@ -9,6 +9,12 @@
 // RUN: planc-opt %s -nn-tensor-parallel="axis=1 size=2 dims=heads,qkv,mlp,vocab" | FileCheck %s
 // RUN: planc-opt %s -nn-tensor-parallel="axis=1 size=2 dims=heads,qkv,mlp,vocab" -nn-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: planc-opt %s -nn-tensor-parallel="axis=1 size=1 dims=heads" | FileCheck %s --check-prefix=ONE
+// Sequence parallelism: between the tensor-parallel blocks each rank holds 2 of the 4
+// positions. The embedding reduce-scatters instead of all-reducing, a position embedding is
+// sliced, the column-parallel inputs are gathered (and gathered again in the backward pass,
+// nn.recomputed, rather than kept whole), the row-parallel outputs reduce-scattered.
+// RUN: planc-opt %s -nn-tensor-parallel="axis=1 size=2 dims=heads,qkv,mlp,vocab sequence=true" | FileCheck %s --check-prefix=SEQ
+// RUN: planc-opt %s -nn-tensor-parallel="axis=1 size=2 dims=heads,qkv,mlp,vocab sequence=true" -nn-autodiff | FileCheck %s --check-prefix=SEQGRAD
 
 // CHECK-LABEL: func.func @m(
 // CHECK-SAME: tensor<8x8xf32> {nn.dims = ["vocab", "embed"], nn.param = "wte.weight", nn.split = {blocks = array<i64: 16>, dim = 0 : i64, parts = 2 : i64}}
@@ -49,6 +55,29 @@
 // GRAD-NOT: nn.all_reduce
 // GRAD:     return
 
+// SEQ-LABEL: func.func @m(
+// SEQ:      %[[E:.*]] = nn.embedding %{{.*}}, %{{.*}} from %{{.*}} : (tensor<8x8xf32>, tensor<2x4xi32>, i64) -> tensor<2x4x8xf32>
+// SEQ-NEXT: %[[X:.*]] = nn.reduce_scatter %[[E]] {axis = 1 : i64, purpose = "embedding output"} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// SEQ-NEXT: %[[LN:.*]] = nn.layernorm %[[X]], {{.*}} : tensor<2x2x8xf32>, tensor<8xf32>, tensor<8xf32>
+// SEQ-NEXT: nn.all_gather %[[LN]] {axis = 1 : i64, purpose = "attention input"} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+// SEQ:      nn.reduce_scatter %{{.*}} {axis = 1 : i64, purpose = "attention output"} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// SEQ:      nn.all_gather %{{.*}} {axis = 1 : i64, purpose = "column-parallel input"}
+// SEQ:      nn.reduce_scatter %{{.*}} {axis = 1 : i64, purpose = "row-parallel output"}
+// SEQ:      nn.all_gather %{{.*}} {axis = 1 : i64, purpose = "head input"} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+// SEQ:      nn.vocab_parallel_cross_entropy
+// SEQ-NOT:  nn.all_reduce
+// SEQ-LABEL: func.func @pos(
+// SEQ:      nn.reduce_scatter %{{.*}} {axis = 1 : i64, purpose = "embedding output"}
+// SEQ:      %[[POS:.*]] = nn.embedding %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+// SEQ-NEXT: nn.sequence_slice %[[POS]] from %{{.*}} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+
+// SEQGRAD-LABEL: func.func @m_grad(
+// SEQGRAD:     nn.all_gather %{{.*}} {axis = 1 : i64, nn.recomputed, purpose = "head input"}
+// SEQGRAD:     nn.matmul_wgrad
+// SEQGRAD:     nn.reduce_scatter %{{.*}} {axis = 1 : i64, purpose = "head input"}
+// SEQGRAD-LABEL: func.func @pos_grad(
+// SEQGRAD:     nn.sequence_unslice %{{.*}} at %{{.*}} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+
 // A group of one is the model as it was.
 // ONE-NOT: nn.all_reduce
 // ONE-NOT: nn.split
@@ -77,6 +106,20 @@ func.func @m(%tokens: tensor<2x4xi32> {nn.input = "tokens"}, %targets: tensor<2x
   %d = nn.matmul %g, %pr_w : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
   %y = nn.add %r, %d : tensor<2x4x8xf32>
   %logits = nn.matmul %y, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// Token and position embeddings, a tied head.
+func.func @pos(%tokens: tensor<2x4xi32> {nn.input = "tokens"}, %targets: tensor<2x4xi32> {nn.input = "targets"},
+               %wte: tensor<16x8xf32> {nn.param = "wte.weight", nn.dims = ["vocab", "embed"]},
+               %wpe: tensor<4x8xf32> {nn.param = "wpe.weight", nn.dims = ["context", "embed"]})
+    -> tensor<f32> attributes {nn.model} {
+  %x = nn.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %p = nn.positions %tokens : tensor<2x4xi32>
+  %e = nn.embedding %wpe, %p : (tensor<4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %s = nn.add %x, %e : tensor<2x4x8xf32>
+  %logits = nn.matmul %s, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %loss = nn.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -190,7 +190,7 @@
 // CHECK-SAME: \22checkpoint\22:{\22dir\22:\22/data/run/ckpt\22,\22every\22:50,\22keep\22:2},\22clip\22:1,
 // CHECK-SAME: \22data\22:[\22/data/run/train.bin\22,\22/abs/more.bin\22],\22data_parallel\22:1,
 // CHECK-SAME: \22eval_batches\22:3,\22eval_every\22:25,\22loss_scale\22:{\22init\22:1,\22kind\22:\22none\22},\22lr\22:0.001,\22micro\22:2,\22min_lr\22:0.0001,
-// CHECK-SAME: \22precision\22:\22fp32\22,\22schedule\22:\22cosine\22,\22seed\22:7,\22seq\22:8,\22steps\22:100,
+// CHECK-SAME: \22precision\22:\22fp32\22,\22schedule\22:\22cosine\22,\22seed\22:7,\22seq\22:8,\22sequence_parallel\22:false,\22steps\22:100,
 // CHECK-SAME: \22val\22:[\22/data/run/val.bin\22],\22vocab\22:16,\22warmup\22:10,\22weight_decay\22:0.10000000000000001,\22zero\22:0
 // CHECK-SAME: }}\00")
 // CHECK-NOT: plan.
@@ -525,4 +525,4 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // CHAR-SAME: \22name\22:\22h.3.mlp.c_proj.bias\22
 // CHAR-SAME: \22name\22:\22ln_f.bias\22
 // CHAR-SAME: \22plan\22:\22licenses_char\22
-// CHAR-SAME: \22schedule\22:\22cosine\22,\22seed\22:1337,\22seq\22:128,\22steps\22:300
+// CHAR-SAME: \22schedule\22:\22cosine\22,\22seed\22:1337,\22seq\22:128,\22sequence_parallel\22:false,\22steps\22:300

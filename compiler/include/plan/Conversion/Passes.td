@@ -86,7 +86,9 @@ def NNTensorParallel : Pass<"nn-tensor-parallel", "mlir::ModuleOp"> {
   }];
   let options = [Option<"axis", "axis", "int64_t", /*default=*/"0", "mesh axis number of the tensor group">,
                  Option<"size", "size", "int64_t", /*default=*/"2", "ranks in the tensor group">,
-                 ListOption<"dims", "dims", "std::string", "logical dims split over the group">];
+                 ListOption<"dims", "dims", "std::string", "logical dims split over the group">,
+                 Option<"sequence", "sequence", "bool", /*default=*/"false",
+                        "sequence parallelism between the tensor-parallel blocks">];
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect"];
 }
 

@@ -55,14 +55,18 @@ mlir::FailureOr<mlir::func::FuncOp> differentiate(mlir::func::FuncOp forward, ll
 /// their input through nn.all_reduce_backward, row-parallel ones are followed by
 /// nn.all_reduce; attention runs on its share of the heads; a vocab-split
 /// embedding is a slice lookup plus an all-reduce and a vocab-split loss is
-/// nn.vocab_parallel_cross_entropy. Errors, at the op or parameter, for what
-/// this layout cannot split.
+/// nn.vocab_parallel_cross_entropy. With `sequence` (Korthikanti et al. 2022),
+/// what lies between the tensor-parallel blocks (norms, residual adds, position
+/// embeddings) holds this rank's slice of the sequence: nn.all_gather before a
+/// column-parallel matmul, nn.reduce_scatter after a row-parallel one and the
+/// embedding. Errors, at the op or parameter, for what this layout cannot split.
 mlir::LogicalResult partitionTensorParallel(mlir::func::FuncOp forward, int64_t axis, int64_t size,
-                                            llvm::ArrayRef<std::string> dims);
+                                            llvm::ArrayRef<std::string> dims, bool sequence = false);
 /// The tensor-parallel settings of a train plan: mesh axis number, size (1 when
 /// none) and the logical dims split over it (the plan's shard map).
 struct TensorParallel {
   int64_t axis = -1, size = 1;
+  bool sequence = false;
   llvm::SmallVector<std::string> dims;
 };
 TensorParallel tensorParallelOf(pl::TrainOp train);

@@ -147,6 +147,26 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .i32(o.getAxis()).i32(o.getReduce() == "max").emit("planrt_k_all_reduce");
         return success();
       })
+      .Case([&](nn::AllGatherOp o) {
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
+            .i32(o.getAxis()).emit("planrt_k_all_gather_seq");
+        return success();
+      })
+      .Case([&](nn::ReduceScatterOp o) {
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 2)).i32(o.getAxis()).emit("planrt_k_reduce_scatter_seq");
+        return success();
+      })
+      .Case([&](nn::SequenceSliceOp o) {
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
+            .value(in[1]).i64(dim(o.getResult(), 1)).emit("planrt_k_sequence_slice");
+        return success();
+      })
+      .Case([&](nn::SequenceUnsliceOp o) {
+        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 2)).value(in[1]).i64(dim(o.getX(), 1)).emit("planrt_k_sequence_unslice");
+        return success();
+      })
       .Case([&](nn::VocabParallelCrossEntropyOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).ptr(out[1]).i64(rows(o.getLogits()))
             .i64(dim(o.getLogits(), 2)).value(in[2]).i32(o.getAxis()).emit("planrt_k_cross_entropy_vp");
@@ -360,7 +380,9 @@ void plan::registerLibraryCallModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
     attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp,
            nn::LayerNormGradOp, nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp,
-           nn::CrossEntropyGradOp, nn::AllReduceOp, nn::VocabParallelCrossEntropyOp,
+           nn::CrossEntropyGradOp, nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp,
+           nn::SequenceUnsliceOp,
+           nn::VocabParallelCrossEntropyOp,
            nn::VocabParallelCrossEntropyGradOp>(ctx);
     nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });

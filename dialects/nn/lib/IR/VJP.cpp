@@ -129,3 +129,18 @@ LogicalResult VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value
                 Value(), Value()});
   return success();
 }
+
+LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({ReduceScatterOp::create(b, getLoc(), getX().getType(), dy[0], getAxisAttr(), getPurposeAttr())});
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({AllGatherOp::create(b, getLoc(), getX().getType(), dy[0], getAxisAttr(), getPurposeAttr())});
+  return success();
+}
+
+LogicalResult SequenceSliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({SequenceUnsliceOp::create(b, getLoc(), getX().getType(), dy[0], getOffset()), Value()});
+  return success();
+}

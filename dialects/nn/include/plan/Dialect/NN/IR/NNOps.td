@@ -343,6 +343,70 @@ def NN_AllReduceBackwardOp : NN_FwdOp<"all_reduce_backward", [AllTypesMatch<["x"
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def NN_AllGatherOp : NN_FwdOp<"all_gather"> {
+  let summary = "The whole sequence from each rank's slice of it (sequence parallelism)";
+  let description = [{
+    Each rank of the group along mesh axis `axis` holds positions
+    `c·n … (c+1)·n − 1` of the sequence (dim 1, `n` its extent in `x`); the result
+    is the whole sequence, in order, on every rank. Its VJP is `nn.reduce_scatter`
+    of the gradient. Before a column-parallel matmul under sequence parallelism
+    (Korthikanti et al. 2022); the backward pass gathers again rather than keep the
+    whole input (`nn-autodiff` recomputes it).
+
+    ```mlir
+    %y = nn.all_gather %x {axis = 1 : i64, purpose = "attention input"} : tensor<4x16x64xf32> -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x, I64Attr:$axis, StrAttr:$purpose);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def NN_ReduceScatterOp : NN_FwdOp<"reduce_scatter"> {
+  let summary = "Each rank's slice of the sequence of a sum over the group (sequence parallelism)";
+  let description = [{
+    The sum over the group along mesh axis `axis` of every rank's `x`, of which
+    rank c keeps positions `c·n … (c+1)·n − 1` of the sequence (dim 1, `n` its
+    extent in the result). Its VJP is `nn.all_gather` of the gradient. After a
+    row-parallel matmul or a vocab-parallel embedding under sequence parallelism.
+
+    ```mlir
+    %y = nn.reduce_scatter %x {axis = 1 : i64, purpose = "row-parallel output"} : tensor<4x32x64xf32> -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x, I64Attr:$axis, StrAttr:$purpose);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def NN_SequenceSliceOp : NN_FwdOp<"sequence_slice"> {
+  let summary = "Positions offset … offset + n − 1 of the sequence (dim 1)";
+  let description = [{
+    This rank's slice of a value every rank holds whole (a position embedding)
+    under sequence parallelism; no communication. Its VJP places the gradient at
+    those positions of zeros (`nn.sequence_unslice`).
+
+    ```mlir
+    %y = nn.sequence_slice %x from %first : tensor<4x32x64xf32> -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x, I64:$offset);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$x `from` $offset attr-dict `:` type($x) `->` type($result)";
+}
+
+def NN_SequenceUnsliceOp : NN_Op<"sequence_unslice"> {
+  let summary = "The gradient of nn.sequence_slice: the slice at its positions of zeros";
+  let description = [{
+    ```mlir
+    %dx = nn.sequence_unslice %dy at %first : tensor<4x16x64xf32> -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x, I64:$offset);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$x `at` $offset attr-dict `:` type($x) `->` type($result)";
+}
+
 def NN_VocabParallelCrossEntropyOp : NN_FwdOp<"vocab_parallel_cross_entropy"> {
   let summary = "Cross-entropy of logits split over the vocabulary across a mesh axis";
   let description = [{
