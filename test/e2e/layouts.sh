@@ -115,6 +115,33 @@ plan tp4_sp_selective 1 8 0 fp32 selective 4 true
 plan tp2_sp_accum4_full 1 2 0 fp32 full 2 true
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective \
   tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full
+# The same on a small stdlib llama (grouped-query attention with 4 query and 2 key/value
+# heads split per block, SwiGLU's gate and up sharing one input gather, RMSNorm, rotary
+# positions, an untied column-parallel head): TP 2 and TP 2 + SP against one process.
+llama_plan() {  # NAME DEVICES PARALLEL
+  cat > "$1.plan" <<EOF
+import "models/llama.plan"
+model small_llama = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
+mesh m_$1 { devices = cpu($2)  axes = [tp: $2] }
+train $1 {
+  model = small_llama  mesh = m_$1  data = tokens("$WORK/data/train.bin")
+  batch = 8  micro = 8  seq = 32
+  parallel { $3 }
+  optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
+  schedule = cosine(warmup: 4, min_lr: 1e-4)
+  clip = 1.0  steps = 20  seed = 11
+}
+EOF
+  "$PLANC" build "$1.plan" -o "exe_$1"
+  "$PLANC" explain "$1.plan" --json > "$1.explain.json"
+}
+llama_plan llama_single 1 "replicate = [tp]"
+llama_plan llama_tp2 2 "tensor = tp"
+llama_plan llama_tp2_sp 2 "tensor = tp  sequence = true"
+./exe_llama_single --log llama_single.jsonl --quiet
+"$MPIRUN" -n 2 ./exe_llama_tp2 --log llama_tp2.jsonl --quiet
+"$MPIRUN" -n 2 ./exe_llama_tp2_sp --log llama_tp2_sp.jsonl --quiet
+"$PY" "$ROOT/test/e2e/compare_layouts.py" llama_single llama_tp2 llama_tp2_sp
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run,
 # data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1.
 plan single_bf16 1 8 0 bf16
