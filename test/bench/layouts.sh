@@ -14,9 +14,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$WORK"
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
-plan() {  # NAME DEVICES ZERO [TENSOR]: DEVICES / TENSOR data-parallel ranks × TENSOR
+plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE]]: DEVICES / TENSOR data-parallel ranks × TENSOR
   local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor=""
-  if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp"; fi
+  if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp  sequence = ${5:-false}"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
@@ -51,9 +51,10 @@ EOF
 plan single 1 0
 for z in 0 1 2 3; do plan "zero$z" "$RANKS" "$z"; done
 plan "tp$RANKS" "$RANKS" 0 "$RANKS"
+plan "tp${RANKS}_sp" "$RANKS" 0 "$RANKS" true
 echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
 echo "|---|---|---|---|---|"
-for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS"; do
+for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
   echo "| $name | $2 | $ms | $share | $bytes |"
