@@ -85,8 +85,8 @@ planrt_status sha256File(const std::string &path, std::string &hex) {
 }
 
 planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
-                          int64_t dataSize, const StatePiece &piece, const std::vector<FlatParam> &layout,
-                          const std::vector<std::string> &metadata) {
+                          int64_t dataSize, int64_t tensorRank, int64_t tensorSize, const StatePiece &piece,
+                          const std::vector<FlatParam> &layout, const std::vector<std::string> &metadata) {
   std::string final = dir + "/" + stepName(step), partial = final + ".partial";
   int rank = planrt_mesh_rank(mesh);
   planrt_status status = PLANRT_OK;
@@ -111,10 +111,15 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
 
   json table = json::array();
   for (const FlatParam &p : layout)
-    table.push_back({p.name, p.offset, p.count});
+    if (p.splitDim < 0)
+      table.push_back({p.name, p.offset, p.count});
+    else  // this rank's piece of a tensor-parallel parameter
+      table.push_back({p.name, p.offset, p.count,
+                       {{"shape", p.shape}, {"dim", p.splitDim}, {"parts", p.parts}, {"blocks", p.blocks}}});
   std::vector<std::string> meta = metadata;
   meta.insert(meta.end(), {"layout", table.dump(), "data_rank", std::to_string(dataRank), "data_parallel",
-                           std::to_string(dataSize)});
+                           std::to_string(dataSize), "tensor_rank", std::to_string(tensorRank), "tensor_parallel",
+                           std::to_string(tensorSize)});
   for (int g = 0; g < 2; ++g)
     meta.insert(meta.end(), {std::string("begin.") + kGroups[g], std::to_string(piece.begin[g]),
                              std::string("count.") + kGroups[g], std::to_string(piece.count[g])});
@@ -131,14 +136,18 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   std::vector<const char *> mp;
   for (const std::string &s : meta)
     mp.push_back(s.c_str());
-  status = planrt_st_save((partial + "/" + rankFile(dataRank)).c_str(), tensors.data(), tensors.size(), mp.data(),
-                          mp.size() / 2);
+  status = planrt_st_save((partial + "/" + rankFile(dataRank + dataSize * tensorRank)).c_str(), tensors.data(),
+                          tensors.size(), mp.data(), mp.size() / 2);
   if ((status = agree(status)))
     return status;
 
   if (rank == 0) {
-    json index = {{"format", "planc-sharded-1"}, {"step", step}, {"data_parallel", dataSize}, {"files", json::object()}};
-    for (int64_t r = 0; r < dataSize && !status; ++r) {
+    json index = {{"format", "planc-sharded-1"},
+                  {"step", step},
+                  {"data_parallel", dataSize},
+                  {"tensor_parallel", tensorSize},
+                  {"files", json::object()}};
+    for (int64_t r = 0; r < dataSize * tensorSize && !status; ++r) {
       std::string hex;
       status = sha256File(partial + "/" + rankFile(r), hex);
       index["files"][rankFile(r)] = hex;
@@ -245,6 +254,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           metadata[key] = v;
       first = false;
     }
+    const char *tensorText = planrt_st_metadata(st, "tensor_rank");
+    int64_t tensorRank = tensorText ? std::strtoll(tensorText, nullptr, 10) : 0;
     for (int g = 0; g < 2; ++g) {
       const char *beginText = planrt_st_metadata(st, (std::string("begin.") + kGroups[g]).c_str());
       const char *countText = planrt_st_metadata(st, (std::string("count.") + kGroups[g]).c_str());
@@ -261,10 +272,28 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           return s;
         // Each source parameter overlapping [begin, begin + count) goes to its offset here.
         for (const json &e : table) {
-          if (!e.is_array() || e.size() != 3)
+          if (!e.is_array() || (e.size() != 3 && e.size() != 4))
             return fail(PLANRT_ERR_FORMAT, "%s: malformed layout metadata", full.c_str());
-          std::string pname = e[0].get<std::string>();
-          int64_t off = e[1].get<int64_t>(), cnt = e[2].get<int64_t>();
+          FlatParam src;
+          src.name = e[0].get<std::string>();
+          src.offset = e[1].get<int64_t>();
+          src.count = e[2].get<int64_t>();
+          if (e.size() == 4) {  // a tensor-parallel piece
+            try {
+              src.shape = e[3].at("shape").get<std::vector<int64_t>>();
+              src.splitDim = e[3].at("dim").get<int64_t>();
+              src.parts = e[3].at("parts").get<int64_t>();
+              src.blocks = e[3].at("blocks").get<std::vector<int64_t>>();
+            } catch (const std::exception &) {
+              return fail(PLANRT_ERR_FORMAT, "%s: malformed tensor split of '%s'", full.c_str(), src.name.c_str());
+            }
+            if (src.splitDim < 0 || size_t(src.splitDim) >= src.shape.size() || src.parts < 1)
+              return fail(PLANRT_ERR_FORMAT, "%s: malformed tensor split of '%s'", full.c_str(), src.name.c_str());
+          }
+          if (src.splitDim < 0 && tensorRank > 0)
+            continue;  // a whole parameter: every tensor rank holds a replica; read the first's
+          const std::string &pname = src.name;
+          int64_t off = src.offset, cnt = src.count;
           int64_t lo = std::max(off, begin), hi = std::min(off + cnt, begin + count);
           if (lo >= hi)
             continue;
@@ -272,11 +301,16 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           if (it == byName.end())
             return fail(PLANRT_ERR_MISMATCH, "%s: holds parameter '%s', which this model lacks", full.c_str(),
                         pname.c_str());
-          if (it->second->count != cnt)
+          if (it->second->count != cnt * src.parts)
             return fail(PLANRT_ERR_MISMATCH, "%s: parameter '%s' has %lld elements there and %lld here",
-                        full.c_str(), pname.c_str(), (long long)cnt, (long long)it->second->count);
-          std::memcpy(dst[k] + it->second->offset + (lo - off), piece.data() + (lo - begin),
-                      size_t(hi - lo) * sizeof(float));
+                        full.c_str(), pname.c_str(), (long long)(cnt * src.parts), (long long)it->second->count);
+          // Each run of the piece that lies in [lo, hi) goes to its place in the whole tensor.
+          forEachRun(src, tensorRank, [&](int64_t l, int64_t w, int64_t n) {
+            int64_t a = std::max(lo - off, l), z = std::min(hi - off, l + n);
+            if (a < z)
+              std::memcpy(dst[k] + it->second->offset + w + (a - l), piece.data() + (off + a - begin),
+                          size_t(z - a) * sizeof(float));
+          });
           if (k == 0)
             covered[pname] += hi - lo;
         }

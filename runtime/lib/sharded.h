@@ -13,11 +13,40 @@
 
 namespace planrt {
 
-/// A parameter of the flat layout: name, offset and count (floats).
+/// A parameter of the flat layout: name, offset and count (floats). Under tensor
+/// parallelism a rank holds a piece of it: `shape` is the piece's, dim `splitDim` of the
+/// whole tensor is cut in `parts` block by block (`blocks`: whole extents), and rank c
+/// holds piece c of each block; splitDim is -1 for a whole parameter.
 struct FlatParam {
   std::string name;
   int64_t offset = 0, count = 0;
+  std::vector<int64_t> shape, blocks;
+  int64_t splitDim = -1, parts = 1;
 };
+
+/// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds of
+/// parameter p: at `local` in its piece, at `whole` in the whole tensor.
+template <typename F>
+void forEachRun(const FlatParam &p, int64_t c, F f) {
+  if (p.splitDim < 0)
+    return f(int64_t(0), int64_t(0), p.count);
+  size_t k = size_t(p.splitDim);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < k; ++i)
+    outer *= p.shape[i];
+  for (size_t i = k + 1; i < p.shape.size(); ++i)
+    inner *= p.shape[i];
+  int64_t local = p.shape[k], whole = local * p.parts;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = 0, begin = 0;
+    for (int64_t block : p.blocks) {
+      int64_t piece = block / p.parts;
+      f((o * local + at) * inner, (o * whole + begin + c * piece) * inner, piece * inner);
+      at += piece;
+      begin += block;
+    }
+  }
+}
 
 /// This rank's piece of the optimizer state: for each group g, the flat range
 /// [begin[g], begin[g] + count[g]) of the parameters and both moments.
@@ -26,14 +55,15 @@ struct StatePiece {
   const float *params[2] = {nullptr, nullptr}, *expAvg[2] = {nullptr, nullptr}, *expAvgSq[2] = {nullptr, nullptr};
 };
 
-/// Writes DIR/step-NNNNNNNN/ (rank-RRRRR.safetensors per data rank, index.json
-/// with each file's sha256): every rank writes its piece into a `.partial`
-/// directory, then rank 0 hashes the files, writes the index and renames the
-/// directory, so a crash at any point leaves the previous checkpoint the newest
-/// complete one. Keeps the newest `keep` checkpoints (0: all). Collective.
+/// Writes DIR/step-NNNNNNNN/ (rank-RRRRR.safetensors per data rank and tensor rank,
+/// RRRRR = dataRank + dataSize × tensorRank, index.json with each file's sha256): every
+/// rank writes its piece of its flat layout (`layout`, with the tensor split of each
+/// parameter) into a `.partial` directory, then rank 0 hashes the files, writes the index
+/// and renames the directory, so a crash at any point leaves the previous checkpoint the
+/// newest complete one. Keeps the newest `keep` checkpoints (0: all). Collective.
 planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
-                          int64_t dataSize, const StatePiece &piece, const std::vector<FlatParam> &layout,
-                          const std::vector<std::string> &metadata);
+                          int64_t dataSize, int64_t tensorRank, int64_t tensorSize, const StatePiece &piece,
+                          const std::vector<FlatParam> &layout, const std::vector<std::string> &metadata);
 
 /// Every complete checkpoint in dir by ascending step: (step, path, sharded) for
 /// single files (step-N.safetensors) and sharded directories (step-N/ with index.json).
@@ -43,9 +73,10 @@ std::vector<std::tuple<uint64_t, std::string, bool>> listCheckpoints(const std::
 /// sharded directory (step-N/ with index.json).
 planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64_t &step, bool &sharded);
 
-/// Reads a sharded checkpoint into full flat buffers P, M and V laid out as
-/// `layout` (any data-parallel size: parameters are matched by name), after
-/// checking every file against the index's sha256. `metadata` gets rank 0's.
+/// Reads a sharded checkpoint into flat buffers P, M and V of whole parameters laid out as
+/// `layout` (any data- and tensor-parallel sizes: parameters are matched by name, tensor
+/// pieces put back in place), after checking every file against the index's sha256.
+/// `metadata` gets rank 0's.
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
                           std::map<std::string, std::string> &metadata);
 

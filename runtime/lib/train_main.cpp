@@ -715,27 +715,19 @@ private:
   }
 
   /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds
-  /// of parameter p: at `local` in its piece, at `whole` in the whole tensor.
+  /// of parameter p (planrt::forEachRun).
   template <typename F>
   static void runs(const Param &p, int64_t c, F f) {
-    if (p.splitDim < 0)
-      return f(int64_t(0), int64_t(0), p.count);
-    size_t k = size_t(p.splitDim);
-    int64_t outer = 1, inner = 1;
-    for (size_t i = 0; i < k; ++i)
-      outer *= p.shape[i];
-    for (size_t i = k + 1; i < p.shape.size(); ++i)
-      inner *= p.shape[i];
-    int64_t local = p.shape[k], whole = p.fullShape[k];
-    for (int64_t o = 0; o < outer; ++o) {
-      int64_t at = 0, begin = 0;
-      for (int64_t block : p.blocks) {
-        int64_t piece = block / p.parts;
-        f((o * local + at) * inner, (o * whole + begin + c * piece) * inner, piece * inner);
-        at += piece;
-        begin += block;
-      }
-    }
+    planrt::forEachRun(pieceOf(p), c, f);
+  }
+  /// This rank's piece of p, as the checkpoint layout describes it.
+  static planrt::FlatParam pieceOf(const Param &p) {
+    planrt::FlatParam out{p.name, p.offset, p.count};
+    out.shape = p.shape;
+    out.blocks = p.blocks;
+    out.splitDim = p.splitDim;
+    out.parts = p.parts;
+    return out;
   }
 
   /// This rank's flat buffer (numFloats) from a buffer of whole parameters (fullFloats).
@@ -1025,8 +1017,7 @@ private:
   std::vector<planrt::FlatParam> flatLayout(bool whole = false) const {
     std::vector<planrt::FlatParam> out;
     for (const Param &p : m.params)
-      out.push_back(whole ? planrt::FlatParam{p.name, p.fullOffset, p.fullCount}
-                          : planrt::FlatParam{p.name, p.offset, p.count});
+      out.push_back(whole ? planrt::FlatParam{p.name, p.fullOffset, p.fullCount} : pieceOf(p));
     return out;
   }
 
@@ -1161,26 +1152,6 @@ private:
                                               tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
-    } else if (tensorParallel()) {
-      // Under tensor parallelism one consolidated file of whole parameters, written by
-      // rank 0 (atomically, as on one process), which any layout resumes from.
-      std::vector<float> P, M, V;
-      planrt_status st = gatherWhole(P, M, V);
-      if (!st && rank0) {
-        std::vector<planrt_tensor> tensors = consolidated(P.data(), M.data(), V.data());
-        std::vector<const char *> mp = pointers(meta);
-        st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep), tensors.data(),
-                              tensors.size(), mp.data(), mp.size() / 2);
-      }
-      float bad = st ? 1.0f : 0.0f;
-      if (planrt_status a = planrt_mesh_agree(ctx.mesh, &bad))
-        return a;
-      if (st)
-        return st;
-      if (bad > 0)
-        return fail(PLANRT_ERR_IO, "rank 0 failed to write checkpoint step %lld in %s", (long long)(s + 1),
-                    checkpointDir.c_str());
-      std::snprintf(name, sizeof name, "/step-%08llu.safetensors", (unsigned long long)(s + 1));
     } else {
       planrt::StatePiece mine;
       for (int g = 0; g < 2; ++g) {
@@ -1191,7 +1162,8 @@ private:
         mine.expAvgSq[g] = piece(expAvgSq, g);
       }
       if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep),
-                                                 ctx.dataRank, m.dataParallel, mine, flatLayout(), meta))
+                                                 ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, mine,
+                                                 flatLayout(), meta))
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
     }

@@ -80,18 +80,24 @@ assert len(on) == 10 and worst <= 1e-5, (len(on), worst)
 print(f"reshard: DDP x4 trained on from the ZeRO-3 checkpoint: steps 10-19 within {worst:.2e} of ZeRO-3")
 EOF
 
-# 2b. Tensor parallelism: a checkpoint of whole parameters (rank 0 writes one file after
-# gathering the pieces over the tensor axis), resumed bitwise on the same layout; loaded by
-# one process; and the data-parallel ZeRO-3 checkpoint loaded into data 2 x tensor 2.
+# 2b. Tensor parallelism: sharded checkpoints with a file per data and tensor rank (each
+# holding its piece of the split parameters), resumed bitwise on the same layout; loaded by
+# one process and by data 2 x tensor 2; and the ZeRO-3 checkpoint loaded into data 2 x tensor 2.
 dp_plan tp2 1 8 0 20 fp32 none 2
 dp_plan dp2_tp2 2 4 1 20 fp32 none 2
 run 2 ./exe_tp2 --log tp_full.jsonl --quiet
 run 2 ./exe_tp2 --steps 10 --checkpoint-dir ck_tp --checkpoint-every 5 --quiet
-[[ -f ck_tp/step-00000010.safetensors ]] || fail "no checkpoint ck_tp/step-00000010.safetensors"
+[[ -f ck_tp/step-00000010/index.json && -f ck_tp/step-00000010/rank-00001.safetensors ]] ||
+  fail "no sharded checkpoint ck_tp/step-00000010 with 2 rank files"
 run 2 ./exe_tp2 --resume ck_tp --log tp_resumed.jsonl --quiet
 run 2 ./exe_tp2 --resume ck_tp --steps 10 --export tp2.st --quiet
 run 1 ./exe_single --resume ck_tp --steps 10 --export single_from_tp.st --quiet
 run 4 ./exe_dp2_tp2 --resume ck_z3 --steps 10 --export dp2_tp2_from_zero3.st --quiet
+run 4 ./exe_dp2_tp2 --resume ck_tp --steps 10 --export dp2_tp2_from_tp.st --quiet
+run 4 ./exe_dp2_tp2 --steps 10 --checkpoint-dir ck_dptp --checkpoint-every 10 --quiet
+[[ -f ck_dptp/step-00000010/rank-00003.safetensors ]] || fail "no 4 rank files in ck_dptp/step-00000010"
+run 4 ./exe_dp2_tp2 --resume ck_dptp --steps 10 --export dp2_tp2_own.st --quiet
+run 1 ./exe_single --resume ck_dptp --steps 10 --export single_from_dp2_tp2.st --quiet
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
 import json
 from same_tensors import same
@@ -104,6 +110,8 @@ for r in res:
 print("reshard: TP x2 resumed from its checkpoint: steps 10-19 bitwise equal")
 same("tp2.st", "single_from_tp.st", "TP x2 -> one process")
 same("zero3.st", "dp2_tp2_from_zero3.st", "ZeRO-3 x4 -> data 2 x tensor 2")
+same("tp2.st", "dp2_tp2_from_tp.st", "TP x2 -> data 2 x tensor 2 (ZeRO-1)")
+same("dp2_tp2_own.st", "single_from_dp2_tp2.st", "data 2 x tensor 2 (ZeRO-1) -> one process")
 EOF
 
 # 3. A corrupted shard is refused before it is used.
