@@ -198,8 +198,8 @@ LogicalResult RoundOp::verify() {
 LogicalResult AllReduceOp::verify() {
   if (getReduce() != "sum" && getReduce() != "max")
     return emitOpError() << "reduces by \"sum\" or \"max\", not \"" << getReduce() << "\"";
-  if (getAxis() < 0)
-    return emitOpError() << "axis must be a mesh axis number (0 or more), not " << getAxis();
+  if (getAxisAttr().getInt() < 0)
+    return emitOpError() << "axis must be a mesh axis number (0 or more), not " << getAxisAttr().getInt();
   return success();
 }
 
