@@ -143,11 +143,13 @@ llama_plan llama_tp2_sp 2 "tensor = tp  sequence = true"
 "$MPIRUN" -n 2 ./exe_llama_tp2_sp --log llama_tp2_sp.jsonl --quiet
 "$PY" "$ROOT/test/e2e/compare_layouts.py" llama_single llama_tp2 llama_tp2_sp
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run,
-# data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1.
+# data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1,
+# without and with sequence parallelism.
 plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16
 plan dp2_tp2_bf16 2 4 1 bf16 none 2
-"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16
+plan dp2_tp2_sp_bf16 2 4 1 bf16 none 2 true
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16 dp2_tp2_sp_bf16
 # fp16 with dynamic loss scaling: the scale and the skip decision follow the reduced norm.
 plan single_fp16 1 8 0 fp16
 plan zero1_fp16 4 1 1 fp16

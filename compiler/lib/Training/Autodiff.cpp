@@ -124,6 +124,11 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
   for (Operation *op : order)
     if (isa<nn::AllGatherOp>(op))
       out.insert(op);
+  // Mixed precision rounds every value as it is made: a recomputed value is rounded again
+  // rather than kept rounded.
+  for (Operation *op : order)
+    if (Operation *def = isa<nn::RoundOp>(op) ? op->getOperand(0).getDefiningOp() : nullptr; def && out.contains(def))
+      out.insert(op);
   return out;
 }
 
