@@ -1211,7 +1211,7 @@ private:
     e.release(&ctx);
     if (ctx.status)
       return fail(ctx.status, "%s", ctx.error.c_str());
-    if (ctx.mesh) {
+    if (ctx.mesh && m.dataParallel > 1) {  // tensor ranks computed the same loss
       planrt::Waiting w(ctx, "all_reduce of the validation loss");
       if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
         return st;

@@ -115,6 +115,24 @@ plan tp4_sp_selective 1 8 0 fp32 selective 4 true
 plan tp2_sp_accum4_full 1 2 0 fp32 full 2 true
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective \
   tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full
+# Evaluation under tensor parallelism (collectives inside the forward pass; no data axis to
+# reduce over): the validation losses of TP 2 + SP equal those of one process.
+for name in single_eval tp2_sp_eval; do
+  if [[ $name == single_eval ]]; then dp_plan $name 1 8 0 20; else dp_plan $name 1 8 0 20 fp32 none 2 true; fi
+  sed -i "s|^  data .*|&\\n  val       = tokens(\"$WORK/data/val.bin\")\\n  eval      { every: 10, batches: 2 }|" $name.plan
+  "$PLANC" build $name.plan -o exe_$name
+done
+./exe_single_eval --log single_eval.jsonl --quiet
+"$MPIRUN" -n 2 ./exe_tp2_sp_eval --log tp2_sp_eval.jsonl --quiet
+"$PY" - single_eval.jsonl tp2_sp_eval.jsonl <<'PYEOF'
+import json, sys
+val = lambda f: [json.loads(l)["val_loss"] for l in open(f) if '"val_loss"' in l]
+one, tp = val(sys.argv[1]), val(sys.argv[2])
+worst = max(abs(a - b) / a for a, b in zip(one, tp)) if one else 1
+if len(one) != 2 or len(tp) != 2 or worst > 1e-5:
+    sys.exit(f"layouts: FAIL: validation losses under TP 2 + SP {tp} vs one process {one}")
+print(f"evaluation under TP 2 + SP: {len(tp)} validation losses within {worst:.2e} of one process")
+PYEOF
 # The same on a small stdlib llama (grouped-query attention with 4 query and 2 key/value
 # heads split per block, SwiGLU's gate and up sharing one input gather, RMSNorm, rotary
 # positions, an untied column-parallel head): TP 2 and TP 2 + SP against one process.
