@@ -1,6 +1,7 @@
 // `plan-schedule`: the per-rank step program of a training executable in the
 // sched dialect, built from the manifest of `plan-train-abi`.
 #include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/DataParallel.h"
 
 #include "mlir/IR/Builders.h"
@@ -256,7 +257,7 @@ private:
       sched::AllocOp::create(b, loc, grads);
       sched::FillOp::create(b, loc, grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
     }
-    sched::GradOp::create(b, loc, step, body->getArgument(0), params, grads, state);
+    sched::GradOp::create(b, loc, step, body->getArgument(0), params, grads, state, insideGrad());
     if (zero3)
       sched::FreeOp::create(b, loc, params);
     if (zero2) {
@@ -309,6 +310,33 @@ private:
     if (sharded && !zero3)
       perGroup(false, false, "updated parameters");
     func::ReturnOp::create(b, loc);
+  }
+
+  /// The collectives planc_grad issues itself (tensor parallelism), in order; null if none.
+  ArrayAttr insideGrad() {
+    auto grad = module.lookupSymbol<func::FuncOp>("planc_grad");
+    SmallVector<Attribute> out;
+    if (!grad)
+      return ArrayAttr();
+    auto entry = [&](StringRef kind, int64_t axis, StringRef purpose, Type type) {
+      StringRef name = axis >= 0 && size_t(axis) < s.axes.size() ? StringRef(s.axes[size_t(axis)]) : "?";
+      out.push_back(b.getDictionaryAttr({b.getNamedAttr("collective", b.getStringAttr(kind)),
+                                         b.getNamedAttr("axis", b.getStringAttr(name)),
+                                         b.getNamedAttr("purpose", b.getStringAttr(purpose)),
+                                         b.getNamedAttr("floats", i64(cast<ShapedType>(type).getNumElements()))}));
+    };
+    grad.walk([&](Operation *op) {
+      if (auto o = dyn_cast<nn::AllReduceOp>(op))
+        entry("all_reduce", o.getAxis(), o.getPurpose(), o.getType());
+      else if (auto o = dyn_cast<nn::AllGatherOp>(op))
+        entry("all_gather", o.getAxis(), o.getPurpose(), o.getType());
+      else if (auto o = dyn_cast<nn::ReduceScatterOp>(op))
+        entry("reduce_scatter", o.getAxis(), o.getPurpose(), o.getX().getType());
+      else if (auto o = dyn_cast<nn::VocabParallelCrossEntropyOp>(op))
+        for (StringRef what : {"cross-entropy max", "cross-entropy sum", "cross-entropy target"})
+          entry("all_reduce", o.getAxis(), what, o.getLse().getType());
+    });
+    return out.empty() ? ArrayAttr() : b.getArrayAttr(out);
   }
 
   /// planc_gather(ctx) and planc_release(ctx): the full parameters outside a

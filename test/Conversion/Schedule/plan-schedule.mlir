@@ -16,6 +16,22 @@
 // layout passes).
 // RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z3 | FileCheck %s --check-prefix=Z3
 // RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z1x2 | FileCheck %s --check-prefix=Z1X2
+// Tensor parallelism with sequence parallelism (Inputs/tensor.plan, data 2 × tensor 2,
+// ZeRO-1): sched.grad lists the collectives planc_grad issues itself over "tp", in order;
+// after the micro-batches the replicated parameters' gradients (wpe, norms, biases of
+// row-parallel matmuls: each rank saw its half of the sequence) are summed over "tp", one
+// collective per contiguous range of the flat layout; then ZeRO-1 over "dp" on this rank's
+// pieces, and the gradient norm's partial sums over "dp" and then "tp".
+// RUN: planc emit %S/Inputs/tensor.plan --stage sched | FileCheck %s --check-prefix=TP
+// TP:      sched.micro_loop 1 {
+// TP:      sched.grad %{{.*}}, %{{.*}} params @params grads @grads state @state {collectives = [{axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "embedding output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "attention input"}, {axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "attention output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "column-parallel input"}, {axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "row-parallel output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "head input"},
+// TP-SAME: {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy max"}, {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy sum"}, {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy target"},
+// TP:      sched.all_reduce @grads[64, 64] over ["tp"] {purpose = "replicated-parameter gradients", reduce = "sum"}
+// TP-NEXT: sched.all_reduce @grads[512, 8] over ["tp"] {purpose = "replicated-parameter gradients", reduce = "sum"}
+// TP:      sched.reduce_scatter @grads[0, 256] -> @grad_shard[0] over ["dp"] {purpose = "gradients"}
+// TP:      sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
+// TP-NEXT: sched.all_reduce @state[6, 1] over ["tp"] {purpose = "gradient norm", reduce = "sum"}
+// TP-NEXT: sched.update
 // planc explain predicts the same collectives (training::dataCollectives): per step, the
 // calls and the bytes one rank sends in a ring of 4 (all-gather and reduce-scatter 3/4 of the
 // full buffer, all-reduce 2 × 3/4).

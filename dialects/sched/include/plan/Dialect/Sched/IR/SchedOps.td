@@ -117,10 +117,14 @@ def Sched_GradOp : Sched_BufferUser<"grad"> {
     (global sample step × batch + micro × micro_size × data ranks + data rank ×
     micro_size + i), then calls the gradient entry point: `grads += ∇loss`
     (pre-divided by accumulation × data ranks) with the parameters in `params`,
-    and adds the micro-batch's loss / accumulation to `state[7]`.
+    and adds the micro-batch's loss / accumulation to `state[7]`. Under tensor
+    parallelism the entry point itself communicates: `collectives` lists, in the
+    order every rank of the tensor group issues them, each collective inside it
+    (`{collective, axis, purpose, floats}`, floats of the whole buffer), so that
+    this IR shows everything the step sends.
   }];
   let arguments = (ins I64:$step, I64:$micro, FlatSymbolRefAttr:$params, FlatSymbolRefAttr:$grads,
-                       FlatSymbolRefAttr:$state);
+                       FlatSymbolRefAttr:$state, OptionalAttr<ArrayAttr>:$collectives);
   let assemblyFormat = "$step `,` $micro `params` $params `grads` $grads `state` $state attr-dict";
 }
 
