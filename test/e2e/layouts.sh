@@ -108,13 +108,16 @@ plan tp2_accum4_full 1 2 0 fp32 full 2
 plan dp2_tp2_selective 2 4 0 fp32 selective 2
 # Sequence parallelism with it (norms, residuals and position embeddings on a slice of the
 # sequence; gathers before and reduce-scatters after the tensor-parallel blocks): TP 2, data 2
-# × tensor 2 under ZeRO-1, TP 4 with selective recompute, TP 2 with accumulation 4 and full.
+# × tensor 2 under ZeRO-1, 2 (accumulation 2: the replicated gradients summed per micro-batch)
+# and 3 with full recompute, TP 4 with selective recompute, TP 2 with accumulation 4 and full.
 plan tp2_sp 1 8 0 fp32 none 2 true
 plan dp2_tp2_sp_zero1 2 4 1 fp32 none 2 true
 plan tp4_sp_selective 1 8 0 fp32 selective 4 true
 plan tp2_sp_accum4_full 1 2 0 fp32 full 2 true
+plan dp2_tp2_sp_zero2 2 2 2 fp32 none 2 true
+plan dp2_tp2_sp_zero3 2 4 3 fp32 full 2 true
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single tp2 tp4 dp2_tp2_zero1 dp2_tp4_zero3 tp2_accum4_full dp2_tp2_selective \
-  tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full
+  tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full dp2_tp2_sp_zero2 dp2_tp2_sp_zero3
 # Evaluation under tensor parallelism (collectives inside the forward pass; no data axis to
 # reduce over): the validation losses of TP 2 + SP equal those of one process.
 for name in single_eval tp2_sp_eval; do

@@ -758,11 +758,14 @@ private:
     }
     // Under sequence parallelism each tensor rank sees a slice of the tokens, so the
     // gradients of parameters it does not split (norms, biases) are summed over it.
+    // ZeRO-2 and 3 keep a micro-batch's whole gradient only until its reduce-scatter: there
+    // the sum runs per micro-batch.
     if (t > 1 && l.sequence && replicatedElems(commRank) > 0) {
       double full = double(replicatedElems(commRank)) * wire;
-      double sec = collSeconds(Coll::AllReduce, full, t, "tensor");
+      int64_t times = l.zero >= 2 && d > 1 ? mb : 1;
+      double sec = collSeconds(Coll::AllReduce, full, t, "tensor") * double(times);
       e.comm.push_back({"all_reduce", "tensor", "replicated-parameter gradients",
-                        int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))), 1, t, sec, sec,
+                        int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))) * times, times, t, sec, sec,
                         links.at("tensor").name});
       e.tensorCommSeconds += sec;
       spGrads = sec;

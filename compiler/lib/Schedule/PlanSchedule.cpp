@@ -261,21 +261,13 @@ private:
     if (zero3)
       sched::FreeOp::create(b, loc, params);
     if (zero2) {
+      replicatedGradients();  // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
       perGroup(true, true, "gradients");
       sched::FreeOp::create(b, loc, grads);
     }
     b.setInsertionPointAfter(loop);
-    // Sequence parallelism: each tensor rank saw its slice of the sequence, so the
-    // gradients of the parameters it holds whole are partial sums over the tensor axis.
-    if (s.sequence)
-      for (auto [offset, count] : s.replicated)
-        sched::AllReduceOp::create(
-            b,
-            NameLoc::get(b.getStringAttr("sequence parallel over [" + s.tensorAxis +
-                                         "]: replicated-parameter gradients"),
-                         loc),
-            grads, i64(offset), i64(count), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
-            b.getStringAttr("replicated-parameter gradients"));
+    if (!zero2)
+      replicatedGradients();  // once per step, on the whole gradient
     if (collectives && !sharded)
       sched::AllReduceOp::create(b, cause("gradients"), grads, i64(0), i64(l.total), dataAxes, b.getStringAttr("sum"),
                                  b.getStringAttr("gradients"));
@@ -310,6 +302,20 @@ private:
     if (sharded && !zero3)
       perGroup(false, false, "updated parameters");
     func::ReturnOp::create(b, loc);
+  }
+
+  /// Sequence parallelism: each tensor rank saw its slice of the sequence, so the gradients
+  /// of the parameters it holds whole are partial sums over the tensor axis.
+  void replicatedGradients() {
+    if (!s.sequence)
+      return;
+    for (auto [offset, count] : s.replicated)
+      sched::AllReduceOp::create(
+          b,
+          NameLoc::get(b.getStringAttr("sequence parallel over [" + s.tensorAxis + "]: replicated-parameter gradients"),
+                       loc),
+          grads, i64(offset), i64(count), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
+          b.getStringAttr("replicated-parameter gradients"));
   }
 
   /// The collectives planc_grad issues itself (tensor parallelism), in order; null if none.

@@ -275,15 +275,6 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       // Tensor parallelism: the forward pass of one rank of the tensor group; its
       // gradient and update follow from it.
       if (training::TensorParallel tp = training::tensorParallelOf(train); tp.size > 1) {
-        // Sequence parallelism sums the gradients of the replicated parameters over the
-        // tensor axis once per step, from the whole gradient buffer ZeRO-2 and 3 do not keep.
-        if (tp.sequence && train.getParallel().getZero() >= 2) {
-          train.emitError() << "sequence parallelism (with tensor axis '" << train.getParallel().getTensor().getValue()
-                            << "') together with ZeRO-" << train.getParallel().getZero()
-                            << " is not implemented by the code generator in this version of planc; with ZeRO-0 "
-                               "or 1 it is";
-          return signalPassFailure();
-        }
         if (failed(training::partitionTensorParallel(fwd, tp.axis, tp.size, tp.dims, tp.sequence)))
           return signalPassFailure();
       }

@@ -75,16 +75,3 @@ func.func @t_update(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x
 }
 // expected-error @+1 {{train 't' needs the name 't_update' for its step function, but it is taken; rename one of them}}
 plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @t_update, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
-
-// -----
-
-// Sequence parallelism with ZeRO-2: refused, naming both (with ZeRO-0 or 1 it compiles).
-plan.mesh @cpu2 {axes = [#plan.axis<"dp", 2>, #plan.axis<"tp", 2>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
-func.func @m(%tok: tensor<?x?xi32> {nn.input = "tokens"}, %tgt: tensor<?x?xi32> {nn.input = "targets"}, %wte: tensor<4x2xf32> {nn.param = "wte.weight", nn.dims = ["vocab", "embed"]}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
-  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
-  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
-  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
-  return %loss : tensor<f32>
-}
-// expected-error @+1 {{sequence parallelism (with tensor axis 'tp') together with ZeRO-2 is not implemented by the code generator in this version of planc; with ZeRO-0 or 1 it is}}
-plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 4 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu2, micro = 2 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 2, tensor = "tp", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = true, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {vocab = "tp"}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
