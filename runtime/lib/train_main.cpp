@@ -933,9 +933,6 @@ private:
       if (planrt_status s = probeWritable(parentOf(o.saveInit), "directory of --save-init"))
         return s;
     if (!o.saveGrads.empty()) {
-      if (tensorParallel())
-        return fail(PLANRT_ERR_ARG, "--save-grads is not implemented under tensor parallelism in this version; "
-                                    "use a data-parallel or one-device build");
       if (m.sharded)
         return fail(PLANRT_ERR_ARG, "--save-grads needs the whole gradient, which ZeRO stage %lld shards; "
                                     "use a ZeRO-0 (DDP) or one-device build",
@@ -1265,16 +1262,20 @@ private:
       return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                   nonFinite(loss));
     }
-    if (!o.saveGrads.empty() && s == start && rank0) {
+    if (!o.saveGrads.empty() && s == start) {
       char text[32];
       std::snprintf(text, sizeof text, "%.9g", double(loss));
       // With fp16 loss scaling G holds scaled gradients: the file has the true ones.
-      std::vector<float> unscaled(data(grads), data(grads) + m.numFloats);
+      std::vector<float> unscaled(data(grads), data(grads) + m.numFloats), whole;
       if (scaling())
         for (float &g : unscaled)
           g /= scaleBefore;
-      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", unscaled.data(), s, {"loss", text}))
+      // Under tensor parallelism the pieces are gathered into whole tensors (collective).
+      if (planrt_status st = toWhole(unscaled, whole))
         return st;
+      if (rank0)
+        if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", whole.data(), s, {"loss", text}))
+          return st;
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stepSeconds += seconds;

@@ -7,7 +7,8 @@
 #      (exported with --export, one consolidated file) are bitwise equal; training on from the
 #      resharded checkpoint follows the uninterrupted run within rtol 1e-5; tensor parallelism
 #      (TP 2): its checkpoint resumed bitwise, loaded by one process, and the ZeRO-3
-#      checkpoint loaded into data 2 x tensor 2, bitwise;
+#      checkpoint loaded into data 2 x tensor 2, bitwise; --save-grads under TP 2 gives one
+#      process's first gradient to rounding;
 #   3. a shard whose bytes change is refused, naming the file and the hash;
 #   4. one rank killed mid-run: every rank exits non-zero within the timeout and the
 #      launcher names the rank; a stopped (hung) rank: the others stop within
@@ -98,6 +99,20 @@ run 4 ./exe_dp2_tp2 --steps 10 --checkpoint-dir ck_dptp --checkpoint-every 10 --
 [[ -f ck_dptp/step-00000010/rank-00003.safetensors ]] || fail "no 4 rank files in ck_dptp/step-00000010"
 run 4 ./exe_dp2_tp2 --resume ck_dptp --steps 10 --export dp2_tp2_own.st --quiet
 run 1 ./exe_single --resume ck_dptp --steps 10 --export single_from_dp2_tp2.st --quiet
+# --save-grads under tensor parallelism: the pieces gathered into whole tensors, the first
+# step's gradient of one process to rounding.
+run 1 ./exe_single --steps 1 --save-grads grads_single.st --quiet
+run 2 ./exe_tp2 --steps 1 --save-grads grads_tp2.st --quiet
+PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
+import array
+from same_tensors import load
+floats = lambda path: {k: array.array("f", v) for k, v in load(path).items()}
+one, tp = floats("grads_single.st"), floats("grads_tp2.st")
+assert one.keys() == tp.keys(), sorted(set(one) ^ set(tp))
+worst = max(max(abs(a - b) for a, b in zip(one[k], tp[k])) / max(max(map(abs, one[k])), 1e-30) for k in one)
+assert worst < 1e-5, worst
+print(f"reshard: --save-grads under TP x2: {len(tp)} whole gradients within {worst:.1e} (of each tensor's largest) of one process")
+EOF
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
 import json
 from same_tensors import same
