@@ -21,18 +21,7 @@
 #     the positional table, a file with several entries and no --entry.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 PLANC_BIN WORKDIR" >&2
-  exit 2
-fi
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${PYTHON:-/usr/bin/python3}
-export PLANC_REF_THREADS=${PLANC_REF_THREADS:-1}
-fail() { echo "generate: FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" generate "$@"
 
 cd "$WORK"
 rm -rf ckpt docs index *.json *.plan gpt_train gpt_gen llama_train llama_gen rag grounded

@@ -47,16 +47,8 @@ run 4 ./exe_zero3 --steps 10 --checkpoint-dir ck_z3 --checkpoint-every 5 --quiet
 [[ -f ck_z3/step-00000010/index.json && -f ck_z3/step-00000010/rank-00003.safetensors ]] ||
   fail "no sharded checkpoint step-00000010 with 4 rank files"
 run 4 ./exe_zero3 --resume ck_z3 --log resumed.jsonl --quiet
-"$PY" - <<'EOF'
-import json
-full = {r["step"]: r for r in map(json.loads, open("full.jsonl")) if "loss" in r}
-res = [r for r in map(json.loads, open("resumed.jsonl")) if "loss" in r]
-assert [r["step"] for r in res] == list(range(10, 20)), [r["step"] for r in res]
-for r in res:
-    for k in ("loss", "lr", "grad_norm"):
-        assert r[k] == full[r["step"]][k], (r["step"], k, r[k], full[r["step"]][k])
-print("reshard: ZeRO-3 x4 resumed from its sharded checkpoint: steps 10-19 bitwise equal")
-EOF
+PYTHONPATH="$ROOT/test/e2e" "$PY" -c 'from same_tensors import resumed_bitwise
+resumed_bitwise("full.jsonl", "resumed.jsonl", "ZeRO-3 x4 resumed from its sharded checkpoint")'
 
 # 2. Resharding: the same state under every layout, bitwise.
 run 4 ./exe_zero3 --resume ck_z3 --steps 10 --export zero3.st --quiet
@@ -114,15 +106,8 @@ assert worst < 1e-5, worst
 print(f"reshard: --save-grads under TP x2: {len(tp)} whole gradients within {worst:.1e} (of each tensor's largest) of one process")
 EOF
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
-import json
-from same_tensors import same
-full = {r["step"]: r for r in map(json.loads, open("tp_full.jsonl")) if "loss" in r}
-res = [r for r in map(json.loads, open("tp_resumed.jsonl")) if "loss" in r]
-assert [r["step"] for r in res] == list(range(10, 20)), [r["step"] for r in res]
-for r in res:
-    for k in ("loss", "lr", "grad_norm"):
-        assert r[k] == full[r["step"]][k], (r["step"], k, r[k], full[r["step"]][k])
-print("reshard: TP x2 resumed from its checkpoint: steps 10-19 bitwise equal")
+from same_tensors import resumed_bitwise, same
+resumed_bitwise("tp_full.jsonl", "tp_resumed.jsonl", "TP x2 resumed from its checkpoint")
 same("tp2.st", "single_from_tp.st", "TP x2 -> one process")
 same("zero3.st", "dp2_tp2_from_zero3.st", "ZeRO-3 x4 -> data 2 x tensor 2")
 same("tp2.st", "dp2_tp2_from_tp.st", "TP x2 -> data 2 x tensor 2 (ZeRO-1)")

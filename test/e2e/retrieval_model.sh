@@ -15,18 +15,7 @@
 #   * grounded generation on the graph places the re-ranked documents in the prompt.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 PLANC_BIN WORKDIR" >&2
-  exit 2
-fi
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${PYTHON:-/usr/bin/python3}
-export PLANC_REF_THREADS=${PLANC_REF_THREADS:-1}
-fail() { echo "retrieval-model: FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" retrieval-model "$@"
 
 cd "$WORK"
 rm -rf ckpt docs index ./*.json ./*.plan ./*.safetensors train modeled lastpool answer

@@ -1,7 +1,9 @@
-"""Bitwise comparison of safetensors files, for the checkpoint tests (reshard.sh).
+"""Bitwise comparisons for the checkpoint tests (reshard.sh): of safetensors files, and
+of a resumed run's log against the uninterrupted run's.
 
-    from same_tensors import same
+    from same_tensors import same, resumed_bitwise
     same("a.st", "b.st", "what the two files are")   # asserts, then prints one line
+    resumed_bitwise("full.jsonl", "resumed.jsonl", "what was resumed")
 """
 import json
 import struct
@@ -22,3 +24,15 @@ def same(a, b, what):
     bad = [k for k in x if x[k] != y[k]]
     assert not bad, f"{what}: {len(bad)} tensors differ, e.g. {bad[:3]}"
     print(f"reshard: {what}: {len(x)} tensors (parameters, exp_avg, exp_avg_sq) bitwise equal")
+
+
+def resumed_bitwise(full, resumed, what, steps=range(10, 20)):
+    """A resumed run's log against the uninterrupted run's: the same steps, and on each the
+    same loss, learning rate and gradient norm, bit for bit."""
+    ref = {r["step"]: r for r in map(json.loads, open(full)) if "loss" in r}
+    res = [r for r in map(json.loads, open(resumed)) if "loss" in r]
+    assert [r["step"] for r in res] == list(steps), [r["step"] for r in res]
+    for r in res:
+        for k in ("loss", "lr", "grad_norm"):
+            assert r[k] == ref[r["step"]][k], (r["step"], k, r[k], ref[r["step"]][k])
+    print(f"reshard: {what}: steps {steps[0]}-{steps[-1]} bitwise equal")

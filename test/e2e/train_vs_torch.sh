@@ -13,17 +13,7 @@
 # PYTHON overrides the interpreter (default /usr/bin/python3, which needs torch and numpy).
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 PLANC_BIN WORKDIR" >&2
-  exit 2
-fi
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${PYTHON:-/usr/bin/python3}
-export PLANC_REF_THREADS=${PLANC_REF_THREADS:-1}
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" train-vs-torch "$@"
 
 # The hyper-parameters: written into the plan and given to the reference.
 BATCH=8 MICRO=4 SEQ=64 STEPS=20 SEED=1337
