@@ -652,7 +652,7 @@ private:
 
     // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
     double stage = 0;
-    double spGrads = 0;
+    double tensorStep = 0;  // tensor-axis reductions once per step (or micro-batch), after backward
     int slowest = 0;
     for (int64_t r = 0; r < p; ++r) {
       double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
@@ -768,7 +768,7 @@ private:
                         int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))) * times, times, t, sec, sec,
                         links.at("tensor").name});
       e.tensorCommSeconds += sec;
-      spGrads = sec;
+      tensorStep = sec;
     }
     // Under tensor parallelism the gradient norm sums each rank's split parameters and
     // the replicated ones once: one float, reduced over the tensor axis.
@@ -778,7 +778,7 @@ private:
                         int64_t(training::ringBytes(Coll::AllReduce, t, 4)), 1, t, sec, sec,
                         links.at("tensor").name});
       e.tensorCommSeconds += sec;
-      spGrads += sec;
+      tensorStep += sec;
     }
     // The tied embedding's gradient is summed between the first and last stage.
     double tied = 0;
@@ -810,7 +810,7 @@ private:
     double paramTraffic = l.precision == sema::Precision::FP32 ? 2 * paramBytes : paramBytes;
     e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / (hbm * cal.memoryEfficiency);
 
-    e.stepSeconds = pipelined + dpExposed + tied + spGrads + e.optimizerSeconds;
+    e.stepSeconds = pipelined + dpExposed + tied + tensorStep + e.optimizerSeconds;
     double tokens = double(l.batch) * double(l.seq);
     e.tokensPerSecond = tokens / e.stepSeconds;
     // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention.

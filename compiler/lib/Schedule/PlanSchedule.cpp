@@ -94,14 +94,18 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
                              count = po ? po->getInteger("count") : std::nullopt;
       if (!offset || !count)
         return bad("has a parameter without offset and count");
-      if (po->get("split"))
-        continue;
-      if (!s.replicated.empty() && s.replicated.back().first + s.replicated.back().second == *offset)
-        s.replicated.back().second += *count;  // adjacent: one collective
-      else
+      if (!po->get("split"))
         s.replicated.push_back({*offset, *count});
     }
+    // In flat-layout order, adjacent ranges merged: one collective each.
     llvm::sort(s.replicated);
+    SmallVector<std::pair<int64_t, int64_t>> merged;
+    for (auto [offset, count] : s.replicated)
+      if (!merged.empty() && merged.back().first + merged.back().second == offset)
+        merged.back().second += count;
+      else
+        merged.push_back({offset, count});
+    s.replicated = std::move(merged);
   }
   s.zero = train->getInteger("zero").value_or(0);
   s.accumulation = train->getInteger("accumulation").value_or(1);

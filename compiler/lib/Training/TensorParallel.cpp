@@ -135,11 +135,9 @@ private:
     if (failed(checkSequence(after, v)))
       return failure();
     int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(1) / t;
-    Value first = firstRow(after, n);
+    Value first = firstRow(after, n);  // computed before `after`
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointAfter(first.getDefiningOp());
-    if (first.getDefiningOp()->isBeforeInBlock(after))
-      b.setInsertionPointAfter(after);
+    b.setInsertionPointAfter(after);
     auto slice = nn::SequenceSliceOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v, first);
     v.replaceAllUsesExcept(slice, slice);
     layout[slice] = Lay::Sequence;

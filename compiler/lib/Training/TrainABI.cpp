@@ -79,14 +79,15 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
     ps.push_back(std::move(entry));
   }
   auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
+  training::TensorParallel tp = training::tensorParallelOf(train);
   llvm::json::Object t{
       {"batch", i64(train.getBatchAttr())},
       {"micro", i64(train.getMicroAttr())},
       {"seq", i64(train.getSeqAttr())},
       {"accumulation", i64(train.getAccumulationAttr())},
       {"data_parallel", training::dataParallelSize(train)},
-      {"tensor_parallel", training::tensorParallelOf(train).size},
-      {"sequence_parallel", training::tensorParallelOf(train).size > 1 && training::tensorParallelOf(train).sequence},
+      {"tensor_parallel", tp.size},
+      {"sequence_parallel", tp.size > 1 && tp.sequence},
       {"zero", train.getParallel().getZero()},
       {"steps", i64(train.getStepsAttr())},
       {"seed", i64(train.getSeedAttr())},

@@ -208,5 +208,10 @@ LogicalResult VocabParallelCrossEntropyOp::verify() {
   if (!sameRows(logits, targets) || !sameRows(logits, lse))
     return emitOpError() << "targets " << targets << " and log-sum-exp " << lse
                          << " must match the rows of the logits " << logits;
+  // Its VJP gives the log-sum-exp no gradient: only the gradient op may read it.
+  for (Operation *user : getLse().getUsers())
+    if (!isa<VocabParallelCrossEntropyGradOp>(user))
+      return emitOpError() << "its log-sum-exp is for nn.vocab_parallel_cross_entropy_grad only, not '"
+                           << user->getName() << "'";
   return success();
 }
