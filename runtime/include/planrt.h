@@ -107,6 +107,11 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
 planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count);
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count);
+/* Sends `count` floats to coordinate `to` on `axis` while receiving `recv_count` into
+ * recv from coordinate `from` (MPI_Sendrecv): neighbours exchanging at once do not wait
+ * for each other. Counts as a send of count floats. */
+planrt_status planrt_sendrecv(planrt_mesh *mesh, int axis, int64_t to, const float *send, int64_t count, int64_t from,
+                              float *recv, int64_t recv_count);
 /* This rank's index among the ranks that differ only along the axes in `mask`. */
 int64_t planrt_mesh_group_rank(const planrt_mesh *mesh, unsigned mask);
 int64_t planrt_mesh_group_size(const planrt_mesh *mesh, unsigned mask);
@@ -179,6 +184,18 @@ typedef void (*planrt_sumsq_fn)(float *g0, float *g1, float *state);
  * in place: clipping by the global norm sqrt(state[6]), the schedule, AdamW. */
 typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0,
                                  float *v1, int64_t step, float *state);
+/* A pipeline stage's entry points (pipeline parallelism): its forward pass, from the
+ * tokens (first stage) or the previous stage's activation `in`, writing the activation it
+ * hands on (or, on the last stage, the loss) to `out`; and its backward pass, the forward
+ * again from `in` then G += dloss/dP / (accumulation × data-parallel ranks) from the
+ * gradient of its output `cotangent` (the last stage: from its loss, scaled by state[2]
+ * with fp16, adding loss / accumulation to *loss), with dinput = the gradient of `in`.
+ * Pointers a stage does not use may be anything. */
+typedef void (*planrt_stage_fwd_fn)(float *params, const int32_t *tokens, const int32_t *targets, const float *in,
+                                    float *out);
+typedef void (*planrt_stage_bwd_fn)(float *params, float *grads, const int32_t *tokens, const int32_t *targets,
+                                    const float *in, const float *cotangent, float *dinput, float *loss,
+                                    const float *state);
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
                                float *loss);
@@ -253,6 +270,15 @@ void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src
                                  int32_t dst, int64_t dst_offset, int32_t accumulate);
 void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
 void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
+void planrt_sched_send_recv(planrt_step_ctx *ctx, int32_t axis, int64_t to, int32_t buf, int64_t offset, int64_t count,
+                            int64_t from, int32_t recv_buf, int64_t recv_offset, int64_t recv_count);
+/* Pipeline stage `stage`'s forward and backward of micro-batch `micro` (sched.forward,
+ * sched.backward); a buffer id of -1 is a range the stage does not have. */
+void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
+                          int32_t in, int64_t in_offset, int32_t out, int64_t out_offset);
+void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
+                           int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
+                           int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset);
 /* This rank's coordinate on mesh axis `axis` (0 on one device). */
 int64_t planrt_sched_coord(planrt_step_ctx *ctx, int32_t axis);
 
@@ -262,9 +288,12 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
 /* Parses the command line and the manifest, then trains (docs/EXECUTABLES.md);
  * returns the process exit status: 0 done, 1 an error (named on stderr), 2 a bad
  * command line. */
+/* A pipeline-parallel executable passes NULL for grad, sumsq, update and eval, and
+ * `stages` holds, per stage, its planrt_stage_fwd_fn, planrt_stage_bwd_fn and
+ * planrt_update_fn (3 × nstages pointers); otherwise stages is NULL and nstages 0. */
 int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad, planrt_sumsq_fn sumsq,
                       planrt_update_fn update, planrt_eval_fn eval, planrt_step_fn step, planrt_program_fn gather,
-                      planrt_program_fn release);
+                      planrt_program_fn release, void *const *stages, int64_t nstages);
 
 #ifdef __cplusplus
 }

@@ -306,6 +306,18 @@ planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf,
                      "recv");
 }
 
+planrt_status planrt_sendrecv(planrt_mesh *mesh, int axis, int64_t to, const float *send, int64_t count, int64_t from,
+                              float *recv, int64_t recv_count) {
+  if (!mesh || axis < 0 || size_t(axis) >= mesh->sizes.size() || to < 0 || to >= mesh->sizes[size_t(axis)] ||
+      from < 0 || from >= mesh->sizes[size_t(axis)] || (count && !send) || (recv_count && !recv) ||
+      !validCount(count) || !validCount(recv_count))
+    return fail(PLANRT_ERR_ARG, "planrt_sendrecv: bad argument");
+  mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
+  return mesh->check(MPI_Sendrecv(send, int(count), MPI_FLOAT, int(to), 0, recv, int(recv_count), MPI_FLOAT, int(from),
+                                  0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
+                     "sendrecv");
+}
+
 int64_t planrt_mesh_group_rank(const planrt_mesh *mesh, unsigned mask) {
   if (!mesh)
     return 0;

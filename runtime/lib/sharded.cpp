@@ -84,9 +84,9 @@ planrt_status sha256File(const std::string &path, std::string &hex) {
   return PLANRT_OK;
 }
 
-planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
-                          int64_t dataSize, int64_t tensorRank, int64_t tensorSize, const StatePiece &piece,
-                          const std::vector<FlatParam> &layout, const std::vector<std::string> &metadata) {
+planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, const MeshPlace &place,
+                          const StatePiece &piece, const std::vector<FlatParam> &layout,
+                          const std::vector<std::string> &metadata) {
   std::string final = dir + "/" + stepName(step), partial = final + ".partial";
   int rank = planrt_mesh_rank(mesh);
   planrt_status status = PLANRT_OK;
@@ -110,16 +110,22 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
     return status;
 
   json table = json::array();
-  for (const FlatParam &p : layout)
-    if (p.splitDim < 0)
+  for (const FlatParam &p : layout) {
+    json extra = json::object();
+    if (p.splitDim >= 0)  // this rank's piece of a tensor-parallel parameter
+      extra = {{"shape", p.shape}, {"dim", p.splitDim}, {"parts", p.parts}, {"blocks", p.blocks}};
+    if (p.replica)  // another pipeline stage owns it
+      extra["replica"] = true;
+    if (extra.empty())
       table.push_back({p.name, p.offset, p.count});
-    else  // this rank's piece of a tensor-parallel parameter
-      table.push_back({p.name, p.offset, p.count,
-                       {{"shape", p.shape}, {"dim", p.splitDim}, {"parts", p.parts}, {"blocks", p.blocks}}});
+    else
+      table.push_back({p.name, p.offset, p.count, extra});
+  }
   std::vector<std::string> meta = metadata;
-  meta.insert(meta.end(), {"layout", table.dump(), "data_rank", std::to_string(dataRank), "data_parallel",
-                           std::to_string(dataSize), "tensor_rank", std::to_string(tensorRank), "tensor_parallel",
-                           std::to_string(tensorSize)});
+  meta.insert(meta.end(), {"layout", table.dump(), "data_rank", std::to_string(place.dataRank), "data_parallel",
+                           std::to_string(place.dataSize), "tensor_rank", std::to_string(place.tensorRank),
+                           "tensor_parallel", std::to_string(place.tensorSize), "pipeline_rank",
+                           std::to_string(place.stage), "pipeline_parallel", std::to_string(place.stages)});
   for (int g = 0; g < 2; ++g)
     meta.insert(meta.end(), {std::string("begin.") + kGroups[g], std::to_string(piece.begin[g]),
                              std::string("count.") + kGroups[g], std::to_string(piece.count[g])});
@@ -136,7 +142,7 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   std::vector<const char *> mp;
   for (const std::string &s : meta)
     mp.push_back(s.c_str());
-  status = planrt_st_save((partial + "/" + rankFile(dataRank + dataSize * tensorRank)).c_str(), tensors.data(),
+  status = planrt_st_save((partial + "/" + rankFile(place.file())).c_str(), tensors.data(),
                           tensors.size(), mp.data(), mp.size() / 2);
   if ((status = agree(status)))
     return status;
@@ -144,10 +150,11 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   if (rank == 0) {
     json index = {{"format", "planc-sharded-1"},
                   {"step", step},
-                  {"data_parallel", dataSize},
-                  {"tensor_parallel", tensorSize},
+                  {"data_parallel", place.dataSize},
+                  {"tensor_parallel", place.tensorSize},
+                  {"pipeline_parallel", place.stages},
                   {"files", json::object()}};
-    for (int64_t r = 0; r < dataSize * tensorSize && !status; ++r) {
+    for (int64_t r = 0; r < place.files() && !status; ++r) {
       std::string hex;
       status = sha256File(partial + "/" + rankFile(r), hex);
       index["files"][rankFile(r)] = hex;
@@ -211,7 +218,7 @@ planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64
 }
 
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
-                          std::map<std::string, std::string> &metadata) {
+                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere) {
   json index;
   try {
     std::ifstream in(path + "/index.json");
@@ -278,6 +285,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           src.name = e[0].get<std::string>();
           src.offset = e[1].get<int64_t>();
           src.count = e[2].get<int64_t>();
+          if (e.size() == 4 && e[3].is_object() && e[3].value("replica", false))
+            continue;  // a pipeline stage's copy of a parameter another stage owns
           if (e.size() == 4) {  // a tensor-parallel piece
             try {
               src.shape = e[3].at("shape").get<std::vector<int64_t>>();
@@ -298,6 +307,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           if (lo >= hi)
             continue;
           auto it = byName.find(pname);
+          if (it == byName.end() && std::find(elsewhere.begin(), elsewhere.end(), pname) != elsewhere.end())
+            continue;  // another pipeline stage's parameter
           if (it == byName.end())
             return fail(PLANRT_ERR_MISMATCH, "%s: holds parameter '%s', which this model lacks", full.c_str(),
                         pname.c_str());

@@ -22,6 +22,18 @@ struct FlatParam {
   int64_t offset = 0, count = 0;
   std::vector<int64_t> shape, blocks;
   int64_t splitDim = -1, parts = 1;
+  /// Pipeline parallelism: a copy of a parameter that an earlier stage owns (a tied
+  /// embedding); written, but read back from the owner's file.
+  bool replica = false;
+};
+
+/// Where a rank lies in the mesh: its data-, tensor- and pipeline-parallel coordinates
+/// and those axes' sizes.
+struct MeshPlace {
+  int64_t dataRank = 0, dataSize = 1, tensorRank = 0, tensorSize = 1, stage = 0, stages = 1;
+  /// The rank's file: dataRank + dataSize × (tensorRank + tensorSize × stage).
+  int64_t file() const { return dataRank + dataSize * (tensorRank + tensorSize * stage); }
+  int64_t files() const { return dataSize * tensorSize * stages; }
 };
 
 /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds of
@@ -55,15 +67,15 @@ struct StatePiece {
   const float *params[2] = {nullptr, nullptr}, *expAvg[2] = {nullptr, nullptr}, *expAvgSq[2] = {nullptr, nullptr};
 };
 
-/// Writes DIR/step-NNNNNNNN/ (rank-RRRRR.safetensors per data rank and tensor rank,
-/// RRRRR = dataRank + dataSize × tensorRank, index.json with each file's sha256): every
+/// Writes DIR/step-NNNNNNNN/ (rank-RRRRR.safetensors per data, tensor and pipeline rank,
+/// RRRRR = place.file(), index.json with each file's sha256): every
 /// rank writes its piece of its flat layout (`layout`, with the tensor split of each
 /// parameter) into a `.partial` directory, then rank 0 hashes the files, writes the index
 /// and renames the directory, so a crash at any point leaves the previous checkpoint the
 /// newest complete one. Keeps the newest `keep` checkpoints (0: all). Collective.
-planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, int64_t dataRank,
-                          int64_t dataSize, int64_t tensorRank, int64_t tensorSize, const StatePiece &piece,
-                          const std::vector<FlatParam> &layout, const std::vector<std::string> &metadata);
+planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, const MeshPlace &place,
+                          const StatePiece &piece, const std::vector<FlatParam> &layout,
+                          const std::vector<std::string> &metadata);
 
 /// Every complete checkpoint in dir by ascending step: (step, path, sharded) for
 /// single files (step-N.safetensors) and sharded directories (step-N/ with index.json).
@@ -76,9 +88,11 @@ planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64
 /// Reads a sharded checkpoint into flat buffers P, M and V of whole parameters laid out as
 /// `layout` (any data- and tensor-parallel sizes: parameters are matched by name, tensor
 /// pieces put back in place), after checking every file against the index's sha256.
-/// `metadata` gets rank 0's.
+/// `metadata` gets rank 0's. Parameters named in `elsewhere` (the other pipeline stages')
+/// are skipped; any other parameter the layout lacks is an error.
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
-                          std::map<std::string, std::string> &metadata);
+                          std::map<std::string, std::string> &metadata,
+                          const std::vector<std::string> &elsewhere = {});
 
 /// The sha256 of a file, as 64 hex digits.
 planrt_status sha256File(const std::string &path, std::string &hex);

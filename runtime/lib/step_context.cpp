@@ -88,6 +88,20 @@ float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const 
   return b.data.get() + offset;
 }
 
+float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, const char *op, float *none) {
+  return buf == -1 && !status ? none : range(buf, offset, count, op);
+}
+
+bool planrt_step_ctx::readBatch(int64_t s, int64_t micro) {
+  uint64_t first = uint64_t(s) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) +
+                   uint64_t(dataRank * this->micro);
+  if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, tokens.data(), targets.data())) {
+    failWith(st);
+    return false;
+  }
+  return true;
+}
+
 void planrt_step_ctx::failWith(planrt_status s) {
   if (!status && s) {
     status = s;
@@ -151,12 +165,53 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
   if (!p || !g || !s)
     return;
   ctx->step = step;
-  uint64_t first = uint64_t(step) * uint64_t(ctx->batch) + uint64_t(micro * ctx->micro * ctx->dataSize) +
-                   uint64_t(ctx->dataRank * ctx->micro);
-  if (planrt_status st = planrt_data_batch(ctx->train, first, ctx->micro, ctx->seq, ctx->tokens.data(),
-                                           ctx->targets.data()))
-    return ctx->failWith(st);
-  ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
+  if (ctx->readBatch(step, micro))
+    ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
+}
+
+namespace {
+/// The stage a sched.forward or sched.backward names must be this rank's.
+bool checkStage(planrt_step_ctx *ctx, int64_t stage, const char *op) {
+  if (ctx->status)
+    return false;
+  if (!ctx->stageForward || stage != ctx->stage) {
+    ctx->failWith(fail(PLANRT_ERR_ARG, "%s: stage %lld's entry point called on a rank of pipeline stage %lld", op,
+                       (long long)stage, (long long)ctx->stage));
+    return false;
+  }
+  return true;
+}
+} // namespace
+
+void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
+                          int32_t in, int64_t in_offset, int32_t out, int64_t out_offset) {
+  if (!checkStage(ctx, stage, "forward"))
+    return;
+  float none = 0;
+  float *p = ctx->range(params, 0, 0, "forward"), *x = ctx->optional(in, in_offset, 0, "forward", &none),
+        *y = ctx->range(out, out_offset, 0, "forward");
+  if (!p || !x || !y)
+    return;
+  ctx->step = step;
+  if (ctx->readBatch(step, micro))
+    ctx->stageForward(p, ctx->tokens.data(), ctx->targets.data(), x, y);
+}
+
+void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
+                           int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
+                           int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset) {
+  if (!checkStage(ctx, stage, "backward"))
+    return;
+  float none[2] = {0, 0};
+  float *p = ctx->range(params, 0, 0, "backward"), *g = ctx->range(grads, 0, 0, "backward"),
+        *s = ctx->range(state, 0, 8, "backward"), *x = ctx->optional(in, in_offset, 0, "backward", none),
+        *dy = ctx->optional(cotangent, cotangent_offset, 0, "backward", none),
+        *dx = ctx->optional(dinput, dinput_offset, 0, "backward", none + 1);
+  if (!p || !g || !s || !x || !dy || !dx)
+    return;
+  ctx->step = step;
+  if (ctx->readBatch(step, micro))
+    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s);
 }
 
 void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {
@@ -164,10 +219,10 @@ void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1
         *s = ctx->range(state, 0, 8, "sumsq");
   if (!g0 || !g1 || !s)
     return;
-  if (ctx->tensorSize <= 1)
+  if (ctx->counted.empty())
     return ctx->sumsq(g0, g1, s);
-  // Tensor parallelism: the sum over the group (an all-reduce follows) must count each
-  // replicated parameter once.
+  // Tensor and pipeline parallelism: the sum over the ranks (all-reduces follow) must
+  // count each replicated or tied parameter once.
   const float *piece[2] = {g0, g1};
   double sum = 0;
   for (const planrt_step_ctx::Counted &c : ctx->counted) {
@@ -256,6 +311,15 @@ void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t
     return;
   planrt::Waiting w(*ctx, describe("recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis));
   ctx->failWith(planrt_recv(ctx->mesh, axis, peer, p, count));
+}
+
+void planrt_sched_send_recv(planrt_step_ctx *ctx, int32_t axis, int64_t to, int32_t buf, int64_t offset, int64_t count,
+                            int64_t from, int32_t recv_buf, int64_t recv_offset, int64_t recv_count) {
+  float *p = ctx->range(buf, offset, count, "send_recv"), *q = ctx->range(recv_buf, recv_offset, recv_count, "send_recv");
+  if (!p || !q)
+    return;
+  planrt::Waiting w(*ctx, describe("send_recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis));
+  ctx->failWith(planrt_sendrecv(ctx->mesh, axis, to, p, count, from, q, recv_count));
 }
 
 int64_t planrt_sched_coord(planrt_step_ctx *ctx, int32_t axis) {

@@ -40,10 +40,11 @@ struct planrt_step_ctx {
   planrt_data *train = nullptr;
   int64_t batch = 0, micro = 0, seq = 0;
   int64_t dataRank = 0, dataSize = 1;
-  /// Tensor parallelism: this rank's coordinate and the group's size; the flat range of
-  /// this rank's gradient piece per optimizer group; and each parameter's flat range with
-  /// whether this rank counts it in the gradient norm (split ones everywhere, replicated
-  /// ones on the group's first rank).
+  /// Tensor and pipeline parallelism: this rank's tensor coordinate and the group's size;
+  /// the flat range of this rank's gradient piece per optimizer group; and each
+  /// parameter's flat range with whether this rank counts it in the gradient norm (split
+  /// ones everywhere, replicated ones on the tensor group's first rank, a tied parameter
+  /// on the stage that owns it). Without `counted`, the generated planc_sumsq sums.
   int64_t tensorCoord = 0, tensorSize = 1;
   int64_t pieceBegin[2] = {0, 0}, pieceFloats[2] = {0, 0};
   struct Counted {
@@ -51,6 +52,10 @@ struct planrt_step_ctx {
     bool counted;
   };
   std::vector<Counted> counted;
+  /// Pipeline parallelism: this rank's stage and its entry points (null without).
+  int64_t stage = 0;
+  planrt_stage_fwd_fn stageForward = nullptr;
+  planrt_stage_bwd_fn stageBackward = nullptr;
   std::vector<int32_t> tokens, targets;
   std::atomic<int64_t> step{0};  ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
@@ -67,6 +72,10 @@ struct planrt_step_ctx {
 
   /// A buffer's floats [offset, offset + count), or null after recording why not.
   float *range(int32_t buf, int64_t offset, int64_t count, const char *op);
+  /// As range, for a buffer id of -1 (a range the op does not have): `none`.
+  float *optional(int32_t buf, int64_t offset, int64_t count, const char *op, float *none);
+  /// Reads micro-batch `micro` of step `step` into tokens and targets; false on failure.
+  bool readBatch(int64_t step, int64_t micro);
   void failWith(planrt_status s);
 };
 

@@ -59,12 +59,17 @@ struct Param {
   /// shape and offset.
   std::vector<int64_t> fullShape;
   int64_t fullOffset = 0, fullCount = 0;
+  /// Pipeline parallelism: the parameter's position in the whole model (its random
+  /// stream), and whether it is a copy of one an earlier stage owns (a tied embedding).
+  int64_t index = -1;
+  bool replica = false;
 };
 
 /// A buffer of the step program's table.
 struct BufferSpec {
   std::string name, lifetime;
   int64_t floats = 0;
+  int64_t stage = -1;  ///< pipeline parallelism: the stage whose ranks hold it, or -1 (all)
 };
 
 struct Manifest {
@@ -83,6 +88,17 @@ struct Manifest {
   int64_t tensorParallel = 1;
   int tensorAxis = -1;     ///< the mesh axis of tensor parallelism, or -1
   int64_t fullFloats = 0;  ///< floats of the whole parameters (Param::fullOffset)
+  /// Pipeline parallelism: the stages (1 without), the axis, this rank's stage (whose
+  /// parameters `params` lists), and every stage's parameter table.
+  int64_t pipeline = 1, stage = 0;
+  int pipelineAxis = -1;
+  std::vector<std::vector<Param>> stageParams;
+  int64_t activationIn = 0, activationOut = 0;  ///< floats received from and sent to the neighbours
+  /// A buffer of the step program by its name in the schedule: under a pipeline, the
+  /// one of this rank's stage.
+  std::string bufferName(const std::string &name) const {
+    return pipeline > 1 ? name + "_s" + std::to_string(stage) : name;
+  }
   uint64_t seed = 0;
   std::vector<std::string> data, val;
   int64_t evalEvery = 0, evalBatches = 0;
@@ -93,7 +109,7 @@ struct Manifest {
 };
 
 /// Parses and checks the manifest; PLANRT_ERR_FORMAT naming the field if malformed.
-planrt_status parseManifest(const char *source, Manifest &m) {
+planrt_status parseManifest(const char *source, Manifest &m, int64_t stage = 0) {
   if (!source)
     return fail(PLANRT_ERR_FORMAT, "the executable has no manifest");
   return planrt::manifest::parse([&] {
@@ -108,13 +124,42 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       throw Malformed{"format '" + format + "'; this runtime reads planc-train-1"};
     m.plan = text(root, "plan", "the manifest");
     m.model = text(root, "model", "the manifest");
-    m.numFloats = integer(root, "num_floats", "the manifest", 1, kMaxFloats);
+    // Pipeline parallelism: each stage has its own parameters and flat layout, and this
+    // rank reads its stage's; without, the top level holds the one layout.
+    const json *layoutOf = &root;
+    std::string in = "";
+    if (root.contains("pipeline")) {
+      const json &pipe = root["pipeline"];
+      const json &stages = field(root, "stages", "the manifest");
+      if (!stages.is_array() || stages.size() < 2)
+        throw Malformed{"stages is not an array of two stages or more"};
+      m.pipeline = int64_t(stages.size());
+      std::string axis = text(pipe, "axis", "pipeline");
+      m.stage = stage;
+      if (stage < 0 || stage >= m.pipeline)
+        throw Malformed{"pipeline stage " + std::to_string(stage) + " is not one of the stages"};
+      const json &axes = field(field(root, "mesh", "the manifest"), "axes", "mesh");
+      for (size_t a = 0; a < axes.size(); ++a)
+        if (axes[a].is_string() && axes[a].get<std::string>() == axis)
+          m.pipelineAxis = int(a);
+      if (m.pipelineAxis < 0)
+        throw Malformed{"pipeline.axis names '" + axis + "', which is not an axis"};
+      layoutOf = &stages[size_t(stage)];
+      auto stageName = [](int64_t k) { return "stages[" + std::to_string(k) + "]"; };
+      if (stage > 0)
+        m.activationIn = integer(stages[size_t(stage - 1)], "activation", stageName(stage - 1), 1, kMaxFloats);
+      if (stage + 1 < m.pipeline)
+        m.activationOut = integer(stages[size_t(stage)], "activation", stageName(stage), 1, kMaxFloats);
+      in = stageName(stage) + ".";
+    }
+    const json &lay = *layoutOf;
+    m.numFloats = integer(lay, "num_floats", "the manifest", 1, kMaxFloats);
 
-    const json &params = field(root, "params", "the manifest");
+    const json &params = field(lay, "params", "the manifest");
     if (!params.is_array() || params.empty())
-      throw Malformed{"params is not a non-empty array"};
+      throw Malformed{in + "params is not a non-empty array"};
     for (size_t i = 0; i < params.size(); ++i) {
-      std::string where = "params[" + std::to_string(i) + "]";
+      std::string where = in + "params[" + std::to_string(i) + "]";
       const json &pj = params[i];
       Param p;
       p.name = text(pj, "name", where);
@@ -172,6 +217,13 @@ planrt_status parseManifest(const char *source, Manifest &m) {
         p.fullShape[size_t(p.splitDim)] = total;
       }
       p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
+      if (pj.contains("index"))
+        p.index = integer(pj, "index", where, 0, kMaxDim);
+      if (pj.contains("replica")) {
+        if (!pj["replica"].is_boolean())
+          throw Malformed{where + ".replica is not true or false"};
+        p.replica = pj["replica"].get<bool>();
+      }
       m.params.push_back(std::move(p));
     }
     // The parameters must not overlap in the flat buffers.
@@ -197,7 +249,7 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       throw Malformed{"train.batch " + std::to_string(m.batch) + " is not micro × accumulation × data_parallel = " +
                       std::to_string(m.micro * m.accumulation * m.dataParallel)};
     m.zero = train.contains("zero") ? integer(train, "zero", "train", 0, 3) : 0;
-    const json &groups = field(root, "groups", "the manifest");
+    const json &groups = field(lay, "groups", "the manifest");
     if (!groups.is_array() || groups.size() != 2)
       throw Malformed{"groups is not an array of two [begin, end] spans"};
     for (int g = 0; g < 2; ++g) {
@@ -239,10 +291,13 @@ planrt_status parseManifest(const char *source, Manifest &m) {
     }
     if (m.tensorParallel != (m.tensorAxis < 0 ? 1 : m.sizes[size_t(m.tensorAxis)]))
       throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) + " is not the size of the tensor axis"};
-    if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel)
+    if (m.pipelineAxis >= 0 && m.sizes[size_t(m.pipelineAxis)] != m.pipeline)
+      throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stages for a pipeline axis of " +
+                      std::to_string(m.sizes[size_t(m.pipelineAxis)])};
+    if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel * m.pipeline)
       throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " × tensor_parallel " +
-                      std::to_string(m.tensorParallel) + " is not the mesh's " + std::to_string(devices) +
-                      " devices over its data and tensor axes"};
+                      std::to_string(m.tensorParallel) + " × pipeline stages " + std::to_string(m.pipeline) +
+                      " is not the mesh's " + std::to_string(devices) + " devices over its data, tensor and pipeline axes"};
     // Whole parameters lie one after another (tensor parallelism; else as the flat layout).
     int64_t at = 0;
     for (Param &p : m.params) {
@@ -260,12 +315,13 @@ planrt_status parseManifest(const char *source, Manifest &m) {
     for (size_t i = 0; i < buffers.size(); ++i) {
       std::string where = "schedule.buffers[" + std::to_string(i) + "]";
       BufferSpec b{text(buffers[i], "name", where), text(buffers[i], "lifetime", where),
-                   integer(buffers[i], "floats", where, 0, kMaxFloats)};
+                   integer(buffers[i], "floats", where, 0, kMaxFloats),
+                   buffers[i].contains("stage") ? integer(buffers[i], "stage", where, 0, m.pipeline - 1) : -1};
       if (b.lifetime != "persistent" && b.lifetime != "step" && b.lifetime != "transient")
         throw Malformed{where + ".lifetime is '" + b.lifetime + "'"};
       m.buffers.push_back(b);
     }
-    m.master = text(schedule, "master", "schedule");
+    m.master = m.bufferName(text(schedule, "master", "schedule"));
     const json &sharded = field(schedule, "sharded", "schedule");
     if (!sharded.is_boolean())
       throw Malformed{"schedule.sharded is " + sharded.dump() + ", not true or false"};
@@ -280,14 +336,15 @@ planrt_status parseManifest(const char *source, Manifest &m) {
       throw Malformed{"groups[0] and groups[1] overlap or are out of order"};
     if (m.sharded && m.dataParallel < 2)
       throw Malformed{"schedule.sharded needs more than one data-parallel rank"};
-    for (const char *name : {"exp_avg", "exp_avg_sq", "state"})
+    for (const std::string &name : {m.bufferName("exp_avg"), m.bufferName("exp_avg_sq"), std::string("state")})
       for (const BufferSpec &b : m.buffers)
         if ((b.name == name || b.name == m.master) && b.lifetime != "persistent")
           throw Malformed{"schedule buffer '" + b.name + "' must be persistent"};
     int64_t piece = m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel
                               : m.numFloats;
-    if (floatsOf("params") != m.numFloats || floatsOf("grads") != m.numFloats || floatsOf("state") != 8 ||
-        floatsOf(m.master) != piece || floatsOf("exp_avg") != piece || floatsOf("exp_avg_sq") != piece)
+    if (floatsOf(m.bufferName("params")) != m.numFloats || floatsOf(m.bufferName("grads")) != m.numFloats ||
+        floatsOf("state") != 8 || floatsOf(m.master) != piece || floatsOf(m.bufferName("exp_avg")) != piece ||
+        floatsOf(m.bufferName("exp_avg_sq")) != piece)
       throw Malformed{"schedule.buffers do not have the sizes of the flat layout"};
     m.data = texts(train, "data", "train");
     m.val = train.contains("val") ? texts(train, "val", "train") : std::vector<std::string>{};
@@ -587,6 +644,8 @@ struct Entries {
   planrt_eval_fn eval;
   planrt_step_fn step;
   planrt_program_fn gather, release;
+  void *const *stages;  ///< pipeline: per stage forward, backward, update
+  int64_t nstages;
 };
 
 class Trainer {
@@ -609,7 +668,8 @@ public:
   }
 
   int run() {
-    if (!e.grad || !e.sumsq || !e.update || !e.step || !e.gather || !e.release)
+    bool entries = m.pipeline > 1 ? e.stages && e.nstages == m.pipeline : e.grad && e.sumsq && e.update;
+    if (!entries || !e.step || !e.gather || !e.release)
       return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
     if (planrt_status s = prepare())
       return error(s);
@@ -620,7 +680,7 @@ public:
       if (planrt_status s = planrt_mesh_agree(ctx.mesh, &ready))
         return error(s);
       // Launchers name a dead process by its pid: say which pid is which rank.
-      int64_t devices = m.dataParallel * m.tensorParallel;
+      int64_t devices = m.dataParallel * m.tensorParallel * m.pipeline;
       std::vector<char> ranks(size_t(64 * devices + 64));
       planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
       if (rank0)
@@ -644,8 +704,14 @@ public:
     summary += std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) +
                " tok/s";
     if (ctx.mesh) {
-      char share[160];
-      if (tensorParallel())
+      char share[200];
+      if (m.pipeline > 1)
+        std::snprintf(share, sizeof share,
+                      " (%lld data- × %lld tensor-parallel ranks × %lld pipeline stages; communication %.1f%% of step "
+                      "time)",
+                      (long long)m.dataParallel, (long long)m.tensorParallel, (long long)m.pipeline,
+                      stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
+      else if (tensorParallel())
         std::snprintf(share, sizeof share, " (%lld data- × %lld tensor-parallel ranks; communication %.1f%% of step time)",
                       (long long)m.dataParallel, (long long)m.tensorParallel,
                       stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
@@ -689,7 +755,7 @@ private:
 
   bool checkpointing() const { return !checkpointDir.empty() && checkpointEvery > 0; }
 
-  bool evaluating() const { return val && e.eval && m.evalEvery > 0 && m.evalBatches > 0; }
+  bool evaluating() const { return val && (e.eval || m.pipeline > 1) && m.evalEvery > 0 && m.evalBatches > 0; }
 
   // ---- Buffers and this rank's pieces.
 
@@ -723,6 +789,7 @@ private:
   /// This rank's piece of p, as the checkpoint layout describes it.
   static planrt::FlatParam pieceOf(const Param &p) {
     planrt::FlatParam out{p.name, p.offset, p.count};
+    out.replica = p.replica;
     out.shape = p.shape;
     out.blocks = p.blocks;
     out.splitDim = p.splitDim;
@@ -871,8 +938,14 @@ private:
     ctx.grad = e.grad;
     ctx.sumsq = e.sumsq;
     ctx.update = e.update;
+    if (m.pipeline > 1) {
+      ctx.stage = m.stage;
+      ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(e.stages[3 * m.stage]);
+      ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(e.stages[3 * m.stage + 1]);
+      ctx.update = reinterpret_cast<planrt_update_fn>(e.stages[3 * m.stage + 2]);
+    }
     planrt::setActiveStep(&ctx);
-    if (tensorParallel()) {
+    if (tensorParallel() || m.pipeline > 1) {
       // The gradient norm counts replicated parameters on the group's first rank only.
       ctx.tensorCoord = tensorCoord();
       ctx.tensorSize = m.tensorParallel;
@@ -881,7 +954,7 @@ private:
         ctx.pieceFloats[g] = m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g];
       }
       for (const Param &p : m.params)
-        ctx.counted.push_back({p.offset, p.count, p.splitDim >= 0 || ctx.tensorCoord == 0});
+        ctx.counted.push_back({p.offset, p.count, (p.splitDim >= 0 || ctx.tensorCoord == 0) && !p.replica});
     }
     // Data: open and validate every file, and draw the first sample.
     std::vector<std::string> trainFiles = o.data.empty() ? m.data : o.data;
@@ -950,15 +1023,16 @@ private:
     // Buffers: the step program's table, all but the transient ones now.
     for (const BufferSpec &b : m.buffers) {
       planrt::Buffer buf{b.name, b.lifetime, b.floats, nullptr};
-      if (b.lifetime != "transient" && !(buf.data = planrt::allocateFloats(b.floats)))
+      bool mine = b.stage < 0 || b.stage == m.stage;  // another pipeline stage's buffers stay unallocated
+      if (mine && b.lifetime != "transient" && !(buf.data = planrt::allocateFloats(b.floats)))
         return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);
       ctx.buffers.push_back(std::move(buf));
     }
-    params = bufferId("params");
-    grads = bufferId("grads");
+    params = bufferId(m.bufferName("params"));
+    grads = bufferId(m.bufferName("grads"));
     master = bufferId(m.master);
-    expAvg = bufferId("exp_avg");
-    expAvgSq = bufferId("exp_avg_sq");
+    expAvg = bufferId(m.bufferName("exp_avg"));
+    expAvgSq = bufferId(m.bufferName("exp_avg_sq"));
     stateId = bufferId("state");
     state = data(stateId);
     state[2] = float(m.lossScaleInit);
@@ -980,13 +1054,13 @@ private:
         const Param &p = m.params[i];
         planrt_status s = p.init == "normal"
                               ? planrt_init_normal(P.data() + p.fullOffset, p.fullCount, 0, 0.0, p.std, m.seed,
-                                                   uint64_t(i))
+                                                   uint64_t(p.index >= 0 ? p.index : int64_t(i)))
                               : planrt_init_fill(P.data() + p.fullOffset, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
         if (s)
           return s;
       }
     }
-    if (!o.saveInit.empty() && rank0)
+    if (!o.saveInit.empty())
       if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}))
         return s;
     distributeWhole(P.data(), nullptr, nullptr);
@@ -1029,7 +1103,12 @@ private:
     std::vector<float> P(size_t(m.fullFloats), 0.0f), M(P), V(P);
     std::map<std::string, std::string> meta;
     if (sharded) {
-      if (planrt_status s = planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta))
+      std::vector<std::string> elsewhere;  // other pipeline stages' parameters
+      for (const std::vector<Param> &stage : m.stageParams)
+        for (const Param &p : stage)
+          elsewhere.push_back(p.name);
+      if (planrt_status s =
+              planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta, elsewhere))
         return s;
     } else {
       planrt_st *st = nullptr;
@@ -1101,12 +1180,63 @@ private:
     return out;
   }
 
-  /// Writes one buffer of whole parameters (or gradients) under the parameter names.
+  /// A whole tensor of the model and where its values lie (parameters, first and
+  /// second moments).
+  struct WholeTensor {
+    const Param *p;
+    const float *data[3];
+  };
+  /// The whole model's tensors from buffers of this rank's whole parameters (any of M and
+  /// V may be null). Under a pipeline each stage holds part of the model: every stage's
+  /// buffers are gathered over the pipeline axis into `store` (collective), and a tied
+  /// parameter comes from the stage that owns it.
+  planrt_status wholeModel(const float *P, const float *M, const float *V, std::vector<float> store[3],
+                           std::vector<WholeTensor> &out) {
+    const float *mine[3] = {P, M, V};
+    out.clear();
+    if (m.pipeline <= 1) {
+      for (const Param &p : m.params)
+        out.push_back({&p,
+                       {P + p.fullOffset, M ? M + p.fullOffset : nullptr, V ? V + p.fullOffset : nullptr}});
+      return PLANRT_OK;
+    }
+    int64_t most = *std::max_element(stageFullFloats.begin(), stageFullFloats.end());
+    unsigned mask = 1u << unsigned(m.pipelineAxis);
+    for (int k = 0; k < 3; ++k) {
+      if (!mine[k])
+        continue;
+      std::vector<float> padded(size_t(most), 0.0f);
+      std::memcpy(padded.data(), mine[k], size_t(m.fullFloats) * sizeof(float));
+      store[k].assign(size_t(most * m.pipeline), 0.0f);
+      planrt::Waiting w(ctx, "all_gather over the pipeline axis of the whole model");
+      if (planrt_status s = planrt_all_gather(ctx.mesh, mask, padded.data(), most, store[k].data()))
+        return s;
+    }
+    for (int64_t q = 0; q < m.pipeline; ++q)
+      for (const Param &p : m.stageParams[size_t(q)])
+        if (!p.replica) {
+          WholeTensor t{&p, {nullptr, nullptr, nullptr}};
+          for (int k = 0; k < 3; ++k)
+            if (mine[k])
+              t.data[k] = store[k].data() + q * most + p.fullOffset;
+          out.push_back(t);
+        }
+    return PLANRT_OK;
+  }
+
+  /// Writes one buffer of whole parameters (or gradients) under the parameter names:
+  /// rank 0 writes, after gathering the other pipeline stages' (collective).
   planrt_status saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
                            std::vector<std::string> extra) {
+    std::vector<float> store[3];
+    std::vector<WholeTensor> whole;
+    if (planrt_status s = wholeModel(buf, nullptr, nullptr, store, whole))
+      return s;
+    if (!rank0)
+      return PLANRT_OK;
     std::vector<planrt_tensor> tensors;
-    for (const Param &p : m.params)
-      tensors.push_back({p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), buf + p.fullOffset});
+    for (const WholeTensor &t : whole)
+      tensors.push_back({t.p->name.c_str(), PLANRT_F32, int(t.p->fullShape.size()), t.p->fullShape.data(), t.data[0]});
     std::vector<std::string> meta = metadata(format, step);
     meta.insert(meta.end(), extra.begin(), extra.end());
     std::vector<const char *> mp = pointers(meta);
@@ -1115,14 +1245,19 @@ private:
 
   /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state),
   /// from buffers of whole parameters.
-  std::vector<planrt_tensor> consolidated(const float *P, const float *M, const float *V) const {
+  std::vector<planrt_tensor> consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep) const {
     std::vector<planrt_tensor> tensors;
-    for (size_t i = 0; i < m.params.size(); ++i) {
-      const Param &p = m.params[i];
+    keep.clear();
+    for (const WholeTensor &t : whole) {
+      keep.push_back("optimizer.exp_avg." + t.p->name);
+      keep.push_back("optimizer.exp_avg_sq." + t.p->name);
+    }
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const Param &p = *whole[i].p;
       int rank = int(p.fullShape.size());
-      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.fullShape.data(), P + p.fullOffset});
-      tensors.push_back({names[2 * i].c_str(), PLANRT_F32, rank, p.fullShape.data(), M + p.fullOffset});
-      tensors.push_back({names[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), V + p.fullOffset});
+      tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[0]});
+      tensors.push_back({keep[2 * i].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[1]});
+      tensors.push_back({keep[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[2]});
     }
     return tensors;
   }
@@ -1143,7 +1278,12 @@ private:
     std::vector<std::string> meta = metadata("planc-ckpt-1", s + 1);
     char name[64];
     if (!ctx.mesh) {
-      std::vector<planrt_tensor> tensors = consolidated(data(master), data(expAvg), data(expAvgSq));
+      std::vector<float> store[3];
+      std::vector<WholeTensor> whole;
+      std::vector<std::string> keep;
+      if (planrt_status st = wholeModel(data(master), data(expAvg), data(expAvgSq), store, whole))
+        return st;
+      std::vector<planrt_tensor> tensors = consolidated(whole, keep);
       std::vector<const char *> mp = pointers(meta);
       if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
                                               tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
@@ -1158,9 +1298,9 @@ private:
         mine.expAvg[g] = piece(expAvg, g);
         mine.expAvgSq[g] = piece(expAvgSq, g);
       }
+      planrt::MeshPlace place{ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, m.stage, m.pipeline};
       if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep),
-                                                 ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, mine,
-                                                 flatLayout(), meta))
+                                                 place, mine, flatLayout(), meta))
         return st;
       std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
     }
@@ -1170,12 +1310,16 @@ private:
 
   /// --export: one checkpoint file in the single-device format, whatever the layout.
   planrt_status exportConsolidated(const std::string &file) {
-    std::vector<float> P, M, V;
+    std::vector<float> P, M, V, store[3];
+    std::vector<WholeTensor> whole;
+    std::vector<std::string> keep;
     if (planrt_status s = gatherWhole(P, M, V))
+      return s;
+    if (planrt_status s = wholeModel(P.data(), M.data(), V.data(), store, whole))
       return s;
     if (!rank0)
       return PLANRT_OK;
-    std::vector<planrt_tensor> tensors = consolidated(P.data(), M.data(), V.data());
+    std::vector<planrt_tensor> tensors = consolidated(whole, keep);
     std::vector<std::string> meta = metadata("planc-ckpt-1", std::max(start, lastStep));
     std::vector<const char *> mp = pointers(meta);
     if (planrt_status s = planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
@@ -1202,12 +1346,24 @@ private:
           return st;
         }
       float loss = 0;
-      e.eval(data(params), tokens, targets, &loss);
+      if (m.pipeline > 1) {
+        if (planrt_status st = stageEval(tokens, targets, loss)) {
+          e.release(&ctx);
+          return st;
+        }
+      } else {
+        e.eval(data(params), tokens, targets, &loss);
+      }
       sum += loss;
     }
     e.release(&ctx);
     if (ctx.status)
       return fail(ctx.status, "%s", ctx.error.c_str());
+    if (m.pipeline > 1) {  // the last stage computed the losses; the others add zero
+      planrt::Waiting w(ctx, "all_reduce over the pipeline axis of the validation loss");
+      if (planrt_status st = planrt_all_reduce(ctx.mesh, 1u << unsigned(m.pipelineAxis), &sum, 1, PLANRT_SUM))
+        return st;
+    }
     if (ctx.mesh && m.dataParallel > 1) {  // tensor ranks computed the same loss
       planrt::Waiting w(ctx, "all_reduce of the validation loss");
       if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
@@ -1221,6 +1377,28 @@ private:
     std::snprintf(buf, sizeof buf, "step %lld/%lld · val loss %.4f", (long long)(s + 1), (long long)end, mean);
     progress.line(buf);
     return PLANRT_OK;
+  }
+
+  /// One evaluation micro-batch through the pipeline: this stage's forward pass on the
+  /// previous stage's activation, handed on to the next; the last stage's loss in `loss`
+  /// (0 elsewhere).
+  planrt_status stageEval(const int32_t *tokens, const int32_t *targets, float &loss) {
+    unsigned axis = unsigned(m.pipelineAxis);
+    std::vector<float> in(size_t(std::max<int64_t>(m.activationIn, 1)), 0.0f),
+        out(size_t(std::max<int64_t>(m.activationOut, 1)), 0.0f);
+    if (m.stage > 0) {
+      planrt::Waiting w(ctx, "receive of the evaluation activations");
+      if (planrt_status st = planrt_recv(ctx.mesh, int(axis), m.stage - 1, in.data(), m.activationIn))
+        return st;
+    }
+    ctx.stageForward(data(params), tokens, targets, in.data(), out.data());
+    loss = 0;
+    if (m.stage + 1 == m.pipeline) {
+      loss = out[0];
+      return PLANRT_OK;
+    }
+    planrt::Waiting w(ctx, "send of the evaluation activations");
+    return planrt_send(ctx.mesh, int(axis), m.stage + 1, out.data(), m.activationOut);
   }
 
   static const char *nonFinite(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
@@ -1273,9 +1451,8 @@ private:
       // Under tensor parallelism the pieces are gathered into whole tensors (collective).
       if (planrt_status st = toWhole(unscaled, whole))
         return st;
-      if (rank0)
-        if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", whole.data(), s, {"loss", text}))
-          return st;
+      if (planrt_status st = saveParams(o.saveGrads, "planc-grads-1", whole.data(), s, {"loss", text}))
+        return st;
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stepSeconds += seconds;
@@ -1338,6 +1515,9 @@ private:
   std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;
   uint64_t maxMemPeak = 0;  ///< the most bytes the generated code held in a step
+public:
+  std::vector<int64_t> stageFullFloats;  ///< pipeline: each stage's whole-parameter floats
+private:
   bool scaling() const { return m.lossScaleKind != "none"; }
 };
 
@@ -1345,7 +1525,8 @@ private:
 
 extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
                                  planrt_sumsq_fn sumsq, planrt_update_fn update, planrt_eval_fn eval,
-                                 planrt_step_fn step, planrt_program_fn gather, planrt_program_fn release) {
+                                 planrt_step_fn step, planrt_program_fn gather, planrt_program_fn release,
+                                 void *const *stages, int64_t nstages) {
   // The step functions allocate and free the same activation buffers every step: keep
   // them in the heap (up to glibc's 32 MiB maximum) rather than mapping and unmapping
   // them, which costs a page fault per 4 KiB touched each step.
@@ -1370,15 +1551,36 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
       return kExitError;
     }
     // More than one device: one process per device, started by mpirun (or srun).
-    if (m.dataParallel * m.tensorParallel > 1) {
+    if (m.dataParallel * m.tensorParallel * m.pipeline > 1) {
       if (planrt_status s = planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh)) {
         std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
         return kExitError;
       }
     }
+    // Pipeline parallelism: this rank's stage is its coordinate on the pipeline axis; it
+    // reads that stage's parameters, and knows every stage's.
+    std::vector<std::vector<Param>> stageParams;
+    std::vector<int64_t> stageFullFloats;
+    if (m.pipeline > 1) {
+      int64_t mine = planrt_mesh_coord(mesh, m.pipelineAxis);
+      for (int64_t k = 0; k < m.pipeline; ++k) {
+        Manifest mk;
+        if (parseManifest(manifest, mk, k)) {
+          std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+          planrt_mesh_finalize(mesh);
+          return kExitError;
+        }
+        stageParams.push_back(mk.params);
+        stageFullFloats.push_back(mk.fullFloats);
+        if (k == mine)
+          m = std::move(mk);
+      }
+      m.stageParams = stageParams;
+    }
     int rc;
     {
-      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release}, mesh);
+      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, stages, nstages}, mesh);
+      t.stageFullFloats = stageFullFloats;
       rc = t.run();
     }
     planrt_mesh_finalize(mesh);

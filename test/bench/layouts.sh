@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): per-rank step time and communication share of each
-# data-parallel layout, and of tensor parallelism over the same ranks, against one process, for a 4-layer, 256-wide GPT (3.4M
+# data-parallel layout, and of tensor and pipeline parallelism over the same ranks, against one process, for a 4-layer, 256-wide GPT (3.4M
 # parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core,
 # one BLAS thread per rank). Results go to stdout as a Markdown table.
 #
@@ -14,9 +14,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$WORK"
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
-plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE]]: DEVICES / TENSOR data-parallel ranks × TENSOR
-  local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor=""
+plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE [SCHEDULE]]]: DEVICES / TENSOR data-parallel ranks ×
+  # TENSOR; with a SCHEDULE (gpipe or 1f1b), DEVICES pipeline stages instead, 4 micro-batches.
+  local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor="" micro
   if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp  sequence = ${5:-false}"; fi
+  micro=$((16 / d))
+  if [[ -n ${6:-} ]]; then axes="dp: 1, pp: $2"; tensor="pipeline = pp(stages: $2, schedule: $6)"; micro=4; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
@@ -26,7 +29,7 @@ mesh m$2 {
 }
 train $1 {
   model = bench  mesh = m$2  data = tokens("$WORK/data/train.bin")
-  batch = 16  micro = $((16 / d))  seq = 128
+  batch = 16  micro = $micro  seq = 128
   parallel { data = dp  zero = $3  $tensor }
   optimizer = adamw(lr: 1e-3)
   steps = 30  seed = 1
@@ -52,9 +55,12 @@ plan single 1 0
 for z in 0 1 2 3; do plan "zero$z" "$RANKS" "$z"; done
 plan "tp$RANKS" "$RANKS" 0 "$RANKS"
 plan "tp${RANKS}_sp" "$RANKS" 0 "$RANKS" true
+plan "pp${RANKS}_gpipe" "$RANKS" 0 1 false gpipe
+plan "pp${RANKS}_1f1b" "$RANKS" 0 1 false 1f1b
 echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
 echo "|---|---|---|---|---|"
-for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS"; do
+for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS" \
+           "pp${RANKS}_gpipe $RANKS" "pp${RANKS}_1f1b $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
   echo "| $name | $2 | $ms | $share | $bytes |"

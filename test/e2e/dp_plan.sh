@@ -2,17 +2,19 @@
 # tiny-GPT plans they compare, so that every layout differs from the others only in what
 # the arguments say. Needs WORK (the test's directory, holding data/train.bin) and PLANC.
 #
-#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE [TENSOR [SEQUENCE]]]]]
+#   dp_plan NAME DEVICES MICRO ZERO [STEPS [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]]
 #     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32; with TENSOR > 1, mesh
 #     [dp: DEVICES, tp: TENSOR] and tensor = tp, with SEQUENCE = true also sequence
-#     parallelism) and builds exe_NAME.
+#     parallelism; with STAGES > 1, a pipeline axis pp of that size first, run with
+#     SCHEDULE, gpipe or 1f1b) and builds exe_NAME.
 dp_plan() {
-  local t=${8:-1} axes="dp: $2" tensor=""
+  local t=${8:-1} p=${10:-1} axes="dp: $2" tensor="" pipeline=""
   if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
+  if [[ $p -gt 1 ]]; then axes="pp: $p, $axes"; pipeline="pipeline = pp(stages: $p, schedule: ${11:-1f1b})"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 mesh m$2 {
-  devices = cpu($(( $2 * t )))
+  devices = cpu($(( $2 * t * p )))
   axes    = [$axes]
 }
 train $1 {
@@ -22,7 +24,7 @@ train $1 {
   batch     = 8
   micro     = $3
   seq       = 32
-  parallel { data = dp  zero = $4  $tensor }
+  parallel { data = dp  zero = $4  $tensor  $pipeline }
   precision = ${6:-fp32}
   recompute = ${7:-none}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)

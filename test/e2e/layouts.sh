@@ -6,7 +6,9 @@
 # and selective on one process (bitwise equal) and on 4 ranks; tensor parallelism (TP 2 and
 # 4, data 2 × tensor 2 with ZeRO-1 and selective recompute, data 2 × tensor 4 with ZeRO-3 on
 # 8 ranks, TP 2 with accumulation 4 and full recompute; the same with sequence parallelism);
-# and ZeRO-1 and data 2 × tensor 2 in
+# pipeline parallelism (GPipe and 1F1B, alone and times data, tensor and tensor + sequence,
+# data 2 x tensor 2 x pipeline 2 on 8 ranks, evaluation through the pipeline); and ZeRO-1,
+# data 2 × tensor 2 and pipeline 2 in
 # bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
 # loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
 # fp16), and the bytes the runtime counts per step, by collective, must equal
@@ -26,12 +28,13 @@ rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
 source "$ROOT/test/e2e/dp_plan.sh"
-# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE]]]]: build, predict,
-# run 20 steps (DEVICES data-parallel × TENSOR tensor-parallel ranks).
+# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]:
+# build, predict, run 20 steps (DEVICES data-parallel × TENSOR tensor-parallel × STAGES
+# pipeline ranks).
 plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}"
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}" "${9:-1}" "${10:-1f1b}"
   "$PLANC" explain "$1.plan" --json > "$1.explain.json"
-  local ranks=$(( $2 * ${7:-1} ))
+  local ranks=$(( $2 * ${7:-1} * ${9:-1} ))
   if [[ $ranks -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet
   else
@@ -39,6 +42,30 @@ plan() {
   fi
 }
 
+# eval_vs_one LABEL RANKS ONE LAYOUT MICRO [DP_PLAN ARGS AFTER STEPS…]: one process (ONE) and a
+# layout on RANKS processes (LAYOUT, dp_plan's arguments after STEPS), both evaluating every 10
+# steps on 2 batches of the same windows: their validation losses must agree within 1e-5.
+eval_vs_one() {
+  local label=$1 ranks=$2 one=$3 layout=$4 micro=$5
+  shift 5
+  dp_plan "$one" 1 "$micro" 0 20
+  dp_plan "$layout" 1 "$micro" 0 20 "$@"
+  for name in "$one" "$layout"; do
+    sed -i "s|^  data .*|&\\n  val       = tokens(\"$WORK/data/val.bin\")\\n  eval      { every: 10, batches: 2 }|" $name.plan
+    "$PLANC" build $name.plan -o exe_$name
+  done
+  "./exe_$one" --log "$one.jsonl" --quiet
+  "$MPIRUN" -n "$ranks" "./exe_$layout" --log "$layout.jsonl" --quiet
+  "$PY" - "$one.jsonl" "$layout.jsonl" "$label" <<'PYEOF'
+import json, sys
+val = lambda f: [json.loads(l)["val_loss"] for l in open(f) if '"val_loss"' in l]
+one, other, label = val(sys.argv[1]), val(sys.argv[2]), sys.argv[3]
+worst = max(abs(a - b) / a for a, b in zip(one, other)) if one else 1
+if len(one) != 2 or len(other) != 2 or worst > 1e-5:
+    sys.exit(f"layouts: FAIL: validation losses under {label} {other} vs one process {one}")
+print(f"evaluation under {label}: {len(other)} validation losses within {worst:.2e} of one process")
+PYEOF
+}
 plan single 1 8 0
 plan accum4 1 2 0
 plan ddp 4 2 0
@@ -120,22 +147,25 @@ plan dp2_tp2_sp_zero3 2 4 3 fp32 full 2 true
   tp2_sp dp2_tp2_sp_zero1 tp4_sp_selective tp2_sp_accum4_full dp2_tp2_sp_zero2 dp2_tp2_sp_zero3
 # Evaluation under tensor parallelism (collectives inside the forward pass; no data axis to
 # reduce over): the validation losses of TP 2 + SP equal those of one process.
-for name in single_eval tp2_sp_eval; do
-  if [[ $name == single_eval ]]; then dp_plan $name 1 8 0 20; else dp_plan $name 1 8 0 20 fp32 none 2 true; fi
-  sed -i "s|^  data .*|&\\n  val       = tokens(\"$WORK/data/val.bin\")\\n  eval      { every: 10, batches: 2 }|" $name.plan
-  "$PLANC" build $name.plan -o exe_$name
-done
-./exe_single_eval --log single_eval.jsonl --quiet
-"$MPIRUN" -n 2 ./exe_tp2_sp_eval --log tp2_sp_eval.jsonl --quiet
-"$PY" - single_eval.jsonl tp2_sp_eval.jsonl <<'PYEOF'
-import json, sys
-val = lambda f: [json.loads(l)["val_loss"] for l in open(f) if '"val_loss"' in l]
-one, tp = val(sys.argv[1]), val(sys.argv[2])
-worst = max(abs(a - b) / a for a, b in zip(one, tp)) if one else 1
-if len(one) != 2 or len(tp) != 2 or worst > 1e-5:
-    sys.exit(f"layouts: FAIL: validation losses under TP 2 + SP {tp} vs one process {one}")
-print(f"evaluation under TP 2 + SP: {len(tp)} validation losses within {worst:.2e} of one process")
-PYEOF
+eval_vs_one "TP 2 + SP" 2 single_eval tp2_sp_eval 8 fp32 none 2 true
+# Pipeline parallelism (two stages over "pp"; each stage's backward computes its forward again
+# from the input it kept): GPipe and 1F1B alone (4 micro-batches), with data 2 under DDP and
+# ZeRO-1, with TP 2 and TP 2 + SP (selective recompute), with accumulation 8 and full
+# recompute, and data 2 x tensor 2 x pipeline 2 on 8 ranks (oversubscribed).
+plan pp2_gpipe 1 2 0 fp32 none 1 false 2 gpipe
+plan pp2_1f1b 1 2 0 fp32 none 1 false 2 1f1b
+plan dp2_pp2 2 2 0 fp32 none 1 false 2 1f1b
+plan dp2_pp2_zero1 2 1 1 fp32 none 1 false 2 gpipe
+plan tp2_pp2 1 4 0 fp32 none 2 false 2 1f1b
+plan tp2_sp_pp2_selective 1 4 0 fp32 selective 2 true 2 gpipe
+plan pp2_accum8_full 1 1 0 fp32 full 1 false 2 1f1b
+plan dp2_tp2_pp2 2 2 1 fp32 none 2 false 2 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single pp2_gpipe pp2_1f1b dp2_pp2 dp2_pp2_zero1 tp2_pp2 tp2_sp_pp2_selective \
+  pp2_accum8_full dp2_tp2_pp2
+# Evaluation through the pipeline (each stage's forward, the activations sent on, the last
+# stage's losses summed over "pp"): the validation losses of one process with the same
+# micro-batches.
+eval_vs_one "PP 2" 2 single_eval_m2 pp2_eval 2 fp32 none 1 false 2 1f1b
 # The same on a small stdlib llama (grouped-query attention with 4 query and 2 key/value
 # heads split per block, SwiGLU's gate and up sharing one input gather, RMSNorm, rotary
 # positions, an untied column-parallel head): TP 2 and TP 2 + SP against one process.
@@ -170,8 +200,10 @@ plan single_bf16 1 8 0 bf16
 plan zero1_bf16 4 1 1 bf16
 plan dp2_tp2_bf16 2 4 1 bf16 none 2
 plan dp2_tp2_sp_bf16 2 4 1 bf16 none 2 true
-"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16 dp2_tp2_sp_bf16
+plan pp2_bf16 1 2 0 bf16 none 1 false 2 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16 dp2_tp2_sp_bf16 pp2_bf16
 # fp16 with dynamic loss scaling: the scale and the skip decision follow the reduced norm.
 plan single_fp16 1 8 0 fp16
 plan zero1_fp16 4 1 1 fp16
-"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_fp16 zero1_fp16
+plan dp2_pp2_fp16 2 1 1 fp16 none 1 false 2 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_fp16 zero1_fp16 dp2_pp2_fp16

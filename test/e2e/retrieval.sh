@@ -196,7 +196,9 @@ for delay in 0.05 0.1 0.2 0.4 0.8 1.6; do
   "$EXE" verify > out.txt 2>&1 || { echo "FAIL: killed after $delay s, the store does not verify"; cat out.txt; exit 1; }
 done
 echo "ok: killed ingests left a whole store each time ($(ls -d index/docs.tmp-* 2>/dev/null | wc -l) temporary directories beside it)"
-expect "ingest after the kills" "ingested 304 files \(300 added" "$EXE" ingest
+# (On a fast machine the last killed ingest may have finished before its kill: then the store
+# is the new one already, and this ingest finds every file unchanged.)
+expect "ingest after the kills" "ingested 304 files \((300 added|0 added, 0 changed, 304 unchanged)" "$EXE" ingest
 [[ -z "$(ls -d index/docs.* 2>/dev/null)" ]] || { echo "FAIL: left beside the store:"; ls index; exit 1; }
 expect "verify" "ok" "$EXE" verify
 echo "PASS"

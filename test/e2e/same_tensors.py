@@ -36,3 +36,16 @@ def resumed_bitwise(full, resumed, what, steps=range(10, 20)):
         for k in ("loss", "lr", "grad_norm"):
             assert r[k] == ref[r["step"]][k], (r["step"], k, r[k], ref[r["step"]][k])
     print(f"reshard: {what}: steps {steps[0]}-{steps[-1]} bitwise equal")
+
+
+def close_gradients(reference, other, what, tol=1e-5):
+    """Two --save-grads files (f32): the same tensors, each within `tol` of the reference
+    relative to the reference tensor's largest element."""
+    import array
+    floats = lambda path: {k: array.array("f", v) for k, v in load(path).items()}
+    one, got = floats(reference), floats(other)
+    assert one.keys() == got.keys(), sorted(set(one) ^ set(got))
+    worst = max(max(abs(a - b) for a, b in zip(one[k], got[k])) / max(max(map(abs, one[k])), 1e-30) for k in one)
+    assert worst < tol, (what, worst)
+    print(f"reshard: --save-grads under {what}: {len(got)} whole gradients within {worst:.1e} (of each tensor's "
+          f"largest) of one process")

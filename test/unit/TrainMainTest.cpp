@@ -241,7 +241,7 @@ Result run(const TempDir &dir, const std::string &manifestText, std::vector<std:
       argv.push_back(a.data());
     argv.push_back(nullptr);
     int rc = planrt_train_main(int(args.size()), argv.data(), manifestText.c_str(), grad, bigramSumsq, adamUpdate,
-                               bigramEval, bigramStep, noProgram, noProgram);
+                               bigramEval, bigramStep, noProgram, noProgram, nullptr, 0);
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(rc);
@@ -767,7 +767,7 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "groups[1] is not a span of num_floats that splits into data_parallel pieces");
   m = json::parse(good);
   m["mesh"]["sizes"] = {2};
-  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 is not the mesh's 2 devices over its data and tensor axes");
+  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 × pipeline stages 1 is not the mesh's 2 devices over its data, tensor and pipeline axes");
   m = json::parse(good);
   m["mesh"]["data"] = {"tp"};
   expectError(m.dump(), "mesh.data names 'tp', which is not an axis");
@@ -781,6 +781,17 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   m = json::parse(good);
   m["params"][0]["split"] = {{"dim", 0}, {"parts", 2}, {"blocks", {2}}};
   expectError(m.dump(), "params[0] ('wte.weight').split.blocks do not add up to the split dim times the parts");
+  // Pipeline parallelism: the stages' tables and the pipeline axis.
+  m = json::parse(good);
+  m["pipeline"] = {{"axis", "pp"}, {"size", 2}, {"schedule", "gpipe"}};
+  expectError(m.dump(), "the manifest has no 'stages'");
+  m["stages"] = json::array({json::parse(good)});
+  expectError(m.dump(), "stages is not an array of two stages or more");
+  m["stages"] = json::array({json::parse(good), json::parse(good)});
+  expectError(m.dump(), "pipeline.axis names 'pp', which is not an axis");
+  m = json::parse(good);
+  m["params"][0]["replica"] = 1;
+  expectError(m.dump(), "params[0] ('wte.weight').replica is not true or false");
   m = json::parse(good);
   m["schedule"]["buffers"].erase(3);
   expectError(m.dump(), "schedule.buffers lacks 'exp_avg_sq'");
@@ -809,7 +820,7 @@ TEST(TrainMain, TheProgressLineIsRedrawnOnATerminal) {
     char arg0[] = "train";
     char *argv[] = {arg0, nullptr};
     int rc = planrt_train_main(1, argv, m.c_str(), bigramGrad, bigramSumsq, adamUpdate, bigramEval, bigramStep,
-                               noProgram, noProgram);
+                               noProgram, noProgram, nullptr, 0);
     std::fflush(stderr);
     _exit(rc);
   }

@@ -170,9 +170,8 @@ private:
     const auto &ops = model.ops;
     int64_t L = std::max<int64_t>(model.layers, 1);
     std::vector<int> layerStage(L);
-    for (int64_t st = 0; st < S; ++st)
-      for (int64_t i = st * L / S; i < (st + 1) * L / S; ++i)
-        layerStage[i] = int(st);
+    for (int64_t i = 0; i < L; ++i)
+      layerStage[i] = int(training::pipelineStageOfLayer(i, L, S));
     size_t firstLayered = ops.size();
     for (size_t i = 0; i < ops.size(); ++i)
       if (ops[i].layerIndex >= 0) {
@@ -449,7 +448,7 @@ private:
   void memory(Estimate &e) {
     const auto &ops = model.ops;
     // Parameters on each rank, after tensor splitting (a tied weight lives on both ends).
-    std::vector<std::set<int>> paramRanks(model.params.size());
+    paramRanks.assign(model.params.size(), {});
     for (size_t i = 0; i < ops.size(); ++i)
       for (int pr : ops[i].params)
         paramRanks[pr].insert(opRank[i]);
@@ -530,12 +529,15 @@ private:
       mem.grads = int64_t((l.zero >= 2 ? shard : n) * gradBytes);
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
-      mem.activations = int64_t(std::llround(actRank[r] * flight + workingSet[r]));
+      // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
+      // stage reads the tokens again) and computes its forward again in its backward pass:
+      // one micro-batch's activations, plus the inputs of those in flight.
+      double stash = p > 1 && r > 0 ? flight * double(b) * s * width * act / (l.sequence && t > 1 ? t : 1) : 0;
+      mem.activations = int64_t(std::llround(p > 1 ? actRank[r] + workingSet[r] + stash
+                                                   : actRank[r] * flight + workingSet[r]));
       std::vector<BufferRow> bufs;
-      if (logitsRank[r] > 0) {
-        double flightL = p == 1 ? 1 : (l.schedule == sema::PipelineSchedule::GPipe ? double(mb) : 1.0);
-        bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r] * flightL))});
-      }
+      if (logitsRank[r] > 0)
+        bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
       if (d > 1) {
         double gradTotal = double(n) * gradBytes;
         if (l.zero <= 2)
@@ -580,6 +582,7 @@ private:
     largestUnitElems = largestUnit;
   }
   std::vector<int64_t> rankParamElems, rankReplicatedElems;
+  std::vector<std::set<int>> paramRanks;  ///< the pipeline ranks that hold each parameter
   int64_t tiedElems = 0, largestUnitElems = 0;
   int64_t replicatedElems(int64_t rank) const { return rankReplicatedElems[rank]; }
 
@@ -607,6 +610,30 @@ private:
     const auto &ops = model.ops;
     std::vector<RankTime> rt(p);
     double modelFwd = 0, hardware = 0;
+    // Under a pipeline, what a stage's backward pass does not compute again: its output
+    // (the residual add) and a projection only that add reads, whose values no gradient
+    // needs (so the projection's collectives are not repeated either).
+    std::set<size_t> notRepeated;
+    if (p > 1)
+      for (int64_t r = 0; r + 1 < p; ++r) {
+        size_t last = ops.size();
+        for (size_t i = 0; i < ops.size(); ++i)
+          if (opRank[i] == r)
+            last = i;
+        if (last == ops.size() || ops[last].kind != OpKind::Add)
+          continue;
+        notRepeated.insert(last);
+        for (int v : ops[last].operands) {
+          int j = v - sema::kFirstOpValue;
+          if (j < 0 || ops[size_t(j)].kind != OpKind::Linear)
+            continue;
+          int readers = 0;
+          for (const auto &o : ops)
+            readers += int(std::count(o.operands.begin(), o.operands.end(), v));
+          if (readers == 1)
+            notRepeated.insert(size_t(j));
+        }
+      }
     bool full = l.recompute == sema::Recompute::Full;
     bool selective = l.recompute == sema::Recompute::Selective;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -639,6 +666,14 @@ private:
         addColl(tc, true, 1);
       for (const TensorColl &tc : c.bwdColls)
         addColl(tc, false, 1);
+      // A pipeline stage before the last computes its forward again in its backward pass
+      // (from the input it kept): the forward's compute and collectives, once more.
+      if (p > 1 && opRank[i] < p - 1 && !notRepeated.count(i)) {
+        r.bwd += roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
+        hardware += c.fwdFlops;
+        for (const TensorColl &tc : c.fwdColls)
+          addColl(tc, false, 1);
+      }
       // A recomputed forward does not communicate again (its all-reduce results are kept).
     }
     // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
@@ -670,11 +705,9 @@ private:
     e.tensorCommSeconds = (w.tpFwd + w.tpBwd) * mb;
     e.pipelineCommSeconds = w.ppSend * mb;
 
-    // Data-parallel collectives, per rank, per step (ZeRO paper volumes).
+    // Data-parallel collectives, per rank, per step (ZeRO paper volumes). The rows
+    // describe rank 0 (the first pipeline stage), whose log the runtime writes.
     int64_t commRank = 0;
-    for (int64_t r = 1; r < p; ++r)
-      if (rankParamElems[r] > rankParamElems[commRank])
-        commRank = r;
     int64_t n = rankParamElems[commRank];
     // What the step communicates over the data axes (training::dataCollectives, the
     // schedule plan-schedule builds). Without tensor or pipeline splits the buffers
@@ -682,20 +715,18 @@ private:
     // equal piece of each optimizer group; the CPU target runs forward and backward
     // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
     bool cpu = mesh.kind != sema::DeviceKind::CUDA;
+    // The executable's layout of this rank's parameters (after tensor splitting; under a
+    // pipeline, those of its stage).
     training::FlatLayout flat;
-    if (p == 1) {
-      // The executable's layout of this rank's parameters (after tensor splitting).
+    {
       std::vector<int64_t> counts;
       std::vector<bool> decay;
-      for (size_t pr = 0; pr < model.params.size(); ++pr) {
-        counts.push_back(localElems(int(pr)));
-        decay.push_back(model.params[pr].shape.size() >= 2);
-      }
+      for (size_t pr = 0; pr < model.params.size(); ++pr)
+        if (paramRanks[pr].count(int(commRank))) {
+          counts.push_back(localElems(int(pr)));
+          decay.push_back(model.params[pr].shape.size() >= 2);
+        }
       flat = training::flatLayout(counts, decay, d);
-    } else {
-      // Split layouts: this rank's parameters, padded to the data axis.
-      flat.shards = d;
-      flat.groupEnd[0] = flat.total = d > 1 ? (n + d - 1) / d * d : n;
     }
     // Emulated precision on the CPU keeps f32 buffers, and communicates them.
     double wire = cpu ? 4.0 : gradBytes, wireParams = cpu ? 4.0 : paramBytes;
@@ -780,25 +811,37 @@ private:
       e.tensorCommSeconds += sec;
       tensorStep += sec;
     }
-    // The tied embedding's gradient is summed between the first and last stage.
+    // The tied embedding's gradient is summed between the first and last stage: an
+    // all-reduce over the pipeline axis, to which the stages between add zeros.
     double tied = 0;
     if (p > 1 && tiedElems > 0) {
-      double full = double(tiedElems) * gradBytes;
-      tied = collSeconds(Coll::AllReduce, full, 2, "pipeline");
-      e.comm.push_back({"all_reduce", "pipeline", "tied embedding gradient",
-                        int64_t(std::llround(ringBytes(Coll::AllReduce, full, 2))), 1, 2, tied, tied,
-                        links.at("pipeline").name});
+      double full = double(tiedElems) * wire;
+      tied = collSeconds(Coll::AllReduce, full, p, "pipeline");
+      e.comm.push_back({"all_reduce", "pipeline", "tied-parameter gradients",
+                        int64_t(training::ringBytes(Coll::AllReduce, p, uint64_t(std::llround(full)))), 1, p, tied,
+                        tied, links.at("pipeline").name});
     }
-    for (auto &[key, val] : rt[slowest].tpRows)
+    // The loss (computed on the last stage) and the gradient norm's partial sums are
+    // summed over the stages: one float each.
+    if (p > 1)
+      for (const char *what : {"loss", "gradient norm"}) {
+        double sec = collSeconds(Coll::AllReduce, 4, p, "pipeline");
+        e.comm.push_back({"all_reduce", "pipeline", what, int64_t(training::ringBytes(Coll::AllReduce, p, 4)), 1, p,
+                          sec, sec, links.at("pipeline").name});
+        tied += sec;
+      }
+    for (auto &[key, val] : rt[commRank].tpRows)
       e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
                         val.calls * mb, t, val.seconds * mb, val.seconds * mb, links.at("tensor").name});
     if (p > 1) {
-      // The busiest rank: a middle one sends activations on and gradients back.
-      int64_t sends = mb * v * (p > 2 ? 2 : 1);
+      // Rank 0, the first stage, sends each micro-batch's activation on (the stages after
+      // it also send gradients back).
+      int64_t sends = mb * v;
       const Link &lk = links.at("pipeline");
-      double sec = double(sends) * (lk.latency + boundary / (lk.bandwidth * cal.linkEfficiency));
-      e.comm.push_back({"send_recv", "pipeline", "activations and their gradients",
-                        int64_t(std::llround(boundary * double(sends))), sends, 2, sec, sec, lk.name});
+      double wireBoundary = boundary / act * wireAct;
+      double sec = double(sends) * (lk.latency + wireBoundary / (lk.bandwidth * cal.linkEfficiency));
+      e.comm.push_back({"send_recv", "pipeline", "activations", int64_t(std::llround(wireBoundary * double(sends))),
+                        sends, 2, sec, sec, lk.name});
     }
     e.pipelineCommSeconds += tied;
     e.dataCommSeconds = dpExposed;

@@ -4,6 +4,7 @@
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/DataParallel.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -19,6 +20,18 @@ using namespace plan;
 
 namespace {
 
+/// One pipeline stage's flat layout (or the whole model's, without a pipeline).
+struct StageShape {
+  training::FlatLayout layout;
+  /// Sequence parallelism: the flat ranges of the parameters the tensor axis does not
+  /// split, whose gradients are partial sums over it.
+  SmallVector<std::pair<int64_t, int64_t>> replicated;
+  /// Each parameter: name, offset, count, and whether it is a replica of one an
+  /// earlier stage owns (a tied embedding).
+  SmallVector<std::tuple<std::string, int64_t, int64_t, bool>> params;
+  int64_t activation = 0;  ///< floats of the activation it hands on
+};
+
 /// What the schedule needs from the manifest.
 struct StepShape {
   SmallVector<std::string> axes, dataAxes;
@@ -26,11 +39,11 @@ struct StepShape {
   int64_t d = 1, zero = 0, accumulation = 1;
   std::string tensorAxis;  ///< "" without tensor parallelism
   int64_t t = 1;
-  /// Sequence parallelism: the flat ranges of the parameters the tensor axis does not
-  /// split, whose gradients are partial sums over it.
   bool sequence = false;
-  SmallVector<std::pair<int64_t, int64_t>> replicated;
-  training::FlatLayout layout;
+  std::string pipelineAxis;  ///< "" without pipeline parallelism
+  int64_t p = 1;
+  bool gpipe = false;
+  SmallVector<StageShape> stages;  ///< one without pipeline parallelism
 };
 
 LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepShape &s) {
@@ -52,9 +65,8 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
   const llvm::json::Object *o = root.getAsObject();
   const llvm::json::Object *mesh = o ? o->getObject("mesh") : nullptr;
   const llvm::json::Object *train = o ? o->getObject("train") : nullptr;
-  const llvm::json::Array *groups = o ? o->getArray("groups") : nullptr;
-  if (!mesh || !train || !groups || groups->size() != 2 || !o->getInteger("num_floats"))
-    return bad("lacks mesh, train, groups or num_floats");
+  if (!mesh || !train)
+    return bad("lacks mesh or train");
   const llvm::json::Array *axes = mesh->getArray("axes"), *sizes = mesh->getArray("sizes"),
                           *data = mesh->getArray("data");
   if (!axes || !sizes || !data || axes->size() != sizes->size() || axes->empty() || axes->size() > 16)
@@ -84,53 +96,88 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
   if (s.t < 1 || (s.t > 1 && s.tensorAxis.empty()))
     return bad("has a tensor_parallel size without a tensor axis");
   s.sequence = train->getBoolean("sequence_parallel").value_or(false) && s.t > 1;
-  if (s.sequence) {
-    const llvm::json::Array *params = o->getArray("params");
-    if (!params)
-      return bad("has no params");
-    for (const llvm::json::Value &p : *params) {
-      const llvm::json::Object *po = p.getAsObject();
-      std::optional<int64_t> offset = po ? po->getInteger("offset") : std::nullopt,
-                             count = po ? po->getInteger("count") : std::nullopt;
-      if (!offset || !count)
-        return bad("has a parameter without offset and count");
-      if (!po->get("split"))
-        s.replicated.push_back({*offset, *count});
-    }
-    // In flat-layout order, adjacent ranges merged: one collective each.
-    llvm::sort(s.replicated);
-    SmallVector<std::pair<int64_t, int64_t>> merged;
-    for (auto [offset, count] : s.replicated)
-      if (!merged.empty() && merged.back().first + merged.back().second == offset)
-        merged.back().second += count;
-      else
-        merged.push_back({offset, count});
-    s.replicated = std::move(merged);
-  }
   s.zero = train->getInteger("zero").value_or(0);
   s.accumulation = train->getInteger("accumulation").value_or(1);
   if (s.d < 1 || s.zero < 0 || s.zero > 3 || s.accumulation < 1)
     return bad("has a data_parallel, zero or accumulation out of range");
-  s.layout.total = *o->getInteger("num_floats");
-  s.layout.shards = s.d;
-  for (int g = 0; g < 2; ++g) {
-    const llvm::json::Array *span = (*groups)[g].getAsArray();
-    if (!span || span->size() != 2 || !(*span)[0].getAsInteger() || !(*span)[1].getAsInteger())
-      return bad("has a group that is not a [begin, end] pair");
-    s.layout.groupBegin[g] = *(*span)[0].getAsInteger();
-    s.layout.groupEnd[g] = *(*span)[1].getAsInteger();
-    if (s.layout.groupBegin[g] < 0 || s.layout.groupEnd[g] < s.layout.groupBegin[g] ||
-        s.layout.groupEnd[g] > s.layout.total || s.layout.groupFloats(g) % s.d != 0)
-      return bad("has a group outside num_floats or not divisible over the data axes");
+  // A layout: the top level's, or a pipeline stage's.
+  auto readStage = [&](const llvm::json::Object &from, StageShape &st) -> LogicalResult {
+    const llvm::json::Array *spans = from.getArray("groups"), *params = from.getArray("params");
+    std::optional<int64_t> total = from.getInteger("num_floats");
+    if (!spans || spans->size() != 2 || !total || !params)
+      return bad("lacks groups, num_floats or params");
+    for (const llvm::json::Value &p : *params) {
+      const llvm::json::Object *po = p.getAsObject();
+      std::optional<int64_t> offset = po ? po->getInteger("offset") : std::nullopt,
+                             count = po ? po->getInteger("count") : std::nullopt;
+      std::optional<StringRef> name = po ? po->getString("name") : std::nullopt;
+      if (!offset || !count || !name)
+        return bad("has a parameter without name, offset and count");
+      st.params.push_back({name->str(), *offset, *count, po->getBoolean("replica").value_or(false)});
+      if (s.sequence && !po->get("split"))
+        st.replicated.push_back({*offset, *count});
+    }
+    // In flat-layout order, adjacent ranges merged: one collective each.
+    llvm::sort(st.replicated);
+    SmallVector<std::pair<int64_t, int64_t>> merged;
+    for (auto [offset, count] : st.replicated)
+      if (!merged.empty() && merged.back().first + merged.back().second == offset)
+        merged.back().second += count;
+      else
+        merged.push_back({offset, count});
+    st.replicated = std::move(merged);
+    training::FlatLayout &l = st.layout;
+    l.total = *total;
+    l.shards = s.d;
+    for (int g = 0; g < 2; ++g) {
+      const llvm::json::Array *span = (*spans)[g].getAsArray();
+      if (!span || span->size() != 2 || !(*span)[0].getAsInteger() || !(*span)[1].getAsInteger())
+        return bad("has a group that is not a [begin, end] pair");
+      l.groupBegin[g] = *(*span)[0].getAsInteger();
+      l.groupEnd[g] = *(*span)[1].getAsInteger();
+      if (l.groupBegin[g] < 0 || l.groupEnd[g] < l.groupBegin[g] || l.groupEnd[g] > l.total ||
+          l.groupFloats(g) % s.d != 0)
+        return bad("has a group outside num_floats or not divisible over the data axes");
+    }
+    if (l.groupEnd[0] > l.groupBegin[1] || l.total % s.d != 0)
+      return bad("has overlapping groups or num_floats not divisible over the data axes");
+    st.activation = from.getInteger("activation").value_or(0);
+    if (st.activation < 0)
+      return bad("has a negative activation size");
+    // MPI counts are int: one collective moves fewer than 2^31 floats.
+    if (s.d > 1 && l.total >= (int64_t(1) << 31))
+      return global.emitOpError() << "a data-parallel collective of " << l.total
+                                  << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
+                                     "parameters are not supported by the CPU target's collectives in this version";
+    return success();
+  };
+  if (const llvm::json::Object *pipe = o->getObject("pipeline")) {
+    std::optional<StringRef> axis = pipe->getString("axis"), schedule = pipe->getString("schedule");
+    const llvm::json::Array *stages = o->getArray("stages");
+    if (!axis || !llvm::is_contained(s.axes, axis->str()) || !schedule ||
+        (*schedule != "gpipe" && *schedule != "one_f_one_b") || !stages || stages->size() < 2)
+      return bad("has a pipeline without an axis of the mesh, a gpipe or one_f_one_b schedule and two stages or more");
+    s.pipelineAxis = axis->str();
+    s.gpipe = *schedule == "gpipe";
+    s.p = int64_t(stages->size());
+    if (s.p != s.sizes[size_t(llvm::find(s.axes, s.pipelineAxis) - s.axes.begin())])
+      return bad("has a stage count other than the pipeline axis's size");
+    if (s.zero >= 2 && s.d > 1)
+      return bad("asks for ZeRO-2 or 3 with a pipeline");
+    for (const llvm::json::Value &v : *stages) {
+      const llvm::json::Object *so = v.getAsObject();
+      if (!so)
+        return bad("has a stage that is not an object");
+      s.stages.emplace_back();
+      if (failed(readStage(*so, s.stages.back())))
+        return failure();
+      if (s.stages.back().activation == 0 && s.stages.size() < stages->size())
+        return bad("has a stage without the size of the activation it hands on");
+    }
+    return success();
   }
-  if (s.layout.groupEnd[0] > s.layout.groupBegin[1] || s.layout.total % s.d != 0)
-    return bad("has overlapping groups or num_floats not divisible over the data axes");
-  // MPI counts are int: one collective moves fewer than 2^31 floats.
-  if (s.d > 1 && s.layout.total >= (int64_t(1) << 31))
-    return global.emitOpError() << "a data-parallel collective of " << s.layout.total
-                                << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
-                                   "parameters are not supported by the CPU target's collectives in this version";
-  return success();
+  s.stages.emplace_back();
+  return readStage(*o, s.stages.back());
 }
 
 class Builder {
@@ -149,27 +196,26 @@ public:
       data.push_back(b.getStringAttr(a));
     sched::MeshOp::create(b, loc, b.getStringAttr("mesh"), b.getArrayAttr(axes), b.getDenseI64ArrayAttr(s.sizes));
     dataAxes = b.getArrayAttr(data);
-
-    const training::FlatLayout &l = s.layout;
     sharded = s.d > 1 && s.zero >= 1;
-    bool zero3 = sharded && s.zero >= 3, zero2 = sharded && s.zero >= 2;
-    int64_t pieces = sharded ? l.shardTotal() : l.total;
-    params = buffer("params", l.total, zero3 ? "transient" : "persistent");
-    grads = buffer("grads", l.total, zero2 ? "transient" : "step");
-    if (sharded) {
-      paramShard = buffer("param_shard", pieces, "persistent");
-      gradShard = buffer("grad_shard", pieces, "step");
-    }
-    expAvg = buffer("exp_avg", pieces, "persistent");
-    expAvgSq = buffer("exp_avg_sq", pieces, "persistent");
+    zero3 = sharded && s.zero >= 3;
+    zero2 = sharded && s.zero >= 2;
+    for (int64_t k = 0; k < int64_t(s.stages.size()); ++k)
+      declare(k);
     state = buffer("state", 8, "persistent");
 
-    buildStep(zero2, zero3);
-    buildGather(zero3);
+    if (s.p > 1)
+      buildPipelineStep();
+    else
+      buildStep();
+    buildGather();
 
     llvm::json::Array table;
-    for (auto &[name, floats, lifetime] : declared)
-      table.push_back(llvm::json::Object{{"name", name}, {"floats", floats}, {"lifetime", lifetime}});
+    for (auto &[name, floats, lifetime, stage] : declared) {
+      llvm::json::Object entry{{"name", name}, {"floats", floats}, {"lifetime", lifetime}};
+      if (stage >= 0)
+        entry["stage"] = stage;
+      table.push_back(std::move(entry));
+    }
     return llvm::json::Object{
         {"buffers", std::move(table)},
         {"master", sharded ? "param_shard" : "params"},
@@ -179,7 +225,16 @@ public:
   }
 
 private:
+  /// The buffers of one pipeline stage (of every rank without a pipeline), named with
+  /// the suffix _s<k> under a pipeline.
+  struct Bufs {
+    FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq;
+    FlatSymbolRefAttr stash, act, cot, dinput, tied;  ///< pipeline only
+    int64_t slots = 0, inFloats = 0, outFloats = 0;
+  };
+
   IntegerAttr i64(int64_t v) { return b.getI64IntegerAttr(v); }
+  const training::FlatLayout &layout(int64_t k) const { return s.stages[size_t(k)].layout; }
 
   /// The location of a collective: the train declaration, named by the layout rule
   /// that causes it ("ZeRO-1 over [dp]: gradients"), so that `--mlir-print-debuginfo`
@@ -191,17 +246,56 @@ private:
     std::string stage = s.zero == 0 ? "DDP" : "ZeRO-" + std::to_string(s.zero);
     return NameLoc::get(b.getStringAttr(stage + " over [" + axes + "]: " + purpose.str()), loc);
   }
+  Location because(StringRef rule, StringRef axis, StringRef purpose) {
+    return NameLoc::get(b.getStringAttr(rule + " over [" + axis + "]: " + purpose), loc);
+  }
 
-  FlatSymbolRefAttr buffer(StringRef name, int64_t floats, StringRef lifetime) {
-    sched::BufferOp::create(b, loc, b.getStringAttr(name), b.getI64IntegerAttr(floats), b.getStringAttr(lifetime));
-    declared.push_back({name.str(), floats, lifetime.str()});
-    return FlatSymbolRefAttr::get(b.getContext(), name);
+  FlatSymbolRefAttr buffer(StringRef name, int64_t floats, StringRef lifetime, int64_t stage = -1) {
+    std::string full = stage >= 0 ? (name + "_s" + Twine(stage)).str() : name.str();
+    sched::BufferOp::create(b, loc, b.getStringAttr(full), i64(floats), b.getStringAttr(lifetime),
+                            stage >= 0 ? i64(stage) : IntegerAttr());
+    declared.push_back({full, floats, lifetime.str(), stage});
+    return FlatSymbolRefAttr::get(b.getContext(), full);
+  }
+
+  void declare(int64_t k) {
+    int64_t stage = s.p > 1 ? k : -1;
+    const training::FlatLayout &l = layout(k);
+    Bufs &x = bufs.emplace_back();
+    int64_t pieces = sharded ? l.shardTotal() : l.total;
+    x.params = buffer("params", l.total, zero3 ? "transient" : "persistent", stage);
+    x.grads = buffer("grads", l.total, zero2 ? "transient" : "step", stage);
+    if (sharded) {
+      x.paramShard = buffer("param_shard", pieces, "persistent", stage);
+      x.gradShard = buffer("grad_shard", pieces, "step", stage);
+    }
+    x.expAvg = buffer("exp_avg", pieces, "persistent", stage);
+    x.expAvgSq = buffer("exp_avg_sq", pieces, "persistent", stage);
+    if (s.p <= 1)
+      return;
+    // The activations in flight: every stage but the first keeps each micro-batch's input
+    // until its backward pass (all of them under GPipe; at most p - k under 1F1B).
+    int64_t m = s.accumulation;
+    x.inFloats = k > 0 ? s.stages[size_t(k - 1)].activation : 0;
+    x.outFloats = k + 1 < s.p ? s.stages[size_t(k)].activation : 0;
+    x.slots = s.gpipe ? m : std::min<int64_t>(m, s.p - k);
+    if (k > 0) {
+      x.stash = buffer("stash", x.slots * x.inFloats, "step", stage);
+      x.dinput = buffer("dinput", x.inFloats, "step", stage);
+    }
+    if (k + 1 < s.p) {
+      x.act = buffer("act", x.outFloats, "step", stage);
+      x.cot = buffer("cot", x.outFloats, "step", stage);
+    }
+    int64_t tied = tiedFloats();
+    if (tied > 0 && tiedRanges(k).empty())
+      x.tied = buffer("tied", tied, "step", stage);
   }
 
   /// Where group g's piece of this rank lies: in a shard buffer (offset 0, then
   /// after group 0's piece), or in a full buffer at the group's span.
-  int64_t pieceOffset(int g, bool inShard) const {
-    const training::FlatLayout &l = s.layout;
+  int64_t pieceOffset(int64_t k, int g, bool inShard) const {
+    const training::FlatLayout &l = layout(k);
     return inShard ? (g == 0 ? 0 : l.shardFloats(0)) : l.groupBegin[g];
   }
 
@@ -218,124 +312,356 @@ private:
   /// One collective per non-empty optimizer group: reduce-scatter of the full
   /// gradients into this rank's shard, or all-gather of the shard into the full
   /// parameters.
-  void perGroup(bool scatter, bool accumulate, StringRef purpose) {
-    const training::FlatLayout &l = s.layout;
+  void perGroup(int64_t k, bool scatter, bool accumulate, StringRef purpose) {
+    const training::FlatLayout &l = layout(k);
+    const Bufs &x = bufs[size_t(k)];
     for (int g = 0; g < 2; ++g) {
       int64_t count = l.shardFloats(g);
       if (count == 0)
         continue;
       if (scatter) {
-        auto op = sched::ReduceScatterOp::create(b, cause(purpose), grads, i64(l.groupBegin[g]), i64(count), gradShard,
-                                                 i64(pieceOffset(g, true)), dataAxes, b.getStringAttr(purpose),
-                                                 UnitAttr());
+        auto op = sched::ReduceScatterOp::create(b, cause(purpose), x.grads, i64(l.groupBegin[g]), i64(count),
+                                                 x.gradShard, i64(pieceOffset(k, g, true)), dataAxes,
+                                                 b.getStringAttr(purpose), UnitAttr());
         op.setAccumulate(accumulate);
       } else {
-        sched::AllGatherOp::create(b, cause(purpose), paramShard, i64(pieceOffset(g, true)), i64(count), params,
-                                   i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
+        sched::AllGatherOp::create(b, cause(purpose), x.paramShard, i64(pieceOffset(k, g, true)), i64(count),
+                                   x.params, i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
       }
     }
   }
 
-  void buildStep(bool zero2, bool zero3) {
+  /// The gradient buffers zeroed at the start of a step (ZeRO-2 and 3 zero theirs per
+  /// micro-batch).
+  void zeroGradients(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    if (sharded)
+      sched::FillOp::create(b, loc, x.gradShard, i64(0), i64(layout(k).shardTotal()), b.getF32FloatAttr(0));
+    if (!zero2)
+      sched::FillOp::create(b, loc, x.grads, i64(0), i64(layout(k).total), b.getF32FloatAttr(0));
+  }
+
+  /// The data-parallel reduction of a step's whole gradient (DDP or ZeRO-1).
+  void reduceGradients(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    if (s.d > 1 && !sharded)
+      sched::AllReduceOp::create(b, cause("gradients"), x.grads, i64(0), i64(layout(k).total), dataAxes,
+                                 b.getStringAttr("sum"), b.getStringAttr("gradients"));
+    if (sharded && !zero2)
+      perGroup(k, true, false, "gradients");
+  }
+
+  void sumSquares(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    FlatSymbolRefAttr g = sharded ? x.gradShard : x.grads;
+    SmallVector<Attribute> sumsqBufs{g, g};
+    SmallVector<int64_t> sumsqOffs{pieceOffset(k, 0, sharded), pieceOffset(k, 1, sharded)};
+    sched::SumSquaresOp::create(b, loc, b.getArrayAttr(sumsqBufs), b.getDenseI64ArrayAttr(sumsqOffs), state);
+  }
+
+  /// The update reads and writes this rank's pieces: P, G, M, V per group; ZeRO-1 and 2
+  /// then gather the updated parameters.
+  void update(int64_t k, Value step) {
+    const Bufs &x = bufs[size_t(k)];
+    SmallVector<Attribute> pieces;
+    SmallVector<int64_t> offs;
+    for (FlatSymbolRefAttr buf : {sharded ? x.paramShard : x.params, sharded ? x.gradShard : x.grads, x.expAvg,
+                                  x.expAvgSq})
+      for (int grp = 0; grp < 2; ++grp) {
+        pieces.push_back(buf);
+        offs.push_back(pieceOffset(k, grp, sharded));
+      }
+    sched::UpdateOp::create(b, loc, step, b.getArrayAttr(pieces), b.getDenseI64ArrayAttr(offs), state);
+    if (sharded && !zero3)
+      perGroup(k, false, false, "updated parameters");
+  }
+
+  /// The gradient norm's partial sums: over the data axes (ZeRO's pieces), the tensor
+  /// axis (each rank summed its split parameters and, on the group's first rank only,
+  /// the replicated ones: planrt_sched_sumsq) and the pipeline stages.
+  void reduceNorm() {
+    if (sharded)
+      sched::AllReduceOp::create(b, cause("gradient norm"), state, i64(6), i64(1), dataAxes, b.getStringAttr("sum"),
+                                 b.getStringAttr("gradient norm"));
+    if (s.t > 1)
+      sched::AllReduceOp::create(b, because("tensor parallel", s.tensorAxis, "gradient norm"), state, i64(6), i64(1),
+                                 b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
+                                 b.getStringAttr("gradient norm"));
+    if (s.p > 1)
+      sched::AllReduceOp::create(b, because("pipeline", s.pipelineAxis, "gradient norm"), state, i64(6), i64(1),
+                                 b.getArrayAttr({b.getStringAttr(s.pipelineAxis)}), b.getStringAttr("sum"),
+                                 b.getStringAttr("gradient norm"));
+  }
+
+  void buildStep() {
     OpBuilder::InsertionGuard guard(b);
-    const training::FlatLayout &l = s.layout;
     func::FuncOp f = function("planc_step", true);
     Block *entry = f.addEntryBlock();
     b.setInsertionPointToStart(entry);
     Value step = entry->getArgument(1);
-    bool collectives = s.d > 1;
+    const training::FlatLayout &l = layout(0);
+    const Bufs &x = bufs[0];
     // The loss of the step accumulates in state[7].
     sched::FillOp::create(b, loc, state, i64(7), i64(1), b.getF32FloatAttr(0));
-    if (sharded)
-      sched::FillOp::create(b, loc, gradShard, i64(0), i64(l.shardTotal()), b.getF32FloatAttr(0));
-    if (!zero2)
-      sched::FillOp::create(b, loc, grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
+    zeroGradients(0);
     auto loop = sched::MicroLoopOp::create(b, loc, b.getI64IntegerAttr(s.accumulation));
     Block *body = b.createBlock(&loop.getBody(), {}, {b.getI64Type()}, {loc});
     b.setInsertionPointToStart(body);
     if (zero3) {
-      sched::AllocOp::create(b, loc, params);
-      perGroup(false, false, "parameters");
+      sched::AllocOp::create(b, loc, x.params);
+      perGroup(0, false, false, "parameters");
     }
     if (zero2) {
-      sched::AllocOp::create(b, loc, grads);
-      sched::FillOp::create(b, loc, grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
+      sched::AllocOp::create(b, loc, x.grads);
+      sched::FillOp::create(b, loc, x.grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
     }
-    sched::GradOp::create(b, loc, step, body->getArgument(0), params, grads, state, insideGrad());
+    sched::GradOp::create(b, loc, step, body->getArgument(0), x.params, x.grads, state, inside("planc_grad"));
     if (zero3)
-      sched::FreeOp::create(b, loc, params);
+      sched::FreeOp::create(b, loc, x.params);
     if (zero2) {
-      replicatedGradients();  // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
-      perGroup(true, true, "gradients");
-      sched::FreeOp::create(b, loc, grads);
+      replicatedGradients(0);  // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
+      perGroup(0, true, true, "gradients");
+      sched::FreeOp::create(b, loc, x.grads);
     }
     b.setInsertionPointAfter(loop);
     if (!zero2)
-      replicatedGradients();  // once per step, on the whole gradient
-    if (collectives && !sharded)
-      sched::AllReduceOp::create(b, cause("gradients"), grads, i64(0), i64(l.total), dataAxes, b.getStringAttr("sum"),
-                                 b.getStringAttr("gradients"));
-    if (sharded && !zero2)
-      perGroup(true, false, "gradients");
-    if (collectives)
+      replicatedGradients(0);  // once per step, on the whole gradient
+    reduceGradients(0);
+    if (s.d > 1)
       sched::AllReduceOp::create(b, cause("loss"), state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"),
                                  b.getStringAttr("loss"));
-    FlatSymbolRefAttr g = sharded ? gradShard : grads;
-    SmallVector<Attribute> sumsqBufs{g, g};
-    SmallVector<int64_t> sumsqOffs{pieceOffset(0, sharded), pieceOffset(1, sharded)};
-    sched::SumSquaresOp::create(b, loc, b.getArrayAttr(sumsqBufs), b.getDenseI64ArrayAttr(sumsqOffs), state);
-    if (sharded)
-      sched::AllReduceOp::create(b, cause("gradient norm"), state, i64(6), i64(1), dataAxes, b.getStringAttr("sum"),
-                                 b.getStringAttr("gradient norm"));
-    // Tensor parallelism: each rank summed its split parameters and, on the first rank
-    // of the group only, the replicated ones (planrt_sched_sumsq).
-    if (s.t > 1)
-      sched::AllReduceOp::create(
-          b, NameLoc::get(b.getStringAttr("tensor parallel over [" + s.tensorAxis + "]: gradient norm"), loc), state,
-          i64(6), i64(1), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
-          b.getStringAttr("gradient norm"));
-    // The update reads and writes this rank's pieces: P, G, M, V per group.
-    SmallVector<Attribute> bufs;
-    SmallVector<int64_t> offs;
-    for (FlatSymbolRefAttr buf : {sharded ? paramShard : params, g, expAvg, expAvgSq})
-      for (int grp = 0; grp < 2; ++grp) {
-        bufs.push_back(buf);
-        offs.push_back(pieceOffset(grp, sharded));
-      }
-    sched::UpdateOp::create(b, loc, step, b.getArrayAttr(bufs), b.getDenseI64ArrayAttr(offs), state);
-    if (sharded && !zero3)
-      perGroup(false, false, "updated parameters");
+    sumSquares(0);
+    reduceNorm();
+    update(0, step);
     func::ReturnOp::create(b, loc);
+  }
+
+  /// Pipeline parallelism: each stage's ranks run their part of the schedule in a
+  /// sched.on region; the loss and the gradient norm are then summed over the stages.
+  void buildPipelineStep() {
+    OpBuilder::InsertionGuard guard(b);
+    func::FuncOp f = function("planc_step", true);
+    Block *entry = f.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    Value step = entry->getArgument(1);
+    sched::FillOp::create(b, loc, state, i64(7), i64(1), b.getF32FloatAttr(0));
+    SmallVector<Value> micro;
+    for (int64_t i = 0; i < s.accumulation; ++i)
+      micro.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(i)));
+    auto onStage = [&](int64_t k, llvm::function_ref<void()> body) {
+      OpBuilder::InsertionGuard g(b);
+      auto on = sched::OnOp::create(b, loc, b.getStringAttr(s.pipelineAxis), i64(k));
+      b.setInsertionPointToStart(b.createBlock(&on.getBody()));
+      body();
+    };
+    for (int64_t k = 0; k < s.p; ++k)
+      onStage(k, [&] {
+        zeroGradients(k);
+        Block *here = b.getInsertionBlock();
+        if (s.gpipe)
+          gpipe(k, step, micro);
+        else
+          oneFOneB(k, step, micro);
+        b.setInsertionPointToEnd(here);
+        tiedGradients(k);
+        replicatedGradients(k);
+        reduceGradients(k);
+      });
+    // Only the last stage computed a loss; the others add zero.
+    sched::AllReduceOp::create(b, because("pipeline", s.pipelineAxis, "loss"), state, i64(7), i64(1),
+                               b.getArrayAttr({b.getStringAttr(s.pipelineAxis)}), b.getStringAttr("sum"),
+                               b.getStringAttr("loss"));
+    if (s.d > 1)
+      sched::AllReduceOp::create(b, cause("loss"), state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"),
+                                 b.getStringAttr("loss"));
+    for (int64_t k = 0; k < s.p; ++k)
+      onStage(k, [&] { sumSquares(k); });
+    reduceNorm();
+    for (int64_t k = 0; k < s.p; ++k)
+      onStage(k, [&] { update(k, step); });
+    func::ReturnOp::create(b, loc);
+  }
+
+  // --- The pipeline schedule of stage k: micro-batch i's forward (F), backward (B)
+  // and the transfers between neighbouring stages.
+  int64_t slot(int64_t k, int64_t i) const { return i % bufs[size_t(k)].slots * bufs[size_t(k)].inFloats; }
+  StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
+  void forward(int64_t k, Value step, Value i, int64_t micro) {
+    const Bufs &x = bufs[size_t(k)];
+    auto op = sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
+                                       k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0),
+                                       inside("planc_fwd_s" + std::to_string(k)));
+    (void)op;
+  }
+  void backward(int64_t k, Value step, Value i, int64_t micro) {
+    const Bufs &x = bufs[size_t(k)];
+    bool first = k == 0, last = k + 1 == s.p;
+    sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state,
+                              first ? FlatSymbolRefAttr() : x.stash, first ? IntegerAttr() : i64(slot(k, micro)),
+                              last ? FlatSymbolRefAttr() : x.cot, last ? IntegerAttr() : i64(0),
+                              first ? FlatSymbolRefAttr() : x.dinput, first ? IntegerAttr() : i64(0),
+                              inside("planc_bwd_s" + std::to_string(k)));
+  }
+  void recvForward(int64_t k, int64_t i) {
+    const Bufs &x = bufs[size_t(k)];
+    sched::RecvOp::create(b, loc, x.stash, i64(slot(k, i)), i64(x.inFloats), pipe(), i64(k - 1),
+                          b.getStringAttr("activations"));
+  }
+  void sendForward(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    sched::SendOp::create(b, loc, x.act, i64(0), i64(x.outFloats), pipe(), i64(k + 1), b.getStringAttr("activations"));
+  }
+  void recvBackward(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    sched::RecvOp::create(b, loc, x.cot, i64(0), i64(x.outFloats), pipe(), i64(k + 1),
+                          b.getStringAttr("activation gradients"));
+  }
+  void sendBackward(int64_t k) {
+    const Bufs &x = bufs[size_t(k)];
+    sched::SendOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), pipe(), i64(k - 1),
+                          b.getStringAttr("activation gradients"));
+  }
+
+  /// GPipe: every micro-batch forward, then every one backward.
+  void gpipe(int64_t k, Value step, ArrayRef<Value> micro) {
+    int64_t m = s.accumulation;
+    bool first = k == 0, last = k + 1 == s.p;
+    for (int64_t i = 0; i < m; ++i) {
+      if (!first)
+        recvForward(k, i);
+      if (!last) {
+        forward(k, step, micro[size_t(i)], i);
+        sendForward(k);
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      if (!last)
+        recvBackward(k);
+      backward(k, step, micro[size_t(j)], j);
+      if (!first)
+        sendBackward(k);
+    }
+  }
+
+  /// 1F1B (PipeDream-Flush, Narayanan et al. 2021): p - k - 1 forwards to fill the
+  /// pipeline, then one forward and one backward in turn, then the remaining backwards.
+  /// In the steady state a stage sends its activation while it receives the gradient
+  /// for an earlier micro-batch (sched.send_recv), as Megatron does.
+  void oneFOneB(int64_t k, Value step, ArrayRef<Value> micro) {
+    int64_t m = s.accumulation;
+    bool first = k == 0, last = k + 1 == s.p;
+    int64_t warmup = std::min<int64_t>(s.p - 1 - k, m), steady = m - warmup;
+    const Bufs &x = bufs[size_t(k)];
+    for (int64_t i = 0; i < warmup; ++i) {
+      if (!first)
+        recvForward(k, i);
+      forward(k, step, micro[size_t(i)], i);
+      sendForward(k);
+    }
+    if (steady > 0 && !first)
+      recvForward(k, warmup);
+    for (int64_t j = 0; j < steady; ++j) {
+      int64_t i = warmup + j;
+      if (!last) {
+        forward(k, step, micro[size_t(i)], i);
+        sched::SendRecvOp::create(b, loc, x.act, i64(0), i64(x.outFloats), i64(k + 1), x.cot, i64(0),
+                                  i64(x.outFloats), i64(k + 1), pipe(),
+                                  b.getStringAttr("activations / activation gradients"));
+      }
+      backward(k, step, micro[size_t(j)], j);
+      if (first)
+        continue;
+      if (j + 1 == steady)
+        sendBackward(k);
+      else
+        sched::SendRecvOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), i64(k - 1), x.stash,
+                                  i64(slot(k, i + 1)), i64(x.inFloats), i64(k - 1), pipe(),
+                                  b.getStringAttr("activation gradients / activations"));
+    }
+    for (int64_t j = steady; j < m; ++j) {
+      recvBackward(k);
+      backward(k, step, micro[size_t(j)], j);
+      if (!first)
+        sendBackward(k);
+    }
+  }
+
+  /// A parameter that two stages hold (the tied embedding and head) gets the sum of
+  /// both stages' gradients: an all-reduce over the pipeline axis, to which the stages
+  /// that lack it contribute zeros.
+  SmallVector<std::pair<int64_t, int64_t>> tiedRanges(int64_t k) const {
+    SmallVector<std::pair<int64_t, int64_t>> out;
+    for (auto &[name, offset, count, replica] : s.stages[size_t(k)].params) {
+      bool shared = replica;
+      for (int64_t q = 0; q < s.p && !shared; ++q)
+        if (q != k)
+          for (auto &[other, o, c, r] : s.stages[size_t(q)].params)
+            if (other == name && r)
+              shared = true;
+      if (shared)
+        out.push_back({offset, count});
+    }
+    return out;
+  }
+  int64_t tiedFloats() const {
+    int64_t n = 0;
+    for (auto &[name, offset, count, replica] : s.stages.back().params)
+      if (replica)
+        n += count;
+    return s.p > 1 ? n : 0;
+  }
+  void tiedGradients(int64_t k) {
+    if (tiedFloats() == 0)
+      return;
+    Location at = because("pipeline", s.pipelineAxis, "tied-parameter gradients");
+    auto reduce = [&](FlatSymbolRefAttr buf, int64_t offset, int64_t count) {
+      sched::AllReduceOp::create(b, at, buf, i64(offset), i64(count), b.getArrayAttr({pipe()}),
+                                 b.getStringAttr("sum"), b.getStringAttr("tied-parameter gradients"));
+    };
+    const Bufs &x = bufs[size_t(k)];
+    SmallVector<std::pair<int64_t, int64_t>> ranges = tiedRanges(k);
+    if (ranges.empty()) {
+      sched::FillOp::create(b, loc, x.tied, i64(0), i64(tiedFloats()), b.getF32FloatAttr(0));
+      // The same sizes, in the same order, as the stages that hold them.
+      int64_t at = 0;
+      for (auto &[name, offset, count, replica] : s.stages.back().params)
+        if (replica) {
+          reduce(x.tied, at, count);
+          at += count;
+        }
+      return;
+    }
+    for (auto [offset, count] : ranges)
+      reduce(x.grads, offset, count);
   }
 
   /// Sequence parallelism: each tensor rank saw its slice of the sequence, so the gradients
   /// of the parameters it holds whole are partial sums over the tensor axis.
-  void replicatedGradients() {
+  void replicatedGradients(int64_t k) {
     if (!s.sequence)
       return;
-    for (auto [offset, count] : s.replicated)
-      sched::AllReduceOp::create(
-          b,
-          NameLoc::get(b.getStringAttr("sequence parallel over [" + s.tensorAxis + "]: replicated-parameter gradients"),
-                       loc),
-          grads, i64(offset), i64(count), b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
-          b.getStringAttr("replicated-parameter gradients"));
+    for (auto [offset, count] : s.stages[size_t(k)].replicated)
+      sched::AllReduceOp::create(b, because("sequence parallel", s.tensorAxis, "replicated-parameter gradients"),
+                                 bufs[size_t(k)].grads, i64(offset), i64(count),
+                                 b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
+                                 b.getStringAttr("replicated-parameter gradients"));
   }
 
-  /// The collectives planc_grad issues itself (tensor parallelism), in order; null if none.
-  ArrayAttr insideGrad() {
-    auto grad = module.lookupSymbol<func::FuncOp>("planc_grad");
+  /// The collectives the entry point `name` issues itself (tensor parallelism), in
+  /// order; null if none.
+  ArrayAttr inside(StringRef name) {
+    auto fn = module.lookupSymbol<func::FuncOp>(name);
     SmallVector<Attribute> out;
-    if (!grad)
+    if (!fn)
       return ArrayAttr();
     auto entry = [&](StringRef kind, int64_t axis, StringRef purpose, Type type) {
-      StringRef name = axis >= 0 && size_t(axis) < s.axes.size() ? StringRef(s.axes[size_t(axis)]) : "?";
+      StringRef axisName = axis >= 0 && size_t(axis) < s.axes.size() ? StringRef(s.axes[size_t(axis)]) : "?";
       out.push_back(b.getDictionaryAttr({b.getNamedAttr("collective", b.getStringAttr(kind)),
-                                         b.getNamedAttr("axis", b.getStringAttr(name)),
+                                         b.getNamedAttr("axis", b.getStringAttr(axisName)),
                                          b.getNamedAttr("purpose", b.getStringAttr(purpose)),
                                          b.getNamedAttr("floats", i64(cast<ShapedType>(type).getNumElements()))}));
     };
-    grad.walk([&](Operation *op) {
+    fn.walk([&](Operation *op) {
       if (auto o = dyn_cast<nn::AllReduceOp>(op))
         entry("all_reduce", o.getAxis(), o.getPurpose(), o.getType());
       else if (auto o = dyn_cast<nn::AllGatherOp>(op))
@@ -351,20 +677,20 @@ private:
 
   /// planc_gather(ctx) and planc_release(ctx): the full parameters outside a
   /// step, for evaluation. Only ZeRO-3 has anything to do.
-  void buildGather(bool zero3) {
+  void buildGather() {
     OpBuilder::InsertionGuard guard(b);
     func::FuncOp gather = function("planc_gather", false);
     b.setInsertionPointToStart(gather.addEntryBlock());
     if (zero3) {
-      sched::AllocOp::create(b, loc, params);
-      perGroup(false, false, "parameters (evaluation)");
+      sched::AllocOp::create(b, loc, bufs[0].params);
+      perGroup(0, false, false, "parameters (evaluation)");
     }
     func::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(gather);
     func::FuncOp release = function("planc_release", false);
     b.setInsertionPointToStart(release.addEntryBlock());
     if (zero3)
-      sched::FreeOp::create(b, loc, params);
+      sched::FreeOp::create(b, loc, bufs[0].params);
     func::ReturnOp::create(b, loc);
   }
 
@@ -372,10 +698,11 @@ private:
   ModuleOp module;
   Location loc;
   const StepShape &s;
-  bool sharded = false;
+  bool sharded = false, zero2 = false, zero3 = false;
   ArrayAttr dataAxes;
-  FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq, state;
-  SmallVector<std::tuple<std::string, int64_t, std::string>> declared;
+  FlatSymbolRefAttr state;
+  SmallVector<Bufs> bufs;  ///< per pipeline stage (one without a pipeline)
+  SmallVector<std::tuple<std::string, int64_t, std::string, int64_t>> declared;
 };
 
 struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {

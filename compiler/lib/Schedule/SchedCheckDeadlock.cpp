@@ -20,11 +20,21 @@ namespace {
 
 struct Event {
   Operation *op;
-  enum Kind { Collective, Send, Recv } kind;
+  enum Kind { Collective, Send, Recv, SendRecv } kind;
   unsigned mask = 0;       ///< collectives: the axes spanned
   int64_t color = 0;       ///< collectives: the coordinates outside the mask
-  int64_t peer = -1;       ///< point to point: the other rank
+  int64_t peer = -1;       ///< point to point: the rank sent to (Send, SendRecv) or received from (Recv)
   std::string what;        ///< kind and size, compared between ranks
+  /// SendRecv: the rank received from and the size received; each half completes on
+  /// its own, the event when both have.
+  int64_t from = -1;
+  std::string recvWhat;
+  bool sent = false, received = false;
+  bool sends() const { return (kind == Send || kind == SendRecv) && !sent; }
+  bool receivesFrom(int64_t r) const {
+    return !received && ((kind == Recv && peer == r) || (kind == SendRecv && from == r));
+  }
+  const std::string &received_what() const { return kind == SendRecv ? recvWhat : what; }
 };
 
 class Simulator {
@@ -107,6 +117,15 @@ public:
         r = p2p(x.getAxis(), x.getPeer(), Event::Send, x.getCount());
       else if (auto x = dyn_cast<sched::RecvOp>(op))
         r = p2p(x.getAxis(), x.getPeer(), Event::Recv, x.getCount());
+      else if (auto x = dyn_cast<sched::SendRecvOp>(op)) {
+        r = p2p(x.getAxis(), x.getTo(), Event::SendRecv, x.getCount());
+        if (succeeded(r)) {
+          SmallVector<int64_t> pc = c;
+          pc[axisIndex(x.getAxis())] = x.getFrom();
+          out.back().from = rankOf(pc);
+          out.back().recvWhat = floats(x.getRecvCount());
+        }
+      }
       if (failed(r))
         return failure();
     }
@@ -168,17 +187,28 @@ public:
               ++pc[q];
             progress = true;
           }
-        } else if (e->kind == Event::Send) {
+        } else if (e->sends()) {
+          // A send half meets the receive half of its peer's current event.
           size_t q = size_t(e->peer);
-          const Event *o = head(q);
-          if (o && o->kind == Event::Recv && o->peer == int64_t(r)) {
-            if (o->what != e->what) {
+          Event *o = pc[q] < events[q].size() ? &events[q][pc[q]] : nullptr;
+          if (o && o->receivesFrom(int64_t(r))) {
+            if (o->received_what() != e->what) {
               InFlightDiagnostic d = e->op->emitError() << describe(int64_t(r)) << " sends " << e->what << " but "
-                                                        << describe(int64_t(q)) << " receives " << o->what;
+                                                        << describe(int64_t(q)) << " receives "
+                                                        << o->received_what();
               d.attachNote(o->op->getLoc()) << "the receive";
               return failure();
             }
-            ++pc[r];
+            events[r][pc[r]].sent = true;
+            o->received = true;
+            progress = true;
+          }
+        }
+        // An event whose halves have all completed is done.
+        for (size_t q : {r, e->peer >= 0 ? size_t(e->peer) : r}) {
+          const Event *h = head(q);
+          if (h && h->kind != Event::Collective && (h->kind == Event::Recv || h->sent) &&
+              (h->kind == Event::Send || h->received)) {
             ++pc[q];
             progress = true;
           }
@@ -197,14 +227,16 @@ public:
     InFlightDiagnostic d = e->op->emitError() << "deadlock in @" << cast<func::FuncOp>(fn).getName() << ": "
                                               << describe(int64_t(r)) << " waits here forever ("
                                               << (e->kind == Event::Collective ? e->what
-                                                  : e->kind == Event::Send   ? "send of " + e->what
-                                                                             : "receive of " + e->what)
+                                                  : e->kind == Event::Send       ? "send of " + e->what
+                                                  : e->kind == Event::Recv       ? "receive of " + e->what
+                                                                                 : "send of " + e->what +
+                                                                                 " and receive of " + e->recvWhat)
                                               << ")";
     // Notes: the peers it waits for first (its communicator, or the other end of the
     // transfer), then other blocked ranks, which show a cycle; three at most.
     auto member = [&](size_t q) {
       if (e->kind != Event::Collective)
-        return int64_t(q) == e->peer;
+        return int64_t(q) == e->peer || int64_t(q) == e->from;
       SmallVector<int64_t> a = coords(int64_t(r)), b = coords(int64_t(q));
       for (size_t x = 0; x < sizes.size(); ++x)
         if (!(e->mask & (1u << x)) && a[x] != b[x])

@@ -31,6 +31,8 @@ private:
   Value i32(Location loc, int64_t v) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v))); }
   Value i64(Location loc, int64_t v) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); }
   Value buf(Location loc, FlatSymbolRefAttr name) { return i32(loc, ids.lookup(name.getValue())); }
+  /// An optional buffer's id, or -1.
+  Value optional(Location loc, FlatSymbolRefAttr name) { return name ? buf(loc, name) : i32(loc, -1); }
 
   /// A call to `name(ctx, args…)`, declaring the function on first use.
   Operation *call(Location loc, StringRef name, ArrayRef<Value> args, Type result = {}) {
@@ -104,6 +106,23 @@ private:
       } else if (auto x = dyn_cast<sched::GradOp>(op)) {
         call(loc, "planrt_sched_grad", {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
                                         buf(loc, x.getStateAttr())});
+      } else if (auto x = dyn_cast<sched::ForwardOp>(op)) {
+        call(loc, "planrt_sched_forward",
+             {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
+              optional(loc, x.getInputAttr()), i64(loc, int64_t(x.getInputOffset().value_or(0))),
+              buf(loc, x.getOutputAttr()), i64(loc, x.getOutputOffset())});
+      } else if (auto x = dyn_cast<sched::BackwardOp>(op)) {
+        call(loc, "planrt_sched_backward",
+             {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
+              buf(loc, x.getGradsAttr()), buf(loc, x.getStateAttr()), optional(loc, x.getInputAttr()),
+              i64(loc, int64_t(x.getInputOffset().value_or(0))), optional(loc, x.getCotangentAttr()),
+              i64(loc, int64_t(x.getCotangentOffset().value_or(0))), optional(loc, x.getDinputAttr()),
+              i64(loc, int64_t(x.getDinputOffset().value_or(0)))});
+      } else if (auto x = dyn_cast<sched::SendRecvOp>(op)) {
+        call(loc, "planrt_sched_send_recv",
+             {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getTo()), buf(loc, x.getBufferAttr()),
+              i64(loc, x.getOffset()), i64(loc, x.getCount()), i64(loc, x.getFrom()), buf(loc, x.getRecvBufferAttr()),
+              i64(loc, x.getRecvOffset()), i64(loc, x.getRecvCount())});
       } else if (auto x = dyn_cast<sched::SumSquaresOp>(op)) {
         SmallVector<Value> args;
         for (auto [bf, off] : llvm::zip(x.getBuffers(), x.getOffsets()))

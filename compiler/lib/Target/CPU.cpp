@@ -66,14 +66,42 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     auto i32 = b.getI32Type();
     static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq", "planc_update",
                                     "planc_eval",     "planc_step", "planc_gather", "planc_release"};
+    // A pipeline-parallel executable has per-stage entry points instead of the four
+    // whole-model ones: planc_stages lists (forward, backward, update) of each stage.
+    int64_t stages = 0;
+    while (m.lookupSymbol("planc_fwd_s" + std::to_string(stages)))
+      ++stages;
+    auto perModel = [&](StringRef sym) {
+      return stages > 0 && (sym == "planc_grad" || sym == "planc_sumsq" || sym == "planc_update" || sym == "planc_eval");
+    };
     SmallVector<Type> params{i32, ptr};
     for (const char *sym : entries) {
-      if (!m.lookupSymbol(sym)) {
+      if (!perModel(sym) && !m.lookupSymbol(sym)) {
         m.emitError() << "plan-emit-main: the executable's entry point '" << sym
                       << "' is missing (plan-train-abi and plan-schedule make them)";
         return signalPassFailure();
       }
       params.push_back(ptr);
+    }
+    params.append({ptr, b.getI64Type()});
+    if (stages > 0) {
+      auto table = LLVM::LLVMArrayType::get(ptr, uint64_t(3 * stages));
+      auto g = LLVM::GlobalOp::create(b, loc, table, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_stages",
+                                      Attribute());
+      OpBuilder::InsertionGuard guard(b);
+      b.createBlock(&g.getInitializerRegion());
+      Value v = LLVM::UndefOp::create(b, loc, table);
+      int64_t i = 0;
+      for (int64_t k = 0; k < stages; ++k)
+        for (const char *kind : {"planc_fwd_s", "planc_bwd_s", "planc_update_s"}) {
+          std::string sym = kind + std::to_string(k);
+          if (!m.lookupSymbol(sym)) {
+            m.emitError() << "plan-emit-main: the pipeline stage entry point '" << sym << "' is missing";
+            return signalPassFailure();
+          }
+          v = LLVM::InsertValueOp::create(b, loc, v, LLVM::AddressOfOp::create(b, loc, ptr, sym), i++);
+        }
+      LLVM::ReturnOp::create(b, loc, v);
     }
     LLVM::LLVMFuncOp::create(b, loc, "planrt_train_main", LLVM::LLVMFunctionType::get(i32, params));
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
@@ -81,7 +109,11 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     b.setInsertionPointToStart(e);
     SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
     for (const char *sym : entries)
-      args.push_back(LLVM::AddressOfOp::create(b, loc, ptr, sym));
+      args.push_back(perModel(sym) ? Value(LLVM::ZeroOp::create(b, loc, ptr))
+                                   : Value(LLVM::AddressOfOp::create(b, loc, ptr, sym)));
+    args.push_back(stages > 0 ? Value(LLVM::AddressOfOp::create(b, loc, ptr, "planc_stages"))
+                              : Value(LLVM::ZeroOp::create(b, loc, ptr)));
+    args.push_back(LLVM::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(stages)));
     auto call = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_train_main", args);
     LLVM::ReturnOp::create(b, loc, call.getResult());
   }

@@ -12,6 +12,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace plan {
 #define GEN_PASS_DEF_NNPIPELINESPLIT
@@ -21,9 +22,7 @@ namespace plan {
 using namespace mlir;
 using namespace plan;
 
-namespace {
-
-LogicalResult split(func::FuncOp f, int64_t stages) {
+FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int64_t stages) {
   Block &body = f.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   int64_t layers = 0;
@@ -33,8 +32,8 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
   if (layers < stages)
     return f.emitOpError() << "has " << layers << (layers == 1 ? " layer" : " layers") << ", fewer than the "
                            << stages << " pipeline stages";
-  // Balanced contiguous stages: layer k runs on stage ⌊k·S/L⌋.
-  auto stageOfLayer = [&](int64_t k) { return k * stages / layers; };
+  // Balanced contiguous stages (the cost model places layers by the same rule).
+  auto stageOfLayer = [&](int64_t k) { return pipelineStageOfLayer(k, layers, stages); };
 
   // Each op runs on the latest stage among its layer parameters and its operands.
   DenseMap<Value, int64_t> stageOf;
@@ -43,9 +42,12 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
     int64_t layer = name ? training::layerOf(name.getValue()) : -1;
     stageOf[a] = layer >= 0 ? stageOfLayer(layer) : -1;  // -1: usable anywhere
   }
+  // An op that reads no layer's parameters, directly or through its operands (a
+  // constant, the tensor-axis index and what is computed from it, the embedding of the
+  // tokens), is cloned into each stage that reads it: stage -1.
   DenseMap<Operation *, int64_t> opStage;
   for (Operation &op : body.without_terminator()) {
-    int64_t s = 0;
+    int64_t s = -1;
     for (Value v : op.getOperands())
       s = std::max(s, stageOf.lookup(v));
     opStage[&op] = s;
@@ -63,7 +65,7 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
     for (Operation &op : body.without_terminator())
       if (opStage[&op] > s)
         for (Value v : op.getOperands())
-          if (!isa<BlockArgument>(v) && stageOf.lookup(v) <= s)
+          if (!isa<BlockArgument>(v) && stageOf.lookup(v) >= 0 && stageOf.lookup(v) <= s)
             crossing.insert(v);
     if (crossing.size() != 1) {
       InFlightDiagnostic d = f.emitOpError() << "cannot be cut between stages " << s << " and " << s + 1 << ": "
@@ -80,10 +82,20 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
   // One function per stage.
   OpBuilder b(f);
   b.setInsertionPointAfter(f);
+  SmallVector<func::FuncOp> out;
   for (int64_t s = 0; s < stages; ++s) {
+    llvm::SmallPtrSet<Operation *, 8> freeUsed;
+    if (s + 1 == stages)
+      if (Operation *def = ret.getOperand(0).getDefiningOp(); def && opStage[def] == -1)
+        freeUsed.insert(def);
+    for (Operation &op : llvm::reverse(body.without_terminator()))
+      if (opStage[&op] == s || freeUsed.contains(&op))
+        for (Value v : op.getOperands())
+          if (Operation *def = v.getDefiningOp(); def && opStage[def] == -1)
+            freeUsed.insert(def);
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
-      if (opStage[&op] == s)
+      if (opStage[&op] == s || freeUsed.contains(&op))
         ops.push_back(&op);
     // Arguments: the function's own that the stage reads (tokens, targets, parameters,
     // in their order), then the activation from the previous stage.
@@ -120,9 +132,12 @@ LogicalResult split(func::FuncOp f, int64_t stages) {
       inner.clone(*op, map);
     func::ReturnOp::create(inner, ret.getLoc(), map.lookup(result));
     b.setInsertionPointAfter(g);
+    out.push_back(g);
   }
-  return success();
+  return out;
 }
+
+namespace {
 
 struct NNPipelineSplit : plan::impl::NNPipelineSplitBase<NNPipelineSplit> {
   using Base::Base;
@@ -134,7 +149,7 @@ struct NNPipelineSplit : plan::impl::NNPipelineSplitBase<NNPipelineSplit> {
       if (f->hasAttr("nn.forward"))
         forwards.push_back(f);
     for (func::FuncOp f : forwards)
-      if (failed(split(f, stages)))
+      if (failed(training::splitPipeline(f, stages)))
         return signalPassFailure();
   }
 };

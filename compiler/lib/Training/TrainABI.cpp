@@ -17,6 +17,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
@@ -50,11 +51,20 @@ llvm::json::Object lossScale(pl::TrainOp train) {
   return llvm::json::Object{{"kind", "static"}, {"init", train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
 }
 
-std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params,
-                     const training::BufferLayout &layout, int64_t vocab) {
-  StringRef base = train.getBaseDir();
+/// A pipeline stage's piece of the manifest (or the whole model's without one).
+struct StageTable {
+  func::FuncOp fwd;                   ///< holds the parameters' attributes
+  SmallVector<Param> params;
+  training::BufferLayout layout;
+  SmallVector<int64_t> index;         ///< each parameter's position in the whole model
+  SmallVector<bool> replica;          ///< a copy of a parameter an earlier stage owns
+  int64_t activation = 0;             ///< floats of the activation the stage hands on
+};
+
+llvm::json::Array paramTable(const StageTable &st) {
+  func::FuncOp fwd = st.fwd;
   llvm::json::Array ps;
-  for (const Param &p : params) {
+  for (auto [i, p] : llvm::enumerate(st.params)) {
     unsigned arg = p.arg;
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
@@ -76,8 +86,27 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
                                           {"parts", cast<IntegerAttr>(split.get("parts")).getInt()},
                                           {"blocks", std::move(blocks)}};
     }
+    if (!st.index.empty())
+      entry["index"] = st.index[i];
+    if (!st.replica.empty() && st.replica[i])
+      entry["replica"] = true;
     ps.push_back(std::move(entry));
   }
+  return ps;
+}
+
+llvm::json::Array groupsOf(const training::BufferLayout &layout) {
+  return llvm::json::Array{llvm::json::Array{layout.groupBegin[0], layout.groupEnd[0]},
+                           llvm::json::Array{layout.groupBegin[1], layout.groupEnd[1]}};
+}
+
+/// `stages` holds the whole model's table, or one per pipeline stage: then the
+/// top-level table is the first stage's and `stages` lists them all.
+std::string manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t vocab) {
+  StringRef base = train.getBaseDir();
+  const StageTable &first = stages.front();
+  const training::BufferLayout &layout = first.layout;
+  llvm::json::Array ps = paramTable(first);
   auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
   training::TensorParallel tp = training::tensorParallelOf(train);
   llvm::json::Object t{
@@ -127,10 +156,20 @@ std::string manifest(pl::TrainOp train, func::FuncOp fwd, ArrayRef<Param> params
                           {"plan", train.getSymName()},
                           {"model", train.getModel()},
                           {"num_floats", layout.total},
-                          {"groups", llvm::json::Array{llvm::json::Array{layout.groupBegin[0], layout.groupEnd[0]},
-                                                       llvm::json::Array{layout.groupBegin[1], layout.groupEnd[1]}}},
+                          {"groups", groupsOf(layout)},
                           {"params", std::move(ps)},
                           {"train", std::move(t)}};
+  if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
+    root["pipeline"] = llvm::json::Object{
+        {"axis", pp.axis}, {"size", pp.size}, {"schedule", pl::stringifyPipelineSchedule(pp.schedule)}};
+    llvm::json::Array tables;
+    for (const StageTable &st : stages)
+      tables.push_back(llvm::json::Object{{"num_floats", st.layout.total},
+                                          {"groups", groupsOf(st.layout)},
+                                          {"activation", st.activation},
+                                          {"params", paramTable(st)}});
+    root["stages"] = std::move(tables);
+  }
   std::string out;
   llvm::raw_string_ostream os(out);
   os << llvm::json::Value(std::move(root));
@@ -149,14 +188,27 @@ LogicalResult checkSupported(pl::TrainOp train) {
   auto notYet = [&](StringRef what, StringRef axis) {
     return train.emitError() << what << " (axis '" << axis << "' of mesh '" << train.getMesh()
                              << "') is not implemented by the code generator in this version of planc; "
-                                "data-parallel layouts (DDP, ZeRO 1-3) and tensor parallelism are";
+                                "data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe and 1F1B "
+                                "pipelines are";
   };
-  if (!par.getPipeline().getValue().empty() && mesh.getAxisSize(par.getPipeline().getValue()) > 1)
-    return notYet("pipeline parallelism", par.getPipeline().getValue());
+  training::Pipeline pp = training::pipelineOf(train);
+  if (pp.size > 1) {
+    if (pp.schedule == pl::PipelineSchedule::interleaved)
+      return notYet("the interleaved pipeline schedule", pp.axis);
+    if (pp.stages != pp.size)
+      return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over "
+                               << pp.size << " ranks; several stages per rank (virtual stages) are not "
+                                             "implemented by the code generator in this version of planc";
+    if (training::dataParallelSize(train) > 1 && par.getZero() >= 2)
+      return train.emitError() << "ZeRO-" << par.getZero() << " with pipeline parallelism (axis '" << pp.axis
+                               << "') is not implemented in this version of planc (nor by DeepSpeed or "
+                                  "Megatron): use ZeRO-1 or DDP over the data axes";
+  }
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
-  if (training::deviceCount(train) != training::dataParallelSize(train) * training::tensorParallelOf(train).size)
+  if (training::deviceCount(train) !=
+      training::dataParallelSize(train) * training::tensorParallelOf(train).size * pp.size)
     return train.emitError() << "every axis of mesh '" << train.getMesh()
                              << "' larger than 1 needs a role; this version runs data-parallel layouts";
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
@@ -164,6 +216,269 @@ LogicalResult checkSupported(pl::TrainOp train) {
                              << " does not fit in f32 (at most 3.4e38), where the step keeps it";
   return success();
 }
+
+/// Builds the entry points on flat buffers.
+class Entries {
+public:
+  Entries(ModuleOp module, pl::TrainOp train) : b(module.getContext()), loc(train.getLoc()), train(train) {
+    b.setInsertionPointToEnd(module.getBody());
+    d = training::dataParallelSize(train);
+    sharded = d > 1 && train.getParallel().getZero() >= 1;
+    accumulation = int64_t(train.getAccumulationAttr().getInt());
+    scaled = train.getPrecision() == pl::Precision::fp16;
+  }
+
+  /// The parameters of `fwd` and their flat layout; fails on a parameter without
+  /// its initialisation attributes.
+  FailureOr<StageTable> table(func::FuncOp fwd) {
+    StageTable st;
+    st.fwd = fwd;
+    SmallVector<RankedTensorType> types;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
+        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
+        st.params.push_back({name.str(), type, 0, type.getNumElements(), i});
+        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std"))
+          return fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
+        types.push_back(type);
+      }
+    st.layout = training::layoutOf(types, d);
+    for (auto [p, offset] : llvm::zip(st.params, st.layout.offset))
+      p.offset = offset;
+    return st;
+  }
+
+  /// planc_grad(P, G, tokens, targets, loss, state): G += ∇ / (accumulation × data
+  /// parallel), so that the data-parallel sum is the mean over the global batch;
+  /// loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
+  void grad(const StageTable &st, func::FuncOp grad) {
+    OpBuilder::InsertionGuard g(b);
+    auto f = entry("planc_grad", {flatTy(st), flatTy(st), tokTy(st), tokTy(st), scalarTy(), statsTy()});
+    Block &e = f.getBody().front();
+    SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), Value());
+    if (scaled)
+      args.push_back(lossScale(e.getArgument(5)));
+    SmallVector<Value> outs = inlineBody(b, grad, args);
+    accumulateGrads(st, e.getArgument(1), outs);
+    addLoss(outs[0], e.getArgument(4));
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// planc_sumsq(G0, G1, stats): stats[6] = the sum of the squared gradients of this
+  /// rank's pieces (the padding is zero).
+  void sumsq(const StageTable &st) {
+    OpBuilder::InsertionGuard g(b);
+    auto f = entry("planc_sumsq", {spanTy(st, 0), spanTy(st, 1), statsTy()});
+    Block &e = f.getBody().front();
+    Value sum = f32(0);
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    for (int grp : groups(st)) {
+      Flat G(b, loc, e.getArgument(grp));
+      Value s = nn::SumSquaresOp::create(b, loc, scalar, G.readFlat(wholeSpan(st, grp)));
+      sum = arith::AddFOp::create(b, loc, sum, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
+    }
+    memref::StoreOp::create(b, loc, sum, e.getArgument(2), ValueRange{at(6)});
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// `name`(P0, P1, G0, G1, M0, M1, V0, V1, step, stats): AdamW in place on this rank's
+  /// pieces; stats[6] is the global sum of squared gradients; stats[0..1] = grad norm,
+  /// lr; with fp16, stats[2], [3] and [5] (loss scale, good steps, applied updates) are
+  /// read and updated, and stats[4] is 1 when the step was skipped.
+  void update(StringRef name, const StageTable &st, func::FuncOp update) {
+    OpBuilder::InsertionGuard g(b);
+    SmallVector<Type> argTys;
+    for (int k = 0; k < 4; ++k)
+      for (int grp = 0; grp < 2; ++grp)
+        argTys.push_back(spanTy(st, grp));
+    argTys.append({b.getI64Type(), statsTy()});
+    auto f = entry(name, argTys);
+    Block &e = f.getBody().front();
+    Value stats = e.getArgument(9);
+    auto buf = [&](int k, int grp) { return Flat(b, loc, e.getArgument(2 * k + grp)); };
+    SmallVector<Value> args{e.getArgument(8), memref::LoadOp::create(b, loc, stats, ValueRange{at(6)})};
+    SmallVector<int> gs = groups(st);
+    for (int k = 0; k < 4; ++k)
+      for (int grp : gs)
+        args.push_back(buf(k, grp).readFlat(wholeSpan(st, grp)));
+    if (scaled)
+      for (int64_t i : {2, 3, 5})
+        args.push_back(memref::LoadOp::create(b, loc, stats, ValueRange{at(i)}));
+    SmallVector<Value> outs = inlineBody(b, update, args);
+    size_t n = gs.size();
+    static const int64_t slots[] = {2, 3, 4, 5};  // scale, good steps, skipped, applied
+    if (scaled)
+      for (auto [i, slot] : llvm::enumerate(slots))
+        memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], stats, ValueRange{at(slot)});
+    static const int written[] = {0, 2, 3};  // P, M, V
+    for (int k = 0; k < 3; ++k)
+      for (auto [i, grp] : llvm::enumerate(gs))
+        buf(written[k], grp).writeFlat(outs[2 + k * n + i], wholeSpan(st, grp));
+    memref::StoreOp::create(b, loc, outs[0], stats, ValueRange{index0()});
+    Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
+    memref::StoreOp::create(b, loc, lr, stats, ValueRange{at(1)});
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
+  void eval(const StageTable &st) {
+    OpBuilder::InsertionGuard g(b);
+    auto f = entry("planc_eval", {flatTy(st), tokTy(st), tokTy(st), scalarTy()});
+    Block &e = f.getBody().front();
+    SmallVector<Value> outs =
+        inlineBody(b, st.fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), Value()));
+    memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(3),
+                            ValueRange{index0()});
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// Pipeline stage k: `planc_fwd_s<k>(P, tokens, targets, in, out)` runs the stage's
+  /// forward function (`in`: the previous stage's activation; `out`: the activation it
+  /// hands on, or on the last stage the loss), and `planc_bwd_s<k>(P, G, tokens,
+  /// targets, in, cotangent, dinput, loss, state)` its gradient: G += ∇ / (accumulation
+  /// × data parallel) from the cotangent of its output (the last stage: from its loss,
+  /// scaled by state[2] with fp16, adding loss / accumulation to *loss), and dinput =
+  /// the gradient of `in`. Unused pointers may be anything.
+  void stage(int64_t k, const StageTable &st, func::FuncOp grad, bool last) {
+    OpBuilder::InsertionGuard g(b);
+    std::string suffix = "_s" + std::to_string(k);
+    func::FuncOp fwd = st.fwd;
+    auto actTy = [&](Type t) { return MemRefType::get({cast<ShapedType>(t).getNumElements()}, b.getF32Type()); };
+    Type inTy = scalarTy();
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (fwd.getArgAttr(i, "nn.activation"))
+        inTy = actTy(fwd.getArgument(i).getType());
+    Type outTy = last ? scalarTy() : actTy(fwd.getResultTypes()[0]);
+    {
+      OpBuilder::InsertionGuard g1(b);
+      auto f = entry("planc_fwd" + suffix, {flatTy(st), tokTy(st), tokTy(st), inTy, outTy});
+      Block &e = f.getBody().front();
+      SmallVector<Value> outs = inlineBody(
+          b, fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3)));
+      if (last)
+        memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
+                                ValueRange{index0()});
+      else
+        Flat(b, loc, e.getArgument(4)).write(outs[0], activation(outs[0].getType()));
+      func::ReturnOp::create(b, loc);
+    }
+    {
+      OpBuilder::InsertionGuard g2(b);
+      auto f = entry("planc_bwd" + suffix, {flatTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy,
+                                            scalarTy(), statsTy()});
+      Block &e = f.getBody().front();
+      SmallVector<Value> args =
+          forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
+      if (last && scaled)
+        args.push_back(lossScale(e.getArgument(8)));
+      if (!last)
+        args.push_back(Flat(b, loc, e.getArgument(5)).read(activation(fwd.getResultTypes()[0])));
+      SmallVector<Value> outs = inlineBody(b, grad, args);
+      accumulateGrads(st, e.getArgument(1), outs);
+      if (k > 0)
+        Flat(b, loc, e.getArgument(6)).write(outs.back(), activation(outs.back().getType()));
+      if (last)
+        addLoss(outs[0], e.getArgument(7));
+      func::ReturnOp::create(b, loc);
+    }
+  }
+
+private:
+  using Groups = SmallVector<int>;
+  MemRefType flatTy(const StageTable &st) { return MemRefType::get({st.layout.total}, b.getF32Type()); }
+  MemRefType tokTy(const StageTable &st) {
+    func::FuncOp fwd = st.fwd;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (fwd.getArgAttr(i, "nn.input"))
+        return MemRefType::get(cast<ShapedType>(fwd.getArgument(i).getType()).getShape(), b.getI32Type());
+    return MemRefType::get({int64_t(train.getMicroAttr().getInt()), int64_t(train.getSeqAttr().getInt())},
+                           b.getI32Type());
+  }
+  MemRefType scalarTy() { return MemRefType::get({1}, b.getF32Type()); }
+  /// The step state the driver keeps between steps (planrt.h): [grad norm, lr, loss
+  /// scale, good steps, skipped, …].
+  MemRefType statsTy() { return MemRefType::get({8}, b.getF32Type()); }
+  /// This rank's piece of each optimizer group (training::layoutOf): the whole group
+  /// without ZeRO. Arguments come per group: (group 0, group 1).
+  MemRefType spanTy(const StageTable &st, int g) {
+    return MemRefType::get({sharded ? st.layout.shardFloats(g) : st.layout.groupFloats(g)}, b.getF32Type());
+  }
+  Groups groups(const StageTable &st) {
+    Groups out;
+    for (int g = 0; g < 2; ++g)
+      if (st.layout.groupFloats(g) > 0)
+        out.push_back(g);
+    return out;
+  }
+  Param wholeSpan(const StageTable &st, int g) {
+    int64_t count = spanTy(st, g).getNumElements();
+    return Param{"", RankedTensorType::get({count}, b.getF32Type()), 0, count};
+  }
+  Param activation(Type t) {
+    auto type = cast<RankedTensorType>(t);
+    return Param{"activation", type, 0, type.getNumElements()};
+  }
+  Value at(int64_t i) { return arith::ConstantIndexOp::create(b, loc, i); }
+  Value index0() { return at(0); }
+  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))); }
+  func::FuncOp entry(StringRef name, ArrayRef<Type> args) {
+    auto f = func::FuncOp::create(b, loc, name, b.getFunctionType(args, {}));
+    b.setInsertionPointToStart(f.addEntryBlock());
+    return f;
+  }
+  Value readTokens(Value m, RankedTensorType type) {
+    return bufferization::ToTensorOp::create(b, loc, type, m, /*restrict=*/true, /*writable=*/false);
+  }
+  /// The arguments of `st.fwd`: tokens and targets, parameters from P, the activation
+  /// from `in`.
+  SmallVector<Value> forwardArgs(const StageTable &st, Value P, Value tokens, Value targets, Value in) {
+    func::FuncOp fwd = st.fwd;
+    Flat params(b, loc, P);
+    SmallVector<Value> args;
+    auto param = st.params.begin();
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i) {
+      Type t = fwd.getArgument(i).getType();
+      if (fwd.getArgAttr(i, "nn.param")) {
+        args.push_back(params.read(*param++));
+      } else if (fwd.getArgAttr(i, "nn.activation")) {
+        args.push_back(Flat(b, loc, in).read(activation(t)));
+      } else {
+        auto input = fwd.getArgAttrOfType<StringAttr>(i, "nn.input");
+        bool isTargets = input ? input.getValue() == "targets" : i == 1;
+        args.push_back(readTokens(isTargets ? targets : tokens, cast<RankedTensorType>(t)));
+      }
+    }
+    return args;
+  }
+  Value lossScale(Value stats) {
+    Value s = memref::LoadOp::create(b, loc, stats, ValueRange{at(2)});
+    return tensor::FromElementsOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{s});
+  }
+  /// G += outs[1 + i] / (accumulation × data parallel) for each parameter i.
+  void accumulateGrads(const StageTable &st, Value grads, ArrayRef<Value> outs) {
+    double gradScale = 1.0 / double(accumulation) / double(d);
+    Flat G(b, loc, grads);
+    for (auto [i, p] : llvm::enumerate(st.params)) {
+      Value g = G.flatten(outs[1 + i], p);
+      if (gradScale != 1)
+        g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(gradScale));
+      G.writeFlat(nn::AddOp::create(b, loc, g.getType(), G.readFlat(p), g), p);
+    }
+  }
+  /// *slot += loss / accumulation.
+  void addLoss(Value lossTensor, Value slot) {
+    Value loss = tensor::ExtractOp::create(b, loc, lossTensor, ValueRange{});
+    Value old = memref::LoadOp::create(b, loc, slot, ValueRange{index0()});
+    Value sum = arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, loss, f32(1.0 / double(accumulation))));
+    memref::StoreOp::create(b, loc, sum, slot, ValueRange{index0()});
+  }
+
+  OpBuilder b;
+  Location loc;
+  pl::TrainOp train;
+  int64_t d = 1, accumulation = 1;
+  bool sharded = false, scaled = false;
+};
 
 struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
   void runOnOperation() override {
@@ -181,165 +496,57 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       return signalPassFailure();
     std::string base = train.getSymName().str();
     auto fwd = module.lookupSymbol<func::FuncOp>(base + "_forward");
-    auto grad = module.lookupSymbol<func::FuncOp>(base + "_grad");
-    auto update = module.lookupSymbol<func::FuncOp>(base + "_update");
-    if (!fwd || !grad || !update) {
+    training::Pipeline pp = training::pipelineOf(train);
+    auto stepFunction = [&](std::string name) -> func::FuncOp {
+      auto f = module.lookupSymbol<func::FuncOp>(name);
+      if (!f)
+        train.emitOpError() << "needs its step functions first (plan-train-step): '" << name << "' is missing";
+      return f;
+    };
+    if (!fwd) {
       train.emitOpError() << "needs its step functions first (plan-train-step)";
       return signalPassFailure();
     }
-
-    SmallVector<Param> params;
-    SmallVector<RankedTensorType> types;
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
-        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
-        params.push_back({name.str(), type, 0, type.getNumElements(), i});
-        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std")) {
-          fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
+    Entries entries(module, train);
+    std::vector<StageTable> tables;
+    if (pp.size <= 1) {
+      func::FuncOp grad = stepFunction(base + "_grad"), update = stepFunction(base + "_update");
+      FailureOr<StageTable> st = entries.table(fwd);
+      if (!grad || !update || failed(st))
+        return signalPassFailure();
+      entries.grad(*st, grad);
+      entries.sumsq(*st);
+      entries.update("planc_update", *st, update);
+      entries.eval(*st);
+      tables.push_back(std::move(*st));
+    } else {
+      // Each stage's parameters, numbered in the whole model's order; a parameter that
+      // an earlier stage holds too (a tied embedding) is that stage's replica.
+      llvm::StringMap<int64_t> index;
+      for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+        if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param"))
+          index.insert({name.getValue(), int64_t(index.size())});
+      llvm::StringSet<> seen;
+      for (int64_t k = 0; k < pp.size; ++k) {
+        std::string name = base + "_forward_stage" + std::to_string(k), stage = base + "_stage" + std::to_string(k);
+        func::FuncOp f = stepFunction(name), grad = stepFunction(stage + "_grad"),
+                     update = stepFunction(stage + "_update");
+        if (!f || !grad || !update)
           return signalPassFailure();
+        FailureOr<StageTable> st = entries.table(f);
+        if (failed(st))
+          return signalPassFailure();
+        for (const Param &p : st->params) {
+          st->index.push_back(index.lookup(p.name));
+          st->replica.push_back(!seen.insert(p.name).second);
         }
-        types.push_back(type);
+        bool last = k + 1 == pp.size;
+        if (!last)
+          st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
+        entries.stage(k, *st, grad, last);
+        entries.update("planc_update_s" + std::to_string(k), *st, update);
+        tables.push_back(std::move(*st));
       }
-    int64_t d = training::dataParallelSize(train);
-    bool sharded = d > 1 && train.getParallel().getZero() >= 1;
-    training::BufferLayout layout = training::layoutOf(types, d);
-    for (auto [p, offset] : llvm::zip(params, layout.offset))
-      p.offset = offset;
-    int64_t total = layout.total;
-    auto tokens = cast<RankedTensorType>(fwd.getArgument(0).getType());
-    int64_t accumulation = int64_t(train.getAccumulationAttr().getInt());
-
-    OpBuilder b(&getContext());
-    Location loc = train.getLoc();
-    b.setInsertionPointToEnd(module.getBody());
-    auto flatTy = MemRefType::get({total}, b.getF32Type());
-    auto tokTy = MemRefType::get(tokens.getShape(), b.getI32Type());
-    auto scalarTy = MemRefType::get({1}, b.getF32Type());
-    // The step state the driver keeps between steps (planrt.h): [grad norm, lr,
-    // loss scale, good steps, skipped, …].
-    auto statsTy = MemRefType::get({8}, b.getF32Type());
-    bool scaled = train.getPrecision() == pl::Precision::fp16;
-    auto at = [&](int64_t i) { return arith::ConstantIndexOp::create(b, loc, i); };
-    auto entry = [&](StringRef name, ArrayRef<Type> args) {
-      auto f = func::FuncOp::create(b, loc, name, b.getFunctionType(args, {}));
-      b.setInsertionPointToStart(f.addEntryBlock());
-      return f;
-    };
-    auto readTokens = [&](Value m) {
-      return bufferization::ToTensorOp::create(b, loc, tokens, m, /*restrict=*/true, /*writable=*/false);
-    };
-    auto index0 = [&]() { return arith::ConstantIndexOp::create(b, loc, 0); };
-    auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))); };
-
-    // planc_grad(P, G, tokens, targets, loss, state): G += ∇ / (accumulation × data
-    // parallel), so that the data-parallel sum is the mean over the global batch;
-    // loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
-    {
-      OpBuilder::InsertionGuard g(b);
-      auto f = entry("planc_grad", {flatTy, flatTy, tokTy, tokTy, scalarTy, statsTy});
-      Block &e = f.getBody().front();
-      Flat P(b, loc, e.getArgument(0));
-      SmallVector<Value> args{readTokens(e.getArgument(2)), readTokens(e.getArgument(3))};
-      for (const Param &p : params)
-        args.push_back(P.read(p));
-      if (scaled) {
-        Value s = memref::LoadOp::create(b, loc, e.getArgument(5), ValueRange{at(2)});
-        args.push_back(tensor::FromElementsOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{s}));
-      }
-      SmallVector<Value> outs = inlineBody(b, grad, args);
-      double inv = 1.0 / double(accumulation), gradScale = inv / double(d);
-      Flat G(b, loc, e.getArgument(1));
-      for (auto [i, p] : llvm::enumerate(params)) {
-        Value g = G.flatten(outs[1 + i], p);
-        if (gradScale != 1)
-          g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(gradScale));
-        G.writeFlat(nn::AddOp::create(b, loc, g.getType(), G.readFlat(p), g), p);
-      }
-      Value loss = tensor::ExtractOp::create(b, loc, outs[0], ValueRange{});
-      Value old = memref::LoadOp::create(b, loc, e.getArgument(4), ValueRange{index0()});
-      Value sum = arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, loss, f32(inv)));
-      memref::StoreOp::create(b, loc, sum, e.getArgument(4), ValueRange{index0()});
-      func::ReturnOp::create(b, loc);
-    }
-    // This rank's piece of each optimizer group (training::layoutOf): the whole group
-    // without ZeRO. Arguments come per group: (group 0, group 1).
-    auto spanTy = [&](int g) {
-      return MemRefType::get({sharded ? layout.shardFloats(g) : layout.groupFloats(g)}, b.getF32Type());
-    };
-    SmallVector<int> groups;
-    for (int g = 0; g < 2; ++g)
-      if (layout.groupFloats(g) > 0)
-        groups.push_back(g);
-    auto wholeSpan = [&](int g) {
-      int64_t count = spanTy(g).getNumElements();
-      return Param{"", RankedTensorType::get({count}, b.getF32Type()), 0, count};
-    };
-    // planc_sumsq(G0, G1, stats): stats[6] = the sum of the squared gradients of this
-    // rank's pieces (the padding is zero).
-    {
-      OpBuilder::InsertionGuard g(b);
-      auto f = entry("planc_sumsq", {spanTy(0), spanTy(1), statsTy});
-      Block &e = f.getBody().front();
-      Value sumsq = f32(0);
-      auto scalar = RankedTensorType::get({}, b.getF32Type());
-      for (int grp : groups) {
-        Flat G(b, loc, e.getArgument(grp));
-        Value s = nn::SumSquaresOp::create(b, loc, scalar, G.readFlat(wholeSpan(grp)));
-        sumsq = arith::AddFOp::create(b, loc, sumsq, tensor::ExtractOp::create(b, loc, s, ValueRange{}));
-      }
-      memref::StoreOp::create(b, loc, sumsq, e.getArgument(2), ValueRange{at(6)});
-      func::ReturnOp::create(b, loc);
-    }
-    // planc_update(P0, P1, G0, G1, M0, M1, V0, V1, step, stats): AdamW in place on this
-    // rank's pieces; stats[6] is the global sum of squared gradients; stats[0..1] =
-    // grad norm, lr; with fp16, stats[2], [3] and [5] (loss scale, good steps, applied
-    // updates) are read and updated, and stats[4] is 1 when the step was skipped.
-    {
-      OpBuilder::InsertionGuard g(b);
-      SmallVector<Type> argTys;
-      for (int k = 0; k < 4; ++k)
-        for (int grp = 0; grp < 2; ++grp)
-          argTys.push_back(spanTy(grp));
-      argTys.append({b.getI64Type(), statsTy});
-      auto f = entry("planc_update", argTys);
-      Block &e = f.getBody().front();
-      Value stats = e.getArgument(9);
-      auto buf = [&](int k, int grp) { return Flat(b, loc, e.getArgument(2 * k + grp)); };
-      SmallVector<Value> args{e.getArgument(8), memref::LoadOp::create(b, loc, stats, ValueRange{at(6)})};
-      for (int k = 0; k < 4; ++k)
-        for (int grp : groups)
-          args.push_back(buf(k, grp).readFlat(wholeSpan(grp)));
-      if (scaled)
-        for (int64_t i : {2, 3, 5})
-          args.push_back(memref::LoadOp::create(b, loc, stats, ValueRange{at(i)}));
-      SmallVector<Value> outs = inlineBody(b, update, args);
-      size_t n = groups.size();
-      static const int64_t slots[] = {2, 3, 4, 5};  // scale, good steps, skipped, applied
-      if (scaled)
-        for (auto [i, slot] : llvm::enumerate(slots))
-          memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], stats, ValueRange{at(slot)});
-      static const int written[] = {0, 2, 3};  // P, M, V
-      for (int k = 0; k < 3; ++k)
-        for (auto [i, grp] : llvm::enumerate(groups))
-          buf(written[k], grp).writeFlat(outs[2 + k * n + i], wholeSpan(grp));
-      memref::StoreOp::create(b, loc, outs[0], stats, ValueRange{index0()});
-      Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
-      memref::StoreOp::create(b, loc, lr, stats, ValueRange{at(1)});
-      func::ReturnOp::create(b, loc);
-    }
-    // planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
-    {
-      OpBuilder::InsertionGuard g(b);
-      auto f = entry("planc_eval", {flatTy, tokTy, tokTy, scalarTy});
-      Block &e = f.getBody().front();
-      Flat P(b, loc, e.getArgument(0));
-      SmallVector<Value> args{readTokens(e.getArgument(1)), readTokens(e.getArgument(2))};
-      for (const Param &p : params)
-        args.push_back(P.read(p));
-      SmallVector<Value> outs = inlineBody(b, fwd, args);
-      memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}),
-                              e.getArgument(3), ValueRange{index0()});
-      func::ReturnOp::create(b, loc);
     }
     // The manifest, NUL-terminated.
     auto model = module.lookupSymbol<func::FuncOp>(train.getModel());
@@ -348,11 +555,13 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
       return signalPassFailure();
     }
-    std::string text = manifest(train, fwd, params, layout, vocab.getInt());
+    std::string text = manifest(train, tables, vocab.getInt());
     text.push_back('\0');
+    OpBuilder b(&getContext());
+    b.setInsertionPointToEnd(module.getBody());
     auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
-    LLVM::GlobalOp::create(b, loc, arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_manifest",
-                           b.getStringAttr(text));
+    LLVM::GlobalOp::create(b, train.getLoc(), arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal,
+                           "planc_manifest", b.getStringAttr(text));
 
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))

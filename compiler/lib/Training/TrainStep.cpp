@@ -43,6 +43,20 @@ int64_t training::dataParallelSize(pl::TrainOp train) {
   return d;
 }
 
+training::Pipeline training::pipelineOf(pl::TrainOp train) {
+  Pipeline out;
+  pl::ParallelAttr par = train.getParallel();
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
+  StringRef axis = par.getPipeline() ? par.getPipeline().getValue() : StringRef();
+  if (!mesh || axis.empty() || mesh.getAxisSize(axis) <= 1)
+    return out;
+  out.axis = axis.str();
+  out.size = mesh.getAxisSize(axis);
+  out.stages = par.getStages();
+  out.schedule = par.getSchedule();
+  return out;
+}
+
 int64_t training::deviceCount(pl::TrainOp train) {
   auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
   int64_t devices = 1;
@@ -287,8 +301,25 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
                                       : train.getRecompute() == pl::Recompute::selective
                                           ? training::Recompute::Selective
                                           : training::Recompute::None;
-      FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad",
-                                                             train.getPrecision() == pl::Precision::fp16, recompute);
+      bool scaled = train.getPrecision() == pl::Precision::fp16;
+      // Pipeline parallelism: one forward function per stage, each with its gradient
+      // (a vector-Jacobian product but on the last) and its own update.
+      if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
+        FailureOr<SmallVector<func::FuncOp>> stages = training::splitPipeline(fwd, pp.size);
+        if (failed(stages))
+          return signalPassFailure();
+        for (auto [k, stage] : llvm::enumerate(*stages)) {
+          bool last = k + 1 == stages->size();
+          std::string name = base + "_stage" + std::to_string(k);
+          FailureOr<func::FuncOp> grad = training::differentiate(stage, name + "_grad", scaled && last, recompute);
+          if (failed(grad))
+            return signalPassFailure();
+          grad->setPrivate();
+          buildUpdate(train, *grad, name + "_update");
+        }
+        continue;
+      }
+      FailureOr<func::FuncOp> grad = training::differentiate(fwd, base + "_grad", scaled, recompute);
       if (failed(grad))
         return signalPassFailure();
       grad->setPrivate();

@@ -31,10 +31,10 @@ llvm.mlir.global internal constant @planc_manifest("{\22mesh\22: \00") {addr_spa
 // -----
 
 // groups must hold the two optimizer groups.
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks mesh, train, groups or num_floats (plan-train-abi writes it)}}
+// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks groups, num_floats or params (plan-train-abi writes it)}}
 llvm.mlir.global internal constant @planc_manifest("{\22mesh\22:{\22axes\22:[\22dp\22],\22sizes\22:[1],\22data\22:[\22dp\22]},\22train\22:{},\22groups\22:[[0,16]],\22num_floats\22:16}\00") {addr_space = 0 : i32}
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks mesh, train, groups or num_floats (plan-train-abi writes it)}}
+// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks mesh or train (plan-train-abi writes it)}}
 llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22num_floats\22:16}\00") {addr_space = 0 : i32}

@@ -32,6 +32,83 @@
 // TP:      sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
 // TP-NEXT: sched.all_reduce @state[6, 1] over ["tp"] {purpose = "gradient norm", reduce = "sum"}
 // TP-NEXT: sched.update
+// Pipeline parallelism (Inputs/pipeline.plan): each stage's ranks run their part in a
+// sched.on region, on buffers of their stage only (`stage = k`). GPipe (data 2 × pipeline 2,
+// 2 micro-batches per step): stage 0 runs every forward and sends each activation on, then
+// every backward from the gradient the last stage sends back; the last stage keeps each
+// micro-batch's input (stash: 2 × 64 floats) and runs its backward, which starts from the
+// loss. The tied embedding's gradient (wte, 128 floats, at offset 0 of both stages) is summed
+// over "pp" before the gradients over "dp"; the loss and the norm's partial sums over "pp".
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry gpipe | FileCheck %s --check-prefix=GPIPE
+// GPIPE:      sched.buffer @params_s0 {floats = 1120 : i64, lifetime = "persistent", stage = 0 : i64}
+// GPIPE:      sched.buffer @act_s0 {floats = 64 : i64, lifetime = "step", stage = 0 : i64}
+// GPIPE:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
+// GPIPE:      sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+// GPIPE:      sched.on "pp" = 0 {
+// GPIPE-NEXT:   sched.fill @grads_s0[0, 1120] = 0.000000e+00
+// GPIPE-NEXT:   sched.forward %[[STEP:[^,]*]], %[[M0:[^ ]*]] stage 0 params @params_s0 out @act_s0[0]
+// GPIPE-NEXT:   sched.send @act_s0[0, 64] to 1 along "pp" {purpose = "activations"}
+// GPIPE-NEXT:   sched.forward %[[STEP]], %[[M1:[^ ]*]] stage 0 params @params_s0 out @act_s0[0]
+// GPIPE-NEXT:   sched.send @act_s0[0, 64] to 1 along "pp" {purpose = "activations"}
+// GPIPE-NEXT:   sched.recv @cot_s0[0, 64] from 1 along "pp" {purpose = "activation gradients"}
+// GPIPE-NEXT:   sched.backward %[[STEP]], %[[M0]] stage 0 params @params_s0 grads @grads_s0 state @state cotangent @cot_s0[0]
+// GPIPE-NEXT:   sched.recv @cot_s0[0, 64] from 1 along "pp" {purpose = "activation gradients"}
+// GPIPE-NEXT:   sched.backward %[[STEP]], %[[M1]] stage 0 params @params_s0 grads @grads_s0 state @state cotangent @cot_s0[0]
+// GPIPE-NEXT:   sched.all_reduce @grads_s0[0, 128] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// GPIPE-NEXT:   sched.all_reduce @grads_s0[0, 1120] over ["dp"] {purpose = "gradients", reduce = "sum"}
+// GPIPE-NEXT: }
+// GPIPE-NEXT: sched.on "pp" = 1 {
+// GPIPE-NEXT:   sched.fill @grads_s1[0, 1088] = 0.000000e+00
+// GPIPE-NEXT:   sched.recv @stash_s1[0, 64] from 0 along "pp" {purpose = "activations"}
+// GPIPE-NEXT:   sched.recv @stash_s1[64, 64] from 0 along "pp" {purpose = "activations"}
+// GPIPE-NEXT:   sched.backward %[[STEP]], %[[M0]] stage 1 params @params_s1 grads @grads_s1 state @state in @stash_s1[0] dinput @dinput_s1[0]
+// GPIPE-NEXT:   sched.send @dinput_s1[0, 64] to 0 along "pp" {purpose = "activation gradients"}
+// GPIPE-NEXT:   sched.backward %[[STEP]], %[[M1]] stage 1 params @params_s1 grads @grads_s1 state @state in @stash_s1[64] dinput @dinput_s1[0]
+// GPIPE-NEXT:   sched.send @dinput_s1[0, 64] to 0 along "pp" {purpose = "activation gradients"}
+// GPIPE-NEXT:   sched.all_reduce @grads_s1[0, 128] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// GPIPE-NEXT:   sched.all_reduce @grads_s1[0, 1088] over ["dp"] {purpose = "gradients", reduce = "sum"}
+// GPIPE-NEXT: }
+// GPIPE-NEXT: sched.all_reduce @state[7, 1] over ["pp"] {purpose = "loss", reduce = "sum"}
+// GPIPE-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// GPIPE:      sched.all_reduce @state[6, 1] over ["pp"] {purpose = "gradient norm", reduce = "sum"}
+// 1F1B over three stages (ZeRO-1 over "dp", 4 micro-batches): the middle stage fills the
+// pipeline with one forward, then sends each activation while it receives the gradient of an
+// earlier one (sched.send_recv) and sends each input gradient back while it receives the next
+// input; it keeps at most 2 inputs (its stash: 2 × 64 floats, slots reused), and adds zeros to
+// the tied embedding's all-reduce, which it does not hold.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry onef | FileCheck %s --check-prefix=ONEF
+// ONEF:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
+// ONEF:      sched.buffer @tied_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
+// ONEF:      sched.buffer @stash_s2 {floats = 64 : i64, lifetime = "step", stage = 2 : i64}
+// ONEF:      sched.on "pp" = 1 {
+// ONEF-NEXT:   sched.fill @grad_shard_s1[0, 464] = 0.000000e+00
+// ONEF-NEXT:   sched.fill @grads_s1[0, 928] = 0.000000e+00
+// ONEF-NEXT:   sched.recv @stash_s1[0, 64] from 0 along "pp" {purpose = "activations"}
+// ONEF-NEXT:   sched.forward %[[STEP:[^,]*]], %[[M0:[^ ]*]] stage 1 params @params_s1 in @stash_s1[0] out @act_s1[0]
+// ONEF-NEXT:   sched.send @act_s1[0, 64] to 2 along "pp" {purpose = "activations"}
+// ONEF-NEXT:   sched.recv @stash_s1[64, 64] from 0 along "pp" {purpose = "activations"}
+// ONEF-NEXT:   sched.forward %[[STEP]], %{{[^ ]*}} stage 1 params @params_s1 in @stash_s1[64] out @act_s1[0]
+// ONEF-NEXT:   sched.send_recv @act_s1[0, 64] to 2, @cot_s1[0, 64] from 2 along "pp" {purpose = "activations / activation gradients"}
+// ONEF-NEXT:   sched.backward %[[STEP]], %[[M0]] stage 1 params @params_s1 grads @grads_s1 state @state in @stash_s1[0] cotangent @cot_s1[0] dinput @dinput_s1[0]
+// ONEF-NEXT:   sched.send_recv @dinput_s1[0, 64] to 0, @stash_s1[0, 64] from 0 along "pp" {purpose = "activation gradients / activations"}
+// ONEF:        sched.send @dinput_s1[0, 64] to 0 along "pp" {purpose = "activation gradients"}
+// ONEF-NEXT:   sched.recv @cot_s1[0, 64] from 2 along "pp" {purpose = "activation gradients"}
+// ONEF-NEXT:   sched.backward
+// ONEF-NEXT:   sched.send @dinput_s1[0, 64] to 0 along "pp" {purpose = "activation gradients"}
+// ONEF-NEXT:   sched.fill @tied_s1[0, 128] = 0.000000e+00
+// ONEF-NEXT:   sched.all_reduce @tied_s1[0, 128] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// ONEF-NEXT:   sched.reduce_scatter @grads_s1[0, 384] -> @grad_shard_s1[0] over ["dp"] {purpose = "gradients"}
+// ONEF:      sched.on "pp" = 2 {
+// ONEF-NEXT:   sched.fill
+// ONEF-NEXT:   sched.fill
+// ONEF-NEXT:   sched.recv @stash_s2[0, 64] from 1 along "pp" {purpose = "activations"}
+// ONEF-NEXT:   sched.backward %{{.*}} stage 2 params @params_s2 grads @grads_s2 state @state in @stash_s2[0] dinput @dinput_s2[0]
+// ONEF-NEXT:   sched.send_recv @dinput_s2[0, 64] to 1, @stash_s2[0, 64] from 1 along "pp" {purpose = "activation gradients / activations"}
+// ONEF:      sched.all_reduce @state[6, 1] over ["dp"] {purpose = "gradient norm", reduce = "sum"}
+// ONEF-NEXT: sched.all_reduce @state[6, 1] over ["pp"] {purpose = "gradient norm", reduce = "sum"}
+// ONEF-NEXT: sched.on "pp" = 0 {
+// ONEF-NEXT:   sched.update
+// ONEF-NEXT:   sched.all_gather @param_shard_s0[0, 480] -> @params_s0[0] over ["dp"] {purpose = "updated parameters"}
 // planc explain predicts the same collectives (training::dataCollectives): per step, the
 // calls and the bytes one rank sends in a ring of 4 (all-gather and reduce-scatter 3/4 of the
 // full buffer, all-reduce 2 × 3/4).

@@ -156,6 +156,47 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 
 // -----
 
+// (f) 1F1B's steady state on three stages: the middle stage exchanges with both
+// neighbours (sched.send_recv: each half matches a peer's send or receive on its own). Stage
+// 2 receives 8 floats where stage 1's exchange sends it 16.
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 3>}
+sched.buffer @act {floats = 32 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "pp" = 0 {
+    sched.send_recv @act[0, 8] to 1, @act[8, 8] from 1 along "pp" {purpose = "activations / activation gradients"}
+  }
+  sched.on "pp" = 1 {
+    sched.send_recv @act[0, 8] to 0, @act[8, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
+    // expected-error @+1 {{rank 1 (pp 1) sends 16 floats but rank 2 (pp 2) receives 8 floats}}
+    sched.send_recv @act[0, 16] to 2, @act[16, 8] from 2 along "pp" {purpose = "activations / activation gradients"}
+  }
+  sched.on "pp" = 2 {
+    // expected-note @+1 {{the receive}}
+    sched.send_recv @act[0, 8] to 1, @act[8, 8] from 1 along "pp" {purpose = "activation gradients / activations"}
+  }
+  return
+}
+
+// -----
+
+// (g) A send-receive whose peer only sends: the receive half completes, the send half
+// never does.
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @act {floats = 16 : i64, lifetime = "step"}
+// expected-note @+1 {{rank 1 (pp 1) has finished the function}}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "pp" = 0 {
+    // expected-error @+1 {{deadlock in @planc_step: rank 0 (pp 0) waits here forever (send of 8 floats and receive of 8 floats)}}
+    sched.send_recv @act[0, 8] to 1, @act[8, 8] from 1 along "pp" {purpose = "activations / activation gradients"}
+  }
+  sched.on "pp" = 1 {
+    sched.send @act[8, 8] to 0 along "pp" {purpose = "activation gradients"}
+  }
+  return
+}
+
+// -----
+
 // Collectives on two communicators in a cyclic order on a 2 × 2 mesh: ranks 0 and 3
 // all-reduce over "dp" first, ranks 1 and 2 over "pp" first. Rank 0 waits for its "dp"
 // partner rank 2, which waits for its "pp" partner rank 3, which waits for rank 1 over
@@ -288,6 +329,31 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
     sched.all_reduce @state[7, 1] over ["dp"] {purpose = "last stage loss", reduce = "mean"}
   }
   sched.all_reduce @state[7, 1] over ["dp", "pp"] {purpose = "loss", reduce = "max"}
+  return
+}
+
+// -----
+
+// (e) 1F1B's steady state, where plain sends would deadlock as in (c'): stage 0 sends its
+// activation while receiving the gradient of an earlier micro-batch, and the last stage
+// sends its input's gradient while receiving the next input, at once (sched.send_recv).
+// CHECK-LABEL: sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+// CHECK:      sched.send_recv @act[0, 8] to 1, @act[8, 8] from 1 along "pp" {purpose = "activations / activation gradients"}
+// CHECK:      sched.send_recv @act[8, 8] to 0, @act[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
+// CHECK-NEXT: sched.send @act[8, 8] to 0 along "pp" {purpose = "activation gradients"}
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @act {floats = 16 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "pp" = 0 {
+    sched.send @act[0, 8] to 1 along "pp" {purpose = "activations"}
+    sched.send_recv @act[0, 8] to 1, @act[8, 8] from 1 along "pp" {purpose = "activations / activation gradients"}
+    sched.recv @act[8, 8] from 1 along "pp" {purpose = "activation gradients"}
+  }
+  sched.on "pp" = 1 {
+    sched.recv @act[0, 8] from 0 along "pp" {purpose = "activations"}
+    sched.send_recv @act[8, 8] to 0, @act[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
+    sched.send @act[8, 8] to 0 along "pp" {purpose = "activation gradients"}
+  }
   return
 }
 

@@ -55,3 +55,25 @@ func.func @f(%tok: tensor<2x4xi32> {nn.input = "tokens"}, %tgt: tensor<2x4xi32> 
   %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// An op that reads no layer's parameters is computed again by each stage that reads it: the
+// token embedding, read by layer 0 (stage 0) and by a skip connection after layer 1 (stage 1),
+// is in both stages, and the cut carries the residual stream only.
+// CHECK-LABEL: func.func private @skip_stage0(
+// CHECK:      nn.embedding
+// CHECK-LABEL: func.func private @skip_stage1(
+// CHECK-SAME: %[[TOK1:[^:]*]]: tensor<2x4xi32> {nn.input = "tokens"}, %{{[^:]*}}: tensor<2x4xi32> {nn.input = "targets"}, %[[WTE2:[^:]*]]: tensor<16x8xf32> {nn.param = "wte.weight"},
+// CHECK-SAME: %{{[^:]*}}: tensor<8x8xf32> {nn.param = "h.1.fc.weight"}, %{{[^:]*}}: tensor<2x4x8xf32> {nn.activation = "stage0"})
+// CHECK-NEXT: %[[X1:.*]] = nn.embedding %[[WTE2]], %[[TOK1]]
+// CHECK:      nn.add %[[X1]],
+func.func @skip(%tok: tensor<2x4xi32> {nn.input = "tokens"}, %tgt: tensor<2x4xi32> {nn.input = "targets"},
+                %wte: tensor<16x8xf32> {nn.param = "wte.weight"}, %w0: tensor<8x8xf32> {nn.param = "h.0.fc.weight"},
+                %w1: tensor<8x8xf32> {nn.param = "h.1.fc.weight"}) -> tensor<f32> attributes {nn.forward} {
+  %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %m0 = nn.matmul %x, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %m1 = nn.matmul %m0, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %r = nn.add %x, %m1 : tensor<2x4x8xf32>
+  %l = nn.matmul %r, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -370,3 +370,37 @@ func.func @f(%ctx: !llvm.ptr {sched.context}) {
   }
   return
 }
+
+// -----
+
+// A pipeline stage's buffer exists on that stage's ranks only.
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @grads_s1 {floats = 8 : i64, lifetime = "step", stage = 1 : i64}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "pp" = 0 {
+    // expected-error @+1 {{'sched.fill' op uses @grads_s1, a buffer of pipeline stage 1 only, outside a sched.on region of that stage}}
+    sched.fill @grads_s1[0, 8] = 0.0
+  }
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @a {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.forward' op range [9, 9) lies outside @a of 8 floats}}
+  sched.forward %step, %step stage 0 params @p in @a[9] out @a[0]
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @a {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.send_recv' op peer 2 lies outside axis 'pp' of size 2}}
+  sched.send_recv @a[0, 4] to 2, @a[4, 4] from 0 along "pp" {purpose = "x"}
+  return
+}

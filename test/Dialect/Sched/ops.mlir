@@ -72,3 +72,23 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   // CHECK-NEXT: return
   return
 }
+
+// Pipeline stages: a stage's buffer, its forward and backward (with and without the optional
+// ranges) and an exchange with a neighbour.
+// CHECK-LABEL: func.func @stage(
+// CHECK-SAME: %[[S:[^:]*]]: i64
+func.func @stage(%ctx: !llvm.ptr {sched.context}, %s: i64) {
+  sched.on "pp" = 1 {
+    // CHECK: sched.forward %[[S]], %[[S]] stage 1 params @params out @grads[0]
+    sched.forward %s, %s stage 1 params @params out @grads[0]
+    // CHECK-NEXT: sched.forward %[[S]], %[[S]] stage 1 params @params in @shard[8] out @grads[0] {collectives = [{axis = "dp", collective = "all_reduce", floats = 8 : i64, purpose = "x"}]}
+    sched.forward %s, %s stage 1 params @params in @shard[8] out @grads[0] {collectives = [{axis = "dp", collective = "all_reduce", floats = 8 : i64, purpose = "x"}]}
+    // CHECK-NEXT: sched.backward %[[S]], %[[S]] stage 1 params @params grads @grads state @state in @shard[8] cotangent @m[0] dinput @v[0]
+    sched.backward %s, %s stage 1 params @params grads @grads state @state in @shard[8] cotangent @m[0] dinput @v[0]
+    // CHECK-NEXT: sched.backward %[[S]], %[[S]] stage 1 params @params grads @grads state @state
+    sched.backward %s, %s stage 1 params @params grads @grads state @state
+    // CHECK-NEXT: sched.send_recv @m[0, 8] to 0, @v[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
+    sched.send_recv @m[0, 8] to 0, @v[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
+  }
+  return
+}

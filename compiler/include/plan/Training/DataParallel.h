@@ -32,6 +32,12 @@ struct FlatLayout {
 };
 FlatLayout flatLayout(const std::vector<int64_t> &counts, const std::vector<bool> &decayed, int64_t shards);
 
+/// The pipeline stage of layer `layer` of `layers` over `stages` balanced,
+/// contiguous stages: ⌊layer·stages/layers⌋ (nn-pipeline-split and the cost model).
+inline int64_t pipelineStageOfLayer(int64_t layer, int64_t layers, int64_t stages) {
+  return layers > 0 ? layer * stages / layers : 0;
+}
+
 enum class Collective { AllReduce, AllGather, ReduceScatter };
 const char *collectiveName(Collective c);
 

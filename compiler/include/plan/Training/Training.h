@@ -71,6 +71,25 @@ struct TensorParallel {
 };
 TensorParallel tensorParallelOf(pl::TrainOp train);
 
+/// Pipeline parallelism (`nn-pipeline-split`): cuts a forward function into
+/// `stages` functions `<f>_stage<s>` (attribute nn.stage = s), layer k of L on
+/// stage pipelineStageOfLayer(k, L, stages), every other op on the latest stage of
+/// its operands (ops without operands are cloned into each stage that reads them).
+/// Each takes the arguments it reads (a parameter read on two stages, like a tied
+/// embedding, is an argument of both) and, after the first, the previous stage's
+/// activation (nn.activation); it returns the activation it hands on, or the loss.
+/// Errors when a cut is crossed by more than one value.
+mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>> splitPipeline(mlir::func::FuncOp forward, int64_t stages);
+
+/// The pipeline-parallel settings of a train plan: the axis, its size (1 when
+/// none), the stage count the plan declares and the schedule.
+struct Pipeline {
+  std::string axis;
+  int64_t size = 1, stages = 1;
+  pl::PipelineSchedule schedule = pl::PipelineSchedule::one_f_one_b;
+};
+Pipeline pipelineOf(pl::TrainOp train);
+
 /// The layer a parameter path belongs to: its first all-digit component
 /// ("h.3.attn.c_attn.weight" → 3), or -1 (embeddings, final norm).
 int64_t layerOf(llvm::StringRef path);

@@ -100,6 +100,15 @@ LogicalResult checkRange(Operation *op, SymbolTableCollection &tables, FlatSymbo
   auto buffer = tables.lookupNearestSymbolFrom<BufferOp>(op, name);
   if (!buffer)
     return op->emitOpError() << "uses " << name << ", which is not a sched.buffer";
+  // A pipeline stage's buffer exists on that stage's ranks only.
+  if (std::optional<uint64_t> stage = buffer.getStage()) {
+    bool inside = false;
+    for (auto on = op->getParentOfType<OnOp>(); on && !inside; on = on->getParentOfType<OnOp>())
+      inside = on.getCoordAttr().getInt() == int64_t(*stage);
+    if (!inside)
+      return op->emitOpError() << "uses " << name << ", a buffer of pipeline stage " << *stage
+                               << " only, outside a sched.on region of that stage";
+  }
   if (offset < 0 || count < 0 || offset + count > buffer.getFloats())
     return op->emitOpError() << "range [" << offset << ", " << offset + count << ") lies outside " << name
                              << " of " << buffer.getFloats() << " floats";
@@ -230,4 +239,47 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkPointToPoint(*this, getAxis(), getPeer())))
     return failure();
   return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
+}
+
+namespace {
+/// An optional buffer range: present with its offset, or absent with none.
+LogicalResult checkOptional(Operation *op, SymbolTableCollection &t, FlatSymbolRefAttr buf,
+                            std::optional<uint64_t> offset, const char *what) {
+  if (bool(buf) != offset.has_value())
+    return op->emitOpError() << "gives " << what << " a buffer and an offset together or neither";
+  return buf ? checkRange(op, t, buf, int64_t(*offset), 0) : success();
+}
+} // namespace
+
+LogicalResult ForwardOp::verify() {
+  if (getStageAttr().getInt() < 0)
+    return emitOpError() << "names a negative stage";
+  return success();
+}
+LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) ||
+      failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")))
+    return failure();
+  return checkRange(*this, t, getOutputAttr(), getOutputOffset(), 0);
+}
+LogicalResult BackwardOp::verify() {
+  if (getStageAttr().getInt() < 0)
+    return emitOpError() << "names a negative stage";
+  return success();
+}
+LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) || failed(checkRange(*this, t, getGradsAttr(), 0, 0)) ||
+      failed(checkRange(*this, t, getStateAttr(), 0, 8)))
+    return failure();
+  if (failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")) ||
+      failed(checkOptional(*this, t, getCotangentAttr(), getCotangentOffset(), "its cotangent")))
+    return failure();
+  return checkOptional(*this, t, getDinputAttr(), getDinputOffset(), "its input's gradient");
+}
+LogicalResult SendRecvOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkPointToPoint(*this, getAxis(), getTo())) || failed(checkPointToPoint(*this, getAxis(), getFrom())))
+    return failure();
+  if (failed(checkRange(*this, t, getBufferAttr(), getOffset(), getCount())))
+    return failure();
+  return checkRange(*this, t, getRecvBufferAttr(), getRecvOffset(), getRecvCount());
 }

@@ -62,9 +62,13 @@ def Sched_BufferOp : Sched_Op<"buffer", [Symbol]> {
     `lifetime` is "persistent" (lives across steps: parameters, optimizer
     state), "step" (zeroed and used within a step) or "transient" (exists only
     between a `sched.alloc` and a `sched.free`). The runtime allocates buffers in
-    declaration order; their index is their id in the runtime calls.
+    declaration order; their index is their id in the runtime calls. Under
+    pipeline parallelism a buffer with a `stage` belongs to the ranks of that
+    pipeline stage only: only they allocate it, and only ops inside a `sched.on`
+    region of that coordinate use it.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$floats, StrAttr:$lifetime);
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$floats, StrAttr:$lifetime,
+                       OptionalAttr<I64Attr>:$stage);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
@@ -128,6 +132,53 @@ def Sched_GradOp : Sched_BufferUser<"grad"> {
   let assemblyFormat = "$step `,` $micro `params` $params `grads` $grads `state` $state attr-dict";
 }
 
+def Sched_ForwardOp : Sched_BufferUser<"forward"> {
+  let summary = "A pipeline stage's forward pass of one micro-batch";
+  let description = [{
+    Reads micro-batch `micro` of step `step` (as `sched.grad`) and calls stage
+    `stage`'s forward entry point with the parameters in `params` and, on every
+    stage but the first, the activation the previous stage sent (`in`); writes
+    the activation it hands on to `out`. The stage's backward pass
+    (`sched.backward`) computes the forward again from the same input, so a
+    stage keeps one activation per micro-batch in flight (GPipe's
+    re-materialisation). `collectives` lists those the entry point issues
+    itself (tensor parallelism), as on `sched.grad`.
+  }];
+  let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
+                       OptionalAttr<FlatSymbolRefAttr>:$input, OptionalAttr<I64Attr>:$input_offset,
+                       FlatSymbolRefAttr:$output, I64Attr:$output_offset, OptionalAttr<ArrayAttr>:$collectives);
+  let assemblyFormat = [{
+    $step `,` $micro `stage` $stage `params` $params (`in` $input^ `[` $input_offset `]`)?
+    `out` $output `[` $output_offset `]` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_BackwardOp : Sched_BufferUser<"backward"> {
+  let summary = "A pipeline stage's backward pass of one micro-batch";
+  let description = [{
+    Calls stage `stage`'s backward entry point on micro-batch `micro` of step
+    `step`: the stage's forward again from its input (`in`, or the tokens on the
+    first stage), then the vector-Jacobian product with the gradient of its
+    output (`cotangent`, from the next stage; the last stage starts from its
+    loss, which it adds / accumulation to `state[7]`). `grads += ∇` as
+    `sched.grad`; on every stage but the first the gradient of the input goes to
+    `dinput`, for the previous stage.
+  }];
+  let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
+                       FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state,
+                       OptionalAttr<FlatSymbolRefAttr>:$input, OptionalAttr<I64Attr>:$input_offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$cotangent, OptionalAttr<I64Attr>:$cotangent_offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$dinput, OptionalAttr<I64Attr>:$dinput_offset,
+                       OptionalAttr<ArrayAttr>:$collectives);
+  let assemblyFormat = [{
+    $step `,` $micro `stage` $stage `params` $params `grads` $grads `state` $state
+    (`in` $input^ `[` $input_offset `]`)? (`cotangent` $cotangent^ `[` $cotangent_offset `]`)?
+    (`dinput` $dinput^ `[` $dinput_offset `]`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Sched_SumSquaresOp : Sched_BufferUser<"sumsq"> {
   let summary = "The sum of squared gradients of this rank's pieces, into state[6]";
   let arguments = (ins SymbolRefArrayAttr:$buffers, DenseI64ArrayAttr:$offsets, FlatSymbolRefAttr:$state);
@@ -188,6 +239,24 @@ def Sched_RecvOp : Sched_BufferUser<"recv"> {
   let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, StrAttr:$axis, I64Attr:$peer,
                        StrAttr:$purpose);
   let assemblyFormat = "$buffer `[` $offset `,` $count `]` `from` $peer `along` $axis attr-dict";
+}
+
+def Sched_SendRecvOp : Sched_BufferUser<"send_recv"> {
+  let summary = "A send and a receive along one axis that complete together";
+  let description = [{
+    Sends `count` floats of the first range to the rank at coordinate `to` on
+    `axis` while receiving `recv_count` floats into the second range from the
+    rank at `from` (MPI_Sendrecv): the two halves match the peers' sends and
+    receives independently, so two neighbours that exchange at once do not
+    wait for each other (Megatron's send-forward-receive-backward in 1F1B).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, I64Attr:$to,
+                       FlatSymbolRefAttr:$recv_buffer, I64Attr:$recv_offset, I64Attr:$recv_count, I64Attr:$from,
+                       StrAttr:$axis, StrAttr:$purpose);
+  let assemblyFormat = [{
+    $buffer `[` $offset `,` $count `]` `to` $to `,` $recv_buffer `[` $recv_offset `,` $recv_count `]` `from` $from
+    `along` $axis attr-dict
+  }];
 }
 
 #endif // PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
