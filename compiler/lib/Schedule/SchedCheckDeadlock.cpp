@@ -106,8 +106,32 @@ public:
         out.push_back({&op, kind, 0, 0, rankOf(pc), floats(count)});
         return success();
       };
+      // The collectives a step function issues itself (tensor parallelism), listed on the
+      // op that calls it, in the order every rank of their group issues them.
+      auto inside = [&](ArrayAttr list) -> LogicalResult {
+        if (!list)
+          return success();
+        for (Attribute a : list) {
+          auto entry = dyn_cast<DictionaryAttr>(a);
+          auto kind = entry ? entry.getAs<StringAttr>("collective") : StringAttr();
+          auto axis = entry ? entry.getAs<StringAttr>("axis") : StringAttr();
+          auto count = entry ? entry.getAs<IntegerAttr>("floats") : IntegerAttr();
+          if (!kind || !axis || !count)
+            return op.emitOpError() << "lists a collective without its kind, axis and floats: " << a;
+          if (failed(collective(ArrayAttr::get(op.getContext(), {axis}), (kind.getValue() + " (inside the step function)").str(),
+                                count.getInt())))
+            return failure();
+        }
+        return success();
+      };
       LogicalResult r = success();
-      if (auto x = dyn_cast<sched::AllReduceOp>(op))
+      if (auto x = dyn_cast<sched::GradOp>(op))
+        r = inside(x.getCollectivesAttr());
+      else if (auto x = dyn_cast<sched::ForwardOp>(op))
+        r = inside(x.getCollectivesAttr());
+      else if (auto x = dyn_cast<sched::BackwardOp>(op))
+        r = inside(x.getCollectivesAttr());
+      else if (auto x = dyn_cast<sched::AllReduceOp>(op))
         r = collective(x.getAxes(), ("all_reduce (" + x.getReduce() + ")").str(), x.getCount());
       else if (auto x = dyn_cast<sched::AllGatherOp>(op))
         r = collective(x.getAxes(), "all_gather", x.getCount());

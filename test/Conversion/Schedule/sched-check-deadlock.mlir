@@ -2,9 +2,10 @@
 // functions whose first argument is the sched.context; micro-batch loops unrolled, sched.on
 // regions taken where the rank's coordinate matches): a collective completes when every rank
 // of its communicator (the ranks that share the coordinates outside its axes) is at a
-// collective on it of the same kind and size; a send when its peer is at the matching
-// receive. A rank that would wait for ever is a located error naming the rank, with notes at
-// what the others do; ranks of one communicator that disagree about a collective are an error
+// collective on it of the same kind and size (those a step function issues itself, listed
+// on the op that calls it, included); a send when its peer is at the matching receive. A
+// rank that would wait for ever is a located error naming the rank, with notes at what the
+// others do; ranks of one communicator that disagree about a collective are an error
 // at one and a note at the other. Balanced programs pass through unchanged.
 // RUN: planc-opt %s -split-input-file -sched-check-deadlock -verify-diagnostics
 // The programs after the "pass" marker, without -verify-diagnostics: printed unchanged.
@@ -191,6 +192,25 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   }
   sched.on "pp" = 1 {
     sched.send @act[8, 8] to 0 along "pp" {purpose = "activation gradients"}
+  }
+  return
+}
+
+// -----
+
+// (h) The collectives a step function issues itself (tensor parallelism, listed on sched.grad)
+// are simulated too: a gradient call that only the tp = 0 rank makes leaves it waiting in the
+// all-reduce inside it.
+sched.mesh @mesh {axes = ["tp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "persistent"}
+sched.buffer @g {floats = 16 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+// expected-note @+1 {{rank 1 (tp 1) has finished the function}}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %c0 = arith.constant 0 : i64
+  sched.on "tp" = 0 {
+    // expected-error @+1 {{deadlock in @planc_step: rank 0 (tp 0) waits here forever (all_reduce (inside the step function) of 16 floats)}}
+    sched.grad %step, %c0 params @p grads @g state @s {collectives = [{axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "row-parallel output"}]}
   }
   return
 }
