@@ -46,8 +46,8 @@ std::string plan::stageNames() {
 }
 
 bool plan::stageImplemented(Stage s) {
-  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::Sched ||
-         s == Stage::LLVM;
+  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::Sharded ||
+         s == Stage::SPMD || s == Stage::Sched || s == Stage::LLVM;
 }
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
@@ -58,6 +58,19 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
   }
   if (stage >= Stage::NN)
     pm.addPass(createConvertPlanToNN());
+  // The layout stages branch off after nn: the global program annotated with the
+  // layout (upstream shard dialect, propagated), and the per-rank forward functions.
+  if (stage == Stage::Sharded) {
+    pm.addPass(createPlanShard());
+    pm.addNestedPass<mlir::func::FuncOp>(mlir::shard::createShardingPropagation());
+    return;
+  }
+  if (stage == Stage::SPMD) {
+    PlanTrainStepOptions spmd;
+    spmd.partitionOnly = true;
+    pm.addPass(createPlanTrainStep(spmd));
+    return;
+  }
   if (stage >= Stage::Grad)
     pm.addPass(createPlanTrainStep());
   if (stage >= Stage::Sched) {

@@ -263,6 +263,7 @@ struct NNAutodiff : plan::impl::NNAutodiffBase<NNAutodiff> {
 };
 
 struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
@@ -302,6 +303,13 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
                                           ? training::Recompute::Selective
                                           : training::Recompute::None;
       bool scaled = train.getPrecision() == pl::Precision::fp16;
+      // `planc emit --stage spmd`: the per-rank forward functions only.
+      if (partitionOnly) {
+        if (training::Pipeline pp = training::pipelineOf(train);
+            pp.size > 1 && failed(training::splitPipeline(fwd, pp.size)))
+          return signalPassFailure();
+        continue;
+      }
       // Pipeline parallelism: one forward function per stage, each with its gradient
       // (a vector-Jacobian product but on the last) and its own update.
       if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {

@@ -355,7 +355,7 @@ int run(const Options &opts, const char *argv0) {
     if (!stageImplemented(*stage)) {
       llvm::errs() << "planc: error: stage '" << opts.stage
                    << "' is not implemented in this version of planc; it can stop at ast, plan, "
-                      "nn, grad, sched and llvm (the tensor-parallel layout stages and ptx come next)\n";
+                      "nn, grad, sharded, spmd, sched and llvm (ptx comes with the CUDA target)\n";
       return 1;
     }
     if (*stage == Stage::AST && !opts.entry.empty())

@@ -96,13 +96,39 @@ def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
   let summary = "The forward, gradient and optimizer-update functions of each train plan";
   let description = [{
     For each `plan.train @t` whose model has been expanded to nn: `@t_forward`
-    (the model with batch and sequence static: [micro, seq]), `@t_grad`
-    (`nn-autodiff` of it) and `@t_update` (global gradient norm, clipping,
-    learning-rate schedule and one `nn.adamw` per parameter, weight decay on
-    matrices only).
+    (the model with batch and sequence static: [micro, seq]; what one rank of a
+    tensor group computes, `nn-tensor-parallel`; under a pipeline also cut into
+    `@t_forward_stage<k>`, `nn-pipeline-split`), `@t_grad` (`nn-autodiff` of it;
+    `@t_stage<k>_grad` per stage) and `@t_update` (global gradient norm,
+    clipping, learning-rate schedule and one `nn.adamw` per parameter, weight
+    decay on matrices only). With `partition-only`, it stops after the per-rank
+    forward functions (`planc emit --stage spmd`).
   }];
+  let options = [Option<"partitionOnly", "partition-only", "bool", /*default=*/"false",
+                        "stop after the per-rank forward functions (no gradient, no update)">];
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect", "mlir::tensor::TensorDialect"];
+}
+
+def PlanShard : Pass<"plan-shard", "mlir::ModuleOp"> {
+  let summary = "The global program of each train plan, annotated with its layout in the upstream shard dialect";
+  let description = [{
+    For each `plan.train @t` whose model has been expanded to nn: `@t_sharded`,
+    the model at the step's global micro-batch ([micro × data-parallel size,
+    seq]), on a `shard.grid` named after the plan's mesh (its axes' sizes), with
+    each argument annotated (`shard.shard … annotate_for_users`) by how the
+    executable lays it out: the tokens and targets split along the batch over
+    the data axes, each parameter split along the dim `nn-tensor-parallel`
+    splits over the tensor axis (replicated otherwise; a packed q/k/v weight is
+    split per block, which one split axis only approximates: its `nn.split`
+    argument attribute gives the blocks), and under a pipeline the stages that
+    hold each parameter as `nn.pipeline_stages` (a tied embedding: the first and
+    the last). Upstream's
+    `sharding-propagation` then carries the layout through the ops that have the
+    ShardingInterface (`planc emit --stage sharded`). The executable is built
+    from the per-rank functions of `plan-train-step`, which apply this layout.
+  }];
+  let dependentDialects = ["plan::nn::NNDialect", "mlir::shard::ShardDialect"];
 }
 
 def PlanTrainABI : Pass<"plan-train-abi", "mlir::ModuleOp"> {

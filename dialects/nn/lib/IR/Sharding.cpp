@@ -1,10 +1,9 @@
-// The upstream ShardingInterface (shard dialect) on the nn ops where it is meaningful:
-// each op's iteration space and indexing maps, so that sharding propagation can carry a
-// layout through a model. Elementwise ops partition trivially (upstream's model); the
-// others are partitioned as fully replicated until the parallel layouts specialise them.
-// LayerNorm, RMSNorm, attention, embedding and cross-entropy are not given the interface
-// yet: their partitioning (Megatron's vocab-parallel embedding and cross-entropy,
-// head-parallel attention) needs more than indexing maps.
+// The upstream ShardingInterface (shard dialect) on the nn ops of a forward program: each
+// op's iteration space and indexing maps, so that sharding propagation can carry a layout
+// through a model (`planc emit --stage sharded`). Elementwise ops partition trivially
+// (upstream's model). The executable's partitioning is nn-tensor-parallel's, which also
+// knows what indexing maps cannot say (the vocab-parallel loss's reductions, the q/k/v
+// blocks of a packed projection).
 #include "plan/Dialect/NN/IR/Sharding.h"
 
 #include "plan/Dialect/NN/IR/NN.h"
@@ -79,6 +78,77 @@ struct SumRowsSharding : ShardingInterface::ExternalModel<SumRowsSharding, nn::S
   }
 };
 
+/// table [V, H], ids [B, S] → [B, S, H]; loops (b, s, h, v), v a sum: a vocab-split table
+/// gives each rank the rows it holds and zeros elsewhere, summed over the ranks (Megatron's
+/// vocab-parallel embedding).
+struct EmbeddingSharding : ShardingInterface::ExternalModel<EmbeddingSharding, nn::EmbeddingOp> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
+    return {Iter::parallel, Iter::parallel, Iter::parallel, Iter::reduction};
+  }
+  SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *) const { return {ReductionKind::Sum}; }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    return {map(ctx, 4, {3, 2}), map(ctx, 4, {0, 1}), map(ctx, 4, {0, 1, 2})};
+  }
+};
+
+/// tokens [B, S] → positions [B, S]; loops (b, s).
+struct PositionsSharding : ShardingInterface::ExternalModel<PositionsSharding, nn::PositionsOp> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const { return {Iter::parallel, Iter::parallel}; }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    return {map(ctx, 2, {0, 1}), map(ctx, 2, {0, 1})};
+  }
+};
+
+/// x [B, S, H], weight [H] (and bias [H]) → [B, S, H]; loops (b, s, h). The statistics are
+/// over h, so a split of h would need them reduced over it: nn-tensor-parallel refuses such
+/// a layout, and the layouts planc builds split the batch and the sequence only.
+template <typename Norm>
+struct NormSharding : ShardingInterface::ExternalModel<NormSharding<Norm>, Norm> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
+    return {Iter::parallel, Iter::parallel, Iter::parallel};
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    SmallVector<AffineMap> maps{map(ctx, 3, {0, 1, 2})};
+    for (unsigned i = 1; i < op->getNumOperands(); ++i)
+      maps.push_back(map(ctx, 3, {2}));
+    maps.push_back(map(ctx, 3, {0, 1, 2}));
+    return maps;
+  }
+};
+
+/// qkv [B, S, F] → [B, S, E] (F the packed q, k, v features, E the output's); loops
+/// (b, s, f, e). Attention mixes the positions of a sequence, so the layouts planc builds
+/// split the batch and the heads (nn-tensor-parallel), never the sequence here.
+struct SDPASharding : ShardingInterface::ExternalModel<SDPASharding, nn::SDPAOp> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
+    return {Iter::parallel, Iter::parallel, Iter::parallel, Iter::parallel};
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    return {map(ctx, 4, {0, 1, 2}), map(ctx, 4, {0, 1, 3})};
+  }
+};
+
+/// logits [B, S, V], targets [B, S] → the mean loss; loops (b, s, v), all reduced: the
+/// batch's partial sums over the data axes, the vocabulary's over the tensor axis (where the
+/// executable's vocab-parallel loss reduces the maximum, the sum of exponentials and the
+/// target logit: nn.vocab_parallel_cross_entropy).
+struct CrossEntropySharding : ShardingInterface::ExternalModel<CrossEntropySharding, nn::CrossEntropyOp> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
+    return {Iter::reduction, Iter::reduction, Iter::reduction};
+  }
+  SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *) const {
+    return {ReductionKind::Sum, ReductionKind::Sum, ReductionKind::Sum};
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    return {map(ctx, 3, {0, 1, 2}), map(ctx, 3, {0, 1}), map(ctx, 3, {})};
+  }
+};
+
 template <typename... Ops>
 void elementwise(MLIRContext *ctx) {
   (Ops::template attachInterface<ElementwiseShardingInterface<Ops>>(*ctx), ...);
@@ -89,7 +159,13 @@ void elementwise(MLIRContext *ctx) {
 void plan::nn::registerShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, NNDialect *) {
     elementwise<nn::AddOp, nn::SubOp, nn::MulOp, nn::ScaleOp, nn::GeluOp, nn::SiluOp, nn::ReluOp, nn::GeluGradOp,
-                nn::SiluGradOp, nn::ReluGradOp, nn::RoundOp>(ctx);
+                nn::SiluGradOp, nn::ReluGradOp, nn::RoundOp, nn::DropoutOp>(ctx);
+    nn::EmbeddingOp::attachInterface<EmbeddingSharding>(*ctx);
+    nn::PositionsOp::attachInterface<PositionsSharding>(*ctx);
+    nn::LayerNormOp::attachInterface<NormSharding<nn::LayerNormOp>>(*ctx);
+    nn::RMSNormOp::attachInterface<NormSharding<nn::RMSNormOp>>(*ctx);
+    nn::SDPAOp::attachInterface<SDPASharding>(*ctx);
+    nn::CrossEntropyOp::attachInterface<CrossEntropySharding>(*ctx);
     nn::MatmulOp::attachInterface<MatmulSharding>(*ctx);
     nn::MatmulWGradOp::attachInterface<MatmulWGradSharding>(*ctx);
     nn::BiasAddOp::attachInterface<BiasAddSharding>(*ctx);

@@ -5,8 +5,9 @@
 #include "mlir/IR/DialectRegistry.h"
 
 namespace plan::nn {
-/// Attaches mlir::shard::ShardingInterface to the elementwise ops, bias_add,
-/// matmul, matmul_wgrad and sum_rows.
+/// Attaches mlir::shard::ShardingInterface to the elementwise ops, bias_add, matmul,
+/// matmul_wgrad, sum_rows, embedding, positions, the norms, attention and
+/// cross-entropy.
 void registerShardingModels(mlir::DialectRegistry &registry);
 } // namespace plan::nn
 
