@@ -93,6 +93,7 @@ struct Manifest {
   int64_t pipeline = 1, stage = 0;
   int pipelineAxis = -1;
   std::vector<std::vector<Param>> stageParams;
+  std::vector<int64_t> stageFullFloats;  ///< each stage's floats of whole parameters
   int64_t activationIn = 0, activationOut = 0;  ///< floats received from and sent to the neighbours
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
   /// one of this rank's stage.
@@ -1200,7 +1201,7 @@ private:
                        {P + p.fullOffset, M ? M + p.fullOffset : nullptr, V ? V + p.fullOffset : nullptr}});
       return PLANRT_OK;
     }
-    int64_t most = *std::max_element(stageFullFloats.begin(), stageFullFloats.end());
+    int64_t most = *std::max_element(m.stageFullFloats.begin(), m.stageFullFloats.end());
     unsigned mask = 1u << unsigned(m.pipelineAxis);
     for (int k = 0; k < 3; ++k) {
       if (!mine[k])
@@ -1515,9 +1516,6 @@ private:
   std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;
   uint64_t maxMemPeak = 0;  ///< the most bytes the generated code held in a step
-public:
-  std::vector<int64_t> stageFullFloats;  ///< pipeline: each stage's whole-parameter floats
-private:
   bool scaling() const { return m.lossScaleKind != "none"; }
 };
 
@@ -1576,11 +1574,11 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
           m = std::move(mk);
       }
       m.stageParams = stageParams;
+      m.stageFullFloats = stageFullFloats;
     }
     int rc;
     {
       Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, stages, nstages}, mesh);
-      t.stageFullFloats = stageFullFloats;
       rc = t.run();
     }
     planrt_mesh_finalize(mesh);

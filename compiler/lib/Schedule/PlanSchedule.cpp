@@ -488,10 +488,9 @@ private:
   StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
   void forward(int64_t k, Value step, Value i, int64_t micro) {
     const Bufs &x = bufs[size_t(k)];
-    auto op = sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
-                                       k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0),
-                                       inside("planc_fwd_s" + std::to_string(k)));
-    (void)op;
+    sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
+                             k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0),
+                             inside("planc_fwd_s" + std::to_string(k)));
   }
   void backward(int64_t k, Value step, Value i, int64_t micro) {
     const Bufs &x = bufs[size_t(k)];
