@@ -188,8 +188,9 @@ void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int
   if (!checkStage(ctx, stage, "forward"))
     return;
   float none = 0;
-  float *p = ctx->range(params, 0, 0, "forward"), *x = ctx->optional(in, in_offset, 0, "forward", &none),
-        *y = ctx->range(out, out_offset, 0, "forward");
+  float *p = ctx->range(params, 0, 0, "forward"),
+        *x = ctx->optional(in, in_offset, ctx->activationIn, "forward", &none),
+        *y = ctx->range(out, out_offset, ctx->activationOut, "forward");
   if (!p || !x || !y)
     return;
   ctx->step = step;
@@ -204,9 +205,10 @@ void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, in
     return;
   float none[2] = {0, 0};
   float *p = ctx->range(params, 0, 0, "backward"), *g = ctx->range(grads, 0, 0, "backward"),
-        *s = ctx->range(state, 0, 8, "backward"), *x = ctx->optional(in, in_offset, 0, "backward", none),
-        *dy = ctx->optional(cotangent, cotangent_offset, 0, "backward", none),
-        *dx = ctx->optional(dinput, dinput_offset, 0, "backward", none + 1);
+        *s = ctx->range(state, 0, 8, "backward"),
+        *x = ctx->optional(in, in_offset, ctx->activationIn, "backward", none),
+        *dy = ctx->optional(cotangent, cotangent_offset, ctx->activationOut, "backward", none),
+        *dx = ctx->optional(dinput, dinput_offset, ctx->activationIn, "backward", none + 1);
   if (!p || !g || !s || !x || !dy || !dx)
     return;
   ctx->step = step;

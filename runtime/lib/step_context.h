@@ -56,6 +56,9 @@ struct planrt_step_ctx {
   int64_t stage = 0;
   planrt_stage_fwd_fn stageForward = nullptr;
   planrt_stage_bwd_fn stageBackward = nullptr;
+  /// Floats of the activation a stage receives and of the one it hands on (0 on the
+  /// first and the last stage respectively).
+  int64_t activationIn = 0, activationOut = 0;
   std::vector<int32_t> tokens, targets;
   std::atomic<int64_t> step{0};  ///< read by the watchdog thread
   /// The first failure; later calls do nothing.

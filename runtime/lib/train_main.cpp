@@ -669,7 +669,12 @@ public:
   }
 
   int run() {
-    bool entries = m.pipeline > 1 ? e.stages && e.nstages == m.pipeline : e.grad && e.sumsq && e.update;
+    bool entries = e.grad && e.sumsq && e.update;
+    if (m.pipeline > 1) {
+      entries = e.stages && e.nstages == m.pipeline;
+      for (int64_t i = 0; entries && i < 3 * m.pipeline; ++i)
+        entries = e.stages[i] != nullptr;
+    }
     if (!entries || !e.step || !e.gather || !e.release)
       return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
     if (planrt_status s = prepare())
@@ -941,6 +946,8 @@ private:
     ctx.update = e.update;
     if (m.pipeline > 1) {
       ctx.stage = m.stage;
+      ctx.activationIn = m.activationIn;
+      ctx.activationOut = m.activationOut;
       ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(e.stages[3 * m.stage]);
       ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(e.stages[3 * m.stage + 1]);
       ctx.update = reinterpret_cast<planrt_update_fn>(e.stages[3 * m.stage + 2]);

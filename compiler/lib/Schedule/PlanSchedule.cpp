@@ -287,9 +287,8 @@ private:
       x.act = buffer("act", x.outFloats, "step", stage);
       x.cot = buffer("cot", x.outFloats, "step", stage);
     }
-    int64_t tied = tiedFloats();
-    if (tied > 0 && tiedRanges(k).empty())
-      x.tied = buffer("tied", tied, "step", stage);
+    if (int64_t zeros = zerosFor(k); zeros > 0)
+      x.tied = buffer("tied", zeros, "step", stage);
   }
 
   /// Where group g's piece of this rank lies: in a shard buffer (offset 0, then
@@ -585,53 +584,46 @@ private:
     }
   }
 
-  /// A parameter that two stages hold (the tied embedding and head) gets the sum of
-  /// both stages' gradients: an all-reduce over the pipeline axis, to which the stages
-  /// that lack it contribute zeros.
-  SmallVector<std::pair<int64_t, int64_t>> tiedRanges(int64_t k) const {
-    SmallVector<std::pair<int64_t, int64_t>> out;
-    for (auto &[name, offset, count, replica] : s.stages[size_t(k)].params) {
-      bool shared = replica;
-      for (int64_t q = 0; q < s.p && !shared; ++q)
-        if (q != k)
-          for (auto &[other, o, c, r] : s.stages[size_t(q)].params)
-            if (other == name && r)
-              shared = true;
-      if (shared)
-        out.push_back({offset, count});
-    }
+  /// A parameter that two stages or more hold (the tied embedding and head) gets the sum
+  /// of their gradients: an all-reduce over the pipeline axis per such parameter, in the
+  /// same order on every stage (the first stage's that holds it, then its place there), to
+  /// which the stages that lack it contribute zeros. (name, floats) of each.
+  SmallVector<std::pair<std::string, int64_t>> shared() const {
+    SmallVector<std::pair<std::string, int64_t>> out;
+    if (s.p <= 1)
+      return out;
+    for (const StageShape &st : s.stages)
+      for (auto &[name, offset, count, replica] : st.params)
+        if (replica && llvm::none_of(out, [&](auto &e) { return e.first == name; }))
+          out.push_back({name, count});
     return out;
   }
-  int64_t tiedFloats() const {
+  /// Where stage k holds parameter `name` in its flat layout, or -1.
+  int64_t offsetIn(int64_t k, StringRef name) const {
+    for (auto &[other, offset, count, replica] : s.stages[size_t(k)].params)
+      if (other == name)
+        return offset;
+    return -1;
+  }
+  /// The zeros a stage that lacks a shared parameter contributes: the largest such one.
+  int64_t zerosFor(int64_t k) const {
     int64_t n = 0;
-    for (auto &[name, offset, count, replica] : s.stages.back().params)
-      if (replica)
-        n += count;
-    return s.p > 1 ? n : 0;
+    for (auto &[name, count] : shared())
+      if (offsetIn(k, name) < 0)
+        n = std::max(n, count);
+    return n;
   }
   void tiedGradients(int64_t k) {
-    if (tiedFloats() == 0)
-      return;
-    Location at = because("pipeline", s.pipelineAxis, "tied-parameter gradients");
-    auto reduce = [&](FlatSymbolRefAttr buf, int64_t offset, int64_t count) {
-      sched::AllReduceOp::create(b, at, buf, i64(offset), i64(count), b.getArrayAttr({pipe()}),
-                                 b.getStringAttr("sum"), b.getStringAttr("tied-parameter gradients"));
-    };
     const Bufs &x = bufs[size_t(k)];
-    SmallVector<std::pair<int64_t, int64_t>> ranges = tiedRanges(k);
-    if (ranges.empty()) {
-      sched::FillOp::create(b, loc, x.tied, i64(0), i64(tiedFloats()), b.getF32FloatAttr(0));
-      // The same sizes, in the same order, as the stages that hold them.
-      int64_t at = 0;
-      for (auto &[name, offset, count, replica] : s.stages.back().params)
-        if (replica) {
-          reduce(x.tied, at, count);
-          at += count;
-        }
-      return;
+    Location at = because("pipeline", s.pipelineAxis, "tied-parameter gradients");
+    if (x.tied)
+      sched::FillOp::create(b, loc, x.tied, i64(0), i64(zerosFor(k)), b.getF32FloatAttr(0));
+    for (auto &[name, count] : shared()) {
+      int64_t offset = offsetIn(k, name);
+      sched::AllReduceOp::create(b, at, offset >= 0 ? x.grads : x.tied, i64(std::max<int64_t>(offset, 0)), i64(count),
+                                 b.getArrayAttr({pipe()}), b.getStringAttr("sum"),
+                                 b.getStringAttr("tied-parameter gradients"));
     }
-    for (auto [offset, count] : ranges)
-      reduce(x.grads, offset, count);
   }
 
   /// Sequence parallelism: each tensor rank saw its slice of the sequence, so the gradients

@@ -109,6 +109,21 @@
 // ONEF-NEXT: sched.on "pp" = 0 {
 // ONEF-NEXT:   sched.update
 // ONEF-NEXT:   sched.all_gather @param_shard_s0[0, 480] -> @params_s0[0] over ["dp"] {purpose = "updated parameters"}
+// Parameters shared across stages (Inputs/shared-weights.mlir: "w" by stages 0 and 1, "e" by
+// stages 0 and 2): one all-reduce over "pp" per shared parameter, in the same order on every
+// stage; a stage that lacks one adds zeros from its `tied` buffer.
+// RUN: planc-opt %S/Inputs/shared-weights.mlir -plan-schedule -sched-check-deadlock | FileCheck %s --check-prefix=SHARED
+// SHARED:      sched.on "pp" = 0 {
+// SHARED:        sched.all_reduce @grads_s0[16, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// SHARED-NEXT:   sched.all_reduce @grads_s0[0, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// SHARED:      sched.on "pp" = 1 {
+// SHARED:        sched.fill @tied_s1[0, 16] = 0.000000e+00
+// SHARED-NEXT:   sched.all_reduce @grads_s1[0, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// SHARED-NEXT:   sched.all_reduce @tied_s1[0, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// SHARED:      sched.on "pp" = 2 {
+// SHARED:        sched.fill @tied_s2[0, 16] = 0.000000e+00
+// SHARED-NEXT:   sched.all_reduce @tied_s2[0, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// SHARED-NEXT:   sched.all_reduce @grads_s2[16, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
 // planc explain predicts the same collectives (training::dataCollectives): per step, the
 // calls and the bytes one rank sends in a ring of 4 (all-gather and reduce-scatter 3/4 of the
 // full buffer, all-reduce 2 × 3/4).

@@ -213,9 +213,15 @@ def PlanSchedule : Pass<"plan-schedule", "mlir::ModuleOp"> {
     gradients), the loss and gradient-norm reductions, and `sched.update` on this
     rank's pieces. `planc_gather(ctx)` / `planc_release(ctx)` make the full
     parameters available outside a step (evaluation) when ZeRO-3 shards them.
-    The manifest gains the buffer table the runtime allocates.
+    Under a pipeline each stage's ranks run their part in a `sched.on` region on
+    the stage's own buffers: `sched.forward` / `sched.backward` per micro-batch in
+    GPipe's or 1F1B's order with the sends, receives and `sched.send_recv`
+    exchanges between neighbours, then the shared (tied) parameters' gradients,
+    the loss and the norm summed over the stages. The manifest gains the buffer
+    table the runtime allocates.
   }];
-  let dependentDialects = ["plan::sched::SchedDialect", "mlir::func::FuncDialect", "mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["plan::sched::SchedDialect", "mlir::func::FuncDialect", "mlir::LLVM::LLVMDialect",
+                           "mlir::arith::ArithDialect"];
 }
 
 def SchedCheckDeadlock : Pass<"sched-check-deadlock", "mlir::ModuleOp"> {
