@@ -813,10 +813,11 @@ private:
     }
     // The tied embedding's gradient is summed between the first and last stage: an
     // all-reduce over the pipeline axis, to which the stages between add zeros.
-    double tied = 0;
+    double pipelineSums = 0;  // the all-reduces over the stages, after the micro-batches
     if (p > 1 && tiedElems > 0) {
       double full = double(tiedElems) * wire;
-      tied = collSeconds(Coll::AllReduce, full, p, "pipeline");
+      double tied = collSeconds(Coll::AllReduce, full, p, "pipeline");
+      pipelineSums += tied;
       e.comm.push_back({"all_reduce", "pipeline", "tied-parameter gradients",
                         int64_t(training::ringBytes(Coll::AllReduce, p, uint64_t(std::llround(full)))), 1, p, tied,
                         tied, links.at("pipeline").name});
@@ -828,7 +829,7 @@ private:
         double sec = collSeconds(Coll::AllReduce, 4, p, "pipeline");
         e.comm.push_back({"all_reduce", "pipeline", what, int64_t(training::ringBytes(Coll::AllReduce, p, 4)), 1, p,
                           sec, sec, links.at("pipeline").name});
-        tied += sec;
+        pipelineSums += sec;
       }
     for (auto &[key, val] : rt[commRank].tpRows)
       e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
@@ -843,7 +844,7 @@ private:
       e.comm.push_back({"send_recv", "pipeline", "activations", int64_t(std::llround(wireBoundary * double(sends))),
                         sends, 2, sec, sec, lk.name});
     }
-    e.pipelineCommSeconds += tied;
+    e.pipelineCommSeconds += pipelineSums;
     e.dataCommSeconds = dpExposed;
 
     // Optimizer: streams master weights, moments, gradients and parameters once.
@@ -853,7 +854,7 @@ private:
     double paramTraffic = l.precision == sema::Precision::FP32 ? 2 * paramBytes : paramBytes;
     e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / (hbm * cal.memoryEfficiency);
 
-    e.stepSeconds = pipelined + dpExposed + tied + tensorStep + e.optimizerSeconds;
+    e.stepSeconds = pipelined + dpExposed + pipelineSums + tensorStep + e.optimizerSeconds;
     double tokens = double(l.batch) * double(l.seq);
     e.tokensPerSecond = tokens / e.stepSeconds;
     // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention.
@@ -934,12 +935,12 @@ private:
       lastBwdStart = now;
       bwdBlock(bi++);
     }
-    // Gradient reduction starts with the last backward pass; the updated parameters'
-    // all-gather (ZeRO-1/2) follows the optimizer step.
+    // Gradient reduction (and the sums over the pipeline's stages) starts with the last
+    // backward pass; the updated parameters' all-gather (ZeRO-1/2) follows the optimizer step.
     double dpStart = lastBwdStart;
     for (const CommRow &c : e.comm)
       if ((c.axis == "data" && !(c.collective == "all_gather" && l.zero < 3)) ||
-          c.purpose == "tied embedding gradient" || c.purpose == "replicated-parameter gradients") {
+          (c.axis == "pipeline" && c.collective == "all_reduce") || c.purpose == "replicated-parameter gradients") {
         event(c.collective + " " + c.purpose, c.axis == "data" ? "data" : c.axis, dpStart, c.seconds);
         dpStart += c.seconds;
       }
