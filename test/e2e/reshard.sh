@@ -36,6 +36,18 @@ run() {  # run RANKS EXE ARGS...
   if [[ $n -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$n" "$@"; fi
 }
 fail() { echo "reshard: FAIL: $*" >&2; exit 1; }
+# checkpointed RANKS NAME CK LAST: exe_NAME's uninterrupted run (NAME_full.jsonl); its first 10
+# steps with a sharded checkpoint every 5 into CK, whose step-00000010 must hold LAST (its last
+# rank file); resumed from it (NAME_resumed.jsonl); and that state exported (NAME.st).
+checkpointed() {
+  local n=$1 name=$2 ck=$3 last=$4
+  run "$n" "./exe_$name" --log "${name}_full.jsonl" --quiet
+  run "$n" "./exe_$name" --steps 10 --checkpoint-dir "$ck" --checkpoint-every 5 --quiet
+  [[ -f $ck/step-00000010/index.json && -f $ck/step-00000010/$last ]] ||
+    fail "no sharded checkpoint $ck/step-00000010 with its $last"
+  run "$n" "./exe_$name" --resume "$ck" --log "${name}_resumed.jsonl" --quiet
+  run "$n" "./exe_$name" --resume "$ck" --steps 10 --export "$name.st" --quiet
+}
 
 plan zero3 4 1 3 20
 plan ddp 4 2 0 20
@@ -44,16 +56,11 @@ plan single 1 8 0 20
 plan zero1 4 1 1 20
 
 # 1. Sharded save and bitwise resume on the same layout.
-run 4 ./exe_zero3 --log full.jsonl --quiet
-run 4 ./exe_zero3 --steps 10 --checkpoint-dir ck_z3 --checkpoint-every 5 --quiet
-[[ -f ck_z3/step-00000010/index.json && -f ck_z3/step-00000010/rank-00003.safetensors ]] ||
-  fail "no sharded checkpoint step-00000010 with 4 rank files"
-run 4 ./exe_zero3 --resume ck_z3 --log resumed.jsonl --quiet
+checkpointed 4 zero3 ck_z3 rank-00003.safetensors
 PYTHONPATH="$ROOT/test/e2e" "$PY" -c 'from same_tensors import resumed_bitwise
-resumed_bitwise("full.jsonl", "resumed.jsonl", "ZeRO-3 x4 resumed from its sharded checkpoint")'
+resumed_bitwise("zero3_full.jsonl", "zero3_resumed.jsonl", "ZeRO-3 x4 resumed from its sharded checkpoint")'
 
 # 2. Resharding: the same state under every layout, bitwise.
-run 4 ./exe_zero3 --resume ck_z3 --steps 10 --export zero3.st --quiet
 run 4 ./exe_ddp --resume ck_z3 --steps 10 --export ddp.st --quiet
 run 2 ./exe_zero3_dp2 --resume ck_z3 --steps 10 --export zero3_dp2.st --quiet
 run 1 ./exe_single --resume ck_z3 --steps 10 --export single.st --quiet
@@ -68,7 +75,7 @@ same("zero3.st", "ddp.st", "ZeRO-3 x4 -> DDP x4")
 same("zero3.st", "zero3_dp2.st", "ZeRO-3 x4 -> ZeRO-3 x2")
 same("zero3.st", "single.st", "ZeRO-3 x4 -> one process")
 same("single_own.st", "zero1_from_single.st", "one process -> ZeRO-1 x4")
-full = {r["step"]: r for r in map(json.loads, open("full.jsonl")) if "loss" in r}
+full = {r["step"]: r for r in map(json.loads, open("zero3_full.jsonl")) if "loss" in r}
 on = [r for r in map(json.loads, open("ddp_on.jsonl")) if "loss" in r]
 worst = max(abs(r["loss"] - full[r["step"]]["loss"]) / full[r["step"]]["loss"] for r in on)
 assert len(on) == 10 and worst <= 1e-5, (len(on), worst)
@@ -80,12 +87,7 @@ EOF
 # one process and by data 2 x tensor 2; and the ZeRO-3 checkpoint loaded into data 2 x tensor 2.
 dp_plan tp2 1 8 0 20 fp32 none 2
 dp_plan dp2_tp2 2 4 1 20 fp32 none 2
-run 2 ./exe_tp2 --log tp_full.jsonl --quiet
-run 2 ./exe_tp2 --steps 10 --checkpoint-dir ck_tp --checkpoint-every 5 --quiet
-[[ -f ck_tp/step-00000010/index.json && -f ck_tp/step-00000010/rank-00001.safetensors ]] ||
-  fail "no sharded checkpoint ck_tp/step-00000010 with 2 rank files"
-run 2 ./exe_tp2 --resume ck_tp --log tp_resumed.jsonl --quiet
-run 2 ./exe_tp2 --resume ck_tp --steps 10 --export tp2.st --quiet
+checkpointed 2 tp2 ck_tp rank-00001.safetensors
 run 1 ./exe_single --resume ck_tp --steps 10 --export single_from_tp.st --quiet
 run 4 ./exe_dp2_tp2 --resume ck_z3 --steps 10 --export dp2_tp2_from_zero3.st --quiet
 run 4 ./exe_dp2_tp2 --resume ck_tp --steps 10 --export dp2_tp2_from_tp.st --quiet
@@ -101,7 +103,7 @@ PYTHONPATH="$ROOT/test/e2e" "$PY" -c 'from same_tensors import close_gradients
 close_gradients("grads_single.st", "grads_tp2.st", "TP x2")'
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
 from same_tensors import resumed_bitwise, same
-resumed_bitwise("tp_full.jsonl", "tp_resumed.jsonl", "TP x2 resumed from its checkpoint")
+resumed_bitwise("tp2_full.jsonl", "tp2_resumed.jsonl", "TP x2 resumed from its checkpoint")
 same("tp2.st", "single_from_tp.st", "TP x2 -> one process")
 same("zero3.st", "dp2_tp2_from_zero3.st", "ZeRO-3 x4 -> data 2 x tensor 2")
 same("tp2.st", "dp2_tp2_from_tp.st", "TP x2 -> data 2 x tensor 2 (ZeRO-1)")
@@ -116,12 +118,7 @@ EOF
 dp_plan pp2 1 2 0 20 fp32 none 1 false 2 1f1b
 dp_plan dp2 2 4 0 20
 dp_plan dp2_tp2_pp2 2 2 1 20 fp32 none 2 false 2 gpipe
-run 2 ./exe_pp2 --log pp_full.jsonl --quiet
-run 2 ./exe_pp2 --steps 10 --checkpoint-dir ck_pp --checkpoint-every 5 --quiet
-[[ -f ck_pp/step-00000010/index.json && -f ck_pp/step-00000010/rank-00001.safetensors ]] ||
-  fail "no sharded checkpoint ck_pp/step-00000010 with 2 rank files"
-run 2 ./exe_pp2 --resume ck_pp --log pp_resumed.jsonl --quiet
-run 2 ./exe_pp2 --resume ck_pp --steps 10 --export pp2.st --quiet
+checkpointed 2 pp2 ck_pp rank-00001.safetensors
 run 2 ./exe_dp2 --resume ck_pp --steps 10 --export dp2_from_pp.st --quiet
 run 1 ./exe_single --resume ck_pp --steps 10 --export single_from_pp.st --quiet
 run 2 ./exe_pp2 --resume ck_single --steps 10 --export pp2_from_single.st --quiet
@@ -133,7 +130,7 @@ run 1 ./exe_single --resume ck_3d --steps 10 --export single_from_3d.st --quiet
 run 2 ./exe_pp2 --steps 1 --save-grads grads_pp2.st --quiet
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
 from same_tensors import close_gradients, resumed_bitwise, same
-resumed_bitwise("pp_full.jsonl", "pp_resumed.jsonl", "PP x2 resumed from its checkpoint")
+resumed_bitwise("pp2_full.jsonl", "pp2_resumed.jsonl", "PP x2 resumed from its checkpoint")
 same("pp2.st", "dp2_from_pp.st", "PP x2 -> DDP x2")
 same("pp2.st", "single_from_pp.st", "PP x2 -> one process")
 same("single_own.st", "pp2_from_single.st", "one process -> PP x2")
