@@ -208,6 +208,21 @@ typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32
 void *_mlir_memref_to_llvm_alloc(size_t size);
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
 void _mlir_memref_to_llvm_free(void *ptr);
+
+/* Where buffers live: every buffer the generated code reads or writes — its own
+ * (above), and the ones the runtime hands it (parameters, gradients, optimizer
+ * state, the step's buffers, tokens, the loss) — comes from the backend's alloc.
+ * The CPU backend (the default) is the C heap; libplanrt_cuda installs CUDA
+ * managed memory (planrt_cuda_start), which the host reads and writes through the
+ * same pointers. alloc returns `bytes` uninitialised bytes at a 256-byte boundary,
+ * or NULL; free takes NULL. */
+typedef struct {
+  const char *name;
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *ptr);
+} planrt_backend;
+void planrt_set_backend(const planrt_backend *backend);
+const planrt_backend *planrt_get_backend(void);
 uint64_t planrt_mem_live(void);
 uint64_t planrt_mem_peak(void);
 /* Starts a new peak from the bytes live now. */

@@ -27,9 +27,13 @@ void raisePeak(uint64_t now) {
   }
 }
 
+void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
+const planrt_backend kHost = {"cpu", hostAlloc, std::free};
+std::atomic<const planrt_backend *> backend{&kHost};
+
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16).
 void *allocate(size_t size, size_t alignment) {
-  void *base = std::malloc(size + sizeof(Header) + alignment);
+  void *base = backend.load()->alloc(size + sizeof(Header) + alignment);
   if (!base)
     return nullptr;
   uintptr_t p = (reinterpret_cast<uintptr_t>(base) + sizeof(Header) + alignment - 1) & ~uintptr_t(alignment - 1);
@@ -55,8 +59,11 @@ void _mlir_memref_to_llvm_free(void *ptr) {
   Header h;
   std::memcpy(&h, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof h);
   live.fetch_sub(h.size, std::memory_order_relaxed);
-  std::free(h.base);
+  backend.load()->free(h.base);
 }
+
+void planrt_set_backend(const planrt_backend *b) { backend.store(b ? b : &kHost); }
+const planrt_backend *planrt_get_backend(void) { return backend.load(); }
 
 uint64_t planrt_mem_live(void) { return live.load(std::memory_order_relaxed); }
 uint64_t planrt_mem_peak(void) { return peak.load(std::memory_order_relaxed); }

@@ -14,8 +14,8 @@ using planrt::fail;
 namespace planrt {
 
 Floats allocateFloats(int64_t n) {
-  size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
-  void *p = std::aligned_alloc(64, bytes ? bytes : 64);
+  size_t bytes = size_t(n) * sizeof(float);
+  void *p = planrt_get_backend()->alloc(bytes ? bytes : 64);
   if (p)
     std::memset(p, 0, bytes);
   return Floats(static_cast<float *>(p));

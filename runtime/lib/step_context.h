@@ -9,18 +9,38 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace planrt {
 
-struct FreeDeleter {
-  void operator()(float *p) const { std::free(p); }
+/// Memory of the backend (planrt_set_backend): what generated code may read and write.
+struct BackendDeleter {
+  void operator()(void *p) const { planrt_get_backend()->free(p); }
 };
-using Floats = std::unique_ptr<float[], FreeDeleter>;
-/// 64-byte aligned, zeroed; null if n floats cannot be had.
+using Floats = std::unique_ptr<float[], BackendDeleter>;
+/// 256-byte aligned, zeroed; null if n floats cannot be had.
 Floats allocateFloats(int64_t n);
+
+/// A std::vector's allocator on the backend's memory: tokens and other host-made
+/// arrays the generated code reads.
+template <class T> struct BackendAllocator {
+  using value_type = T;
+  BackendAllocator() = default;
+  template <class U> BackendAllocator(const BackendAllocator<U> &) {}
+  T *allocate(size_t n) {
+    void *p = planrt_get_backend()->alloc(n * sizeof(T));
+    if (!p)
+      throw std::bad_alloc();
+    return static_cast<T *>(p);
+  }
+  void deallocate(T *p, size_t) { planrt_get_backend()->free(p); }
+  template <class U> bool operator==(const BackendAllocator<U> &) const { return true; }
+  template <class U> bool operator!=(const BackendAllocator<U> &) const { return false; }
+};
+template <class T> using BackendVector = std::vector<T, BackendAllocator<T>>;
 
 /// One buffer of the manifest's table (a sched.buffer).
 struct Buffer {
@@ -59,7 +79,7 @@ struct planrt_step_ctx {
   /// Floats of the activation a stage receives and of the one it hands on (0 on the
   /// first and the last stage respectively).
   int64_t activationIn = 0, activationOut = 0;
-  std::vector<int32_t> tokens, targets;
+  planrt::BackendVector<int32_t> tokens, targets;
   std::atomic<int64_t> step{0};  ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
   planrt_status status = PLANRT_OK;

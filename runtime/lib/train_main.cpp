@@ -1360,7 +1360,9 @@ private:
           return st;
         }
       } else {
-        e.eval(data(params), tokens, targets, &loss);
+        planrt::BackendVector<float> out(1);  // written by generated code
+        e.eval(data(params), tokens, targets, out.data());
+        loss = out[0];
       }
       sum += loss;
     }
@@ -1392,7 +1394,7 @@ private:
   /// (0 elsewhere).
   planrt_status stageEval(const int32_t *tokens, const int32_t *targets, float &loss) {
     unsigned axis = unsigned(m.pipelineAxis);
-    std::vector<float> in(size_t(std::max<int64_t>(m.activationIn, 1)), 0.0f),
+    planrt::BackendVector<float> in(size_t(std::max<int64_t>(m.activationIn, 1)), 0.0f),
         out(size_t(std::max<int64_t>(m.activationOut, 1)), 0.0f);
     if (m.stage > 0) {
       planrt::Waiting w(ctx, "receive of the evaluation activations");
