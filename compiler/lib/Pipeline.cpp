@@ -7,6 +7,7 @@
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Plan/Transforms/Passes.h"
 #include "plan/Target/CPU.h"
+#include "plan/Target/CUDA.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -45,10 +46,7 @@ std::string plan::stageNames() {
   return out;
 }
 
-bool plan::stageImplemented(Stage s) {
-  return s == Stage::AST || s == Stage::Plan || s == Stage::NN || s == Stage::Grad || s == Stage::Sharded ||
-         s == Stage::SPMD || s == Stage::Sched || s == Stage::LLVM;
-}
+bool plan::stageImplemented(Stage) { return true; }
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
   if (!options.entry.empty()) {
@@ -80,14 +78,22 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     pm.addPass(createPlanSchedule());
     pm.addPass(createSchedCheckDeadlock());
   }
-  if (stage >= Stage::LLVM)
+  if (stage == Stage::PTX) {
+    cuda::TargetOptions ptx;
+    ptx.format = "isa";
+    cuda::buildLoweringPipeline(pm, ptx);
+  } else if (stage == Stage::LLVM && options.target == "cuda") {
+    cuda::buildLoweringPipeline(pm);
+  } else if (stage == Stage::LLVM) {
     cpu::buildLoweringPipeline(pm);
+  }
 }
 
 void plan::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<pl::PlanDialect, nn::NNDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
   cpu::registerTarget(registry);
+  cuda::registerTarget(registry);
   registry.insert<mlir::shard::ShardDialect, sched::SchedDialect>();
   nn::registerShardingModels(registry);
 }

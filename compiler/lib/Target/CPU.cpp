@@ -49,9 +49,45 @@ namespace {
 /// step, gather, release).
 struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanEmitMain)
+  PlanEmitMain() = default;
+  PlanEmitMain(const PlanEmitMain &other) : PassWrapper(other) {}
   StringRef getArgument() const override { return "plan-emit-main"; }
   StringRef getDescription() const override { return "Add the executable's main, which starts the runtime"; }
+  Option<std::string> backend{*this, "backend",
+                              llvm::cl::desc("cpu, or cuda: main first starts the device (planrt_cuda_start) "
+                                             "and returns its status if that fails"),
+                              llvm::cl::init("cpu")};
+
+  /// On the CUDA backend: `if ((rc = planrt_cuda_start(argc, argv)) != 0) return rc;`
+  /// at the start of main; the builder is left in the block that goes on.
+  void startDevice(OpBuilder &b, ModuleOp m, LLVM::LLVMFuncOp main) {
+    if (backend != "cuda")
+      return;
+    Location loc = main.getLoc();
+    auto ptr = LLVM::LLVMPointerType::get(&getContext());
+    auto i32 = b.getI32Type();
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(m.getBody());
+      LLVM::LLVMFuncOp::create(b, loc, "planrt_cuda_start", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
+    }
+    Block *entry = b.getInsertionBlock();
+    Block *failed = main.addBlock(), *started = main.addBlock();
+    auto rc = LLVM::CallOp::create(b, loc, TypeRange{i32}, "planrt_cuda_start",
+                                   ValueRange{entry->getArgument(0), entry->getArgument(1)});
+    Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
+    Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc.getResult(), zero);
+    LLVM::CondBrOp::create(b, loc, bad, failed, started);
+    b.setInsertionPointToStart(failed);
+    LLVM::ReturnOp::create(b, loc, rc.getResult());
+    b.setInsertionPointToStart(started);
+  }
+
   void runOnOperation() override {
+    if (backend != "cpu" && backend != "cuda") {
+      getOperation().emitError() << "plan-emit-main: unknown backend '" << backend << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
     ModuleOp m = getOperation();
     if (m.lookupSymbol("planc_generate_manifest"))
       return emitGenerateMain(m);
@@ -107,6 +143,7 @@ struct PlanEmitMain : PassWrapper<PlanEmitMain, OperationPass<ModuleOp>> {
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);
     b.setInsertionPointToStart(e);
+    startDevice(b, m, main);
     SmallVector<Value> args{e->getArgument(0), e->getArgument(1)};
     for (const char *sym : entries)
       args.push_back(perModel(sym) ? Value(LLVM::ZeroOp::create(b, loc, ptr))
@@ -333,14 +370,19 @@ static std::string runtimeDir(const std::string &plancPath) {
 }
 
 LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                   std::string &error, bool retrieval) {
+                   std::string &error, bool retrieval, ArrayRef<std::string> extraLibraries) {
   auto cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     error = "no C compiler driver ('cc') on PATH to link with";
     return failure();
   }
   std::string rt = runtimeDir(plancPath), rpath = "-Wl,-rpath," + rt;
-  SmallVector<StringRef> args{*cc, object, "-o", exe, "-L", rt, rpath, "-lplanrt", "-lopenblas", "-lm"};
+  SmallVector<std::string> flags;
+  for (const std::string &lib : extraLibraries)
+    flags.push_back("-l" + lib);
+  SmallVector<StringRef> args{*cc, object, "-o", exe, "-L", rt, rpath};
+  args.append(flags.begin(), flags.end());
+  args.append({"-lplanrt", "-lopenblas", "-lm"});
   if (retrieval)
     args.push_back("-lplanrt_retrieval");
   std::string message;

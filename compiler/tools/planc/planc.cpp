@@ -4,6 +4,7 @@
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
 #include "plan/Target/CPU.h"
+#include "plan/Target/CUDA.h"
 #include "plan/Lang/Sema.h"
 
 #include "mlir/IR/AsmState.h"
@@ -45,7 +46,8 @@ commands:
 
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
-  -o OUT, --target cpu|cuda  (build, run) the executable (default: the plan's name) and its target
+  -o OUT                     (build, run) the executable (default: the plan's name)
+  --target cpu|cuda          (build, run, emit --stage llvm) the target (default cpu)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -165,6 +167,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerProgram(const Options &opts, Stage stage,
     pm.addInstrumentation(std::move(dump));
   PipelineOptions pipeline;
   pipeline.entry = opts.entry;
+  pipeline.target = opts.target;
   buildPipeline(pm, stage, pipeline);
   if (failed(pm.run(*module)))
     return nullptr;
@@ -175,6 +178,14 @@ int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, la
   mlir::OwningOpRef<mlir::ModuleOp> module = lowerProgram(opts, stage, program, diags);
   if (!module)
     return 1;
+  if (stage == Stage::PTX) {
+    std::string error;
+    if (failed(cuda::printPTX(*module, llvm::outs(), error))) {
+      llvm::errs() << "planc: error: " << error << "\n";
+      return 1;
+    }
+    return 0;
+  }
   module->print(llvm::outs(), mlir::OpPrintingFlags().enableDebugInfo(false));
   llvm::outs() << "\n";
   return 0;
@@ -184,9 +195,26 @@ int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, la
 int runBuild(const Options &opts, const sema::Program &program, lang::Diags &diags, const char *argv0,
              std::string &exe) {
   if (opts.target == "cuda") {
-    llvm::errs() << "planc: error: the CUDA target is not implemented in this version of planc; "
-                    "build with --target cpu\n";
-    return 1;
+    // The CUDA target builds training executables; retrieval and generation hand the
+    // generated functions host buffers.
+    const char *kind = nullptr;
+    for (const auto &r : program.retrievals)
+      if (r.loc.file == 0 && (opts.entry.empty() || opts.entry == r.name))
+        kind = "retrieval";
+    for (const auto &g : program.generates)
+      if (g.loc.file == 0 && (opts.entry.empty() || opts.entry == g.name))
+        kind = "generate";
+    if (kind) {
+      llvm::errs() << "planc: error: the CUDA target builds train executables; a " << kind
+                   << " executable for CUDA is not implemented in this version of planc: build it with "
+                      "--target cpu\n";
+      return 1;
+    }
+    if (!cuda::available()) {
+      llvm::errs() << "planc: error: this planc was built without the CUDA toolkit; rebuild it where "
+                      "/usr/local/cuda exists (or set CUDAToolkit_ROOT), or build with --target cpu\n";
+      return 1;
+    }
   }
   if (opts.entry.empty()) {
     // An executable runs one declaration: several in the file need --entry.
@@ -222,8 +250,13 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
   }
   std::string error;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&usageError);
+  // The host code of either target is native code; the CUDA target's kernels are
+  // inside it as a fat binary.
   bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
-            succeeded(cpu::link(std::string(object), exe, self, error, module->lookupSymbol("planc_retrieval_manifest") != nullptr));
+            (opts.target == "cuda"
+                 ? succeeded(cuda::link(std::string(object), exe, self, error))
+                 : succeeded(cpu::link(std::string(object), exe, self, error,
+                                       module->lookupSymbol("planc_retrieval_manifest") != nullptr)));
   llvm::sys::fs::remove(object);
   if (!ok) {
     llvm::errs() << "planc: error: " << error << "\n";
@@ -291,8 +324,9 @@ int run(const Options &opts, const char *argv0) {
   registerDialects(registry);
   mlir::MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
-  // IR printing needs a single thread; a failing pass must not dump the module.
-  if (opts.printAfterAll)
+  // IR printing needs a single thread (a function printed while a sibling is rewritten
+  // reads the module around it); a failing pass must not dump the module.
+  if (opts.printAfterAll || !opts.dumpDir.empty())
     ctx.disableMultithreading();
   ctx.printOpOnDiagnostic(false);
   lang::SourceFiles files;
@@ -353,11 +387,12 @@ int run(const Options &opts, const char *argv0) {
     if (!stage)
       return usageError("unknown stage '" + opts.stage + "'; the stages are " + stageNames());
     if (!stageImplemented(*stage)) {
-      llvm::errs() << "planc: error: stage '" << opts.stage
-                   << "' is not implemented in this version of planc; it can stop at ast, plan, "
-                      "nn, grad, sharded, spmd, sched and llvm (ptx comes with the CUDA target)\n";
+      llvm::errs() << "planc: error: stage '" << opts.stage << "' is not implemented in this version of planc\n";
       return 1;
     }
+    if (opts.target == "cuda" && *stage != Stage::LLVM && *stage != Stage::PTX)
+      return usageError("--target selects the llvm stage's target; stage '" + opts.stage +
+                        "' is the same for every target");
     if (*stage == Stage::AST && !opts.entry.empty())
       return usageError("--entry selects a declaration of the plan IR; it does not apply to --stage ast");
     if (*stage == Stage::AST) {

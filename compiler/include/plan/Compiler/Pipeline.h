@@ -18,12 +18,14 @@ const char *stageName(Stage s);
 std::optional<Stage> parseStage(const std::string &name);
 /// Every stage name, in pipeline order, for help and errors.
 std::string stageNames();
-/// Whether this build can stop at the stage (ast, plan and nn so far; autodiff,
-/// layout and code generation follow).
+/// Whether this build can stop at the stage.
 bool stageImplemented(Stage s);
 
 struct PipelineOptions {
   std::string entry;  ///< keep only this declaration (and what it references)
+  /// The llvm stage's target: "cpu" or "cuda" (the ptx stage is always the CUDA
+  /// target's, its kernels as PTX text).
+  std::string target = "cpu";
 };
 
 /// Adds the passes that take a freshly generated `plan` module to `stage`.

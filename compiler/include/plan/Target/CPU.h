@@ -18,9 +18,12 @@ void buildLoweringPipeline(mlir::OpPassManager &pm);
 /// host's CPU and writes an object file.
 mlir::LogicalResult emitObject(mlir::ModuleOp module, const std::string &path, std::string &error);
 
-/// Links an object with libplanrt (and through it MPI, OpenBLAS) into an executable.
+/// Links an object with libplanrt (and through it MPI, OpenBLAS) into an executable;
+/// `extraLibraries` (the CUDA target's libplanrt_cuda) are linked first, from the same
+/// directory.
 mlir::LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                         std::string &error, bool retrieval = false);
+                         std::string &error, bool retrieval = false,
+                         llvm::ArrayRef<std::string> extraLibraries = {});
 
 /// Registers the dialects, interfaces and translations the target needs.
 void registerTarget(mlir::DialectRegistry &registry);

@@ -1,0 +1,364 @@
+// The CUDA target: loops to GPU kernels, library calls to the CUDA runtime,
+// the lowering pipeline, PTX printing, linking.
+//
+// The step functions run on the host and launch one kernel per loop nest that
+// convert-linalg-to-parallel-loops leaves (every element of the loop's parallel
+// dimensions a thread, its reduction dimensions a loop in that thread), so every
+// linalg op the CPU target generates runs on the device; GEMMs, attention, the
+// normalisations, embeddings and the loss are calls of libplanrt_cuda. Buffers are
+// CUDA managed memory (libplanrt_cuda's allocator), so the host code that remains —
+// scalar loads of a loss, the runtime's collectives, the tensor-parallel kernels that
+// have no device version yet — reads the same pointers; every launch and call is
+// synchronous, so the host never reads a buffer a kernel is writing.
+#include "plan/Target/CUDA.h"
+
+#include "plan/Conversion/LibraryCalls.h"
+#include "plan/Conversion/Passes.h"
+#include "plan/Target/CPU.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUCommon/GPUToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+using namespace mlir;
+
+namespace plan::cuda {
+
+namespace {
+
+/// Threads per block of a generated kernel.
+constexpr int64_t kThreads = 256;
+/// The gpu.module every kernel is outlined into.
+constexpr const char *kKernelModule = "planc_kernels";
+
+/// The runtime kernels libplanrt_cuda implements on the device, by their CPU names
+/// (planrt_kernels.h); each becomes planrt_cuda_<name without planrt_k_>. cblas_sgemm
+/// becomes planrt_cuda_sgemm (cuBLASLt), with the same arguments.
+constexpr const char *kDeviceKernels[] = {
+    "planrt_k_layernorm", "planrt_k_layernorm_bwd", "planrt_k_rmsnorm",      "planrt_k_rmsnorm_bwd",
+    "planrt_k_sdpa",      "planrt_k_sdpa_bwd",      "planrt_k_embedding",    "planrt_k_embedding_bwd",
+    "planrt_k_cross_entropy", "planrt_k_cross_entropy_bwd"};
+
+/// `plan-cuda-library-calls`: library calls to the CUDA runtime's versions. The
+/// tensor-parallel kernels (collectives, sequence and vocabulary slices) stay the
+/// host's: they act on managed memory, between synchronous launches.
+struct PlanCudaLibraryCalls : PassWrapper<PlanCudaLibraryCalls, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanCudaLibraryCalls)
+  StringRef getArgument() const override { return "plan-cuda-library-calls"; }
+  StringRef getDescription() const override {
+    return "Call the CUDA runtime's GEMM (cuBLASLt) and fused kernels instead of BLAS and the CPU kernels";
+  }
+  static std::string deviceName(StringRef callee) {
+    if (callee == "cblas_sgemm")
+      return "planrt_cuda_sgemm";
+    for (const char *k : kDeviceKernels)
+      if (callee == k)
+        return "planrt_cuda_" + callee.drop_front(strlen("planrt_k_")).str();
+    return "";
+  }
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    SymbolTable symbols(m);
+    for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
+      if (!f.isDeclaration())
+        continue;
+      std::string to = deviceName(f.getSymName());
+      if (to.empty())
+        continue;
+      if (symbols.lookup(to)) {
+        f.emitOpError() << "'" << to << "' is already declared";
+        return signalPassFailure();
+      }
+      if (failed(symbols.replaceAllSymbolUses(f.getSymNameAttr(), StringAttr::get(&getContext(), to), m)))
+        return signalPassFailure();
+      symbols.setSymbolName(f, to);
+    }
+  }
+};
+
+/// `plan-gpu-map-loops`: every outermost scf.parallel, memref.copy and serial loop
+/// nest of a host function becomes a gpu.launch.
+struct PlanGpuMapLoops : PassWrapper<PlanGpuMapLoops, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanGpuMapLoops)
+  StringRef getArgument() const override { return "plan-gpu-map-loops"; }
+  StringRef getDescription() const override {
+    return "Launch every outermost parallel loop (one thread per iteration), memref copy (one thread per "
+           "element) and serial loop nest (one thread) of the host functions as a GPU kernel";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<gpu::GPUDialect, scf::SCFDialect, arith::ArithDialect, memref::MemRefDialect>();
+  }
+
+  void runOnOperation() override {
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isDeclaration())
+        continue;
+      fn = f.getSymName().str();
+      counter = 0;
+      if (failed(mapRegion(f.getBody())))
+        return signalPassFailure();
+    }
+  }
+
+private:
+  std::string fn;
+  int64_t counter = 0;
+
+  LogicalResult mapRegion(Region &region) {
+    for (Block &block : region)
+      for (Operation &op : llvm::make_early_inc_range(block))
+        if (failed(mapOp(&op)))
+          return failure();
+    return success();
+  }
+
+  LogicalResult mapOp(Operation *op) {
+    if (isa<gpu::LaunchOp>(op))
+      return success();
+    if (auto p = dyn_cast<scf::ParallelOp>(op))
+      return mapParallel(p);
+    if (auto c = dyn_cast<memref::CopyOp>(op))
+      return mapCopy(c);
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      if (deviceOnly(loop)) {
+        mapSerial(loop);
+        return success();
+      }
+    for (Region &r : op->getRegions())
+      if (failed(mapRegion(r)))
+        return failure();
+    return success();
+  }
+
+  /// A loop nest a single GPU thread can run: it stores to memory, calls nothing,
+  /// allocates nothing and has no parallel loop inside (which gets its own kernel).
+  static bool deviceOnly(scf::ForOp loop) {
+    if (!loop->use_empty())
+      return false;
+    bool stores = false;
+    WalkResult r = loop->walk([&](Operation *op) {
+      if (isa<memref::StoreOp>(op))
+        stores = true;
+      if (isa<scf::ParallelOp, memref::AllocOp, memref::AllocaOp, memref::DeallocOp, memref::CopyOp,
+              memref::ExtractAlignedPointerAsIndexOp, gpu::LaunchOp>(op) ||
+          isa<func::FuncDialect, LLVM::LLVMDialect>(op->getDialect()))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return stores && !r.wasInterrupted();
+  }
+
+  /// gpu.launch of ⌈total / 256⌉ blocks of 256 threads named `<function>_<kind><n>`;
+  /// `body` fills the part that runs when the thread's linear id is below `total`.
+  void launch(OpBuilder &b, Location loc, Value total, StringRef kind,
+              function_ref<void(OpBuilder &, Value)> body) {
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value threads = arith::ConstantIndexOp::create(b, loc, kThreads);
+    Value blocks = arith::CeilDivUIOp::create(b, loc, total, threads);
+    std::string name = fn + "_" + kind.str() + std::to_string(counter++);
+    auto l = gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one, Value(), Type(), ValueRange(),
+                                   TypeRange(), TypeRange(), Value(), Value(), Value(),
+                                   FlatSymbolRefAttr::get(b.getContext(), kKernelModule),
+                                   FlatSymbolRefAttr::get(b.getContext(), name));
+    OpBuilder::InsertionGuard guard(b);
+    Block &entry = l.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    Value width = arith::ConstantIndexOp::create(b, loc, kThreads);
+    Value id = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, l.getBlockIds().x, width),
+                                     l.getThreadIds().x);
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id, total);
+    auto guardIf = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&guardIf.getThenRegion().front());
+    body(b, id);
+    b.setInsertionPointToEnd(&entry);
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// The indices of linear id `id` in a row-major iteration space of `sizes`.
+  static SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value id, ArrayRef<Value> sizes) {
+    SmallVector<Value> idx(sizes.size());
+    Value rest = id;
+    for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
+      if (i == 0) {
+        idx[i] = rest;
+        break;
+      }
+      idx[i] = arith::RemUIOp::create(b, loc, rest, sizes[i]);
+      rest = arith::DivUIOp::create(b, loc, rest, sizes[i]);
+    }
+    return idx;
+  }
+
+  static Value product(OpBuilder &b, Location loc, ArrayRef<Value> sizes) {
+    Value total = arith::ConstantIndexOp::create(b, loc, 1);
+    for (Value s : sizes)
+      total = arith::MulIOp::create(b, loc, total, s);
+    return total;
+  }
+
+  LogicalResult mapParallel(scf::ParallelOp p) {
+    if (p.getNumResults() != 0)
+      return p.emitOpError() << "with reductions: plan-gpu-map-loops launches parallel loops without results "
+                                "(convert-linalg-to-parallel-loops keeps reductions as scf.for)";
+    OpBuilder b(p);
+    Location loc = p.getLoc();
+    SmallVector<Value> sizes;
+    for (auto [lb, ub, step] : llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
+      Value span = arith::SubIOp::create(b, loc, ub, lb);
+      sizes.push_back(arith::CeilDivUIOp::create(b, loc, span, step));
+    }
+    launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
+      IRMapping map;
+      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
+      for (auto [iv, i, lb, step] : llvm::zip(p.getInductionVars(), idx, p.getLowerBound(), p.getStep()))
+        map.map(iv, arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
+      for (Operation &op : p.getBody()->without_terminator())
+        b.clone(op, map);
+    });
+    p.erase();
+    return success();
+  }
+
+  LogicalResult mapCopy(memref::CopyOp c) {
+    OpBuilder b(c);
+    Location loc = c.getLoc();
+    auto type = cast<MemRefType>(c.getSource().getType());
+    SmallVector<Value> sizes;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      sizes.push_back(memref::DimOp::create(b, loc, c.getSource(), i));
+    launch(b, loc, product(b, loc, sizes), "copy", [&](OpBuilder &b, Value id) {
+      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
+      Value v = memref::LoadOp::create(b, loc, c.getSource(), idx);
+      memref::StoreOp::create(b, loc, v, c.getTarget(), idx);
+    });
+    c.erase();
+    return success();
+  }
+
+  void mapSerial(scf::ForOp loop) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    launch(b, loc, one, "serial", [&](OpBuilder &b, Value) { b.clone(*loop); });
+    loop.erase();
+  }
+};
+
+} // namespace
+
+bool available() {
+#ifdef PLANC_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+static void registerPipelinePasses() {
+  static bool done = [] {
+    registerGPUPasses();
+    PassRegistration<PlanCudaLibraryCalls>();
+    PassRegistration<PlanGpuMapLoops>();
+    return true;
+  }();
+  (void)done;
+}
+
+static std::string toolkitDir() {
+#ifdef PLANC_CUDA_TOOLKIT
+  return PLANC_CUDA_TOOLKIT;
+#else
+  return "/usr/local/cuda";
+#endif
+}
+
+void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
+  registerPipelinePasses();
+  std::string target = "chip=" + options.chip + " features=+ptx80 O=3";
+  std::string binary = "format=" + options.format + (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
+  std::string pipeline =
+      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
+      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-cuda-library-calls,"
+      "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,gpu-kernel-outlining,"
+      "nvvm-attach-target{" + target + "},"
+      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
+      "gpu-module-to-binary{" + binary + "},"
+      "arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,"
+      "convert-scf-to-cf,convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
+      "finalize-memref-to-llvm{use-generic-functions=1},convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
+      "gpu-to-llvm{use-bare-pointers-for-host=1},reconcile-unrealized-casts,plan-emit-main{backend=cuda}";
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    llvm::report_fatal_error("planc: the CUDA lowering pipeline does not parse");
+}
+
+LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {
+  int64_t found = 0;
+  for (auto bin : module.getOps<gpu::BinaryOp>())
+    for (Attribute a : bin.getObjects()) {
+      auto object = dyn_cast<gpu::ObjectAttr>(a);
+      if (!object || object.getFormat() != gpu::CompilationTarget::Assembly)
+        continue;
+      os << "// gpu.binary @" << bin.getSymName() << " for " << object.getTarget() << "\n"
+         << object.getObject().getValue() << "\n";
+      ++found;
+    }
+  if (found == 0) {
+    error = "the module has no PTX (no gpu.binary lowered to assembly)";
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
+                   std::string &error) {
+  if (!available()) {
+    error = "this planc was built without the CUDA toolkit, so it has no libplanrt_cuda to link; rebuild it "
+            "where /usr/local/cuda exists (or set CUDAToolkit_ROOT), or build with --target cpu";
+    return failure();
+  }
+  return cpu::link(object, exe, plancPath, error, /*retrieval=*/false, /*extraLibraries=*/{"planrt_cuda"});
+}
+
+void registerTarget(DialectRegistry &registry) {
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, index::IndexDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  gpu::registerConvertGpuToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  registerNVVMDialectTranslation(registry);
+  registerPipelinePasses();
+}
+
+} // namespace plan::cuda

@@ -1,0 +1,213 @@
+// libplanrt_cuda's host side: starting the device, managed memory as the runtime's
+// backend, error reporting, and the gpu-to-llvm launch ABI (mgpu*) on libcudart's
+// library API (cudaLibraryLoadData, cudaLibraryGetKernel, cudaLaunchKernel), which
+// needs no libcuda at link time: without a driver the executable starts and
+// planrt_cuda_start says what is missing.
+#include "device.h"
+
+#include "planrt.h"
+#include "planrt_cuda.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace planrt::cuda {
+namespace {
+
+int rankOf(const char *const *names) {
+  for (const char *const *n = names; *n; ++n)
+    if (const char *v = std::getenv(*n))
+      return std::atoi(v);
+  return 0;
+}
+/// The MPI rank before MPI starts (MPICH's hydra, Open MPI, Slurm), for messages.
+int worldRank() {
+  static const char *names[] = {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", nullptr};
+  return rankOf(names);
+}
+/// The rank among the processes on this host: which GPU to take.
+int localRank() {
+  static const char *names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", nullptr};
+  return rankOf(names);
+}
+
+[[noreturn]] void die(const char *what, const char *detail) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "planrt: error: rank %d: %s: %s\n", worldRank(), what, detail);
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+cudaStream_t theStream = nullptr;
+IndexError *theFlag = nullptr;
+
+// Managed memory, with freed blocks kept by size: the generated code frees and
+// allocates the same sizes every step, and cudaMallocManaged/cudaFree synchronise.
+std::mutex poolMutex;
+std::unordered_map<size_t, std::vector<void *>> freeBlocks;
+std::unordered_map<void *, size_t> blockSize;
+
+void *managedAlloc(size_t bytes) {
+  size_t size = (bytes + 255) / 256 * 256;
+  if (size == 0)
+    size = 256;
+  std::lock_guard<std::mutex> lock(poolMutex);
+  auto it = freeBlocks.find(size);
+  if (it != freeBlocks.end() && !it->second.empty()) {
+    void *p = it->second.back();
+    it->second.pop_back();
+    return p;
+  }
+  void *p = nullptr;
+  if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  blockSize[p] = size;
+  return p;
+}
+
+void managedFree(void *p) {
+  if (!p)
+    return;
+  std::lock_guard<std::mutex> lock(poolMutex);
+  auto it = blockSize.find(p);
+  if (it == blockSize.end())
+    die("free", "a pointer libplanrt_cuda did not allocate");
+  freeBlocks[it->second].push_back(p);
+}
+
+const planrt_backend kManaged = {"cuda", managedAlloc, managedFree};
+
+/// A loaded (or not yet loaded) module of generated kernels.
+struct Module {
+  const void *data;
+  bool loaded = false;
+  cudaLibrary_t library = nullptr;
+  std::unordered_map<std::string, cudaKernel_t> kernels;
+};
+/// Kernel names, for errors.
+std::mutex kernelMutex;
+std::unordered_map<const void *, std::string> kernelNames;
+
+} // namespace
+
+cudaStream_t stream() { return theStream; }
+IndexError *indexError() { return theFlag; }
+
+void check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return;
+  std::string detail = std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
+  die(what, detail.c_str());
+}
+
+void finish(const char *what) {
+  check(cudaGetLastError(), what);
+  check(cudaStreamSynchronize(theStream), what);
+  if (theFlag && theFlag->kind != 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %lld is outside [0, %lld)",
+                  theFlag->kind == 1 ? "embedding id" : "cross-entropy target", (long long)theFlag->value,
+                  (long long)theFlag->bound);
+    die(what, buf);
+  }
+}
+
+} // namespace planrt::cuda
+
+using namespace planrt::cuda;
+
+extern "C" {
+
+int planrt_cuda_start(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  int devices = 0;
+  cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr,
+                 "planrt: error: rank %d: no CUDA device: %s (%s); this executable was built with --target cuda: "
+                 "run it on a machine with an NVIDIA GPU and its driver, or build the plan with --target cpu\n",
+                 worldRank(), e == cudaSuccess ? "the driver reports no device" : cudaGetErrorString(e),
+                 e == cudaSuccess ? "0 devices" : cudaGetErrorName(e));
+    return 1;
+  }
+  int device = localRank() % devices;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  int managed = 0;
+  check(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, device), "cudaDeviceGetAttribute");
+  if (!managed) {
+    std::fprintf(stderr, "planrt: error: rank %d: CUDA device %d has no managed memory, which this version of "
+                         "the CUDA target needs\n", worldRank(), device);
+    return 1;
+  }
+  check(cudaStreamCreateWithFlags(&theStream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaMallocManaged(reinterpret_cast<void **>(&theFlag), sizeof(IndexError), cudaMemAttachGlobal),
+        "cudaMallocManaged of the index flag");
+  std::memset(theFlag, 0, sizeof(IndexError));
+  planrt_set_backend(&kManaged);
+  static const char *sizeNames[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", nullptr};
+  if (rankOf(sizeNames) > 1 && worldRank() == 0)
+    std::fprintf(stderr, "planrt: note: this version of the CUDA target runs the collectives between processes "
+                         "through MPI on managed memory; NCCL is not implemented yet (docs/CUDA.md)\n");
+  return 0;
+}
+
+void *mgpuModuleLoad(void *data, size_t) { return new Module{data}; }
+void *mgpuModuleLoadJIT(void *data, int) { return new Module{data}; }
+
+void mgpuModuleUnload(void *module) {
+  // Runs from a destructor at exit; the driver may already be gone, so errors are not reported.
+  auto *m = static_cast<Module *>(module);
+  if (m && m->loaded)
+    (void)cudaLibraryUnload(m->library);
+  delete m;
+}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  auto *m = static_cast<Module *>(module);
+  if (!m->loaded) {
+    check(cudaLibraryLoadData(&m->library, m->data, nullptr, nullptr, 0, nullptr, nullptr, 0),
+          "loading the generated kernels (cudaLibraryLoadData)");
+    m->loaded = true;
+  }
+  auto it = m->kernels.find(name);
+  if (it != m->kernels.end())
+    return reinterpret_cast<void *>(it->second);
+  cudaKernel_t k = nullptr;
+  std::string what = std::string("finding kernel ") + name;
+  check(cudaLibraryGetKernel(&k, m->library, name), what.c_str());
+  m->kernels[name] = k;
+  std::lock_guard<std::mutex> lock(kernelMutex);
+  kernelNames[reinterpret_cast<const void *>(k)] = name;
+  return reinterpret_cast<void *>(k);
+}
+
+void *mgpuStreamCreate(void) { return theStream; }
+void mgpuStreamSynchronize(void *) { finish("a generated kernel"); }
+void mgpuStreamDestroy(void *) {}
+
+void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
+                      int32_t shared, void *, void **params, void **, size_t) {
+  cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
+                                   dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(theStream);
+  if (e != cudaSuccess) {
+    std::string what;
+    {
+      std::lock_guard<std::mutex> lock(kernelMutex);
+      auto it = kernelNames.find(function);
+      what = "generated kernel " + (it == kernelNames.end() ? std::string("?") : it->second);
+    }
+    check(e, what.c_str());
+  }
+}
+
+} // extern "C"

@@ -1,0 +1,31 @@
+// Internal to libplanrt_cuda: the stream every call runs on, error reporting, and the
+// flag through which kernels report an out-of-range index.
+#ifndef PLANRT_CUDA_DEVICE_H
+#define PLANRT_CUDA_DEVICE_H
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace planrt::cuda {
+
+/// The one stream of this process's kernels, GEMMs and copies.
+cudaStream_t stream();
+/// Prints "planrt: error: rank R: <what>: <CUDA error>" and exits 1 unless e is success.
+void check(cudaError_t e, const char *what);
+/// Waits for the stream, then checks it and the index flag; `what` names the call.
+void finish(const char *what);
+
+/// What a kernel found out of range: kind 0 none, 1 an embedding id, 2 a
+/// cross-entropy target; the first one found wins.
+struct IndexError {
+  int32_t kind;
+  int32_t pad;
+  int64_t value, bound;
+};
+/// The device-visible flag (managed memory).
+IndexError *indexError();
+
+} // namespace planrt::cuda
+
+#endif // PLANRT_CUDA_DEVICE_H

@@ -1,0 +1,39 @@
+// plan-cuda-library-calls: the GEMM (cblas_sgemm) and the fused kernels with a device
+// version become calls of libplanrt_cuda (planrt_cuda_*), same arguments; the
+// tensor-parallel kernels stay the host's (they act on managed memory between
+// synchronous launches); a name already taken is an error.
+// RUN: planc-opt %s -split-input-file -plan-cuda-library-calls -verify-diagnostics | FileCheck %s
+
+// CHECK-DAG: func.func private @planrt_cuda_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+// CHECK-DAG: func.func private @planrt_cuda_layernorm(
+// CHECK-DAG: func.func private @planrt_cuda_sdpa_bwd(
+// CHECK-DAG: func.func private @planrt_cuda_cross_entropy(
+// CHECK-DAG: func.func private @planrt_k_all_reduce(
+// CHECK-LABEL: func.func @step(
+// CHECK: call @planrt_cuda_sgemm(
+// CHECK: call @planrt_cuda_layernorm(
+// CHECK: call @planrt_cuda_sdpa_bwd(
+// CHECK: call @planrt_cuda_cross_entropy(
+// CHECK: call @planrt_k_all_reduce(
+// CHECK-NOT: cblas_sgemm
+func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+func.func private @planrt_k_layernorm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32)
+func.func private @planrt_k_sdpa_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
+func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64)
+func.func private @planrt_k_all_reduce(!llvm.ptr, !llvm.ptr, i64, i32, i32)
+func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
+  call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i)
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
+  call @planrt_k_layernorm(%p, %p, %p, %p, %n, %n, %f) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> ()
+  call @planrt_k_sdpa_bwd(%p, %p, %p, %n, %n, %n, %n, %n, %i, %i, %f)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
+  call @planrt_k_cross_entropy(%p, %p, %p, %n, %n) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
+  call @planrt_k_all_reduce(%p, %p, %n, %i, %i) : (!llvm.ptr, !llvm.ptr, i64, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func private @planrt_cuda_embedding(!llvm.ptr)
+// expected-error @+1 {{'func.func' op 'planrt_cuda_embedding' is already declared}}
+func.func private @planrt_k_embedding(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)

@@ -1,0 +1,119 @@
+// plan-gpu-map-loops: each outermost scf.parallel becomes a gpu.launch of ⌈n / 256⌉
+// blocks of 256 threads, n the product of its trip counts, the thread's linear id
+// delinearised row-major (last dimension fastest) and guarded by id < n; a memref.copy
+// becomes a launch of one thread per element; a serial loop nest that stores (a full
+// reduction) becomes a launch of one thread; loops that call or allocate stay on the
+// host, with the parallel loops inside them launched. Kernels are named
+// <function>_<loop|copy|serial><n> in the gpu.module @planc_kernels.
+// RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s
+
+// CHECK-LABEL: func.func @two_d(
+// CHECK-SAME: %[[A:.*]]: memref<64x100xf32>, %[[B:.*]]: memref<64x100xf32>)
+// CHECK: arith.muli
+// CHECK-NEXT: %[[N:.*]] = arith.muli
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivui %[[N]], %[[C256:.*]] : index
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[BLOCKS]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) module(@planc_kernels) function(@two_d_loop0)
+// CHECK: %[[ID0:.*]] = arith.muli %[[BX]], %{{.*}} : index
+// CHECK: %[[ID:.*]] = arith.addi %[[ID0]], %[[TX]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[ID]], %[[N]] : index
+// CHECK: scf.if %[[IN]] {
+// CHECK: %[[J:.*]] = arith.remui %[[ID]], %{{.*}} : index
+// CHECK: %[[I:.*]] = arith.divui %[[ID]], %{{.*}} : index
+// CHECK: %[[V:.*]] = memref.load %[[A]][%{{.*}}, %{{.*}}] : memref<64x100xf32>
+// CHECK: math.tanh %[[V]]
+// CHECK: memref.store
+// CHECK: }
+// CHECK: gpu.terminator
+// CHECK-NOT: scf.parallel
+func.func @two_d(%a: memref<64x100xf32>, %b: memref<64x100xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c64, %c100) step (%c1, %c1) {
+    %v = memref.load %a[%i, %j] : memref<64x100xf32>
+    %t = math.tanh %v : f32
+    memref.store %t, %b[%i, %j] : memref<64x100xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A copy: one thread per element, and a full reduction: one thread.
+// CHECK-LABEL: func.func @copy_and_sum(
+// CHECK: gpu.launch {{.*}} module(@planc_kernels) function(@copy_and_sum_copy0)
+// CHECK: memref.load %{{.*}} : memref<8x?xf32, strided<[?, 1], offset: ?>>
+// CHECK: memref.store %{{.*}} : memref<8x?xf32>
+// CHECK: gpu.launch {{.*}} module(@planc_kernels) function(@copy_and_sum_serial1)
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK-NOT: memref.copy
+func.func @copy_and_sum(%src: memref<8x?xf32, strided<[?, 1], offset: ?>>, %dst: memref<8x?xf32>,
+                        %x: memref<1000xf32>, %sum: memref<f32>) {
+  memref.copy %src, %dst : memref<8x?xf32, strided<[?, 1], offset: ?>> to memref<8x?xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1000 = arith.constant 1000 : index
+  scf.for %i = %c0 to %c1000 step %c1 {
+    %v = memref.load %x[%i] : memref<1000xf32>
+    %s = memref.load %sum[] : memref<f32>
+    %t = arith.addf %s, %v : f32
+    memref.store %t, %sum[] : memref<f32>
+  }
+  return
+}
+
+// -----
+
+// A host loop that calls a library function stays on the host; its parallel loop is
+// launched inside it. A loop that only reads stays too (nothing to keep on the device).
+// CHECK-LABEL: func.func @host_loop(
+// CHECK: scf.for
+// CHECK: func.call @lib
+// CHECK: gpu.launch {{.*}} function(@host_loop_loop0)
+// CHECK: scf.for
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func private @lib(memref<16xf32>)
+func.func @host_loop(%x: memref<16xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %k = %c0 to %c4 step %c1 {
+    func.call @lib(%x) : (memref<16xf32>) -> ()
+    scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+      memref.store %one, %x[%i] : memref<16xf32>
+      scf.reduce
+    }
+  }
+  %zero = arith.constant 0.0 : f32
+  %r = scf.for %i = %c0 to %c16 step %c1 iter_args(%acc = %zero) -> f32 {
+    %v = memref.load %x[%i] : memref<16xf32>
+    %s = arith.addf %acc, %v : f32
+    scf.yield %s : f32
+  }
+  return %r : f32
+}
+
+// -----
+
+func.func @reduction(%x: memref<16xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0.0 : f32
+  // expected-error @+1 {{'scf.parallel' op with reductions: plan-gpu-map-loops launches parallel loops without results}}
+  %r = scf.parallel (%i) = (%c0) to (%c16) step (%c1) init (%zero) -> f32 {
+    %v = memref.load %x[%i] : memref<16xf32>
+    scf.reduce(%v : f32) {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      scf.reduce.return %s : f32
+    }
+  }
+  return %r : f32
+}
