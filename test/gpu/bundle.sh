@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Makes what test/gpu/run_all.sh needs on a GPU machine that has CUDA, CMake and PyTorch
+# but neither LLVM/MLIR, ANTLR nor MPI (so no planc): the executables of the GPU tests,
+# built here for both targets from the same plans, the libraries they load that such a
+# machine lacks, the data, and `planc explain` of each plan. CUDA's own libraries
+# (libcudart, libcublasLt) are the GPU machine's.
+#
+#   test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]     (defaults: build/bin/planc, gpu-bundle)
+# writes BUNDLE_DIR and BUNDLE_DIR.tar.xz. Then, on the GPU machine, from the repository
+# root: test/gpu/run_all.sh BUNDLE_DIR[.tar.xz] OUT_DIR
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PLANC=$(realpath "${1:-$ROOT/build/bin/planc}")
+B=$(realpath -m "${2:-$ROOT/gpu-bundle}")
+BUILD=$(dirname "$(dirname "$PLANC")")
+KTEST="$BUILD/test/gpu/planc-cuda-kernels-test"
+[[ -x "$KTEST" ]] || { echo "bundle.sh: $KTEST is missing: build planc where the CUDA toolkit is" >&2; exit 1; }
+rm -rf "$B"
+mkdir -p "$B/lib" "$B/data" "$B/plans"
+cd "$B"
+
+# Data: the byte-level license text for tiny, random GPT-2 tokens for gpt2_small.
+/usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$B/data" > /dev/null
+/usr/bin/python3 - "$B/data/gpt2_tokens.bin" <<'PY'
+import sys, numpy as np
+np.random.default_rng(0).integers(0, 50257, size=4_000_000, dtype=np.uint16).tofile(sys.argv[1])
+PY
+
+# plan NAME MODEL DATA MICRO SEQ STEPS PRECISION: one device, the same everything on both targets.
+plan() {
+  cat > "plans/$1.plan" <<PLAN
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train $1 {
+  model = $2   mesh = cpu1   data = tokens("$3")
+  batch = $4   micro = $4   seq = $5
+  parallel { data = dp }
+  precision = $7
+  optimizer = adamw(lr: 6e-4, betas: [0.9, 0.95], weight_decay: 0.1)
+  clip = 1.0
+  steps = $6   seed = 1
+}
+PLAN
+}
+# Paths in the plans are relative to their directory: the bundle moves as a whole.
+plan tiny_check tiny ../data/train.bin 8 64 20 fp32
+plan gpt2s_check gpt2_small ../data/gpt2_tokens.bin 1 1024 20 fp32
+plan gpt2s_bf16_check gpt2_small ../data/gpt2_tokens.bin 1 1024 20 bf16
+plan gpt2s_bench gpt2_small ../data/gpt2_tokens.bin 8 1024 30 bf16
+for p in tiny_check gpt2s_check gpt2s_bf16_check gpt2s_bench; do
+  "$PLANC" build "plans/$p.plan" --target cuda -o "cuda_$p"
+  [[ $p == gpt2s_bench ]] || "$PLANC" build "plans/$p.plan" -o "cpu_$p"
+  "$PLANC" explain "plans/$p.plan" --json > "explain_$p.json"
+done
+cp "$KTEST" .
+
+# Libraries: what the executables load, less the C library, the C++ runtime and CUDA's.
+for exe in cuda_* cpu_* planc-cuda-kernels-test; do
+  ldd "$exe" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
+    *) cp -L "$lib" lib/ ;;
+  esac
+done
+strip --strip-debug lib/* cuda_* cpu_* planc-cuda-kernels-test
+# One compressed file to carry to the GPU machine (the device tool carries 64 MiB).
+tar -C "$(dirname "$B")" -cJf "$B.tar.xz" "$(basename "$B")"
+du -sh "$B" "$B.tar.xz" | awk '{print "bundle.sh: " $2 " " $1}'

@@ -1,0 +1,187 @@
+// libplanrt_cuda's kernels against their CPU references (runtime/lib/kernels.cpp,
+// cblas_sgemm): the same random inputs through both, every output compared. Needs a
+// GPU: without one every test is skipped (planrt_cuda_start says why). Each test also
+// times the device kernel (median of 20 calls) and prints it: the micro-benchmark.
+// Run by test/gpu/run_all.sh.
+#include "planrt.h"
+#include "planrt_cuda.h"
+#include "planrt_kernels.h"
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace {
+
+bool started() {
+  static int rc = planrt_cuda_start(0, nullptr);
+  return rc == 0;
+}
+
+/// n floats of the backend (managed memory once the device is started).
+struct Buf {
+  float *p;
+  int64_t n;
+  explicit Buf(int64_t n) : p(static_cast<float *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))), n(n) {}
+  ~Buf() { planrt_get_backend()->free(p); }
+  float *data() { return p; }
+};
+struct Ids {
+  int32_t *p;
+  explicit Ids(int64_t n) : p(static_cast<int32_t *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))) {}
+  ~Ids() { planrt_get_backend()->free(p); }
+};
+
+void fill(Buf &b, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (int64_t i = 0; i < b.n; ++i)
+    b.p[i] = d(g);
+}
+
+/// max |a - b| / max(max |b|, tiny) over the buffer.
+double relDiff(const float *a, const float *b, int64_t n) {
+  double diff = 0, big = 1e-30;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+    big = std::max(big, double(std::fabs(b[i])));
+  }
+  return diff / big;
+}
+
+/// Median time of `f` over 20 calls (each synchronous), printed with `what`.
+void bench(const char *what, const std::function<void()> &f) {
+  std::vector<double> t;
+  for (int i = 0; i < 20; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::nth_element(t.begin(), t.begin() + 10, t.end());
+  std::printf("[bench] %-40s %9.3f ms\n", what, t[10]);
+}
+
+#define NEED_GPU()                                                                                                    \
+  if (!started())                                                                                                     \
+  GTEST_SKIP() << "no CUDA device"
+
+TEST(CudaKernels, Sgemm) {
+  NEED_GPU();
+  for (int ta : {111, 112})
+    for (int tb : {111, 112}) {
+      const int m = 96, n = 80, k = 72;
+      Buf a(m * k), b(k * n), c(m * n), ref(m * n);
+      fill(a, 1);
+      fill(b, 2);
+      int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
+      cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f,
+                  ref.p, n);
+      planrt_cuda_sgemm(101, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f, c.p, n);
+      EXPECT_LT(relDiff(c.p, ref.p, m * n), 1e-5) << "transA " << ta << " transB " << tb;
+    }
+  const int m = 4096, n = 2304, k = 768;  // gpt2_small's qkv projection, batch 4 x 1024
+  Buf a(int64_t(m) * k), b(int64_t(k) * n), c(int64_t(m) * n);
+  fill(a, 3);
+  fill(b, 4);
+  bench("sgemm 4096x2304x768 (fp32)", [&] { planrt_cuda_sgemm(101, 111, 111, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n); });
+}
+
+TEST(CudaKernels, LayerNormAndRmsNorm) {
+  NEED_GPU();
+  const int64_t rows = 300, C = 200;
+  Buf x(rows * C), w(C), bias(C), dy(rows * C), y(rows * C), yr(rows * C), dx(rows * C), dxr(rows * C), dw(C),
+      dwr(C), db(C), dbr(C);
+  fill(x, 5);
+  fill(w, 6);
+  fill(bias, 7);
+  fill(dy, 8);
+  planrt_k_layernorm(x.p, w.p, bias.p, yr.p, rows, C, 1e-5f);
+  planrt_cuda_layernorm(x.p, w.p, bias.p, y.p, rows, C, 1e-5f);
+  EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
+  planrt_k_layernorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, dbr.p, rows, C, 1e-5f);
+  planrt_cuda_layernorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, db.p, rows, C, 1e-5f);
+  EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
+  EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
+  EXPECT_LT(relDiff(db.p, dbr.p, C), 1e-6);
+  planrt_k_rmsnorm(x.p, w.p, yr.p, rows, C, 1e-6f);
+  planrt_cuda_rmsnorm(x.p, w.p, y.p, rows, C, 1e-6f);
+  EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
+  planrt_k_rmsnorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, rows, C, 1e-6f);
+  planrt_cuda_rmsnorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, rows, C, 1e-6f);
+  EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
+  EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
+  const int64_t R = 4096, W = 768;
+  Buf bx(R * W), bw(W), bb(W), by(R * W), bdy(R * W), bdx(R * W), bdw(W), bdb(W);
+  bench("layernorm 4096x768", [&] { planrt_cuda_layernorm(bx.p, bw.p, bb.p, by.p, R, W, 1e-5f); });
+  bench("layernorm_bwd 4096x768", [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
+}
+
+/// Attention forward and backward against the CPU for one shape.
+void attention(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int causal, int rope) {
+  int64_t row = (H + 2 * KVH) * D;
+  Buf qkv(B * S * row), out(B * S * H * D), outr(B * S * H * D), dout(B * S * H * D), dq(B * S * row),
+      dqr(B * S * row);
+  fill(qkv, 9);
+  fill(dout, 10);
+  planrt_k_sdpa(qkv.p, outr.p, B, S, H, KVH, D, causal, rope, 10000.0f);
+  planrt_cuda_sdpa(qkv.p, out.p, B, S, H, KVH, D, causal, rope, 10000.0f);
+  EXPECT_LT(relDiff(out.p, outr.p, B * S * H * D), 2e-5) << "causal " << causal << " rope " << rope;
+  planrt_k_sdpa_bwd(dout.p, qkv.p, dqr.p, B, S, H, KVH, D, causal, rope, 10000.0f);
+  planrt_cuda_sdpa_bwd(dout.p, qkv.p, dq.p, B, S, H, KVH, D, causal, rope, 10000.0f);
+  EXPECT_LT(relDiff(dq.p, dqr.p, B * S * row), 1e-4) << "causal " << causal << " rope " << rope;
+}
+
+TEST(CudaKernels, Attention) {
+  NEED_GPU();
+  attention(2, 37, 4, 4, 16, 1, 0);   // GPT: causal, no rope
+  attention(2, 37, 4, 4, 16, 0, 0);   // bidirectional (embedders)
+  attention(2, 29, 6, 2, 32, 1, 1);   // llama: grouped-query, rope
+  attention(1, 16, 2, 1, 64, 1, 1);
+  const int64_t B = 4, S = 1024, H = 12, D = 64;
+  Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
+  bench("sdpa B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
+  bench("sdpa_bwd B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
+}
+
+TEST(CudaKernels, EmbeddingAndCrossEntropy) {
+  NEED_GPU();
+  const int64_t rows = 257, C = 48, V = 300;
+  Buf table(V * C), out(rows * C), outr(rows * C), dout(rows * C), dt(V * C), dtr(V * C), logits(rows * V),
+      dl(rows * V), dlr(rows * V), loss(1), lossr(1), dloss(1);
+  Ids ids(rows);
+  std::mt19937 g(11);
+  for (int64_t r = 0; r < rows; ++r)
+    ids.p[r] = int32_t(g() % uint32_t(V));
+  fill(table, 12);
+  fill(dout, 13);
+  fill(logits, 14, 3.0f);
+  planrt_k_embedding(table.p, ids.p, outr.p, rows, C, V);
+  planrt_cuda_embedding(table.p, ids.p, out.p, rows, C, V);
+  EXPECT_EQ(relDiff(out.p, outr.p, rows * C), 0.0);
+  planrt_k_embedding_bwd(dout.p, ids.p, dtr.p, rows, C, V);
+  planrt_cuda_embedding_bwd(dout.p, ids.p, dt.p, rows, C, V);
+  EXPECT_EQ(relDiff(dt.p, dtr.p, V * C), 0.0);  // same order of additions
+  planrt_k_cross_entropy(logits.p, ids.p, lossr.p, rows, V);
+  planrt_cuda_cross_entropy(logits.p, ids.p, loss.p, rows, V);
+  EXPECT_LT(std::fabs(loss.p[0] - lossr.p[0]) / std::fabs(lossr.p[0]), 1e-6);
+  dloss.p[0] = 1.5f;
+  planrt_k_cross_entropy_bwd(dloss.p, logits.p, ids.p, dlr.p, rows, V);
+  planrt_cuda_cross_entropy_bwd(dloss.p, logits.p, ids.p, dl.p, rows, V);
+  EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), 1e-6);
+  const int64_t R = 4096, W = 50257;
+  Buf bl(R * W), bdl(R * W), bloss(1);
+  Ids bt(R);
+  for (int64_t r = 0; r < R; ++r)
+    bt.p[r] = int32_t(r % W);
+  bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W); });
+  bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
+}
+
+} // namespace

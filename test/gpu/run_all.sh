@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Every GPU test and benchmark, on a bare GPU machine (nvcc, CMake, PyTorch; no apt, no
+# planc): the bundle test/gpu/bundle.sh made where planc builds, then
+#   1. the CUDA kernels against their CPU references (planc-cuda-kernels-test), with
+#      each kernel's time;
+#   2. correctness: tiny and gpt2_small (fp32 and bf16), 20 steps on the CUDA target
+#      against the CPU target from the same initial weights and batches: per-step loss
+#      rtol 2e-2, final loss within 1 % (TESTING.md's bf16 row);
+#   3. memory: each CUDA run's peak of generated buffers (mem_peak_bytes) against
+#      `planc explain`'s activations + buffers;
+#   4. benchmark: gpt2_small (124M), batch 8 × 1024, bf16: planc's tokens/s and MFU
+#      against PyTorch eager and torch.compile (test/gpu/torch_gpt.py) in the same run.
+# Results go to OUT_DIR/gpu_results.md (and the logs beside it); the exit status is 1
+# if any check failed.
+#
+#   test/gpu/run_all.sh [BUNDLE_DIR|BUNDLE.tar.xz [OUT_DIR]]   (defaults: gpu-bundle, $OUT or gpu-results)
+# CHECKS="tiny_check" limits sections 2 and 3 to those plans; BENCH=0 skips section 4.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=$(realpath "${1:-$ROOT/gpu-bundle}")
+if [[ -f "$B" && "$B" == *.tar.xz ]]; then  # the carried form: unpack beside /tmp
+  mkdir -p /tmp/planc-gpu && tar -C /tmp/planc-gpu -xJf "$B" && B=/tmp/planc-gpu/$(basename "$B" .tar.xz)
+fi
+OUTDIR=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
+[[ -x "$B/planc-cuda-kernels-test" ]] || { echo "run_all.sh: no bundle at $B (make one with test/gpu/bundle.sh)" >&2; exit 2; }
+mkdir -p "$OUTDIR"
+R="$OUTDIR/gpu_results.md"
+PY=${PYTHON:-python3}
+CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
+export LD_LIBRARY_PATH="$B/lib:$CUDA_LIB:${LD_LIBRARY_PATH:-}"
+failed=0
+fail() { echo "FAIL: $*" | tee -a "$R"; failed=1; }
+
+{
+  echo "# planc GPU results"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  echo "- torch: $($PY -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1)"
+  echo
+  echo "## 1. Kernels against the CPU"
+  echo '```'
+} > "$R"
+if ! "$B/planc-cuda-kernels-test" > "$OUTDIR/kernels.txt" 2>&1; then fail "planc-cuda-kernels-test"; fi
+grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[bench\]' "$OUTDIR/kernels.txt" >> "$R"
+echo '```' >> "$R"
+
+cd "$B"
+echo -e "\n## 2. CUDA target against the CPU target (20 steps, same weights and batches)\n" >> "$R"
+echo "| plan | precision | worst per-step loss rel. diff | final loss CPU / CUDA | pass |" >> "$R"
+echo "|---|---|---|---|---|" >> "$R"
+# The plans' data paths were resolved where the bundle was made: name the bundle's copy.
+data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
+CHECKS=${CHECKS:-tiny_check gpt2s_check gpt2s_bf16_check}
+for p in $CHECKS; do
+  ok=1
+  OMP_NUM_THREADS=16 ./cpu_$p --data "$(data $p)" --log "$OUTDIR/cpu_$p.jsonl" > "$OUTDIR/cpu_$p.out" 2>&1 ||
+    { fail "cpu_$p"; ok=0; }
+  ./cuda_$p --data "$(data $p)" --log "$OUTDIR/cuda_$p.jsonl" > "$OUTDIR/cuda_$p.out" 2>&1 ||
+    { fail "cuda_$p (see cuda_$p.out)"; ok=0; }
+  [[ $ok == 1 ]] || continue
+  $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/cuda_$p.jsonl" "$p" >> "$R" <<'PY' || fail "$p: CUDA losses differ from the CPU's"
+import json, sys
+def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"loss"' in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+final = abs(a[-1] - b[-1]) / abs(a[-1])
+ok = len(a) == len(b) >= 20 and worst <= 2e-2 and final <= 1e-2
+prec = "bf16" if "bf16" in sys.argv[3] else "fp32"
+print(f"| {sys.argv[3]} | {prec} | {worst:.2e} | {a[-1]:.5f} / {b[-1]:.5f} | {'yes' if ok else 'NO'} |")
+sys.exit(0 if ok else 1)
+PY
+done
+
+echo -e "\n## 3. Peak of generated buffers against planc explain\n" >> "$R"
+echo "| plan | executable's mem_peak_bytes (MiB) | explain activations + buffers (MiB) | ratio |" >> "$R"
+echo "|---|---|---|---|" >> "$R"
+for p in $CHECKS; do
+  [[ -s "$OUTDIR/cuda_$p.jsonl" ]] || continue
+  $PY - "$OUTDIR/cuda_$p.jsonl" "explain_$p.json" "$p" >> "$R" <<'PY'
+import json, sys
+peak = max(json.loads(l)["mem_peak_bytes"] for l in open(sys.argv[1]) if '"loss"' in l)
+e = json.load(open(sys.argv[2]))
+pred = e["per_device_bytes"]["activations"] + sum(b["bytes"] for b in e["buffers"])
+print(f"| {sys.argv[3]} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {peak / pred:.2f} |")
+PY
+done
+
+if [[ ${BENCH:-1} == 0 ]]; then cat "$R"; exit $failed; fi
+echo -e "\n## 4. Benchmark: gpt2_small, batch 8 x 1024, bf16 (median of steps 5-29)\n" >> "$R"
+./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
+for mode in eager compile; do
+  $PY "$ROOT/test/gpu/torch_gpt.py" --mode $mode --batch 8 --seq 1024 --steps 30 --precision bf16 \
+    > "$OUTDIR/torch_$mode.json" 2> "$OUTDIR/torch_$mode.err" || fail "torch $mode (see torch_$mode.err)"
+done
+$PY - "$OUTDIR" "explain_gpt2s_bench.json" >> "$R" <<'PY'
+import json, os, statistics, subprocess, sys
+out = sys.argv[1]
+e = json.load(open(sys.argv[2]))
+try:
+    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                          text=True).stdout
+except OSError:
+    name = "(no nvidia-smi)"
+# Dense bf16 peak per device (H100/H200 SXM: 989 TFLOP/s); MFU as llm.c and nanoGPT count it: 6 N per token
+# plus the attention's 6 L S d (forward and backward of QK^T and PV; causal work not halved).
+peak = 989e12
+L, S, d = 12, 1024, 768
+def mfu(tok, params): return tok * (6 * params + 6 * L * S * d) / peak
+rows = []
+try:
+    steps = [json.loads(l) for l in open(os.path.join(out, "bench.jsonl")) if '"loss"' in l]
+    tok = statistics.median(s["tokens_per_s"] for s in steps[5:])
+    rows.append(("planc (CUDA target)", tok, mfu(tok, e["params"])))
+except Exception as x:
+    rows.append(("planc (CUDA target)", None, None))
+for mode in ("eager", "compile"):
+    try:
+        t = json.load(open(os.path.join(out, f"torch_{mode}.json")))
+        rows.append((f"PyTorch {mode} {t['torch']}", t["tokens_per_s"], mfu(t["tokens_per_s"], t["params"])))
+    except Exception:
+        rows.append((f"PyTorch {mode}", None, None))
+print(f"device: {name.strip()}; MFU against {peak/1e12:.0f} TFLOP/s dense bf16\n")
+print("| trainer | tokens/s | MFU | planc / this |")
+print("|---|---|---|---|")
+base = rows[0][1]
+for n, tok, m in rows:
+    if tok is None:
+        print(f"| {n} | failed | | |")
+    else:
+        ratio = f"{base / tok:.2f}x" if base else ""
+        print(f"| {n} | {tok:,.0f} | {100 * m:.1f} % | {ratio} |")
+PY
+echo -e "\nreference: llm.c, about 470K tokens/s per H100 for GPT-2 124M (from its 8xH100 runs)" >> "$R"
+cat "$R"
+exit $failed
