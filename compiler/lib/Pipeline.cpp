@@ -80,10 +80,15 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
   }
   if (stage == Stage::PTX) {
     cuda::TargetOptions ptx;
+    ptx.chip = options.cudaArch;
     ptx.format = "isa";
     cuda::buildLoweringPipeline(pm, ptx);
   } else if (stage == Stage::LLVM && options.target == "cuda") {
-    cuda::buildLoweringPipeline(pm);
+    cuda::TargetOptions cubin;
+    cubin.chip = options.cudaArch;
+    cuda::buildLoweringPipeline(pm, cubin);
+  } else if (stage == Stage::LLVM && options.target == "cuda-host") {
+    cuda::buildHostEmulationPipeline(pm);
   } else if (stage == Stage::LLVM) {
     cpu::buildLoweringPipeline(pm);
   }

@@ -65,8 +65,18 @@ void *managedAlloc(size_t bytes) {
   }
   void *p = nullptr;
   if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
+    // Out of memory: give the cached blocks of other sizes back and try once more.
     (void)cudaGetLastError();
-    return nullptr;
+    for (auto &[bytes, blocks] : freeBlocks)
+      for (void *q : blocks) {
+        (void)cudaFree(q);
+        blockSize.erase(q);
+      }
+    freeBlocks.clear();
+    if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
   }
   blockSize[p] = size;
   return p;
@@ -148,6 +158,11 @@ int planrt_cuda_start(int argc, char **argv) {
     return 1;
   }
   check(cudaStreamCreateWithFlags(&theStream, cudaStreamNonBlocking), "cudaStreamCreate");
+  // The kernels' scratch memory (cudaMallocAsync) stays in the pool between calls.
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  uint64_t keep = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   check(cudaMallocManaged(reinterpret_cast<void **>(&theFlag), sizeof(IndexError), cudaMemAttachGlobal),
         "cudaMallocManaged of the index flag");
   std::memset(theFlag, 0, sizeof(IndexError));
@@ -195,6 +210,8 @@ void mgpuStreamDestroy(void *) {}
 
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
                       int32_t shared, void *, void **params, void **, size_t) {
+  if (gx <= 0 || gy <= 0 || gz <= 0 || bx <= 0 || by <= 0 || bz <= 0)
+    return;  // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
   cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
                                    dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
   if (e == cudaSuccess)

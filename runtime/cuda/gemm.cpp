@@ -9,7 +9,9 @@
 
 #include <cublasLt.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <utility>
 #include <string>
 
 namespace {
@@ -51,6 +53,14 @@ extern "C" void planrt_cuda_sgemm(int32_t order, int32_t transA, int32_t transB,
     check(cudaErrorInvalidValue, "planrt_cuda_sgemm: only row-major (CblasRowMajor) is implemented");
   if (m == 0 || n == 0)
     return;
+  if (k == 0) {  // C = beta C: what the generated code asks (beta = 0) is a zeroed C
+    if (beta != 0.0f)
+      check(cudaErrorNotSupported, "planrt_cuda_sgemm: k = 0 with beta != 0 is not implemented");
+    check(cudaMemset2DAsync(C, size_t(ldc) * sizeof(float), 0, size_t(n) * sizeof(float), size_t(m),
+                            planrt::cuda::stream()),
+          "planrt_cuda_sgemm (k = 0)");
+    return planrt::cuda::finish("planrt_cuda_sgemm (k = 0)");
+  }
   Lt &l = lt();
   bool tb = transB == kTrans, ta = transA == kTrans;
   // Column-major views: X = B (op → n × k), Y = A (op → k × m), D = C (n × m).
@@ -68,11 +78,28 @@ extern "C" void planrt_cuda_sgemm(int32_t order, int32_t transA, int32_t transB,
   size_t ws = kWorkspaceBytes;
   checkLt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
           "workspace preference");
+  // cuBLASLt assumes 256-byte aligned operands unless told: a parameter inside the flat
+  // buffer or a view of an activation may be aligned to as little as 4 bytes.
+  auto alignment = [](const void *p) {
+    uint32_t a = 256;
+    while (a > 4 && reinterpret_cast<uintptr_t>(p) % a != 0)
+      a /= 2;
+    return a;
+  };
+  uint32_t alignX = alignment(B), alignY = alignment(A), alignD = alignment(C);
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t *> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignY},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD}};
+  for (auto [attr, value] : aligns)
+    checkLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof *value), "alignment preference");
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  checkLt(cublasLtMatmulAlgoGetHeuristic(l.handle, desc, x, y, d, d, pref, 1, &result, &found),
-          "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
+  cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(l.handle, desc, x, y, d, d, pref, 1, &result, &found);
+  if (heuristic != CUBLAS_STATUS_SUCCESS && heuristic != CUBLAS_STATUS_NOT_SUPPORTED)
+    checkLt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
+  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "planrt_cuda_sgemm: cuBLASLt has no algorithm for m=%d n=%d k=%d", m, n, k);
     check(cudaErrorNotSupported, buf);

@@ -171,7 +171,8 @@ __global__ void rmsnormBwdRows(const float *dy, const float *x, const float *w, 
   }
 }
 
-/// Scratch device memory for one call (stream-ordered).
+/// Scratch device memory for one call (stream-ordered, from the device's default pool,
+/// which keeps what it frees: each call asks for the same sizes again).
 template <class T> T *scratch(int64_t n, const char *what) {
   void *p = nullptr;
   planrt::cuda::check(cudaMallocAsync(&p, size_t(n > 0 ? n : 1) * sizeof(T), planrt::cuda::stream()), what);
@@ -495,7 +496,7 @@ __global__ void meanOfRows(const double *perRow, int64_t rows, float *loss) {
   *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
 }
 
-__global__ void crossEntropyBwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
+__global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t *targets, float *dlogits,
                                 int64_t rows, int64_t V, planrt::cuda::IndexError *flag) {
   int64_t r = warpItem();
   int lane = laneId();
@@ -504,7 +505,7 @@ __global__ void crossEntropyBwd(const float *dloss, const float *logits, const i
   int64_t t = targetOf(targets, r, V, lane, flag);
   if (t < 0)
     return;
-  double scale = double(*dloss) / double(rows);
+  double scale = double(dloss) / double(rows);
   const float *lr = logits + r * V;
   float *dr = dlogits + r * V;
   float m;
@@ -536,7 +537,8 @@ void planrt_cuda_layernorm_bwd(const float *dy, const float *x, const float *w, 
   if (rows > 0)
     layernormBwdRows<<<blocksForRows(rows), kRowThreads, 0, planrt::cuda::stream()>>>(dy, x, w, dx, stats, rows,
                                                                                       C, eps);
-  normColumnSums<<<blocksForItems(C), 256, 0, planrt::cuda::stream()>>>(dy, x, stats, dw, db, rows, C);
+  if (C > 0)
+    normColumnSums<<<blocksForItems(C), 256, 0, planrt::cuda::stream()>>>(dy, x, stats, dw, db, rows, C);
   release(stats);
   finish("planrt_cuda_layernorm_bwd");
 }
@@ -553,7 +555,8 @@ void planrt_cuda_rmsnorm_bwd(const float *dy, const float *x, const float *w, fl
   if (rows > 0)
     rmsnormBwdRows<<<blocksForRows(rows), kRowThreads, 0, planrt::cuda::stream()>>>(dy, x, w, dx, stats, rows, C,
                                                                                     eps);
-  normColumnSums<<<blocksForItems(C), 256, 0, planrt::cuda::stream()>>>(dy, x, stats, dw, nullptr, rows, C);
+  if (C > 0)
+    normColumnSums<<<blocksForItems(C), 256, 0, planrt::cuda::stream()>>>(dy, x, stats, dw, nullptr, rows, C);
   release(stats);
   finish("planrt_cuda_rmsnorm_bwd");
 }
@@ -613,9 +616,11 @@ void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, floa
 
 void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
                                    int64_t rows, int64_t V) {
+  // *dloss is read here, on the host: the generated code passes the backward pass's
+  // seed as a constant global of the executable, which the device cannot read.
   if (rows > 0)
     crossEntropyBwd<<<blocksForRows(rows), kRowThreads, 0, planrt::cuda::stream()>>>(
-        dloss, logits, targets, dlogits, rows, V, planrt::cuda::indexError());
+        *dloss, logits, targets, dlogits, rows, V, planrt::cuda::indexError());
   finish("planrt_cuda_cross_entropy_bwd");
 }
 

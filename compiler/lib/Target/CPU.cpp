@@ -277,11 +277,11 @@ static void registerPipelinePasses() {
   (void)done;
 }
 
-void buildLoweringPipeline(OpPassManager &pm) {
+void buildLoweringPipeline(OpPassManager &pm, const std::string &loops) {
   registerPipelinePasses();
-  static const char *pipeline =
+  std::string pipeline =
       "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,cse,"
-      "one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers,convert-linalg-to-loops),"
+      "one-shot-bufferize,cse,canonicalize," + loops + ","
       "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm{use-generic-functions=1},"
       "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-main";

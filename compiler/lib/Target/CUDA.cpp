@@ -34,6 +34,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -96,6 +98,42 @@ struct PlanCudaLibraryCalls : PassWrapper<PlanCudaLibraryCalls, OperationPass<Mo
         return signalPassFailure();
       symbols.setSymbolName(f, to);
     }
+    // A device kernel's operand must be device-visible memory; a constant global of the
+    // executable is not (the cross-entropy backward's seed is read by the host).
+    WalkResult r = m.walk([&](func::CallOp call) {
+      if (!call.getCallee().starts_with("planrt_cuda_"))
+        return WalkResult::advance();
+      for (auto [i, arg] : llvm::enumerate(call.getOperands())) {
+        if (call.getCallee() == "planrt_cuda_cross_entropy_bwd" && i == 0)
+          continue;
+        if (memref::GetGlobalOp g = globalBehind(arg)) {
+          call.emitOpError() << "operand " << i << " of '" << call.getCallee() << "' is the constant global @"
+                             << g.getName() << ", which a GPU kernel cannot read: not implemented by the CUDA target";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      signalPassFailure();
+  }
+
+  /// The memref.get_global whose buffer a library call's pointer operand points into
+  /// (through the address arithmetic of LibraryCalls.cpp and views), or null.
+  static memref::GetGlobalOp globalBehind(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto g = dyn_cast<memref::GetGlobalOp>(def))
+        return g;
+      if (isa<LLVM::IntToPtrOp, arith::IndexCastOp, memref::ExtractAlignedPointerAsIndexOp>(def))
+        v = def->getOperand(0);
+      else if (auto add = dyn_cast<arith::AddIOp>(def))
+        v = add.getLhs();
+      else if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+        v = view.getViewSource();
+      else
+        return nullptr;
+    }
+    return nullptr;
   }
 };
 
@@ -142,15 +180,82 @@ private:
       return mapParallel(p);
     if (auto c = dyn_cast<memref::CopyOp>(op))
       return mapCopy(c);
-    if (auto loop = dyn_cast<scf::ForOp>(op))
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      if (scf::ParallelOp inner = parallelInside(loop))
+        return mapAround(loop, inner);
       if (deviceOnly(loop)) {
         mapSerial(loop);
         return success();
       }
+    }
     for (Region &r : op->getRegions())
       if (failed(mapRegion(r)))
         return failure();
     return success();
+  }
+
+  /// The scf.parallel that is all a perfect nest of serial loops holds (besides
+  /// constants), or null. convert-linalg-to-parallel-loops gives such nests for a
+  /// reduction whose reduced dimension comes first (a bias gradient: for each row, for
+  /// all columns in parallel, out[c] += x[r, c]). When each parallel iteration owns
+  /// what it writes (ownsWrites) the serial loops can run inside each of its threads.
+  static scf::ParallelOp parallelInside(scf::ForOp outer) {
+    scf::ParallelOp found;
+    scf::ForOp loop = outer;
+    while (!found) {
+      if (!loop->use_empty() || loop.getNumRegionIterArgs() != 0)
+        return nullptr;
+      Operation *only = nullptr;
+      for (Operation &op : loop.getBody()->without_terminator()) {
+        if (op.hasTrait<OpTrait::ConstantLike>())
+          continue;
+        if (only)
+          return nullptr;
+        only = &op;
+      }
+      if (auto p = dyn_cast_or_null<scf::ParallelOp>(only))
+        found = p;
+      else if (auto f = dyn_cast_or_null<scf::ForOp>(only))
+        loop = f;
+      else
+        return nullptr;
+    }
+    // The launch's size is computed before the serial loops: the parallel loop's
+    // bounds must be defined outside them.
+    for (Value v : llvm::concat<Value>(found.getLowerBound(), found.getUpperBound(), found.getStep())) {
+      Operation *owner = v.getParentRegion()->getParentOp();
+      if (owner == outer.getOperation() || outer->isProperAncestor(owner))
+        return nullptr;
+    }
+    return found.getNumResults() == 0 && ownsWrites(found) ? found : nullptr;
+  }
+
+  /// Whether every store in p's body indexes with all of p's induction variables, and
+  /// every load of a stored memref uses the same indices as its stores: no iteration
+  /// reads or writes an element another iteration writes.
+  static bool ownsWrites(scf::ParallelOp p) {
+    DenseMap<Value, SmallVector<Value>> stored;
+    bool ok = true;
+    p.getBody()->walk([&](memref::StoreOp st) {
+      for (Value iv : p.getInductionVars())
+        if (!llvm::is_contained(st.getIndices(), iv))
+          ok = false;
+      auto [it, fresh] = stored.try_emplace(st.getMemRef(), st.getIndices().begin(), st.getIndices().end());
+      if (!fresh && !llvm::equal(it->second, st.getIndices()))
+        ok = false;
+    });
+    p.getBody()->walk([&](memref::LoadOp ld) {
+      auto it = stored.find(ld.getMemRef());
+      if (it != stored.end() && !llvm::equal(it->second, ld.getIndices()))
+        ok = false;
+    });
+    p.getBody()->walk([&](Operation *op) {
+      if (isa<memref::StoreOp, memref::LoadOp>(op))
+        return;
+      if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
+        ok = false;  // other writes (atomics, calls): not analysed
+    });
+    return ok && !stored.empty();
   }
 
   /// A loop nest a single GPU thread can run: it stores to memory, calls nothing,
@@ -177,7 +282,7 @@ private:
               function_ref<void(OpBuilder &, Value)> body) {
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     Value threads = arith::ConstantIndexOp::create(b, loc, kThreads);
-    Value blocks = arith::CeilDivUIOp::create(b, loc, total, threads);
+    Value blocks = arith::CeilDivSIOp::create(b, loc, total, threads);
     std::string name = fn + "_" + kind.str() + std::to_string(counter++);
     auto l = gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one, Value(), Type(), ValueRange(),
                                    TypeRange(), TypeRange(), Value(), Value(), Value(),
@@ -195,6 +300,26 @@ private:
     body(b, id);
     b.setInsertionPointToEnd(&entry);
     gpu::TerminatorOp::create(b, loc);
+    sinkGlobals(l);
+  }
+
+  /// Every memref.get_global defined outside `l` and used inside gets a copy at the
+  /// start of the kernel: gpu-kernel-outlining then copies the global into the GPU
+  /// module, where the host's address would be a fault.
+  static void sinkGlobals(gpu::LaunchOp l) {
+    DenseMap<Operation *, Value> copies;
+    OpBuilder b(&l.getBody().front(), l.getBody().front().begin());
+    l.getBody().walk([&](Operation *op) {
+      for (OpOperand &use : op->getOpOperands()) {
+        auto g = use.get().getDefiningOp<memref::GetGlobalOp>();
+        if (!g || l->isAncestor(g))
+          continue;
+        Value &copy = copies[g];
+        if (!copy)
+          copy = b.clone(*g)->getResult(0);
+        use.set(copy);
+      }
+    });
   }
 
   /// The indices of linear id `id` in a row-major iteration space of `sizes`.
@@ -225,11 +350,7 @@ private:
                                 "(convert-linalg-to-parallel-loops keeps reductions as scf.for)";
     OpBuilder b(p);
     Location loc = p.getLoc();
-    SmallVector<Value> sizes;
-    for (auto [lb, ub, step] : llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
-      Value span = arith::SubIOp::create(b, loc, ub, lb);
-      sizes.push_back(arith::CeilDivUIOp::create(b, loc, span, step));
-    }
+    SmallVector<Value> sizes = tripCounts(b, loc, p);
     launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
       IRMapping map;
       SmallVector<Value> idx = delinearize(b, loc, id, sizes);
@@ -239,6 +360,45 @@ private:
         b.clone(op, map);
     });
     p.erase();
+    return success();
+  }
+
+  /// The trip counts of a parallel loop, max(0, ⌈(ub − lb) / step⌉) each, built at b.
+  static SmallVector<Value> tripCounts(OpBuilder &b, Location loc, scf::ParallelOp p) {
+    SmallVector<Value> sizes;
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    for (auto [lb, ub, step] : llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
+      Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, ub, lb), zero);
+      sizes.push_back(arith::CeilDivSIOp::create(b, loc, span, step));
+    }
+    return sizes;
+  }
+
+  /// `outer` (serial loops around `inner`, a parallel loop) as one kernel: a thread
+  /// per parallel iteration, which runs the serial loops around its iteration.
+  LogicalResult mapAround(scf::ForOp outer, scf::ParallelOp inner) {
+    OpBuilder b(outer);
+    Location loc = outer.getLoc();
+    SmallVector<Value> sizes = tripCounts(b, loc, inner);
+    launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
+      IRMapping map;
+      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
+      SmallVector<Value> ivs;
+      for (auto [i, lb, step] : llvm::zip(idx, inner.getLowerBound(), inner.getStep()))
+        ivs.push_back(arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
+      // The serial nest cloned with the parallel loop replaced by its body at `ivs`.
+      Operation *copy = b.clone(*outer, map);
+      scf::ParallelOp clone;
+      copy->walk([&](scf::ParallelOp p) { clone = p; });
+      OpBuilder in(clone);
+      IRMapping body;
+      for (auto [iv, v] : llvm::zip(clone.getInductionVars(), ivs))
+        body.map(iv, v);
+      for (Operation &op : clone.getBody()->without_terminator())
+        in.clone(op, body);
+      clone.erase();
+    });
+    outer.erase();
     return success();
   }
 
@@ -267,6 +427,61 @@ private:
   }
 };
 
+/// `plan-gpu-launch-to-loops`: each gpu.launch (not outlined) becomes scf.for loops
+/// over its blocks and threads on the host, the body inlined with the block and
+/// thread ids bound to the loop variables (y and z to 0): the launch's semantics for
+/// a kernel without barriers or shared memory, which plan-gpu-map-loops' kernels are.
+struct PlanGpuLaunchToLoops : PassWrapper<PlanGpuLaunchToLoops, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanGpuLaunchToLoops)
+  StringRef getArgument() const override { return "plan-gpu-launch-to-loops"; }
+  StringRef getDescription() const override {
+    return "Run each gpu.launch on the host: loops over its blocks and threads around its body";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<scf::SCFDialect, arith::ArithDialect>();
+  }
+  void runOnOperation() override {
+    SmallVector<gpu::LaunchOp> launches;
+    getOperation().walk([&](gpu::LaunchOp l) { launches.push_back(l); });
+    for (gpu::LaunchOp l : launches) {
+      Block &body = l.getBody().front();
+      bool simple = l.getBody().hasOneBlock() && l.getAsyncDependencies().empty() && !l.getAsyncToken() &&
+                    l.getWorkgroupAttributions().empty() && l.getPrivateAttributions().empty();
+      WalkResult barriers = l.walk([](gpu::BarrierOp) { return WalkResult::interrupt(); });
+      if (!simple || barriers.wasInterrupted()) {
+        l.emitOpError() << "plan-gpu-launch-to-loops runs single-block launches without barriers, shared memory "
+                           "or async tokens on the host";
+        return signalPassFailure();
+      }
+      OpBuilder b(l);
+      Location loc = l.getLoc();
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0), one = arith::ConstantIndexOp::create(b, loc, 1);
+      auto blocks = scf::ForOp::create(b, loc, zero, l.getGridSizeX(), one);
+      b.setInsertionPointToStart(blocks.getBody());
+      auto threads = scf::ForOp::create(b, loc, zero, l.getBlockSizeX(), one);
+      b.setInsertionPointToStart(threads.getBody());
+      IRMapping map;
+      gpu::KernelDim3 ids[] = {l.getBlockIds(), l.getThreadIds(), l.getGridSize(), l.getBlockSize()};
+      Value sizes[2][3] = {{l.getGridSizeX(), l.getGridSizeY(), l.getGridSizeZ()},
+                           {l.getBlockSizeX(), l.getBlockSizeY(), l.getBlockSizeZ()}};
+      map.map(ids[0].x, blocks.getInductionVar());
+      map.map(ids[0].y, zero);
+      map.map(ids[0].z, zero);
+      map.map(ids[1].x, threads.getInductionVar());
+      map.map(ids[1].y, zero);
+      map.map(ids[1].z, zero);
+      for (int i = 0; i < 2; ++i) {
+        map.map(ids[2 + i].x, sizes[i][0]);
+        map.map(ids[2 + i].y, sizes[i][1]);
+        map.map(ids[2 + i].z, sizes[i][2]);
+      }
+      for (Operation &op : body.without_terminator())
+        b.clone(op, map);
+      l.erase();
+    }
+  }
+};
+
 } // namespace
 
 bool available() {
@@ -282,6 +497,7 @@ static void registerPipelinePasses() {
     registerGPUPasses();
     PassRegistration<PlanCudaLibraryCalls>();
     PassRegistration<PlanGpuMapLoops>();
+    PassRegistration<PlanGpuLaunchToLoops>();
     return true;
   }();
   (void)done;
@@ -312,6 +528,12 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "gpu-to-llvm{use-bare-pointers-for-host=1},reconcile-unrealized-casts,plan-emit-main{backend=cuda}";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CUDA lowering pipeline does not parse");
+}
+
+void buildHostEmulationPipeline(OpPassManager &pm) {
+  registerPipelinePasses();
+  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers,convert-linalg-to-parallel-loops),canonicalize,"
+                                 "plan-gpu-map-loops,plan-gpu-launch-to-loops");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

@@ -47,7 +47,10 @@ commands:
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
   -o OUT                     (build, run) the executable (default: the plan's name)
-  --target cpu|cuda          (build, run, emit --stage llvm) the target (default cpu)
+  --target cpu|cuda|cuda-host  (build, run, emit --stage llvm) the target (default cpu;
+                             cuda-host: the CUDA target's kernels run by host loops)
+  --cuda-arch sm_NN          (cuda target, emit --stage ptx) the GPU architecture, sm_80 or
+                             later (default sm_90: H100, H200; sm_80: A100)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -60,7 +63,7 @@ options:
 )";
 
 struct Options {
-  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu";
+  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu", cudaArch = "sm_90";
   std::vector<std::string> includeDirs, runArgs;
   bool printAfterAll = false, summary = false, json = false, searchLayouts = false,
        perLayer = false;
@@ -168,6 +171,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerProgram(const Options &opts, Stage stage,
   PipelineOptions pipeline;
   pipeline.entry = opts.entry;
   pipeline.target = opts.target;
+  pipeline.cudaArch = opts.cudaArch;
   buildPipeline(pm, stage, pipeline);
   if (failed(pm.run(*module)))
     return nullptr;
@@ -194,7 +198,7 @@ int runEmitIR(const Options &opts, Stage stage, const sema::Program &program, la
 /// planc build: the plan lowered to LLVM, an object file, an executable.
 int runBuild(const Options &opts, const sema::Program &program, lang::Diags &diags, const char *argv0,
              std::string &exe) {
-  if (opts.target == "cuda") {
+  if (opts.target != "cpu") {
     // The CUDA target builds training executables; retrieval and generation hand the
     // generated functions host buffers.
     const char *kind = nullptr;
@@ -210,7 +214,7 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
                       "--target cpu\n";
       return 1;
     }
-    if (!cuda::available()) {
+    if (opts.target == "cuda" && !cuda::available()) {
       llvm::errs() << "planc: error: this planc was built without the CUDA toolkit; rebuild it where "
                       "/usr/local/cuda exists (or set CUDAToolkit_ROOT), or build with --target cpu\n";
       return 1;
@@ -255,6 +259,7 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
   bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
             (opts.target == "cuda"
                  ? succeeded(cuda::link(std::string(object), exe, self, error))
+                 // cuda-host: the CPU's libraries (host loops, the CPU kernels).
                  : succeeded(cpu::link(std::string(object), exe, self, error,
                                        module->lookupSymbol("planc_retrieval_manifest") != nullptr)));
   llvm::sys::fs::remove(object);
@@ -390,7 +395,7 @@ int run(const Options &opts, const char *argv0) {
       llvm::errs() << "planc: error: stage '" << opts.stage << "' is not implemented in this version of planc\n";
       return 1;
     }
-    if (opts.target == "cuda" && *stage != Stage::LLVM && *stage != Stage::PTX)
+    if (opts.target != "cpu" && *stage != Stage::LLVM && *stage != Stage::PTX)
       return usageError("--target selects the llvm stage's target; stage '" + opts.stage +
                         "' is the same for every target");
     if (*stage == Stage::AST && !opts.entry.empty())
@@ -491,7 +496,7 @@ int main(int argc, char **argv) {
     } else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) {
       opts.includeDirs.push_back(a.substr(2));
     } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" ||
-               a == "--target") {
+               a == "--target" || a == "--cuda-arch") {
       auto v = value(a.c_str());
       if (!v)
         return 2;
@@ -499,10 +504,12 @@ int main(int argc, char **argv) {
                           : a == "--entry" ? opts.entry
                           : a == "-o"      ? opts.output
                           : a == "--dump-ir" ? opts.dumpDir
+                          : a == "--cuda-arch" ? opts.cudaArch
                                              : opts.target;
       out = *v;
     } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
                takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target) ||
+               takeInline("--cuda-arch", opts.cudaArch) ||
                takeInline("--trace", opts.trace)) {
     } else if (a == "--print-ir-after-all") {
       opts.printAfterAll = true;
@@ -536,7 +543,12 @@ int main(int argc, char **argv) {
                                            : "unknown command '" + opts.command + "'");
   if (opts.file.empty())
     return usageError("'" + opts.command + "' needs a .plan file");
-  if (opts.target != "cpu" && opts.target != "cuda")
-    return usageError("unknown target '" + opts.target + "'; the targets are cpu and cuda");
+  // sm_80 (Ampere) and later: libplanrt_cuda is built for sm_80 and sm_90.
+  if (opts.cudaArch.size() < 5 || opts.cudaArch.size() > 6 || opts.cudaArch.compare(0, 3, "sm_") != 0 ||
+      opts.cudaArch.find_first_not_of("0123456789", 3) != std::string::npos || std::stoi(opts.cudaArch.substr(3)) < 80)
+    return usageError("--cuda-arch '" + opts.cudaArch + "' is not an NVIDIA architecture this version supports "
+                      "(sm_80 or later, as sm_80 or sm_90)");
+  if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "cuda-host")
+    return usageError("unknown target '" + opts.target + "'; the targets are cpu, cuda and cuda-host");
   return run(opts, argv[0]);
 }

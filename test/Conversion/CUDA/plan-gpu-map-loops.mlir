@@ -11,7 +11,7 @@
 // CHECK-SAME: %[[A:.*]]: memref<64x100xf32>, %[[B:.*]]: memref<64x100xf32>)
 // CHECK: arith.muli
 // CHECK-NEXT: %[[N:.*]] = arith.muli
-// CHECK: %[[BLOCKS:.*]] = arith.ceildivui %[[N]], %[[C256:.*]] : index
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivsi %[[N]], %[[C256:.*]] : index
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[BLOCKS]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) module(@planc_kernels) function(@two_d_loop0)
 // CHECK: %[[ID0:.*]] = arith.muli %[[BX]], %{{.*}} : index
 // CHECK: %[[ID:.*]] = arith.addi %[[ID0]], %[[TX]] : index
@@ -116,4 +116,79 @@ func.func @reduction(%x: memref<16xf32>) -> f32 {
     }
   }
   return %r : f32
+}
+
+// -----
+
+// A bias gradient: for each row, for all columns, out[c] += x[r, c]: one kernel of a thread
+// per column, each running the row loop.
+// CHECK-LABEL: func.func @bias_grad(
+// CHECK-SAME: %[[X:.*]]: memref<16x8xf32>, %[[OUT:.*]]: memref<8xf32>)
+// CHECK: gpu.launch {{.*}} function(@bias_grad_loop0)
+// CHECK: scf.if
+// CHECK: scf.for %[[R:.*]] =
+// CHECK: memref.load %[[X]][%[[R]], %{{.*}}]
+// CHECK: memref.store %{{.*}}, %[[OUT]][%{{.*}}]
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @bias_grad(%x: memref<16x8xf32>, %out: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  scf.for %r = %c0 to %c16 step %c1 {
+    scf.parallel (%c) = (%c0) to (%c8) step (%c1) {
+      %v = memref.load %x[%r, %c] : memref<16x8xf32>
+      %o = memref.load %out[%c] : memref<8xf32>
+      %s = arith.addf %o, %v : f32
+      memref.store %s, %out[%c] : memref<8xf32>
+      scf.reduce
+    }
+  }
+  return
+}
+
+// -----
+
+// An iteration that reads its neighbour's element: the serial loop stays on the host and
+// each of its iterations launches the parallel loop.
+// CHECK-LABEL: func.func @stencil(
+// CHECK: scf.for
+// CHECK: gpu.launch {{.*}} function(@stencil_loop0)
+func.func @stencil(%a: memref<9xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  scf.for %t = %c0 to %c4 step %c1 {
+    scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+      %j = arith.addi %i, %c1 : index
+      %v = memref.load %a[%j] : memref<9xf32>
+      memref.store %v, %a[%i] : memref<9xf32>
+      scf.reduce
+    }
+  }
+  return
+}
+
+// -----
+
+// A constant global read by a kernel is fetched inside it.
+// CHECK-LABEL: func.func @global(
+// CHECK: gpu.launch
+// CHECK-NEXT: %[[G:.*]] = memref.get_global @ones : memref<8xf32>
+// CHECK: memref.load %[[G]]
+memref.global "private" constant @ones : memref<8xf32> = dense<1.0>
+func.func @global(%out: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %g = memref.get_global @ones : memref<8xf32>
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %g[%i] : memref<8xf32>
+    memref.store %v, %out[%i] : memref<8xf32>
+    scf.reduce
+  }
+  return
 }

@@ -23,9 +23,10 @@ bool stageImplemented(Stage s);
 
 struct PipelineOptions {
   std::string entry;  ///< keep only this declaration (and what it references)
-  /// The llvm stage's target: "cpu" or "cuda" (the ptx stage is always the CUDA
-  /// target's, its kernels as PTX text).
+  /// The llvm stage's target: "cpu", "cuda", or "cuda-host" (the CUDA target's kernels
+  /// run by host loops); the ptx stage is always the CUDA target's, as PTX text.
   std::string target = "cpu";
+  std::string cudaArch = "sm_90";  ///< the CUDA target's GPU architecture
 };
 
 /// Adds the passes that take a freshly generated `plan` module to `stage`.

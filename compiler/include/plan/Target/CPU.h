@@ -10,9 +10,13 @@
 
 namespace plan::cpu {
 
+/// The passes that turn the bufferized step functions' linalg ops into loops.
+inline constexpr const char *kLoops = "func.func(plan-free-buffers,convert-linalg-to-loops)";
+
 /// grad stage → LLVM dialect: entry points, linalg, fusion, bufferization
-/// (library calls), loops, LLVM, and the `main` that starts the runtime.
-void buildLoweringPipeline(mlir::OpPassManager &pm);
+/// (library calls), loops (`loops`: a pipeline fragment), LLVM, and the `main` that
+/// starts the runtime.
+void buildLoweringPipeline(mlir::OpPassManager &pm, const std::string &loops = kLoops);
 
 /// Translates an LLVM-dialect module to LLVM IR, optimises it at O3 for this
 /// host's CPU and writes an object file.

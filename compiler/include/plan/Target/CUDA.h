@@ -26,6 +26,13 @@ struct TargetOptions {
 /// LLVM, and the `main` that starts the device then the runtime.
 void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &options = {});
 
+/// The CUDA target's program run by the host (`--target cuda-host`): the CPU
+/// pipeline with its loops replaced by the CUDA target's kernels (plan-gpu-map-loops),
+/// each launch then executed as host loops over its blocks and threads
+/// (plan-gpu-launch-to-loops), with the CPU's library kernels. It checks the kernel
+/// mapping against the CPU target where no GPU is.
+void buildHostEmulationPipeline(mlir::OpPassManager &pm);
+
 /// The PTX of every gpu.binary of a module lowered with format "isa", each preceded by
 /// a comment naming the binary; an error if there is none.
 mlir::LogicalResult printPTX(mlir::ModuleOp module, llvm::raw_ostream &os, std::string &error);

@@ -1,0 +1,48 @@
+// plan-gpu-launch-to-loops (--target cuda-host): a launch becomes loops over its blocks and
+// threads on the host, the body inlined with the x ids bound to the loop variables, y and
+// z to 0 and the grid and block sizes to the launch's operands; a launch with a barrier is
+// refused (its threads would not meet).
+// RUN: planc-opt %s -split-input-file -plan-gpu-launch-to-loops -verify-diagnostics | FileCheck %s
+
+// CHECK-LABEL: func.func @launch(
+// CHECK-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)
+// CHECK: %[[C256:.*]] = arith.constant 256 : index
+// CHECK: scf.for %[[BX:.*]] = %{{.*}} to %[[G]] step %{{.*}} {
+// CHECK-NEXT: scf.for %[[TX:.*]] = %{{.*}} to %[[C256]] step %{{.*}} {
+// CHECK-NEXT: %[[B:.*]] = arith.muli %[[BX]], %[[C256]] : index
+// CHECK-NEXT: %[[I:.*]] = arith.addi %[[B]], %[[TX]] : index
+// CHECK-NEXT: %[[OK:.*]] = arith.cmpi ult, %[[I]], %{{.*}} : index
+// CHECK-NEXT: scf.if %[[OK]] {
+// CHECK-NEXT: memref.load %[[X]][%[[I]]]
+// CHECK-NOT: gpu.
+func.func @launch(%x: memref<1000xf32>, %g: index) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %n = arith.constant 1000 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %g, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %i = arith.addi %b, %tx : index
+    %ok = arith.cmpi ult, %i, %n : index
+    scf.if %ok {
+      %v = memref.load %x[%i] : memref<1000xf32>
+      %w = arith.addf %v, %v : f32
+      memref.store %w, %x[%i] : memref<1000xf32>
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+func.func @barrier(%x: memref<8xf32>) {
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{'gpu.launch' op plan-gpu-launch-to-loops runs single-block launches without barriers}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    gpu.barrier
+    gpu.terminator
+  }
+  return
+}
