@@ -6,7 +6,7 @@
 #     writes NAME.plan (mesh [dp: DEVICES], batch 8, seq 32; with TENSOR > 1, mesh
 #     [dp: DEVICES, tp: TENSOR] and tensor = tp, with SEQUENCE = true also sequence
 #     parallelism; with STAGES > 1, a pipeline axis pp of that size first, run with
-#     SCHEDULE, gpipe or 1f1b) and builds exe_NAME.
+#     SCHEDULE, gpipe or 1f1b) and builds exe_NAME (for --target $TARGET when TARGET is set).
 dp_plan() {
   local t=${8:-1} p=${10:-1} axes="dp: $2" tensor="" pipeline=""
   if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
@@ -34,5 +34,5 @@ train $1 {
   seed      = 11
 }
 EOF
-  "$PLANC" build "$1.plan" -o "exe_$1"
+  "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
 }
