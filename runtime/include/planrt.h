@@ -135,6 +135,23 @@ uint64_t planrt_comm_bytes_total(const planrt_mesh *mesh, planrt_collective kind
 /* Finalises MPI if planrt_mesh_init initialised it. */
 void planrt_mesh_finalize(planrt_mesh *mesh);
 
+/* Collectives on device memory: libplanrt_cuda installs NCCL here. Each member gets the
+ * group's MPI communicator (an MPI_Comm, by address; the rank and peer numbers are its)
+ * and returns 0 when it did the transfer, 1 when it declines (host memory, ranks that
+ * share a GPU): MPI does it then, as without a table. A member that fails exits the
+ * process after naming the rank and the cause. Bytes are counted as for MPI. */
+typedef struct {
+  const char *name;
+  int (*all_reduce)(const void *comm, float *buf, int64_t count, int max);
+  int (*all_gather)(const void *comm, const float *send, int64_t count, float *recv);
+  int (*reduce_scatter)(const void *comm, const float *send, int64_t count, float *recv);
+  int (*send)(const void *comm, int64_t peer, const float *buf, int64_t count);
+  int (*recv)(const void *comm, int64_t peer, float *buf, int64_t count);
+  int (*sendrecv)(const void *comm, int64_t to, const float *send, int64_t count, int64_t from, float *recv,
+                  int64_t recv_count);
+} planrt_collectives;
+void planrt_set_collectives(const planrt_collectives *collectives);
+
 /* ---- Training log: one JSON object per line (step, loss, lr, grad_norm,
  * tokens_per_s, comm_bytes by collective, and mem_peak_bytes: the most bytes the
  * generated code held during the step, planrt_mem_peak), appended and flushed every

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -206,6 +207,18 @@ bool validMask(const planrt_mesh *m, unsigned mask) {
 bool validCount(int64_t count, int64_t per = 1) { return count >= 0 && count * per <= INT32_MAX; }
 } // namespace
 
+namespace {
+std::atomic<const planrt_collectives *> gCollectives{nullptr};
+
+/// Whether the installed device collectives did the transfer (`member` of the table,
+/// called with the group's communicator first): false without a table or member, or
+/// when it declines, and MPI does it.
+template <class Member, class... Args> bool onDevice(Member member, MPI_Comm comm, Args... args) {
+  const planrt_collectives *c = gCollectives.load();
+  return c && c->*member && (c->*member)(&comm, args...) == 0;
+}
+} // namespace
+
 extern "C" {
 
 planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, int axes, planrt_mesh **out) {
@@ -259,6 +272,8 @@ planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, in
 
 int planrt_mesh_rank(const planrt_mesh *mesh) { return mesh ? mesh->rank : -1; }
 
+void planrt_set_collectives(const planrt_collectives *collectives) { gCollectives.store(collectives); }
+
 int64_t planrt_mesh_coord(const planrt_mesh *mesh, int axis) {
   return mesh && axis >= 0 && size_t(axis) < mesh->coords.size() ? mesh->coords[size_t(axis)] : -1;
 }
@@ -267,6 +282,8 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
   if (!validMask(mesh, mask) || (count && !buf) || !validCount(count))
     return fail(PLANRT_ERR_ARG, "planrt_all_reduce: bad argument");
   mesh->count(PLANRT_ALL_REDUCE, mask, uint64_t(count) * 4);
+  if (onDevice(&planrt_collectives::all_reduce, mesh->comm(mask), buf, count, int(op == PLANRT_MAX)))
+    return PLANRT_OK;
   return mesh->check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM,
                                    mesh->comm(mask)),
                      "all_reduce");
@@ -276,6 +293,8 @@ planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *s
   if (!validMask(mesh, mask) || (count && (!send || !recv)) || !validCount(count, mesh->groupSize(mask)))
     return fail(PLANRT_ERR_ARG, "planrt_all_gather: bad argument");
   mesh->count(PLANRT_ALL_GATHER, mask, uint64_t(count) * 4 * uint64_t(mesh->groupSize(mask)));
+  if (onDevice(&planrt_collectives::all_gather, mesh->comm(mask), send, count, recv))
+    return PLANRT_OK;
   // A send buffer that is this rank's block of recv is gathered in place.
   const void *from = send == recv + planrt_mesh_group_rank(mesh, mask) * count ? MPI_IN_PLACE : send;
   return mesh->check(MPI_Allgather(from, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, mesh->comm(mask)),
@@ -286,6 +305,8 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
   if (!validMask(mesh, mask) || (count && (!send || !recv)) || !validCount(count, mesh->groupSize(mask)))
     return fail(PLANRT_ERR_ARG, "planrt_reduce_scatter: bad argument");
   mesh->count(PLANRT_REDUCE_SCATTER, mask, uint64_t(count) * 4 * uint64_t(mesh->groupSize(mask)));
+  if (onDevice(&planrt_collectives::reduce_scatter, mesh->comm(mask), send, count, recv))
+    return PLANRT_OK;
   return mesh->check(MPI_Reduce_scatter_block(send, recv, int(count), MPI_FLOAT, MPI_SUM, mesh->comm(mask)),
                      "reduce_scatter");
 }
@@ -295,6 +316,8 @@ planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float
       (count && !buf) || !validCount(count))
     return fail(PLANRT_ERR_ARG, "planrt_send: bad argument");
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
+  if (onDevice(&planrt_collectives::send, mesh->comm(1u << axis), peer, buf, count))
+    return PLANRT_OK;
   return mesh->check(MPI_Send(buf, int(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis)), "send");
 }
 
@@ -302,6 +325,8 @@ planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf,
   if (!mesh || axis < 0 || size_t(axis) >= mesh->sizes.size() || peer < 0 || peer >= mesh->sizes[size_t(axis)] ||
       (count && !buf) || !validCount(count))
     return fail(PLANRT_ERR_ARG, "planrt_recv: bad argument");
+  if (onDevice(&planrt_collectives::recv, mesh->comm(1u << axis), peer, buf, count))
+    return PLANRT_OK;
   return mesh->check(MPI_Recv(buf, int(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "recv");
 }
@@ -313,6 +338,8 @@ planrt_status planrt_sendrecv(planrt_mesh *mesh, int axis, int64_t to, const flo
       !validCount(count) || !validCount(recv_count))
     return fail(PLANRT_ERR_ARG, "planrt_sendrecv: bad argument");
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
+  if (onDevice(&planrt_collectives::sendrecv, mesh->comm(1u << axis), to, send, count, from, recv, recv_count))
+    return PLANRT_OK;
   return mesh->check(MPI_Sendrecv(send, int(count), MPI_FLOAT, int(to), 0, recv, int(recv_count), MPI_FLOAT, int(from),
                                   0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "sendrecv");

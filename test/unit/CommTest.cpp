@@ -76,6 +76,54 @@ TEST(Comm, ByteCountersFollowTheRingModel) {
   EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b01) - ag, 40u);
 }
 
+// Device collectives (planrt_set_collectives, as libplanrt_cuda installs NCCL): a member
+// that does the transfer replaces MPI's, one that declines leaves it to MPI, and the bytes
+// are counted either way. The fake "device" all-reduce writes the group's size times 100,
+// which MPI's sum of the ranks cannot be; its send/recv decline.
+namespace {
+int deviceCalls = 0;
+int fakeAllReduce(const void *comm, float *buf, int64_t count, int) {
+  ++deviceCalls;
+  int size = 0;
+  MPI_Comm_size(*static_cast<const MPI_Comm *>(comm), &size);
+  for (int64_t i = 0; i < count; ++i)
+    buf[i] = float(100 * size);
+  return 0;
+}
+int declineSend(const void *, int64_t, const float *, int64_t) {
+  ++deviceCalls;
+  return 1;
+}
+int declineRecv(const void *, int64_t, float *, int64_t) {
+  ++deviceCalls;
+  return 1;
+}
+const planrt_collectives kFake = {"fake", fakeAllReduce, nullptr, nullptr, declineSend, declineRecv, nullptr};
+} // namespace
+
+TEST(Comm, DeviceCollectivesReplaceOrDecline) {
+  planrt_set_collectives(&kFake);
+  uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b10);
+  float v = float(rank());
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK);
+  EXPECT_EQ(v, 200.0f);  // the group of axis 1 has 2 ranks; MPI would give 4 c0 + 1
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b10) - before, 4u);
+  float mine[1] = {float(rank())}, all[2] = {-1, -1};
+  ASSERT_EQ(planrt_all_gather(mesh, 0b01, mine, 1, all), PLANRT_OK);  // no member: MPI
+  EXPECT_EQ(all[1], float(2 + c1()));
+  float buf = float(rank());
+  if (c0() == 0)
+    ASSERT_EQ(planrt_send(mesh, 0, 1, &buf, 1), PLANRT_OK);  // declined: MPI
+  else
+    ASSERT_EQ(planrt_recv(mesh, 0, 0, &buf, 1), PLANRT_OK);
+  EXPECT_EQ(buf, float(c1()));  // the sender's rank on the axis-0 group is its c1
+  EXPECT_EQ(deviceCalls, 2);
+  planrt_set_collectives(nullptr);
+  v = float(rank());
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK);
+  EXPECT_EQ(v, float(4 * c0() + 1));
+}
+
 TEST(Comm, BadGroupsAreRefused) {
   float v = 0;
   EXPECT_EQ(planrt_all_reduce(mesh, 0b100, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);
