@@ -167,10 +167,7 @@ int planrt_cuda_start(int argc, char **argv) {
         "cudaMallocManaged of the index flag");
   std::memset(theFlag, 0, sizeof(IndexError));
   planrt_set_backend(&kManaged);
-  static const char *sizeNames[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", nullptr};
-  if (rankOf(sizeNames) > 1 && worldRank() == 0)
-    std::fprintf(stderr, "planrt: note: this version of the CUDA target runs the collectives between processes "
-                         "through MPI on managed memory; NCCL is not implemented yet (docs/CUDA.md)\n");
+  installCollectives();
   return 0;
 }
 

@@ -26,6 +26,9 @@ struct IndexError {
 /// The device-visible flag (managed memory).
 IndexError *indexError();
 
+/// Makes NCCL the runtime's collectives on device memory (nccl.cpp).
+void installCollectives();
+
 } // namespace planrt::cuda
 
 #endif // PLANRT_CUDA_DEVICE_H

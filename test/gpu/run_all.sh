@@ -27,7 +27,9 @@ mkdir -p "$OUTDIR"
 R="$OUTDIR/gpu_results.md"
 PY=${PYTHON:-python3}
 CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
-export LD_LIBRARY_PATH="$B/lib:$CUDA_LIB:${LD_LIBRARY_PATH:-}"
+# libcudart, libcublasLt and libnccl: the toolkit's, else the ones PyTorch's wheels carry.
+WHEELS=$($PY -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH="$B/lib:$CUDA_LIB:${WHEELS:+$WHEELS:}${LD_LIBRARY_PATH:-}"
 failed=0
 fail() { echo "FAIL: $*" | tee -a "$R"; failed=1; }
 

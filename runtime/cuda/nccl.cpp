@@ -1,0 +1,163 @@
+// The runtime's collectives on device memory through NCCL (planrt_set_collectives):
+// one NCCL communicator per MPI communicator of the mesh (an axis group), made on its
+// first collective — rank 0 of the group draws the unique id and MPI broadcasts it —
+// so every rank of the group makes it at the same call. A group whose ranks share a GPU
+// (NCCL needs one per rank: several processes on one GPU, as on a one-GPU machine) and
+// a buffer in host memory (a loss summed on the host) decline, and MPI moves them.
+#include "device.h"
+
+#include "planrt.h"
+
+#include <mpi.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using planrt::cuda::check;
+
+void checkNccl(ncclResult_t r, const char *what) {
+  if (r == ncclSuccess)
+    return;
+  std::string detail = std::string(what) + ": " + ncclGetErrorString(r);
+  check(cudaErrorUnknown, detail.c_str());
+}
+
+struct Group {
+  bool nccl = false;
+  ncclComm_t comm = nullptr;
+};
+std::map<MPI_Comm, Group> groups;
+
+/// The NCCL side of an MPI communicator, made on first use (a collective over it).
+Group &groupOf(const void *mpiComm) {
+  MPI_Comm comm = *static_cast<const MPI_Comm *>(mpiComm);
+  auto it = groups.find(comm);
+  if (it != groups.end())
+    return it->second;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  struct Where {
+    char host[64];
+    int device;
+  } me{};
+  gethostname(me.host, sizeof me.host - 1);
+  check(cudaGetDevice(&me.device), "cudaGetDevice");
+  std::vector<Where> all(static_cast<size_t>(size));
+  MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm);
+  bool distinct = size > 1;
+  for (int i = 0; i < size && distinct; ++i)
+    for (int j = i + 1; j < size; ++j)
+      if (all[size_t(i)].device == all[size_t(j)].device && std::strcmp(all[size_t(i)].host, all[size_t(j)].host) == 0)
+        distinct = false;
+  Group g;
+  if (distinct) {
+    ncclUniqueId id;
+    if (rank == 0)
+      checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+    checkNccl(ncclCommInitRank(&g.comm, size, id, rank), "ncclCommInitRank");
+    g.nccl = true;
+  } else if (rank == 0 && size > 1) {
+    std::fprintf(stderr, "planrt: note: a group of %d ranks shares a GPU, which NCCL cannot do: its collectives go "
+                         "through MPI on managed memory\n", size);
+  }
+  return groups.emplace(comm, g).first->second;
+}
+
+/// Whether the device can read p: managed or device memory (not the host's stack or heap).
+bool onDevice(const void *p) {
+  if (!p)
+    return true;
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeManaged || a.type == cudaMemoryTypeDevice;
+}
+
+/// The group's NCCL communicator when every buffer is on the device, else null (MPI).
+ncclComm_t usable(const void *mpiComm, std::initializer_list<const void *> buffers) {
+  for (const void *b : buffers)
+    if (!onDevice(b))
+      return nullptr;
+  Group &g = groupOf(mpiComm);
+  return g.nccl ? g.comm : nullptr;
+}
+
+int allReduce(const void *mpiComm, float *buf, int64_t count, int max) {
+  ncclComm_t c = usable(mpiComm, {buf});
+  if (!c)
+    return 1;
+  checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, planrt::cuda::stream()),
+            "ncclAllReduce");
+  planrt::cuda::finish("ncclAllReduce");
+  return 0;
+}
+
+int allGather(const void *mpiComm, const float *send, int64_t count, float *recv) {
+  ncclComm_t c = usable(mpiComm, {send, recv});
+  if (!c)
+    return 1;
+  checkNccl(ncclAllGather(send, recv, size_t(count), ncclFloat, c, planrt::cuda::stream()), "ncclAllGather");
+  planrt::cuda::finish("ncclAllGather");
+  return 0;
+}
+
+int reduceScatter(const void *mpiComm, const float *send, int64_t count, float *recv) {
+  ncclComm_t c = usable(mpiComm, {send, recv});
+  if (!c)
+    return 1;
+  checkNccl(ncclReduceScatter(send, recv, size_t(count), ncclFloat, ncclSum, c, planrt::cuda::stream()),
+            "ncclReduceScatter");
+  planrt::cuda::finish("ncclReduceScatter");
+  return 0;
+}
+
+int sendTo(const void *mpiComm, int64_t peer, const float *buf, int64_t count) {
+  ncclComm_t c = usable(mpiComm, {buf});
+  if (!c)
+    return 1;
+  checkNccl(ncclSend(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclSend");
+  planrt::cuda::finish("ncclSend");
+  return 0;
+}
+
+int recvFrom(const void *mpiComm, int64_t peer, float *buf, int64_t count) {
+  ncclComm_t c = usable(mpiComm, {buf});
+  if (!c)
+    return 1;
+  checkNccl(ncclRecv(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclRecv");
+  planrt::cuda::finish("ncclRecv");
+  return 0;
+}
+
+int sendRecv(const void *mpiComm, int64_t to, const float *send, int64_t count, int64_t from, float *recv,
+             int64_t recvCount) {
+  ncclComm_t c = usable(mpiComm, {send, recv});
+  if (!c)
+    return 1;
+  // Both halves in one group: NCCL runs them together, as MPI_Sendrecv.
+  checkNccl(ncclGroupStart(), "ncclGroupStart");
+  checkNccl(ncclSend(send, size_t(count), ncclFloat, int(to), c, planrt::cuda::stream()), "ncclSend");
+  checkNccl(ncclRecv(recv, size_t(recvCount), ncclFloat, int(from), c, planrt::cuda::stream()), "ncclRecv");
+  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  planrt::cuda::finish("ncclSend/ncclRecv");
+  return 0;
+}
+
+const planrt_collectives kNccl = {"nccl", allReduce, allGather, reduceScatter, sendTo, recvFrom, sendRecv};
+
+} // namespace
+
+namespace planrt::cuda {
+void installCollectives() { planrt_set_collectives(&kNccl); }
+} // namespace planrt::cuda
