@@ -183,6 +183,10 @@ private:
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
       if (scf::ParallelOp inner = parallelInside(loop))
         return mapAround(loop, inner);
+      if (Reduction r = reductionOf(loop)) {
+        mapReduction(loop, r);
+        return success();
+      }
       if (deviceOnly(loop)) {
         mapSerial(loop);
         return success();
@@ -416,6 +420,96 @@ private:
     });
     c.erase();
     return success();
+  }
+
+  /// A loop that sums into one element: `acc[c] = acc[c] + v(i)` with a reassociable
+  /// addition, `v` pure but for loads from other buffers (a sum of squares, a mean).
+  struct Reduction {
+    memref::LoadOp load;    ///< acc[c]
+    arith::AddFOp add;      ///< acc[c] + v(i)
+    memref::StoreOp store;  ///< acc[c] = …
+    explicit operator bool() const { return bool(add); }
+  };
+
+  static Reduction reductionOf(scf::ForOp loop) {
+    if (!loop->use_empty() || loop.getNumRegionIterArgs() != 0)
+      return {};
+    Block *body = loop.getBody();
+    auto store = dyn_cast<memref::StoreOp>(body->getTerminator()->getPrevNode());
+    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+      return {};
+    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
+    if (!add || add->getBlock() != body || !bitEnumContainsAll(add.getFastmath(), arith::FastMathFlags::reassoc))
+      return {};
+    memref::LoadOp load;
+    for (Value operand : {add.getLhs(), add.getRhs()})
+      if (auto l = operand.getDefiningOp<memref::LoadOp>())
+        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()))
+          load = l;
+    if (!load || !load->hasOneUse())
+      return {};
+    for (Value index : store.getIndices())
+      if (!index.getParentRegion()->isProperAncestor(&loop.getRegion()))
+        return {};
+    // Everything else computes v(i): pure ops and loads of other buffers.
+    for (Operation &op : body->without_terminator()) {
+      if (&op == load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
+        continue;
+      if (auto l = dyn_cast<memref::LoadOp>(op)) {
+        if (l.getMemRef() == store.getMemRef())
+          return {};
+        continue;
+      }
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return {};
+    }
+    return {load, add, store};
+  }
+
+  /// Threads of the first stage of a reduction: each sums a strided share of the
+  /// iterations; one thread then adds the partial sums to the element.
+  static constexpr int64_t kPartials = 32768;
+
+  /// A reduction loop as two kernels: kPartials threads each summing every
+  /// kPartials-th iteration into a partial sum (from 0), then one thread adding the
+  /// partial sums, in order, to the element. The addition is reassociable
+  /// (`fastmath<reassoc>`), so the order may change.
+  void mapReduction(scf::ForOp loop, Reduction r) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Type t = r.add.getType();
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0), one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, loop.getUpperBound(),
+                                                                        loop.getLowerBound()), zero);
+    Value n = arith::CeilDivSIOp::create(b, loc, span, loop.getStep());
+    Value parts = arith::ConstantIndexOp::create(b, loc, kPartials);
+    auto partials = memref::AllocOp::create(b, loc, MemRefType::get({kPartials}, t));
+    launch(b, loc, parts, "partial", [&](OpBuilder &b, Value id) {
+      Value init = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 0.0));
+      auto strided = scf::ForOp::create(
+          b, loc, id, n, parts, ValueRange{init}, [&](OpBuilder &in, Location l, Value j, ValueRange sum) {
+            IRMapping map;
+            map.map(loop.getInductionVar(),
+                    arith::AddIOp::create(in, l, loop.getLowerBound(), arith::MulIOp::create(in, l, j, loop.getStep())));
+            for (Operation &op : loop.getBody()->without_terminator())
+              if (&op != r.load.getOperation() && &op != r.add.getOperation() && &op != r.store.getOperation())
+                in.clone(op, map);
+            Value v = map.lookupOrDefault(r.add.getLhs() == r.load.getResult() ? r.add.getRhs() : r.add.getLhs());
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, sum[0], v, r.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, strided.getResult(0), partials, ValueRange{id});
+    });
+    launch(b, loc, one, "serial", [&](OpBuilder &b, Value) {
+      Value acc0 = memref::LoadOp::create(b, loc, r.store.getMemRef(), r.store.getIndices());
+      auto total = scf::ForOp::create(
+          b, loc, zero, parts, one, ValueRange{acc0}, [&](OpBuilder &in, Location l, Value k, ValueRange acc) {
+            Value p = memref::LoadOp::create(in, l, partials, ValueRange{k});
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, acc[0], p, r.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, total.getResult(0), r.store.getMemRef(), r.store.getIndices());
+    });
+    memref::DeallocOp::create(b, loc, partials);
+    loop.erase();
   }
 
   void mapSerial(scf::ForOp loop) {

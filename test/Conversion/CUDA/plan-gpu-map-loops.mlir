@@ -1,8 +1,9 @@
 // plan-gpu-map-loops: each outermost scf.parallel becomes a gpu.launch of ⌈n / 256⌉
 // blocks of 256 threads, n the product of its trip counts, the thread's linear id
 // delinearised row-major (last dimension fastest) and guarded by id < n; a memref.copy
-// becomes a launch of one thread per element; a serial loop nest that stores (a full
-// reduction) becomes a launch of one thread; loops that call or allocate stay on the
+// becomes a launch of one thread per element; a sum into one element with a reassociable
+// addition (a sum of squares) becomes 32768 threads of strided partial sums then one
+// thread adding them; any other serial loop nest that stores becomes a launch of one thread; loops that call or allocate stay on the
 // host, with the parallel loops inside them launched. Kernels are named
 // <function>_<loop|copy|serial><n> in the gpu.module @planc_kernels.
 // RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s
@@ -189,6 +190,40 @@ func.func @global(%out: memref<8xf32>) {
     %v = memref.load %g[%i] : memref<8xf32>
     memref.store %v, %out[%i] : memref<8xf32>
     scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A sum of squares with a reassociable addition: partial sums, then their total.
+// CHECK-LABEL: func.func @sumsq(
+// CHECK-SAME: %[[X:.*]]: memref<1000xf32>, %[[ACC:.*]]: memref<f64>)
+// CHECK: %[[PARTS:.*]] = memref.alloc() : memref<32768xf64>
+// CHECK: gpu.launch {{.*}} function(@sumsq_partial0)
+// CHECK: %[[SUM:.*]] = scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[P:.*]] = %{{.*}}) -> (f64) {
+// CHECK: memref.load %[[X]]
+// CHECK: arith.mulf
+// CHECK: %[[NEXT:.*]] = arith.addf %[[P]], %{{.*}} fastmath<reassoc> : f64
+// CHECK: scf.yield %[[NEXT]] : f64
+// CHECK: memref.store %[[SUM]], %[[PARTS]][%{{.*}}] : memref<32768xf64>
+// CHECK: gpu.launch {{.*}} function(@sumsq_serial1)
+// CHECK: %[[A0:.*]] = memref.load %[[ACC]][] : memref<f64>
+// CHECK: %[[T:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[A0]]) -> (f64) {
+// CHECK: memref.load %[[PARTS]]
+// CHECK: memref.store %[[T]], %[[ACC]][] : memref<f64>
+// CHECK: memref.dealloc %[[PARTS]]
+func.func @sumsq(%x: memref<1000xf32>, %acc: memref<f64>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1000 = arith.constant 1000 : index
+  scf.for %i = %c0 to %c1000 step %c1 {
+    %v = memref.load %x[%i] : memref<1000xf32>
+    %a = memref.load %acc[] : memref<f64>
+    %e = arith.extf %v : f32 to f64
+    %s = arith.mulf %e, %e : f64
+    %t = arith.addf %a, %s fastmath<reassoc> : f64
+    memref.store %t, %acc[] : memref<f64>
   }
   return
 }
