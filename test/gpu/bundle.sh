@@ -3,7 +3,7 @@
 # but neither LLVM/MLIR, ANTLR nor MPI (so no planc): the executables of the GPU tests,
 # built here for both targets from the same plans, the libraries they load that such a
 # machine lacks, the data, and `planc explain` of each plan. CUDA's own libraries
-# (libcudart, libcublasLt) are the GPU machine's.
+# (libcudart, libcublasLt, libnccl) are the GPU machine's.
 #
 #   test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]     (defaults: build/bin/planc, gpu-bundle)
 # writes BUNDLE_DIR and BUNDLE_DIR.tar.xz. Then, on the GPU machine, from the repository
@@ -59,7 +59,7 @@ for exe in cuda_* cpu_* planc-cuda-kernels-test; do
   ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*|libnccl*) ;;
     *) cp -L "$lib" lib/ ;;
   esac
 done
