@@ -521,6 +521,107 @@ private:
   }
 };
 
+/// `plan-memory-plan`: the buffers a straight-line function allocates and frees itself
+/// (plan-free-buffers' allocations and deallocations in its entry block) placed in one
+/// arena at offsets fixed at compile time: two buffers share bytes only when one is
+/// freed before the other is allocated. Each allocation becomes a memref.view of the
+/// arena, which the function allocates once on entry and frees before it returns; the
+/// arena's size is the function's `plan.arena_bytes` attribute. Buffers that outlive
+/// the function or are allocated inside loops stay as they are.
+struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanMemoryPlan)
+  StringRef getArgument() const override { return "plan-memory-plan"; }
+  StringRef getDescription() const override {
+    return "Place a function's own buffers in one arena at offsets computed at compile time";
+  }
+  static constexpr int64_t kAlign = 256;
+
+  void runOnOperation() override {
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>())
+      if (!f.isDeclaration() && f.getBody().hasOneBlock())
+        plan(f);
+  }
+
+  struct Buffer {
+    memref::AllocOp alloc;
+    memref::DeallocOp dealloc;
+    int64_t begin, end, bytes, offset = -1;
+  };
+
+  void plan(func::FuncOp f) {
+    Block &entry = f.getBody().front();
+    auto ret = dyn_cast<func::ReturnOp>(entry.getTerminator());
+    if (!ret)
+      return;
+    DenseMap<Operation *, int64_t> order;
+    int64_t i = 0;
+    for (Operation &op : entry)
+      order[&op] = i++;
+    SmallVector<Buffer> buffers;
+    for (Operation &op : entry) {
+      auto alloc = dyn_cast<memref::AllocOp>(op);
+      if (!alloc)
+        continue;
+      MemRefType t = alloc.getType();
+      if (!t.hasStaticShape() || !t.getLayout().isIdentity() || t.getMemorySpace() ||
+          !t.getElementType().isIntOrFloat())
+        continue;
+      // Exactly one deallocation, in the entry block.
+      memref::DeallocOp dealloc;
+      int deallocs = 0;
+      for (Operation *user : alloc->getUsers())
+        if (auto d = dyn_cast<memref::DeallocOp>(user)) {
+          ++deallocs;
+          dealloc = d;
+        }
+      if (deallocs != 1 || dealloc->getBlock() != &entry)
+        continue;
+      int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+      buffers.push_back({alloc, dealloc, order[alloc], order[dealloc], (bytes + kAlign - 1) / kAlign * kAlign});
+    }
+    if (buffers.empty())
+      return;
+    // Largest first, each at the lowest offset clear of the placed buffers it is live with.
+    SmallVector<Buffer *> bySize;
+    for (Buffer &b : buffers)
+      bySize.push_back(&b);
+    llvm::stable_sort(bySize, [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
+    int64_t arena = 0;
+    SmallVector<Buffer *> placed;
+    for (Buffer *b : bySize) {
+      SmallVector<std::pair<int64_t, int64_t>> taken;
+      for (Buffer *p : placed)
+        if (p->begin < b->end && b->begin < p->end)
+          taken.push_back({p->offset, p->offset + p->bytes});
+      llvm::sort(taken);
+      int64_t offset = 0;
+      for (auto [lo, hi] : taken) {
+        if (offset + b->bytes <= lo)
+          break;
+        offset = std::max(offset, hi);
+      }
+      b->offset = offset;
+      arena = std::max(arena, offset + b->bytes);
+      placed.push_back(b);
+    }
+    OpBuilder builder(&entry, entry.begin());
+    Location loc = f.getLoc();
+    auto arenaType = MemRefType::get({arena}, builder.getI8Type());
+    Value base = memref::AllocOp::create(builder, loc, arenaType, builder.getI64IntegerAttr(kAlign));
+    for (Buffer &b : buffers) {
+      builder.setInsertionPoint(b.alloc);
+      Value offset = arith::ConstantIndexOp::create(builder, b.alloc.getLoc(), b.offset);
+      Value view = memref::ViewOp::create(builder, b.alloc.getLoc(), b.alloc.getType(), base, offset, ValueRange{});
+      b.alloc.replaceAllUsesWith(view);
+      b.dealloc.erase();
+      b.alloc.erase();
+    }
+    builder.setInsertionPoint(ret);
+    memref::DeallocOp::create(builder, loc, base);
+    f->setAttr("plan.arena_bytes", builder.getI64IntegerAttr(arena));
+  }
+};
+
 /// `plan-gpu-launch-to-loops`: each gpu.launch (not outlined) becomes scf.for loops
 /// over its blocks and threads on the host, the body inlined with the block and
 /// thread ids bound to the loop variables (y and z to 0): the launch's semantics for
@@ -592,6 +693,7 @@ static void registerPipelinePasses() {
     PassRegistration<PlanCudaLibraryCalls>();
     PassRegistration<PlanGpuMapLoops>();
     PassRegistration<PlanGpuLaunchToLoops>();
+    PassRegistration<PlanMemoryPlan>();
     return true;
   }();
   (void)done;
@@ -611,7 +713,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   std::string binary = "format=" + options.format + (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
   std::string pipeline =
       "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
-      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-cuda-library-calls,"
+      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-memory-plan,plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,gpu-kernel-outlining,"
       "nvvm-attach-target{" + target + "},"
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
@@ -626,7 +728,8 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
 
 void buildHostEmulationPipeline(OpPassManager &pm) {
   registerPipelinePasses();
-  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers,convert-linalg-to-parallel-loops),canonicalize,"
+  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),plan-memory-plan,"
+                                 "func.func(convert-linalg-to-parallel-loops),canonicalize,"
                                  "plan-gpu-map-loops,plan-gpu-launch-to-loops");
 }
 
