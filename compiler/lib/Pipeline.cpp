@@ -46,7 +46,6 @@ std::string plan::stageNames() {
   return out;
 }
 
-bool plan::stageImplemented(Stage) { return true; }
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
   if (!options.entry.empty()) {

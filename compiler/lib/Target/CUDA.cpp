@@ -341,6 +341,23 @@ private:
     return idx;
   }
 
+  /// The values of p's induction variables at thread `id` of a launch over `sizes`.
+  static SmallVector<Value> inductionValues(OpBuilder &b, Location loc, Value id, ArrayRef<Value> sizes,
+                                            scf::ParallelOp p) {
+    SmallVector<Value> ivs;
+    for (auto [i, lb, step] : llvm::zip(delinearize(b, loc, id, sizes), p.getLowerBound(), p.getStep()))
+      ivs.push_back(arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
+    return ivs;
+  }
+
+  /// p's body cloned at b with its induction variables at `ivs`.
+  static void inlineBody(OpBuilder &b, scf::ParallelOp p, ValueRange ivs) {
+    IRMapping map;
+    map.map(p.getInductionVars(), ivs);
+    for (Operation &op : p.getBody()->without_terminator())
+      b.clone(op, map);
+  }
+
   static Value product(OpBuilder &b, Location loc, ArrayRef<Value> sizes) {
     Value total = arith::ConstantIndexOp::create(b, loc, 1);
     for (Value s : sizes)
@@ -355,14 +372,8 @@ private:
     OpBuilder b(p);
     Location loc = p.getLoc();
     SmallVector<Value> sizes = tripCounts(b, loc, p);
-    launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
-      IRMapping map;
-      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
-      for (auto [iv, i, lb, step] : llvm::zip(p.getInductionVars(), idx, p.getLowerBound(), p.getStep()))
-        map.map(iv, arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
-      for (Operation &op : p.getBody()->without_terminator())
-        b.clone(op, map);
-    });
+    launch(b, loc, product(b, loc, sizes), "loop",
+           [&](OpBuilder &b, Value id) { inlineBody(b, p, inductionValues(b, loc, id, sizes, p)); });
     p.erase();
     return success();
   }
@@ -385,21 +396,12 @@ private:
     Location loc = outer.getLoc();
     SmallVector<Value> sizes = tripCounts(b, loc, inner);
     launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
-      IRMapping map;
-      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
-      SmallVector<Value> ivs;
-      for (auto [i, lb, step] : llvm::zip(idx, inner.getLowerBound(), inner.getStep()))
-        ivs.push_back(arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
+      SmallVector<Value> ivs = inductionValues(b, loc, id, sizes, inner);
       // The serial nest cloned with the parallel loop replaced by its body at `ivs`.
-      Operation *copy = b.clone(*outer, map);
       scf::ParallelOp clone;
-      copy->walk([&](scf::ParallelOp p) { clone = p; });
+      b.clone(*outer)->walk([&](scf::ParallelOp p) { clone = p; });
       OpBuilder in(clone);
-      IRMapping body;
-      for (auto [iv, v] : llvm::zip(clone.getInductionVars(), ivs))
-        body.map(iv, v);
-      for (Operation &op : clone.getBody()->without_terminator())
-        in.clone(op, body);
+      inlineBody(in, clone, ivs);
       clone.erase();
     });
     outer.erase();

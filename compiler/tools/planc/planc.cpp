@@ -391,10 +391,6 @@ int run(const Options &opts, const char *argv0) {
       return usageError("emit needs --stage " + stageNames());
     if (!stage)
       return usageError("unknown stage '" + opts.stage + "'; the stages are " + stageNames());
-    if (!stageImplemented(*stage)) {
-      llvm::errs() << "planc: error: stage '" << opts.stage << "' is not implemented in this version of planc\n";
-      return 1;
-    }
     if (opts.target != "cpu" && *stage != Stage::LLVM && *stage != Stage::PTX)
       return usageError("--target selects the llvm stage's target; stage '" + opts.stage +
                         "' is the same for every target");

@@ -18,8 +18,6 @@ const char *stageName(Stage s);
 std::optional<Stage> parseStage(const std::string &name);
 /// Every stage name, in pipeline order, for help and errors.
 std::string stageNames();
-/// Whether this build can stop at the stage.
-bool stageImplemented(Stage s);
 
 struct PipelineOptions {
   std::string entry;  ///< keep only this declaration (and what it references)
