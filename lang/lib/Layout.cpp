@@ -14,6 +14,7 @@ Layout plan::sema::layoutOf(const Train &t) {
   l.schedule = t.parallel.schedule;
   l.sequence = t.parallel.sequence;
   l.zero = t.parallel.zero;
+  l.bucketBytes = t.parallel.bucketBytes;
   l.recompute = t.recompute;
   l.precision = t.precision;
   l.batch = t.batch;

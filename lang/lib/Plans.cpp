@@ -310,11 +310,12 @@ void Sema::checkTrain(const ast::Decl &decl) {
   // parallel roles
   std::vector<AxisUse> uses;
   const ast::Entry *parallelEntry = sec.section("parallel");
-  ast::Loc tensorLoc, pipelineLoc, sequenceLoc, zeroLoc;
+  ast::Loc tensorLoc, pipelineLoc, sequenceLoc, zeroLoc, bucketLoc;
+  bool bucketSet = false;
   std::vector<ast::Loc> dataLocs;
   if (parallelEntry) {
     Section par(*this, parallelEntry->children, "the parallel section",
-                {"data", "zero", "tensor", "pipeline", "sequence", "replicate"});
+                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket"});
     auto names = [&](const char *key, const char *role, std::vector<std::string> &out,
                      std::vector<ast::Loc> *locs) {
       const Expr *e = par.value(key);
@@ -355,6 +356,25 @@ void Sema::checkTrain(const ast::Decl &decl) {
           ok = false;
         } else {
           t.parallel.zero = int(*z);
+        }
+      } else {
+        ok = false;
+      }
+    }
+    if (const Expr *e = par.value("bucket")) {
+      bucketLoc = e->loc;
+      bucketSet = true;
+      Value v = eval(*e, nullptr);
+      if (v.kind == Value::Kind::None) {
+        t.parallel.bucketBytes = 0;
+      } else if (auto q = toQuantity(v, units::Dim::Bytes, "'bucket' of the parallel section")) {
+        if (!(*q >= 4) || *q > 9.2e18) {
+          diags.error(e->loc, "'bucket' of the parallel section must be at least 4 bytes (one gradient)")
+              .note("write a size such as 'bucket = 25 MiB', or 'bucket = none' for one all-reduce after "
+                    "the backward pass");
+          ok = false;
+        } else {
+          t.parallel.bucketBytes = int64_t(*q);
         }
       } else {
         ok = false;
@@ -459,6 +479,27 @@ void Sema::checkTrain(const ast::Decl &decl) {
       t.parallel.stages = t.pipelineParallel;
   }
 
+  if (!bucketSet) {
+    t.parallel.bucketBytes = mesh ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
+                                                             t.pipelineParallel)
+                                  : 0;
+  } else if (t.parallel.bucketBytes > 0) {
+    // Buckets are the DDP schedule's: refused by name where the schedule has none.
+    std::string why = t.parallel.dataAxes.empty() ? "the plan has no data axis"
+                      : t.parallel.zero > 0 ? "ZeRO-" + std::to_string(t.parallel.zero) +
+                                                  " reduces its gradients whole (bucketed ZeRO is not "
+                                                  "implemented in this version of planc)"
+                      : !t.parallel.pipelineAxis.empty()
+                          ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
+                            "implemented in this version of planc)"
+                          : "";
+    if (!why.empty()) {
+      diags.error(bucketLoc, "'bucket' sets the size of the DDP gradient buckets, but " + why)
+          .note("gradient buckets need 'data = <axis>', 'zero = 0' and no pipeline; write 'bucket = none' "
+                "or leave it out");
+      ok = false;
+    }
+  }
   if (t.parallel.zero > 0 && t.parallel.dataAxes.empty() && parallelEntry) {
     diags.error(zeroLoc, "zero = " + std::to_string(t.parallel.zero) +
                              " shards over the data axis, but the plan has none")

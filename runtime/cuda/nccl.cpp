@@ -154,7 +154,47 @@ int sendRecv(const void *mpiComm, int64_t to, const float *send, int64_t count, 
   return 0;
 }
 
-const planrt_collectives kNccl = {"nccl", allReduce, allGather, reduceScatter, sendTo, recvFrom, sendRecv};
+/// The stream the non-blocking collectives (DDP buckets) run on, beside the compute
+/// stream, so that a bucket's all-reduce overlaps the kernels of the backward pass.
+cudaStream_t commStream() {
+  static cudaStream_t s = [] {
+    cudaStream_t made = nullptr;
+    check(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (communication)");
+    return made;
+  }();
+  return s;
+}
+
+/// An all-reduce behind everything queued on the compute stream so far (an event it
+/// waits for), on the communication stream; the handle is the event recorded after it.
+int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void **handle) {
+  ncclComm_t c = usable(mpiComm, {buf});
+  if (!c)
+    return 1;
+  cudaEvent_t ready = nullptr, done = nullptr;
+  check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(ready, planrt::cuda::stream()), "cudaEventRecord (gradients ready)");
+  check(cudaStreamWaitEvent(commStream(), ready, 0), "cudaStreamWaitEvent (communication waits for compute)");
+  checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, commStream()),
+            "ncclAllReduce (bucket)");
+  check(cudaEventRecord(done, commStream()), "cudaEventRecord (bucket reduced)");
+  check(cudaEventDestroy(ready), "cudaEventDestroy");
+  *handle = done;
+  return 0;
+}
+
+/// The compute stream waits for the all-reduce, and so does the host (which may read
+/// the range next, as every call here is synchronous).
+void waitFor(void *handle) {
+  auto done = static_cast<cudaEvent_t>(handle);
+  check(cudaStreamWaitEvent(planrt::cuda::stream(), done, 0), "cudaStreamWaitEvent (compute waits for a bucket)");
+  check(cudaEventSynchronize(done), "ncclAllReduce (bucket)");
+  check(cudaEventDestroy(done), "cudaEventDestroy");
+}
+
+const planrt_collectives kNccl = {"nccl",  allReduce, allGather,      reduceScatter, sendTo,
+                                  recvFrom, sendRecv, allReduceStart, waitFor};
 
 } // namespace
 

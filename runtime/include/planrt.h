@@ -104,6 +104,15 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
 planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv);
 /* send holds n × count; rank k receives the sum of every rank's block k. */
 planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv);
+/* A non-blocking all-reduce in place (DDP gradient buckets): started here, done once
+ * planrt_wait returns, which frees the request; planrt_test drives it forward (MPI
+ * progresses a non-blocking collective only inside MPI calls) and says whether it is
+ * done. Until then nothing may touch buf. Bytes are counted at the start. */
+typedef struct planrt_request planrt_request;
+planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
+                                      planrt_reduce_op op, planrt_request **out);
+int planrt_test(planrt_request *request);
+planrt_status planrt_wait(planrt_request *request);
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
 planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count);
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count);
@@ -149,6 +158,11 @@ typedef struct {
   int (*recv)(const void *comm, int64_t peer, float *buf, int64_t count);
   int (*sendrecv)(const void *comm, int64_t to, const float *send, int64_t count, int64_t from, float *recv,
                   int64_t recv_count);
+  /* Non-blocking all-reduce (planrt_all_reduce_start): queued behind the work the device
+   * has been given so far, on a stream of its own; *handle is what wait completes (the
+   * device's later work then sees the result). Declining (1) leaves it to MPI. */
+  int (*all_reduce_start)(const void *comm, float *buf, int64_t count, int max, void **handle);
+  void (*wait)(void *handle);
 } planrt_collectives;
 void planrt_set_collectives(const planrt_collectives *collectives);
 
@@ -293,6 +307,17 @@ void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1
 void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,
                          int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
                          int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state);
+/* DDP gradient buckets (sched.all_reduce_start): the all-reduce (reduce: 0 sum, 1 max)
+ * of a range that starts once the next planrt_sched_grad's entry point reports bucket
+ * `bucket` of its gradients final (planrt_grad_ready), while its backward pass goes on;
+ * planrt_sched_wait completes every one started (and starts any whose bucket was not
+ * reported), in the order they were handed over. */
+void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,
+                                    int64_t count, int32_t reduce);
+void planrt_sched_wait(planrt_step_ctx *ctx);
+/* Called by a training executable's planc_grad (plan-train-abi) when every gradient of
+ * bucket `bucket` is final; does nothing unless a bucket's all-reduce waits for it. */
+void planrt_grad_ready(int64_t bucket);
 /* reduce: 0 sum, 1 max, 2 mean. */
 void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, int64_t offset, int64_t count,
                              int32_t reduce);

@@ -289,6 +289,57 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
                      "all_reduce");
 }
 
+struct planrt_request {
+  planrt_mesh *mesh = nullptr;
+  MPI_Request mpi = MPI_REQUEST_NULL;
+  const planrt_collectives *device = nullptr;  ///< the table whose member started it, or null (MPI)
+  void *handle = nullptr;
+  bool done = false;
+};
+
+planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
+                                      planrt_reduce_op op, planrt_request **out) {
+  if (!out || !validMask(mesh, mask) || (count && !buf) || !validCount(count))
+    return fail(PLANRT_ERR_ARG, "planrt_all_reduce_start: bad argument");
+  mesh->count(PLANRT_ALL_REDUCE, mask, uint64_t(count) * 4);
+  auto r = std::make_unique<planrt_request>();
+  r->mesh = mesh;
+  MPI_Comm comm = mesh->comm(mask);
+  const planrt_collectives *c = gCollectives.load();
+  if (c && c->all_reduce_start && c->wait && c->all_reduce_start(&comm, buf, count, int(op == PLANRT_MAX), &r->handle) == 0) {
+    r->device = c;
+  } else if (planrt_status s = mesh->check(MPI_Iallreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT,
+                                                          op == PLANRT_MAX ? MPI_MAX : MPI_SUM, comm, &r->mpi),
+                                            "all_reduce (non-blocking)")) {
+    return s;
+  }
+  *out = r.release();
+  return PLANRT_OK;
+}
+
+int planrt_test(planrt_request *r) {
+  if (!r || r->done || r->device)
+    return 1;
+  int flag = 0;
+  if (MPI_Test(&r->mpi, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    return 1;  // planrt_wait reports it
+  r->done = flag != 0;
+  return flag;
+}
+
+planrt_status planrt_wait(planrt_request *request) {
+  std::unique_ptr<planrt_request> r(request);
+  if (!r)
+    return fail(PLANRT_ERR_ARG, "planrt_wait: no request");
+  if (r->device) {
+    r->device->wait(r->handle);
+    return PLANRT_OK;
+  }
+  if (r->done)
+    return PLANRT_OK;
+  return r->mesh->check(MPI_Wait(&r->mpi, MPI_STATUS_IGNORE), "all_reduce (non-blocking)");
+}
+
 planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv) {
   if (!validMask(mesh, mask) || (count && (!send || !recv)) || !validCount(count, mesh->groupSize(mask)))
     return fail(PLANRT_ERR_ARG, "planrt_all_gather: bad argument");

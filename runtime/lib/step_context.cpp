@@ -109,6 +109,15 @@ void planrt_step_ctx::failWith(planrt_status s) {
   }
 }
 
+void planrt_step_ctx::startBucket(Bucket &b) {
+  float *p = range(b.buf, b.offset, b.count, "bucket all_reduce");
+  if (!p)
+    return;
+  if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count, b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM,
+                                                &b.request))
+    failWith(s);
+}
+
 namespace planrt {
 
 Waiting::Waiting(planrt_step_ctx &ctx, const std::string &what) : ctx(ctx) {
@@ -270,6 +279,38 @@ void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, in
     for (int64_t i = 0; i < count; ++i)
       p[i] /= n;
   }
+}
+
+void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,
+                                    int64_t count, int32_t reduce) {
+  if (ctx->range(buf, offset, count, "bucket all_reduce"))
+    ctx->buckets.push_back({bucket, mask, buf, offset, count, reduce});
+}
+
+void planrt_grad_ready(int64_t bucket) {
+  planrt_step_ctx *ctx = planrt::activeStep();
+  if (!ctx || ctx->status)
+    return;
+  for (planrt_step_ctx::Bucket &b : ctx->buckets)
+    if (b.bucket == bucket && !b.request)
+      ctx->startBucket(b);
+  for (planrt_step_ctx::Bucket &b : ctx->buckets)  // MPI moves them only inside MPI calls
+    if (b.request)
+      planrt_test(b.request);
+}
+
+void planrt_sched_wait(planrt_step_ctx *ctx) {
+  for (planrt_step_ctx::Bucket &b : ctx->buckets)
+    if (!b.request && !ctx->status)
+      ctx->startBucket(b);  // a bucket its entry point did not report: started now
+  for (planrt_step_ctx::Bucket &b : ctx->buckets) {
+    if (!b.request)
+      continue;
+    planrt::Waiting w(*ctx, describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset, b.count, b.mask));
+    if (planrt_status s = planrt_wait(b.request))
+      ctx->failWith(s);
+  }
+  ctx->buckets.clear();
 }
 
 void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,

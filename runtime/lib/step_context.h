@@ -90,6 +90,18 @@ struct planrt_step_ctx {
   std::atomic<int64_t> since{0};
   std::mutex whatMutex;
   std::string what;
+  /// DDP gradient buckets of the next planc_grad call (planrt_sched_bucket_all_reduce):
+  /// each range's all-reduce, started when the entry point reports its bucket ready.
+  struct Bucket {
+    int64_t bucket;
+    int32_t mask, buf;
+    int64_t offset, count;
+    int32_t reduce;
+    planrt_request *request = nullptr;  ///< once started
+  };
+  std::vector<Bucket> buckets;
+  /// Starts bucket b's all-reduce (recording a failure).
+  void startBucket(Bucket &b);
   /// Seconds spent in collectives and point-to-point transfers so far.
   double commSeconds = 0;
 

@@ -46,6 +46,7 @@ same bf16 1 1 8 0 20 bf16
 same tp2_sp 2 1 8 0 20 fp32 none 2 true
 same pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b
 same dp2_zero1 2 2 4 1 20
+BUCKET="16 KiB" same dp2_buckets 2 2 2 0 20  # DDP buckets: planrt_grad_ready between kernels
 # The emitted code: no linalg loop left outside a launch before the launches become loops.
 "$PLANC" emit c_one.plan --stage llvm --target cuda-host > host.ll
 grep -q 'llvm.call @cblas_sgemm' host.ll || { echo "FAIL: cuda-host does not use the CPU's GEMM" >&2; exit 1; }

@@ -74,7 +74,19 @@ plan zero2 4 1 2
 plan zero3 4 1 3
 plan zero3_dp2 2 2 3
 plan zero2_dp8 8 1 2
-"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8
+# DDP gradient buckets of 16 KiB (the tiny model's 471 KiB of gradients: 10 buckets, 19 ranges), each
+# all-reduced as the last micro-batch's backward pass finishes it: without accumulation, and
+# with 2 micro-batches; and under tensor parallelism 2.
+BUCKET="16 KiB" plan ddp_buckets 4 2 0
+BUCKET="16 KiB" plan ddp_buckets_accum2 4 1 0
+BUCKET="16 KiB" plan dp2_tp2_buckets 2 4 0 fp32 none 2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8 \
+  ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets
+# Buckets change when the gradients are summed, not what: the same losses as the
+# whole-gradient all-reduce, bit for bit, and the schedule has the buckets.
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 ddp ddp_buckets
+[[ $("$PLANC" emit ddp_buckets.plan --stage sched | grep -c 'sched.all_reduce_start @grads') -eq 19 ]] ||
+  { echo "layouts: FAIL: ddp_buckets.plan's schedule lacks its bucket all-reduces"; exit 1; }
 # Two data axes: ZeRO-2 over a [dp: 2, dq: 2] mesh, the batch split over both.
 cat > zero2_2axes.plan <<EOF
 import "models/gpt.plan"

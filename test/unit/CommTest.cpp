@@ -124,6 +124,57 @@ TEST(Comm, DeviceCollectivesReplaceOrDecline) {
   EXPECT_EQ(v, float(4 * c0() + 1));
 }
 
+// Non-blocking all-reduces (DDP buckets): two in flight at once on one group, completed in
+// the order they started, each with the blocking all-reduce's sum and byte count; a device
+// table with a start member does them, one without leaves them to MPI.
+namespace {
+int deviceStarts = 0, deviceWaits = 0;
+int fakeStart(const void *comm, float *buf, int64_t count, int max, void **handle) {
+  fakeAllReduce(comm, buf, count, max);
+  ++deviceStarts;
+  *handle = buf;
+  return 0;
+}
+void fakeWait(void *handle) {
+  ++deviceWaits;
+  static_cast<float *>(handle)[0] += 1;  // the wait ran on this request
+}
+const planrt_collectives kFakeAsync = {"fake", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, fakeStart, fakeWait};
+} // namespace
+
+TEST(Comm, NonBlockingAllReduce) {
+  uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b11);
+  std::vector<float> a(1000, float(rank())), b(10, 1.0f);
+  planrt_request *ra = nullptr, *rb = nullptr;
+  ASSERT_EQ(planrt_all_reduce_start(mesh, 0b11, a.data(), 1000, PLANRT_SUM, &ra), PLANRT_OK);
+  ASSERT_EQ(planrt_all_reduce_start(mesh, 0b11, b.data(), 10, PLANRT_MAX, &rb), PLANRT_OK);
+  planrt_test(ra);
+  ASSERT_EQ(planrt_wait(ra), PLANRT_OK);
+  ASSERT_EQ(planrt_wait(rb), PLANRT_OK);
+  EXPECT_EQ(a[0], 6.0f);  // 0 + 1 + 2 + 3
+  EXPECT_EQ(a[999], 6.0f);
+  EXPECT_EQ(b[9], 1.0f);
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b11) - before, 6000u + 60u);
+  planrt_request *bad = nullptr;
+  EXPECT_EQ(planrt_all_reduce_start(mesh, 0b100, a.data(), 1, PLANRT_SUM, &bad), PLANRT_ERR_ARG);
+  EXPECT_EQ(bad, nullptr);
+
+  planrt_set_collectives(&kFakeAsync);
+  float v = float(rank());
+  planrt_request *rv = nullptr;
+  ASSERT_EQ(planrt_all_reduce_start(mesh, 0b10, &v, 1, PLANRT_SUM, &rv), PLANRT_OK);
+  ASSERT_EQ(planrt_wait(rv), PLANRT_OK);
+  EXPECT_EQ(v, 201.0f);  // the device's 100 × 2, and its wait
+  EXPECT_EQ(deviceStarts, 1);
+  EXPECT_EQ(deviceWaits, 1);
+  planrt_set_collectives(&kFake);  // no start member: MPI
+  v = float(rank());
+  ASSERT_EQ(planrt_all_reduce_start(mesh, 0b10, &v, 1, PLANRT_SUM, &rv), PLANRT_OK);
+  ASSERT_EQ(planrt_wait(rv), PLANRT_OK);
+  EXPECT_EQ(v, float(4 * c0() + 1));
+  planrt_set_collectives(nullptr);
+}
+
 TEST(Comm, BadGroupsAreRefused) {
   float v = 0;
   EXPECT_EQ(planrt_all_reduce(mesh, 0b100, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);

@@ -538,15 +538,9 @@ private:
       std::vector<BufferRow> bufs;
       if (logitsRank[r] > 0)
         bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
-      if (d > 1) {
-        double gradTotal = double(n) * gradBytes;
-        if (l.zero <= 2)
-          bufs.push_back({"gradient buckets (2, at most 25 MiB each)",
-                          int64_t(2 * std::min<double>(double(cal.bucketBytes), gradTotal))});
-        if (l.zero == 3)
-          bufs.push_back({"ZeRO-3 gathered parameters (2 units)",
-                          int64_t(2 * double(largestUnit) * paramBytes)});
-      }
+      // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
+      if (d > 1 && l.zero == 3)
+        bufs.push_back({"ZeRO-3 gathered parameters (2 units)", int64_t(2 * double(largestUnit) * paramBytes)});
       if (p > 1)
         bufs.push_back({"pipeline send/recv", int64_t(2 * double(b) * s * width * act /
                                                       (l.sequence && t > 1 ? t : 1))});
@@ -745,32 +739,23 @@ private:
     double dpTotal = 0, dpExposed = 0;
     const RankTime &cr = rt[commRank];
     double bwdMicro = cr.bwd + cr.tpBwd;
-    double fwdMicro = cr.fwd + cr.tpFwd;
     for (const DP &x : dp) {
-      // Each collective runs in buckets of at most 25 MiB: one ring latency per bucket.
-      int64_t buckets = cpu ? 1 : std::max<int64_t>(1, int64_t(std::ceil(x.full / double(cal.bucketBytes))));
+      // The DDP gradient all-reduce runs in buckets of the plan's `bucket` size (fp32
+      // gradients, as the executable keeps them), one ring latency each, started as the
+      // last micro-batch's backward pass finishes them (plan-train-abi, plan-schedule);
+      // every other data-parallel collective runs whole, between the micro-batches and
+      // the update.
+      bool bucketed = l.bucketBytes > 0 && l.zero == 0 && x.kind == Coll::AllReduce && x.purpose == "gradients";
+      int64_t buckets =
+          bucketed ? std::max<int64_t>(1, int64_t(std::ceil(double(n) * 4.0 / double(l.bucketBytes)))) : 1;
       double one = collSeconds(x.kind, x.full, d, "data") +
                    double(buckets - 1) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
-      double bucketShare = 1.0 / double(buckets);
-      double exposed;
-      bool backwardGather = x.purpose == "parameters (backward)";
-      if (l.zero == 3) {
-        // Prefetched one unit ahead: only the first unit's transfer is exposed.
-        double overlap = x.kind == Coll::ReduceScatter || backwardGather ? bwdMicro : fwdMicro;
-        double units = std::max<double>(1, double(model.layers) / double(S) * double(v));
-        exposed = x.times * (std::max(0.0, one - overlap) + one / (units + 1));
-      } else if (x.kind == Coll::AllGather) {
-        // Updated parameters stream in behind the next forward pass, bucket by bucket.
-        exposed = x.times * (std::max(0.0, one - fwdMicro) + one * bucketShare);
-      } else {
-        // Gradients reduce behind the backward pass: all but the last bucket hide.
-        exposed = x.times * (std::max(0.0, one - bwdMicro) + one * bucketShare);
-      }
-      // The CPU target issues each collective once, whole, between the micro-batches
-      // and the update (plan-schedule): nothing overlaps compute.
-      if (cpu)
-        exposed = total;
+      double exposed = total;
+      // Gradients reduce behind the backward pass: all but the last bucket hide. On a cpu
+      // mesh MPI shares the cores with the backward pass: nothing hides.
+      if (bucketed && !cpu)
+        exposed = x.times * (std::max(0.0, one - bwdMicro) + one / double(buckets));
       exposed = std::min(exposed, total);
       dpTotal += total;
       dpExposed += exposed;
@@ -780,7 +765,7 @@ private:
       row.purpose = x.purpose;
       // Exactly what the runtime counts (training::ringBytes, per call).
       row.bytes = int64_t(training::ringBytes(x.kind, d, uint64_t(std::llround(x.full))) * uint64_t(x.times));
-      row.calls = x.times * (cpu ? x.calls : std::max(buckets, x.calls));
+      row.calls = x.times * std::max(buckets, x.calls);
       row.ranks = d;
       row.seconds = total;
       row.exposedSeconds = exposed;

@@ -414,7 +414,9 @@ private:
       sched::AllocOp::create(b, loc, x.grads);
       sched::FillOp::create(b, loc, x.grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
     }
-    sched::GradOp::create(b, loc, step, body->getArgument(0), x.params, x.grads, state, inside("planc_grad"));
+    ArrayAttr buckets = gradBuckets();
+    sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), x.params, x.grads, state,
+                          inside("planc_grad"));
     if (zero3)
       sched::FreeOp::create(b, loc, x.params);
     if (zero2) {
@@ -423,9 +425,31 @@ private:
       sched::FreeOp::create(b, loc, x.grads);
     }
     b.setInsertionPointAfter(loop);
+    if (buckets) {
+      // DDP buckets: the last micro-batch runs outside the loop, and its gradient
+      // buckets are all-reduced as its backward pass finishes them.
+      if (s.accumulation == 1)
+        loop.erase();
+      else
+        loop.setCountAttr(b.getI64IntegerAttr(s.accumulation - 1));
+      Value last = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(s.accumulation - 1));
+      SmallVector<Type> events(buckets.size(), sched::EventType::get(b.getContext()));
+      auto grad = sched::GradOp::create(b, loc, events, step, last, x.params, x.grads, state, inside("planc_grad"));
+      SmallVector<Value> done;
+      for (auto [k, bucket] : llvm::enumerate(buckets)) {
+        ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
+        for (size_t j = 0; j + 1 < r.size(); j += 2)
+          done.push_back(sched::AllReduceStartOp::create(
+              b, cause("gradients (bucket " + std::to_string(k) + ")"), sched::EventType::get(b.getContext()),
+              grad.getResult(unsigned(k)), x.grads, i64(r[j]), i64(r[j + 1]), dataAxes, b.getStringAttr("sum"),
+              b.getStringAttr("gradients")));
+      }
+      sched::WaitOp::create(b, loc, done);
+    }
     if (!zero2)
       replicatedGradients(0);  // once per step, on the whole gradient
-    reduceGradients(0);
+    if (!buckets)
+      reduceGradients(0);
     if (s.d > 1)
       sched::AllReduceOp::create(b, cause("loss"), state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"),
                                  b.getStringAttr("loss"));
@@ -636,6 +660,16 @@ private:
                                  bufs[size_t(k)].grads, i64(offset), i64(count),
                                  b.getArrayAttr({b.getStringAttr(s.tensorAxis)}), b.getStringAttr("sum"),
                                  b.getStringAttr("replicated-parameter gradients"));
+  }
+
+  /// The DDP gradient buckets plan-train-abi gave `planc_grad` (plan.grad_buckets),
+  /// or null. Only DDP over data ranks has them.
+  ArrayAttr gradBuckets() {
+    auto fn = module.lookupSymbol<func::FuncOp>("planc_grad");
+    auto buckets = fn ? fn->getAttrOfType<ArrayAttr>("plan.grad_buckets") : ArrayAttr();
+    if (!buckets || buckets.empty() || s.d <= 1 || sharded)
+      return ArrayAttr();
+    return buckets;
   }
 
   /// The collectives the entry point `name` issues itself (tensor parallelism), in

@@ -133,6 +133,10 @@ public:
         r = inside(x.getCollectivesAttr());
       else if (auto x = dyn_cast<sched::AllReduceOp>(op))
         r = collective(x.getAxes(), ("all_reduce (" + x.getReduce() + ")").str(), x.getCount());
+      else if (auto x = dyn_cast<sched::AllReduceStartOp>(op))
+        // Started while its sched.grad runs, in this order on every rank; checked as if
+        // it blocked there (stricter than the runtime, which waits at sched.wait).
+        r = collective(x.getAxes(), ("all_reduce (" + x.getReduce() + ")").str(), x.getCount());
       else if (auto x = dyn_cast<sched::AllGatherOp>(op))
         r = collective(x.getAxes(), "all_gather", x.getCount());
       else if (auto x = dyn_cast<sched::ReduceScatterOp>(op))

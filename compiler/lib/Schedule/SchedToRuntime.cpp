@@ -104,6 +104,16 @@ private:
       } else if (auto x = dyn_cast<sched::FreeOp>(op)) {
         call(loc, "planrt_sched_free", {buf(loc, x.getBufferAttr())});
       } else if (auto x = dyn_cast<sched::GradOp>(op)) {
+        // The collectives that start on its buckets are handed to the runtime first;
+        // planrt_grad_ready(k), called by the entry point, starts bucket k's.
+        for (Operation &user : llvm::make_range(std::next(op.getIterator()), block.end()))
+          if (auto start = dyn_cast<sched::AllReduceStartOp>(user); start && start.getAfter().getDefiningOp() == &op) {
+            if (failed(mask(start, start.getAxes(), m)))
+              return failure();
+            call(loc, "planrt_sched_bucket_all_reduce",
+                 {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getBufferAttr()),
+                  i64(loc, start.getOffset()), i64(loc, start.getCount()), i32(loc, start.getReduce() == "max")});
+          }
         call(loc, "planrt_sched_grad", {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
                                         buf(loc, x.getStateAttr())});
       } else if (auto x = dyn_cast<sched::ForwardOp>(op)) {
@@ -141,6 +151,10 @@ private:
         int reduce = x.getReduce() == "sum" ? 0 : x.getReduce() == "max" ? 1 : 2;
         call(loc, "planrt_sched_all_reduce",
              {m, buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), i32(loc, reduce)});
+      } else if (isa<sched::AllReduceStartOp>(op)) {
+        // Handed to the runtime with its sched.grad.
+      } else if (isa<sched::WaitOp>(op)) {
+        call(loc, "planrt_sched_wait", {});
       } else if (auto x = dyn_cast<sched::AllGatherOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
@@ -162,6 +176,7 @@ private:
       } else {
         continue;
       }
+      op.dropAllUses();
       op.erase();
     }
     return success();

@@ -226,6 +226,7 @@ public:
     sharded = d > 1 && train.getParallel().getZero() >= 1;
     accumulation = int64_t(train.getAccumulationAttr().getInt());
     scaled = train.getPrecision() == pl::Precision::fp16;
+    bucketBytes = train.getParallel().getBucket();
   }
 
   /// The parameters of `fwd` and their flat layout; fails on a parameter without
@@ -259,9 +260,98 @@ public:
     if (scaled)
       args.push_back(lossScale(e.getArgument(5)));
     SmallVector<Value> outs = inlineBody(b, grad, args);
-    accumulateGrads(st, e.getArgument(1), outs);
+    if (bucketBytes > 0 && d > 1)
+      accumulateInBuckets(f, st, e.getArgument(1), outs);
+    else
+      accumulateGrads(st, e.getArgument(1), outs);
     addLoss(outs[0], e.getArgument(4));
     func::ReturnOp::create(b, loc);
+  }
+
+  /// DDP gradient buckets (the plan's `bucket`): each parameter's gradient is added to
+  /// G right after the op that computes it, and once every gradient of a bucket is in,
+  /// `planrt_grad_ready(k)` tells the runtime that bucket k may be all-reduced while
+  /// the backward pass goes on. Buckets take parameters in the order the backward
+  /// pass finishes them, each closing at `bucket` bytes or more (PyTorch DDP's rule);
+  /// a parameter's range runs to the next parameter's offset (alignment padding, zero,
+  /// included), so the buckets cover G exactly. Their ranges are recorded on `f` as
+  /// `plan.grad_buckets` ([offset, count, offset, count, …] per bucket, in order),
+  /// which `plan-schedule` turns into one `sched.all_reduce_start` per range.
+  void accumulateInBuckets(func::FuncOp f, const StageTable &st, Value grads, ArrayRef<Value> outs) {
+    OpBuilder::InsertionGuard g(b);
+    Block &body = f.getBody().front();
+    size_t n = st.params.size();
+    // Where each gradient is final: its producer's ancestor in the entry block.
+    SmallVector<Operation *> producer(n, nullptr);
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < n; ++i) {
+      if (Operation *def = outs[1 + i].getDefiningOp())
+        producer[i] = body.findAncestorOpInBlock(*def);
+      order.push_back(i);
+    }
+    llvm::stable_sort(order, [&](size_t x, size_t y) {
+      Operation *a = producer[x], *c = producer[y];
+      return a != c && (!a || (c && a->isBeforeInBlock(c)));
+    });
+    // The range each parameter owns: from its offset to the next parameter's.
+    SmallVector<size_t> byOffset(order);
+    llvm::sort(byOffset, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
+    SmallVector<int64_t> end(n, st.layout.total);
+    for (size_t k = 0; k + 1 < byOffset.size(); ++k)
+      end[byOffset[k]] = st.params[byOffset[k + 1]].offset;
+
+    double gradScale = 1.0 / double(accumulation) / double(d);
+    auto i64 = b.getI64Type();
+    auto readyFn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(f, b.getStringAttr("planrt_grad_ready"));
+    if (!readyFn) {
+      OpBuilder::InsertionGuard top(b);
+      b.setInsertionPoint(f);
+      readyFn = func::FuncOp::create(b, loc, "planrt_grad_ready", b.getFunctionType({i64}, {}));
+      readyFn.setPrivate();
+    }
+    SmallVector<Attribute> buckets;
+    SmallVector<size_t> members;
+    int64_t bytes = 0;
+    Operation *cursor = nullptr;  // the last op this function inserted
+    auto closeBucket = [&]() {
+      Value k = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(buckets.size())));
+      cursor = func::CallOp::create(b, loc, readyFn, ValueRange{k});
+      llvm::sort(members, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
+      SmallVector<int64_t> ranges;
+      for (size_t i : members) {
+        int64_t off = st.params[i].offset;
+        if (!ranges.empty() && ranges[ranges.size() - 2] + ranges.back() == off)
+          ranges.back() += end[i] - off;
+        else
+          ranges.append({off, end[i] - off});
+      }
+      buckets.push_back(b.getDenseI64ArrayAttr(ranges));
+      members.clear();
+      bytes = 0;
+    };
+    for (size_t i : order) {
+      Operation *at = producer[i];
+      if (cursor && (!at || !cursor->isBeforeInBlock(at)))
+        at = cursor;
+      if (at)
+        b.setInsertionPointAfter(at);
+      else
+        b.setInsertionPointToStart(&body);
+      const Param &p = st.params[i];
+      Flat G(b, loc, grads);
+      Value gr = G.flatten(outs[1 + i], p);
+      if (gradScale != 1)
+        gr = nn::ScaleOp::create(b, loc, gr.getType(), gr, b.getF64FloatAttr(gradScale));
+      G.writeFlat(nn::AddOp::create(b, loc, gr.getType(), G.readFlat(p), gr), p);
+      cursor = b.getInsertionPoint() == body.end() ? &body.back() : &*std::prev(b.getInsertionPoint());
+      members.push_back(i);
+      bytes += (end[i] - p.offset) * 4;
+      if (bytes >= bucketBytes)
+        closeBucket();
+    }
+    if (!members.empty())
+      closeBucket();
+    f->setAttr("plan.grad_buckets", b.getArrayAttr(buckets));
   }
 
   /// planc_sumsq(G0, G1, stats): stats[6] = the sum of the squared gradients of this
@@ -476,7 +566,7 @@ private:
   OpBuilder b;
   Location loc;
   pl::TrainOp train;
-  int64_t d = 1, accumulation = 1;
+  int64_t d = 1, accumulation = 1, bucketBytes = 0;
   bool sharded = false, scaled = false;
 };
 
@@ -566,7 +656,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (isa<pl::PlanDialect>(op.getDialect()) ||
-          (isa<func::FuncOp>(op) && !cast<func::FuncOp>(op).getName().starts_with("planc_")))
+          (isa<func::FuncOp>(op) && !cast<func::FuncOp>(op).getName().starts_with("planc_") &&
+           !cast<func::FuncOp>(op).getName().starts_with("planrt_")))
         op.erase();
   }
 };

@@ -293,3 +293,38 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   }
   return
 }
+
+// -----
+
+// DDP gradient buckets: each sched.all_reduce_start is handed to the runtime before its
+// sched.grad (planrt_sched_bucket_all_reduce: bucket = the event's result number, axes mask,
+// buffer, offset, count, 0 = sum), in the IR's order; the entry point then starts them
+// (planrt_grad_ready), and sched.wait becomes planrt_sched_wait. Buffer ids: params 0,
+// grads 1, state 2.
+// CHECK-LABEL: func.func @planc_step(
+// CHECK-DAG:  %[[B0:.*]] = arith.constant 0 : i64
+// CHECK-DAG:  %[[MASK:.*]] = arith.constant 1 : i32
+// CHECK-DAG:  %[[G:.*]] = arith.constant 1 : i32
+// CHECK-DAG:  %[[O48:.*]] = arith.constant 48 : i64
+// CHECK-DAG:  %[[C16:.*]] = arith.constant 16 : i64
+// CHECK-DAG:  %[[SUM:.*]] = arith.constant 0 : i32
+// CHECK:      llvm.call @planrt_sched_bucket_all_reduce(%{{[^,]*}}, %[[B0]], %[[MASK]], %[[G]], %[[O48]], %[[C16]], %[[SUM]])
+// CHECK:      llvm.call @planrt_sched_bucket_all_reduce({{.*}}) : (!llvm.ptr, i64, i32, i32, i64, i64, i32) -> ()
+// CHECK-NOT:  planrt_sched_bucket_all_reduce
+// CHECK:      llvm.call @planrt_sched_grad(
+// CHECK-NOT:  planrt_sched_all_reduce
+// CHECK:      llvm.call @planrt_sched_wait(%{{[^)]*}}) : (!llvm.ptr) -> ()
+// CHECK:      llvm.call @planrt_sched_sumsq(
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 64 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 64 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %c1 = arith.constant 1 : i64
+  %b:2 = sched.grad %step, %c1 params @params grads @grads state @state -> !sched.event, !sched.event
+  %r0 = sched.all_reduce_start @grads[48, 16] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+  %r1 = sched.all_reduce_start @grads[0, 48] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
+  sched.wait %r0, %r1
+  sched.sumsq [@grads, @grads] [0, 32] state @state
+  return
+}

@@ -8,6 +8,8 @@
 // The plans are in Inputs/layouts.plan, every one with accumulation 2.
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry one | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=ONE
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddp | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDP
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDPB
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z2
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3
@@ -372,3 +374,27 @@
 // EXPLAIN3-NEXT: reduce_scatter  data      gradients {{ *}}1.12 KiB       4 calls
 // EXPLAIN3-NEXT: all_reduce      data      loss {{ *}}6 B       1 calls
 // EXPLAIN3-NEXT: all_reduce      data      gradient norm {{ *}}6 B       1 calls
+
+// DDP with gradient buckets (bucket = 256 B, plan-train-abi's plan.grad_buckets): the last
+// micro-batch runs outside the loop, its sched.grad gives one event per bucket, and each
+// bucket's ranges are all-reduced as it fires, in the order the backward pass finishes them:
+// bucket 0 = head.weight [48, 128) and head.bias [160, 192) (448 bytes), bucket 1 = wte
+// [0, 48), ln.weight and ln.bias [128, 160). The wait comes before anything reads the
+// gradients; the whole-gradient all-reduce is gone.
+// DDPB-LABEL: func.func @planc_step(
+// DDPB-SAME: %[[STEP:[^:]*]]: i64
+// DDPB-NEXT: sched.fill @state[7, 1] = 0.000000e+00
+// DDPB-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
+// DDPB-NEXT: sched.micro_loop 1 {
+// DDPB-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// DDPB-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state
+// DDPB-NEXT: }
+// DDPB-NEXT: %[[LAST:.*]] = arith.constant 1 : i64
+// DDPB-NEXT: %[[B:.*]]:2 = sched.grad %[[STEP]], %[[LAST]] params @params grads @grads state @state -> !sched.event, !sched.event
+// DDPB-NEXT: %[[R0:.*]] = sched.all_reduce_start @grads[48, 80] over ["dp"] after %[[B]]#0 {purpose = "gradients", reduce = "sum"}
+// DDPB-NEXT: %[[R1:.*]] = sched.all_reduce_start @grads[160, 32] over ["dp"] after %[[B]]#0 {purpose = "gradients", reduce = "sum"}
+// DDPB-NEXT: %[[R2:.*]] = sched.all_reduce_start @grads[0, 48] over ["dp"] after %[[B]]#1 {purpose = "gradients", reduce = "sum"}
+// DDPB-NEXT: %[[R3:.*]] = sched.all_reduce_start @grads[128, 32] over ["dp"] after %[[B]]#1 {purpose = "gradients", reduce = "sum"}
+// DDPB-NEXT: sched.wait %[[R0]], %[[R1]], %[[R2]], %[[R3]]
+// DDPB-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+// DDPB-NEXT: sched.sumsq [@grads, @grads] [0, 128] state @state

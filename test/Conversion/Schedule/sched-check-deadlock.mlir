@@ -298,6 +298,33 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 
 // -----
 
+// (g) DDP gradient buckets whose ranges differ between the ranks: the all-reduces a
+// sched.grad's buckets start are matched between the ranks in IR order, as the runtime
+// starts them.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "dp" = 0 {
+    %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
+    // expected-error @+1 {{collectives do not match: rank 0 (dp 0) issues all_reduce (sum) of 8 floats here as its collective #1 while rank 1 (dp 1) issues all_reduce (sum) of 12 floats}}
+    %r0 = sched.all_reduce_start @grads[8, 8] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+    %r1 = sched.all_reduce_start @grads[0, 8] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
+    sched.wait %r0, %r1
+  }
+  sched.on "dp" = 1 {
+    %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
+    // expected-note @+1 {{rank 1 (dp 1)'s all_reduce (sum) of 12 floats}}
+    %r0 = sched.all_reduce_start @grads[4, 12] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+    %r1 = sched.all_reduce_start @grads[0, 4] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
+    sched.wait %r0, %r1
+  }
+  return
+}
+
+// -----
+
 // ===== programs that pass =====
 
 // (d) A two-stage pipeline on a 2 × 2 mesh: on every micro-batch stage 0 sends activations
@@ -436,5 +463,25 @@ func.func @not_a_program(%ctx: !llvm.ptr) {
   sched.on "dp" = 0 {
     sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
   }
+  return
+}
+
+// -----
+
+// (h) DDP gradient buckets on 2 ranks: the same starts in the same order everywhere.
+// CHECK-LABEL: func.func @buckets(
+// CHECK: sched.all_reduce_start @grads[8, 8] over ["dp"] after
+// CHECK: sched.all_reduce_start @grads[0, 8] over ["dp"] after
+// CHECK: sched.wait
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @buckets(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
+  %r0 = sched.all_reduce_start @grads[8, 8] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+  %r1 = sched.all_reduce_start @grads[0, 8] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
+  sched.wait %r0, %r1
+  sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
   return
 }

@@ -9,6 +9,10 @@
 // RUN: planc-opt %s -split-input-file -plan-train-step -plan-train-abi | FileCheck %s
 // The stage-grad output of a real plan: 16 × 128 tokens, the stdlib GPT's parameter table.
 // RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi | FileCheck %s --check-prefix=CHAR
+// DDP gradient buckets (the plan's `bucket`, here 256 bytes on the bigram model of
+// plan-schedule's inputs): each gradient is added to G right after the op that computes it,
+// and planrt_grad_ready(k) follows the last gradient of bucket k; the buckets' ranges cover G.
+// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi | FileCheck %s --check-prefix=BUCKETS
 
 // Parameters in argument order: wte.weight 16×8, ln.weight 8, fc.weight 8×8, fc.bias 8.
 // "decay": wte.weight 128 floats at 0, fc.weight 64 at 128; [0, 192).
@@ -526,3 +530,22 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // CHAR-SAME: \22name\22:\22ln_f.bias\22
 // CHAR-SAME: \22plan\22:\22licenses_char\22
 // CHAR-SAME: \22schedule\22:\22cosine\22,\22seed\22:1337,\22seq\22:128,\22sequence_parallel\22:false,\22steps\22:300
+
+// BUCKETS: func.func private @planrt_grad_ready(i64)
+// BUCKETS-LABEL: func.func @planc_grad(
+// BUCKETS-SAME: plan.grad_buckets = [array<i64: 48, 80, 160, 32>, array<i64: 0, 48, 128, 32>]
+// BUCKETS: nn.cross_entropy_grad
+// BUCKETS: bufferization.materialize_in_destination %{{.*}} in restrict writable %{{.*}} : (tensor<10xf32>, memref<10xf32, strided<[1], offset: 160>>) -> ()
+// BUCKETS: nn.matmul_wgrad
+// BUCKETS: bufferization.materialize_in_destination %{{.*}} in restrict writable %{{.*}} : (tensor<40xf32>, memref<40xf32, strided<[1], offset: 48>>) -> ()
+// BUCKETS-NEXT: %[[K0:.*]] = arith.constant 0 : i64
+// BUCKETS-NEXT: call @planrt_grad_ready(%[[K0]]) : (i64) -> ()
+// BUCKETS-NEXT: nn.layernorm_grad
+// BUCKETS: offset: 128>>) -> ()
+// BUCKETS: offset: 144>>) -> ()
+// BUCKETS-NEXT: nn.embedding_grad
+// BUCKETS: bufferization.materialize_in_destination %{{.*}} in restrict writable %{{.*}} : (tensor<40xf32>, memref<40xf32, strided<[1]>>) -> ()
+// BUCKETS-NEXT: %[[K1:.*]] = arith.constant 1 : i64
+// BUCKETS-NEXT: call @planrt_grad_ready(%[[K1]]) : (i64) -> ()
+// BUCKETS-NOT: planrt_grad_ready
+// BUCKETS: return

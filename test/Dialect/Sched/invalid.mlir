@@ -404,3 +404,54 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.send_recv @a[0, 4] to 2, @a[4, 4] from 0 along "pp" {purpose = "x"}
   return
 }
+
+// -----
+
+// A bucket's all-reduce starts on an event of sched.grad, nothing else.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64, %e: !sched.event) {
+  // expected-error @+1 {{'sched.all_reduce_start' op starts after an event of a sched.grad (a bucket of gradients), not of a block argument}}
+  %r = sched.all_reduce_start @g[4, 4] over ["dp"] after %e {purpose = "gradients", reduce = "sum"}
+  sched.wait %r
+  return
+}
+
+// -----
+
+// Every started all-reduce is waited for, once.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.all_reduce_start' op must be waited for once, by a sched.wait in the same block}}
+  %r0 = sched.all_reduce_start @g[0, 8] over ["dp"] after %b {purpose = "gradients", reduce = "sum"}
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.all_reduce_start' op reduce must be sum or max, not 'mean'}}
+  %r0 = sched.all_reduce_start @g[0, 8] over ["dp"] after %b {purpose = "gradients", reduce = "mean"}
+  sched.wait %r0
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.all_reduce_start' op range [4, 12) lies outside @g of 8 floats}}
+  %r0 = sched.all_reduce_start @g[4, 8] over ["dp"] after %b {purpose = "gradients", reduce = "sum"}
+  sched.wait %r0
+  return
+}

@@ -92,3 +92,20 @@ func.func @stage(%ctx: !llvm.ptr {sched.context}, %s: i64) {
   }
   return
 }
+
+// DDP gradient buckets: sched.grad with an event per bucket, the all-reduces that start on
+// them, and the wait for their events.
+// CHECK-LABEL: func.func @buckets(
+// CHECK-SAME: %[[S:[^:]*]]: i64
+func.func @buckets(%ctx: !llvm.ptr {sched.context}, %s: i64) {
+  // CHECK-NEXT: %[[B:.*]]:2 = sched.grad %[[S]], %[[S]] params @params grads @grads state @state -> !sched.event, !sched.event
+  %b:2 = sched.grad %s, %s params @params grads @grads state @state -> !sched.event, !sched.event
+  // CHECK-NEXT: %[[R0:.*]] = sched.all_reduce_start @grads[32, 32] over ["dp"] after %[[B]]#0 {purpose = "gradients", reduce = "sum"}
+  %r0 = sched.all_reduce_start @grads[32, 32] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+  // CHECK-NEXT: %[[R1:.*]] = sched.all_reduce_start @grads[0, 32] over ["dp", "pp"] after %[[B]]#1 {purpose = "gradients", reduce = "max"}
+  %r1 = sched.all_reduce_start @grads[0, 32] over ["dp", "pp"] after %b#1 {purpose = "gradients", reduce = "max"}
+  // CHECK-NEXT: sched.wait %[[R0]], %[[R1]]
+  sched.wait %r0, %r1
+  // CHECK-NEXT: return
+  return
+}

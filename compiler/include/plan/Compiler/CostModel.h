@@ -29,8 +29,6 @@ struct Calibration {
   double cpuPeakFlops = 50e9, cpuMemoryBandwidth = 10e9, cpuLinkBandwidth = 5e9;
   double cudaPeakFlops = 989e12, cudaMemoryBandwidth = 3.35e12;
   double cudaNodeBandwidth = 450e9, cudaNetworkBandwidth = 50e9;
-  /// Gradient bucket for data-parallel reduction (PyTorch DDP's default).
-  int64_t bucketBytes = 25ll << 20;
   /// cuBLASLt workspace per device.
   int64_t cudaWorkspaceBytes = 32ll << 20;
   /// FLOPs per element of the elementwise and normalisation ops (forward).

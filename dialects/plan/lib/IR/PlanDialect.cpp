@@ -48,7 +48,7 @@ static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, A
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr data,
                                    int64_t zero, StringAttr tensor, StringAttr pipeline,
                                    int64_t stages, PipelineSchedule schedule, BoolAttr sequence,
-                                   ArrayAttr replicate) {
+                                   ArrayAttr replicate, int64_t bucket) {
   if (failed(verifyNames(emitError, data, "'data'")) ||
       failed(verifyNames(emitError, replicate, "'replicate'")))
     return failure();
@@ -62,5 +62,10 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << stages << " pipeline stages need a pipeline axis";
   if (sequence && sequence.getValue() && (!tensor || tensor.getValue().empty()))
     return emitError() << "sequence parallel needs a tensor axis";
+  if (bucket < 0)
+    return emitError() << "a gradient bucket has at least 0 bytes, not " << bucket;
+  if (bucket > 0 && (data.empty() || zero > 0 || (pipeline && !pipeline.getValue().empty())))
+    return emitError() << "gradient buckets (bucket = " << bucket
+                       << ") need a data axis, ZeRO stage 0 and no pipeline axis";
   return success();
 }

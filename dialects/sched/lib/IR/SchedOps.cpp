@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+#include "llvm/ADT/TypeSwitch.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -12,7 +15,14 @@ using namespace plan::sched;
 
 #include "plan/Dialect/Sched/IR/SchedDialect.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "plan/Dialect/Sched/IR/SchedTypes.cpp.inc"
+
 void SchedDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "plan/Dialect/Sched/IR/SchedTypes.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "plan/Dialect/Sched/IR/SchedOps.cpp.inc"
@@ -183,6 +193,25 @@ LogicalResult AllReduceOp::verify() {
   if (r != "sum" && r != "mean" && r != "max")
     return emitOpError() << "reduce must be sum, mean or max, not '" << r << "'";
   return success();
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  StringRef r = getReduce();
+  if (r != "sum" && r != "max")
+    return emitOpError() << "reduce must be sum or max, not '" << r << "'";
+  if (!getAfter().getDefiningOp<GradOp>())
+    return emitOpError() << "starts after an event of a sched.grad (a bucket of gradients), not of "
+                         << (getAfter().getDefiningOp() ? getAfter().getDefiningOp()->getName().getStringRef()
+                                                        : StringRef("a block argument"));
+  if (!getDone().hasOneUse() || !isa<WaitOp>(*getDone().getUsers().begin()) ||
+      getDone().getUsers().begin()->getBlock() != (*this)->getBlock())
+    return emitOpError() << "must be waited for once, by a sched.wait in the same block";
+  return success();
+}
+LogicalResult AllReduceStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(groupSize(*this, getAxes())))
+    return failure();
+  return checkRange(*this, t, getBufferAttr(), getOffset(), getCount());
 }
 
 LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &t) {

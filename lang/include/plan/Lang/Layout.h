@@ -27,6 +27,7 @@ struct Layout {
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   bool sequence = false;  ///< sequence parallel over the tensor axis
   int zero = 0;
+  int64_t bucketBytes = 0;  ///< DDP gradient buckets (Parallel::bucketBytes); 0: one all-reduce
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   int64_t batch = 1, micro = 1, seq = 1;

@@ -132,7 +132,17 @@ struct Parallel {
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   bool sequence = false;      ///< sequence parallel over the tensor axis
   std::vector<std::string> replicate;
+  /// DDP gradient buckets: at most this many bytes of gradients per all-reduce, each
+  /// started as the last micro-batch's backward pass finishes its gradients; 0 = one
+  /// all-reduce of the whole gradient after the backward pass. Resolved by sema:
+  /// `bucket = N MiB`, `none`, or the mesh's default (defaultBucketBytes).
+  int64_t bucketBytes = 0;
 };
+
+/// The gradient bucket of a plan that does not set one: PyTorch DDP's 25 MiB
+/// (`bucket_cap_mb`) for DDP (`data` ranks > 1, ZeRO 0, no pipeline) on a cuda mesh;
+/// none otherwise (a cpu mesh's collectives run on the cores the backward pass uses).
+int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t pipelineRanks);
 
 struct Train {
   std::string name;

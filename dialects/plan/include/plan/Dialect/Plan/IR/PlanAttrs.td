@@ -27,7 +27,9 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     Which mesh axes split the batch (`data`), the Megatron tensor dims
     (`tensor`), and the layers (`pipeline`, with its stage count and schedule);
     the ZeRO stage over the data axes; sequence parallelism; and the axes that
-    keep replicas. An empty string means "no axis".
+    keep replicas; `bucket`, the bytes of gradients per DDP bucket (0, the
+    default: one all-reduce of the whole gradient). An empty string means "no
+    axis".
 
     ```mlir
     #plan.parallel<data = ["dp"], zero = 1, tensor = "tp", pipeline = "",
@@ -43,7 +45,8 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     "int64_t":$stages,
     EnumParameter<Plan_PipelineSchedule>:$schedule,
     "::mlir::BoolAttr":$sequence,
-    "::mlir::ArrayAttr":$replicate);
+    "::mlir::ArrayAttr":$replicate,
+    DefaultValuedParameter<"int64_t", "0">:$bucket);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

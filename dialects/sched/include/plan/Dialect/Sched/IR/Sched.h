@@ -12,6 +12,9 @@
 
 #include "plan/Dialect/Sched/IR/SchedDialect.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "plan/Dialect/Sched/IR/SchedTypes.h.inc"
+
 #define GET_OP_CLASSES
 #include "plan/Dialect/Sched/IR/SchedOps.h.inc"
 

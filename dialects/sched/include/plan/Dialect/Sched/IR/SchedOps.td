@@ -2,6 +2,7 @@
 #ifndef PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
 #define PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
 
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -34,6 +35,18 @@ def Sched_Dialect : Dialect {
     ```
   }];
   let cppNamespace = "::plan::sched";
+  let useDefaultTypePrinterParser = 1;
+}
+
+def Sched_EventType : TypeDef<Sched_Dialect, "Event"> {
+  let mnemonic = "event";
+  let summary = "The completion of work a step started asynchronously";
+  let description = [{
+    A point the step can wait for: a bucket of gradients that the backward pass
+    has finished (a result of `sched.grad`), or a collective that has completed
+    (`sched.all_reduce_start`). On the CUDA target an event is a CUDA event on
+    the stream that did the work; on the CPU target an MPI request.
+  }];
 }
 
 class Sched_Op<string mnemonic, list<Trait> traits = []> : Op<Sched_Dialect, mnemonic, traits>;
@@ -129,7 +142,10 @@ def Sched_GradOp : Sched_BufferUser<"grad"> {
   }];
   let arguments = (ins I64:$step, I64:$micro, FlatSymbolRefAttr:$params, FlatSymbolRefAttr:$grads,
                        FlatSymbolRefAttr:$state, OptionalAttr<ArrayAttr>:$collectives);
-  let assemblyFormat = "$step `,` $micro `params` $params `grads` $grads `state` $state attr-dict";
+  let results = (outs Variadic<Sched_EventType>:$buckets);
+  let assemblyFormat = [{
+    $step `,` $micro `params` $params `grads` $grads `state` $state attr-dict (`->` type($buckets)^)?
+  }];
 }
 
 def Sched_ForwardOp : Sched_BufferUser<"forward"> {
@@ -206,6 +222,42 @@ def Sched_AllReduceOp : Sched_BufferUser<"all_reduce"> {
                        StrAttr:$reduce, StrAttr:$purpose);
   let assemblyFormat = "$buffer `[` $offset `,` $count `]` `over` $axes attr-dict";
   let hasVerifier = 1;
+}
+
+def Sched_AllReduceStartOp : Sched_BufferUser<"all_reduce_start"> {
+  let summary = "An all-reduce of a buffer range that starts when an event fires";
+  let description = [{
+    `sched.all_reduce` in place, started asynchronously as soon as `after`
+    fires (a bucket of gradients `sched.grad` finished) on the communication
+    stream (CUDA target: a NCCL call on a stream of its own that waits for a
+    CUDA event of the compute stream; CPU target: `MPI_Iallreduce`). Its
+    result fires when the all-reduce is done: a `sched.wait` must wait for it
+    before anything else touches the range. Every rank starts the collectives
+    in the order of their events, which is this IR's order.
+
+    ```mlir
+    %b:2 = sched.grad %step, %m params @params grads @grads state @state -> !sched.event, !sched.event
+    %r0 = sched.all_reduce_start @grads[6144, 4096] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
+    %r1 = sched.all_reduce_start @grads[0, 6144] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
+    sched.wait %r0, %r1
+    ```
+  }];
+  let arguments = (ins Sched_EventType:$after, FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count,
+                       StrArrayAttr:$axes, StrAttr:$reduce, StrAttr:$purpose);
+  let results = (outs Sched_EventType:$done);
+  let assemblyFormat = "$buffer `[` $offset `,` $count `]` `over` $axes `after` $after attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_WaitOp : Sched_Op<"wait"> {
+  let summary = "Waits until the events have fired";
+  let description = [{
+    After it, the step may read and write what the events' work wrote (the
+    compute stream waits for the communication stream's events on the CUDA
+    target; `MPI_Wait` on the CPU target).
+  }];
+  let arguments = (ins Variadic<Sched_EventType>:$events);
+  let assemblyFormat = "$events attr-dict";
 }
 
 def Sched_AllGatherOp : Sched_BufferUser<"all_gather"> {
