@@ -481,7 +481,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
 
   if (!bucketSet) {
     t.parallel.bucketBytes = mesh ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
-                                                             t.pipelineParallel)
+                                                             t.tensorParallel, t.pipelineParallel)
                                   : 0;
   } else if (t.parallel.bucketBytes > 0) {
     // Buckets are the DDP schedule's: refused by name where the schedule has none.
@@ -489,14 +489,18 @@ void Sema::checkTrain(const ast::Decl &decl) {
                       : t.parallel.zero > 0 ? "ZeRO-" + std::to_string(t.parallel.zero) +
                                                   " reduces its gradients whole (bucketed ZeRO is not "
                                                   "implemented in this version of planc)"
-                      : !t.parallel.pipelineAxis.empty()
+                      : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
+                      : mesh && mesh->kind == sema::DeviceKind::CUDA && t.tensorParallel > 1
+                          ? "on a cuda mesh with tensor parallelism the buckets' NCCL all-reduces would run "
+                            "beside the tensor-parallel ones on a second communicator, which NCCL does not "
+                            "promise to complete (not implemented in this version of planc)"
                           : "";
     if (!why.empty()) {
       diags.error(bucketLoc, "'bucket' sets the size of the DDP gradient buckets, but " + why)
-          .note("gradient buckets need 'data = <axis>', 'zero = 0' and no pipeline; write 'bucket = none' "
-                "or leave it out");
+          .note("gradient buckets need 'data = <axis>', 'zero = 0', no pipeline and, on a cuda mesh, no "
+                "tensor axis; write 'bucket = none' or leave it out");
       ok = false;
     }
   }

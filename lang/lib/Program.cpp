@@ -98,8 +98,11 @@ const char *plan::sema::opKindName(OpKind k) {
 
 const char *plan::sema::deviceKindName(DeviceKind k) { return k == DeviceKind::CPU ? "cpu" : "cuda"; }
 
-int64_t plan::sema::defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t pipelineRanks) {
-  return kind == DeviceKind::CUDA && dataRanks > 1 && zero == 0 && pipelineRanks <= 1 ? int64_t(25) << 20 : 0;
+int64_t plan::sema::defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks,
+                                       int64_t pipelineRanks) {
+  return kind == DeviceKind::CUDA && dataRanks > 1 && zero == 0 && tensorRanks <= 1 && pipelineRanks <= 1
+             ? int64_t(25) << 20
+             : 0;
 }
 
 const char *plan::sema::scheduleName(PipelineSchedule s) {

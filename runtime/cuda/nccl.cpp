@@ -168,7 +168,16 @@ cudaStream_t commStream() {
 /// An all-reduce behind everything queued on the compute stream so far (an event it
 /// waits for), on the communication stream; the handle is the event recorded after it.
 int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void **handle) {
-  ncclComm_t c = usable(mpiComm, {buf});
+  // The host goes on (the backward pass's host code, MPI) while NCCL works on managed
+  // memory: only a device that allows concurrent managed access can; others use MPI.
+  static const bool concurrent = [] {
+    int device = 0, value = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&value, cudaDevAttrConcurrentManagedAccess, device),
+          "cudaDeviceGetAttribute (concurrent managed access)");
+    return value != 0;
+  }();
+  ncclComm_t c = concurrent ? usable(mpiComm, {buf}) : nullptr;
   if (!c)
     return 1;
   cudaEvent_t ready = nullptr, done = nullptr;
@@ -193,8 +202,18 @@ void waitFor(void *handle) {
   check(cudaEventDestroy(done), "cudaEventDestroy");
 }
 
-const planrt_collectives kNccl = {"nccl",  allReduce, allGather,      reduceScatter, sendTo,
-                                  recvFrom, sendRecv, allReduceStart, waitFor};
+int isDone(void *handle) {
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle));
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  check(e, "ncclAllReduce (bucket)");
+  return 1;
+}
+
+const planrt_collectives kNccl = {"nccl",   allReduce, allGather,      reduceScatter, sendTo,
+                                  recvFrom, sendRecv,  allReduceStart, waitFor,       isDone};
 
 } // namespace
 

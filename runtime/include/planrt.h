@@ -163,6 +163,7 @@ typedef struct {
    * device's later work then sees the result). Declining (1) leaves it to MPI. */
   int (*all_reduce_start)(const void *comm, float *buf, int64_t count, int max, void **handle);
   void (*wait)(void *handle);
+  int (*test)(void *handle); /* 1 when done; null: never known before wait */
 } planrt_collectives;
 void planrt_set_collectives(const planrt_collectives *collectives);
 

@@ -318,8 +318,10 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
 }
 
 int planrt_test(planrt_request *r) {
-  if (!r || r->done || r->device)
+  if (!r || r->done)
     return 1;
+  if (r->device)
+    return r->device->test && r->device->test(r->handle);
   int flag = 0;
   if (MPI_Test(&r->mpi, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
     return 1;  // planrt_wait reports it

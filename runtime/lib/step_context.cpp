@@ -109,15 +109,6 @@ void planrt_step_ctx::failWith(planrt_status s) {
   }
 }
 
-void planrt_step_ctx::startBucket(Bucket &b) {
-  float *p = range(b.buf, b.offset, b.count, "bucket all_reduce");
-  if (!p)
-    return;
-  if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count, b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM,
-                                                &b.request))
-    failWith(s);
-}
-
 namespace planrt {
 
 Waiting::Waiting(planrt_step_ctx &ctx, const std::string &what) : ctx(ctx) {
@@ -145,6 +136,17 @@ std::string describe(const char *kind, const planrt::Buffer &b, int64_t offset, 
   return text;
 }
 } // namespace
+
+void planrt_step_ctx::startBucket(Bucket &b) {
+  float *p = range(b.buf, b.offset, b.count, "bucket all_reduce");
+  if (!p)
+    return;
+  // The first start on a group may set up its communicator (NCCL): watched as a collective.
+  planrt::Waiting w(*this, describe("all_reduce (bucket start)", buffers[size_t(b.buf)], b.offset, b.count, b.mask));
+  if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count, b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM,
+                                                &b.request))
+    failWith(s);
+}
 
 extern "C" {
 

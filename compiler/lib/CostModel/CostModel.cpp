@@ -739,6 +739,36 @@ private:
     double dpTotal = 0, dpExposed = 0;
     const RankTime &cr = rt[commRank];
     double bwdMicro = cr.bwd + cr.tpBwd;
+    // DDP buckets as the executable forms them (training::gradientBuckets, parameters
+    // taken in reverse order: the backward pass finishes the last layer's first): how many
+    // collectives (a bucket's parameters of one optimizer group are one range),
+    // and the last bucket's share of the gradient, the part no backward pass hides.
+    int64_t bucketCalls = 1;
+    double lastBucketShare = 1;
+    if (l.bucketBytes > 0 && l.zero == 0) {
+      std::vector<int64_t> owned;
+      std::vector<bool> decayed;
+      for (size_t pr = model.params.size(); pr-- > 0;)
+        if (paramRanks[pr].count(int(commRank))) {
+          owned.push_back((localElems(int(pr)) + 15) / 16 * 16);
+          decayed.push_back(model.params[pr].shape.size() >= 2);
+        }
+      std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
+      bucketCalls = 0;
+      double total = 0, last = 0;
+      for (const std::vector<size_t> &bk : buckets) {
+        bool group[2] = {false, false};
+        last = 0;
+        for (size_t i : bk) {
+          group[decayed[i] ? 0 : 1] = true;
+          last += double(owned[i]);
+        }
+        total += last;
+        bucketCalls += group[0] + group[1];
+      }
+      bucketCalls = std::max<int64_t>(1, bucketCalls);
+      lastBucketShare = total > 0 ? last / total : 1;
+    }
     for (const DP &x : dp) {
       // The DDP gradient all-reduce runs in buckets of the plan's `bucket` size (fp32
       // gradients, as the executable keeps them), one ring latency each, started as the
@@ -746,16 +776,15 @@ private:
       // every other data-parallel collective runs whole, between the micro-batches and
       // the update.
       bool bucketed = l.bucketBytes > 0 && l.zero == 0 && x.kind == Coll::AllReduce && x.purpose == "gradients";
-      int64_t buckets =
-          bucketed ? std::max<int64_t>(1, int64_t(std::ceil(double(n) * 4.0 / double(l.bucketBytes)))) : 1;
+      int64_t calls = bucketed ? bucketCalls : x.calls;
       double one = collSeconds(x.kind, x.full, d, "data") +
-                   double(buckets - 1) * ringSteps(x.kind, d) * links.at("data").latency;
+                   double(bucketed ? calls - 1 : 0) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
       double exposed = total;
       // Gradients reduce behind the backward pass: all but the last bucket hide. On a cpu
       // mesh MPI shares the cores with the backward pass: nothing hides.
       if (bucketed && !cpu)
-        exposed = x.times * (std::max(0.0, one - bwdMicro) + one / double(buckets));
+        exposed = x.times * (std::max(0.0, one - bwdMicro) + one * lastBucketShare);
       exposed = std::min(exposed, total);
       dpTotal += total;
       dpExposed += exposed;
@@ -765,7 +794,7 @@ private:
       row.purpose = x.purpose;
       // Exactly what the runtime counts (training::ringBytes, per call).
       row.bytes = int64_t(training::ringBytes(x.kind, d, uint64_t(std::llround(x.full))) * uint64_t(x.times));
-      row.calls = x.times * std::max(buckets, x.calls);
+      row.calls = x.times * calls;
       row.ranks = d;
       row.seconds = total;
       row.exposedSeconds = exposed;

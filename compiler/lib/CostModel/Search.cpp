@@ -58,7 +58,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
                 l.zero = zero;
                 l.recompute = rc;
                 l.sequence = sp;
-                l.bucketBytes = sema::defaultBucketBytes(mesh.kind, d, zero, p);
+                l.bucketBytes = sema::defaultBucketBytes(mesh.kind, d, zero, t, p);
                 l.tensorDims = t > 1 ? tensorDims : std::set<std::string>();
                 if (!sema::checkLayout(&model, l).empty())
                   continue;

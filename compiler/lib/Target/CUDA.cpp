@@ -9,7 +9,10 @@
 // CUDA managed memory (libplanrt_cuda's allocator), so the host code that remains —
 // scalar loads of a loss, the runtime's collectives, the tensor-parallel kernels that
 // have no device version yet — reads the same pointers; every launch and call is
-// synchronous, so the host never reads a buffer a kernel is writing.
+// synchronous, so the host never reads a buffer a kernel is writing. The one exception
+// is DDP's gradient buckets: their NCCL all-reduces run on a communication stream while
+// the backward pass goes on, on ranges nothing touches until sched.wait (and only on a
+// device with concurrent managed access; MPI does them elsewhere).
 #include "plan/Target/CUDA.h"
 
 #include "plan/Conversion/LibraryCalls.h"

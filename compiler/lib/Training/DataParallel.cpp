@@ -24,6 +24,20 @@ FlatLayout flatLayout(const std::vector<int64_t> &counts, const std::vector<bool
   return l;
 }
 
+std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &floats, int64_t bucketBytes) {
+  std::vector<std::vector<size_t>> out;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < floats.size(); ++i) {
+    if (out.empty() || bytes >= bucketBytes) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    out.back().push_back(i);
+    bytes += floats[i] * 4;
+  }
+  return out;
+}
+
 const char *collectiveName(Collective c) {
   switch (c) {
   case Collective::AllReduce: return "all_reduce";

@@ -7,6 +7,7 @@
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/DataParallel.h"
 #include "plan/Training/Flat.h"
 #include "plan/Training/Training.h"
 
@@ -309,16 +310,38 @@ public:
       readyFn = func::FuncOp::create(b, loc, "planrt_grad_ready", b.getFunctionType({i64}, {}));
       readyFn.setPrivate();
     }
+    std::vector<int64_t> owned;
+    for (size_t i : order)
+      owned.push_back(end[i] - st.params[i].offset);
+    std::vector<std::vector<size_t>> members = training::gradientBuckets(owned, bucketBytes);
     SmallVector<Attribute> buckets;
-    SmallVector<size_t> members;
-    int64_t bytes = 0;
     Operation *cursor = nullptr;  // the last op this function inserted
-    auto closeBucket = [&]() {
-      Value k = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(buckets.size())));
-      cursor = func::CallOp::create(b, loc, readyFn, ValueRange{k});
-      llvm::sort(members, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
+    for (auto [k, bucket] : llvm::enumerate(members)) {
+      SmallVector<size_t> params;
+      for (size_t pos : bucket) {
+        size_t i = order[pos];
+        params.push_back(i);
+        Operation *at = producer[i];
+        if (cursor && (!at || !cursor->isBeforeInBlock(at)))
+          at = cursor;
+        if (at)
+          b.setInsertionPointAfter(at);
+        else
+          b.setInsertionPointToStart(&body);
+        const Param &p = st.params[i];
+        Flat G(b, loc, grads);
+        Value gr = G.flatten(outs[1 + i], p);
+        if (gradScale != 1)
+          gr = nn::ScaleOp::create(b, loc, gr.getType(), gr, b.getF64FloatAttr(gradScale));
+        G.writeFlat(nn::AddOp::create(b, loc, gr.getType(), G.readFlat(p), gr), p);
+        cursor = &*std::prev(b.getInsertionPoint());
+      }
+      Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
+      cursor = func::CallOp::create(b, loc, readyFn, ValueRange{id});
+      // The bucket's ranges: its parameters' owned ranges, adjacent ones merged.
+      llvm::sort(params, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
       SmallVector<int64_t> ranges;
-      for (size_t i : members) {
+      for (size_t i : params) {
         int64_t off = st.params[i].offset;
         if (!ranges.empty() && ranges[ranges.size() - 2] + ranges.back() == off)
           ranges.back() += end[i] - off;
@@ -326,31 +349,7 @@ public:
           ranges.append({off, end[i] - off});
       }
       buckets.push_back(b.getDenseI64ArrayAttr(ranges));
-      members.clear();
-      bytes = 0;
-    };
-    for (size_t i : order) {
-      Operation *at = producer[i];
-      if (cursor && (!at || !cursor->isBeforeInBlock(at)))
-        at = cursor;
-      if (at)
-        b.setInsertionPointAfter(at);
-      else
-        b.setInsertionPointToStart(&body);
-      const Param &p = st.params[i];
-      Flat G(b, loc, grads);
-      Value gr = G.flatten(outs[1 + i], p);
-      if (gradScale != 1)
-        gr = nn::ScaleOp::create(b, loc, gr.getType(), gr, b.getF64FloatAttr(gradScale));
-      G.writeFlat(nn::AddOp::create(b, loc, gr.getType(), G.readFlat(p), gr), p);
-      cursor = b.getInsertionPoint() == body.end() ? &body.back() : &*std::prev(b.getInsertionPoint());
-      members.push_back(i);
-      bytes += (end[i] - p.offset) * 4;
-      if (bytes >= bucketBytes)
-        closeBucket();
     }
-    if (!members.empty())
-      closeBucket();
     f->setAttr("plan.grad_buckets", b.getArrayAttr(buckets));
   }
 

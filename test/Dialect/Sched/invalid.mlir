@@ -455,3 +455,35 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.wait %r0
   return
 }
+
+// -----
+
+// Its sched.grad's block, not a nested one.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  sched.on "dp" = 0 {
+    // expected-error @+1 {{'sched.all_reduce_start' op must be in the block of its sched.grad}}
+    %r = sched.all_reduce_start @g[0, 8] over ["dp"] after %b {purpose = "gradients", reduce = "sum"}
+    sched.wait %r
+  }
+  return
+}
+
+// -----
+
+// One sched.grad's buckets in flight at a time: the runtime knows them by number.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 8 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %a = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.all_reduce_start' op is in flight across another sched.grad with buckets; wait for it first}}
+  %r = sched.all_reduce_start @g[0, 8] over ["dp"] after %a {purpose = "gradients", reduce = "sum"}
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  %q = sched.all_reduce_start @g[0, 8] over ["dp"] after %b {purpose = "gradients", reduce = "sum"}
+  sched.wait %r, %q
+  return
+}

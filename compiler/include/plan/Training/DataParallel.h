@@ -46,6 +46,14 @@ const char *collectiveName(Collective c);
 /// runtime's counters (planrt_comm_bytes) use the same rule.
 uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes);
 
+/// DDP gradient buckets (a plan's `bucket`): the parameters, each with the floats it
+/// owns in the gradient buffer (padding included), taken in the order given (the order
+/// the backward pass finishes their gradients); a bucket closes once it holds
+/// `bucketBytes` or more of fp32 gradients (PyTorch DDP's rule; a parameter is never
+/// split). Each bucket's members, as positions in `floats`. plan-train-abi buckets the
+/// executable's gradients with it, and the cost model estimates them with it.
+std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &floats, int64_t bucketBytes);
+
 /// One collective over the data axis, as the step issues it.
 struct DataCollective {
   Collective kind;

@@ -203,9 +203,17 @@ LogicalResult AllReduceStartOp::verify() {
     return emitOpError() << "starts after an event of a sched.grad (a bucket of gradients), not of "
                          << (getAfter().getDefiningOp() ? getAfter().getDefiningOp()->getName().getStringRef()
                                                         : StringRef("a block argument"));
+  Operation *grad = getAfter().getDefiningOp();
+  if (grad->getBlock() != (*this)->getBlock())
+    return emitOpError() << "must be in the block of its sched.grad";
   if (!getDone().hasOneUse() || !isa<WaitOp>(*getDone().getUsers().begin()) ||
       getDone().getUsers().begin()->getBlock() != (*this)->getBlock())
     return emitOpError() << "must be waited for once, by a sched.wait in the same block";
+  // The runtime knows a bucket by its number: one sched.grad's buckets in flight at a time.
+  Operation *wait = *getDone().getUsers().begin();
+  for (Operation *op = grad->getNextNode(); op && op != wait; op = op->getNextNode())
+    if (auto other = dyn_cast<GradOp>(op); other && other->getNumResults() > 0)
+      return emitOpError() << "is in flight across another sched.grad with buckets; wait for it first";
   return success();
 }
 LogicalResult AllReduceStartOp::verifySymbolUses(SymbolTableCollection &t) {

@@ -140,9 +140,11 @@ struct Parallel {
 };
 
 /// The gradient bucket of a plan that does not set one: PyTorch DDP's 25 MiB
-/// (`bucket_cap_mb`) for DDP (`data` ranks > 1, ZeRO 0, no pipeline) on a cuda mesh;
-/// none otherwise (a cpu mesh's collectives run on the cores the backward pass uses).
-int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t pipelineRanks);
+/// (`bucket_cap_mb`) for DDP (`data` ranks > 1, ZeRO 0, no tensor or pipeline split) on
+/// a cuda mesh; none otherwise (a cpu mesh's collectives run on the cores the backward
+/// pass uses; under tensor parallelism NCCL would run two communicators at once).
+int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks,
+                           int64_t pipelineRanks);
 
 struct Train {
   std::string name;
