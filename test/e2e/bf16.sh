@@ -7,13 +7,8 @@
 #
 #   test/e2e/bf16.sh PLANC_BIN WORKDIR
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PLANC_BIN WORKDIR" >&2; exit 2; }
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 rm -rf ck_* *.jsonl fp32 bf16
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 for p in fp32 bf16; do

@@ -16,14 +16,7 @@
 #
 #   test/e2e/layouts.sh PLANC_BIN WORKDIR
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PLANC_BIN WORKDIR" >&2; exit 2; }
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PY=${PYTHON:-/usr/bin/python3}
-MPIRUN=${MPIRUN:-mpirun}
-cd "$WORK"
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 
