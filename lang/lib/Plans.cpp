@@ -484,11 +484,13 @@ void Sema::checkTrain(const ast::Decl &decl) {
                                                              t.tensorParallel, t.pipelineParallel)
                                   : 0;
   } else if (t.parallel.bucketBytes > 0) {
-    // Buckets are the DDP schedule's: refused by name where the schedule has none.
+    // Buckets are DDP's (gradients) and ZeRO-3's (parameter gathers): refused by name
+    // where the schedule has none.
     std::string why = t.parallel.dataAxes.empty() ? "the plan has no data axis"
-                      : t.parallel.zero > 0 ? "ZeRO-" + std::to_string(t.parallel.zero) +
-                                                  " reduces its gradients whole (bucketed ZeRO is not "
-                                                  "implemented in this version of planc)"
+                      : t.parallel.zero == 1 || t.parallel.zero == 2
+                          ? "ZeRO-" + std::to_string(t.parallel.zero) +
+                                " reduces its gradients whole (bucketed ZeRO-1 and 2 are not implemented in this "
+                                "version of planc)"
                       : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
@@ -498,8 +500,9 @@ void Sema::checkTrain(const ast::Decl &decl) {
                             "promise to complete (not implemented in this version of planc)"
                           : "";
     if (!why.empty()) {
-      diags.error(bucketLoc, "'bucket' sets the size of the DDP gradient buckets, but " + why)
-          .note("gradient buckets need 'data = <axis>', 'zero = 0', no pipeline and, on a cuda mesh, no "
+      diags.error(bucketLoc, "'bucket' sets the size of the DDP gradient buckets (ZeRO-3: of the parameter "
+                             "gathers), but " + why)
+          .note("buckets need 'data = <axis>', 'zero = 0' or 'zero = 3', no pipeline and, on a cuda mesh, no "
                 "tensor axis; write 'bucket = none' or leave it out");
       ok = false;
     }

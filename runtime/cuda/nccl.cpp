@@ -12,6 +12,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -165,11 +166,10 @@ cudaStream_t commStream() {
   return s;
 }
 
-/// An all-reduce behind everything queued on the compute stream so far (an event it
-/// waits for), on the communication stream; the handle is the event recorded after it.
-int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void **handle) {
-  // The host goes on (the backward pass's host code, MPI) while NCCL works on managed
-  // memory: only a device that allows concurrent managed access can; others use MPI.
+/// The host goes on (the step's host code, MPI) while NCCL works on managed memory
+/// from the communication stream: only a device that allows concurrent managed access
+/// can; on others the non-blocking collectives decline and MPI does them.
+bool concurrentManagedAccess() {
   static const bool concurrent = [] {
     int device = 0, value = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
@@ -177,28 +177,68 @@ int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void
           "cudaDeviceGetAttribute (concurrent managed access)");
     return value != 0;
   }();
-  ncclComm_t c = concurrent ? usable(mpiComm, {buf}) : nullptr;
-  if (!c)
-    return 1;
+  return concurrent;
+}
+
+/// Queues `work` (NCCL calls on the stream it is given) on the communication stream
+/// behind everything queued on the compute stream so far (an event it waits for);
+/// returns the event recorded after it, the request's handle.
+template <class Work> void *afterCompute(Work work) {
   cudaEvent_t ready = nullptr, done = nullptr;
   check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
   check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-  check(cudaEventRecord(ready, planrt::cuda::stream()), "cudaEventRecord (gradients ready)");
+  check(cudaEventRecord(ready, planrt::cuda::stream()), "cudaEventRecord (compute so far)");
   check(cudaStreamWaitEvent(commStream(), ready, 0), "cudaStreamWaitEvent (communication waits for compute)");
-  checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, commStream()),
-            "ncclAllReduce (bucket)");
-  check(cudaEventRecord(done, commStream()), "cudaEventRecord (bucket reduced)");
+  work(commStream());
+  check(cudaEventRecord(done, commStream()), "cudaEventRecord (bucket done)");
   check(cudaEventDestroy(ready), "cudaEventDestroy");
-  *handle = done;
+  return done;
+}
+
+/// A DDP bucket's all-reduce on the communication stream.
+int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void **handle) {
+  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {buf}) : nullptr;
+  if (!c)
+    return 1;
+  *handle = afterCompute([&](cudaStream_t s) {
+    checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, s),
+              "ncclAllReduce (bucket)");
+  });
   return 0;
 }
 
-/// The compute stream waits for the all-reduce, and so does the host (which may read
-/// the range next, as every call here is synchronous).
+/// A ZeRO-3 parameter bucket: the slice [begin, begin + size) of the all-gather of
+/// `count` floats per rank, on the communication stream. NCCL has no all-gather of
+/// unequal parts: each rank with a part in the slice broadcasts it, in one NCCL group.
+int allGatherStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin, int64_t size,
+                   void **handle) {
+  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {send, recv}) : nullptr;
+  if (!c)
+    return 1;
+  int me = 0, n = 0;
+  checkNccl(ncclCommUserRank(c, &me), "ncclCommUserRank");
+  checkNccl(ncclCommCount(c, &n), "ncclCommCount");
+  *handle = afterCompute([&](cudaStream_t s) {
+    checkNccl(ncclGroupStart(), "ncclGroupStart");
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t lo = std::max(begin, k * count), hi = std::min(begin + size, (k + 1) * count);
+      if (hi <= lo)
+        continue;
+      const float *part = k == me ? send + (lo - k * count) : recv + lo;
+      checkNccl(ncclBroadcast(part, recv + lo, size_t(hi - lo), ncclFloat, int(k), c, s),
+                "ncclBroadcast (parameter bucket)");
+    }
+    checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  });
+  return 0;
+}
+
+/// The compute stream waits for the bucket's collective, and so does the host (which
+/// may read the range next, as every call here is synchronous).
 void waitFor(void *handle) {
   auto done = static_cast<cudaEvent_t>(handle);
   check(cudaStreamWaitEvent(planrt::cuda::stream(), done, 0), "cudaStreamWaitEvent (compute waits for a bucket)");
-  check(cudaEventSynchronize(done), "ncclAllReduce (bucket)");
+  check(cudaEventSynchronize(done), "NCCL bucket collective");
   check(cudaEventDestroy(done), "cudaEventDestroy");
 }
 
@@ -208,12 +248,12 @@ int isDone(void *handle) {
     (void)cudaGetLastError();
     return 0;
   }
-  check(e, "ncclAllReduce (bucket)");
+  check(e, "NCCL bucket collective");
   return 1;
 }
 
-const planrt_collectives kNccl = {"nccl",   allReduce, allGather,      reduceScatter, sendTo,
-                                  recvFrom, sendRecv,  allReduceStart, waitFor,       isDone};
+const planrt_collectives kNccl = {"nccl",   allReduce, allGather,      reduceScatter, sendTo,        recvFrom,
+                                  sendRecv, allReduceStart, waitFor, isDone, allGatherStart};
 
 } // namespace
 

@@ -111,6 +111,12 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
 typedef struct planrt_request planrt_request;
 planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
                                       planrt_reduce_op op, planrt_request **out);
+/* A slice of a non-blocking all-gather (ZeRO-3's parameter buckets): the floats
+ * [begin, begin + size) of what planrt_all_gather(mesh, mask, send, count, recv) writes
+ * to recv; each rank sends the part of its block in the slice. Bytes counted: size × 4,
+ * so that the slices of a whole all-gather count what it does. */
+planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
+                                      float *recv, int64_t begin, int64_t size, planrt_request **out);
 int planrt_test(planrt_request *request);
 planrt_status planrt_wait(planrt_request *request);
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
@@ -164,6 +170,9 @@ typedef struct {
   int (*all_reduce_start)(const void *comm, float *buf, int64_t count, int max, void **handle);
   void (*wait)(void *handle);
   int (*test)(void *handle); /* 1 when done; null: never known before wait */
+  /* Non-blocking slice of an all-gather (planrt_all_gather_start), as all_reduce_start. */
+  int (*all_gather_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin,
+                          int64_t size, void **handle);
 } planrt_collectives;
 void planrt_set_collectives(const planrt_collectives *collectives);
 
@@ -319,6 +328,16 @@ void planrt_sched_wait(planrt_step_ctx *ctx);
 /* Called by a training executable's planc_grad (plan-train-abi) when every gradient of
  * bucket `bucket` is final; does nothing unless a bucket's all-reduce waits for it. */
 void planrt_grad_ready(int64_t bucket);
+/* ZeRO-3 parameter buckets (sched.all_gather_start): starts the slice [begin, begin +
+ * size) of the all-gather of `count` floats at src[src_offset] into dst[dst_offset] now;
+ * the next planrt_sched_grad's entry point waits for bucket `bucket` before it reads a
+ * parameter of it (planrt_params_ready), and planrt_sched_grad for any it did not. */
+void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
+                                    int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
+                                    int64_t begin, int64_t size);
+/* Called by a training executable's planc_grad (plan-train-abi) before its first read of
+ * a parameter of bucket `bucket`: waits for the bucket's gathers. */
+void planrt_params_ready(int64_t bucket);
 /* reduce: 0 sum, 1 max, 2 mean. */
 void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, int64_t offset, int64_t count,
                              int32_t reduce);

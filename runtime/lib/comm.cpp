@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -295,6 +296,8 @@ struct planrt_request {
   const planrt_collectives *device = nullptr;  ///< the table whose member started it, or null (MPI)
   void *handle = nullptr;
   bool done = false;
+  std::vector<int> counts, displs;  ///< MPI_Iallgatherv's, alive until it completes
+  const char *what = "all_reduce (non-blocking)";
 };
 
 planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
@@ -339,7 +342,42 @@ planrt_status planrt_wait(planrt_request *request) {
   }
   if (r->done)
     return PLANRT_OK;
-  return r->mesh->check(MPI_Wait(&r->mpi, MPI_STATUS_IGNORE), "all_reduce (non-blocking)");
+  return r->mesh->check(MPI_Wait(&r->mpi, MPI_STATUS_IGNORE), r->what);
+}
+
+planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
+                                      float *recv, int64_t begin, int64_t size, planrt_request **out) {
+  int64_t n = validMask(mesh, mask) ? mesh->groupSize(mask) : 0;
+  if (!out || !n || !validCount(count, n) || begin < 0 || size < 0 || begin + size > count * n ||
+      (size && (!send || !recv)))
+    return fail(PLANRT_ERR_ARG, "planrt_all_gather_start: bad argument");
+  mesh->count(PLANRT_ALL_GATHER, mask, uint64_t(size) * 4);
+  auto r = std::make_unique<planrt_request>();
+  r->mesh = mesh;
+  r->what = "all_gather (non-blocking)";
+  MPI_Comm comm = mesh->comm(mask);
+  const planrt_collectives *c = gCollectives.load();
+  if (c && c->all_gather_start && c->wait &&
+      c->all_gather_start(&comm, send, count, recv, begin, size, &r->handle) == 0) {
+    r->device = c;
+    *out = r.release();
+    return PLANRT_OK;
+  }
+  // Rank k's part of the slice: its block [k·count, (k+1)·count) cut to [begin, begin + size).
+  int64_t me = planrt_mesh_group_rank(mesh, mask);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t lo = std::max(begin, k * count), hi = std::min(begin + size, (k + 1) * count);
+    r->counts.push_back(int(std::max<int64_t>(0, hi - lo)));
+    r->displs.push_back(int(std::max(lo, begin) - begin));
+  }
+  const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
+  if (planrt_status s = mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT,
+                                                    recv + begin, r->counts.data(), r->displs.data(), MPI_FLOAT,
+                                                    comm, &r->mpi),
+                                    r->what))
+    return s;
+  *out = r.release();
+  return PLANRT_OK;
 }
 
 planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv) {

@@ -178,6 +178,7 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
   ctx->step = step;
   if (ctx->readBatch(step, micro))
     ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
+  ctx->waitGathers(-1);  // any bucket the entry point did not wait for
 }
 
 namespace {
@@ -299,6 +300,47 @@ void planrt_grad_ready(int64_t bucket) {
   for (planrt_step_ctx::Bucket &b : ctx->buckets)  // MPI moves them only inside MPI calls
     if (b.request)
       planrt_test(b.request);
+}
+
+void planrt_step_ctx::waitGathers(int64_t bucket) {
+  for (auto it = gathers.begin(); it != gathers.end();) {
+    if (bucket >= 0 && it->bucket != bucket) {
+      planrt_test(it->request);  // MPI moves the others only inside MPI calls
+      ++it;
+      continue;
+    }
+    {
+      planrt::Waiting w(*this, it->what);
+      if (planrt_status s = planrt_wait(it->request))
+        failWith(s);
+    }
+    it = gathers.erase(it);
+  }
+}
+
+void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
+                                    int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
+                                    int64_t begin, int64_t size) {
+  int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
+  float *from = ctx->range(src, src_offset, count, "bucket all_gather"),
+        *to = ctx->range(dst, dst_offset, count * n, "bucket all_gather");
+  if (!from || !to || ctx->status)
+    return;
+  if (begin < dst_offset || begin + size > dst_offset + count * n)
+    return ctx->failWith(fail(PLANRT_ERR_ARG, "bucket all_gather: slice [%lld, +%lld) outside [%lld, +%lld)",
+                              (long long)begin, (long long)size, (long long)dst_offset, (long long)(count * n)));
+  planrt_step_ctx::Gather g{bucket, describe("all_gather (bucket)", ctx->buffers[size_t(dst)], begin, size, mask),
+                            nullptr};
+  planrt::Waiting w(*ctx, g.what);
+  if (planrt_status s = planrt_all_gather_start(ctx->mesh, unsigned(mask), from, count, to, begin - dst_offset, size,
+                                                &g.request))
+    return ctx->failWith(s);
+  ctx->gathers.push_back(std::move(g));
+}
+
+void planrt_params_ready(int64_t bucket) {
+  if (planrt_step_ctx *ctx = planrt::activeStep(); ctx && !ctx->status)
+    ctx->waitGathers(bucket);
 }
 
 void planrt_sched_wait(planrt_step_ctx *ctx) {

@@ -102,6 +102,16 @@ struct planrt_step_ctx {
   std::vector<Bucket> buckets;
   /// Starts bucket b's all-reduce (recording a failure).
   void startBucket(Bucket &b);
+  /// ZeRO-3 parameter buckets in flight (planrt_sched_bucket_all_gather), until the
+  /// next planc_grad call waits for them.
+  struct Gather {
+    int64_t bucket;
+    std::string what;  ///< for the watchdog
+    planrt_request *request;
+  };
+  std::vector<Gather> gathers;
+  /// Waits for the gathers of bucket `bucket` (all of them: -1), recording a failure.
+  void waitGathers(int64_t bucket);
   /// Seconds spent in collectives and point-to-point transfers so far.
   double commSeconds = 0;
 

@@ -175,6 +175,44 @@ TEST(Comm, NonBlockingAllReduce) {
   planrt_set_collectives(nullptr);
 }
 
+// Slices of a non-blocking all-gather (ZeRO-3's parameter buckets): each writes exactly
+// its floats of what the blocking all-gather writes, whichever ranks' blocks it cuts,
+// and leaves the rest alone; slices covering the result count the bytes it counts.
+TEST(Comm, NonBlockingAllGatherSlices) {
+  const int64_t count = 5, n = 4;
+  std::vector<float> mine(count), whole(count * n, -1);
+  for (int64_t i = 0; i < count; ++i)
+    mine[size_t(i)] = float(rank() * 10 + i);
+  uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11);
+  ASSERT_EQ(planrt_all_gather(mesh, 0b11, mine.data(), count, whole.data()), PLANRT_OK);
+  uint64_t wholeBytes = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11) - before;
+  // [3, 15) cuts ranks 0 and 2's blocks and holds rank 1's; [15, 17) is rank 3's alone;
+  // [0, 3) and [17, 20) close it; started together, waited in another order.
+  std::vector<float> got(count * n, -1);
+  const int64_t slices[][2] = {{3, 12}, {15, 2}, {0, 3}, {17, 3}};
+  std::vector<planrt_request *> requests;
+  before = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11);
+  for (const auto &sl : slices) {
+    requests.push_back(nullptr);
+    ASSERT_EQ(planrt_all_gather_start(mesh, 0b11, mine.data(), count, got.data(), sl[0], sl[1], &requests.back()),
+              PLANRT_OK);
+    if (&sl == &slices[0]) {  // the first slice alone: nothing outside it written
+      ASSERT_EQ(planrt_wait(requests.back()), PLANRT_OK);
+      requests.pop_back();
+      for (int64_t i = 0; i < count * n; ++i)
+        EXPECT_EQ(got[size_t(i)], i >= 3 && i < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
+    }
+  }
+  planrt_test(requests[0]);
+  for (size_t k = requests.size(); k-- > 0;)
+    ASSERT_EQ(planrt_wait(requests[k]), PLANRT_OK);
+  EXPECT_EQ(got, whole);
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11) - before, wholeBytes);
+  planrt_request *bad = nullptr;
+  EXPECT_EQ(planrt_all_gather_start(mesh, 0b11, mine.data(), count, got.data(), 18, 3, &bad), PLANRT_ERR_ARG);
+  EXPECT_EQ(bad, nullptr);
+}
+
 TEST(Comm, BadGroupsAreRefused) {
   float v = 0;
   EXPECT_EQ(planrt_all_reduce(mesh, 0b100, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);

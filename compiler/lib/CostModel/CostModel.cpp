@@ -739,23 +739,31 @@ private:
     double dpTotal = 0, dpExposed = 0;
     const RankTime &cr = rt[commRank];
     double bwdMicro = cr.bwd + cr.tpBwd;
-    // DDP buckets as the executable forms them (training::gradientBuckets, parameters
-    // taken in reverse order: the backward pass finishes the last layer's first): how many
-    // collectives (a bucket's parameters of one optimizer group are one range),
-    // and the last bucket's share of the gradient, the part no backward pass hides.
-    int64_t bucketCalls = 1;
-    double lastBucketShare = 1;
-    if (l.bucketBytes > 0 && l.zero == 0) {
+    double fwdMicro = cr.fwd + cr.tpFwd;
+    // Buckets as the executable forms them (training::gradientBuckets): DDP's gradients
+    // with the parameters in reverse order (the backward pass finishes the last layer's
+    // first), ZeRO-3's parameter gathers in model order (the forward pass reads the first
+    // layer's first). How many collectives (a bucket's parameters of one optimizer group
+    // are one range), and the share of the buffer no compute hides: DDP's last bucket,
+    // ZeRO-3's first.
+    struct Buckets {
+      int64_t calls = 1;
+      double exposedShare = 1;
+    };
+    auto bucketsOf = [&](bool reverse) {
       std::vector<int64_t> owned;
       std::vector<bool> decayed;
-      for (size_t pr = model.params.size(); pr-- > 0;)
+      for (size_t k = 0; k < model.params.size(); ++k) {
+        size_t pr = reverse ? model.params.size() - 1 - k : k;
         if (paramRanks[pr].count(int(commRank))) {
           owned.push_back((localElems(int(pr)) + 15) / 16 * 16);
           decayed.push_back(model.params[pr].shape.size() >= 2);
         }
+      }
       std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
-      bucketCalls = 0;
-      double total = 0, last = 0;
+      Buckets out;
+      out.calls = 0;
+      double total = 0, first = 0, last = 0;
       for (const std::vector<size_t> &bk : buckets) {
         bool group[2] = {false, false};
         last = 0;
@@ -763,28 +771,38 @@ private:
           group[decayed[i] ? 0 : 1] = true;
           last += double(owned[i]);
         }
+        if (total == 0)
+          first = last;
         total += last;
-        bucketCalls += group[0] + group[1];
+        out.calls += group[0] + group[1];
       }
-      bucketCalls = std::max<int64_t>(1, bucketCalls);
-      lastBucketShare = total > 0 ? last / total : 1;
-    }
+      out.calls = std::max<int64_t>(1, out.calls);
+      out.exposedShare = total > 0 ? (reverse ? last : first) / total : 1;
+      return out;
+    };
+    Buckets buckets;
+    if (l.bucketBytes > 0 && (l.zero == 0 || l.zero == 3))
+      buckets = bucketsOf(l.zero == 0);
     for (const DP &x : dp) {
-      // The DDP gradient all-reduce runs in buckets of the plan's `bucket` size (fp32
+      // DDP's gradient all-reduce runs in buckets of the plan's `bucket` size (fp32
       // gradients, as the executable keeps them), one ring latency each, started as the
-      // last micro-batch's backward pass finishes them (plan-train-abi, plan-schedule);
-      // every other data-parallel collective runs whole, between the micro-batches and
-      // the update.
-      bool bucketed = l.bucketBytes > 0 && l.zero == 0 && x.kind == Coll::AllReduce && x.purpose == "gradients";
-      int64_t calls = bucketed ? bucketCalls : x.calls;
+      // last micro-batch's backward pass finishes them; ZeRO-3's parameter all-gather of
+      // each micro-batch in buckets started before its forward pass, which waits for
+      // each before reading it (plan-train-abi, plan-schedule). Every other
+      // data-parallel collective runs whole, between the micro-batches and the update.
+      bool ddpBuckets = l.bucketBytes > 0 && l.zero == 0 && x.kind == Coll::AllReduce && x.purpose == "gradients";
+      bool gatherBuckets = l.bucketBytes > 0 && l.zero == 3 && x.kind == Coll::AllGather &&
+                           (x.purpose == "parameters" || x.purpose == "parameters (forward)");
+      bool bucketed = ddpBuckets || gatherBuckets;
+      int64_t calls = bucketed ? buckets.calls : x.calls;
       double one = collSeconds(x.kind, x.full, d, "data") +
                    double(bucketed ? calls - 1 : 0) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
       double exposed = total;
-      // Gradients reduce behind the backward pass: all but the last bucket hide. On a cpu
-      // mesh MPI shares the cores with the backward pass: nothing hides.
+      // All but the edge bucket hide: DDP's behind the backward pass, ZeRO-3's behind the
+      // forward pass. On a cpu mesh MPI shares the cores with the compute: nothing hides.
       if (bucketed && !cpu)
-        exposed = x.times * (std::max(0.0, one - bwdMicro) + one * lastBucketShare);
+        exposed = x.times * (std::max(0.0, one - (ddpBuckets ? bwdMicro : fwdMicro)) + one * buckets.exposedShare);
       exposed = std::min(exposed, total);
       dpTotal += total;
       dpExposed += exposed;

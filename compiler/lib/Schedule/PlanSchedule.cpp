@@ -406,16 +406,20 @@ private:
     auto loop = sched::MicroLoopOp::create(b, loc, b.getI64IntegerAttr(s.accumulation));
     Block *body = b.createBlock(&loop.getBody(), {}, {b.getI64Type()}, {loc});
     b.setInsertionPointToStart(body);
+    SmallVector<Value> gathered;
     if (zero3) {
       sched::AllocOp::create(b, loc, x.params);
-      perGroup(0, false, false, "parameters");
+      if (ArrayAttr prefetch = paramBuckets())
+        gathered = gatherInBuckets(prefetch);
+      else
+        perGroup(0, false, false, "parameters");
     }
     if (zero2) {
       sched::AllocOp::create(b, loc, x.grads);
       sched::FillOp::create(b, loc, x.grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
     }
     ArrayAttr buckets = gradBuckets();
-    sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), x.params, x.grads, state,
+    sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), gathered, x.params, x.grads, state,
                           inside("planc_grad"));
     if (zero3)
       sched::FreeOp::create(b, loc, x.params);
@@ -434,7 +438,8 @@ private:
         loop.setCountAttr(b.getI64IntegerAttr(s.accumulation - 1));
       Value last = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(s.accumulation - 1));
       SmallVector<Type> events(buckets.size(), sched::EventType::get(b.getContext()));
-      auto grad = sched::GradOp::create(b, loc, events, step, last, x.params, x.grads, state, inside("planc_grad"));
+      auto grad = sched::GradOp::create(b, loc, events, step, last, ValueRange{}, x.params, x.grads, state,
+                                        inside("planc_grad"));
       SmallVector<Value> done;
       for (auto [k, bucket] : llvm::enumerate(buckets)) {
         ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
@@ -670,6 +675,39 @@ private:
     if (!buckets || buckets.empty() || s.d <= 1 || sharded)
       return ArrayAttr();
     return buckets;
+  }
+
+  /// The ZeRO-3 parameter buckets plan-train-abi gave `planc_grad`
+  /// (plan.param_buckets), or null.
+  ArrayAttr paramBuckets() {
+    auto fn = module.lookupSymbol<func::FuncOp>("planc_grad");
+    auto buckets = fn ? fn->getAttrOfType<ArrayAttr>("plan.param_buckets") : ArrayAttr();
+    if (!buckets || buckets.empty() || s.d <= 1 || !zero3)
+      return ArrayAttr();
+    return buckets;
+  }
+
+  /// ZeRO-3's prefetch: the all-gather of each optimizer group, cut at the buckets'
+  /// ranges (plan.param_buckets, in the order the forward pass first reads them) and
+  /// started ahead of sched.grad, which waits for bucket k before reading it.
+  SmallVector<Value> gatherInBuckets(ArrayAttr buckets) {
+    const training::FlatLayout &l = layout(0);
+    const Bufs &x = bufs[0];
+    SmallVector<Value> events;
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
+      for (size_t j = 0; j + 1 < r.size(); j += 2)
+        for (int g = 0; g < 2; ++g) {
+          int64_t begin = std::max(r[j], l.groupBegin[g]), end = std::min(r[j] + r[j + 1], l.groupEnd[g]);
+          if (begin >= end)
+            continue;
+          events.push_back(sched::AllGatherStartOp::create(
+              b, cause("parameters (bucket " + std::to_string(k) + ")"), sched::EventType::get(b.getContext()),
+              x.paramShard, i64(pieceOffset(0, g, true)), i64(l.shardFloats(g)), x.params, i64(l.groupBegin[g]),
+              dataAxes, i64(begin), i64(end - begin), i64(int64_t(k)), b.getStringAttr("parameters")));
+        }
+    }
+    return events;
   }
 
   /// The collectives the entry point `name` issues itself (tensor parallelism), in

@@ -161,6 +161,15 @@ private:
         call(loc, "planrt_sched_all_gather",
              {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
               buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset())});
+      } else if (auto x = dyn_cast<sched::AllGatherStartOp>(op)) {
+        // Started now; the next planrt_sched_grad's entry point waits for bucket k
+        // (planrt_params_ready), and planrt_sched_grad for any left.
+        if (failed(mask(&op, x.getAxes(), m)))
+          return failure();
+        call(loc, "planrt_sched_bucket_all_gather",
+             {i64(loc, x.getBucket()), m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()),
+              i64(loc, x.getCount()), buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset()), i64(loc, x.getBegin()),
+              i64(loc, x.getSize())});
       } else if (auto x = dyn_cast<sched::ReduceScatterOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();

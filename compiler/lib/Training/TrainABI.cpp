@@ -261,7 +261,9 @@ public:
     if (scaled)
       args.push_back(lossScale(e.getArgument(5)));
     SmallVector<Value> outs = inlineBody(b, grad, args);
-    if (bucketBytes > 0 && d > 1)
+    if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 3)
+      prefetchInBuckets(f, st, args);
+    if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 0)
       accumulateInBuckets(f, st, e.getArgument(1), outs);
     else
       accumulateGrads(st, e.getArgument(1), outs);
@@ -284,36 +286,14 @@ public:
     size_t n = st.params.size();
     // Where each gradient is final: its producer's ancestor in the entry block.
     SmallVector<Operation *> producer(n, nullptr);
-    SmallVector<size_t> order;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i)
       if (Operation *def = outs[1 + i].getDefiningOp())
         producer[i] = body.findAncestorOpInBlock(*def);
-      order.push_back(i);
-    }
-    llvm::stable_sort(order, [&](size_t x, size_t y) {
-      Operation *a = producer[x], *c = producer[y];
-      return a != c && (!a || (c && a->isBeforeInBlock(c)));
-    });
-    // The range each parameter owns: from its offset to the next parameter's.
-    SmallVector<size_t> byOffset(order);
-    llvm::sort(byOffset, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
-    SmallVector<int64_t> end(n, st.layout.total);
-    for (size_t k = 0; k + 1 < byOffset.size(); ++k)
-      end[byOffset[k]] = st.params[byOffset[k + 1]].offset;
-
+    SmallVector<size_t> order = byPosition(producer, /*absentFirst=*/true);
+    SmallVector<int64_t> end = ownedEnds(st);
     double gradScale = 1.0 / double(accumulation) / double(d);
-    auto i64 = b.getI64Type();
-    auto readyFn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(f, b.getStringAttr("planrt_grad_ready"));
-    if (!readyFn) {
-      OpBuilder::InsertionGuard top(b);
-      b.setInsertionPoint(f);
-      readyFn = func::FuncOp::create(b, loc, "planrt_grad_ready", b.getFunctionType({i64}, {}));
-      readyFn.setPrivate();
-    }
-    std::vector<int64_t> owned;
-    for (size_t i : order)
-      owned.push_back(end[i] - st.params[i].offset);
-    std::vector<std::vector<size_t>> members = training::gradientBuckets(owned, bucketBytes);
+    func::FuncOp readyFn = runtimeHook(f, "planrt_grad_ready");
+    std::vector<std::vector<size_t>> members = training::gradientBuckets(ownedFloats(st, end, order), bucketBytes);
     SmallVector<Attribute> buckets;
     Operation *cursor = nullptr;  // the last op this function inserted
     for (auto [k, bucket] : llvm::enumerate(members)) {
@@ -338,19 +318,121 @@ public:
       }
       Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
       cursor = func::CallOp::create(b, loc, readyFn, ValueRange{id});
-      // The bucket's ranges: its parameters' owned ranges, adjacent ones merged.
-      llvm::sort(params, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
-      SmallVector<int64_t> ranges;
-      for (size_t i : params) {
-        int64_t off = st.params[i].offset;
-        if (!ranges.empty() && ranges[ranges.size() - 2] + ranges.back() == off)
-          ranges.back() += end[i] - off;
-        else
-          ranges.append({off, end[i] - off});
-      }
-      buckets.push_back(b.getDenseI64ArrayAttr(ranges));
+      buckets.push_back(bucketRanges(st, end, params));
     }
     f->setAttr("plan.grad_buckets", b.getArrayAttr(buckets));
+  }
+
+  /// ZeRO-3's parameter buckets (the plan's `bucket`): the forward pass waits for the
+  /// all-gather of bucket k (`planrt_params_ready(k)`) right before the first op that
+  /// reads one of its parameters, and each parameter is read from P only there, so
+  /// that the gathers of later buckets go on while the earlier layers compute.
+  /// Buckets take parameters in the order the pass first reads them and close at
+  /// `bucket` bytes or more (training::gradientBuckets, as DDP's); a parameter owns
+  /// its range up to the next parameter's offset, so the buckets cover P exactly.
+  /// Their ranges are recorded on `f` as `plan.param_buckets`, which `plan-schedule`
+  /// turns into `sched.all_gather_start`s.
+  void prefetchInBuckets(func::FuncOp f, const StageTable &st, ArrayRef<Value> args) {
+    OpBuilder::InsertionGuard g(b);
+    Block &body = f.getBody().front();
+    size_t n = st.params.size();
+    // Each parameter's first reader in the entry block (null: never read).
+    SmallVector<Operation *> reader(n, nullptr);
+    for (size_t i = 0; i < n; ++i)
+      for (Operation *user : args[st.params[i].arg].getUsers())
+        if (Operation *at = body.findAncestorOpInBlock(*user); at && (!reader[i] || at->isBeforeInBlock(reader[i])))
+          reader[i] = at;
+    SmallVector<size_t> order = byPosition(reader, /*absentFirst=*/false);
+    SmallVector<int64_t> end = ownedEnds(st);
+    func::FuncOp readyFn = runtimeHook(f, "planrt_params_ready");
+    SmallVector<Attribute> buckets;
+    for (auto [k, bucket] : llvm::enumerate(training::gradientBuckets(ownedFloats(st, end, order), bucketBytes))) {
+      SmallVector<size_t> params;
+      for (size_t pos : bucket) {
+        size_t i = order[pos];
+        params.push_back(i);
+        if (!reader[i])
+          continue;
+        if (pos == bucket.front()) {  // the bucket's first read: wait for its gathers there
+          b.setInsertionPoint(reader[i]);
+          Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
+          func::CallOp::create(b, loc, readyFn, ValueRange{id});
+        }
+        // The read (subview, to_tensor, expand_shape) moves right before its reader.
+        SmallVector<Operation *> chain;
+        for (Operation *op = args[st.params[i].arg].getDefiningOp(); op;
+             op = op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr)
+          chain.push_back(op);
+        for (Operation *op : llvm::reverse(chain))
+          op->moveBefore(reader[i]);
+      }
+      buckets.push_back(bucketRanges(st, end, params));
+    }
+    f->setAttr("plan.param_buckets", b.getArrayAttr(buckets));
+  }
+
+  /// The parameters' indices in the order of their ops `at` in one block (stable; a
+  /// parameter without one first or last).
+  static SmallVector<size_t> byPosition(ArrayRef<Operation *> at, bool absentFirst) {
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < at.size(); ++i)
+      order.push_back(i);
+    llvm::stable_sort(order, [&](size_t x, size_t y) {
+      Operation *a = at[x], *c = at[y];
+      if (a == c)
+        return false;
+      if (!a || !c)
+        return absentFirst ? !a : !c;
+      return a->isBeforeInBlock(c);
+    });
+    return order;
+  }
+
+  /// The floats each parameter owns (ownedEnds), in `order`.
+  static std::vector<int64_t> ownedFloats(const StageTable &st, ArrayRef<int64_t> end, ArrayRef<size_t> order) {
+    std::vector<int64_t> owned;
+    for (size_t i : order)
+      owned.push_back(end[i] - st.params[i].offset);
+    return owned;
+  }
+
+  /// The range each parameter owns in the flat buffer: from its offset to the next
+  /// parameter's (the last one's: to the end), alignment padding included.
+  SmallVector<int64_t> ownedEnds(const StageTable &st) {
+    SmallVector<size_t> byOffset;
+    for (size_t i = 0; i < st.params.size(); ++i)
+      byOffset.push_back(i);
+    llvm::sort(byOffset, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
+    SmallVector<int64_t> end(st.params.size(), st.layout.total);
+    for (size_t k = 0; k + 1 < byOffset.size(); ++k)
+      end[byOffset[k]] = st.params[byOffset[k + 1]].offset;
+    return end;
+  }
+
+  /// A bucket's ranges, [offset, count, offset, count, …] in offset order, adjacent
+  /// ones merged.
+  Attribute bucketRanges(const StageTable &st, ArrayRef<int64_t> end, SmallVector<size_t> members) {
+    llvm::sort(members, [&](size_t x, size_t y) { return st.params[x].offset < st.params[y].offset; });
+    SmallVector<int64_t> ranges;
+    for (size_t i : members) {
+      int64_t off = st.params[i].offset;
+      if (!ranges.empty() && ranges[ranges.size() - 2] + ranges.back() == off)
+        ranges.back() += end[i] - off;
+      else
+        ranges.append({off, end[i] - off});
+    }
+    return b.getDenseI64ArrayAttr(ranges);
+  }
+
+  /// The runtime's `void name(i64)`, declared once in the module.
+  func::FuncOp runtimeHook(func::FuncOp f, StringRef name) {
+    if (auto fn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(f, b.getStringAttr(name)))
+      return fn;
+    OpBuilder::InsertionGuard top(b);
+    b.setInsertionPoint(f);
+    auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({b.getI64Type()}, {}));
+    fn.setPrivate();
+    return fn;
   }
 
   /// planc_sumsq(G0, G1, stats): stats[6] = the sum of the squared gradients of this

@@ -328,3 +328,40 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.sumsq [@grads, @grads] [0, 32] state @state
   return
 }
+
+// -----
+
+// ZeRO-3 parameter buckets: each sched.all_gather_start becomes planrt_sched_bucket_all_gather
+// where it stands (bucket, axes mask, source buffer, offset, count, destination buffer,
+// offset, the slice's begin and size), started at once; the sched.grad they feed is the
+// usual planrt_sched_grad (its entry point waits for bucket k: planrt_params_ready). Buffer
+// ids: params 0, shard 1, grads 2, state 3.
+// CHECK-LABEL: func.func @planc_step(
+// CHECK:      llvm.call @planrt_sched_alloc(
+// CHECK:      llvm.call @planrt_sched_bucket_all_gather({{.*}}) : (!llvm.ptr, i64, i32, i32, i64, i64, i32, i64, i64, i64) -> ()
+// CHECK-NEXT: %[[MASK:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[B1:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[SH:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[SO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[CNT:.*]] = arith.constant 8 : i64
+// CHECK-NEXT: %[[PAR:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: %[[DO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[BEG:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[SZ:.*]] = arith.constant 8 : i64
+// CHECK-NEXT: llvm.call @planrt_sched_bucket_all_gather(%{{[^,]*}}, %[[B1]], %[[MASK]], %[[SH]], %[[SO]], %[[CNT]], %[[PAR]], %[[DO]], %[[BEG]], %[[SZ]])
+// CHECK:      llvm.call @planrt_sched_grad(
+// CHECK-NOT:  planrt_sched_all_gather
+// CHECK:      llvm.call @planrt_sched_free(
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @shard {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.alloc @params
+  %p0 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [8, 8] for bucket 0 {purpose = "parameters"}
+  %p1 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [0, 8] for bucket 1 {purpose = "parameters"}
+  sched.grad %step, %step params @params grads @grads state @state gathered %p0, %p1
+  sched.free @params
+  return
+}

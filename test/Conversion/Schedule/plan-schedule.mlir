@@ -10,6 +10,7 @@
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddp | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDP
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | FileCheck %s --check-prefix=DDPB
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3B
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z2
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3
@@ -398,3 +399,31 @@
 // DDPB-NEXT: sched.wait %[[R0]], %[[R1]], %[[R2]], %[[R3]]
 // DDPB-NEXT: sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
 // DDPB-NEXT: sched.sumsq [@grads, @grads] [0, 128] state @state
+
+// ZeRO-3 with parameter buckets (bucket = 128 B, plan-train-abi's plan.param_buckets, in the
+// order the forward pass first reads them: wte [0, 48), ln [128, 160), head.weight [48, 128),
+// head.bias [160, 192)): each micro-batch starts the slices of the two groups' all-gathers
+// (group 0 [0, 128) from the shard's [0, 32), group 1 [128, 192) from [32, 16)) before its
+// sched.grad, which waits for them; the whole-group gathers are gone from the step (not
+// from evaluation's planc_gather) and the gradients are reduce-scattered whole.
+// Z3B-LABEL: func.func @planc_step(
+// Z3B-SAME: %[[STEP:[^:]*]]: i64
+// Z3B: sched.micro_loop 2 {
+// Z3B-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// Z3B-NEXT: sched.alloc @params
+// Z3B-NEXT: %[[P0:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 48] for bucket 0 {purpose = "parameters"}
+// Z3B-NEXT: %[[P1:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [128, 32] for bucket 1 {purpose = "parameters"}
+// Z3B-NEXT: %[[P2:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [48, 80] for bucket 2 {purpose = "parameters"}
+// Z3B-NEXT: %[[P3:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [160, 32] for bucket 3 {purpose = "parameters"}
+// Z3B-NEXT: sched.alloc @grads
+// Z3B-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
+// Z3B-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state gathered %[[P0]], %[[P1]], %[[P2]], %[[P3]]
+// Z3B-NEXT: sched.free @params
+// Z3B-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp"] {accumulate, purpose = "gradients"}
+// Z3B-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp"] {accumulate, purpose = "gradients"}
+// Z3B-NEXT: sched.free @grads
+// Z3B-NEXT: }
+// Z3B-NOT: sched.all_gather @
+// Z3B: func.func @planc_gather(
+// Z3B-NEXT: sched.alloc @params
+// Z3B-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "parameters (evaluation)"}

@@ -325,6 +325,31 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 
 // -----
 
+// (i) ZeRO-3 parameter buckets cut differently on the ranks: the slices of the all-gather
+// are matched between the ranks in IR order, as the runtime starts them.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @shard {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.on "dp" = 0 {
+    // expected-error @+1 {{collectives do not match: rank 0 (dp 0) issues all_gather (slice [0, 8)) of 8 floats here as its collective #1 while rank 1 (dp 1) issues all_gather (slice [0, 4)) of 8 floats}}
+    %p0 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [0, 8] for bucket 0 {purpose = "parameters"}
+    %p1 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [8, 8] for bucket 1 {purpose = "parameters"}
+    sched.grad %step, %step params @params grads @grads state @state gathered %p0, %p1
+  }
+  sched.on "dp" = 1 {
+    // expected-note @+1 {{rank 1 (dp 1)'s all_gather (slice [0, 4)) of 8 floats}}
+    %p0 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [0, 4] for bucket 0 {purpose = "parameters"}
+    %p1 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [4, 12] for bucket 1 {purpose = "parameters"}
+    sched.grad %step, %step params @params grads @grads state @state gathered %p0, %p1
+  }
+  return
+}
+
+// -----
+
 // ===== programs that pass =====
 
 // (d) A two-stage pipeline on a 2 × 2 mesh: on every micro-batch stage 0 sends activations
@@ -482,6 +507,28 @@ func.func @buckets(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   %r0 = sched.all_reduce_start @grads[8, 8] over ["dp"] after %b#0 {purpose = "gradients", reduce = "sum"}
   %r1 = sched.all_reduce_start @grads[0, 8] over ["dp"] after %b#1 {purpose = "gradients", reduce = "sum"}
   sched.wait %r0, %r1
+  sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+  return
+}
+
+// -----
+
+// (j) ZeRO-3 parameter buckets on 2 ranks: the same slices in the same order everywhere.
+// CHECK-LABEL: func.func @prefetch(
+// CHECK: sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [8, 8] for bucket 0
+// CHECK: sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [0, 8] for bucket 1
+// CHECK: sched.grad
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @shard {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @prefetch(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.alloc @params
+  %p0 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [8, 8] for bucket 0 {purpose = "parameters"}
+  %p1 = sched.all_gather_start @shard[0, 8] -> @params[0] over ["dp"] slice [0, 8] for bucket 1 {purpose = "parameters"}
+  sched.grad %step, %step params @params grads @grads state @state gathered %p0, %p1
+  sched.free @params
   sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
   return
 }

@@ -13,6 +13,10 @@
 // plan-schedule's inputs): each gradient is added to G right after the op that computes it,
 // and planrt_grad_ready(k) follows the last gradient of bucket k; the buckets' ranges cover G.
 // RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi | FileCheck %s --check-prefix=BUCKETS
+// ZeRO-3 parameter buckets (128 bytes, the same model): each parameter is read from P right
+// before its first reader, and planrt_params_ready(k) precedes the first read of bucket k;
+// the gradients are accumulated whole, after the backward pass.
+// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi | FileCheck %s --check-prefix=PREFETCH
 
 // Parameters in argument order: wte.weight 16×8, ln.weight 8, fc.weight 8×8, fc.bias 8.
 // "decay": wte.weight 128 floats at 0, fc.weight 64 at 128; [0, 192).
@@ -549,3 +553,39 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // BUCKETS-NEXT: call @planrt_grad_ready(%[[K1]]) : (i64) -> ()
 // BUCKETS-NOT: planrt_grad_ready
 // BUCKETS: return
+
+// PREFETCH: func.func private @planrt_params_ready(i64)
+// PREFETCH-NOT: planrt_grad_ready
+// PREFETCH-LABEL: func.func @planc_grad(
+// PREFETCH-SAME: %[[P:[^:]*]]: memref<192xf32>
+// PREFETCH-SAME: plan.param_buckets = [array<i64: 0, 48>, array<i64: 128, 32>, array<i64: 48, 80>, array<i64: 160, 32>]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: %[[K0:.*]] = arith.constant 0 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K0]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][0] [40] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: tensor.expand_shape
+// PREFETCH-NEXT: nn.embedding
+// PREFETCH-NEXT: %[[K1:.*]] = arith.constant 1 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K1]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][128] [4] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: memref.subview %[[P]][144] [4] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: nn.layernorm
+// PREFETCH-NEXT: %[[K2:.*]] = arith.constant 2 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K2]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][48] [40] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: tensor.expand_shape
+// PREFETCH-NEXT: nn.matmul
+// PREFETCH-NEXT: %[[K3:.*]] = arith.constant 3 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K3]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][160] [10] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: nn.bias_add
+// PREFETCH-NOT: planrt_params_ready
+// PREFETCH: nn.cross_entropy_grad
+// PREFETCH-NOT: memref.subview %[[P]]
+// PREFETCH: return

@@ -487,3 +487,73 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.wait %r, %q
   return
 }
+
+// -----
+
+// A slice of an all-gather must be fed to a sched.grad, which waits for it.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.all_gather_start' op must be waited for once, by a sched.grad in the same block}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[0] over ["dp"] slice [0, 16] for bucket 0 {purpose = "parameters"}
+  return
+}
+
+// -----
+
+// The slice lies in what the whole all-gather writes: 2 ranks × 8 floats from offset 0.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 32 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.all_gather_start' op slice [8, 12] ends past the gathered range [0, 16]}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[0] over ["dp"] slice [8, 12] for bucket 0 {purpose = "parameters"}
+  sched.grad %step, %step params @p grads @p state @s gathered %p
+  return
+}
+
+// -----
+
+// An empty slice, or one before the destination offset, is refused.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 32 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.all_gather_start' op needs a non-empty slice [4, 8] at or after the destination offset 8}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[8] over ["dp"] slice [4, 8] for bucket 0 {purpose = "parameters"}
+  sched.grad %step, %step params @p grads @p state @s gathered %p
+  return
+}
+
+// -----
+
+// The runtime knows a bucket by its number: a slice feeds the next sched.grad.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.all_gather_start' op is in flight across another sched.grad; feed it to the next one}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[0] over ["dp"] slice [0, 16] for bucket 0 {purpose = "parameters"}
+  sched.grad %step, %step params @p grads @p state @s
+  sched.grad %step, %step params @p grads @p state @s gathered %p
+  return
+}
+
+// -----
+
+// sched.grad waits for gathered parameters, not for other events.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @p grads @p state @s -> !sched.event
+  // expected-error @+1 {{'sched.grad' op waits for events of sched.all_gather_start only (gathered parameters)}}
+  sched.grad %step, %step params @p grads @p state @s gathered %b
+  %r = sched.all_reduce_start @p[0, 16] over ["dp"] after %b {purpose = "gradients", reduce = "sum"}
+  sched.wait %r
+  return
+}

@@ -109,3 +109,18 @@ func.func @buckets(%ctx: !llvm.ptr {sched.context}, %s: i64) {
   // CHECK-NEXT: return
   return
 }
+
+// ZeRO-3 parameter buckets: slices of the all-gathers started ahead of sched.grad, which
+// waits for them (the generic form keeps every attribute).
+// CHECK-LABEL: func.func @prefetch(
+// CHECK-SAME: %[[S:[^:]*]]: i64
+func.func @prefetch(%ctx: !llvm.ptr {sched.context}, %s: i64) {
+  // CHECK-NEXT: %[[P0:.*]] = sched.all_gather_start @grads[0, 16] -> @tmp[0] over ["dp"] slice [8, 24] for bucket 0 {purpose = "parameters"}
+  %p0 = sched.all_gather_start @grads[0, 16] -> @tmp[0] over ["dp"] slice [8, 24] for bucket 0 {purpose = "parameters"}
+  // CHECK-NEXT: %[[P1:.*]] = sched.all_gather_start @grads[0, 16] -> @tmp[0] over ["dp"] slice [0, 8] for bucket 1 {purpose = "parameters"}
+  %p1 = sched.all_gather_start @grads[0, 16] -> @tmp[0] over ["dp"] slice [0, 8] for bucket 1 {purpose = "parameters"}
+  // CHECK-NEXT: sched.grad %[[S]], %[[S]] params @tmp grads @params state @params gathered %[[P0]], %[[P1]]{{$}}
+  sched.grad %s, %s params @tmp grads @params state @params gathered %p0, %p1
+  // CHECK-NEXT: return
+  return
+}

@@ -216,6 +216,39 @@ LogicalResult AllReduceStartOp::verify() {
       return emitOpError() << "is in flight across another sched.grad with buckets; wait for it first";
   return success();
 }
+LogicalResult AllGatherStartOp::verify() {
+  if (getSize() <= 0 || getBegin() < getDestOffset())
+    return emitOpError() << "needs a non-empty slice [" << getBegin() << ", " << getSize()
+                         << "] at or after the destination offset " << getDestOffset();
+  if (getBucket() < 0)
+    return emitOpError() << "bucket must be >= 0";
+  auto grad = getDone().hasOneUse() ? dyn_cast<GradOp>(*getDone().getUsers().begin()) : GradOp();
+  if (!grad || grad->getBlock() != (*this)->getBlock())
+    return emitOpError() << "must be waited for once, by a sched.grad in the same block";
+  // The runtime knows a bucket by its number: the gathers feed the next sched.grad.
+  for (Operation *op = (*this)->getNextNode(); op && op != grad; op = op->getNextNode())
+    if (isa<GradOp>(op))
+      return emitOpError() << "is in flight across another sched.grad; feed it to the next one";
+  return success();
+}
+LogicalResult AllGatherStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount())) ||
+      failed(checkRange(*this, t, getDestAttr(), getDestOffset(), getCount() * *n)))
+    return failure();
+  if (getBegin() + getSize() > getDestOffset() + getCount() * *n)
+    return emitOpError() << "slice [" << getBegin() << ", " << getSize() << "] ends past the gathered range ["
+                         << getDestOffset() << ", " << getCount() * *n << "]";
+  return success();
+}
+
+LogicalResult GradOp::verify() {
+  for (Value e : getGathered())
+    if (!e.getDefiningOp<AllGatherStartOp>())
+      return emitOpError() << "waits for events of sched.all_gather_start only (gathered parameters)";
+  return success();
+}
+
 LogicalResult AllReduceStartOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(groupSize(*this, getAxes())))
     return failure();

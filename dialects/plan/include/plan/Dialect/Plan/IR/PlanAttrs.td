@@ -27,8 +27,9 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     Which mesh axes split the batch (`data`), the Megatron tensor dims
     (`tensor`), and the layers (`pipeline`, with its stage count and schedule);
     the ZeRO stage over the data axes; sequence parallelism; and the axes that
-    keep replicas; `bucket`, the bytes of gradients per DDP bucket (0, the
-    default: one all-reduce of the whole gradient). An empty string means "no
+    keep replicas; `bucket`, the bytes of gradients per DDP bucket, or of
+    parameters per ZeRO-3 all-gather bucket (0, the default: one collective
+    of the whole buffer). An empty string means "no
     axis".
 
     ```mlir

@@ -44,7 +44,7 @@ def Sched_EventType : TypeDef<Sched_Dialect, "Event"> {
   let description = [{
     A point the step can wait for: a bucket of gradients that the backward pass
     has finished (a result of `sched.grad`), or a collective that has completed
-    (`sched.all_reduce_start`). On the CUDA target an event is a CUDA event on
+    (`sched.all_reduce_start`, `sched.all_gather_start`). On the CUDA target an event is a CUDA event on
     the stream that did the work; on the CPU target an MPI request.
   }];
 }
@@ -139,13 +139,22 @@ def Sched_GradOp : Sched_BufferUser<"grad"> {
     order every rank of the tensor group issues them, each collective inside it
     (`{collective, axis, purpose, floats}`, floats of the whole buffer), so that
     this IR shows everything the step sends.
+
+    `gathered` (ZeRO-3 with buckets) are the `sched.all_gather_start`s of the
+    parameters, started before it: the entry point waits for bucket k's
+    gathers right before the first op that reads a parameter of bucket k
+    (`planrt_params_ready(k)`), so that later buckets arrive while the forward
+    pass runs; all of them are done when it returns. Its results (DDP with
+    buckets) fire as the backward pass finishes each bucket of gradients.
   }];
-  let arguments = (ins I64:$step, I64:$micro, FlatSymbolRefAttr:$params, FlatSymbolRefAttr:$grads,
-                       FlatSymbolRefAttr:$state, OptionalAttr<ArrayAttr>:$collectives);
+  let arguments = (ins I64:$step, I64:$micro, Variadic<Sched_EventType>:$gathered, FlatSymbolRefAttr:$params,
+                       FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state, OptionalAttr<ArrayAttr>:$collectives);
   let results = (outs Variadic<Sched_EventType>:$buckets);
   let assemblyFormat = [{
-    $step `,` $micro `params` $params `grads` $grads `state` $state attr-dict (`->` type($buckets)^)?
+    $step `,` $micro `params` $params `grads` $grads `state` $state (`gathered` $gathered^)? attr-dict
+    (`->` type($buckets)^)?
   }];
+  let hasVerifier = 1;
 }
 
 def Sched_ForwardOp : Sched_BufferUser<"forward"> {
@@ -265,6 +274,36 @@ def Sched_AllGatherOp : Sched_BufferUser<"all_gather"> {
   let arguments = (ins FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
                        FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, StrAttr:$purpose);
   let assemblyFormat = "$source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes attr-dict";
+}
+
+def Sched_AllGatherStartOp : Sched_BufferUser<"all_gather_start"> {
+  let summary = "A slice of an all-gather, started now and waited for by a sched.grad";
+  let description = [{
+    The floats `[begin, begin + size)` of the destination that
+    `sched.all_gather` with the same source, count, destination and axes would
+    write (each rank sends the part of its `count` floats that falls in the
+    slice), started asynchronously: ZeRO-3's parameters gathered bucket by
+    bucket ahead of the forward pass that reads them (a prefetch). The
+    `sched.grad` its result feeds waits for it before the first read of a
+    parameter of bucket `bucket`. CUDA target: one NCCL broadcast per rank
+    with a part in the slice, grouped, on the communication stream; CPU
+    target: `MPI_Iallgatherv`. Every rank starts them in this IR's order.
+
+    ```mlir
+    %p0 = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [64, 64] for bucket 0
+    %p1 = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 64] for bucket 1
+    sched.grad %step, %m params @params grads @grads state @state gathered %p0, %p1
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
+                       FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, I64Attr:$begin,
+                       I64Attr:$size, I64Attr:$bucket, StrAttr:$purpose);
+  let results = (outs Sched_EventType:$done);
+  let assemblyFormat = [{
+    $source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes
+    `slice` ` ` `[` $begin `,` $size `]` `for` `bucket` $bucket attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 def Sched_ReduceScatterOp : Sched_BufferUser<"reduce_scatter"> {
