@@ -495,7 +495,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
                       : mesh && mesh->kind == sema::DeviceKind::CUDA && t.tensorParallel > 1
-                          ? "on a cuda mesh with tensor parallelism the buckets' NCCL all-reduces would run "
+                          ? "on a cuda mesh with tensor parallelism the buckets' NCCL collectives would run "
                             "beside the tensor-parallel ones on a second communicator, which NCCL does not "
                             "promise to complete (not implemented in this version of planc)"
                           : "";

@@ -58,6 +58,14 @@ struct planrt_mesh {
                                                 : (n - 1) * fullBytes / n;
     bytes[{int(kind), mask}] += sent;
   }
+  /// The floats [begin, begin + size) of a collective of `begin + size` or more: what
+  /// the whole one counts for them, so that slices covering it sum to its count exactly
+  /// (ring(end) − ring(begin), not the rounded ring of each slice).
+  void countSlice(planrt_collective kind, unsigned mask, int64_t begin, int64_t size) {
+    uint64_t n = uint64_t(groupSize(mask)), lo = uint64_t(begin) * 4, hi = uint64_t(begin + size) * 4;
+    uint64_t per = kind == PLANRT_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+    bytes[{int(kind), mask}] += per * hi / n - per * lo / n;
+  }
   planrt_status check(int rc, const char *what) {
     if (rc == MPI_SUCCESS)
       return PLANRT_OK;
@@ -351,7 +359,7 @@ planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const fl
   if (!out || !n || !validCount(count, n) || begin < 0 || size < 0 || begin + size > count * n ||
       (size && (!send || !recv)))
     return fail(PLANRT_ERR_ARG, "planrt_all_gather_start: bad argument");
-  mesh->count(PLANRT_ALL_GATHER, mask, uint64_t(size) * 4);
+  mesh->countSlice(PLANRT_ALL_GATHER, mask, begin, size);
   auto r = std::make_unique<planrt_request>();
   r->mesh = mesh;
   r->what = "all_gather (non-blocking)";

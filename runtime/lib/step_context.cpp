@@ -173,12 +173,14 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
                        int32_t state) {
   float *p = ctx->range(params, 0, 0, "grad"), *g = ctx->range(grads, 0, 0, "grad"),
         *s = ctx->range(state, 0, 8, "grad");
-  if (!p || !g || !s)
-    return;
-  ctx->step = step;
-  if (ctx->readBatch(step, micro))
-    ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
-  ctx->waitGathers(-1);  // any bucket the entry point did not wait for
+  if (p && g && s) {
+    ctx->step = step;
+    if (ctx->readBatch(step, micro))
+      ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
+  }
+  // Any bucket the entry point did not wait for, on every path (a failed step too:
+  // nothing may still be writing the parameters when they are freed).
+  ctx->waitGathers(-1);
 }
 
 namespace {

@@ -740,10 +740,10 @@ private:
     const RankTime &cr = rt[commRank];
     double bwdMicro = cr.bwd + cr.tpBwd;
     double fwdMicro = cr.fwd + cr.tpFwd;
-    // Buckets as the executable forms them (training::gradientBuckets): DDP's gradients
-    // with the parameters in reverse order (the backward pass finishes the last layer's
-    // first), ZeRO-3's parameter gathers in model order (the forward pass reads the first
-    // layer's first). How many collectives (a bucket's parameters of one optimizer group
+    // Buckets formed by the executable's rule (training::gradientBuckets): DDP's gradients
+    // with the parameters in reverse model order, ZeRO-3's parameter gathers in model
+    // order; the executable takes the order in which its backward pass finishes the
+    // gradients or its forward pass first reads the parameters, which these approximate. How many collectives (a bucket's parameters of one optimizer group
     // are one range), and the share of the buffer no compute hides: DDP's last bucket,
     // ZeRO-3's first.
     struct Buckets {

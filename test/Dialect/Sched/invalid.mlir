@@ -557,3 +557,35 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.wait %r
   return
 }
+
+// -----
+
+// Nothing may free (or allocate, or fill) the destination while a slice is in flight.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  sched.alloc @p
+  // expected-error @+1 {{'sched.all_gather_start' op writes @p while 'sched.free' touches it before the sched.grad}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[0] over ["dp"] slice [0, 16] for bucket 0 {purpose = "parameters"}
+  // expected-note @+1 {{here}}
+  sched.free @p
+  sched.grad %step, %step params @p grads @s state @s gathered %p
+  return
+}
+
+// -----
+
+// The slices gather the parameters the sched.grad reads.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @q {floats = 16 : i64, lifetime = "transient"}
+sched.buffer @sh {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.all_gather_start' op gathers into @p, but its sched.grad reads its parameters from @q}}
+  %p = sched.all_gather_start @sh[0, 8] -> @p[0] over ["dp"] slice [0, 16] for bucket 0 {purpose = "parameters"}
+  sched.grad %step, %step params @q grads @q state @s gathered %p
+  return
+}

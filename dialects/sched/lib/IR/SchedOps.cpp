@@ -225,10 +225,25 @@ LogicalResult AllGatherStartOp::verify() {
   auto grad = getDone().hasOneUse() ? dyn_cast<GradOp>(*getDone().getUsers().begin()) : GradOp();
   if (!grad || grad->getBlock() != (*this)->getBlock())
     return emitOpError() << "must be waited for once, by a sched.grad in the same block";
-  // The runtime knows a bucket by its number: the gathers feed the next sched.grad.
-  for (Operation *op = (*this)->getNextNode(); op && op != grad; op = op->getNextNode())
+  if (grad.getParamsAttr() != getDestAttr())
+    return emitOpError() << "gathers into " << getDestAttr() << ", but its sched.grad reads its parameters from "
+                         << grad.getParamsAttr();
+  // The runtime knows a bucket by its number: the gathers feed the next sched.grad, and
+  // nothing between may allocate, fill or free the destination they write.
+  for (Operation *op = (*this)->getNextNode(); op && op != grad; op = op->getNextNode()) {
     if (isa<GradOp>(op))
       return emitOpError() << "is in flight across another sched.grad; feed it to the next one";
+    auto touched = isa<AllocOp>(op)  ? cast<AllocOp>(op).getBufferAttr()
+                   : isa<FreeOp>(op) ? cast<FreeOp>(op).getBufferAttr()
+                   : isa<FillOp>(op) ? cast<FillOp>(op).getBufferAttr()
+                                     : FlatSymbolRefAttr();
+    if (touched == getDestAttr()) {
+      InFlightDiagnostic d = emitOpError() << "writes " << getDestAttr() << " while '"
+                                           << op->getName().getStringRef() << "' touches it before the sched.grad";
+      d.attachNote(op->getLoc()) << "here";
+      return d;
+    }
+  }
   return success();
 }
 LogicalResult AllGatherStartOp::verifySymbolUses(SymbolTableCollection &t) {
