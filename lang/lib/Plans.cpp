@@ -480,17 +480,21 @@ void Sema::checkTrain(const ast::Decl &decl) {
   }
 
   if (!bucketSet) {
-    t.parallel.bucketBytes = mesh ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
-                                                             t.tensorParallel, t.pipelineParallel)
-                                  : 0;
+    t.parallel.bucketBytes = mesh && !(t.parallel.zero == 1 && !t.parallel.tensorAxis.empty())
+                                 ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
+                                                            t.tensorParallel, t.pipelineParallel)
+                                 : 0;
   } else if (t.parallel.bucketBytes > 0) {
     // Buckets are DDP's (gradients) and ZeRO-3's (parameter gathers): refused by name
     // where the schedule has none.
     std::string why = t.parallel.dataAxes.empty() ? "the plan has no data axis"
-                      : t.parallel.zero == 1 || t.parallel.zero == 2
-                          ? "ZeRO-" + std::to_string(t.parallel.zero) +
-                                " reduces its gradients whole (bucketed ZeRO-1 and 2 are not implemented in this "
-                                "version of planc)"
+                      : t.parallel.zero == 2
+                          ? std::string("ZeRO-2 reduces its gradients whole, once per micro-batch (bucketed ZeRO-2 "
+                                        "is not implemented in this version of planc)")
+                      : t.parallel.zero == 1 && !t.parallel.tensorAxis.empty()
+                          ? std::string("ZeRO-1 with a tensor axis reduces its gradients whole (its buckets would "
+                                        "scatter the gradients of replicated parameters before the tensor axis "
+                                        "sums them; not implemented in this version of planc)")
                       : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
@@ -500,10 +504,10 @@ void Sema::checkTrain(const ast::Decl &decl) {
                             "promise to complete (not implemented in this version of planc)"
                           : "";
     if (!why.empty()) {
-      diags.error(bucketLoc, "'bucket' sets the size of the DDP gradient buckets (ZeRO-3: of the parameter "
+      diags.error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
                              "gathers), but " + why)
-          .note("buckets need 'data = <axis>', 'zero = 0' or 'zero = 3', no pipeline and, on a cuda mesh, no "
-                "tensor axis; write 'bucket = none' or leave it out");
+          .note("buckets need 'data = <axis>', 'zero = 0', 1 or 3, no pipeline and, with ZeRO-1 or on a cuda "
+                "mesh, no tensor axis; write 'bucket = none' or leave it out");
       ok = false;
     }
   }

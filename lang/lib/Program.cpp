@@ -100,8 +100,7 @@ const char *plan::sema::deviceKindName(DeviceKind k) { return k == DeviceKind::C
 
 int64_t plan::sema::defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks,
                                        int64_t pipelineRanks) {
-  return kind == DeviceKind::CUDA && dataRanks > 1 && (zero == 0 || zero == 3) && tensorRanks <= 1 &&
-                 pipelineRanks <= 1
+  return kind == DeviceKind::CUDA && dataRanks > 1 && zero != 2 && tensorRanks <= 1 && pipelineRanks <= 1
              ? int64_t(25) << 20
              : 0;
 }

@@ -207,11 +207,13 @@ int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void
   return 0;
 }
 
-/// A ZeRO-3 parameter bucket: the slice [begin, begin + size) of the all-gather of
-/// `count` floats per rank, on the communication stream. NCCL has no all-gather of
-/// unequal parts: each rank with a part in the slice broadcasts it, in one NCCL group.
-int allGatherStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin, int64_t size,
-                   void **handle) {
+/// A bucket's slice [begin, begin + size) of a collective over n blocks of `count`
+/// floats (NCCL has none of unequal parts): one rooted NCCL call per rank k whose block
+/// has a part [lo, hi) in the slice, `part(k, me, lo, hi, comm, stream)`, in one NCCL
+/// group on the communication stream.
+template <class Part>
+int perRootSlice(const void *mpiComm, const float *send, float *recv, int64_t count, int64_t begin, int64_t size,
+                 void **handle, Part part) {
   ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {send, recv}) : nullptr;
   if (!c)
     return 1;
@@ -222,15 +224,37 @@ int allGatherStart(const void *mpiComm, const float *send, int64_t count, float 
     checkNccl(ncclGroupStart(), "ncclGroupStart");
     for (int64_t k = 0; k < n; ++k) {
       int64_t lo = std::max(begin, k * count), hi = std::min(begin + size, (k + 1) * count);
-      if (hi <= lo)
-        continue;
-      const float *part = k == me ? send + (lo - k * count) : recv + lo;
-      checkNccl(ncclBroadcast(part, recv + lo, size_t(hi - lo), ncclFloat, int(k), c, s),
-                "ncclBroadcast (parameter bucket)");
+      if (lo < hi)
+        part(k, int64_t(me), lo, hi, c, s);
     }
     checkNccl(ncclGroupEnd(), "ncclGroupEnd");
   });
   return 0;
+}
+
+/// A ZeRO-3 parameter bucket, a slice of the all-gather of `count` floats per rank:
+/// each rank with a part in it broadcasts that part.
+int allGatherStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin, int64_t size,
+                   void **handle) {
+  return perRootSlice(mpiComm, send, recv, count, begin, size, handle,
+                      [&](int64_t k, int64_t me, int64_t lo, int64_t hi, ncclComm_t c, cudaStream_t s) {
+                        const float *from = k == me ? send + (lo - k * count) : recv + lo;
+                        checkNccl(ncclBroadcast(from, recv + lo, size_t(hi - lo), ncclFloat, int(k), c, s),
+                                  "ncclBroadcast (parameter bucket)");
+                      });
+}
+
+/// A ZeRO-1 gradient bucket, a slice of the reduce-scatter of n blocks of `count` floats:
+/// each rank whose block has a part in it receives that part's sum (one NCCL reduce; the
+/// receive buffer, the part's place in the rank's block, is used on the root only).
+int reduceScatterStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin,
+                       int64_t size, void **handle) {
+  return perRootSlice(mpiComm, send, recv, count, begin, size, handle,
+                      [&](int64_t k, int64_t me, int64_t lo, int64_t hi, ncclComm_t c, cudaStream_t s) {
+                        float *to = k == me ? recv + (lo - k * count) : recv;
+                        checkNccl(ncclReduce(send + lo, to, size_t(hi - lo), ncclFloat, ncclSum, int(k), c, s),
+                                  "ncclReduce (gradient bucket)");
+                      });
 }
 
 /// The compute stream waits for the bucket's collective, and so does the host (which
@@ -253,7 +277,7 @@ int isDone(void *handle) {
 }
 
 const planrt_collectives kNccl = {"nccl",   allReduce, allGather,      reduceScatter, sendTo,        recvFrom,
-                                  sendRecv, allReduceStart, waitFor, isDone, allGatherStart};
+                                  sendRecv, allReduceStart, waitFor, isDone, allGatherStart, reduceScatterStart};
 
 } // namespace
 

@@ -118,6 +118,13 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
  * to its start, so that slices covering it count exactly what it does. */
 planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
                                       float *recv, int64_t begin, int64_t size, planrt_request **out);
+/* A slice of a non-blocking reduce-scatter (ZeRO-1's gradient buckets): of the n × count
+ * floats of send that planrt_reduce_scatter(mesh, mask, send, count, recv) reduces, the
+ * part [begin, begin + size); this rank receives the sum of the part of its block in the
+ * slice at that part's place in recv (recv[i] for send's block floats i). Bytes counted as
+ * planrt_all_gather_start's. */
+planrt_status planrt_reduce_scatter_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
+                                          float *recv, int64_t begin, int64_t size, planrt_request **out);
 int planrt_test(planrt_request *request);
 planrt_status planrt_wait(planrt_request *request);
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
@@ -174,6 +181,9 @@ typedef struct {
   /* Non-blocking slice of an all-gather (planrt_all_gather_start), as all_reduce_start. */
   int (*all_gather_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin,
                           int64_t size, void **handle);
+  /* Non-blocking slice of a reduce-scatter (planrt_reduce_scatter_start), likewise. */
+  int (*reduce_scatter_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin,
+                              int64_t size, void **handle);
 } planrt_collectives;
 void planrt_set_collectives(const planrt_collectives *collectives);
 
@@ -325,6 +335,12 @@ void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_
  * reported), in the order they were handed over. */
 void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,
                                     int64_t count, int32_t reduce);
+/* ZeRO-1 gradient buckets (sched.reduce_scatter_start): the slice [begin, begin + size)
+ * of the reduce-scatter of src[src_offset, + n × count) into dst[dst_offset, + count),
+ * started like planrt_sched_bucket_all_reduce's all-reduce. */
+void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
+                                        int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
+                                        int64_t begin, int64_t size);
 void planrt_sched_wait(planrt_step_ctx *ctx);
 /* Called by a training executable's planc_grad (plan-train-abi) when every gradient of
  * bucket `bucket` is final; does nothing unless a bucket's all-reduce waits for it. */

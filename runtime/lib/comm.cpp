@@ -353,37 +353,85 @@ planrt_status planrt_wait(planrt_request *request) {
   return r->mesh->check(MPI_Wait(&r->mpi, MPI_STATUS_IGNORE), r->what);
 }
 
-planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
-                                      float *recv, int64_t begin, int64_t size, planrt_request **out) {
-  int64_t n = validMask(mesh, mask) ? mesh->groupSize(mask) : 0;
-  if (!out || !n || !validCount(count, n) || begin < 0 || size < 0 || begin + size > count * n ||
-      (size && (!send || !recv)))
-    return fail(PLANRT_ERR_ARG, "planrt_all_gather_start: bad argument");
-  mesh->countSlice(PLANRT_ALL_GATHER, mask, begin, size);
-  auto r = std::make_unique<planrt_request>();
-  r->mesh = mesh;
-  r->what = "all_gather (non-blocking)";
-  MPI_Comm comm = mesh->comm(mask);
-  const planrt_collectives *c = gCollectives.load();
-  if (c && c->all_gather_start && c->wait &&
-      c->all_gather_start(&comm, send, count, recv, begin, size, &r->handle) == 0) {
-    r->device = c;
-    *out = r.release();
-    return PLANRT_OK;
-  }
-  // Rank k's part of the slice: its block [k·count, (k+1)·count) cut to [begin, begin + size).
-  int64_t me = planrt_mesh_group_rank(mesh, mask);
+} // extern "C"
+
+namespace {
+/// Rank k's part of the slice [begin, begin + size) of n blocks of `count` floats: its
+/// block [k·count, (k+1)·count) cut to the slice, as MPI's counts and displacements
+/// (from begin).
+void slicePartsOf(int64_t n, int64_t count, int64_t begin, int64_t size, planrt_request &r) {
   for (int64_t k = 0; k < n; ++k) {
     int64_t lo = std::max(begin, k * count), hi = std::min(begin + size, (k + 1) * count);
-    r->counts.push_back(int(std::max<int64_t>(0, hi - lo)));
-    r->displs.push_back(int(std::max(lo, begin) - begin));
+    r.counts.push_back(int(std::max<int64_t>(0, hi - lo)));
+    r.displs.push_back(int(std::max<int64_t>(0, lo - begin)));
   }
-  const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
-  if (planrt_status s = mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT,
-                                                    recv + begin, r->counts.data(), r->displs.data(), MPI_FLOAT,
-                                                    comm, &r->mpi),
-                                    r->what))
-    return s;
+}
+
+/// The checks and bookkeeping of a slice start: the request, or null after recording why.
+/// A device member `start` that accepts leaves it to the device; else *mpi is to be set.
+template <class Start>
+std::unique_ptr<planrt_request> startSlice(planrt_mesh *mesh, unsigned mask, planrt_collective kind, const char *what,
+                                           Start planrt_collectives::*start, const float *send, int64_t count,
+                                           float *recv, int64_t begin, int64_t size) {
+  int64_t n = validMask(mesh, mask) ? mesh->groupSize(mask) : 0;
+  if (!n || !validCount(count, n) || begin < 0 || size < 0 || begin + size > count * n || (size && (!send || !recv))) {
+    fail(PLANRT_ERR_ARG, "planrt_%s_start: bad argument", what);
+    return nullptr;
+  }
+  mesh->countSlice(kind, mask, begin, size);
+  auto r = std::make_unique<planrt_request>();
+  r->mesh = mesh;
+  r->what = kind == PLANRT_ALL_GATHER ? "all_gather (non-blocking)" : "reduce_scatter (non-blocking)";
+  MPI_Comm comm = mesh->comm(mask);
+  const planrt_collectives *c = gCollectives.load();
+  if (c && c->*start && c->wait && (c->*start)(&comm, send, count, recv, begin, size, &r->handle) == 0)
+    r->device = c;
+  else
+    slicePartsOf(n, count, begin, size, *r);
+  return r;
+}
+} // namespace
+
+extern "C" {
+
+planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
+                                      float *recv, int64_t begin, int64_t size, planrt_request **out) {
+  if (!out)
+    return fail(PLANRT_ERR_ARG, "planrt_all_gather_start: bad argument");
+  std::unique_ptr<planrt_request> r = startSlice(mesh, mask, PLANRT_ALL_GATHER, "all_gather",
+                                                 &planrt_collectives::all_gather_start, send, count, recv, begin, size);
+  if (!r)
+    return PLANRT_ERR_ARG;
+  if (!r->device) {
+    int64_t me = planrt_mesh_group_rank(mesh, mask);
+    const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
+    if (planrt_status s = mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin,
+                                                      r->counts.data(), r->displs.data(), MPI_FLOAT, mesh->comm(mask),
+                                                      &r->mpi),
+                                      r->what))
+      return s;
+  }
+  *out = r.release();
+  return PLANRT_OK;
+}
+
+planrt_status planrt_reduce_scatter_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
+                                          float *recv, int64_t begin, int64_t size, planrt_request **out) {
+  if (!out)
+    return fail(PLANRT_ERR_ARG, "planrt_reduce_scatter_start: bad argument");
+  std::unique_ptr<planrt_request> r =
+      startSlice(mesh, mask, PLANRT_REDUCE_SCATTER, "reduce_scatter", &planrt_collectives::reduce_scatter_start, send,
+                 count, recv, begin, size);
+  if (!r)
+    return PLANRT_ERR_ARG;
+  if (!r->device) {
+    int64_t me = planrt_mesh_group_rank(mesh, mask);
+    float *part = r->counts[size_t(me)] ? recv + (std::max(begin, me * count) - me * count) : recv;
+    if (planrt_status s = mesh->check(MPI_Ireduce_scatter(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM,
+                                                          mesh->comm(mask), &r->mpi),
+                                      r->what))
+      return s;
+  }
   *out = r.release();
   return PLANRT_OK;
 }

@@ -138,6 +138,18 @@ std::string describe(const char *kind, const planrt::Buffer &b, int64_t offset, 
 } // namespace
 
 void planrt_step_ctx::startBucket(Bucket &b) {
+  if (b.dst >= 0) {
+    int64_t n = planrt_mesh_group_size(mesh, unsigned(b.mask));
+    float *from = range(b.buf, b.offset, b.count * n, "bucket reduce_scatter"),
+          *to = range(b.dst, b.dstOffset, b.count, "bucket reduce_scatter");
+    if (!from || !to)
+      return;
+    planrt::Waiting w(*this, describe("reduce_scatter (bucket start)", buffers[size_t(b.buf)], b.begin, b.size, b.mask));
+    if (planrt_status s = planrt_reduce_scatter_start(mesh, unsigned(b.mask), from, b.count, to, b.begin - b.offset,
+                                                      b.size, &b.request))
+      failWith(s);
+    return;
+  }
   float *p = range(b.buf, b.offset, b.count, "bucket all_reduce");
   if (!p)
     return;
@@ -292,6 +304,24 @@ void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_
     ctx->buckets.push_back({bucket, mask, buf, offset, count, reduce});
 }
 
+void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
+                                        int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
+                                        int64_t begin, int64_t size) {
+  int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
+  if (!ctx->range(src, src_offset, count * n, "bucket reduce_scatter") ||
+      !ctx->range(dst, dst_offset, count, "bucket reduce_scatter"))
+    return;
+  if (begin < src_offset || size < 0 || begin + size > src_offset + count * n)
+    return ctx->failWith(fail(PLANRT_ERR_ARG, "bucket reduce_scatter: slice [%lld, +%lld) outside [%lld, +%lld)",
+                              (long long)begin, (long long)size, (long long)src_offset, (long long)(count * n)));
+  planrt_step_ctx::Bucket b{bucket, mask, src, src_offset, count, 0};
+  b.dst = dst;
+  b.dstOffset = dst_offset;
+  b.begin = begin;
+  b.size = size;
+  ctx->buckets.push_back(b);
+}
+
 void planrt_grad_ready(int64_t bucket) {
   planrt_step_ctx *ctx = planrt::activeStep();
   if (!ctx || ctx->status)
@@ -352,7 +382,10 @@ void planrt_sched_wait(planrt_step_ctx *ctx) {
   for (planrt_step_ctx::Bucket &b : ctx->buckets) {
     if (!b.request)
       continue;
-    planrt::Waiting w(*ctx, describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset, b.count, b.mask));
+    planrt::Waiting w(*ctx, b.dst >= 0 ? describe("reduce_scatter (bucket)", ctx->buffers[size_t(b.buf)], b.begin,
+                                                  b.size, b.mask)
+                                       : describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset,
+                                                  b.count, b.mask));
     if (planrt_status s = planrt_wait(b.request))
       ctx->failWith(s);
   }

@@ -90,13 +90,17 @@ struct planrt_step_ctx {
   std::atomic<int64_t> since{0};
   std::mutex whatMutex;
   std::string what;
-  /// DDP gradient buckets of the next planc_grad call (planrt_sched_bucket_all_reduce):
-  /// each range's all-reduce, started when the entry point reports its bucket ready.
+  /// Gradient buckets of the next planc_grad call: each range's all-reduce (DDP,
+  /// planrt_sched_bucket_all_reduce) or slice of a reduce-scatter (ZeRO-1,
+  /// planrt_sched_bucket_reduce_scatter), started when the entry point reports its
+  /// bucket ready.
   struct Bucket {
     int64_t bucket;
     int32_t mask, buf;
-    int64_t offset, count;
+    int64_t offset, count;  ///< the all-reduce's range; the reduce-scatter's source offset and count per rank
     int32_t reduce;
+    int32_t dst = -1;       ///< a reduce-scatter's destination (-1: an all-reduce)
+    int64_t dstOffset = 0, begin = 0, size = 0;
     planrt_request *request = nullptr;  ///< once started
   };
   std::vector<Bucket> buckets;

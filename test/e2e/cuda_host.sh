@@ -2,7 +2,7 @@
 # --target cuda-host: the CUDA target's program — every loop a kernel of plan-gpu-map-loops,
 # launched over blocks of 256 threads — run by host loops, against the CPU target on the
 # same layouts: one process (fp32 and bf16), tensor 2 with sequence parallelism, pipeline
-# 2 with 1F1B, ZeRO-1 on data 2, and DDP and ZeRO-3 with buckets on data 2. 20 steps each; the losses and gradient norms must
+# 2 with 1F1B, ZeRO-1 on data 2, and DDP, ZeRO-1 and ZeRO-3 with buckets on data 2. 20 steps each; the losses and gradient norms must
 # agree within 1e-6 (the same arithmetic in another loop order). This checks the kernel
 # mapping (delinearisation, bounds, copies, serial reductions, what stays on the host)
 # where no GPU is; the GPU kernels themselves are test/gpu's.
@@ -40,6 +40,7 @@ same tp2_sp 2 1 8 0 20 fp32 none 2 true
 same pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b
 same dp2_zero1 2 2 4 1 20
 BUCKET="16 KiB" same dp2_buckets 2 2 2 0 20  # DDP buckets: planrt_grad_ready between kernels
+BUCKET="16 KiB" same dp2_zero1_buckets 2 2 2 1 20  # ZeRO-1 buckets: reduce-scatter slices
 BUCKET="16 KiB" same dp2_zero3_buckets 2 2 2 3 20  # ZeRO-3 buckets: planrt_params_ready between kernels
 # The emitted code: no linalg loop left outside a launch before the launches become loops.
 "$PLANC" emit c_one.plan --stage llvm --target cuda-host > host.ll

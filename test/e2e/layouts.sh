@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Same math on every layout: tiny trained 20 steps on one process (accumulation 1) and
 # under each parallel layout on MPI ranks — accumulation 4 on one rank, DDP, ZeRO-1, 2 and 3
-# on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), DDP gradient and
-# ZeRO-3 parameter buckets (bitwise equal to the same layout without), ZeRO-3 on 2 ranks
+# on 4 ranks (with accumulation 2 where a stage reduces per micro-batch), DDP and ZeRO-1
+# gradient and ZeRO-3 parameter buckets (bitwise equal to the same layout without), ZeRO-3 on 2 ranks
 # and ZeRO-2 on 8 (oversubscribed), ZeRO-2 over two data axes [dp: 2, dq: 2]; recompute full
 # and selective on one process (bitwise equal) and on 4 ranks; tensor parallelism (TP 2 and
 # 4, data 2 × tensor 2 with ZeRO-1 and selective recompute, data 2 × tensor 4 with ZeRO-3 on
@@ -79,15 +79,21 @@ BUCKET="16 KiB" plan dp2_tp2_buckets 2 4 0 fp32 none 2
 # on 2 with 2 micro-batches.
 BUCKET="16 KiB" plan zero3_buckets 4 1 3
 BUCKET="16 KiB" plan zero3_dp2_buckets 2 2 3
+# ZeRO-1 gradient buckets: the same 16 KiB buckets reduce-scattered (19 slices) as the last
+# micro-batch's backward pass finishes them.
+BUCKET="16 KiB" plan zero1_buckets 4 1 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8 \
-  ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets zero3_buckets zero3_dp2_buckets
+  ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets zero3_buckets zero3_dp2_buckets zero1_buckets
 # Buckets change when the data moves, not what is computed: the same losses as the
 # whole-buffer collectives, bit for bit, and the schedule has the buckets.
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 ddp ddp_buckets
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero1 zero1_buckets
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero3 zero3_buckets
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero3_dp2 zero3_dp2_buckets
 [[ $("$PLANC" emit ddp_buckets.plan --stage sched | grep -c 'sched.all_reduce_start @grads') -eq 19 ]] ||
   { echo "layouts: FAIL: ddp_buckets.plan's schedule lacks its bucket all-reduces"; exit 1; }
+[[ $("$PLANC" emit zero1_buckets.plan --stage sched | grep -c 'sched.reduce_scatter_start @grads') -eq 19 ]] ||
+  { echo "layouts: FAIL: zero1_buckets.plan's schedule lacks its bucket reduce-scatters"; exit 1; }
 [[ $("$PLANC" emit zero3_buckets.plan --stage sched | grep -c 'sched.all_gather_start @param_shard') -eq 19 ]] ||
   { echo "layouts: FAIL: zero3_buckets.plan's schedule lacks its bucket all-gathers"; exit 1; }
 # Two data axes: ZeRO-2 over a [dp: 2, dq: 2] mesh, the batch split over both.

@@ -213,6 +213,41 @@ TEST(Comm, NonBlockingAllGatherSlices) {
   EXPECT_EQ(bad, nullptr);
 }
 
+// Slices of a non-blocking reduce-scatter (ZeRO-1's gradient buckets): each delivers to
+// every rank the sums of exactly the part of its block in the slice, at its place, and
+// slices covering the source give what the blocking reduce-scatter gives, and count its bytes.
+TEST(Comm, NonBlockingReduceScatterSlices) {
+  const int64_t count = 5, n = 4;
+  std::vector<float> all(count * n), whole(count, -1);
+  for (int64_t i = 0; i < count * n; ++i)
+    all[size_t(i)] = float(rank() * 100 + i);
+  uint64_t before = planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11);
+  ASSERT_EQ(planrt_reduce_scatter(mesh, 0b11, all.data(), count, whole.data()), PLANRT_OK);
+  uint64_t wholeBytes = planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11) - before;
+  std::vector<float> got(count, -1);
+  const int64_t slices[][2] = {{3, 12}, {15, 2}, {0, 3}, {17, 3}};
+  std::vector<planrt_request *> requests;
+  before = planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11);
+  for (const auto &sl : slices) {
+    requests.push_back(nullptr);
+    ASSERT_EQ(planrt_reduce_scatter_start(mesh, 0b11, all.data(), count, got.data(), sl[0], sl[1], &requests.back()),
+              PLANRT_OK);
+    if (&sl == &slices[0]) {  // [3, 15) alone: this rank's floats of it, nothing else
+      ASSERT_EQ(planrt_wait(requests.back()), PLANRT_OK);
+      requests.pop_back();
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t at = rank() * count + i;
+        EXPECT_EQ(got[size_t(i)], at >= 3 && at < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
+      }
+    }
+  }
+  for (planrt_request *r : requests)
+    ASSERT_EQ(planrt_wait(r), PLANRT_OK);
+  EXPECT_EQ(got, whole);
+  EXPECT_EQ(whole[0], float(600 + 4 * rank() * count));  // 0 + 100 + 200 + 300, four times the index
+  EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11) - before, wholeBytes);
+}
+
 TEST(Comm, BadGroupsAreRefused) {
   float v = 0;
   EXPECT_EQ(planrt_all_reduce(mesh, 0b100, &v, 1, PLANRT_SUM), PLANRT_ERR_ARG);

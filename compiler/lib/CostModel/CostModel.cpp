@@ -781,16 +781,17 @@ private:
       return out;
     };
     Buckets buckets;
-    if (l.bucketBytes > 0 && (l.zero == 0 || l.zero == 3))
-      buckets = bucketsOf(l.zero == 0);
+    if (l.bucketBytes > 0 && l.zero != 2)
+      buckets = bucketsOf(l.zero != 3);
     for (const DP &x : dp) {
-      // DDP's gradient all-reduce runs in buckets of the plan's `bucket` size (fp32
-      // gradients, as the executable keeps them), one ring latency each, started as the
-      // last micro-batch's backward pass finishes them; ZeRO-3's parameter all-gather of
+      // DDP's gradient all-reduce (ZeRO-1's reduce-scatter) runs in buckets of the plan's
+      // `bucket` size (fp32 gradients, as the executable keeps them), one ring latency
+      // each, started as the last micro-batch's backward pass finishes them; ZeRO-3's parameter all-gather of
       // each micro-batch in buckets started before its forward pass, which waits for
       // each before reading it (plan-train-abi, plan-schedule). Every other
       // data-parallel collective runs whole, between the micro-batches and the update.
-      bool ddpBuckets = l.bucketBytes > 0 && l.zero == 0 && x.kind == Coll::AllReduce && x.purpose == "gradients";
+      bool ddpBuckets = l.bucketBytes > 0 && l.zero <= 1 && x.purpose == "gradients" &&
+                        x.kind == (l.zero == 0 ? Coll::AllReduce : Coll::ReduceScatter);
       bool gatherBuckets = l.bucketBytes > 0 && l.zero == 3 && x.kind == Coll::AllGather &&
                            (x.purpose == "parameters" || x.purpose == "parameters (forward)");
       bool bucketed = ddpBuckets || gatherBuckets;

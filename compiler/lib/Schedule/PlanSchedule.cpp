@@ -441,13 +441,27 @@ private:
       auto grad = sched::GradOp::create(b, loc, events, step, last, ValueRange{}, x.params, x.grads, state,
                                         inside("planc_grad"));
       SmallVector<Value> done;
+      auto event = sched::EventType::get(b.getContext());
       for (auto [k, bucket] : llvm::enumerate(buckets)) {
         ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
-        for (size_t j = 0; j + 1 < r.size(); j += 2)
-          done.push_back(sched::AllReduceStartOp::create(
-              b, cause("gradients (bucket " + std::to_string(k) + ")"), sched::EventType::get(b.getContext()),
-              grad.getResult(unsigned(k)), x.grads, i64(r[j]), i64(r[j + 1]), dataAxes, b.getStringAttr("sum"),
-              b.getStringAttr("gradients")));
+        Location at = cause("gradients (bucket " + std::to_string(k) + ")");
+        Value ready = grad.getResult(unsigned(k));
+        for (size_t j = 0; j + 1 < r.size(); j += 2) {
+          if (!sharded) {  // DDP: the range all-reduced
+            done.push_back(sched::AllReduceStartOp::create(b, at, event, ready, x.grads, i64(r[j]), i64(r[j + 1]),
+                                                           dataAxes, b.getStringAttr("sum"),
+                                                           b.getStringAttr("gradients")));
+            continue;
+          }
+          // ZeRO-1: the range's part of each group's reduce-scatter into this rank's shard.
+          for (int g = 0; g < 2; ++g) {
+            int64_t lo = std::max(r[j], l.groupBegin[g]), hi = std::min(r[j] + r[j + 1], l.groupEnd[g]);
+            if (lo < hi)
+              done.push_back(sched::ReduceScatterStartOp::create(
+                  b, at, event, ready, x.grads, i64(l.groupBegin[g]), i64(l.shardFloats(g)), x.gradShard,
+                  i64(pieceOffset(0, g, true)), dataAxes, i64(lo), i64(hi - lo), b.getStringAttr("gradients")));
+          }
+        }
       }
       sched::WaitOp::create(b, loc, done);
     }
@@ -667,12 +681,12 @@ private:
                                  b.getStringAttr("replicated-parameter gradients"));
   }
 
-  /// The DDP gradient buckets plan-train-abi gave `planc_grad` (plan.grad_buckets),
-  /// or null. Only DDP over data ranks has them.
+  /// The gradient buckets plan-train-abi gave `planc_grad` (plan.grad_buckets), or
+  /// null: DDP's (all-reduced) and ZeRO-1's (reduce-scattered) over data ranks.
   ArrayAttr gradBuckets() {
     auto fn = module.lookupSymbol<func::FuncOp>("planc_grad");
     auto buckets = fn ? fn->getAttrOfType<ArrayAttr>("plan.grad_buckets") : ArrayAttr();
-    if (!buckets || buckets.empty() || s.d <= 1 || sharded)
+    if (!buckets || buckets.empty() || s.d <= 1 || zero2)
       return ArrayAttr();
     return buckets;
   }

@@ -139,6 +139,11 @@ public:
         r = collective(x.getAxes(), ("all_reduce (" + x.getReduce() + ")").str(), x.getCount());
       else if (auto x = dyn_cast<sched::AllGatherOp>(op))
         r = collective(x.getAxes(), "all_gather", x.getCount());
+      else if (auto x = dyn_cast<sched::ReduceScatterStartOp>(op))
+        r = collective(x.getAxes(),
+                       "reduce_scatter (slice [" + std::to_string(x.getBegin()) + ", " +
+                           std::to_string(x.getBegin() + x.getSize()) + "))",
+                       x.getCount());
       else if (auto x = dyn_cast<sched::AllGatherStartOp>(op))
         // Started here, in this order on every rank (MPI_Iallgatherv: the same slice
         // everywhere); checked as if it blocked here.

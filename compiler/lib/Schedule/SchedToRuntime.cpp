@@ -113,6 +113,14 @@ private:
             call(loc, "planrt_sched_bucket_all_reduce",
                  {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getBufferAttr()),
                   i64(loc, start.getOffset()), i64(loc, start.getCount()), i32(loc, start.getReduce() == "max")});
+          } else if (auto start = dyn_cast<sched::ReduceScatterStartOp>(user);
+                     start && start.getAfter().getDefiningOp() == &op) {
+            if (failed(mask(start, start.getAxes(), m)))
+              return failure();
+            call(loc, "planrt_sched_bucket_reduce_scatter",
+                 {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getSourceAttr()),
+                  i64(loc, start.getSourceOffset()), i64(loc, start.getCount()), buf(loc, start.getDestAttr()),
+                  i64(loc, start.getDestOffset()), i64(loc, start.getBegin()), i64(loc, start.getSize())});
           }
         call(loc, "planrt_sched_grad", {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
                                         buf(loc, x.getStateAttr())});
@@ -151,7 +159,7 @@ private:
         int reduce = x.getReduce() == "sum" ? 0 : x.getReduce() == "max" ? 1 : 2;
         call(loc, "planrt_sched_all_reduce",
              {m, buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), i32(loc, reduce)});
-      } else if (isa<sched::AllReduceStartOp>(op)) {
+      } else if (isa<sched::AllReduceStartOp, sched::ReduceScatterStartOp>(op)) {
         // Handed to the runtime with its sched.grad.
       } else if (isa<sched::WaitOp>(op)) {
         call(loc, "planrt_sched_wait", {});

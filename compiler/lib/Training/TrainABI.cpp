@@ -263,7 +263,7 @@ public:
     SmallVector<Value> outs = inlineBody(b, grad, args);
     if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 3)
       prefetchInBuckets(f, st, args);
-    if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 0)
+    if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() <= 1)
       accumulateInBuckets(f, st, e.getArgument(1), outs);
     else
       accumulateGrads(st, e.getArgument(1), outs);

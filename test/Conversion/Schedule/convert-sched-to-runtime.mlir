@@ -365,3 +365,37 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.free @params
   return
 }
+
+// -----
+
+// ZeRO-1 gradient buckets: each sched.reduce_scatter_start is handed to the runtime before
+// its sched.grad (planrt_sched_bucket_reduce_scatter: bucket, axes mask, source buffer,
+// offset, count per rank, destination buffer, offset, the slice's begin and size).
+// Buffer ids: params 0, grads 1, shard 2, state 3.
+// CHECK-LABEL: func.func @planc_step(
+// CHECK:      llvm.call @planrt_sched_bucket_reduce_scatter({{.*}}) : (!llvm.ptr, i64, i32, i32, i64, i64, i32, i64, i64, i64) -> ()
+// CHECK-NEXT: %[[MASK:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[B1:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[G:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[SO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[CNT:.*]] = arith.constant 8 : i64
+// CHECK-NEXT: %[[SH:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: %[[DO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[BEG:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[SZ:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: llvm.call @planrt_sched_bucket_reduce_scatter(%{{[^,]*}}, %[[B1]], %[[MASK]], %[[G]], %[[SO]], %[[CNT]], %[[SH]], %[[DO]], %[[BEG]], %[[SZ]])
+// CHECK:      llvm.call @planrt_sched_grad(
+// CHECK-NOT:  planrt_sched_reduce_scatter
+// CHECK:      llvm.call @planrt_sched_wait(
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @shard {floats = 8 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
+  %r0 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [4, 12] after %b#0 {purpose = "gradients"}
+  %r1 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [0, 4] after %b#1 {purpose = "gradients"}
+  sched.wait %r0, %r1
+  return
+}

@@ -11,6 +11,7 @@
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3B
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1b | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1B
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z2
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3
@@ -427,3 +428,20 @@
 // Z3B: func.func @planc_gather(
 // Z3B-NEXT: sched.alloc @params
 // Z3B-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "parameters (evaluation)"}
+
+// ZeRO-1 with gradient buckets (bucket = 256 B): the DDP buckets' peeled last micro-batch and
+// events, each bucket's ranges cut at the optimizer groups into slices of the two groups'
+// reduce-scatters (group 0 [0, 128) into the shard's [0, 32), group 1 [128, 192) into
+// [32, 48)), then the wait; the whole-group reduce-scatters are gone, the gathers of the
+// updated parameters stay.
+// Z1B-LABEL: func.func @planc_step(
+// Z1B-SAME: %[[STEP:[^:]*]]: i64
+// Z1B: %[[B:.*]]:2 = sched.grad %[[STEP]], %{{.*}} params @params grads @grads state @state -> !sched.event, !sched.event
+// Z1B-NEXT: %[[R0:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [48, 80] after %[[B]]#0 {purpose = "gradients"}
+// Z1B-NEXT: %[[R1:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [160, 32] after %[[B]]#0 {purpose = "gradients"}
+// Z1B-NEXT: %[[R2:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [0, 48] after %[[B]]#1 {purpose = "gradients"}
+// Z1B-NEXT: %[[R3:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [128, 32] after %[[B]]#1 {purpose = "gradients"}
+// Z1B-NEXT: sched.wait %[[R0]], %[[R1]], %[[R2]], %[[R3]]
+// Z1B-NOT: sched.reduce_scatter @
+// Z1B: sched.update
+// Z1B-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "updated parameters"}

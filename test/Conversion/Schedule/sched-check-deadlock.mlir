@@ -532,3 +532,25 @@ func.func @prefetch(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
   return
 }
+
+// -----
+
+// (k) ZeRO-1 gradient buckets on 2 ranks: the same reduce-scatter slices in the same order
+// everywhere.
+// CHECK-LABEL: func.func @scatter_buckets(
+// CHECK: sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [8, 8] after
+// CHECK: sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [0, 8] after
+// CHECK: sched.wait
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @params {floats = 16 : i64, lifetime = "persistent"}
+sched.buffer @grads {floats = 16 : i64, lifetime = "step"}
+sched.buffer @shard {floats = 8 : i64, lifetime = "step"}
+sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
+func.func @scatter_buckets(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
+  %r0 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [8, 8] after %b#0 {purpose = "gradients"}
+  %r1 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [0, 8] after %b#1 {purpose = "gradients"}
+  sched.wait %r0, %r1
+  sched.all_reduce @state[7, 1] over ["dp"] {purpose = "loss", reduce = "mean"}
+  return
+}

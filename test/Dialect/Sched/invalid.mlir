@@ -589,3 +589,32 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   sched.grad %step, %step params @q grads @q state @s gathered %p
   return
 }
+
+// -----
+
+// A reduce-scatter slice lies in the scattered range: 2 ranks × 4 floats from offset 0.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 16 : i64, lifetime = "step"}
+sched.buffer @sh {floats = 4 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.reduce_scatter_start' op slice [4, 8] ends past the scattered range [0, 8]}}
+  %r = sched.reduce_scatter_start @g[0, 4] -> @sh[0] over ["dp"] slice [4, 8] after %b {purpose = "gradients"}
+  sched.wait %r
+  return
+}
+
+// -----
+
+// Like a bucket's all-reduce, a reduce-scatter slice is waited for in its block.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 16 : i64, lifetime = "step"}
+sched.buffer @sh {floats = 4 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.reduce_scatter_start' op must be waited for once, by a sched.wait in the same block}}
+  %r = sched.reduce_scatter_start @g[0, 4] -> @sh[0] over ["dp"] slice [0, 8] after %b {purpose = "gradients"}
+  return
+}

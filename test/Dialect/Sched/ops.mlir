@@ -124,3 +124,17 @@ func.func @prefetch(%ctx: !llvm.ptr {sched.context}, %s: i64) {
   // CHECK-NEXT: return
   return
 }
+
+// ZeRO-1 gradient buckets: slices of a reduce-scatter started on sched.grad's events.
+// CHECK-LABEL: func.func @scatter_buckets(
+func.func @scatter_buckets(%ctx: !llvm.ptr {sched.context}, %s: i64) {
+  // CHECK-NEXT: %[[B:.*]]:2 = sched.grad
+  %b:2 = sched.grad %s, %s params @params grads @grads state @state -> !sched.event, !sched.event
+  // CHECK-NEXT: %[[R0:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @tmp[0] over ["dp"] slice [40, 24] after %[[B]]#0 {purpose = "gradients"}
+  %r0 = sched.reduce_scatter_start @grads[0, 32] -> @tmp[0] over ["dp"] slice [40, 24] after %b#0 {purpose = "gradients"}
+  // CHECK-NEXT: %[[R1:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @tmp[0] over ["dp"] slice [0, 40] after %[[B]]#1 {purpose = "gradients"}
+  %r1 = sched.reduce_scatter_start @grads[0, 32] -> @tmp[0] over ["dp"] slice [0, 40] after %b#1 {purpose = "gradients"}
+  // CHECK-NEXT: sched.wait %[[R0]], %[[R1]]
+  sched.wait %r0, %r1
+  return
+}

@@ -64,8 +64,10 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "sequence parallel needs a tensor axis";
   if (bucket < 0)
     return emitError() << "a gradient bucket has at least 0 bytes, not " << bucket;
-  if (bucket > 0 && (data.empty() || zero == 1 || zero == 2 || stages > 1))
+  if (bucket > 0 && (data.empty() || zero == 2 || stages > 1))
     return emitError() << "buckets (bucket = " << bucket
-                       << ") need a data axis, ZeRO stage 0 or 3 and one pipeline stage";
+                       << ") need a data axis, ZeRO stage 0, 1 or 3 and one pipeline stage";
+  if (bucket > 0 && zero == 1 && tensor && !tensor.getValue().empty())
+    return emitError() << "ZeRO-1 buckets (bucket = " << bucket << ") need no tensor axis";
   return success();
 }

@@ -195,25 +195,49 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+/// A bucket's collective started on an event of a sched.grad (DDP and ZeRO-1 gradient
+/// buckets): in the grad's block, waited for once by a sched.wait there, not in flight
+/// across another sched.grad with buckets.
+static LogicalResult verifyBucketStart(Operation *op, Value after, Value done) {
+  if (!after.getDefiningOp<GradOp>())
+    return op->emitOpError() << "starts after an event of a sched.grad (a bucket of gradients), not of "
+                             << (after.getDefiningOp() ? after.getDefiningOp()->getName().getStringRef()
+                                                       : StringRef("a block argument"));
+  Operation *grad = after.getDefiningOp();
+  if (grad->getBlock() != op->getBlock())
+    return op->emitOpError() << "must be in the block of its sched.grad";
+  if (!done.hasOneUse() || !isa<WaitOp>(*done.getUsers().begin()) ||
+      done.getUsers().begin()->getBlock() != op->getBlock())
+    return op->emitOpError() << "must be waited for once, by a sched.wait in the same block";
+  // The runtime knows a bucket by its number: one sched.grad's buckets in flight at a time.
+  Operation *wait = *done.getUsers().begin();
+  for (Operation *o = grad->getNextNode(); o && o != wait; o = o->getNextNode())
+    if (auto other = dyn_cast<GradOp>(o); other && other->getNumResults() > 0)
+      return op->emitOpError() << "is in flight across another sched.grad with buckets; wait for it first";
+  return success();
+}
+
 LogicalResult AllReduceStartOp::verify() {
   StringRef r = getReduce();
   if (r != "sum" && r != "max")
     return emitOpError() << "reduce must be sum or max, not '" << r << "'";
-  if (!getAfter().getDefiningOp<GradOp>())
-    return emitOpError() << "starts after an event of a sched.grad (a bucket of gradients), not of "
-                         << (getAfter().getDefiningOp() ? getAfter().getDefiningOp()->getName().getStringRef()
-                                                        : StringRef("a block argument"));
-  Operation *grad = getAfter().getDefiningOp();
-  if (grad->getBlock() != (*this)->getBlock())
-    return emitOpError() << "must be in the block of its sched.grad";
-  if (!getDone().hasOneUse() || !isa<WaitOp>(*getDone().getUsers().begin()) ||
-      getDone().getUsers().begin()->getBlock() != (*this)->getBlock())
-    return emitOpError() << "must be waited for once, by a sched.wait in the same block";
-  // The runtime knows a bucket by its number: one sched.grad's buckets in flight at a time.
-  Operation *wait = *getDone().getUsers().begin();
-  for (Operation *op = grad->getNextNode(); op && op != wait; op = op->getNextNode())
-    if (auto other = dyn_cast<GradOp>(op); other && other->getNumResults() > 0)
-      return emitOpError() << "is in flight across another sched.grad with buckets; wait for it first";
+  return verifyBucketStart(*this, getAfter(), getDone());
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  if (getSize() <= 0 || getBegin() < getSourceOffset())
+    return emitOpError() << "needs a non-empty slice [" << getBegin() << ", " << getSize()
+                         << "] at or after the source offset " << getSourceOffset();
+  return verifyBucketStart(*this, getAfter(), getDone());
+}
+LogicalResult ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &t) {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount() * *n)) ||
+      failed(checkRange(*this, t, getDestAttr(), getDestOffset(), getCount())))
+    return failure();
+  if (getBegin() + getSize() > getSourceOffset() + getCount() * *n)
+    return emitOpError() << "slice [" << getBegin() << ", " << getSize() << "] ends past the scattered range ["
+                         << getSourceOffset() << ", " << getCount() * *n << "]";
   return success();
 }
 LogicalResult AllGatherStartOp::verify() {

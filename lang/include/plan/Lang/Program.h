@@ -134,7 +134,8 @@ struct Parallel {
   std::vector<std::string> replicate;
   /// DDP gradient buckets: at most this many bytes of gradients per all-reduce, each
   /// started as the last micro-batch's backward pass finishes its gradients; 0 = one
-  /// all-reduce of the whole gradient after the backward pass. ZeRO-3: the parameters'
+  /// all-reduce of the whole gradient after the backward pass. ZeRO-1: the same buckets
+  /// reduce-scattered. ZeRO-3: the parameters'
   /// all-gathers in buckets of this size, all started before the forward pass, which
   /// waits for each before its first read (a prefetch). Resolved by sema:
   /// `bucket = N MiB`, `none`, or the mesh's default (defaultBucketBytes).
@@ -142,8 +143,8 @@ struct Parallel {
 };
 
 /// The gradient bucket of a plan that does not set one: PyTorch DDP's 25 MiB
-/// (`bucket_cap_mb`) for DDP and ZeRO-3 (`data` ranks > 1, ZeRO 0 or 3, no tensor or
-/// pipeline split) on a cuda mesh; none otherwise (a cpu mesh's collectives run on the cores the backward
+/// (`bucket_cap_mb`) for DDP, ZeRO-1 and ZeRO-3 (`data` ranks > 1, ZeRO 0, 1 or 3, no
+/// tensor or pipeline split) on a cuda mesh; none otherwise (a cpu mesh's collectives run on the cores the backward
 /// pass uses; under tensor parallelism NCCL would run two communicators at once).
 int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks,
                            int64_t pipelineRanks);

@@ -44,7 +44,8 @@ def Sched_EventType : TypeDef<Sched_Dialect, "Event"> {
   let description = [{
     A point the step can wait for: a bucket of gradients that the backward pass
     has finished (a result of `sched.grad`), or a collective that has completed
-    (`sched.all_reduce_start`, `sched.all_gather_start`). On the CUDA target an event is a CUDA event on
+    (`sched.all_reduce_start`, `sched.reduce_scatter_start`,
+    `sched.all_gather_start`). On the CUDA target an event is a CUDA event on
     the stream that did the work; on the CPU target an MPI request.
   }];
 }
@@ -316,6 +317,36 @@ def Sched_ReduceScatterOp : Sched_BufferUser<"reduce_scatter"> {
                        FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, StrAttr:$purpose,
                        UnitAttr:$accumulate);
   let assemblyFormat = "$source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes attr-dict";
+}
+
+def Sched_ReduceScatterStartOp : Sched_BufferUser<"reduce_scatter_start"> {
+  let summary = "A slice of a reduce-scatter that starts when an event fires";
+  let description = [{
+    The part `[begin, begin + size)` of `sched.reduce_scatter`'s source range
+    (n × count floats from `source_offset`), reduce-scattered: each rank
+    receives the sum of the part of its block k that falls in the slice, at
+    its place in `dest` (ZeRO-1's gradient buckets, started as the backward
+    pass finishes them, like `sched.all_reduce_start`). CUDA target: one NCCL
+    reduce per rank whose block has a part in the slice, grouped, on the
+    communication stream; CPU target: `MPI_Ireduce_scatter`. Its result fires
+    when it is done: a `sched.wait` in the same block waits for it.
+
+    ```mlir
+    %b:2 = sched.grad %step, %m params @params grads @grads state @state -> !sched.event, !sched.event
+    %r0 = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [48, 80] after %b#0 {purpose = "gradients"}
+    %r1 = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [0, 48] after %b#1 {purpose = "gradients"}
+    sched.wait %r0, %r1
+    ```
+  }];
+  let arguments = (ins Sched_EventType:$after, FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
+                       FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, I64Attr:$begin,
+                       I64Attr:$size, StrAttr:$purpose);
+  let results = (outs Sched_EventType:$done);
+  let assemblyFormat = [{
+    $source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes
+    `slice` ` ` `[` $begin `,` $size `]` `after` $after attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 def Sched_SendOp : Sched_BufferUser<"send"> {
