@@ -480,7 +480,7 @@ void Sema::checkTrain(const ast::Decl &decl) {
   }
 
   if (!bucketSet) {
-    t.parallel.bucketBytes = mesh && !(t.parallel.zero == 1 && !t.parallel.tensorAxis.empty())
+    t.parallel.bucketBytes = mesh && !(t.parallel.zero == 1 && t.parallel.sequence)
                                  ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
                                                             t.tensorParallel, t.pipelineParallel)
                                  : 0;
@@ -491,10 +491,10 @@ void Sema::checkTrain(const ast::Decl &decl) {
                       : t.parallel.zero == 2
                           ? std::string("ZeRO-2 reduces its gradients whole, once per micro-batch (bucketed ZeRO-2 "
                                         "is not implemented in this version of planc)")
-                      : t.parallel.zero == 1 && !t.parallel.tensorAxis.empty()
-                          ? std::string("ZeRO-1 with a tensor axis reduces its gradients whole (its buckets would "
-                                        "scatter the gradients of replicated parameters before the tensor axis "
-                                        "sums them; not implemented in this version of planc)")
+                      : t.parallel.zero == 1 && t.parallel.sequence
+                          ? std::string("ZeRO-1 with sequence parallelism reduces its gradients whole (its buckets "
+                                        "would scatter the gradients of replicated parameters before the tensor "
+                                        "axis sums them; not implemented in this version of planc)")
                       : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
@@ -506,8 +506,8 @@ void Sema::checkTrain(const ast::Decl &decl) {
     if (!why.empty()) {
       diags.error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
                              "gathers), but " + why)
-          .note("buckets need 'data = <axis>', 'zero = 0', 1 or 3, no pipeline and, with ZeRO-1 or on a cuda "
-                "mesh, no tensor axis; write 'bucket = none' or leave it out");
+          .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline, no sequence parallelism with "
+                "ZeRO-1 and, on a cuda mesh, no tensor axis; write 'bucket = none' or leave it out");
       ok = false;
     }
   }

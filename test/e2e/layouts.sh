@@ -80,10 +80,12 @@ BUCKET="16 KiB" plan dp2_tp2_buckets 2 4 0 fp32 none 2
 BUCKET="16 KiB" plan zero3_buckets 4 1 3
 BUCKET="16 KiB" plan zero3_dp2_buckets 2 2 3
 # ZeRO-1 gradient buckets: the same 16 KiB buckets reduce-scattered (19 slices) as the last
-# micro-batch's backward pass finishes them.
+# micro-batch's backward pass finishes them; and under tensor parallelism 2.
 BUCKET="16 KiB" plan zero1_buckets 4 1 1
+BUCKET="16 KiB" plan dp2_tp2_zero1_buckets 2 4 1 fp32 none 2
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8 \
-  ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets zero3_buckets zero3_dp2_buckets zero1_buckets
+  ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets zero3_buckets zero3_dp2_buckets zero1_buckets \
+  dp2_tp2_zero1_buckets
 # Buckets change when the data moves, not what is computed: the same losses as the
 # whole-buffer collectives, bit for bit, and the schedule has the buckets.
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 ddp ddp_buckets

@@ -618,3 +618,19 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   %r = sched.reduce_scatter_start @g[0, 4] -> @sh[0] over ["dp"] slice [0, 8] after %b {purpose = "gradients"}
   return
 }
+
+// -----
+
+// A reduce-scatter slice scatters the gradients of the sched.grad it starts after.
+sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
+sched.buffer @g {floats = 16 : i64, lifetime = "step"}
+sched.buffer @h {floats = 16 : i64, lifetime = "step"}
+sched.buffer @sh {floats = 4 : i64, lifetime = "step"}
+sched.buffer @s {floats = 8 : i64, lifetime = "persistent"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  %b = sched.grad %step, %step params @g grads @g state @s -> !sched.event
+  // expected-error @+1 {{'sched.reduce_scatter_start' op scatters @h, but its sched.grad computes its gradients in @g}}
+  %r = sched.reduce_scatter_start @h[0, 4] -> @sh[0] over ["dp"] slice [0, 8] after %b {purpose = "gradients"}
+  sched.wait %r
+  return
+}

@@ -67,7 +67,7 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (bucket > 0 && (data.empty() || zero == 2 || stages > 1))
     return emitError() << "buckets (bucket = " << bucket
                        << ") need a data axis, ZeRO stage 0, 1 or 3 and one pipeline stage";
-  if (bucket > 0 && zero == 1 && tensor && !tensor.getValue().empty())
-    return emitError() << "ZeRO-1 buckets (bucket = " << bucket << ") need no tensor axis";
+  if (bucket > 0 && zero == 1 && sequence && sequence.getValue())
+    return emitError() << "ZeRO-1 buckets (bucket = " << bucket << ") need no sequence parallelism";
   return success();
 }

@@ -228,7 +228,14 @@ LogicalResult ReduceScatterStartOp::verify() {
   if (getSize() <= 0 || getBegin() < getSourceOffset())
     return emitOpError() << "needs a non-empty slice [" << getBegin() << ", " << getSize()
                          << "] at or after the source offset " << getSourceOffset();
-  return verifyBucketStart(*this, getAfter(), getDone());
+  if (getSourceAttr() == getDestAttr())
+    return emitOpError() << "scatters " << getSourceAttr() << " into itself";
+  if (failed(verifyBucketStart(*this, getAfter(), getDone())))
+    return failure();
+  if (auto grad = getAfter().getDefiningOp<GradOp>(); grad.getGradsAttr() != getSourceAttr())
+    return emitOpError() << "scatters " << getSourceAttr() << ", but its sched.grad computes its gradients in "
+                         << grad.getGradsAttr();
+  return success();
 }
 LogicalResult ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &t) {
   FailureOr<int64_t> n = groupSize(*this, getAxes());
