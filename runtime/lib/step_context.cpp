@@ -137,6 +137,14 @@ std::string describe(const char *kind, const planrt::Buffer &b, int64_t offset, 
 }
 } // namespace
 
+bool planrt_step_ctx::sliceWithin(const char *op, int64_t begin, int64_t size, int64_t offset, int64_t count) {
+  if (begin >= offset && size >= 0 && begin + size <= offset + count)
+    return true;
+  failWith(fail(PLANRT_ERR_ARG, "%s: slice [%lld, +%lld) outside [%lld, +%lld)", op, (long long)begin,
+                (long long)size, (long long)offset, (long long)count));
+  return false;
+}
+
 void planrt_step_ctx::startBucket(Bucket &b) {
   if (b.dst >= 0) {
     int64_t n = planrt_mesh_group_size(mesh, unsigned(b.mask));
@@ -311,9 +319,8 @@ void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, in
   if (!ctx->range(src, src_offset, count * n, "bucket reduce_scatter") ||
       !ctx->range(dst, dst_offset, count, "bucket reduce_scatter"))
     return;
-  if (begin < src_offset || size < 0 || begin + size > src_offset + count * n)
-    return ctx->failWith(fail(PLANRT_ERR_ARG, "bucket reduce_scatter: slice [%lld, +%lld) outside [%lld, +%lld)",
-                              (long long)begin, (long long)size, (long long)src_offset, (long long)(count * n)));
+  if (!ctx->sliceWithin("bucket reduce_scatter", begin, size, src_offset, count * n))
+    return;
   planrt_step_ctx::Bucket b{bucket, mask, src, src_offset, count, 0};
   b.dst = dst;
   b.dstOffset = dst_offset;
@@ -358,9 +365,8 @@ void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_
         *to = ctx->range(dst, dst_offset, count * n, "bucket all_gather");
   if (!from || !to || ctx->status)
     return;
-  if (begin < dst_offset || begin + size > dst_offset + count * n)
-    return ctx->failWith(fail(PLANRT_ERR_ARG, "bucket all_gather: slice [%lld, +%lld) outside [%lld, +%lld)",
-                              (long long)begin, (long long)size, (long long)dst_offset, (long long)(count * n)));
+  if (!ctx->sliceWithin("bucket all_gather", begin, size, dst_offset, count * n))
+    return;
   planrt_step_ctx::Gather g{bucket, describe("all_gather (bucket)", ctx->buffers[size_t(dst)], begin, size, mask),
                             nullptr};
   planrt::Waiting w(*ctx, g.what);

@@ -106,6 +106,9 @@ struct planrt_step_ctx {
   std::vector<Bucket> buckets;
   /// Starts bucket b's all-reduce (recording a failure).
   void startBucket(Bucket &b);
+  /// Whether the slice [begin, begin + size) lies in [offset, offset + count); records
+  /// a failure naming `op` if not.
+  bool sliceWithin(const char *op, int64_t begin, int64_t size, int64_t offset, int64_t count);
   /// ZeRO-3 parameter buckets in flight (planrt_sched_bucket_all_gather), until the
   /// next planc_grad call waits for them.
   struct Gather {

@@ -454,13 +454,11 @@ private:
             continue;
           }
           // ZeRO-1: the range's part of each group's reduce-scatter into this rank's shard.
-          for (int g = 0; g < 2; ++g) {
-            int64_t lo = std::max(r[j], l.groupBegin[g]), hi = std::min(r[j] + r[j + 1], l.groupEnd[g]);
-            if (lo < hi)
-              done.push_back(sched::ReduceScatterStartOp::create(
-                  b, at, event, ready, x.grads, i64(l.groupBegin[g]), i64(l.shardFloats(g)), x.gradShard,
-                  i64(pieceOffset(0, g, true)), dataAxes, i64(lo), i64(hi - lo), b.getStringAttr("gradients")));
-          }
+          perGroupPart(r[j], r[j + 1], [&](int g, int64_t lo, int64_t n) {
+            done.push_back(sched::ReduceScatterStartOp::create(
+                b, at, event, ready, x.grads, i64(l.groupBegin[g]), i64(l.shardFloats(g)), x.gradShard,
+                i64(pieceOffset(0, g, true)), dataAxes, i64(lo), i64(n), b.getStringAttr("gradients")));
+          });
         }
       }
       sched::WaitOp::create(b, loc, done);
@@ -701,6 +699,18 @@ private:
     return buckets;
   }
 
+  /// The parts of the flat range [offset, offset + count) in each optimizer group:
+  /// fn(group, begin, floats) for each non-empty one (a bucket's slices of the groups'
+  /// collectives).
+  void perGroupPart(int64_t offset, int64_t count, llvm::function_ref<void(int, int64_t, int64_t)> fn) {
+    const training::FlatLayout &l = layout(0);
+    for (int g = 0; g < 2; ++g) {
+      int64_t lo = std::max(offset, l.groupBegin[g]), hi = std::min(offset + count, l.groupEnd[g]);
+      if (lo < hi)
+        fn(g, lo, hi - lo);
+    }
+  }
+
   /// ZeRO-3's prefetch: the all-gather of each optimizer group, cut at the buckets'
   /// ranges (plan.param_buckets, in the order the forward pass first reads them) and
   /// started ahead of sched.grad, which waits for bucket k before reading it.
@@ -711,15 +721,12 @@ private:
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
       ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
       for (size_t j = 0; j + 1 < r.size(); j += 2)
-        for (int g = 0; g < 2; ++g) {
-          int64_t begin = std::max(r[j], l.groupBegin[g]), end = std::min(r[j] + r[j + 1], l.groupEnd[g]);
-          if (begin >= end)
-            continue;
+        perGroupPart(r[j], r[j + 1], [&](int g, int64_t begin, int64_t n) {
           events.push_back(sched::AllGatherStartOp::create(
               b, cause("parameters (bucket " + std::to_string(k) + ")"), sched::EventType::get(b.getContext()),
               x.paramShard, i64(pieceOffset(0, g, true)), i64(l.shardFloats(g)), x.params, i64(l.groupBegin[g]),
-              dataAxes, i64(begin), i64(end - begin), i64(int64_t(k)), b.getStringAttr("parameters")));
-        }
+              dataAxes, i64(begin), i64(n), i64(int64_t(k)), b.getStringAttr("parameters")));
+        });
     }
     return events;
   }

@@ -140,6 +140,31 @@ FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
   return n;
 }
 
+/// A slice [begin, begin + size) of a collective over `axes` whose whole side (n × count
+/// floats at `whole`[wholeOffset]) is sliced and whose other side holds `count` floats at
+/// `part`[partOffset] (a reduce-scatter's source and destination, an all-gather's
+/// destination and source): both ranges in their buffers, the slice in the whole one.
+LogicalResult checkSlice(Operation *op, SymbolTableCollection &tables, ArrayAttr axes, FlatSymbolRefAttr whole,
+                         int64_t wholeOffset, FlatSymbolRefAttr part, int64_t partOffset, int64_t count,
+                         int64_t begin, int64_t size, StringRef sliced) {
+  FailureOr<int64_t> n = groupSize(op, axes);
+  if (failed(n) || failed(checkRange(op, tables, whole, wholeOffset, count * *n)) ||
+      failed(checkRange(op, tables, part, partOffset, count)))
+    return failure();
+  if (begin + size > wholeOffset + count * *n)
+    return op->emitOpError() << "slice [" << begin << ", " << size << "] ends past the " << sliced << " range ["
+                             << wholeOffset << ", " << count * *n << "]";
+  return success();
+}
+
+/// A slice's start: non-empty, at or after the offset of the range it cuts.
+LogicalResult checkSliceStart(Operation *op, int64_t begin, int64_t size, int64_t offset, StringRef side) {
+  if (size <= 0 || begin < offset)
+    return op->emitOpError() << "needs a non-empty slice [" << begin << ", " << size << "] at or after the " << side
+                             << " offset " << offset;
+  return success();
+}
+
 LogicalResult checkPieces(Operation *op, SymbolTableCollection &tables, ArrayAttr buffers,
                           ArrayRef<int64_t> offsets) {
   for (auto [b, off] : llvm::zip(buffers, offsets))
@@ -225,9 +250,8 @@ LogicalResult AllReduceStartOp::verify() {
 }
 
 LogicalResult ReduceScatterStartOp::verify() {
-  if (getSize() <= 0 || getBegin() < getSourceOffset())
-    return emitOpError() << "needs a non-empty slice [" << getBegin() << ", " << getSize()
-                         << "] at or after the source offset " << getSourceOffset();
+  if (failed(checkSliceStart(*this, getBegin(), getSize(), getSourceOffset(), "source")))
+    return failure();
   if (getSourceAttr() == getDestAttr())
     return emitOpError() << "scatters " << getSourceAttr() << " into itself";
   if (failed(verifyBucketStart(*this, getAfter(), getDone())))
@@ -238,19 +262,12 @@ LogicalResult ReduceScatterStartOp::verify() {
   return success();
 }
 LogicalResult ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &t) {
-  FailureOr<int64_t> n = groupSize(*this, getAxes());
-  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount() * *n)) ||
-      failed(checkRange(*this, t, getDestAttr(), getDestOffset(), getCount())))
-    return failure();
-  if (getBegin() + getSize() > getSourceOffset() + getCount() * *n)
-    return emitOpError() << "slice [" << getBegin() << ", " << getSize() << "] ends past the scattered range ["
-                         << getSourceOffset() << ", " << getCount() * *n << "]";
-  return success();
+  return checkSlice(*this, t, getAxes(), getSourceAttr(), getSourceOffset(), getDestAttr(), getDestOffset(),
+                    getCount(), getBegin(), getSize(), "scattered");
 }
 LogicalResult AllGatherStartOp::verify() {
-  if (getSize() <= 0 || getBegin() < getDestOffset())
-    return emitOpError() << "needs a non-empty slice [" << getBegin() << ", " << getSize()
-                         << "] at or after the destination offset " << getDestOffset();
+  if (failed(checkSliceStart(*this, getBegin(), getSize(), getDestOffset(), "destination")))
+    return failure();
   if (getBucket() < 0)
     return emitOpError() << "bucket must be >= 0";
   auto grad = getDone().hasOneUse() ? dyn_cast<GradOp>(*getDone().getUsers().begin()) : GradOp();
@@ -278,14 +295,8 @@ LogicalResult AllGatherStartOp::verify() {
   return success();
 }
 LogicalResult AllGatherStartOp::verifySymbolUses(SymbolTableCollection &t) {
-  FailureOr<int64_t> n = groupSize(*this, getAxes());
-  if (failed(n) || failed(checkRange(*this, t, getSourceAttr(), getSourceOffset(), getCount())) ||
-      failed(checkRange(*this, t, getDestAttr(), getDestOffset(), getCount() * *n)))
-    return failure();
-  if (getBegin() + getSize() > getDestOffset() + getCount() * *n)
-    return emitOpError() << "slice [" << getBegin() << ", " << getSize() << "] ends past the gathered range ["
-                         << getDestOffset() << ", " << getCount() * *n << "]";
-  return success();
+  return checkSlice(*this, t, getAxes(), getDestAttr(), getDestOffset(), getSourceAttr(), getSourceOffset(),
+                    getCount(), getBegin(), getSize(), "gathered");
 }
 
 LogicalResult GradOp::verify() {
