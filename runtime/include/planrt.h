@@ -188,13 +188,15 @@ typedef struct {
 void planrt_set_collectives(const planrt_collectives *collectives);
 
 /* ---- Training log: one JSON object per line (step, loss, lr, grad_norm,
- * tokens_per_s, comm_bytes by collective, and mem_peak_bytes: the most bytes the
- * generated code held during the step, planrt_mem_peak), appended and flushed every
- * step. */
+ * tokens_per_s, comm_bytes by collective, mem_peak_bytes: the most bytes the
+ * generated code held during the step, planrt_mem_peak, and mem_device_peak_bytes:
+ * the most bytes the process held on its device so far, planrt_mem_total_peak),
+ * appended and flushed every step. */
 typedef struct planrt_log planrt_log;
 planrt_status planrt_log_open(const char *path, planrt_log **out);
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double grad_norm,
-                              double tokens_per_s, const uint64_t comm_bytes[4], uint64_t mem_peak_bytes);
+                              double tokens_per_s, const uint64_t comm_bytes[4], uint64_t mem_peak_bytes,
+                              uint64_t mem_device_peak_bytes);
 /* fp16 loss scaling: {"step": s, "loss_scale": x, "skipped": true|false}. */
 planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped);
 void planrt_log_close(planrt_log *log);
@@ -279,6 +281,16 @@ uint64_t planrt_mem_live(void);
 uint64_t planrt_mem_peak(void);
 /* Starts a new peak from the bytes live now. */
 void planrt_mem_reset_peak(void);
+/* The buffers the runtime holds for the generated code (parameters, gradients,
+ * optimizer state, the step's buffers, tokens): `bytes` on the backend at a 256-byte
+ * boundary (NULL if they cannot be had), counted; planrt_mem_free takes NULL. */
+void *planrt_mem_alloc(size_t bytes);
+void planrt_mem_free(void *ptr);
+uint64_t planrt_mem_held(void);
+/* The most bytes held at once since the process started, the runtime's and the
+ * generated code's together: the memory the executable used on its device, which
+ * `planc explain`'s per-device total predicts. */
+uint64_t planrt_mem_total_peak(void);
 
 /* ---- Generation executables. planc emits, for a `generate` declaration, two
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]

@@ -41,7 +41,7 @@ static planrt_status flushLine(planrt_log *log) {
 }
 
 planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, double lr, double gradNorm,
-                              double tokensPerS, const uint64_t comm[4], uint64_t memPeak) {
+                              double tokensPerS, const uint64_t comm[4], uint64_t memPeak, uint64_t devicePeak) {
   if (!log)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_log_step: null log");
   FILE *f = log->file;
@@ -56,7 +56,8 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}",
                (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
                (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
-  std::fprintf(f, ", \"mem_peak_bytes\": %llu}\n", (unsigned long long)memPeak);
+  std::fprintf(f, ", \"mem_peak_bytes\": %llu, \"mem_device_peak_bytes\": %llu}\n", (unsigned long long)memPeak,
+               (unsigned long long)devicePeak);
   return flushLine(log);
 }
 

@@ -15,7 +15,7 @@ namespace planrt {
 
 Floats allocateFloats(int64_t n) {
   size_t bytes = size_t(n) * sizeof(float);
-  void *p = planrt_get_backend()->alloc(bytes ? bytes : 64);
+  void *p = planrt_mem_alloc(bytes);
   if (p)
     std::memset(p, 0, bytes);
   return Floats(static_cast<float *>(p));

@@ -16,9 +16,10 @@
 
 namespace planrt {
 
-/// Memory of the backend (planrt_set_backend): what generated code may read and write.
+/// Memory of the backend (planrt_set_backend): what generated code may read and write,
+/// counted (planrt_mem_alloc).
 struct BackendDeleter {
-  void operator()(void *p) const { planrt_get_backend()->free(p); }
+  void operator()(void *p) const { planrt_mem_free(p); }
 };
 using Floats = std::unique_ptr<float[], BackendDeleter>;
 /// 256-byte aligned, zeroed; null if n floats cannot be had.
@@ -31,12 +32,12 @@ template <class T> struct BackendAllocator {
   BackendAllocator() = default;
   template <class U> BackendAllocator(const BackendAllocator<U> &) {}
   T *allocate(size_t n) {
-    void *p = planrt_get_backend()->alloc(n * sizeof(T));
+    void *p = planrt_mem_alloc(n * sizeof(T));
     if (!p)
       throw std::bad_alloc();
     return static_cast<T *>(p);
   }
-  void deallocate(T *p, size_t) { planrt_get_backend()->free(p); }
+  void deallocate(T *p, size_t) { planrt_mem_free(p); }
   template <class U> bool operator==(const BackendAllocator<U> &) const { return true; }
   template <class U> bool operator!=(const BackendAllocator<U> &) const { return false; }
 };

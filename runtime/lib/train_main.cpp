@@ -726,8 +726,9 @@ public:
                       (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
       summary += share;
     }
-    char mem[64];
-    std::snprintf(mem, sizeof mem, " · step buffers peak %.1f MiB", double(maxMemPeak) / (1 << 20));
+    char mem[96];
+    std::snprintf(mem, sizeof mem, " · step buffers peak %.1f MiB · device memory peak %.1f MiB",
+                  double(maxMemPeak) / (1 << 20), double(planrt_mem_total_peak()) / (1 << 20));
     summary += mem;
     if (!lastCheckpoint.empty())
       summary += " · checkpoint " + lastCheckpoint;
@@ -1445,7 +1446,7 @@ private:
     if (!std::isfinite(loss) && !scaling()) {
       // The step is logged (its loss as null) so the log shows where training diverged.
       if (log)
-        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm, memPeak);
+        planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm, memPeak, planrt_mem_total_peak());
       agreed = true;  // the loss is reduced over the data-parallel ranks
       return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                   nonFinite(loss));
@@ -1468,7 +1469,8 @@ private:
     stepSeconds += seconds;
     double tokensPerS = seconds > 0 ? double(tokensPerStep()) / seconds : nan;
     if (log)
-      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm, memPeak))
+      if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm, memPeak,
+                                                       planrt_mem_total_peak()))
         return st;
     if (scaling() && log && (skipped || state[2] != scaleBefore))
       if (planrt_status st = planrt_log_loss_scale(log, uint64_t(s), state[2], skipped))

@@ -1,6 +1,9 @@
 """Checks the logs of test/e2e/layouts.sh: every layout's per-step loss against the
-first (reference) run within rtol 1e-5, and every step's comm_bytes, by collective,
-equal to `planc explain --json`'s prediction for that layout.
+first (reference) run within rtol 1e-5, every step's comm_bytes, by collective,
+equal to `planc explain --json`'s prediction for that layout, and the device memory
+the first rank held at most (mem_device_peak_bytes) against explain's total for its
+pipeline rank: within 5 % where explain models all of it (fp32, no recompute, no
+pipeline), within -15 % / +25 % elsewhere (docs/EXPLAIN.md §10 names what it leaves out).
 
     compare_layouts.py [--rtol R] REFERENCE LAYOUT... (each NAME has NAME.jsonl and NAME.explain.json)
 
@@ -33,10 +36,25 @@ def predicted(name):
     return total
 
 
+def memory(name, got):
+    """(measured peak / explain's total, allowed (low, high)) for the first rank."""
+    with open(name + ".explain.json") as f:
+        e = json.load(f)
+    lay = e["layout"]
+    whole = lay["precision"] == "fp32" and lay["recompute"] == "none" and lay["pipeline"] == 1
+    ratio = max(r["mem_device_peak_bytes"] for r in got) / e["per_rank_bytes"][0]["total"]
+    return ratio, (0.95, 1.05) if whole else (0.85, 1.25)
+
+
 def main(reference, layouts, rtol=RTOL):
     ref = steps(reference)
     assert len(ref) >= 20, f"{reference}: {len(ref)} steps, need 20"
     failures = []
+    for name in [reference] + layouts:
+        ratio, (low, high) = memory(name, steps(name))
+        if not low <= ratio <= high:
+            failures.append(f"{name}: device memory peak {ratio:.3f} x explain's total (allowed {low} to {high})")
+        print(f"{name:>10}: device memory peak {ratio:.3f} x explain's total")
     for name in layouts:
         got = steps(name)
         if len(got) != len(ref):

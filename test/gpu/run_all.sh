@@ -6,8 +6,9 @@
 #   2. correctness: tiny and gpt2_small (fp32 and bf16), 20 steps on the CUDA target
 #      against the CPU target from the same initial weights and batches: per-step loss
 #      rtol 2e-2, final loss within 1 % (TESTING.md's bf16 row);
-#   3. memory: each CUDA run's peak of generated buffers (mem_peak_bytes) against
-#      `planc explain`'s activations + buffers;
+#   3. memory: each CUDA run's device memory peak (mem_device_peak_bytes: all the managed
+#      memory the runtime and the generated code held at once) against `planc explain`'s
+#      per-device total;
 #   4. benchmark: gpt2_small (124M), batch 8 × 1024, bf16: planc's tokens/s and MFU
 #      against PyTorch eager and torch.compile (test/gpu/torch_gpt.py) in the same run.
 # Results go to OUT_DIR/gpu_results.md (and the logs beside it); the exit status is 1
@@ -74,16 +75,16 @@ sys.exit(0 if ok else 1)
 PY
 done
 
-echo -e "\n## 3. Peak of generated buffers against planc explain\n" >> "$R"
-echo "| plan | executable's mem_peak_bytes (MiB) | explain activations + buffers (MiB) | ratio |" >> "$R"
+echo -e "\n## 3. Device memory peak against planc explain\n" >> "$R"
+echo "| plan | executable's mem_device_peak_bytes (MiB) | explain total (MiB) | ratio |" >> "$R"
 echo "|---|---|---|---|" >> "$R"
 for p in $CHECKS; do
   [[ -s "$OUTDIR/cuda_$p.jsonl" ]] || continue
   $PY - "$OUTDIR/cuda_$p.jsonl" "explain_$p.json" "$p" >> "$R" <<'PY'
 import json, sys
-peak = max(json.loads(l)["mem_peak_bytes"] for l in open(sys.argv[1]) if '"loss"' in l)
+peak = max(json.loads(l)["mem_device_peak_bytes"] for l in open(sys.argv[1]) if '"loss"' in l)
 e = json.load(open(sys.argv[2]))
-pred = e["per_device_bytes"]["activations"] + sum(b["bytes"] for b in e["buffers"])
+pred = e["per_rank_bytes"][0]["total"]
 print(f"| {sys.argv[3]} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {peak / pred:.2f} |")
 PY
 done

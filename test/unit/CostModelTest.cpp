@@ -24,7 +24,7 @@ struct Planned {
   cost::Estimate estimate;
 };
 
-Planned planned(const std::string &text) {
+Planned planned(const std::string &text, const cost::Calibration &cal = cost::Calibration::defaults()) {
   Planned p;
   p.result = analyze(text);
   EXPECT_TRUE(p.result.ok()) << p.result.all();
@@ -34,7 +34,7 @@ Planned planned(const std::string &text) {
   p.train = &prog.trains.back();
   const sema::Mesh &mesh = prog.meshes[p.train->mesh];
   p.estimate = cost::estimate(prog.models[p.train->model], mesh, sema::layoutOf(*p.train),
-                              cost::axisRolesOf(*p.train, mesh));
+                              cost::axisRolesOf(*p.train, mesh), cal);
   return p;
 }
 
@@ -180,6 +180,14 @@ train t {
 )");
 }
 
+/// The papers' accounting: activations kept at the precision's size (16 bits here),
+/// not in f32 as this version's executables keep them.
+cost::Calibration paperActivations() {
+  cost::Calibration cal = cost::Calibration::defaults();
+  cal.storedActivationBytes = 0;
+  return cal;
+}
+
 int64_t layerActivations(const cost::Estimate &e) {
   for (const cost::LayerRow &r : e.layers)
     if (r.name == "layer 0")
@@ -195,17 +203,17 @@ TEST(CostModel, KorthikantiActivationsPerLayer) {
   // its mean and rstd (2 × 4 bytes per row, two norms per layer).
   auto extras = [&](double t, bool sp) { return 4 * (a / t) * s * b + 16 * s * b / (sp ? t : 1); };
   {
-    Planned p = planned(megatronLayerPlan(1, false, "none"));
+    Planned p = planned(megatronLayerPlan(1, false, "none"), paperActivations());
     ASSERT_TRUE(p.train);
     EXPECT_EQ(layerActivations(p.estimate), int64_t(34 * s * b * h + extras(1, false)));
   }
   {
-    Planned p = planned(megatronLayerPlan(4, false, "none"));
+    Planned p = planned(megatronLayerPlan(4, false, "none"), paperActivations());
     ASSERT_TRUE(p.train);
     EXPECT_EQ(layerActivations(p.estimate), int64_t(s * b * h * (10 + 24.0 / 4) + extras(4, false)));
   }
   {
-    Planned p = planned(megatronLayerPlan(4, true, "none"));
+    Planned p = planned(megatronLayerPlan(4, true, "none"), paperActivations());
     ASSERT_TRUE(p.train);
     EXPECT_EQ(layerActivations(p.estimate), int64_t(s * b * h * 34 / 4 + extras(4, true)));
   }
@@ -213,8 +221,8 @@ TEST(CostModel, KorthikantiActivationsPerLayer) {
 
 TEST(CostModel, FullRecomputeKeepsLayerInputs) {
   const double s = 1024, b = 4, h = 1024;
-  Planned none = planned(megatronLayerPlan(1, false, "none"));
-  Planned full = planned(megatronLayerPlan(1, false, "full"));
+  Planned none = planned(megatronLayerPlan(1, false, "none"), paperActivations());
+  Planned full = planned(megatronLayerPlan(1, false, "full"), paperActivations());
   ASSERT_TRUE(none.train && full.train);
   int64_t layer = layerActivations(none.estimate);
   int64_t outside = none.estimate.perDevice.activations - 4 * layer;

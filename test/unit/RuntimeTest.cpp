@@ -364,15 +364,16 @@ TEST(RuntimeLog, OneJsonObjectPerStep) {
   planrt_log *log = nullptr;
   ASSERT_EQ(planrt_log_open(path.c_str(), &log), PLANRT_OK);
   uint64_t comm[4] = {6000, 40, 0, 128};
-  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm, 5000000000ull), PLANRT_OK);
-  ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm, 0), PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm, 5000000000ull, 7000000000ull),
+            PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm, 0, 0), PLANRT_OK);
   planrt_log_close(log);
   if (!havePython())
     GTEST_SKIP() << "/usr/bin/python3 is needed to parse the log";
   EXPECT_EQ(python("import json; rows=[json.loads(l) for l in open('" + path + "')]; assert len(rows)==2; "
                    "r=rows[0]; assert r['step']==1 and abs(r['loss']-5.5451774)<1e-9 and r['lr']==3e-4 and r['grad_norm']==1.25, r; "
                    "assert r['comm_bytes']=={'all_reduce':6000,'all_gather':40,'reduce_scatter':0,'send_recv':128}, r; "
-                   "assert r['mem_peak_bytes']==5000000000, r; "
+                   "assert r['mem_peak_bytes']==5000000000 and r['mem_device_peak_bytes']==7000000000, r; "
                    "assert rows[1]['loss'] is None and rows[1]['grad_norm'] is None, rows[1]"),
             0);
 }
@@ -439,4 +440,30 @@ TEST(RuntimeMemory, CountsLiveBytesAndThePeak) {
   _mlir_memref_to_llvm_free(b);
   _mlir_memref_to_llvm_free(nullptr);
   EXPECT_EQ(planrt_mem_live(), base);
+}
+
+// The runtime's own buffers for the generated code: counted apart from the generated
+// code's, and with them in the device peak, which only grows.
+TEST(RuntimeMemory, TheDevicePeakCountsTheRuntimesBuffersToo) {
+  uint64_t live = planrt_mem_live(), held = planrt_mem_held();
+  void *state = planrt_mem_alloc(1 << 20);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(state) % 256, 0u);
+  std::memset(state, 0x11, 1 << 20);
+  EXPECT_EQ(planrt_mem_held(), held + (1 << 20));
+  EXPECT_EQ(planrt_mem_live(), live);
+  void *step = _mlir_memref_to_llvm_alloc(3000);
+  ASSERT_NE(step, nullptr);
+  uint64_t both = live + held + (1 << 20) + 3000;
+  EXPECT_GE(planrt_mem_total_peak(), both);
+  _mlir_memref_to_llvm_free(step);
+  planrt_mem_free(state);
+  planrt_mem_free(nullptr);
+  EXPECT_EQ(planrt_mem_held(), held);
+  EXPECT_EQ(planrt_mem_live(), live);
+  EXPECT_GE(planrt_mem_total_peak(), both);  // a peak, not what is held now
+  void *zero = planrt_mem_alloc(0);         // a real pointer, counted as nothing
+  EXPECT_NE(zero, nullptr);
+  EXPECT_EQ(planrt_mem_held(), held);
+  planrt_mem_free(zero);
 }

@@ -86,6 +86,8 @@ public:
     b = l.micro;
     s = l.seq;
     act = l.precision == sema::Precision::FP32 ? 4 : 2;
+    // What the executables keep for the backward pass (Calibration::storedActivationBytes).
+    storedAct = cal.storedActivationBytes > 0 ? cal.storedActivationBytes : act;
     paramBytes = act;
     gradBytes = act;
     optBytes = l.precision == sema::Precision::FP32 ? 8 : 12;
@@ -117,7 +119,7 @@ private:
   const Calibration &cal;
   bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
-  double act, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
+  double act, storedAct, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
   std::map<std::string, Link> links;  ///< by role
   std::vector<int> opRank;            ///< pipeline rank per op
   std::vector<int> opUnit;            ///< -1 embedding side, layer index, or layers (head)
@@ -326,7 +328,7 @@ private:
         c.fwdBytes = inStored * act + elems(out) * act + wBytes;
         c.bwdBytes = 2 * c.fwdBytes;
         // Matmuls reading the same value (SwiGLU's gate and up) keep it once.
-        c.saved = savedInputs.insert(in).second ? inStored * act : 0;
+        c.saved = savedInputs.insert(in).second ? inStored * storedAct : 0;
         c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
         if (producedByElementwise(in)) {
           c.selectiveFlops = cal.elementwiseFlops * inStored;
@@ -360,8 +362,8 @@ private:
         double wBytes = (dm * qkv + dm * dm) * paramBytes / div;
         c.fwdBytes = (inStored + qkvE + 2 * attnOut + elems(out)) * act + wBytes;
         c.bwdBytes = 2 * c.fwdBytes;
-        c.saved = (inStored + qkvE + attnOut) * act + lse;
-        c.savedSelective = (inStored + qkvE) * act;
+        c.saved = (inStored + qkvE + attnOut) * storedAct + lse;
+        c.savedSelective = (inStored + qkvE) * storedAct;
         c.selectiveFlops = coreRun;
         c.selectiveBytes = (qkvE + attnOut) * act;
         break;
@@ -375,7 +377,7 @@ private:
         c.bwdFlops = 2 * c.fwdFlops;
         c.fwdBytes = 2 * inE * act;
         c.bwdBytes = 3 * inE * act;
-        c.saved = c.savedSelective = inE * act + stats;
+        c.saved = c.savedSelective = inE * storedAct + stats;
         break;
       }
       case OpKind::Gelu:
@@ -387,7 +389,7 @@ private:
         c.bwdFlops = c.fwdFlops;
         c.fwdBytes = 2 * inE * act;
         c.bwdBytes = 3 * inE * act;
-        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * act;  // masks are bytes
+        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * storedAct;  // masks are bytes
         break;
       }
       case OpKind::Mul:
@@ -396,7 +398,7 @@ private:
         c.bwdFlops = 2 * inE;
         c.fwdBytes = 3 * inE * act;
         c.bwdBytes = 5 * inE * act;
-        c.saved = c.savedSelective = 2 * inE * act;
+        c.saved = c.savedSelective = 2 * inE * storedAct;
         break;
       case OpKind::Add:
       case OpKind::Sub:
@@ -495,14 +497,14 @@ private:
       unitAct[u] += c.saved;
       if (l.recompute == sema::Recompute::Full && u >= 0 && u < model.layers) {
         if (!unitInput.count(u) && !ops[i].operands.empty())
-          unitInput[u] = elems(ops[i].operands[0]) * act;
+          unitInput[u] = elems(ops[i].operands[0]) * storedAct;
         // A recomputed layer does not communicate again: the results of its forward
         // tensor all-reduces and reduce-scatters are kept (the gathers are repeated).
         for (const TensorColl &tc : c.fwdColls)
           if (tc.kind == Coll::AllReduce)
-            actRank[opRank[i]] += tc.fullBytes / wireAct * act;
+            actRank[opRank[i]] += tc.fullBytes / wireAct * storedAct;
           else if (tc.kind == Coll::ReduceScatter)
-            actRank[opRank[i]] += tc.fullBytes / wireAct * act / double(t);
+            actRank[opRank[i]] += tc.fullBytes / wireAct * storedAct / double(t);
       } else {
         actRank[opRank[i]] += bytes;
       }
@@ -513,9 +515,17 @@ private:
         actRank[unitRank[u]] += bytes;
         workingSet[unitRank[u]] = std::max(workingSet[unitRank[u]], unitAct[u]);
       }
-    for (auto &[u, row] : units) {
+    // The activations of each rank's first layer and of the embedding before it: what the
+    // backward pass still holds when it finishes.
+    std::vector<double> firstAct(p, 0);
+    std::vector<bool> hasFirst(p, false);
+    for (auto &[u, row] : units) {  // by unit: the embedding side first, then the layers
       row.rank = unitRank.count(u) ? unitRank[u] : 0;
       row.memory.activations = int64_t(std::llround(unitAct[u]));
+      if (u < 0 || (u < model.layers && !hasFirst[row.rank])) {
+        firstAct[row.rank] += unitAct[u];
+        hasFirst[row.rank] = hasFirst[row.rank] || u >= 0;
+      }
     }
 
     // Bytes per rank.
@@ -532,17 +542,27 @@ private:
       // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
       // stage reads the tokens again) and computes its forward again in its backward pass:
       // one micro-batch's activations, plus the inputs of those in flight.
-      double stash = p > 1 && r > 0 ? flight * double(b) * s * width * act / (l.sequence && t > 1 ? t : 1) : 0;
+      double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
       mem.activations = int64_t(std::llround(p > 1 ? actRank[r] + workingSet[r] + stash
                                                    : actRank[r] * flight + workingSet[r]));
       std::vector<BufferRow> bufs;
-      if (logitsRank[r] > 0)
+      if (logitsRank[r] > 0) {
         bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
+        // The backward pass starts with the cross-entropy's gradient beside them.
+        bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsRank[r]))});
+      }
+      // And ends holding every parameter's gradient (added to the gradient buffer once
+      // the pass is done, plan-train-abi) beside its first layer's activations: more than
+      // its start when the activations are small next to the parameters. (An upper
+      // bound: a pipeline stage's measured peak is below it, docs/EXPLAIN.md §10.)
+      double end = 4.0 * double(n) + firstAct[r];
+      double start = double(mem.activations) + 2 * logitsRank[r];
+      if (end > start)
+        bufs.push_back({"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
-      if (d > 1 && l.zero == 3)
-        bufs.push_back({"ZeRO-3 gathered parameters (2 units)", int64_t(2 * double(largestUnit) * paramBytes)});
+      heldBeyondModelStates(n, shard, mem, bufs);
       if (p > 1)
-        bufs.push_back({"pipeline send/recv", int64_t(2 * double(b) * s * width * act /
+        bufs.push_back({"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct /
                                                       (l.sequence && t > 1 ? t : 1))});
       if (mesh.kind == sema::DeviceKind::CUDA)
         bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes});
@@ -574,6 +594,32 @@ private:
       if (paramRanks[pr].size() > 1)
         tiedElems += localElems(int(pr));
     largestUnitElems = largestUnit;
+  }
+  /// What this version's executables hold beyond the model states of the ZeRO paper
+  /// (params, grads and optimizer above, with mixed precision's fp32 master copy in the
+  /// optimizer's 12 bytes): the runtime keeps a rank's n parameters and their gradients
+  /// in fp32, whole — under ZeRO-3 the parameters gathered for each micro-batch, under
+  /// ZeRO-2 and 3 the gradients of each micro-batch before their reduce-scatter — and,
+  /// under ZeRO, the update's parameter and gradient shards in fp32 beside Adam's two
+  /// moments. The rows add up to that state minus the model states.
+  void heldBeyondModelStates(int64_t n, int64_t shard, const Memory &mem, std::vector<BufferRow> &bufs) const {
+    bool sharded = d > 1 && l.zero >= 1;
+    int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard + 8 * shard : 8 * n);
+    int64_t extra = held - (mem.params + mem.grads + mem.optimizer);
+    auto add = [&](const char *name, int64_t bytes) {
+      bytes = std::min(bytes, extra);
+      if (bytes > 0) {
+        bufs.push_back({name, bytes});
+        extra -= bytes;
+      }
+    };
+    if (d > 1 && l.zero == 3)
+      add("ZeRO-3 parameters gathered whole for each micro-batch (fp32)", 4 * n);
+    if (d > 1 && l.zero >= 2)
+      add("ZeRO-2/3 gradients whole for each micro-batch (fp32)", 4 * n);
+    add(l.precision == sema::Precision::FP32 ? "ZeRO shards of the update (parameters and gradients, fp32)"
+                                             : "parameters and gradients kept in fp32, and the update's shards",
+        extra);
   }
   std::vector<int64_t> rankParamElems, rankReplicatedElems;
   std::vector<std::set<int>> paramRanks;  ///< the pipeline ranks that hold each parameter

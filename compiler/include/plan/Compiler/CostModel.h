@@ -33,6 +33,10 @@ struct Calibration {
   int64_t cudaWorkspaceBytes = 32ll << 20;
   /// FLOPs per element of the elementwise and normalisation ops (forward).
   double elementwiseFlops = 8;
+  /// Bytes per activation element kept for the backward pass: 4, because this
+  /// version's code generators keep every activation in f32 (bf16 and fp16 values
+  /// rounded); 0 for the precision's own size (2 under bf16 and fp16, the papers').
+  int storedActivationBytes = 4;
 
   static const Calibration &defaults();
 };
