@@ -175,6 +175,29 @@ TEST(Comm, NonBlockingAllReduce) {
   planrt_set_collectives(nullptr);
 }
 
+namespace {
+
+// The slices both non-blocking slice tests cut the 20 floats into: [3, 15) cuts ranks 0
+// and 2's blocks and holds rank 1's; [15, 17) is rank 3's alone; [0, 3) and [17, 20) close it.
+constexpr int64_t kSlices[][2] = {{3, 12}, {15, 2}, {0, 3}, {17, 3}};
+
+/// Starts every slice with `start(begin, size, &request)`, waiting for the first alone and
+/// calling `checkFirst` after it; the other requests, in order, go to `requests`.
+template <class Start, class Check>
+void startSlices(Start start, Check checkFirst, std::vector<planrt_request *> &requests) {
+  for (const auto &sl : kSlices) {
+    requests.push_back(nullptr);
+    ASSERT_EQ(start(sl[0], sl[1], &requests.back()), PLANRT_OK);
+    if (&sl == &kSlices[0]) {
+      ASSERT_EQ(planrt_wait(requests.back()), PLANRT_OK);
+      requests.pop_back();
+      checkFirst();
+    }
+  }
+}
+
+} // namespace
+
 // Slices of a non-blocking all-gather (ZeRO-3's parameter buckets): each writes exactly
 // its floats of what the blocking all-gather writes, whichever ranks' blocks it cuts,
 // and leaves the rest alone; slices covering the result count the bytes it counts.
@@ -186,23 +209,19 @@ TEST(Comm, NonBlockingAllGatherSlices) {
   uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11);
   ASSERT_EQ(planrt_all_gather(mesh, 0b11, mine.data(), count, whole.data()), PLANRT_OK);
   uint64_t wholeBytes = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11) - before;
-  // [3, 15) cuts ranks 0 and 2's blocks and holds rank 1's; [15, 17) is rank 3's alone;
-  // [0, 3) and [17, 20) close it; started together, waited in another order.
+  // Started together, waited in another order.
   std::vector<float> got(count * n, -1);
-  const int64_t slices[][2] = {{3, 12}, {15, 2}, {0, 3}, {17, 3}};
   std::vector<planrt_request *> requests;
   before = planrt_comm_bytes(mesh, PLANRT_ALL_GATHER, 0b11);
-  for (const auto &sl : slices) {
-    requests.push_back(nullptr);
-    ASSERT_EQ(planrt_all_gather_start(mesh, 0b11, mine.data(), count, got.data(), sl[0], sl[1], &requests.back()),
-              PLANRT_OK);
-    if (&sl == &slices[0]) {  // the first slice alone: nothing outside it written
-      ASSERT_EQ(planrt_wait(requests.back()), PLANRT_OK);
-      requests.pop_back();
-      for (int64_t i = 0; i < count * n; ++i)
-        EXPECT_EQ(got[size_t(i)], i >= 3 && i < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(startSlices(
+      [&](int64_t begin, int64_t size, planrt_request **r) {
+        return planrt_all_gather_start(mesh, 0b11, mine.data(), count, got.data(), begin, size, r);
+      },
+      [&] {  // the first slice alone: nothing outside it written
+        for (int64_t i = 0; i < count * n; ++i)
+          EXPECT_EQ(got[size_t(i)], i >= 3 && i < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
+      },
+      requests));
   planrt_test(requests[0]);
   for (size_t k = requests.size(); k-- > 0;)
     ASSERT_EQ(planrt_wait(requests[k]), PLANRT_OK);
@@ -225,22 +244,19 @@ TEST(Comm, NonBlockingReduceScatterSlices) {
   ASSERT_EQ(planrt_reduce_scatter(mesh, 0b11, all.data(), count, whole.data()), PLANRT_OK);
   uint64_t wholeBytes = planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11) - before;
   std::vector<float> got(count, -1);
-  const int64_t slices[][2] = {{3, 12}, {15, 2}, {0, 3}, {17, 3}};
   std::vector<planrt_request *> requests;
   before = planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11);
-  for (const auto &sl : slices) {
-    requests.push_back(nullptr);
-    ASSERT_EQ(planrt_reduce_scatter_start(mesh, 0b11, all.data(), count, got.data(), sl[0], sl[1], &requests.back()),
-              PLANRT_OK);
-    if (&sl == &slices[0]) {  // [3, 15) alone: this rank's floats of it, nothing else
-      ASSERT_EQ(planrt_wait(requests.back()), PLANRT_OK);
-      requests.pop_back();
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t at = rank() * count + i;
-        EXPECT_EQ(got[size_t(i)], at >= 3 && at < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(startSlices(
+      [&](int64_t begin, int64_t size, planrt_request **r) {
+        return planrt_reduce_scatter_start(mesh, 0b11, all.data(), count, got.data(), begin, size, r);
+      },
+      [&] {  // [3, 15) alone: this rank's floats of it, nothing else
+        for (int64_t i = 0; i < count; ++i) {
+          int64_t at = rank() * count + i;
+          EXPECT_EQ(got[size_t(i)], at >= 3 && at < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
+        }
+      },
+      requests));
   for (planrt_request *r : requests)
     ASSERT_EQ(planrt_wait(r), PLANRT_OK);
   EXPECT_EQ(got, whole);
