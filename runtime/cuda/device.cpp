@@ -92,7 +92,20 @@ void managedFree(void *p) {
   freeBlocks[it->second].push_back(p);
 }
 
-const planrt_backend kManaged = {"cuda", managedAlloc, managedFree};
+size_t deviceFree() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  // Blocks the pool keeps are free to the executable too.
+  std::lock_guard<std::mutex> lock(poolMutex);
+  for (auto &[bytes, blocks] : freeBlocks)
+    free += bytes * blocks.size();
+  return free;
+}
+
+const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

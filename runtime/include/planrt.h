@@ -274,6 +274,9 @@ typedef struct {
   const char *name;
   void *(*alloc)(size_t bytes);
   void (*free)(void *ptr);
+  /* The bytes alloc can still hand out (a GPU's free memory), or 0 when unknown;
+   * NULL for a backend that cannot say. */
+  size_t (*available)(void);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -291,6 +294,21 @@ uint64_t planrt_mem_held(void);
  * generated code's together: the memory the executable used on its device, which
  * `planc explain`'s per-device total predicts. */
 uint64_t planrt_mem_total_peak(void);
+
+/* The executable's arena (planc's plan-memory-plan, on the cuda targets): the step
+ * program's buffers at the offsets of the manifest's schedule.buffers in its first
+ * `state_bytes`, then a step region of `step_bytes` that every step function's own
+ * buffers are views of, reserved at once (the state part zeroed; counted as held) before the first
+ * step. Returns its base, or NULL with planrt_last_error set: more bytes than the
+ * backend has available (both named), or none to be had. One arena per process;
+ * planrt_arena_release frees it. */
+void *planrt_arena_reserve(uint64_t state_bytes, uint64_t step_bytes);
+void planrt_arena_release(void);
+/* The step region, for a step function whose buffers need `bytes` of it (generated
+ * code calls it on entry; the step buffers' peak counts them). A function that needs
+ * more than the arena reserved, or an executable that reserved none, is a fatal
+ * error: "planrt: error: rank R: ..." and exit 1. */
+void *planrt_step_arena(int64_t bytes);
 
 /* ---- Generation executables. planc emits, for a `generate` declaration, two
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]

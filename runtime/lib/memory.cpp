@@ -6,9 +6,11 @@
 // gradients, optimizer state, the step's buffers, tokens), the peak of all the memory
 // the executable used: what `planc explain`'s per-device total predicts.
 #include "planrt.h"
+#include "status.h"
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,7 +34,7 @@ void raise(std::atomic<uint64_t> &peak, uint64_t now) {
 }
 
 void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free};
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -60,6 +62,12 @@ void release(void *ptr, std::atomic<uint64_t> &counter) {
   backend.load()->free(h.base);
 }
 
+/// The arena of planrt_arena_reserve: its base, and where its step region starts and ends.
+struct Arena {
+  unsigned char *base = nullptr;
+  uint64_t state = 0, step = 0;
+} arena;
+
 } // namespace
 
 extern "C" {
@@ -83,5 +91,56 @@ uint64_t planrt_mem_peak(void) { return peak.load(std::memory_order_relaxed); }
 void planrt_mem_reset_peak(void) { peak.store(live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 uint64_t planrt_mem_held(void) { return held.load(std::memory_order_relaxed); }
 uint64_t planrt_mem_total_peak(void) { return totalPeak.load(std::memory_order_relaxed); }
+
+void *planrt_arena_reserve(uint64_t stateBytes, uint64_t stepBytes) {
+  constexpr double MiB = 1 << 20;
+  if (arena.base) {
+    planrt::fail(PLANRT_ERR_ARG, "the executable's arena is reserved already");
+    return nullptr;
+  }
+  uint64_t total = stateBytes + stepBytes;
+  const planrt_backend *b = backend.load();
+  size_t available = b->available ? b->available() : 0;
+  if (available && total > available) {
+    planrt::fail(PLANRT_ERR_ARG,
+                 "the plan needs %.1f MiB of %s memory (%.1f MiB of parameters, gradients and optimizer state, %.1f "
+                 "MiB for the step's buffers), but only %.1f MiB are free: choose a layout that holds less per "
+                 "device (planc explain --search)",
+                 total / MiB, b->name, stateBytes / MiB, stepBytes / MiB, available / MiB);
+    return nullptr;
+  }
+  void *p = planrt_mem_alloc(total ? total : 1);
+  if (!p) {
+    planrt::fail(PLANRT_ERR_ARG, "cannot allocate the executable's arena of %.1f MiB of %s memory", total / MiB,
+                 b->name);
+    return nullptr;
+  }
+  std::memset(p, 0, stateBytes);  // the step region is the step functions' scratch
+  arena = {static_cast<unsigned char *>(p), stateBytes, stepBytes};
+  return p;
+}
+
+void planrt_arena_release(void) {
+  planrt_mem_free(arena.base);
+  arena = {};
+}
+
+void *planrt_step_arena(int64_t bytes) {
+  if (!arena.base || bytes < 0 || uint64_t(bytes) > arena.step) {
+    if (!arena.base)
+      planrt::fail(PLANRT_ERR_ARG, "a step function asks for the executable's arena, which the runtime has not "
+                                   "reserved (the manifest has no memory plan)");
+    else
+      planrt::fail(PLANRT_ERR_ARG, "a step function needs %lld bytes of the step region, which has %llu (the "
+                                   "manifest's memory.step_bytes is not the generated code's)",
+                   (long long)bytes, (unsigned long long)arena.step);
+    std::fflush(stdout);
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    std::exit(1);
+  }
+  // The step buffers' peak: what the function holds at once, with the generated code's other buffers.
+  raise(peak, live.load(std::memory_order_relaxed) + uint64_t(bytes));
+  return arena.base + arena.state;
+}
 
 } // extern "C"

@@ -21,6 +21,22 @@ Floats allocateFloats(int64_t n) {
   return Floats(static_cast<float *>(p));
 }
 
+bool Buffer::allocate() {
+  if (place) {
+    std::memset(place, 0, size_t(floats) * sizeof(float));
+    data = place;
+  } else {
+    owned = allocateFloats(floats);
+    data = owned.get();
+  }
+  return data != nullptr;
+}
+
+void Buffer::release() {
+  owned.reset();
+  data = nullptr;
+}
+
 Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(seconds) {
   thread = std::thread([this] {
     int tick = 0;
@@ -85,7 +101,7 @@ float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const 
     failWith(fail(PLANRT_ERR_ARG, "%s: buffer '%s' is not allocated", op, b.name.c_str()));
     return nullptr;
   }
-  return b.data.get() + offset;
+  return b.data + offset;
 }
 
 float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, const char *op, float *none) {
@@ -179,14 +195,14 @@ void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf) {
   if (ctx->status || buf < 0 || size_t(buf) >= ctx->buffers.size())
     return ctx->failWith(ctx->status ? PLANRT_OK : fail(PLANRT_ERR_ARG, "alloc: bad buffer id %d", buf));
   planrt::Buffer &b = ctx->buffers[size_t(buf)];
-  if (!b.data && !(b.data = planrt::allocateFloats(b.floats)))
+  if (!b.data && !b.allocate())
     ctx->failWith(fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(),
                        (long long)b.floats));
 }
 
 void planrt_sched_free(planrt_step_ctx *ctx, int32_t buf) {
   if (!ctx->status && buf >= 0 && size_t(buf) < ctx->buffers.size())
-    ctx->buffers[size_t(buf)].data.reset();
+    ctx->buffers[size_t(buf)].release();
 }
 
 void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_t params, int32_t grads,

@@ -47,7 +47,14 @@ template <class T> using BackendVector = std::vector<T, BackendAllocator<T>>;
 struct Buffer {
   std::string name, lifetime;  ///< "persistent", "step" or "transient"
   int64_t floats = 0;
-  Floats data;                 ///< null while a transient buffer is freed
+  float *place = nullptr;      ///< its bytes in the executable's arena, if it has one
+  float *data = nullptr;       ///< null while a transient buffer is freed
+  Floats owned;                ///< without an arena: the memory it allocated
+
+  /// Zeroed floats at `data` (at its place in the arena, or allocated); false if they
+  /// cannot be had.
+  bool allocate();
+  void release();
 };
 
 } // namespace planrt

@@ -70,6 +70,7 @@ struct BufferSpec {
   std::string name, lifetime;
   int64_t floats = 0;
   int64_t stage = -1;  ///< pipeline parallelism: the stage whose ranks hold it, or -1 (all)
+  int64_t offset = -1; ///< its bytes' offset in the executable's arena, or -1 without one
 };
 
 struct Manifest {
@@ -107,6 +108,11 @@ struct Manifest {
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string lossScaleKind = "none";  ///< "none", "dynamic" or "static" (fp16)
   double lossScaleInit = 1;
+  /// The executable's arena (the cuda targets' memory plan): the step program's buffers
+  /// at their offsets in its first stateBytes, then stepBytes of step region.
+  bool arena = false;
+  int64_t stateBytes = 0, stepBytes = 0;
+  int64_t rankStateBytes = 0, rankStepBytes = 0;  ///< what this rank's pipeline stage needs of them
 };
 
 /// Parses and checks the manifest; PLANRT_ERR_FORMAT naming the field if malformed.
@@ -366,6 +372,36 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage = 0) 
       if (!init.is_number() || !(init.get<double>() > 0) || !std::isfinite(init.get<double>()))
         throw Malformed{"train.loss_scale.init must be a positive number"};
       m.lossScaleInit = init.get<double>();
+    }
+    if (root.contains("memory")) {
+      const json &mem = root["memory"];
+      constexpr int64_t kMaxBytes = kMaxFloats * 4;
+      m.arena = true;
+      m.stateBytes = integer(mem, "state_bytes", "memory", 0, kMaxBytes);
+      m.stepBytes = integer(mem, "step_bytes", "memory", 0, kMaxBytes);
+      // Under a pipeline, this rank's stage may need less than the largest stage.
+      auto ofStage = [&](const char *key, int64_t all) {
+        if (!mem.contains(key))
+          return all;
+        const json &st = mem[key];
+        if (!st.is_array() || int64_t(st.size()) != m.pipeline || !st[size_t(m.stage)].is_number_integer() ||
+            st[size_t(m.stage)].get<int64_t>() < 0 || st[size_t(m.stage)].get<int64_t>() > all)
+          throw Malformed{std::string("memory.") + key + " is not one size per pipeline stage, each at most " +
+                          std::to_string(all)};
+        return st[size_t(m.stage)].get<int64_t>();
+      };
+      m.rankStateBytes = ofStage("stage_state_bytes", m.stateBytes);
+      m.rankStepBytes = ofStage("stage_step_bytes", m.stepBytes);
+      for (size_t i = 0; i < m.buffers.size(); ++i) {
+        BufferSpec &b = m.buffers[i];
+        std::string where = "schedule.buffers[" + std::to_string(i) + "]";
+        b.offset = integer(buffers[i], "offset", where, 0, m.stateBytes);
+        int64_t limit = b.stage < 0 || b.stage == m.stage ? m.rankStateBytes : m.stateBytes;
+        if (b.offset % 256 || b.offset + b.floats * 4 > limit)
+          throw Malformed{where + ".offset " + std::to_string(b.offset) + " does not place its " +
+                          std::to_string(b.floats) + " floats at a 256-byte boundary inside the " +
+                          std::to_string(limit) + " bytes of the arena's state part"};
+      }
     }
   });
 }
@@ -660,6 +696,8 @@ public:
 
   ~Trainer() {
     watchdog.reset();
+    if (arenaReserved)
+      planrt_arena_release();
     if (log)
       planrt_log_close(log);
     if (train)
@@ -726,10 +764,16 @@ public:
                       (long long)m.dataParallel, stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
       summary += share;
     }
-    char mem[96];
+    char mem[160];
     std::snprintf(mem, sizeof mem, " · step buffers peak %.1f MiB · device memory peak %.1f MiB",
                   double(maxMemPeak) / (1 << 20), double(planrt_mem_total_peak()) / (1 << 20));
     summary += mem;
+    if (arenaReserved) {
+      std::snprintf(mem, sizeof mem, " (arena %.1f MiB: %.1f MiB of state, %.1f MiB of step buffers)",
+                    double(m.rankStateBytes + m.rankStepBytes) / (1 << 20), double(m.rankStateBytes) / (1 << 20),
+                    double(m.rankStepBytes) / (1 << 20));
+      summary += mem;
+    }
     if (!lastCheckpoint.empty())
       summary += " · checkpoint " + lastCheckpoint;
     progress.line(summary, true);
@@ -772,7 +816,8 @@ private:
         return int(i);
     return -1;
   }
-  float *data(int id) { return ctx.buffers[size_t(id)].data.get(); }
+  float *data(int id) { return ctx.buffers[size_t(id)].data; }
+  bool arenaReserved = false;
   int64_t pieceFloats(int g) const { return (m.groupEnd[g] - m.groupBegin[g]) / m.dataParallel; }
   /// Where this rank's piece of group g starts in the flat layout.
   int64_t pieceBegin(int g) const { return m.groupBegin[g] + ctx.dataRank * pieceFloats(g); }
@@ -1029,13 +1074,23 @@ private:
       if (planrt_status s = planrt_log_open(o.log.c_str(), &log))
         return s;
 
-    // Buffers: the step program's table, all but the transient ones now.
+    // Buffers: the step program's table, all but the transient ones now; each at its
+    // place in the executable's arena if the compiler planned one.
+    unsigned char *arena = nullptr;
+    if (m.arena && !(arena = static_cast<unsigned char *>(planrt_arena_reserve(uint64_t(m.rankStateBytes),
+                                                                               uint64_t(m.rankStepBytes)))))
+      return PLANRT_ERR_ARG;  // planrt_arena_reserve said why
+    arenaReserved = arena != nullptr;
     for (const BufferSpec &b : m.buffers) {
-      planrt::Buffer buf{b.name, b.lifetime, b.floats, nullptr};
+      planrt::Buffer &buf = ctx.buffers.emplace_back();
+      buf.name = b.name;
+      buf.lifetime = b.lifetime;
+      buf.floats = b.floats;
       bool mine = b.stage < 0 || b.stage == m.stage;  // another pipeline stage's buffers stay unallocated
-      if (mine && b.lifetime != "transient" && !(buf.data = planrt::allocateFloats(b.floats)))
+      if (mine && arena)
+        buf.place = reinterpret_cast<float *>(arena + b.offset);
+      if (mine && b.lifetime != "transient" && !buf.allocate())
         return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);
-      ctx.buffers.push_back(std::move(buf));
     }
     params = bufferId(m.bufferName("params"));
     grads = bufferId(m.bufferName("grads"));

@@ -3,7 +3,9 @@
 # launched over blocks of 256 threads — run by host loops, against the CPU target on the
 # same layouts: one process (fp32 and bf16), tensor 2 with sequence parallelism, pipeline
 # 2 with 1F1B, ZeRO-1 on data 2, and DDP, ZeRO-1 and ZeRO-3 with buckets on data 2. 20 steps each; the losses and gradient norms must
-# agree within 1e-6 (the same arithmetic in another loop order). This checks the kernel
+# agree within 1e-6 (the same arithmetic in another loop order), and the executable's
+# arena (the memory plan in its manifest) must hold all the run used, waste at most 5 %
+# against the CPU target's peak, and agree with planc explain (-15 %/+25 %). This checks the kernel
 # mapping (delinearisation, bounds, copies, serial reductions, what stays on the host)
 # where no GPU is; the GPU kernels themselves are test/gpu's.
 #
@@ -24,13 +26,33 @@ same() {
     if [[ $ranks -eq 1 ]]; then "./exe_${t}_$label" --log "${t}_$label.jsonl" --quiet
     else "$MPIRUN" -n "$ranks" "./exe_${t}_$label" --log "${t}_$label.jsonl" --quiet; fi
   done
-  "$PY" - "c_$label.jsonl" "h_$label.jsonl" "$label" <<'PYEOF'
-import json, sys
+  "$PLANC" explain "c_$label.plan" --json > "c_$label.explain.json"
+  "$PY" - "c_$label.jsonl" "h_$label.jsonl" "$label" "exe_h_$label" "c_$label.explain.json" <<'PYEOF'
+import json, re, sys
 rows = [[json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3]]
 assert len(rows[0]) == len(rows[1]) == 20, "want 20 steps each"
 worst = max(max(abs(a[k] - b[k]) / abs(a[k]) for k in ("loss", "grad_norm")) for a, b in zip(*rows))
 print(f"{sys.argv[3]}: cuda-host vs cpu, worst per-step loss / grad-norm rel. diff {worst:.2e}")
-sys.exit(0 if worst <= 1e-6 else 1)
+# The executable's arena (the manifest's memory plan) holds everything the run used.
+# Rank 0 logs: under a pipeline it holds stage 0's part.
+plan = json.loads(re.search(rb'"memory":(\{[^{}]*\{[^{}]*\}[^{}]*\})', open(sys.argv[4], "rb").read()).group(1))
+state, step = plan.get("stage_state_bytes", [plan["state_bytes"]])[0], plan.get("stage_step_bytes", [plan["step_bytes"]])[0]
+arena = state + step
+peak = [max(r["mem_device_peak_bytes"] for r in rs) for rs in rows]
+total = json.load(open(sys.argv[5]))["per_rank_bytes"][0]["total"]
+print(f"  arena {arena} B (state {state}, step {step}); cuda-host peak {peak[1]} (arena + {peak[1] - arena}); "
+      f"cpu peak {peak[0]} (cuda-host / cpu {peak[1] / peak[0]:.3f}); explain {total:.0f} (arena / explain "
+      f"{arena / total:.3f})")
+bad = []
+if not 0 <= peak[1] - arena <= 0.01 * arena:  # the token buffers: a few KiB
+    bad.append("the run held memory outside the arena (a buffer the memory plan missed)")
+if not 0.97 <= peak[1] / peak[0] <= 1.05:
+    bad.append("the arena's placement wastes memory against the CPU target's malloc")
+if not 0.85 <= arena / total <= 1.25:  # the bands of e2e-layouts (compare_layouts.py)
+    bad.append("planc explain does not predict the arena")
+for b in bad:
+    print("FAIL:", b, file=sys.stderr)
+sys.exit(0 if worst <= 1e-6 and not bad else 1)
 PYEOF
 }
 

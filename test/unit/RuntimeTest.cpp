@@ -467,3 +467,59 @@ TEST(RuntimeMemory, TheDevicePeakCountsTheRuntimesBuffersToo) {
   EXPECT_EQ(planrt_mem_held(), held);
   planrt_mem_free(zero);
 }
+
+// The executable's arena: one reservation, its state part zeroed, the step region after
+// it for every step function; more than the backend has free is refused naming both sizes,
+// before anything is allocated.
+namespace {
+size_t tinyDevice() { return size_t(3) << 20; }  // 3 MiB free
+void *heapAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
+const planrt_backend kTinyDevice = {"test-device", heapAlloc, std::free, tinyDevice};
+} // namespace
+
+TEST(RuntimeMemory, TheArenaIsOneReservationWithTheStepRegionAfterTheState) {
+  uint64_t held = planrt_mem_held();
+  auto *base = static_cast<unsigned char *>(planrt_arena_reserve(4096, 1 << 16));
+  ASSERT_NE(base, nullptr) << planrt_last_error();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % 256, 0u);
+  EXPECT_EQ(planrt_mem_held(), held + 4096 + (1 << 16));
+  for (int i = 0; i < 4096; ++i)
+    ASSERT_EQ(base[i], 0) << "byte " << i << " of the state part";
+  EXPECT_EQ(planrt_arena_reserve(1, 1), nullptr);  // one per process
+  EXPECT_NE(std::string(planrt_last_error()).find("reserved already"), std::string::npos);
+  planrt_mem_reset_peak();
+  uint64_t live = planrt_mem_live();
+  EXPECT_EQ(planrt_step_arena(1000), base + 4096);
+  EXPECT_EQ(planrt_step_arena(1 << 16), base + 4096);
+  EXPECT_EQ(planrt_mem_peak(), live + (1 << 16));  // the step buffers' peak: the largest function's
+  planrt_arena_release();
+  EXPECT_EQ(planrt_mem_held(), held);
+}
+
+TEST(RuntimeMemory, AnArenaLargerThanTheDeviceIsRefusedBeforeAllocating) {
+  planrt_set_backend(&kTinyDevice);
+  uint64_t held = planrt_mem_held();
+  EXPECT_EQ(planrt_arena_reserve(size_t(2) << 20, size_t(3) << 19), nullptr);  // 2 + 1.5 MiB
+  std::string e = planrt_last_error();
+  EXPECT_NE(e.find("the plan needs 3.5 MiB of test-device memory (2.0 MiB of parameters, gradients and optimizer "
+                   "state, 1.5 MiB for the step's buffers), but only 3.0 MiB are free"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(planrt_mem_held(), held);
+  void *fits = planrt_arena_reserve(size_t(2) << 20, size_t(1) << 20);  // 3 MiB: fits exactly
+  EXPECT_NE(fits, nullptr) << planrt_last_error();
+  planrt_arena_release();
+  planrt_set_backend(nullptr);
+}
+
+TEST(RuntimeMemoryDeathTest, AStepFunctionNeedingMoreThanTheStepRegionStops) {
+  EXPECT_EXIT(planrt_step_arena(16), testing::ExitedWithCode(1),
+              "planrt: error: rank 0: a step function asks for the executable's arena, which the runtime has not "
+              "reserved");
+  EXPECT_EXIT(
+      {
+        planrt_arena_reserve(256, 1024);
+        planrt_step_arena(2048);
+      },
+      testing::ExitedWithCode(1), "a step function needs 2048 bytes of the step region, which has 1024");
+}

@@ -372,6 +372,80 @@ TEST(TrainMain, LossFallsAndEveryStepIsLogged) {
   EXPECT_NE(r.err.find("done · 40 steps"), std::string::npos) << r.err;
 }
 
+// ---- The executable's arena (the cuda targets' memory plan): every buffer of the
+// manifest at its offset in one reservation, the step region after the state part.
+constexpr int64_t kSlot = (kNumFloats * 4 + 255) / 256 * 256;  // each buffer's bytes, aligned
+constexpr int64_t kStateBytes = 4 * kSlot + 256, kStepBytes = 4096;
+
+std::string withArena(const std::string &text) {
+  json m = json::parse(text);
+  int64_t at = 0;
+  for (json &b : m["schedule"]["buffers"]) {
+    b["offset"] = at;
+    at += (b["floats"].get<int64_t>() * 4 + 255) / 256 * 256;
+  }
+  m["memory"] = {{"alignment", 256}, {"state_bytes", at}, {"step_bytes", kStepBytes}, {"arenas", json::object()}};
+  return m.dump();
+}
+
+/// bigramGrad, stopping the process unless its buffers lie at the manifest's offsets in
+/// the arena whose step region planrt_step_arena returns.
+void arenaGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
+               const float *seed = nullptr) {
+  auto *base = static_cast<unsigned char *>(planrt_step_arena(kStepBytes)) - kStateBytes;
+  if (reinterpret_cast<unsigned char *>(params) != base || reinterpret_cast<unsigned char *>(grads) != base + kSlot)
+    _exit(7);
+  bigramGrad(params, grads, tokens, targets, loss, seed);
+}
+
+TEST(TrainMain, AnArenaHoldsTheBuffersAtTheirOffsetsAndTrainsTheSame) {
+  Fixture f;
+  Config c = f.config();
+  ASSERT_EQ(json::parse(withArena(manifest(c)))["memory"]["state_bytes"], kStateBytes);
+  Result plain = run(f.dir, manifest(c), {"--log", f.dir / "plain.jsonl"});
+  Result arena = run(f.dir, withArena(manifest(c)), {"--log", f.dir / "arena.jsonl"}, arenaGrad);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(arena.status, 0) << arena.err;
+  Log a = readLog(f.dir / "arena.jsonl"), p = readLog(f.dir / "plain.jsonl");
+  EXPECT_EQ(losses(a), losses(p));
+  EXPECT_NE(arena.err.find("(arena 0.0 MiB: 0.0 MiB of state, 0.0 MiB of step buffers)"), std::string::npos)
+      << arena.err;
+  EXPECT_EQ(plain.err.find("(arena "), std::string::npos) << plain.err;
+  // The device peak counts the whole arena (a process-wide peak: this process's earlier
+  // tests may have held more).
+  EXPECT_GE(a.steps.back()["mem_device_peak_bytes"].get<int64_t>(), kStateBytes + kStepBytes);
+  // Without the arena, the generated code asking for its step region stops the run.
+  Result none = run(f.dir, manifest(c), {}, arenaGrad);
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("planrt: error: rank 0: a step function asks for the executable's arena, which the runtime "
+                          "has not reserved"),
+            std::string::npos)
+      << none.err;
+}
+
+TEST(TrainMain, AnArenaThatDoesNotHoldItsBuffersIsMalformed) {
+  Fixture f;
+  json m = json::parse(withArena(manifest(f.config())));
+  auto expectError = [&](const json &text, const std::string &what) {
+    Result r = run(f.dir, text.dump(), {});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("planrt: error: rank 0: the manifest is malformed: " + what), std::string::npos) << r.err;
+  };
+  json bad = m;
+  bad["schedule"]["buffers"][1]["offset"] = 100;
+  expectError(bad, "schedule.buffers[1].offset 100 does not place its 288 floats at a 256-byte boundary inside the "
+                   "5376 bytes of the arena's state part");
+  bad = m;
+  bad["schedule"]["buffers"][3]["offset"] = kStateBytes - 256;
+  expectError(bad, "schedule.buffers[3].offset 5120 does not place its 288 floats");
+  bad = m;
+  bad["schedule"]["buffers"][0].erase("offset");
+  expectError(bad, "schedule.buffers[0] has no 'offset'");
+  bad = m;
+  bad["memory"]["stage_state_bytes"] = {kStateBytes, kStateBytes};
+  expectError(bad, "memory.stage_state_bytes is not one size per pipeline stage, each at most 5376");
+}
+
 TEST(TrainMain, TheSameSeedGivesBitwiseTheSameRun) {
   Fixture f;
   Config c = f.config();

@@ -12,6 +12,7 @@
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
 #include "plan/Retrieval/Retrieval.h"
+#include "plan/Training/Manifest.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
@@ -99,9 +100,9 @@ struct PlanGenerateABI : plan::impl::PlanGenerateABIBase<PlanGenerateABI> {
     std::string text;
     llvm::raw_string_ostream os(text);
     os << llvm::json::Value(std::move(root));
-    retrieval::emitStringGlobal(b, loc, "planc_generate_manifest", text);
+    emitStringGlobal(b, loc, "planc_generate_manifest", text);
     if (context)
-      retrieval::emitStringGlobal(b, loc, "planc_retrieval_manifest", retrieval::manifest(context, *models));
+      emitStringGlobal(b, loc, "planc_retrieval_manifest", retrieval::manifest(context, *models));
 
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))

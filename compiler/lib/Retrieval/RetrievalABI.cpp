@@ -9,6 +9,7 @@
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
 #include "plan/Retrieval/Retrieval.h"
+#include "plan/Training/Manifest.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -125,13 +126,6 @@ std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
   return out;
 }
 
-void retrieval::emitStringGlobal(OpBuilder &b, Location loc, StringRef name, std::string text) {
-  text.push_back('\0');
-  auto i8 = IntegerType::get(b.getContext(), 8);
-  LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(i8, text.size()), /*isConstant=*/true,
-                         LLVM::Linkage::Internal, name, b.getStringAttr(text));
-}
-
 namespace {
 struct PlanRetrievalABI : plan::impl::PlanRetrievalABIBase<PlanRetrievalABI> {
   void runOnOperation() override {
@@ -150,7 +144,7 @@ struct PlanRetrievalABI : plan::impl::PlanRetrievalABIBase<PlanRetrievalABI> {
       return signalPassFailure();
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(module.getBody());
-    retrieval::emitStringGlobal(b, r.getLoc(), "planc_retrieval_manifest", retrieval::manifest(r, *models));
+    emitStringGlobal(b, r.getLoc(), "planc_retrieval_manifest", retrieval::manifest(r, *models));
     // The plan is consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
       if (isa<pl::PlanDialect>(op.getDialect()) ||

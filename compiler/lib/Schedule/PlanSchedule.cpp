@@ -3,6 +3,7 @@
 #include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/DataParallel.h"
+#include "plan/Training/Manifest.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -47,17 +48,9 @@ struct StepShape {
 };
 
 LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepShape &s) {
-  auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
-  if (!text)
-    return global.emitOpError() << "planc_manifest holds no string";
-  StringRef json = text.getValue();
-  if (json.ends_with(StringRef("\0", 1)))
-    json = json.drop_back();
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  if (!parsed) {
-    std::string msg = llvm::toString(parsed.takeError());
-    return global.emitOpError() << "planc_manifest is not JSON: " << msg;
-  }
+  FailureOr<llvm::json::Value> parsed = readJsonGlobal(global);
+  if (failed(parsed))
+    return failure();
   root = std::move(*parsed);
   auto bad = [&](const Twine &what) {
     return global.emitOpError() << "planc_manifest " << what << " (plan-train-abi writes it)";
@@ -810,15 +803,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
       return signalPassFailure();
     Builder builder(module, global.getLoc(), shape);
     root.getAsObject()->insert({"schedule", builder.build()});
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << root;
-    text.push_back('\0');
-    OpBuilder b(global);
-    auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
-    LLVM::GlobalOp::create(b, global.getLoc(), arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal,
-                           "planc_manifest", b.getStringAttr(text));
-    global.erase();
+    rewriteJsonGlobal(global, root);
   }
 };
 

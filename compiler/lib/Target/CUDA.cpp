@@ -18,6 +18,7 @@
 #include "plan/Conversion/LibraryCalls.h"
 #include "plan/Conversion/Passes.h"
 #include "plan/Target/CPU.h"
+#include "plan/Training/Manifest.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -47,6 +48,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -530,39 +533,145 @@ private:
 /// (plan-free-buffers' allocations and deallocations in its entry block) placed in one
 /// arena at offsets fixed at compile time: two buffers share bytes only when one is
 /// freed before the other is allocated. Each allocation becomes a memref.view of the
-/// arena, which the function allocates once on entry and frees before it returns; the
-/// arena's size is the function's `plan.arena_bytes` attribute. Buffers that outlive
-/// the function or are allocated inside loops stay as they are.
+/// arena; the arena's size is the function's `plan.arena_bytes` attribute. Buffers that
+/// outlive the function or are allocated inside loops stay as they are.
+///
+/// In a training executable (a module with `planc_manifest`) the whole executable's
+/// memory is one arena: the step program's buffers (parameters, gradients, shards,
+/// optimizer state, pipeline buffers) at fixed offsets in its state part, each
+/// pipeline stage's from the same base (its ranks reserve only what their stage
+/// needs: the manifest's `stage_state_bytes` and `stage_step_bytes`), and after them one step region that every
+/// step function's arena is (`planrt_step_arena`: the runtime calls one step function
+/// at a time). The manifest gets each buffer's `offset` and a `memory` object with the
+/// sizes; the runtime reserves the arena once, before the first step. Elsewhere each
+/// function allocates its arena on entry and frees it before it returns.
 struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanMemoryPlan)
   StringRef getArgument() const override { return "plan-memory-plan"; }
   StringRef getDescription() const override {
-    return "Place a function's own buffers in one arena at offsets computed at compile time";
+    return "Place the executable's buffers in one arena at offsets computed at compile time";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<func::FuncDialect, memref::MemRefDialect, arith::ArithDialect>();
   }
   static constexpr int64_t kAlign = 256;
-
-  void runOnOperation() override {
-    for (func::FuncOp f : getOperation().getOps<func::FuncOp>())
-      if (!f.isDeclaration() && f.getBody().hasOneBlock())
-        plan(f);
-  }
+  static int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
   struct Buffer {
     memref::AllocOp alloc;
     memref::DeallocOp dealloc;
     int64_t begin, end, bytes, offset = -1;
   };
+  struct FunctionPlan {
+    func::FuncOp f;
+    SmallVector<Buffer> buffers;
+    int64_t arena = 0;
+  };
 
-  void plan(func::FuncOp f) {
-    Block &entry = f.getBody().front();
-    auto ret = dyn_cast<func::ReturnOp>(entry.getTerminator());
-    if (!ret)
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    SmallVector<FunctionPlan> plans;
+    for (func::FuncOp f : m.getOps<func::FuncOp>())
+      if (!f.isDeclaration() && f.getBody().hasOneBlock())
+        if (std::optional<FunctionPlan> p = plan(f))
+          plans.push_back(std::move(*p));
+    auto manifest = m.lookupSymbol<LLVM::GlobalOp>("planc_manifest");
+    if (!manifest) {
+      for (FunctionPlan &p : plans)
+        rewrite(p, [&](OpBuilder &b, Location loc) {
+          return memref::AllocOp::create(b, loc, MemRefType::get({p.arena}, b.getI8Type()),
+                                         b.getI64IntegerAttr(kAlign));
+        });
       return;
+    }
+    FailureOr<llvm::json::Value> root = readJsonGlobal(manifest);
+    if (failed(root))
+      return signalPassFailure();
+    llvm::json::Object *schedule = root->getAsObject() ? root->getAsObject()->getObject("schedule") : nullptr;
+    llvm::json::Array *table = schedule ? schedule->getArray("buffers") : nullptr;
+    if (!table) {
+      manifest.emitOpError() << "plan-memory-plan needs the step program's buffers (schedule.buffers, "
+                                "written by plan-schedule)";
+      return signalPassFailure();
+    }
+    // The state part: the buffers of every stage (no "stage") first, then each
+    // stage's from the same base, since a rank holds one stage's.
+    int64_t common = 0;
+    std::map<int64_t, int64_t> stageBytes;
+    for (int pass = 0; pass < 2; ++pass)
+      for (llvm::json::Value &v : *table) {
+        llvm::json::Object *b = v.getAsObject();
+        std::optional<int64_t> floats = b ? b->getInteger("floats") : std::nullopt;
+        if (!floats || *floats < 0) {
+          manifest.emitOpError() << "plan-memory-plan: a schedule buffer without its floats";
+          return signalPassFailure();
+        }
+        std::optional<int64_t> stage = b->getInteger("stage");
+        if (stage.has_value() != (pass == 1))
+          continue;
+        int64_t &at = stage ? stageBytes.try_emplace(*stage, common).first->second : common;
+        (*b)["offset"] = at;
+        at += aligned(*floats * 4);
+      }
+    int64_t state = common;
+    llvm::json::Array stages;  // what the ranks of each pipeline stage hold
+    for (auto [stage, end] : stageBytes) {
+      if (stage != int64_t(stages.size())) {
+        manifest.emitOpError() << "plan-memory-plan: schedule buffers of stage " << stage << " but none of stage "
+                               << stages.size();
+        return signalPassFailure();
+      }
+      state = std::max(state, end);
+      stages.push_back(end);
+    }
+    // The step region: as large as the largest step function's arena; under a pipeline
+    // a stage's ranks call their stage's functions (named _s<k>) only.
+    int64_t step = 0;
+    llvm::json::Object arenas;
+    SmallVector<int64_t> stageStep(stages.size(), 0);
+    for (FunctionPlan &p : plans) {
+      step = std::max(step, p.arena);
+      arenas[p.f.getName()] = p.arena;
+      auto [prefix, suffix] = p.f.getName().rsplit("_s");
+      unsigned k;
+      bool staged = !suffix.empty() && suffix != p.f.getName() && !suffix.getAsInteger(10, k) && k < stages.size();
+      for (auto [i, bytes] : llvm::enumerate(stageStep))
+        if (!staged || i == k)
+          bytes = std::max(bytes, p.arena);
+    }
+    if (!plans.empty()) {
+      OpBuilder b(m.getBodyRegion());
+      b.setInsertionPointToStart(m.getBody());
+      auto region = MemRefType::get({step}, b.getI8Type());
+      auto decl = func::FuncOp::create(b, m.getLoc(), "planrt_step_arena",
+                                       b.getFunctionType({b.getI64Type()}, {region}));
+      decl.setPrivate();
+      for (FunctionPlan &p : plans)
+        rewrite(p, [&](OpBuilder &b, Location loc) -> Value {
+          Value bytes = arith::ConstantIntOp::create(b, loc, p.arena, 64);
+          return func::CallOp::create(b, loc, decl, ValueRange{bytes}).getResult(0);
+        }, /*own=*/false);
+    }
+    llvm::json::Object memory{
+        {"alignment", kAlign}, {"state_bytes", state}, {"step_bytes", step}, {"arenas", std::move(arenas)}};
+    if (!stages.empty()) {
+      memory["stage_state_bytes"] = std::move(stages);
+      memory["stage_step_bytes"] = llvm::json::Array(stageStep);
+    }
+    (*root->getAsObject())["memory"] = std::move(memory);
+    rewriteJsonGlobal(manifest, *root);
+  }
+
+  /// The offsets of `f`'s own buffers, if it has any.
+  std::optional<FunctionPlan> plan(func::FuncOp f) {
+    Block &entry = f.getBody().front();
+    if (!isa<func::ReturnOp>(entry.getTerminator()))
+      return std::nullopt;
     DenseMap<Operation *, int64_t> order;
     int64_t i = 0;
     for (Operation &op : entry)
       order[&op] = i++;
-    SmallVector<Buffer> buffers;
+    FunctionPlan p{f, {}, 0};
     for (Operation &op : entry) {
       auto alloc = dyn_cast<memref::AllocOp>(op);
       if (!alloc)
@@ -582,22 +691,21 @@ struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
       if (deallocs != 1 || dealloc->getBlock() != &entry)
         continue;
       int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-      buffers.push_back({alloc, dealloc, order[alloc], order[dealloc], (bytes + kAlign - 1) / kAlign * kAlign});
+      p.buffers.push_back({alloc, dealloc, order[alloc], order[dealloc], aligned(bytes)});
     }
-    if (buffers.empty())
-      return;
+    if (p.buffers.empty())
+      return std::nullopt;
     // Largest first, each at the lowest offset clear of the placed buffers it is live with.
     SmallVector<Buffer *> bySize;
-    for (Buffer &b : buffers)
+    for (Buffer &b : p.buffers)
       bySize.push_back(&b);
     llvm::stable_sort(bySize, [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
-    int64_t arena = 0;
     SmallVector<Buffer *> placed;
     for (Buffer *b : bySize) {
       SmallVector<std::pair<int64_t, int64_t>> taken;
-      for (Buffer *p : placed)
-        if (p->begin < b->end && b->begin < p->end)
-          taken.push_back({p->offset, p->offset + p->bytes});
+      for (Buffer *q : placed)
+        if (q->begin < b->end && b->begin < q->end)
+          taken.push_back({q->offset, q->offset + q->bytes});
       llvm::sort(taken);
       int64_t offset = 0;
       for (auto [lo, hi] : taken) {
@@ -606,14 +714,20 @@ struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
         offset = std::max(offset, hi);
       }
       b->offset = offset;
-      arena = std::max(arena, offset + b->bytes);
+      p.arena = std::max(p.arena, offset + b->bytes);
       placed.push_back(b);
     }
+    return p;
+  }
+
+  /// Each buffer of `p` a view of the arena `makeArena` makes on entry; an arena the
+  /// function owns (`own`) is freed before it returns.
+  void rewrite(FunctionPlan &p, llvm::function_ref<Value(OpBuilder &, Location)> makeArena, bool own = true) {
+    Block &entry = p.f.getBody().front();
     OpBuilder builder(&entry, entry.begin());
-    Location loc = f.getLoc();
-    auto arenaType = MemRefType::get({arena}, builder.getI8Type());
-    Value base = memref::AllocOp::create(builder, loc, arenaType, builder.getI64IntegerAttr(kAlign));
-    for (Buffer &b : buffers) {
+    Location loc = p.f.getLoc();
+    Value base = makeArena(builder, loc);
+    for (Buffer &b : p.buffers) {
       builder.setInsertionPoint(b.alloc);
       Value offset = arith::ConstantIndexOp::create(builder, b.alloc.getLoc(), b.offset);
       Value view = memref::ViewOp::create(builder, b.alloc.getLoc(), b.alloc.getType(), base, offset, ValueRange{});
@@ -621,9 +735,11 @@ struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
       b.dealloc.erase();
       b.alloc.erase();
     }
-    builder.setInsertionPoint(ret);
-    memref::DeallocOp::create(builder, loc, base);
-    f->setAttr("plan.arena_bytes", builder.getI64IntegerAttr(arena));
+    if (own) {
+      builder.setInsertionPoint(entry.getTerminator());
+      memref::DeallocOp::create(builder, loc, base);
+    }
+    p.f->setAttr("plan.arena_bytes", builder.getI64IntegerAttr(p.arena));
   }
 };
 
@@ -718,8 +834,9 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   std::string binary = "format=" + options.format + (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
   std::string pipeline =
       "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
-      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-memory-plan,plan-cuda-library-calls,"
-      "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,gpu-kernel-outlining,"
+      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-cuda-library-calls,"
+      "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,"
+      "gpu-kernel-outlining,"
       "nvvm-attach-target{" + target + "},"
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{" + binary + "},"
@@ -733,9 +850,8 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
 
 void buildHostEmulationPipeline(OpPassManager &pm) {
   registerPipelinePasses();
-  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),plan-memory-plan,"
-                                 "func.func(convert-linalg-to-parallel-loops),canonicalize,"
-                                 "plan-gpu-map-loops,plan-gpu-launch-to-loops");
+  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),func.func(convert-linalg-to-parallel-loops),"
+                                 "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

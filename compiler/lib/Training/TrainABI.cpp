@@ -9,6 +9,7 @@
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Flat.h"
+#include "plan/Training/Manifest.h"
 #include "plan/Training/Training.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -726,13 +727,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
       return signalPassFailure();
     }
-    std::string text = manifest(train, tables, vocab.getInt());
-    text.push_back('\0');
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(module.getBody());
-    auto arrayTy = LLVM::LLVMArrayType::get(IntegerType::get(&getContext(), 8), text.size());
-    LLVM::GlobalOp::create(b, train.getLoc(), arrayTy, /*isConstant=*/true, LLVM::Linkage::Internal,
-                           "planc_manifest", b.getStringAttr(text));
+    emitStringGlobal(b, train.getLoc(), "planc_manifest", manifest(train, tables, vocab.getInt()));
 
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))

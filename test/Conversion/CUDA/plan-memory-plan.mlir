@@ -3,6 +3,10 @@
 // each at the lowest offset clear of the buffers it is live with (256-byte granules); the
 // arena is allocated on entry, freed before the return, and its size recorded as
 // plan.arena_bytes. A returned buffer and a buffer freed twice or elsewhere stay allocations.
+// In a training executable (a module with planc_manifest) the executable's memory is one
+// arena: the manifest's schedule buffers get offsets in its state part (each pipeline
+// stage's from the same base), every function's arena is the one step region that
+// planrt_step_arena returns (never freed), and the manifest records the sizes.
 // RUN: planc-opt %s -split-input-file -plan-memory-plan | FileCheck %s
 
 // a (4096 B) and b (1024 B) are live together; c (2048 B) only after both are freed: it
@@ -47,5 +51,55 @@ func.func @loop(%n: index) {
   scf.for %i = %c0 to %n step %c1 {
     memref.dealloc %x : memref<16xf32>
   }
+  return
+}
+
+// -----
+
+// Buffers of every stage first (state: 32 B in 256, x: 256 B), then each stage's from
+// offset 512 (params_s0: 400 B in 512, params_s1: 1200 B in 1280): state part 1792 bytes,
+// 1024 for stage 0's ranks. Step region: the largest arena, 4096 (planc_fwd_s0); stage 1's
+// ranks call planc_fwd_s1 (1024) and planc_update (256) only.
+// CHECK: func.func private @planrt_step_arena(i64) -> memref<4096xi8>
+// CHECK: llvm.mlir.global internal constant @planc_manifest("{
+// CHECK-SAME: \22memory\22:{\22alignment\22:256,\22arenas\22:{\22planc_fwd_s0\22:4096,\22planc_fwd_s1\22:1024,\22planc_update\22:256},
+// CHECK-SAME: \22stage_state_bytes\22:[1024,1792],\22stage_step_bytes\22:[4096,1024],\22state_bytes\22:1792,\22step_bytes\22:4096}
+// CHECK-SAME: {\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22,\22offset\22:0}
+// CHECK-SAME: {\22floats\22:100,\22lifetime\22:\22persistent\22,\22name\22:\22params_s0\22,\22offset\22:512,\22stage\22:0}
+// CHECK-SAME: {\22floats\22:300,\22lifetime\22:\22persistent\22,\22name\22:\22params_s1\22,\22offset\22:512,\22stage\22:1}
+// CHECK-SAME: {\22floats\22:64,\22lifetime\22:\22transient\22,\22name\22:\22x\22,\22offset\22:256}
+// CHECK-LABEL: func.func @planc_fwd_s0(
+// CHECK-SAME: attributes {plan.arena_bytes = 4096 : i64}
+// CHECK: %[[BYTES:.*]] = arith.constant 4096 : i64
+// CHECK: %[[REGION:.*]] = call @planrt_step_arena(%[[BYTES]]) : (i64) -> memref<4096xi8>
+// CHECK: memref.view %[[REGION]][%c0{{.*}}][] : memref<4096xi8> to memref<1024xf32>
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+// CHECK-LABEL: func.func @planc_fwd_s1(
+// CHECK-SAME: attributes {plan.arena_bytes = 1024 : i64}
+// CHECK: %[[BYTES1:.*]] = arith.constant 1024 : i64
+// CHECK: call @planrt_step_arena(%[[BYTES1]]) : (i64) -> memref<4096xi8>
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+llvm.mlir.global internal constant @planc_manifest("{\22schedule\22:{\22buffers\22:[{\22name\22:\22state\22,\22floats\22:8,\22lifetime\22:\22persistent\22},{\22name\22:\22params_s0\22,\22floats\22:100,\22lifetime\22:\22persistent\22,\22stage\22:0},{\22name\22:\22params_s1\22,\22floats\22:300,\22lifetime\22:\22persistent\22,\22stage\22:1},{\22name\22:\22x\22,\22floats\22:64,\22lifetime\22:\22transient\22}]}}\00") {addr_space = 0 : i32}
+func.func private @use(memref<1024xf32>)
+func.func private @use2(memref<256xf32>)
+func.func private @use3(memref<64xf32>)
+func.func @planc_fwd_s0() {
+  %a = memref.alloc() : memref<1024xf32>
+  call @use(%a) : (memref<1024xf32>) -> ()
+  memref.dealloc %a : memref<1024xf32>
+  return
+}
+func.func @planc_fwd_s1() {
+  %a = memref.alloc() : memref<256xf32>
+  call @use2(%a) : (memref<256xf32>) -> ()
+  memref.dealloc %a : memref<256xf32>
+  return
+}
+func.func @planc_update() {
+  %a = memref.alloc() : memref<64xf32>
+  call @use3(%a) : (memref<64xf32>) -> ()
+  memref.dealloc %a : memref<64xf32>
   return
 }

@@ -29,8 +29,6 @@ mlir::FailureOr<Models> emitModels(mlir::ModuleOp module, pl::RetrievalOp r);
 /// of planrt_retrieval_main_manifest, paths resolved against the plan's directory.
 std::string manifest(pl::RetrievalOp r, const Models &models);
 
-/// A NUL-terminated string constant `name` at the builder's point.
-void emitStringGlobal(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRef name, std::string text);
 
 } // namespace plan::retrieval
 
