@@ -10,8 +10,11 @@
 #include "Harness.h"
 
 #include "plan/Compiler/CostModel.h"
+#include "plan/Training/DataParallel.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 using namespace plan;
 using plan::test::analyze;
@@ -307,23 +310,63 @@ TEST(CostModel, SearchPrefersDataParallelWhenTheModelFits) {
   EXPECT_EQ(found.front().layout.pipeline, 1);
 }
 
+namespace {
+/// Llama-70B in bf16, batch 256 × seq 4096, on eight 8-GPU H100 servers.
+struct Llama70bOn64 {
+  test::Result r = analyze("import \"models/llama.plan\"\nmesh h100x8 {\n devices = cuda(8) * 8\n"
+                           " axes = [dp: 64]\n memory = 80 GiB\n peak = 989 TFLOP/s\n hbm = 3.35 TB/s\n"
+                           " links = [node: 450 GB/s, network: 50 GB/s]\n}\n");
+  sema::Layout base;
+  Llama70bOn64() {
+    base.batch = 256;
+    base.micro = 1;
+    base.seq = 4096;
+    base.precision = sema::Precision::BF16;
+    base.tensorDims = {"vocab", "qkv", "heads", "mlp"};
+  }
+  std::vector<cost::Candidate> search(const cost::SearchOptions &options = {}) const {
+    return cost::search(*r.program->findModel("llama_70b"), *r.program->findMesh("h100x8"), base, options);
+  }
+};
+} // namespace
+
 TEST(CostModel, SearchKeepsTensorParallelInsideANode) {
   // Takeaway 1: tensor parallelism up to the GPUs of a server, pipeline across servers.
-  auto r = analyze("import \"models/llama.plan\"\nmesh h100x8 {\n devices = cuda(8) * 8\n"
-                   " axes = [dp: 64]\n memory = 80 GiB\n peak = 989 TFLOP/s\n hbm = 3.35 TB/s\n"
-                   " links = [node: 450 GB/s, network: 50 GB/s]\n}\n");
-  ASSERT_TRUE(r.ok()) << r.all();
-  const sema::Model &m = *r.program->findModel("llama_70b");
-  sema::Layout base;
-  base.batch = 256;
-  base.micro = 1;
-  base.seq = 4096;
-  base.precision = sema::Precision::BF16;
-  base.tensorDims = {"vocab", "qkv", "heads", "mlp"};
-  auto found = cost::search(m, *r.program->findMesh("h100x8"), base);
+  Llama70bOn64 l;
+  ASSERT_TRUE(l.r.ok()) << l.r.all();
+  auto found = l.search();
   ASSERT_FALSE(found.empty());
   EXPECT_LE(found.front().layout.tensor, 8);
   EXPECT_TRUE(found.front().estimate.fits());
+}
+
+TEST(CostModel, SearchLeavesOutTheLayoutsTheCodeGeneratorRefuses) {
+  // The interleaved schedule is estimated (and may well be fastest) but not built:
+  // by default the search, and so its best block and the fit error's notes, leave it out.
+  Llama70bOn64 l;
+  ASSERT_TRUE(l.r.ok()) << l.r.all();
+  auto interleaved = [](const cost::Candidate &c) { return c.layout.schedule == sema::PipelineSchedule::Interleaved; };
+  auto built = l.search();
+  cost::SearchOptions all;
+  all.buildableOnly = false;
+  auto every = l.search(all);
+  ASSERT_FALSE(built.empty());
+  EXPECT_TRUE(std::none_of(built.begin(), built.end(), interleaved));
+  // Nor does it build a data-parallel collective of more floats than MPI counts: with
+  // 70B parameters, fewer than 33 tensor × pipeline pieces under a data axis.
+  auto tooLarge = [](const cost::Candidate &c) {
+    return c.layout.data > 1 && c.estimate.maxRankParams > training::kMaxCollectiveFloats;
+  };
+  EXPECT_TRUE(std::none_of(built.begin(), built.end(), tooLarge));
+  for (const cost::Candidate &c : built)
+    if (c.layout.data > 1)
+      EXPECT_GE(c.layout.tensor * c.layout.pipeline, 33);
+  size_t estimatedOnly = size_t(std::count_if(every.begin(), every.end(), [&](const cost::Candidate &c) {
+    return interleaved(c) || tooLarge(c);
+  }));
+  EXPECT_GT(std::count_if(every.begin(), every.end(), interleaved), 0);
+  EXPECT_GT(std::count_if(every.begin(), every.end(), tooLarge), 0);
+  EXPECT_EQ(every.size(), built.size() + estimatedOnly);
 }
 
 namespace {

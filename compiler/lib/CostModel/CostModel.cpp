@@ -589,6 +589,7 @@ private:
       e.layers.push_back(row);
     }
     rankParamElems = rankElems;
+    e.maxRankParams = *std::max_element(rankElems.begin(), rankElems.end());
     tiedElems = 0;
     for (size_t pr = 0; pr < model.params.size(); ++pr)
       if (paramRanks[pr].size() > 1)

@@ -223,7 +223,7 @@ std::string plan::cost::renderTrace(const Estimate &e) {
 }
 
 std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t total,
-                                     const sema::Model &model, const sema::Mesh &mesh) {
+                                     const sema::Model &model, const sema::Mesh &mesh, size_t unbuilt) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "layouts of model " << model.name << " on mesh " << mesh.name << " (" << mesh.devices()
@@ -232,6 +232,9 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
   if (total > c.size())
     os << ", the first " << c.size() << " shown";
   os << "\n";
+  if (unbuilt)
+    os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the interleaved "
+       << "pipeline schedule, or a data-parallel collective of 2^31 floats or more)\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n",

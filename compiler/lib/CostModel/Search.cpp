@@ -1,7 +1,9 @@
 // Layout search: every data × tensor × pipeline factorisation of the mesh, ZeRO
 // stage, recompute mode, micro-batch size and sequence-parallel choice that passes
-// sema::checkLayout and fits the device memory, fastest first.
+// sema::checkLayout and fits the device memory, fastest first; by default only the
+// schedules the code generator builds.
 #include "plan/Compiler/CostModel.h"
+#include "plan/Training/DataParallel.h"
 
 #include <algorithm>
 
@@ -34,7 +36,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
       if (base.batch % d != 0)
         continue;
       std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
-      if (p > 1 && model.layers >= 2 * p)
+      if (p > 1 && model.layers >= 2 * p && !options.buildableOnly)
         schedules.push_back(sema::PipelineSchedule::Interleaved);
       for (sema::PipelineSchedule sched : schedules)
         for (int64_t micro : divisors(base.batch / d))
@@ -63,7 +65,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
                 if (!sema::checkLayout(&model, l).empty())
                   continue;
                 Estimate e = estimate(model, mesh, l, {}, cal);
-                if (!e.fits())
+                if (!e.fits() || (options.buildableOnly && d > 1 && e.maxRankParams > training::kMaxCollectiveFloats))
                   continue;
                 out.push_back({l, std::move(e)});
               }

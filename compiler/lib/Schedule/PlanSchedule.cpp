@@ -138,7 +138,7 @@ LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepS
     if (st.activation < 0)
       return bad("has a negative activation size");
     // MPI counts are int: one collective moves fewer than 2^31 floats.
-    if (s.d > 1 && l.total >= (int64_t(1) << 31))
+    if (s.d > 1 && l.total > training::kMaxCollectiveFloats)
       return global.emitOpError() << "a data-parallel collective of " << l.total
                                   << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
                                      "parameters are not supported by the CPU target's collectives in this version";

@@ -298,6 +298,9 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
                                     cost::Calibration::defaults(), /*withTrace=*/!opts.trace.empty());
   if (opts.searchLayouts) {
     std::vector<cost::Candidate> found = cost::search(model, mesh, layout);
+    cost::SearchOptions all;
+    all.buildableOnly = false;
+    size_t unbuilt = cost::search(model, mesh, layout, all).size() - found.size();
     if (opts.json) {
       llvm::outs() << "[\n";
       for (size_t i = 0; i < found.size() && i < 10; ++i)
@@ -306,7 +309,7 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
       llvm::outs() << "]\n";
     } else {
       std::vector<cost::Candidate> top(found.begin(), found.begin() + std::min<size_t>(found.size(), 10));
-      llvm::outs() << cost::renderSearch(top, found.size(), model, mesh);
+      llvm::outs() << cost::renderSearch(top, found.size(), model, mesh, unbuilt);
     }
     return 0;
   }

@@ -81,6 +81,7 @@ struct TraceEvent {
 
 struct Estimate {
   int64_t params = 0;            ///< model parameters
+  int64_t maxRankParams = 0;     ///< the most parameter elements a device holds whole (its stage's, its tensor share)
   int64_t devices = 0;
   int worstRank = 0;             ///< pipeline rank with the largest memory total
   Memory perDevice;              ///< that rank
@@ -123,6 +124,11 @@ struct Candidate {
 struct SearchOptions {
   size_t top = 10;
   bool allowPipeline = true;
+  /// Only layouts this version of planc builds executables for: without the
+  /// interleaved pipeline schedule (several stages per rank), and without data-parallel
+  /// collectives of more than training::kMaxCollectiveFloats, which the cost model
+  /// estimates and the code generator refuses (plan-train-abi, plan-schedule).
+  bool buildableOnly = true;
 };
 
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,
@@ -140,8 +146,10 @@ std::string renderText(const Estimate &e, const sema::Model &model, const sema::
 std::string renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
                        const sema::Layout &layout);
 std::string renderTrace(const Estimate &e);
+/// `unbuilt`: how many more layouts fit that the code generator refuses, which the search
+/// leaves out (SearchOptions::buildableOnly).
 std::string renderSearch(const std::vector<Candidate> &candidates, size_t total,
-                         const sema::Model &model, const sema::Mesh &mesh);
+                         const sema::Model &model, const sema::Mesh &mesh, size_t unbuilt = 0);
 /// A ready-to-paste `parallel { … }` block (and mesh axes) for a layout.
 std::string parallelBlock(const sema::Layout &layout);
 
