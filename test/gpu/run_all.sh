@@ -7,8 +7,8 @@
 #      against the CPU target from the same initial weights and batches: per-step loss
 #      rtol 2e-2, final loss within 1 % (TESTING.md's bf16 row);
 #   3. memory: each CUDA run's device memory peak (mem_device_peak_bytes: all the managed
-#      memory the runtime and the generated code held at once) against `planc explain`'s
-#      per-device total;
+#      memory the runtime and the generated code held at once) and the arena its manifest
+#      reserves (plan-memory-plan) against `planc explain`'s per-device total;
 #   4. benchmark: gpt2_small (124M), batch 8 × 1024, bf16: planc's tokens/s and MFU
 #      against PyTorch eager and torch.compile (test/gpu/torch_gpt.py) in the same run.
 # Results go to OUT_DIR/gpu_results.md (and the logs beside it); the exit status is 1
@@ -76,16 +76,20 @@ PY
 done
 
 echo -e "\n## 3. Device memory peak against planc explain\n" >> "$R"
-echo "| plan | executable's mem_device_peak_bytes (MiB) | explain total (MiB) | ratio |" >> "$R"
-echo "|---|---|---|---|" >> "$R"
+echo "| plan | executable's mem_device_peak_bytes (MiB) | its arena, from the manifest (MiB) | explain total (MiB) | peak / explain |" >> "$R"
+echo "|---|---|---|---|---|" >> "$R"
 for p in $CHECKS; do
   [[ -s "$OUTDIR/cuda_$p.jsonl" ]] || continue
-  $PY - "$OUTDIR/cuda_$p.jsonl" "explain_$p.json" "$p" >> "$R" <<'PY'
-import json, sys
+  $PY - "$OUTDIR/cuda_$p.jsonl" "explain_$p.json" "$p" "cuda_$p" >> "$R" <<'PY'
+import json, re, sys
 peak = max(json.loads(l)["mem_device_peak_bytes"] for l in open(sys.argv[1]) if '"loss"' in l)
 e = json.load(open(sys.argv[2]))
 pred = e["per_rank_bytes"][0]["total"]
-print(f"| {sys.argv[3]} | {peak / 2**20:.1f} | {pred / 2**20:.1f} | {peak / pred:.2f} |")
+m = re.search(rb'"memory":(\{[^{}]*\{[^{}]*\}[^{}]*\})', open(sys.argv[4], "rb").read())
+plan = json.loads(m.group(1)) if m else None
+arena = (plan.get("stage_state_bytes", [plan["state_bytes"]])[0] + plan.get("stage_step_bytes", [plan["step_bytes"]])[0]
+         if plan else float("nan"))
+print(f"| {sys.argv[3]} | {peak / 2**20:.1f} | {arena / 2**20:.1f} | {pred / 2**20:.1f} | {peak / pred:.2f} |")
 PY
 done
 
