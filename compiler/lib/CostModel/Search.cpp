@@ -1,7 +1,7 @@
 // Layout search: every data × tensor × pipeline factorisation of the mesh, ZeRO
 // stage, recompute mode, micro-batch size and sequence-parallel choice that passes
 // sema::checkLayout and fits the device memory, fastest first; by default only the
-// schedules the code generator builds.
+// layouts the code generator builds.
 #include "plan/Compiler/CostModel.h"
 #include "plan/Training/DataParallel.h"
 
@@ -20,6 +20,11 @@ static std::vector<int64_t> divisors(int64_t n, int64_t cap = 4096) {
   return out;
 }
 
+bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
+  return l.schedule != sema::PipelineSchedule::Interleaved &&
+         !(l.data > 1 && e.maxRankParams > training::kMaxCollectiveFloats);
+}
+
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh,
                                           const sema::Layout &base, const SearchOptions &options,
                                           const Calibration &cal) {
@@ -36,7 +41,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
       if (base.batch % d != 0)
         continue;
       std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
-      if (p > 1 && model.layers >= 2 * p && !options.buildableOnly)
+      if (p > 1 && model.layers >= 2 * p)
         schedules.push_back(sema::PipelineSchedule::Interleaved);
       for (sema::PipelineSchedule sched : schedules)
         for (int64_t micro : divisors(base.batch / d))
@@ -65,7 +70,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
                 if (!sema::checkLayout(&model, l).empty())
                   continue;
                 Estimate e = estimate(model, mesh, l, {}, cal);
-                if (!e.fits() || (options.buildableOnly && d > 1 && e.maxRankParams > training::kMaxCollectiveFloats))
+                if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
                   continue;
                 out.push_back({l, std::move(e)});
               }

@@ -540,9 +540,9 @@ private:
 /// memory is one arena: the step program's buffers (parameters, gradients, shards,
 /// optimizer state, pipeline buffers) at fixed offsets in its state part, each
 /// pipeline stage's from the same base (its ranks reserve only what their stage
-/// needs: the manifest's `stage_state_bytes` and `stage_step_bytes`), and after them one step region that every
-/// step function's arena is (`planrt_step_arena`: the runtime calls one step function
-/// at a time). The manifest gets each buffer's `offset` and a `memory` object with the
+/// needs: the manifest's `stage_state_bytes` and `stage_step_bytes`), and after them
+/// one step region that every step function's arena is (`planrt_step_arena`: the
+/// runtime calls one step function at a time). The manifest gets each buffer's `offset` and a `memory` object with the
 /// sizes; the runtime reserves the arena once, before the first step. Elsewhere each
 /// function allocates its arena on entry and frees it before it returns.
 struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
@@ -594,47 +594,21 @@ struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
                                 "written by plan-schedule)";
       return signalPassFailure();
     }
-    // The state part: the buffers of every stage (no "stage") first, then each
-    // stage's from the same base, since a rank holds one stage's.
-    int64_t common = 0;
-    std::map<int64_t, int64_t> stageBytes;
-    for (int pass = 0; pass < 2; ++pass)
-      for (llvm::json::Value &v : *table) {
-        llvm::json::Object *b = v.getAsObject();
-        std::optional<int64_t> floats = b ? b->getInteger("floats") : std::nullopt;
-        if (!floats || *floats < 0) {
-          manifest.emitOpError() << "plan-memory-plan: a schedule buffer without its floats";
-          return signalPassFailure();
-        }
-        std::optional<int64_t> stage = b->getInteger("stage");
-        if (stage.has_value() != (pass == 1))
-          continue;
-        int64_t &at = stage ? stageBytes.try_emplace(*stage, common).first->second : common;
-        (*b)["offset"] = at;
-        at += aligned(*floats * 4);
-      }
-    int64_t state = common;
-    llvm::json::Array stages;  // what the ranks of each pipeline stage hold
-    for (auto [stage, end] : stageBytes) {
-      if (stage != int64_t(stages.size())) {
-        manifest.emitOpError() << "plan-memory-plan: schedule buffers of stage " << stage << " but none of stage "
-                               << stages.size();
-        return signalPassFailure();
-      }
-      state = std::max(state, end);
-      stages.push_back(end);
-    }
+    int64_t state = 0;
+    SmallVector<int64_t> stageState;
+    if (failed(placeState(manifest, *table, state, stageState)))
+      return signalPassFailure();
     // The step region: as large as the largest step function's arena; under a pipeline
     // a stage's ranks call their stage's functions (named _s<k>) only.
     int64_t step = 0;
     llvm::json::Object arenas;
-    SmallVector<int64_t> stageStep(stages.size(), 0);
+    SmallVector<int64_t> stageStep(stageState.size(), 0);
     for (FunctionPlan &p : plans) {
       step = std::max(step, p.arena);
       arenas[p.f.getName()] = p.arena;
-      auto [prefix, suffix] = p.f.getName().rsplit("_s");
+      StringRef suffix = p.f.getName().rsplit("_s").second;
       unsigned k;
-      bool staged = !suffix.empty() && suffix != p.f.getName() && !suffix.getAsInteger(10, k) && k < stages.size();
+      bool staged = !suffix.empty() && !suffix.getAsInteger(10, k) && k < stageStep.size();
       for (auto [i, bytes] : llvm::enumerate(stageStep))
         if (!staged || i == k)
           bytes = std::max(bytes, p.arena);
@@ -654,12 +628,44 @@ struct PlanMemoryPlan : PassWrapper<PlanMemoryPlan, OperationPass<ModuleOp>> {
     }
     llvm::json::Object memory{
         {"alignment", kAlign}, {"state_bytes", state}, {"step_bytes", step}, {"arenas", std::move(arenas)}};
-    if (!stages.empty()) {
-      memory["stage_state_bytes"] = std::move(stages);
+    if (!stageState.empty()) {
+      memory["stage_state_bytes"] = llvm::json::Array(stageState);
       memory["stage_step_bytes"] = llvm::json::Array(stageStep);
     }
     (*root->getAsObject())["memory"] = std::move(memory);
     rewriteJsonGlobal(manifest, *root);
+  }
+
+  /// The state part: each buffer of the step program's table gets its `offset`, the
+  /// buffers of every stage (no "stage") first, then each stage's from the same base,
+  /// since a rank holds one stage's. `state` is the largest stage's bytes,
+  /// `stageState` each stage's (none without a pipeline).
+  LogicalResult placeState(LLVM::GlobalOp manifest, llvm::json::Array &table, int64_t &state,
+                           SmallVector<int64_t> &stageState) {
+    int64_t common = 0;
+    std::map<int64_t, int64_t> stageEnd;
+    for (bool staged : {false, true})
+      for (llvm::json::Value &v : table) {
+        llvm::json::Object *b = v.getAsObject();
+        std::optional<int64_t> floats = b ? b->getInteger("floats") : std::nullopt;
+        if (!floats || *floats < 0)
+          return manifest.emitOpError() << "plan-memory-plan: a schedule buffer without its floats";
+        std::optional<int64_t> stage = b->getInteger("stage");
+        if (stage.has_value() != staged)
+          continue;
+        int64_t &at = stage ? stageEnd.try_emplace(*stage, common).first->second : common;
+        (*b)["offset"] = at;
+        at += aligned(*floats * int64_t(sizeof(float)));
+      }
+    state = common;
+    for (auto [stage, end] : stageEnd) {
+      if (stage != int64_t(stageState.size()))
+        return manifest.emitOpError() << "plan-memory-plan: schedule buffers of stage " << stage
+                                      << " but none of stage " << stageState.size();
+      state = std::max(state, end);
+      stageState.push_back(end);
+    }
+    return success();
   }
 
   /// The offsets of `f`'s own buffers, if it has any.

@@ -297,10 +297,16 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
   cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh),
                                     cost::Calibration::defaults(), /*withTrace=*/!opts.trace.empty());
   if (opts.searchLayouts) {
-    std::vector<cost::Candidate> found = cost::search(model, mesh, layout);
     cost::SearchOptions all;
     all.buildableOnly = false;
-    size_t unbuilt = cost::search(model, mesh, layout, all).size() - found.size();
+    std::vector<cost::Candidate> found;
+    size_t unbuilt = 0;
+    for (cost::Candidate &c : cost::search(model, mesh, layout, all)) {
+      if (cost::buildable(c.layout, c.estimate))
+        found.push_back(std::move(c));
+      else
+        ++unbuilt;
+    }
     if (opts.json) {
       llvm::outs() << "[\n";
       for (size_t i = 0; i < found.size() && i < 10; ++i)

@@ -131,6 +131,11 @@ struct SearchOptions {
   bool buildableOnly = true;
 };
 
+/// Whether this version of planc builds an executable for a layout it estimated: not
+/// the interleaved schedule (plan-train-abi), nor a data-parallel collective of more
+/// than training::kMaxCollectiveFloats (plan-schedule).
+bool buildable(const sema::Layout &layout, const Estimate &estimate);
+
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,
 /// recompute modes, micro-batch sizes and sequence parallelism that pass the
 /// static rules; returns those that fit, fastest first.
