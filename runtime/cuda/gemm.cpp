@@ -1,8 +1,15 @@
-// planrt_cuda_sgemm: cblas_sgemm's row-major C = alpha op(A) op(B) + beta C on the
-// device through cuBLASLt, in fp32 (CUBLAS_COMPUTE_32F: no TF32, so the products
-// match the CPU target's within fp32 rounding). cuBLASLt is column-major: the
-// row-major C [m, n] is the column-major Cᵀ [n, m] = op(B)ᵀ op(A)ᵀ, so B is passed
-// as cuBLASLt's A and A as its B, each with its own transpose flag.
+// planrt_cuda_gemm: cblas_sgemm's row-major C = alpha op(A) op(B) + beta C on the
+// device through cuBLASLt, in the precision the compiler chose for this GEMM
+// (planrt_gemm_compute, planrt_cuda.h): fp32 (CUBLAS_COMPUTE_32F: no TF32, so the
+// products match the CPU target's within fp32 rounding); tensor cores on operands that
+// are already bf16 or fp16 values (CUBLAS_COMPUTE_32F_FAST_16BF / _16F: cuBLASLt's
+// down-conversion of the float32 operands loses nothing, the products are summed in
+// fp32); or TF32 (CUBLAS_COMPUTE_32F_FAST_TF32). cuBLASLt is column-major: the
+// row-major C [m, n] is the column-major Cᵀ [n, m] = op(B)ᵀ op(A)ᵀ, so B is passed as
+// cuBLASLt's A and A as its B, each with its own transpose flag.
+//
+// A step calls the same few shapes every step: the descriptor, the layouts and the
+// algorithm cuBLASLt's heuristic picks are made on a shape's first call and kept.
 #include "device.h"
 
 #include "planrt_cuda.h"
@@ -11,8 +18,11 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <utility>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace {
 
@@ -27,12 +37,108 @@ void checkLt(cublasStatus_t s, const char *what) {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-struct Lt {
-  cublasLtHandle_t handle = nullptr;
-  void *workspace = nullptr;
+// CBLAS constants (cblas.h).
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+
+const char *computeName(int32_t compute) {
+  switch (compute) {
+  case PLANRT_GEMM_F32: return "fp32";
+  case PLANRT_GEMM_BF16: return "bf16";
+  case PLANRT_GEMM_F16: return "fp16";
+  case PLANRT_GEMM_TF32: return "tf32";
+  default: return nullptr;
+  }
+}
+
+cublasComputeType_t computeType(int32_t compute) {
+  switch (compute) {
+  case PLANRT_GEMM_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+  case PLANRT_GEMM_F16: return CUBLAS_COMPUTE_32F_FAST_16F;
+  case PLANRT_GEMM_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+  default: return CUBLAS_COMPUTE_32F;
+  }
+}
+
+/// The largest power of two up to 256 that divides the address: cuBLASLt assumes
+/// 256-byte aligned operands unless told, and a parameter inside the flat buffer or a
+/// view of an activation may be aligned to as little as 4 bytes.
+uint32_t alignment(const void *p) {
+  uint32_t a = 256;
+  while (a > 4 && reinterpret_cast<uintptr_t>(p) % a != 0)
+    a /= 2;
+  return a;
+}
+
+/// What cuBLASLt needs for one GEMM shape, made once.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute.
+using Shape = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
+                         uint32_t, int32_t>;
+
+class Lt {
+public:
   Lt() {
     checkLt(cublasLtCreate(&handle), "cublasLtCreate");
     check(cudaMalloc(&workspace, kWorkspaceBytes), "cudaMalloc of the cuBLASLt workspace");
+  }
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+
+  /// The plan of `s`, made on its first use.
+  const Plan &plan(const Shape &s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto [it, inserted] = plans.try_emplace(s);
+    if (inserted)
+      make(s, it->second);
+    return it->second;
+  }
+
+private:
+  std::mutex mutex;
+  std::map<Shape, Plan> plans;
+
+  void make(const Shape &s, Plan &p) {
+    auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute] = s;
+    bool tb = transB == kTrans, ta = transA == kTrans;
+    // Column-major views: X = B (op → n × k), Y = A (op → k × m), D = C (n × m).
+    checkLt(cublasLtMatmulDescCreate(&p.desc, computeType(compute), CUDA_R_32F), "cublasLtMatmulDescCreate");
+    cublasOperation_t opX = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opY = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opX, sizeof opX), "TRANSA");
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof opY), "TRANSB");
+    checkLt(cublasLtMatrixLayoutCreate(&p.x, CUDA_R_32F, tb ? k : n, tb ? n : k, ldb), "layout of B");
+    checkLt(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, ta ? m : k, ta ? k : m, lda), "layout of A");
+    checkLt(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n, m, ldc), "layout of C");
+    cublasLtMatmulPreference_t pref;
+    checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    size_t ws = kWorkspaceBytes;
+    checkLt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+            "workspace preference");
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t *> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignY},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD}};
+    for (auto [attr, value] : aligns)
+      checkLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof *value), "alignment preference");
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t heuristic =
+        cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.x, p.y, p.d, p.d, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (heuristic != CUBLAS_STATUS_SUCCESS && heuristic != CUBLAS_STATUS_NOT_SUPPORTED)
+      checkLt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s", m, n,
+                    k, computeName(compute));
+      check(cudaErrorNotSupported, buf);
+    }
+    p.algo = result.algo;
   }
 };
 
@@ -41,76 +147,33 @@ Lt &lt() {
   return instance;
 }
 
-// CBLAS constants (cblas.h).
-enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
-
 } // namespace
 
-extern "C" void planrt_cuda_sgemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k,
-                                  float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
-                                  float *C, int32_t ldc) {
+extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k,
+                                 float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
+                                 float *C, int32_t ldc, int32_t compute) {
   if (order != kRowMajor)
-    check(cudaErrorInvalidValue, "planrt_cuda_sgemm: only row-major (CblasRowMajor) is implemented");
+    check(cudaErrorInvalidValue, "planrt_cuda_gemm: only row-major (CblasRowMajor) is implemented");
+  if (!computeName(compute)) {
+    std::string what = "planrt_cuda_gemm: unknown compute precision " + std::to_string(compute) +
+                       " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32)";
+    check(cudaErrorInvalidValue, what.c_str());
+  }
   if (m == 0 || n == 0)
     return;
   if (k == 0) {  // C = beta C: what the generated code asks (beta = 0) is a zeroed C
     if (beta != 0.0f)
-      check(cudaErrorNotSupported, "planrt_cuda_sgemm: k = 0 with beta != 0 is not implemented");
+      check(cudaErrorNotSupported, "planrt_cuda_gemm: k = 0 with beta != 0 is not implemented");
     check(cudaMemset2DAsync(C, size_t(ldc) * sizeof(float), 0, size_t(n) * sizeof(float), size_t(m),
                             planrt::cuda::stream()),
-          "planrt_cuda_sgemm (k = 0)");
-    return planrt::cuda::finish("planrt_cuda_sgemm (k = 0)");
+          "planrt_cuda_gemm (k = 0)");
+    return planrt::cuda::finish("planrt_cuda_gemm (k = 0)");
   }
   Lt &l = lt();
-  bool tb = transB == kTrans, ta = transA == kTrans;
-  // Column-major views: X = B (op → n × k), Y = A (op → k × m), D = C (n × m).
-  cublasLtMatmulDesc_t desc;
-  checkLt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  cublasOperation_t opX = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opY = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  checkLt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opX, sizeof opX), "TRANSA");
-  checkLt(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof opY), "TRANSB");
-  cublasLtMatrixLayout_t x, y, d;
-  checkLt(cublasLtMatrixLayoutCreate(&x, CUDA_R_32F, tb ? k : n, tb ? n : k, ldb), "layout of B");
-  checkLt(cublasLtMatrixLayoutCreate(&y, CUDA_R_32F, ta ? m : k, ta ? k : m, lda), "layout of A");
-  checkLt(cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, n, m, ldc), "layout of C");
-  cublasLtMatmulPreference_t pref;
-  checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  size_t ws = kWorkspaceBytes;
-  checkLt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-          "workspace preference");
-  // cuBLASLt assumes 256-byte aligned operands unless told: a parameter inside the flat
-  // buffer or a view of an activation may be aligned to as little as 4 bytes.
-  auto alignment = [](const void *p) {
-    uint32_t a = 256;
-    while (a > 4 && reinterpret_cast<uintptr_t>(p) % a != 0)
-      a /= 2;
-    return a;
-  };
-  uint32_t alignX = alignment(B), alignY = alignment(A), alignD = alignment(C);
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t *> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignY},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD}};
-  for (auto [attr, value] : aligns)
-    checkLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof *value), "alignment preference");
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(l.handle, desc, x, y, d, d, pref, 1, &result, &found);
-  if (heuristic != CUBLAS_STATUS_SUCCESS && heuristic != CUBLAS_STATUS_NOT_SUPPORTED)
-    checkLt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
-  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "planrt_cuda_sgemm: cuBLASLt has no algorithm for m=%d n=%d k=%d", m, n, k);
-    check(cudaErrorNotSupported, buf);
-  }
-  checkLt(cublasLtMatmul(l.handle, desc, &alpha, B, x, A, y, &beta, C, d, C, d, &result.algo, l.workspace,
+  const Plan &p = l.plan(Shape{transA, transB, m, n, k, lda, ldb, ldc, alignment(B), alignment(A), alignment(C),
+                               compute});
+  checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, B, p.x, A, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(x);
-  cublasLtMatrixLayoutDestroy(y);
-  cublasLtMatrixLayoutDestroy(d);
-  cublasLtMatmulDescDestroy(desc);
-  planrt::cuda::finish("planrt_cuda_sgemm (cublasLtMatmul)");
+  planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
 }

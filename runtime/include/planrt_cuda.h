@@ -8,8 +8,8 @@
  *   "planrt: error: rank R: ..." and returns 1.
  * - The device versions of planrt_kernels.h, same arguments and semantics, on
  *   device (managed) pointers: planrt_cuda_<name> for planrt_k_<name>.
- *   planrt_cuda_sgemm has cblas_sgemm's arguments (row-major only) and runs
- *   cuBLASLt in fp32.
+ *   planrt_cuda_gemm has cblas_sgemm's arguments (row-major only) and one more,
+ *   the precision cuBLASLt computes in (planrt_gemm_compute).
  * - The launch ABI of MLIR's gpu-to-llvm (mgpu*), which the generated host code
  *   calls for its kernels.
  * Every call and launch is synchronous (it returns after the device finished), and
@@ -27,8 +27,19 @@ extern "C" {
 
 int planrt_cuda_start(int argc, char **argv);
 
-void planrt_cuda_sgemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, float alpha,
-                       const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* What planrt_cuda_gemm's operands may be computed in (the compiler's
+ * plan.gemm_precision): every operand and the result are float32 in memory, the
+ * products are summed in fp32.
+ * - F32: fp32 products, no TF32 (the CPU target's sgemm within fp32 rounding).
+ * - BF16, F16: tensor cores on the operands rounded to bf16 (fp16), which is exact
+ *   when, as the compiler guarantees, each operand is already a bf16 (fp16) value.
+ * - TF32: tensor cores on the operands rounded to TF32 (10 bits of mantissa): the
+ *   GEMMs of a mixed-precision plan whose operands are not all exact in its type. */
+enum planrt_gemm_compute { PLANRT_GEMM_F32 = 0, PLANRT_GEMM_BF16 = 1, PLANRT_GEMM_F16 = 2, PLANRT_GEMM_TF32 = 3 };
+
+void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc,
+                      int32_t compute);
 
 void planrt_cuda_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows, int64_t C,
                            float eps);

@@ -39,6 +39,31 @@ else
   echo "e2e-cuda: without a GPU the executable says: $(cat run.err)"
 fi
 
+# --cuda-arch sm_80,sm_90: one fat binary holding both cubins. The cubins (ELF, machine
+# EM_CUDA = 190) embedded in an executable are told apart by their ELF flags, which
+# encode the architecture: the two-architecture executable must hold exactly the
+# cubins of the two one-architecture ones.
+cubins() {
+  /usr/bin/python3 - "$1" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+flags, at = set(), data.find(b"\x7fELF", 1)
+while at > 0:
+    if data[at + 4] == 2 and struct.unpack_from("<H", data, at + 18)[0] == 190:  # ELF64, EM_CUDA
+        flags.add(struct.unpack_from("<I", data, at + 48)[0])
+    at = data.find(b"\x7fELF", at + 1)
+print(" ".join("%#x" % f for f in sorted(flags)))
+PY
+}
+"$PLANC" build tiny_cuda.plan --target cuda --cuda-arch sm_80 -o exe_sm80
+"$PLANC" build tiny_cuda.plan --target cuda --cuda-arch sm_80,sm_90 -o exe_fat
+sm80=$(cubins exe_sm80) sm90=$(cubins exe_cuda) fat=$(cubins exe_fat)
+[[ -n "$sm80" && -n "$sm90" && "$sm80" != "$sm90" ]] ||
+  { echo "FAIL: no cubin found in the one-architecture executables (sm_80: '$sm80', sm_90: '$sm90')" >&2; exit 1; }
+[[ "$fat" == "$(printf '%s\n' $sm80 $sm90 | sort -u | xargs)" ]] ||
+  { echo "FAIL: the sm_80,sm_90 executable holds cubins '$fat', not sm_80's '$sm80' and sm_90's '$sm90'" >&2; exit 1; }
+echo "e2e-cuda: sm_80,sm_90 executable holds both cubins (ELF flags $fat)"
+
 # Retrieval and generation executables are the CPU target's in this version.
 if "$PLANC" build "$ROOT/examples/rag.plan" --entry docs --target cuda -o exe_rag 2> rag.err; then
   echo "FAIL: a retrieval executable was built for CUDA" >&2; exit 1

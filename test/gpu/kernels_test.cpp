@@ -1,5 +1,6 @@
-// libplanrt_cuda's kernels against their CPU references (runtime/lib/kernels.cpp,
-// cblas_sgemm): the same random inputs through both, every output compared. Needs a
+// libplanrt_cuda's kernels against their CPU references (runtime/lib/kernels.cpp;
+// cblas_sgemm for planrt_cuda_gemm in each of its precisions): the same random inputs
+// through both, every output compared. Needs a
 // GPU: without one every test is skipped (planrt_cuda_start says why). Each test also
 // times the device kernel (median of 20 calls) and prints it: the micro-benchmark.
 // Run by test/gpu/run_all.sh.
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -72,25 +74,71 @@ void bench(const char *what, const std::function<void()> &f) {
   if (!started())                                                                                                     \
   GTEST_SKIP() << "no CUDA device"
 
-TEST(CudaKernels, Sgemm) {
+/// x rounded to nearest even to `mantissa` bits (7: bf16, 10: fp16's and TF32's), as
+/// nn.round leaves a mixed-precision plan's GEMM operands (normal values only).
+float roundTo(float x, int mantissa) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  int drop = 23 - mantissa;
+  uint32_t half = 1u << (drop - 1), lsb = (u >> drop) & 1u;
+  u = (u + half - 1 + lsb) & ~((1u << drop) - 1);
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+TEST(CudaKernels, Gemm) {
   NEED_GPU();
-  for (int ta : {111, 112})
-    for (int tb : {111, 112}) {
-      const int m = 96, n = 80, k = 72;
-      Buf a(m * k), b(k * n), c(m * n), ref(m * n);
-      fill(a, 1);
-      fill(b, 2);
-      int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
-      cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f,
-                  ref.p, n);
-      planrt_cuda_sgemm(101, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f, c.p, n);
-      EXPECT_LT(relDiff(c.p, ref.p, m * n), 1e-5) << "transA " << ta << " transB " << tb;
-    }
+  struct Mode {
+    int32_t compute;
+    int mantissa;     // the operands' precision: exact in it (bf16, fp16) or not (-1)
+    double tolerance; // max |C - ref| / max |ref|
+  };
+  // fp32 and the 16-bit modes (on operands already exact in them) differ from the CPU's
+  // sgemm only in the order of the fp32 sums; TF32 rounds the operands (2^-11).
+  const Mode modes[] = {{PLANRT_GEMM_F32, -1, 1e-5},
+                        {PLANRT_GEMM_BF16, 7, 1e-5},
+                        {PLANRT_GEMM_F16, 10, 1e-5},
+                        {PLANRT_GEMM_TF32, -1, 4e-3}};
+  for (const Mode &mode : modes)
+    for (int ta : {111, 112})
+      for (int tb : {111, 112}) {
+        const int m = 96, n = 80, k = 72;
+        Buf a(m * k), b(k * n), c(m * n), ref(m * n);
+        fill(a, 1);
+        fill(b, 2);
+        if (mode.mantissa > 0)
+          for (Buf *x : {&a, &b})
+            for (int64_t i = 0; i < x->n; ++i)
+              x->p[i] = roundTo(x->p[i], mode.mantissa);
+        int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
+        cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f,
+                    ref.p, n);
+        planrt_cuda_gemm(101, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f, c.p, n, mode.compute);
+        // Twice: the second call runs the plan the first one made.
+        planrt_cuda_gemm(101, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, 0.0f, c.p, n, mode.compute);
+        EXPECT_LT(relDiff(c.p, ref.p, m * n), mode.tolerance)
+            << "compute " << mode.compute << " transA " << ta << " transB " << tb;
+      }
+  // A parameter inside the flat buffer: operands aligned to 4 bytes only.
+  {
+    const int m = 33, n = 17, k = 9;
+    Buf a(m * k + 1), b(k * n + 1), c(m * n + 1), ref(m * n);
+    fill(a, 9);
+    fill(b, 10);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.p + 1, k, b.p + 1, n, 0.0f, ref.p, n);
+    planrt_cuda_gemm(101, 111, 111, m, n, k, 1.0f, a.p + 1, k, b.p + 1, n, 0.0f, c.p + 1, n, PLANRT_GEMM_F32);
+    EXPECT_LT(relDiff(c.p + 1, ref.p, m * n), 1e-5);
+  }
   const int m = 4096, n = 2304, k = 768;  // gpt2_small's qkv projection, batch 4 x 1024
   Buf a(int64_t(m) * k), b(int64_t(k) * n), c(int64_t(m) * n);
   fill(a, 3);
   fill(b, 4);
-  bench("sgemm 4096x2304x768 (fp32)", [&] { planrt_cuda_sgemm(101, 111, 111, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n); });
+  for (auto [name, compute] : {std::pair{"gemm 4096x2304x768 fp32", PLANRT_GEMM_F32},
+                               std::pair{"gemm 4096x2304x768 bf16", PLANRT_GEMM_BF16},
+                               std::pair{"gemm 4096x2304x768 tf32", PLANRT_GEMM_TF32}})
+    bench(name, [&, compute = compute] {
+      planrt_cuda_gemm(101, 111, 111, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n, compute);
+    });
 }
 
 TEST(CudaKernels, LayerNormAndRmsNorm) {

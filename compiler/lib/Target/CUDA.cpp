@@ -17,8 +17,10 @@
 
 #include "plan/Conversion/LibraryCalls.h"
 #include "plan/Conversion/Passes.h"
+#include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Target/CPU.h"
 #include "plan/Training/Manifest.h"
+#include "planrt_cuda.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -45,11 +47,16 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -62,9 +69,49 @@ constexpr int64_t kThreads = 256;
 /// The gpu.module every kernel is outlined into.
 constexpr const char *kKernelModule = "planc_kernels";
 
+/// `plan-gemm-precision`: marks each GEMM (nn.matmul, nn.matmul_wgrad) with the
+/// precision its cuBLASLt call may compute in (kGemmPrecisionAttr). A mixed-precision
+/// program rounds every activation, parameter and gradient with nn.round (the CPU's
+/// emulation of bf16 and fp16), so a GEMM whose two operands are both results of
+/// nn.round to bf16 (fp16) computes on tensor cores with nothing lost converting
+/// them; the program's other GEMMs (an operand that a collective, a pipeline receive
+/// or a sum produced) get TF32. A program without nn.round (fp32) is left as it is.
+struct PlanGemmPrecision : PassWrapper<PlanGemmPrecision, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanGemmPrecision)
+  StringRef getArgument() const override { return "plan-gemm-precision"; }
+  StringRef getDescription() const override {
+    return "Mark each GEMM with the precision its operands are exact in (bf16, fp16), or TF32 under mixed "
+           "precision";
+  }
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    bool mixed = false;
+    m.walk([&](nn::RoundOp) { mixed = true; });
+    if (!mixed)
+      return;
+    auto exactIn = [](Value v) -> Type {
+      auto round = v.getDefiningOp<nn::RoundOp>();
+      return round ? round.getTo() : Type();
+    };
+    MLIRContext *ctx = &getContext();
+    m.walk([&](Operation *op) {
+      if (!isa<nn::MatmulOp, nn::MatmulWGradOp>(op))
+        return;
+      Type a = exactIn(op->getOperand(0)), b = exactIn(op->getOperand(1));
+      StringRef precision = "tf32";
+      if (a && a == b && a.isBF16())
+        precision = "bf16";
+      else if (a && a == b && a.isF16())
+        precision = "f16";
+      op->setAttr(kGemmPrecisionAttr, StringAttr::get(ctx, precision));
+    });
+  }
+};
+
 /// The runtime kernels libplanrt_cuda implements on the device, by their CPU names
 /// (planrt_kernels.h); each becomes planrt_cuda_<name without planrt_k_>. cblas_sgemm
-/// becomes planrt_cuda_sgemm (cuBLASLt), with the same arguments.
+/// becomes planrt_cuda_gemm (cuBLASLt): the same arguments and the precision its call
+/// carries (kGemmPrecisionAttr) as planrt_gemm_compute.
 constexpr const char *kDeviceKernels[] = {
     "planrt_k_layernorm", "planrt_k_layernorm_bwd", "planrt_k_rmsnorm",      "planrt_k_rmsnorm_bwd",
     "planrt_k_sdpa",      "planrt_k_sdpa_bwd",      "planrt_k_embedding",    "planrt_k_embedding_bwd",
@@ -79,9 +126,8 @@ struct PlanCudaLibraryCalls : PassWrapper<PlanCudaLibraryCalls, OperationPass<Mo
   StringRef getDescription() const override {
     return "Call the CUDA runtime's GEMM (cuBLASLt) and fused kernels instead of BLAS and the CPU kernels";
   }
+  void getDependentDialects(DialectRegistry &registry) const override { registry.insert<arith::ArithDialect>(); }
   static std::string deviceName(StringRef callee) {
-    if (callee == "cblas_sgemm")
-      return "planrt_cuda_sgemm";
     for (const char *k : kDeviceKernels)
       if (callee == k)
         return "planrt_cuda_" + callee.drop_front(strlen("planrt_k_")).str();
@@ -90,6 +136,8 @@ struct PlanCudaLibraryCalls : PassWrapper<PlanCudaLibraryCalls, OperationPass<Mo
   void runOnOperation() override {
     ModuleOp m = getOperation();
     SymbolTable symbols(m);
+    if (failed(gemmCalls(m, symbols)))
+      return signalPassFailure();
     for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
       if (!f.isDeclaration())
         continue;
@@ -122,6 +170,49 @@ struct PlanCudaLibraryCalls : PassWrapper<PlanCudaLibraryCalls, OperationPass<Mo
     });
     if (r.wasInterrupted())
       signalPassFailure();
+  }
+
+  /// Each call of cblas_sgemm becomes one of planrt_cuda_gemm with one more operand,
+  /// the planrt_gemm_compute of the call's precision.
+  static LogicalResult gemmCalls(ModuleOp m, SymbolTable &symbols) {
+    auto sgemm = symbols.lookup<func::FuncOp>("cblas_sgemm");
+    if (!sgemm)
+      return success();
+    constexpr StringLiteral kGemm = "planrt_cuda_gemm";
+    if (symbols.lookup(kGemm))
+      return sgemm.emitOpError() << "'" << kGemm << "' is already declared";
+    OpBuilder b(sgemm);
+    SmallVector<Type> inputs(sgemm.getFunctionType().getInputs());
+    inputs.push_back(b.getI32Type());
+    auto gemm = func::FuncOp::create(b, sgemm.getLoc(), kGemm, b.getFunctionType(inputs, {}));
+    gemm.setPrivate();
+    symbols.insert(gemm);
+    SmallVector<func::CallOp> calls;
+    m.walk([&](func::CallOp call) {
+      if (call.getCallee() == "cblas_sgemm")
+        calls.push_back(call);
+    });
+    for (func::CallOp call : calls) {
+      int32_t compute = PLANRT_GEMM_F32;
+      if (auto precision = call->getAttrOfType<StringAttr>(kGemmPrecisionAttr)) {
+        std::optional<int32_t> c = llvm::StringSwitch<std::optional<int32_t>>(precision.getValue())
+                                       .Case("bf16", PLANRT_GEMM_BF16)
+                                       .Case("f16", PLANRT_GEMM_F16)
+                                       .Case("tf32", PLANRT_GEMM_TF32)
+                                       .Default(std::nullopt);
+        if (!c)
+          return call.emitOpError() << "has GEMM precision '" << precision.getValue()
+                                    << "', which the CUDA target does not implement (bf16, f16 or tf32)";
+        compute = *c;
+      }
+      b.setInsertionPoint(call);
+      SmallVector<Value> args(call.getOperands());
+      args.push_back(arith::ConstantOp::create(b, call.getLoc(), b.getI32IntegerAttr(compute)));
+      func::CallOp::create(b, call.getLoc(), gemm, args);
+      call.erase();
+    }
+    symbols.erase(sgemm);
+    return success();
   }
 
   /// The memref.get_global whose buffer a library call's pointer operand points into
@@ -804,6 +895,74 @@ struct PlanGpuLaunchToLoops : PassWrapper<PlanGpuLaunchToLoops, OperationPass<Mo
   }
 };
 
+/// `plan-cuda-fatbin`: a gpu.binary holding one cubin per architecture (`--cuda-arch
+/// sm_80,sm_90`: gpu-module-to-binary with format=bin and one target each) becomes one
+/// holding a single fat binary of them all, made by the toolkit's fatbinary, which the
+/// runtime loads as it loads a one-architecture binary; the driver picks the cubin of
+/// the device it runs on.
+struct PlanCudaFatbin : PassWrapper<PlanCudaFatbin, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanCudaFatbin)
+  PlanCudaFatbin() = default;
+  PlanCudaFatbin(const PlanCudaFatbin &other) : PassWrapper(other) {}
+  StringRef getArgument() const override { return "plan-cuda-fatbin"; }
+  StringRef getDescription() const override {
+    return "Combine a gpu.binary's cubins, one per architecture, into one fat binary";
+  }
+  Option<std::string> toolkit{*this, "toolkit", llvm::cl::desc("the CUDA toolkit whose bin/fatbinary runs"),
+                              llvm::cl::init("/usr/local/cuda")};
+
+  void runOnOperation() override {
+    for (gpu::BinaryOp bin : getOperation().getOps<gpu::BinaryOp>())
+      if (bin.getObjects().size() > 1 && failed(combine(bin)))
+        return signalPassFailure();
+  }
+
+  LogicalResult combine(gpu::BinaryOp bin) {
+    SmallString<128> dir;
+    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("planc-fatbin", dir))
+      return bin.emitError() << "cannot make a temporary directory for the fat binary: " << ec.message();
+    auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(dir); });
+    std::string tool = toolkit + "/bin/fatbinary";
+    SmallString<128> out(dir);
+    llvm::sys::path::append(out, "kernels.fatbin");
+    SmallVector<std::string> args = {tool, "--64", "--create=" + out.str().str()};
+    for (auto [i, a] : llvm::enumerate(bin.getObjects())) {
+      auto object = cast<gpu::ObjectAttr>(a);
+      auto target = dyn_cast<NVVM::NVVMTargetAttr>(object.getTarget());
+      if (!target || object.getFormat() != gpu::CompilationTarget::Binary)
+        return bin.emitError() << "object " << i << " is not an NVVM cubin (" << object.getTarget()
+                               << "): plan-cuda-fatbin combines the cubins of gpu-module-to-binary{format=bin}";
+      StringRef chip = target.getChip();
+      if (!chip.consume_front("sm_"))
+        return bin.emitError() << "object " << i << " is for '" << target.getChip() << "', not an sm_NN";
+      SmallString<128> file(dir);
+      llvm::sys::path::append(file, "sm_" + chip + ".cubin");
+      std::error_code ec;
+      llvm::raw_fd_ostream os(file, ec);
+      if (ec)
+        return bin.emitError() << "cannot write " << file << ": " << ec.message();
+      os << object.getObject().getValue();
+      os.close();
+      args.push_back(("--image3=kind=elf,sm=" + chip + ",file=" + file).str());
+    }
+    SmallVector<StringRef> argv(args.begin(), args.end());
+    std::string message;
+    int rc = llvm::sys::ExecuteAndWait(tool, argv, std::nullopt, {}, 0, 0, &message);
+    if (rc != 0)
+      return bin.emitError() << "fatbinary failed (exit " << rc << (message.empty() ? "" : ": ") << message
+                             << "): " << llvm::join(argv, " ");
+    auto buffer = llvm::MemoryBuffer::getFile(out);
+    if (!buffer)
+      return bin.emitError() << "fatbinary wrote no " << out << ": " << buffer.getError().message();
+    auto first = cast<gpu::ObjectAttr>(bin.getObjects()[0]);
+    auto fat = gpu::ObjectAttr::get(&getContext(), first.getTarget(), gpu::CompilationTarget::Fatbin,
+                                    StringAttr::get(&getContext(), (*buffer)->getBuffer()), first.getProperties(),
+                                    first.getKernels());
+    bin.setObjectsAttr(ArrayAttr::get(&getContext(), {fat}));
+    return success();
+  }
+};
+
 } // namespace
 
 bool available() {
@@ -817,10 +976,12 @@ bool available() {
 static void registerPipelinePasses() {
   static bool done = [] {
     registerGPUPasses();
+    PassRegistration<PlanGemmPrecision>();
     PassRegistration<PlanCudaLibraryCalls>();
     PassRegistration<PlanGpuMapLoops>();
     PassRegistration<PlanGpuLaunchToLoops>();
     PassRegistration<PlanMemoryPlan>();
+    PassRegistration<PlanCudaFatbin>();
     return true;
   }();
   (void)done;
@@ -836,16 +997,23 @@ static std::string toolkitDir() {
 
 void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   registerPipelinePasses();
-  std::string target = "chip=" + options.chip + " features=+ptx80 O=3";
-  std::string binary = "format=" + options.format + (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
+  // One target per architecture; several architectures' cubins become one fat binary.
+  SmallVector<StringRef> chips;
+  StringRef(options.chip).split(chips, ',');
+  std::string attach;
+  for (StringRef chip : chips)
+    attach += ("nvvm-attach-target{chip=" + chip + " features=+ptx80 O=3},").str();
+  bool fat = chips.size() > 1 && options.format == "fatbin";
+  std::string binary = "format=" + (fat ? std::string("bin") : options.format) +
+                       (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
   std::string pipeline =
-      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
-      "cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),plan-cuda-library-calls,"
+      "plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
+      "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
+      "plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,"
-      "gpu-kernel-outlining,"
-      "nvvm-attach-target{" + target + "},"
+      "gpu-kernel-outlining," + attach +
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
-      "gpu-module-to-binary{" + binary + "},"
+      "gpu-module-to-binary{" + binary + "}," + (fat ? "plan-cuda-fatbin{toolkit=" + toolkitDir() + "}," : "") +
       "arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "finalize-memref-to-llvm{use-generic-functions=1},convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"

@@ -21,11 +21,13 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unistd.h>
-
-#include <cstring>
 
 #ifndef PLANC_VERSION
 #define PLANC_VERSION "dev"
@@ -49,8 +51,9 @@ options:
   -o OUT                     (build, run) the executable (default: the plan's name)
   --target cpu|cuda|cuda-host  (build, run, emit --stage llvm) the target (default cpu;
                              cuda-host: the CUDA target's kernels run by host loops)
-  --cuda-arch sm_NN          (cuda target, emit --stage ptx) the GPU architecture, sm_80 or
-                             later (default sm_90: H100, H200; sm_80: A100)
+  --cuda-arch sm_NN[,sm_NN]  (cuda target, emit --stage ptx) the GPU architectures, sm_80 or
+                             later (default sm_90: H100, H200; sm_80: A100); several make
+                             one fat binary with a cubin for each
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -548,11 +551,22 @@ int main(int argc, char **argv) {
                                            : "unknown command '" + opts.command + "'");
   if (opts.file.empty())
     return usageError("'" + opts.command + "' needs a .plan file");
-  // sm_80 (Ampere) and later: libplanrt_cuda is built for sm_80 and sm_90.
-  if (opts.cudaArch.size() < 5 || opts.cudaArch.size() > 6 || opts.cudaArch.compare(0, 3, "sm_") != 0 ||
-      opts.cudaArch.find_first_not_of("0123456789", 3) != std::string::npos || std::stoi(opts.cudaArch.substr(3)) < 80)
-    return usageError("--cuda-arch '" + opts.cudaArch + "' is not an NVIDIA architecture this version supports "
-                      "(sm_80 or later, as sm_80 or sm_90)");
+  // sm_80 (Ampere) and later: libplanrt_cuda is built for sm_80 and sm_90. A list
+  // (sm_80,sm_90) makes one fat binary; each architecture once.
+  {
+    llvm::SmallVector<llvm::StringRef> archs;
+    llvm::StringRef(opts.cudaArch).split(archs, ',');
+    std::set<std::string> seen;
+    for (llvm::StringRef arch : archs) {
+      unsigned sm = 0;
+      if (arch.size() < 5 || arch.size() > 6 || !arch.starts_with("sm_") || arch.drop_front(3).getAsInteger(10, sm) ||
+          sm < 80)
+        return usageError("--cuda-arch '" + arch.str() + "' is not an NVIDIA architecture this version supports "
+                          "(sm_80 or later, as sm_80 or sm_90; several separated by commas)");
+      if (!seen.insert(arch.str()).second)
+        return usageError("--cuda-arch names " + arch.str() + " twice");
+    }
+  }
   if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "cuda-host")
     return usageError("unknown target '" + opts.target + "'; the targets are cpu, cuda and cuda-host");
   return run(opts, argv[0]);

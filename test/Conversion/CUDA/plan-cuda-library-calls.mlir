@@ -1,16 +1,26 @@
-// plan-cuda-library-calls: the GEMM (cblas_sgemm) and the fused kernels with a device
-// version become calls of libplanrt_cuda (planrt_cuda_*), same arguments; the
+// plan-cuda-library-calls: the fused kernels with a device version become calls of
+// libplanrt_cuda (planrt_cuda_*), same arguments; the GEMM (cblas_sgemm) becomes
+// planrt_cuda_gemm (cuBLASLt) with one more argument, the planrt_gemm_compute of the
+// call's plan.gemm_precision (0 fp32 where it has none, 1 bf16, 2 f16, 3 tf32); the
 // tensor-parallel kernels stay the host's (they act on managed memory between
-// synchronous launches); a name already taken is an error.
+// synchronous launches); a name already taken, or a precision the runtime does not
+// have, is an error.
 // RUN: planc-opt %s -split-input-file -plan-cuda-library-calls -verify-diagnostics | FileCheck %s
 
-// CHECK-DAG: func.func private @planrt_cuda_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+// CHECK-DAG: func.func private @planrt_cuda_gemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32, i32)
 // CHECK-DAG: func.func private @planrt_cuda_layernorm(
 // CHECK-DAG: func.func private @planrt_cuda_sdpa_bwd(
 // CHECK-DAG: func.func private @planrt_cuda_cross_entropy(
 // CHECK-DAG: func.func private @planrt_k_all_reduce(
 // CHECK-LABEL: func.func @step(
-// CHECK: call @planrt_cuda_sgemm(
+// CHECK: %[[F32:.*]] = arith.constant 0 : i32
+// CHECK: call @planrt_cuda_gemm(%{{.*}}, %[[F32]]) : (
+// CHECK: %[[BF16:.*]] = arith.constant 1 : i32
+// CHECK: call @planrt_cuda_gemm(%{{.*}}, %[[BF16]]) : (
+// CHECK: %[[F16:.*]] = arith.constant 2 : i32
+// CHECK: call @planrt_cuda_gemm(%{{.*}}, %[[F16]]) : (
+// CHECK: %[[TF32:.*]] = arith.constant 3 : i32
+// CHECK: call @planrt_cuda_gemm(%{{.*}}, %[[TF32]]) : (
 // CHECK: call @planrt_cuda_layernorm(
 // CHECK: call @planrt_cuda_sdpa_bwd(
 // CHECK: call @planrt_cuda_cross_entropy(
@@ -23,6 +33,12 @@ func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, 
 func.func private @planrt_k_all_reduce(!llvm.ptr, !llvm.ptr, i64, i32, i32)
 func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
   call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i)
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
+  call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i) {plan.gemm_precision = "bf16"}
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
+  call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i) {plan.gemm_precision = "f16"}
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
+  call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i) {plan.gemm_precision = "tf32"}
       : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
   call @planrt_k_layernorm(%p, %p, %p, %p, %n, %n, %f) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> ()
   call @planrt_k_sdpa_bwd(%p, %p, %p, %n, %n, %n, %n, %n, %i, %i, %f)
@@ -53,5 +69,15 @@ func.func @constant_operand(%p: !llvm.ptr, %n: i64, %f: f32) {
   call @planrt_k_cross_entropy_bwd(%q, %p, %p, %p, %n, %n) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
   // expected-error @+1 {{operand 1 of 'planrt_cuda_layernorm' is the constant global @table, which a GPU kernel cannot read: not implemented by the CUDA target}}
   call @planrt_k_layernorm(%p, %q, %p, %p, %n, %n, %f) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> ()
+  return
+}
+
+// -----
+
+func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+func.func @fp8(%p: !llvm.ptr, %i: i32, %f: f32) {
+  // expected-error @+1 {{'func.call' op has GEMM precision 'fp8', which the CUDA target does not implement (bf16, f16 or tf32)}}
+  call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i) {plan.gemm_precision = "fp8"}
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
   return
 }

@@ -4,7 +4,16 @@
 
 #include "mlir/IR/DialectRegistry.h"
 
+#include "llvm/ADT/StringRef.h"
+
 namespace plan {
+/// On an nn.matmul or nn.matmul_wgrad, and copied onto the GEMM call it becomes: the
+/// precision the GEMM may compute in — "bf16" or "f16" where both operands are exact
+/// in that type (each the result of an nn.round to it), "tf32" for the other GEMMs of
+/// a mixed-precision program; absent, fp32. The CUDA target's plan-gemm-precision sets
+/// it and its cuBLASLt call reads it; the CPU's BLAS computes in fp32 whatever it says.
+inline constexpr llvm::StringLiteral kGemmPrecisionAttr = "plan.gemm_precision";
+
 /// Attaches the BufferizableOpInterface models that turn GEMMs, attention,
 /// normalisations, embeddings and cross-entropy into calls.
 void registerLibraryCallModels(mlir::DialectRegistry &registry);

@@ -15,7 +15,9 @@ namespace plan::cuda {
 bool available();
 
 struct TargetOptions {
-  std::string chip = "sm_90";  ///< the GPU architecture the cubin is for
+  /// The GPU architecture the cubin is for, or several separated by commas
+  /// ("sm_80,sm_90": a cubin each, combined into one fat binary by plan-cuda-fatbin).
+  std::string chip = "sm_90";
   /// "fatbin" (cubin + PTX, through ptxas and fatbinary: executables) or "isa"
   /// (PTX text only, which needs no toolkit: `planc emit --stage ptx`).
   std::string format = "fatbin";

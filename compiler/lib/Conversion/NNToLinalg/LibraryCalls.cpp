@@ -74,7 +74,7 @@ public:
     return *this;
   }
   /// Emits `callee(args)`, declaring it in the module on first use.
-  void emit(StringRef callee) {
+  func::CallOp emit(StringRef callee) {
     SmallVector<Type> types;
     for (Value a : args)
       types.push_back(a.getType());
@@ -84,7 +84,7 @@ public:
       b.setInsertionPointToStart(module.getBody());
       func::FuncOp::create(b, loc, callee, fnType).setPrivate();
     }
-    func::CallOp::create(b, loc, callee, TypeRange{}, args);
+    return func::CallOp::create(b, loc, callee, TypeRange{}, args);
   }
 
 private:
@@ -97,11 +97,15 @@ private:
 // CBLAS constants (cblas.h).
 enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
 
-/// C[m, n] = op(A) · op(B), row-major, through BLAS.
+/// C[m, n] = op(A) · op(B), row-major, through BLAS; the call keeps the op's GEMM
+/// precision (kGemmPrecisionAttr) for the targets that read it.
 void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, int64_t n, int64_t k, Value a,
           int64_t lda, Value bm, int64_t ldb, Value c, int64_t ldc) {
-  Call(b, op).i32(kRowMajor).i32(transA ? kTrans : kNoTrans).i32(transB ? kTrans : kNoTrans).i32(m).i32(n).i32(k)
-      .f32(1.0).ptr(a).i32(lda).ptr(bm).i32(ldb).f32(0.0).ptr(c).i32(ldc).emit("cblas_sgemm");
+  func::CallOp call =
+      Call(b, op).i32(kRowMajor).i32(transA ? kTrans : kNoTrans).i32(transB ? kTrans : kNoTrans).i32(m).i32(n)
+          .i32(k).f32(1.0).ptr(a).i32(lda).ptr(bm).i32(ldb).f32(0.0).ptr(c).i32(ldc).emit("cblas_sgemm");
+  if (Attribute precision = op->getAttr(kGemmPrecisionAttr))
+    call->setAttr(kGemmPrecisionAttr, precision);
 }
 
 int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
