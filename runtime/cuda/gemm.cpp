@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,24 +41,17 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 // CBLAS constants (cblas.h).
 enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
 
-const char *computeName(int32_t compute) {
-  switch (compute) {
-  case PLANRT_GEMM_F32: return "fp32";
-  case PLANRT_GEMM_BF16: return "bf16";
-  case PLANRT_GEMM_F16: return "fp16";
-  case PLANRT_GEMM_TF32: return "tf32";
-  default: return nullptr;
-  }
-}
-
-cublasComputeType_t computeType(int32_t compute) {
-  switch (compute) {
-  case PLANRT_GEMM_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-  case PLANRT_GEMM_F16: return CUBLAS_COMPUTE_32F_FAST_16F;
-  case PLANRT_GEMM_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-  default: return CUBLAS_COMPUTE_32F;
-  }
-}
+/// cuBLASLt's compute type and the name of each planrt_gemm_compute, by its value.
+struct Compute {
+  const char *name;
+  cublasComputeType_t type;
+};
+constexpr Compute kComputes[] = {{"fp32", CUBLAS_COMPUTE_32F},
+                                 {"bf16", CUBLAS_COMPUTE_32F_FAST_16BF},
+                                 {"fp16", CUBLAS_COMPUTE_32F_FAST_16F},
+                                 {"tf32", CUBLAS_COMPUTE_32F_FAST_TF32}};
+static_assert(PLANRT_GEMM_F32 == 0 && PLANRT_GEMM_BF16 == 1 && PLANRT_GEMM_F16 == 2 && PLANRT_GEMM_TF32 == 3,
+              "kComputes is indexed by planrt_gemm_compute");
 
 /// The largest power of two up to 256 that divides the address: cuBLASLt assumes
 /// 256-byte aligned operands unless told, and a parameter inside the flat buffer or a
@@ -106,7 +100,7 @@ private:
     auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute] = s;
     bool tb = transB == kTrans, ta = transA == kTrans;
     // Column-major views: X = B (op → n × k), Y = A (op → k × m), D = C (n × m).
-    checkLt(cublasLtMatmulDescCreate(&p.desc, computeType(compute), CUDA_R_32F), "cublasLtMatmulDescCreate");
+    checkLt(cublasLtMatmulDescCreate(&p.desc, kComputes[compute].type, CUDA_R_32F), "cublasLtMatmulDescCreate");
     cublasOperation_t opX = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opY = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opX, sizeof opX), "TRANSA");
     checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof opY), "TRANSB");
@@ -135,7 +129,7 @@ private:
     if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s", m, n,
-                    k, computeName(compute));
+                    k, kComputes[compute].name);
       check(cudaErrorNotSupported, buf);
     }
     p.algo = result.algo;
@@ -154,7 +148,7 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
                                  float *C, int32_t ldc, int32_t compute) {
   if (order != kRowMajor)
     check(cudaErrorInvalidValue, "planrt_cuda_gemm: only row-major (CblasRowMajor) is implemented");
-  if (!computeName(compute)) {
+  if (compute < 0 || compute >= int32_t(std::size(kComputes))) {
     std::string what = "planrt_cuda_gemm: unknown compute precision " + std::to_string(compute) +
                        " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32)";
     check(cudaErrorInvalidValue, what.c_str());

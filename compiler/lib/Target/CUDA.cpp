@@ -62,6 +62,8 @@ using namespace mlir;
 
 namespace plan::cuda {
 
+static std::string toolkitDir();
+
 namespace {
 
 /// Threads per block of a generated kernel.
@@ -909,7 +911,7 @@ struct PlanCudaFatbin : PassWrapper<PlanCudaFatbin, OperationPass<ModuleOp>> {
     return "Combine a gpu.binary's cubins, one per architecture, into one fat binary";
   }
   Option<std::string> toolkit{*this, "toolkit", llvm::cl::desc("the CUDA toolkit whose bin/fatbinary runs"),
-                              llvm::cl::init("/usr/local/cuda")};
+                              llvm::cl::init(toolkitDir())};
 
   void runOnOperation() override {
     for (gpu::BinaryOp bin : getOperation().getOps<gpu::BinaryOp>())
@@ -987,6 +989,7 @@ static void registerPipelinePasses() {
   (void)done;
 }
 
+/// The CUDA toolkit planc was built with (ptxas, fatbinary).
 static std::string toolkitDir() {
 #ifdef PLANC_CUDA_TOOLKIT
   return PLANC_CUDA_TOOLKIT;
@@ -1013,7 +1016,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,"
       "gpu-kernel-outlining," + attach +
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
-      "gpu-module-to-binary{" + binary + "}," + (fat ? "plan-cuda-fatbin{toolkit=" + toolkitDir() + "}," : "") +
+      "gpu-module-to-binary{" + binary + "}," + (fat ? "plan-cuda-fatbin," : "") +
       "arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "finalize-memref-to-llvm{use-generic-functions=1},convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
