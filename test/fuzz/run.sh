@@ -3,8 +3,16 @@
 # clang in build-fuzz/ (ccache'd), seeds a corpus from the stdlib, examples and
 # tests, and runs for SECONDS (default 60). Crashes land in build-fuzz/crashes/.
 #   test/fuzz/run.sh [SECONDS] [extra libFuzzer flags]
+#   test/fuzz/run.sh --build-only   (configure and build the harness, run nothing:
+#                                    scripts/test.sh does this before ctest, so that
+#                                    ctest's fuzz-smoke never builds a cold tree)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 seconds=${1:-60}
 shift || true
 build=${PLANC_FUZZ_BUILD:-$root/build-fuzz}
@@ -16,6 +24,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DPLANC_ENABLE_FUZZ=ON -DPLANC_ENABLE_TESTS=OFF >/dev/null
 fi
 ninja -C "$build" planc-fuzz-check
+[ "$build_only" -eq 0 ] || exit 0
 corpus="$build/corpus"
 mkdir -p "$corpus" "$build/crashes"
 find "$root/stdlib" "$root/examples" "$root/test/lang" -name '*.plan' -exec cp {} "$corpus/" \; 2>/dev/null || true
