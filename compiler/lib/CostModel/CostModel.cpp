@@ -647,13 +647,11 @@ private:
     return std::max(ct, mt);
   }
 
-  void time(Estimate &e) {
+  /// Under a pipeline, what a stage's backward pass does not compute again: its output
+  /// (the residual add) and a projection only that add reads, whose values no gradient
+  /// needs (so the projection's collectives are not repeated either).
+  std::set<size_t> notRepeatedOps() const {
     const auto &ops = model.ops;
-    std::vector<RankTime> rt(p);
-    double modelFwd = 0, hardware = 0;
-    // Under a pipeline, what a stage's backward pass does not compute again: its output
-    // (the residual add) and a projection only that add reads, whose values no gradient
-    // needs (so the projection's collectives are not repeated either).
     std::set<size_t> notRepeated;
     if (p > 1)
       for (int64_t r = 0; r + 1 < p; ++r) {
@@ -675,6 +673,14 @@ private:
             notRepeated.insert(size_t(j));
         }
       }
+    return notRepeated;
+  }
+
+  /// Each op's compute and tensor-parallel collectives per micro-batch, on the pipeline
+  /// rank that runs it (rt), with the forward FLOPs of the model and of the hardware.
+  void opTimes(std::vector<RankTime> &rt, double &modelFwd, double &hardware) {
+    const auto &ops = model.ops;
+    std::set<size_t> notRepeated = notRepeatedOps();
     bool full = l.recompute == sema::Recompute::Full;
     bool selective = l.recompute == sema::Recompute::Selective;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -717,45 +723,58 @@ private:
       }
       // A recomputed forward does not communicate again (its all-reduce results are kept).
     }
-    // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
-    double boundary = double(b) * s * width * act / (l.sequence && t > 1 ? t : 1);
-    if (p > 1) {
-      const Link &lk = links.at("pipeline");
-      double one = lk.latency + boundary / (lk.bandwidth * cal.linkEfficiency);
-      for (int64_t r = 0; r < p; ++r)
-        rt[r].ppSend = one * v * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
-    }
+  }
 
-    // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
-    double stage = 0;
-    double tensorStep = 0;  // tensor-axis reductions once per step (or micro-batch), after backward
-    int slowest = 0;
-    for (int64_t r = 0; r < p; ++r) {
-      double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
-      if (T > stage) {
-        stage = T;
-        slowest = int(r);
+  // Buckets formed by the executable's rule (training::gradientBuckets): DDP's gradients
+  // with the parameters in reverse model order, ZeRO-3's parameter gathers in model
+  // order; the executable takes the order in which its backward pass finishes the
+  // gradients or its forward pass first reads the parameters, which these approximate. How many collectives (a bucket's parameters of one optimizer group
+  // are one range), and the share of the buffer no compute hides: DDP's last bucket,
+  // ZeRO-3's first.
+  struct Buckets {
+    int64_t calls = 1;
+    double exposedShare = 1;
+  };
+  Buckets bucketsOf(bool reverse, int64_t commRank) {
+    std::vector<int64_t> owned;
+    std::vector<bool> decayed;
+    for (size_t k = 0; k < model.params.size(); ++k) {
+      size_t pr = reverse ? model.params.size() - 1 - k : k;
+      if (paramRanks[pr].count(int(commRank))) {
+        owned.push_back((localElems(int(pr)) + 15) / 16 * 16);
+        decayed.push_back(model.params[pr].shape.size() >= 2);
       }
     }
-    double bubbleStages = p > 1 ? double(p - 1) / double(v) : 0;
-    double pipelined = (double(mb) + bubbleStages) * stage;
-    e.bubbleSeconds = bubbleStages * stage;
-    RankTime &w = rt[slowest];
-    e.computeSeconds = w.compute * mb;
-    e.memorySeconds = w.memory * mb;
-    e.tensorCommSeconds = (w.tpFwd + w.tpBwd) * mb;
-    e.pipelineCommSeconds = w.ppSend * mb;
+    std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
+    Buckets out;
+    out.calls = 0;
+    double total = 0, first = 0, last = 0;
+    for (const std::vector<size_t> &bk : buckets) {
+      bool group[2] = {false, false};
+      last = 0;
+      for (size_t i : bk) {
+        group[decayed[i] ? 0 : 1] = true;
+        last += double(owned[i]);
+      }
+      if (total == 0)
+        first = last;
+      total += last;
+      out.calls += group[0] + group[1];
+    }
+    out.calls = std::max<int64_t>(1, out.calls);
+    out.exposedShare = total > 0 ? (reverse ? last : first) / total : 1;
+    return out;
+  }
 
-    // Data-parallel collectives, per rank, per step (ZeRO paper volumes). The rows
-    // describe rank 0 (the first pipeline stage), whose log the runtime writes.
-    int64_t commRank = 0;
-    int64_t n = rankParamElems[commRank];
+  /// The data-parallel collectives of rank commRank's step (ZeRO paper volumes, as
+  /// training::dataCollectives schedules them), each a row of e.comm; returns the seconds
+  /// they add to the step (what no compute hides). cr: the rank's per-micro-batch times.
+  double dataParallelComm(Estimate &e, const RankTime &cr, int64_t commRank, bool cpu, double wire) {
     // What the step communicates over the data axes (training::dataCollectives, the
     // schedule plan-schedule builds). Without tensor or pipeline splits the buffers
     // are the executable's flat layout, padded so that every rank owns an aligned,
     // equal piece of each optimizer group; the CPU target runs forward and backward
     // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
-    bool cpu = mesh.kind != sema::DeviceKind::CUDA;
     // The executable's layout of this rank's parameters (after tensor splitting; under a
     // pipeline, those of its stage).
     training::FlatLayout flat;
@@ -770,7 +789,7 @@ private:
       flat = training::flatLayout(counts, decay, d);
     }
     // Emulated precision on the CPU keeps f32 buffers, and communicates them.
-    double wire = cpu ? 4.0 : gradBytes, wireParams = cpu ? 4.0 : paramBytes;
+    double wireParams = cpu ? 4.0 : paramBytes;
     struct DP {
       Coll kind;
       double full;
@@ -784,52 +803,11 @@ private:
       dp.push_back({c.kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
     }
     double dpTotal = 0, dpExposed = 0;
-    const RankTime &cr = rt[commRank];
     double bwdMicro = cr.bwd + cr.tpBwd;
     double fwdMicro = cr.fwd + cr.tpFwd;
-    // Buckets formed by the executable's rule (training::gradientBuckets): DDP's gradients
-    // with the parameters in reverse model order, ZeRO-3's parameter gathers in model
-    // order; the executable takes the order in which its backward pass finishes the
-    // gradients or its forward pass first reads the parameters, which these approximate. How many collectives (a bucket's parameters of one optimizer group
-    // are one range), and the share of the buffer no compute hides: DDP's last bucket,
-    // ZeRO-3's first.
-    struct Buckets {
-      int64_t calls = 1;
-      double exposedShare = 1;
-    };
-    auto bucketsOf = [&](bool reverse) {
-      std::vector<int64_t> owned;
-      std::vector<bool> decayed;
-      for (size_t k = 0; k < model.params.size(); ++k) {
-        size_t pr = reverse ? model.params.size() - 1 - k : k;
-        if (paramRanks[pr].count(int(commRank))) {
-          owned.push_back((localElems(int(pr)) + 15) / 16 * 16);
-          decayed.push_back(model.params[pr].shape.size() >= 2);
-        }
-      }
-      std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
-      Buckets out;
-      out.calls = 0;
-      double total = 0, first = 0, last = 0;
-      for (const std::vector<size_t> &bk : buckets) {
-        bool group[2] = {false, false};
-        last = 0;
-        for (size_t i : bk) {
-          group[decayed[i] ? 0 : 1] = true;
-          last += double(owned[i]);
-        }
-        if (total == 0)
-          first = last;
-        total += last;
-        out.calls += group[0] + group[1];
-      }
-      out.calls = std::max<int64_t>(1, out.calls);
-      out.exposedShare = total > 0 ? (reverse ? last : first) / total : 1;
-      return out;
-    };
     Buckets buckets;
     if (l.bucketBytes > 0 && l.zero != 2)
-      buckets = bucketsOf(l.zero != 3);
+      buckets = bucketsOf(l.zero != 3, commRank);
     for (const DP &x : dp) {
       // DDP's gradient all-reduce (ZeRO-1's reduce-scatter) runs in buckets of the plan's
       // `bucket` size (fp32 gradients, as the executable keeps them), one ring latency
@@ -867,6 +845,15 @@ private:
       row.link = links.at("data").name;
       e.comm.push_back(row);
     }
+    return dpExposed;
+  }
+
+  /// The tensor- and pipeline-axis collectives of rank commRank's step, each a row of
+  /// e.comm: the replicated gradients' and the norm's sums over the tensor axis (their
+  /// seconds added to tensorStep), the tied gradients', the loss's and the norm's over
+  /// the stages (returned), the ops' tensor collectives, the pipeline sends.
+  double tensorAndPipelineComm(Estimate &e, const RankTime &cr, int64_t commRank, double wire, double boundary,
+                               double &tensorStep) {
     // Under sequence parallelism each tensor rank sees a slice of the tokens, so the
     // gradients of parameters it does not split (norms, biases) are summed over it.
     // ZeRO-2 and 3 keep a micro-batch's whole gradient only until its reduce-scatter: there
@@ -911,7 +898,7 @@ private:
                           sec, sec, links.at("pipeline").name});
         pipelineSums += sec;
       }
-    for (auto &[key, val] : rt[commRank].tpRows)
+    for (auto &[key, val] : cr.tpRows)
       e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
                         val.calls * mb, t, val.seconds * mb, val.seconds * mb, links.at("tensor").name});
     if (p > 1) {
@@ -924,6 +911,50 @@ private:
       e.comm.push_back({"send_recv", "pipeline", "activations", int64_t(std::llround(wireBoundary * double(sends))),
                         sends, 2, sec, sec, lk.name});
     }
+    return pipelineSums;
+  }
+
+  void time(Estimate &e) {
+    std::vector<RankTime> rt(p);
+    double modelFwd = 0, hardware = 0;
+    opTimes(rt, modelFwd, hardware);
+    // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
+    double boundary = double(b) * s * width * act / (l.sequence && t > 1 ? t : 1);
+    if (p > 1) {
+      const Link &lk = links.at("pipeline");
+      double one = lk.latency + boundary / (lk.bandwidth * cal.linkEfficiency);
+      for (int64_t r = 0; r < p; ++r)
+        rt[r].ppSend = one * v * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
+    }
+
+    // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
+    double stage = 0;
+    double tensorStep = 0;  // tensor-axis reductions once per step (or micro-batch), after backward
+    int slowest = 0;
+    for (int64_t r = 0; r < p; ++r) {
+      double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
+      if (T > stage) {
+        stage = T;
+        slowest = int(r);
+      }
+    }
+    double bubbleStages = p > 1 ? double(p - 1) / double(v) : 0;
+    double pipelined = (double(mb) + bubbleStages) * stage;
+    e.bubbleSeconds = bubbleStages * stage;
+    RankTime &w = rt[slowest];
+    e.computeSeconds = w.compute * mb;
+    e.memorySeconds = w.memory * mb;
+    e.tensorCommSeconds = (w.tpFwd + w.tpBwd) * mb;
+    e.pipelineCommSeconds = w.ppSend * mb;
+
+    // The rows describe rank 0 (the first pipeline stage), whose log the runtime writes.
+    int64_t commRank = 0;
+    int64_t n = rankParamElems[commRank];
+    // Emulated precision on the CPU keeps f32 buffers, and communicates them.
+    bool cpu = mesh.kind != sema::DeviceKind::CUDA;
+    double wire = cpu ? 4.0 : gradBytes;
+    double dpExposed = dataParallelComm(e, rt[commRank], commRank, cpu, wire);
+    double pipelineSums = tensorAndPipelineComm(e, rt[commRank], commRank, wire, boundary, tensorStep);
     e.pipelineCommSeconds += pipelineSums;
     e.dataCommSeconds = dpExposed;
 
