@@ -2,6 +2,12 @@
 #include "plan/Compiler/Pipeline.h"
 
 #include "plan/Conversion/Passes.h"
+#include "plan/Generate/Passes.h"
+#include "plan/Retrieval/Passes.h"
+#include "plan/Schedule/Passes.h"
+#include "plan/Target/CPU/Passes.h"
+#include "plan/Target/CUDA/Passes.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/NN/IR/Sharding.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
@@ -105,6 +111,12 @@ void plan::registerDialects(mlir::DialectRegistry &registry) {
 void plan::registerPasses() {
   pl::registerPlanPasses();
   registerPlanConversionPasses();
+  registerPlanTrainingPasses();
+  registerPlanSchedulePasses();
+  registerPlanRetrievalPasses();
+  registerPlanGeneratePasses();
+  registerPlanCPUPasses();
+  registerPlanCUDAPasses();
   mlir::registerTransformsPasses();
   mlir::shard::registerShardPasses();
 }

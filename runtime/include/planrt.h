@@ -304,12 +304,6 @@ uint64_t planrt_mem_total_peak(void);
  * planrt_arena_release frees it. */
 void *planrt_arena_reserve(uint64_t state_bytes, uint64_t step_bytes);
 void planrt_arena_release(void);
-/* The step region, for a step function whose buffers need `bytes` of it (generated
- * code calls it on entry; the step buffers' peak counts them). A function that needs
- * more than the arena reserved, or an executable that reserved none, is a fatal
- * error: "planrt: error: rank R: ..." and exit 1. */
-void *planrt_step_arena(int64_t bytes);
-
 /* ---- Generation executables. planc emits, for a `generate` declaration, two
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]
  * of n positions offset … offset + n - 1 of `tokens` (n = the manifest's chunk for
@@ -334,90 +328,19 @@ typedef struct {
 typedef int (*planrt_ground_fn)(const char *retrieval_manifest, const planrt_retrieval_models *models,
                                 const char *question, const char *instructions, int64_t k, char **prompt,
                                 char **report_json);
-/* The executable's driver: the prompt (text, --prompt-file or --tokens), a
- * checkpoint of the model, sampling settings; prints the continuation. Returns the
- * exit status. retrieval_manifest, models and ground are NULL without a context
- * graph. */
-int planrt_generate_main(int argc, char **argv, const char *manifest, planrt_decode_fn prefill,
-                         planrt_decode_fn step, const char *retrieval_manifest,
-                         const planrt_retrieval_models *models, planrt_ground_fn ground);
-
 /* The step context that planc_step's calls act on (buffers, mesh, data). A call
  * after a failed one does nothing; the driver reports the first failure. */
 typedef struct planrt_step_ctx planrt_step_ctx;
 typedef void (*planrt_step_fn)(planrt_step_ctx *ctx, int64_t step);
 typedef void (*planrt_program_fn)(planrt_step_ctx *ctx);
-/* The sched ops (docs/LOWERING.md): buffers are ids in the manifest's buffer table,
- * ranges are in floats, masks select mesh axes (bit i = axis i). */
-void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value);
-void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf);
-void planrt_sched_free(planrt_step_ctx *ctx, int32_t buf);
-void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_t params, int32_t grads,
-                       int32_t state);
-void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state);
-void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,
-                         int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
-                         int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state);
-/* DDP gradient buckets (sched.all_reduce_start): the all-reduce (reduce: 0 sum, 1 max)
- * of a range that starts once the next planrt_sched_grad's entry point reports bucket
- * `bucket` of its gradients final (planrt_grad_ready), while its backward pass goes on;
- * planrt_sched_wait completes every one started (and starts any whose bucket was not
- * reported), in the order they were handed over. */
-void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,
-                                    int64_t count, int32_t reduce);
-/* ZeRO-1 gradient buckets (sched.reduce_scatter_start): the slice [begin, begin + size)
- * of the reduce-scatter of src[src_offset, + n × count) into dst[dst_offset, + count),
- * started like planrt_sched_bucket_all_reduce's all-reduce. */
-void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
-                                        int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
-                                        int64_t begin, int64_t size);
-void planrt_sched_wait(planrt_step_ctx *ctx);
-/* Called by a training executable's planc_grad (plan-train-abi) when every gradient of
- * bucket `bucket` is final; does nothing unless a bucket's all-reduce waits for it. */
-void planrt_grad_ready(int64_t bucket);
-/* ZeRO-3 parameter buckets (sched.all_gather_start): starts the slice [begin, begin +
- * size) of the all-gather of `count` floats at src[src_offset] into dst[dst_offset] now;
- * the next planrt_sched_grad's entry point waits for bucket `bucket` before it reads a
- * parameter of it (planrt_params_ready), and planrt_sched_grad for any it did not. */
-void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
-                                    int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
-                                    int64_t begin, int64_t size);
-/* Called by a training executable's planc_grad (plan-train-abi) before its first read of
- * a parameter of bucket `bucket`: waits for the bucket's gathers. */
-void planrt_params_ready(int64_t bucket);
-/* reduce: 0 sum, 1 max, 2 mean. */
-void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, int64_t offset, int64_t count,
-                             int32_t reduce);
-void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
-                             int32_t dst, int64_t dst_offset);
-void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
-                                 int32_t dst, int64_t dst_offset, int32_t accumulate);
-void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
-void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count);
-void planrt_sched_send_recv(planrt_step_ctx *ctx, int32_t axis, int64_t to, int32_t buf, int64_t offset, int64_t count,
-                            int64_t from, int32_t recv_buf, int64_t recv_offset, int64_t recv_count);
-/* Pipeline stage `stage`'s forward and backward of micro-batch `micro` (sched.forward,
- * sched.backward); a buffer id of -1 is a range the stage does not have. */
-void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
-                          int32_t in, int64_t in_offset, int32_t out, int64_t out_offset);
-void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
-                           int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
-                           int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset);
-/* This rank's coordinate on mesh axis `axis` (0 on one device). */
-int64_t planrt_sched_coord(planrt_step_ctx *ctx, int32_t axis);
-
 /* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
  * not finite), flushed; `step` is the 0-based step after which it was measured. */
 planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
-/* Parses the command line and the manifest, then trains (docs/EXECUTABLES.md);
- * returns the process exit status: 0 done, 1 an error (named on stderr), 2 a bad
- * command line. */
-/* A pipeline-parallel executable passes NULL for grad, sumsq, update and eval, and
- * `stages` holds, per stage, its planrt_stage_fwd_fn, planrt_stage_bwd_fn and
- * planrt_update_fn (3 × nstages pointers); otherwise stages is NULL and nstages 0. */
-int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad, planrt_sumsq_fn sumsq,
-                      planrt_update_fn update, planrt_eval_fn eval, planrt_step_fn step, planrt_program_fn gather,
-                      planrt_program_fn release, void *const *stages, int64_t nstages);
+/* The entry points generated code calls (the step program's sched ops, the bucket
+ * hooks, the step arena, the drivers main calls), each with its contract:
+ * planrt_abi.def (PLANRT_ABI_STEP). */
+#define PLANRT_ABI_STEP(ret, name, params) ret name params;
+#include "planrt_abi.def"
 
 #ifdef __cplusplus
 }

@@ -25,8 +25,6 @@
 extern "C" {
 #endif
 
-int planrt_cuda_start(int argc, char **argv);
-
 /* What planrt_cuda_gemm's operands may be computed in (the compiler's
  * plan.gemm_precision): every operand and the result are float32 in memory, the
  * products are summed in fp32.
@@ -37,27 +35,10 @@ int planrt_cuda_start(int argc, char **argv);
  *   GEMMs of a mixed-precision plan whose operands are not all exact in its type. */
 enum planrt_gemm_compute { PLANRT_GEMM_F32 = 0, PLANRT_GEMM_BF16 = 1, PLANRT_GEMM_F16 = 2, PLANRT_GEMM_TF32 = 3 };
 
-void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, float alpha,
-                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc,
-                      int32_t compute);
-
-void planrt_cuda_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows, int64_t C,
-                           float eps);
-void planrt_cuda_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw, float *db,
-                               int64_t rows, int64_t C, float eps);
-void planrt_cuda_rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t C, float eps);
-void planrt_cuda_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw, int64_t rows,
-                             int64_t C, float eps);
-void planrt_cuda_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-                      int32_t causal, int32_t rope, float rope_theta);
-void planrt_cuda_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
-                          int64_t KVH, int64_t D, int32_t causal, int32_t rope, float rope_theta);
-void planrt_cuda_embedding(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C, int64_t V);
-void planrt_cuda_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C,
-                               int64_t V);
-void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V);
-void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
-                                   int64_t rows, int64_t V);
+/* planrt_cuda_start, planrt_cuda_gemm and the device kernels: planrt_abi.def
+ * (PLANRT_ABI_CUDA). */
+#define PLANRT_ABI_CUDA(ret, name, params) ret name params;
+#include "planrt_abi.def"
 
 /* The gpu-to-llvm launch ABI. A module is loaded on its first function lookup (the
  * generated constructor that registers it runs before main, before the device is

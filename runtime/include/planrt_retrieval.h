@@ -73,20 +73,10 @@ typedef struct {
  * [--fusion F]`, `verify`, `--help`. Returns the exit status: 0 done, 1 an error
  * (named on stderr), 2 a bad command line. */
 int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *cfg);
-/* The same, with the configuration as the JSON manifest planc writes for a
- * `retrieval` declaration (format planc-retrieval-1: one key per field above, enums
- * by their names in the plan language). What a planc-built executable's main calls. */
-int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest, const planrt_retrieval_models *models);
-
-/* Grounded generation (planrt_ground_fn of planrt.h): opens the store of the graph
- * the manifest describes (verified first), runs `question` with the graph's search
- * (k = 0: its top) and builds the prompt: with guard = quarantine,
- * planrt_guard_prompt(instructions, question, hits); with guard = off, the
- * documents' text, then the instructions and the question. *report is JSON:
- * {"graph", "guard", "documents": [{file, begin, end, sha256, score, flags}]}.
- * Both strings are malloc'd. Returns a planrt_status. */
-int planrt_retrieval_ground(const char *manifest, const planrt_retrieval_models *models, const char *question,
-                            const char *instructions, int64_t k, char **prompt, char **report);
+/* planrt_retrieval_main_manifest (what a planc-built executable's main calls) and
+ * planrt_retrieval_ground (grounded generation): planrt_abi.def (PLANRT_ABI_RETRIEVAL). */
+#define PLANRT_ABI_RETRIEVAL(ret, name, params) ret name params;
+#include "planrt_abi.def"
 
 /* ---- Ingestion. */
 typedef struct {

@@ -1,6 +1,6 @@
 // `plan-schedule`: the per-rank step program of a training executable in the
 // sched dialect, built from the manifest of `plan-train-abi`.
-#include "plan/Conversion/Passes.h"
+#include "plan/Schedule/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Manifest.h"
@@ -13,7 +13,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_PLANSCHEDULE
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Schedule/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

@@ -2,7 +2,7 @@
 // other's. A collective completes when all ranks of its communicator have reached
 // one of the same kind and size; a send when its peer has reached the matching
 // receive. Anything else is a program that hangs, and is rejected.
-#include "plan/Conversion/Passes.h"
+#include "plan/Schedule/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -10,7 +10,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDCHECKDEADLOCK
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Schedule/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

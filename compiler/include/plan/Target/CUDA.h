@@ -14,6 +14,9 @@ namespace plan::cuda {
 /// Whether this planc was built with the CUDA toolkit (libplanrt_cuda exists to link).
 bool available();
 
+/// The CUDA toolkit planc was built with (its ptxas and fatbinary), else /usr/local/cuda.
+std::string toolkitDir();
+
 struct TargetOptions {
   /// The GPU architecture the cubin is for, or several separated by commas
   /// ("sm_80,sm_90": a cubin each, combined into one fat binary by plan-cuda-fatbin).

@@ -4,8 +4,8 @@
 // Operands are passed as raw pointers to their first element; buffers that
 // are not contiguous are copied first.
 #include "plan/Conversion/LibraryCalls.h"
-#include "plan/Conversion/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Target/RuntimeABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
@@ -17,11 +17,6 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/TypeSwitch.h"
-
-namespace plan {
-#define GEN_PASS_DEF_PLANFREEBUFFERS
-#include "plan/Conversion/Passes.h.inc"
-} // namespace plan
 
 using namespace mlir;
 using namespace mlir::bufferization;
@@ -73,7 +68,10 @@ public:
     args.push_back(arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v))));
     return *this;
   }
-  /// Emits `callee(args)`, declaring it in the module on first use.
+  /// Emits the runtime kernel `fn(args)` (planrt_abi.def), declaring it on first use.
+  func::CallOp emit(rt::Fn fn) { return rt::callFunc(b, loc, module, fn, args); }
+  /// Emits `callee(args)` of a library outside the runtime (BLAS), declaring it in the
+  /// module on first use with the arguments' types.
   func::CallOp emit(StringRef callee) {
     SmallVector<Type> types;
     for (Value a : args)
@@ -131,9 +129,9 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
         Call c(b, op);
         c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1)).i64(dim(o.getTable(), 0));
         if (o.getOffset())
-          c.value(in[2]).emit("planrt_k_embedding_slice");
+          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice);
         else
-          c.emit("planrt_k_embedding");
+          c.emit(rt::Fn::planrt_k_embedding);
         return success();
       })
       .Case([&](nn::EmbeddingGradOp o) {
@@ -141,44 +139,44 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
         c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1))
             .i64(dim(o.getResult(), 0));
         if (o.getOffset())
-          c.value(in[2]).emit("planrt_k_embedding_slice_bwd");
+          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice_bwd);
         else
-          c.emit("planrt_k_embedding_bwd");
+          c.emit(rt::Fn::planrt_k_embedding_bwd);
         return success();
       })
       .Case([&](nn::AllReduceOp o) {
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(cast<ShapedType>(o.getX().getType()).getNumElements())
-            .i32(o.getAxis()).i32(o.getReduce() == "max").emit("planrt_k_all_reduce");
+            .i32(o.getAxis()).i32(o.getReduce() == "max").emit(rt::Fn::planrt_k_all_reduce);
         return success();
       })
       .Case([&](nn::AllGatherOp o) {
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
-            .i32(o.getAxis()).emit("planrt_k_all_gather_seq");
+            .i32(o.getAxis()).emit(rt::Fn::planrt_k_all_gather_seq);
         return success();
       })
       .Case([&](nn::ReduceScatterOp o) {
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 2)).i32(o.getAxis()).emit("planrt_k_reduce_scatter_seq");
+            .i64(dim(o.getResult(), 2)).i32(o.getAxis()).emit(rt::Fn::planrt_k_reduce_scatter_seq);
         return success();
       })
       .Case([&](nn::SequenceSliceOp o) {
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
-            .value(in[1]).i64(dim(o.getResult(), 1)).emit("planrt_k_sequence_slice");
+            .value(in[1]).i64(dim(o.getResult(), 1)).emit(rt::Fn::planrt_k_sequence_slice);
         return success();
       })
       .Case([&](nn::SequenceUnsliceOp o) {
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 2)).value(in[1]).i64(dim(o.getX(), 1)).emit("planrt_k_sequence_unslice");
+            .i64(dim(o.getResult(), 2)).value(in[1]).i64(dim(o.getX(), 1)).emit(rt::Fn::planrt_k_sequence_unslice);
         return success();
       })
       .Case([&](nn::VocabParallelCrossEntropyOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).ptr(out[1]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).value(in[2]).i32(o.getAxis()).emit("planrt_k_cross_entropy_vp");
+            .i64(dim(o.getLogits(), 2)).value(in[2]).i32(o.getAxis()).emit(rt::Fn::planrt_k_cross_entropy_vp);
         return success();
       })
       .Case([&](nn::VocabParallelCrossEntropyGradOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(out[0]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).value(in[4]).emit("planrt_k_cross_entropy_vp_bwd");
+            .i64(dim(o.getLogits(), 2)).value(in[4]).emit(rt::Fn::planrt_k_cross_entropy_vp_bwd);
         return success();
       })
       .Case([&](nn::LayerNormOp o) {
@@ -189,46 +187,46 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
         else
           c.null();
         c.ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble())
-            .emit("planrt_k_layernorm");
+            .emit(rt::Fn::planrt_k_layernorm);
         return success();
       })
       .Case([&](nn::LayerNormGradOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).ptr(out[2]).i64(rows(o.getX()))
-            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit("planrt_k_layernorm_bwd");
+            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_layernorm_bwd);
         return success();
       })
       .Case([&](nn::RMSNormOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2))
-            .f32(o.getEps().convertToDouble()).emit("planrt_k_rmsnorm");
+            .f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_rmsnorm);
         return success();
       })
       .Case([&](nn::RMSNormGradOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).i64(rows(o.getX()))
-            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit("planrt_k_rmsnorm_bwd");
+            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_rmsnorm_bwd);
         return success();
       })
       .Case([&](nn::SDPAOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
         Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h).i64(kv)
             .i64(dim(o.getResult(), 2) / h).i32(o.getCausal()).i32(o.getRope())
-            .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa");
+            .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa);
         return success();
       })
       .Case([&](nn::SDPAGradOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h)
             .i64(kv).i64(dim(o.getDy(), 2) / h).i32(o.getCausal()).i32(o.getRope())
-            .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa_bwd");
+            .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa_bwd);
         return success();
       })
       .Case([&](nn::CrossEntropyOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getLogits())).i64(dim(o.getLogits(), 2))
-            .emit("planrt_k_cross_entropy");
+            .emit(rt::Fn::planrt_k_cross_entropy);
         return success();
       })
       .Case([&](nn::CrossEntropyGradOp o) {
         Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).emit("planrt_k_cross_entropy_bwd");
+            .i64(dim(o.getLogits(), 2)).emit(rt::Fn::planrt_k_cross_entropy_bwd);
         return success();
       })
       .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
@@ -309,7 +307,7 @@ struct SDPACachedModel : public BufferizableOpInterface::ExternalModel<SDPACache
     int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
     Call(rewriter, op).ptr(*qkv).ptr(*cache).ptr(out).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1))
         .i64(dim(o.getCache(), 1)).value(o.getOffset()).i64(h).i64(kv).i64(t.getDimSize(2) / h).i32(o.getRope())
-        .f32(o.getRopeTheta().convertToDouble()).emit("planrt_k_sdpa_cached");
+        .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa_cached);
     replaceOpWithBufferizedValues(rewriter, op, {out, *cache});
     return success();
   }
@@ -319,64 +317,6 @@ template <typename... Ops>
 void attach(MLIRContext *ctx) {
   (Ops::template attachInterface<LibraryCallModel<Ops>>(*ctx), ...);
 }
-
-/// Frees every buffer allocated at the top level of a straight-line function
-/// (the bufferized step functions) right after its last use: the top-level op
-/// that uses it or any view of it, regions included. So a step holds at once
-/// only the buffers still to be read — the forward activations the backward pass
-/// needs, not every temporary of the step.
-struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
-  void runOnOperation() override {
-    func::FuncOp f = getOperation();
-    // Only straight-line functions: one block, ending in the return.
-    if (f.isExternal() || !f.getBody().hasOneBlock())
-      return;
-    Block &entry = f.getBody().front();
-    Operation *ret = entry.getTerminator();
-    // Buffers the caller receives, directly or through views, are the caller's.
-    llvm::SmallPtrSet<Value, 8> returned;
-    for (Value v : ret->getOperands())
-      while (v && returned.insert(v).second) {
-        auto view = v.getDefiningOp<ViewLikeOpInterface>();
-        v = view ? view.getViewSource() : Value();
-      }
-    DenseMap<Operation *, unsigned> position;
-    for (Operation &op : entry)
-      position[&op] = position.size();
-    SmallVector<memref::AllocOp> allocs;
-    for (Operation &op : entry)
-      if (auto a = dyn_cast<memref::AllocOp>(op))
-        if (!returned.contains(a.getResult()))
-          allocs.push_back(a);
-    for (memref::AllocOp a : allocs) {
-      // The last top-level op touching the buffer through it, its views, or its
-      // address (a library call takes the pointer that
-      // memref.extract_aligned_pointer_as_index gives, through casts).
-      Operation *last = a;
-      SmallVector<std::pair<Value, bool>> worklist{{a.getResult(), false}};  // (value, is an address)
-      llvm::SmallPtrSet<Value, 16> seen;
-      while (!worklist.empty()) {
-        auto [v, address] = worklist.pop_back_val();
-        if (!seen.insert(v).second)
-          continue;
-        for (Operation *user : v.getUsers()) {
-          Operation *top = entry.findAncestorOpInBlock(*user);
-          if (top && position[top] > position[last])
-            last = top;
-          auto view = dyn_cast<ViewLikeOpInterface>(user);
-          bool follow = address || (view && view.getViewSource() == v);
-          bool toAddress = isa<memref::ExtractAlignedPointerAsIndexOp>(user);
-          if (follow || toAddress)
-            for (Value r : user->getResults())
-              worklist.push_back({r, address || toAddress});
-        }
-      }
-      OpBuilder b(f.getContext());
-      b.setInsertionPointAfter(last == ret ? ret->getPrevNode() : last);
-      memref::DeallocOp::create(b, a.getLoc(), a);
-    }
-  }
-};
 
 } // namespace
 

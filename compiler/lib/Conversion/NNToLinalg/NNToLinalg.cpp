@@ -4,6 +4,7 @@
 // (GEMMs through BLAS, attention, normalisations, embedding, cross-entropy)
 // stay and are bufferized into calls (LibraryCalls.cpp).
 #include "plan/Conversion/Passes.h"
+#include "plan/Target/RuntimeABI.h"
 #include "plan/Dialect/NN/IR/NN.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -91,15 +92,8 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
       .Case([&](nn::AllReduceBackwardOp o) { return V{o.getX()}; })
       .Case([&](nn::AxisIndexOp o) {
         ModuleOp module = o->getParentOfType<ModuleOp>();
-        auto fnType = b.getFunctionType({b.getI32Type()}, {b.getI64Type()});
-        if (!module.lookupSymbol<func::FuncOp>("planrt_k_axis_coord")) {
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(module.getBody());
-          func::FuncOp::create(b, loc, "planrt_k_axis_coord", fnType).setPrivate();
-        }
         Value axis = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(o.getAxis())));
-        return V{func::CallOp::create(b, loc, "planrt_k_axis_coord", TypeRange{b.getI64Type()}, ValueRange{axis})
-                     .getResult(0)};
+        return V{rt::callFunc(b, loc, module, rt::Fn::planrt_k_axis_coord, ValueRange{axis}).getResult(0)};
       })
       .Case([&](nn::AddOp o) {
         return V{elementwise(b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()}, [](OpBuilder &b, Location l, ValueRange a) {

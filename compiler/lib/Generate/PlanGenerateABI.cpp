@@ -8,7 +8,7 @@
 // runtime reads (docs/GENERATE.md) and, for grounding, the retrieval graph's
 // manifest become constants. `plan-emit-main` adds the `main`.
 #include "plan/Compiler/PlanGen.h"
-#include "plan/Conversion/Passes.h"
+#include "plan/Generate/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
 #include "plan/Retrieval/Retrieval.h"
@@ -21,7 +21,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_PLANGENERATEABI
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Generate/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

@@ -5,7 +5,7 @@
 // adds the `main` that hands them to the runtime (planrt_retrieval_main_manifest,
 // docs/RETRIEVAL.md).
 #include "plan/Compiler/PlanGen.h"
-#include "plan/Conversion/Passes.h"
+#include "plan/Retrieval/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
 #include "plan/Retrieval/Retrieval.h"
@@ -18,7 +18,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_PLANRETRIEVALABI
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Retrieval/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

@@ -1,6 +1,7 @@
 // `convert-sched-to-runtime`: sched ops become calls into libplanrt's
 // planrt_sched_* functions (planrt.h), loops and rank conditions become scf.
 #include "plan/Conversion/Passes.h"
+#include "plan/Target/RuntimeABI.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -34,22 +35,11 @@ private:
   /// An optional buffer's id, or -1.
   Value optional(Location loc, FlatSymbolRefAttr name) { return name ? buf(loc, name) : i32(loc, -1); }
 
-  /// A call to `name(ctx, args…)`, declaring the function on first use.
-  Operation *call(Location loc, StringRef name, ArrayRef<Value> args, Type result = {}) {
-    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  /// A call to `fn(ctx, args…)` (planrt_abi.def), declaring the function on first use.
+  Operation *call(Location loc, rt::Fn fn, ArrayRef<Value> args) {
     SmallVector<Value> all{ctx};
     all.append(args.begin(), args.end());
-    SmallVector<Type> types;
-    for (Value v : all)
-      types.push_back(v.getType());
-    Type ret = result ? result : LLVM::LLVMVoidType::get(b.getContext());
-    if (!module.lookupSymbol(name)) {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToEnd(module.getBody());
-      LLVM::LLVMFuncOp::create(b, loc, name, LLVM::LLVMFunctionType::get(ret, types));
-    }
-    (void)ptr;
-    return LLVM::CallOp::create(b, loc, result ? TypeRange{result} : TypeRange{}, name, all);
+    return rt::callLLVMFunc(b, loc, module, fn, all);
   }
 
   LogicalResult mask(Operation *op, ArrayAttr axes, Value &out) {
@@ -85,7 +75,7 @@ private:
         int a = axisIndex(on.getAxis());
         if (a < 0)
           return on.emitOpError() << "names axis '" << on.getAxis() << "', which the mesh lacks";
-        Value coord = call(loc, "planrt_sched_coord", {i32(loc, a)}, b.getI64Type())->getResult(0);
+        Value coord = call(loc, rt::Fn::planrt_sched_coord, {i32(loc, a)})->getResult(0);
         Value cond = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, coord, i64(loc, on.getCoord()));
         auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
         Block *target = ifOp.thenBlock();
@@ -98,11 +88,11 @@ private:
       Value m;
       if (auto x = dyn_cast<sched::FillOp>(op)) {
         Value v = arith::ConstantOp::create(b, loc, x.getValueAttr());
-        call(loc, "planrt_sched_fill", {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
+        call(loc, rt::Fn::planrt_sched_fill, {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
       } else if (auto x = dyn_cast<sched::AllocOp>(op)) {
-        call(loc, "planrt_sched_alloc", {buf(loc, x.getBufferAttr())});
+        call(loc, rt::Fn::planrt_sched_alloc, {buf(loc, x.getBufferAttr())});
       } else if (auto x = dyn_cast<sched::FreeOp>(op)) {
-        call(loc, "planrt_sched_free", {buf(loc, x.getBufferAttr())});
+        call(loc, rt::Fn::planrt_sched_free, {buf(loc, x.getBufferAttr())});
       } else if (auto x = dyn_cast<sched::GradOp>(op)) {
         // The collectives that start on its buckets are handed to the runtime first;
         // planrt_grad_ready(k), called by the entry point, starts bucket k's.
@@ -110,34 +100,34 @@ private:
           if (auto start = dyn_cast<sched::AllReduceStartOp>(user); start && start.getAfter().getDefiningOp() == &op) {
             if (failed(mask(start, start.getAxes(), m)))
               return failure();
-            call(loc, "planrt_sched_bucket_all_reduce",
+            call(loc, rt::Fn::planrt_sched_bucket_all_reduce,
                  {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getBufferAttr()),
                   i64(loc, start.getOffset()), i64(loc, start.getCount()), i32(loc, start.getReduce() == "max")});
           } else if (auto start = dyn_cast<sched::ReduceScatterStartOp>(user);
                      start && start.getAfter().getDefiningOp() == &op) {
             if (failed(mask(start, start.getAxes(), m)))
               return failure();
-            call(loc, "planrt_sched_bucket_reduce_scatter",
+            call(loc, rt::Fn::planrt_sched_bucket_reduce_scatter,
                  {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getSourceAttr()),
                   i64(loc, start.getSourceOffset()), i64(loc, start.getCount()), buf(loc, start.getDestAttr()),
                   i64(loc, start.getDestOffset()), i64(loc, start.getBegin()), i64(loc, start.getSize())});
           }
-        call(loc, "planrt_sched_grad", {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
+        call(loc, rt::Fn::planrt_sched_grad, {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
                                         buf(loc, x.getStateAttr())});
       } else if (auto x = dyn_cast<sched::ForwardOp>(op)) {
-        call(loc, "planrt_sched_forward",
+        call(loc, rt::Fn::planrt_sched_forward,
              {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
               optional(loc, x.getInputAttr()), i64(loc, int64_t(x.getInputOffset().value_or(0))),
               buf(loc, x.getOutputAttr()), i64(loc, x.getOutputOffset())});
       } else if (auto x = dyn_cast<sched::BackwardOp>(op)) {
-        call(loc, "planrt_sched_backward",
+        call(loc, rt::Fn::planrt_sched_backward,
              {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
               buf(loc, x.getGradsAttr()), buf(loc, x.getStateAttr()), optional(loc, x.getInputAttr()),
               i64(loc, int64_t(x.getInputOffset().value_or(0))), optional(loc, x.getCotangentAttr()),
               i64(loc, int64_t(x.getCotangentOffset().value_or(0))), optional(loc, x.getDinputAttr()),
               i64(loc, int64_t(x.getDinputOffset().value_or(0)))});
       } else if (auto x = dyn_cast<sched::SendRecvOp>(op)) {
-        call(loc, "planrt_sched_send_recv",
+        call(loc, rt::Fn::planrt_sched_send_recv,
              {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getTo()), buf(loc, x.getBufferAttr()),
               i64(loc, x.getOffset()), i64(loc, x.getCount()), i64(loc, x.getFrom()), buf(loc, x.getRecvBufferAttr()),
               i64(loc, x.getRecvOffset()), i64(loc, x.getRecvCount())});
@@ -146,27 +136,27 @@ private:
         for (auto [bf, off] : llvm::zip(x.getBuffers(), x.getOffsets()))
           args.append({buf(loc, cast<FlatSymbolRefAttr>(bf)), i64(loc, off)});
         args.push_back(buf(loc, x.getStateAttr()));
-        call(loc, "planrt_sched_sumsq", args);
+        call(loc, rt::Fn::planrt_sched_sumsq, args);
       } else if (auto x = dyn_cast<sched::UpdateOp>(op)) {
         SmallVector<Value> args{x.getStep()};
         for (auto [bf, off] : llvm::zip(x.getBuffers(), x.getOffsets()))
           args.append({buf(loc, cast<FlatSymbolRefAttr>(bf)), i64(loc, off)});
         args.push_back(buf(loc, x.getStateAttr()));
-        call(loc, "planrt_sched_update", args);
+        call(loc, rt::Fn::planrt_sched_update, args);
       } else if (auto x = dyn_cast<sched::AllReduceOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
         int reduce = x.getReduce() == "sum" ? 0 : x.getReduce() == "max" ? 1 : 2;
-        call(loc, "planrt_sched_all_reduce",
+        call(loc, rt::Fn::planrt_sched_all_reduce,
              {m, buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), i32(loc, reduce)});
       } else if (isa<sched::AllReduceStartOp, sched::ReduceScatterStartOp>(op)) {
         // Handed to the runtime with its sched.grad.
       } else if (isa<sched::WaitOp>(op)) {
-        call(loc, "planrt_sched_wait", {});
+        call(loc, rt::Fn::planrt_sched_wait, {});
       } else if (auto x = dyn_cast<sched::AllGatherOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
-        call(loc, "planrt_sched_all_gather",
+        call(loc, rt::Fn::planrt_sched_all_gather,
              {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
               buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset())});
       } else if (auto x = dyn_cast<sched::AllGatherStartOp>(op)) {
@@ -174,21 +164,21 @@ private:
         // (planrt_params_ready), and planrt_sched_grad for any left.
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
-        call(loc, "planrt_sched_bucket_all_gather",
+        call(loc, rt::Fn::planrt_sched_bucket_all_gather,
              {i64(loc, x.getBucket()), m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()),
               i64(loc, x.getCount()), buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset()), i64(loc, x.getBegin()),
               i64(loc, x.getSize())});
       } else if (auto x = dyn_cast<sched::ReduceScatterOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
-        call(loc, "planrt_sched_reduce_scatter",
+        call(loc, rt::Fn::planrt_sched_reduce_scatter,
              {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
               buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset()), i32(loc, x.getAccumulate() ? 1 : 0)});
       } else if (auto x = dyn_cast<sched::SendOp>(op)) {
-        call(loc, "planrt_sched_send", {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
+        call(loc, rt::Fn::planrt_sched_send, {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
                                         buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
       } else if (auto x = dyn_cast<sched::RecvOp>(op)) {
-        call(loc, "planrt_sched_recv", {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
+        call(loc, rt::Fn::planrt_sched_recv, {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
                                         buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
       } else {
         continue;

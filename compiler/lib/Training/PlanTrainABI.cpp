@@ -4,7 +4,8 @@
 // array — and the manifest the runtime reads (parameter table, data, batch,
 // schedule, checkpoints) becomes a constant string in the module.
 #include "plan/Compiler/PlanGen.h"
-#include "plan/Conversion/Passes.h"
+#include "plan/Target/RuntimeABI.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Training/DataParallel.h"
@@ -25,7 +26,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_PLANTRAINABI
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Training/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;
@@ -293,7 +294,7 @@ public:
     SmallVector<size_t> order = byPosition(producer, /*absentFirst=*/true);
     SmallVector<int64_t> end = ownedEnds(st);
     double gradScale = 1.0 / double(accumulation) / double(d);
-    func::FuncOp readyFn = runtimeHook(f, "planrt_grad_ready");
+    func::FuncOp readyFn = runtimeHook(f, rt::Fn::planrt_grad_ready);
     std::vector<std::vector<size_t>> members = training::gradientBuckets(ownedFloats(st, end, order), bucketBytes);
     SmallVector<Attribute> buckets;
     Operation *cursor = nullptr;  // the last op this function inserted
@@ -345,7 +346,7 @@ public:
           reader[i] = at;
     SmallVector<size_t> order = byPosition(reader, /*absentFirst=*/false);
     SmallVector<int64_t> end = ownedEnds(st);
-    func::FuncOp readyFn = runtimeHook(f, "planrt_params_ready");
+    func::FuncOp readyFn = runtimeHook(f, rt::Fn::planrt_params_ready);
     SmallVector<Attribute> buckets;
     for (auto [k, bucket] : llvm::enumerate(training::gradientBuckets(ownedFloats(st, end, order), bucketBytes))) {
       SmallVector<size_t> params;
@@ -425,13 +426,13 @@ public:
     return b.getDenseI64ArrayAttr(ranges);
   }
 
-  /// The runtime's `void name(i64)`, declared once in the module.
-  func::FuncOp runtimeHook(func::FuncOp f, StringRef name) {
-    if (auto fn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(f, b.getStringAttr(name)))
+  /// The runtime's hook `hook` (planrt_abi.def), declared once in the module, before `f`.
+  func::FuncOp runtimeHook(func::FuncOp f, rt::Fn hook) {
+    if (auto fn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(f, b.getStringAttr(rt::name(hook))))
       return fn;
     OpBuilder::InsertionGuard top(b);
     b.setInsertionPoint(f);
-    auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({b.getI64Type()}, {}));
+    auto fn = func::FuncOp::create(b, loc, rt::name(hook), rt::funcType(b.getContext(), hook));
     fn.setPrivate();
     return fn;
   }

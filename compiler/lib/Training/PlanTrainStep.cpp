@@ -1,9 +1,9 @@
-// `plan-train-step` and `nn-autodiff`: a train plan's model becomes three
-// functions on tensors of static shape: the forward pass (eval), its gradient
-// (autodiff) and the optimizer update (clipping, schedule, AdamW).
+// `plan-train-step`: a train plan's model becomes three functions on tensors of
+// static shape: the forward pass (eval), its gradient (autodiff) and the optimizer
+// update (clipping, schedule, AdamW).
 #include "plan/Training/Training.h"
 
-#include "plan/Conversion/Passes.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 
@@ -16,9 +16,8 @@
 #include <cmath>
 
 namespace plan {
-#define GEN_PASS_DEF_NNAUTODIFF
 #define GEN_PASS_DEF_PLANTRAINSTEP
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Training/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;
@@ -243,24 +242,6 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   func::ReturnOp::create(b, loc, results);
   return fn;
 }
-
-struct NNAutodiff : plan::impl::NNAutodiffBase<NNAutodiff> {
-  void runOnOperation() override {
-    SmallVector<func::FuncOp> models;
-    for (auto f : getOperation().getOps<func::FuncOp>())
-      if (f->hasAttr("nn.model") || f->hasAttr("nn.stage"))
-        models.push_back(f);
-    for (func::FuncOp f : models) {
-      std::string name = (f.getName() + "_grad").str();
-      if (getOperation().lookupSymbol(name)) {
-        f.emitOpError() << "cannot be differentiated into '" << name << "': the name is taken";
-        return signalPassFailure();
-      }
-      if (failed(training::differentiate(f, name)))
-        return signalPassFailure();
-    }
-  }
-};
 
 struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
   using Base::Base;

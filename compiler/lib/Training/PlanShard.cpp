@@ -4,7 +4,7 @@
 // split over the tensor axis (as nn-tensor-parallel splits it), and each parameter's
 // pipeline stages (as nn-pipeline-split places it). Upstream sharding-propagation
 // then carries the layout through the ops that implement ShardingInterface.
-#include "plan/Conversion/Passes.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Training/Training.h"
@@ -15,7 +15,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_PLANSHARD
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Training/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

@@ -5,7 +5,7 @@
 // where a split meets a replicated value.
 #include "plan/Training/Training.h"
 
-#include "plan/Conversion/Passes.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 
@@ -17,7 +17,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_NNTENSORPARALLEL
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Training/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

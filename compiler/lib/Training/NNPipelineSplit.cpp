@@ -3,7 +3,7 @@
 // tokens, every stage but the last returns the activation it hands on (the residual
 // stream), the last returns the loss. nn-autodiff then gives each stage its
 // vector-Jacobian product.
-#include "plan/Conversion/Passes.h"
+#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/Training.h"
 
@@ -16,7 +16,7 @@
 
 namespace plan {
 #define GEN_PASS_DEF_NNPIPELINESPLIT
-#include "plan/Conversion/Passes.h.inc"
+#include "plan/Training/Passes.h.inc"
 } // namespace plan
 
 using namespace mlir;

@@ -1,0 +1,142 @@
+// The CUDA target's own passes: GEMM precision, library calls, kernels, the memory plan, fat binaries, host emulation.
+#ifndef PLAN_TARGET_CUDA_PASSES_TD
+#define PLAN_TARGET_CUDA_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PlanGemmPrecision : Pass<"plan-gemm-precision", "mlir::ModuleOp"> {
+  let summary = "Mark each GEMM with the precision its operands are exact in (bf16, fp16), or TF32 under mixed precision";
+  let description = [{
+    Marks each GEMM (`nn.matmul`, `nn.matmul_wgrad`) with the precision its
+    cuBLASLt call may compute in (`plan.gemm_precision`). A mixed-precision
+    program rounds every activation, parameter and gradient with `nn.round` (the
+    CPU's emulation of bf16 and fp16), so a GEMM whose two operands are both
+    results of `nn.round` to bf16 (fp16) computes on tensor cores with nothing
+    lost converting them; the program's other GEMMs (an operand that a
+    collective, a pipeline receive or a sum produced) get TF32. A program
+    without `nn.round` (fp32) is left as it is.
+
+    ```mlir
+    %a = nn.round %x to bf16 : tensor<2x4x8xf32>
+    %w = nn.round %p to bf16 : tensor<8x16xf32>
+    %y = nn.matmul %a, %w {plan.gemm_precision = "bf16"} : ...
+    ```
+  }];
+}
+
+def PlanCudaLibraryCalls : Pass<"plan-cuda-library-calls", "mlir::ModuleOp"> {
+  let summary = "Call the CUDA runtime's GEMM (cuBLASLt) and fused kernels instead of BLAS and the CPU kernels";
+  let description = [{
+    Library calls become calls of the CUDA runtime's versions: `cblas_sgemm`
+    becomes `planrt_cuda_gemm` (cuBLASLt) with the same arguments and the
+    precision its call carries (`plan.gemm_precision`) as a
+    `planrt_gemm_compute`; the normalisation, attention, embedding and
+    cross-entropy kernels `planrt_k_<name>` become `planrt_cuda_<name>`. The
+    tensor-parallel kernels (collectives, sequence and vocabulary slices) stay
+    the host's: they act on managed memory, between synchronous launches.
+
+    ```mlir
+    func.call @planrt_k_layernorm(%x, %w, %b, %y, %rows, %c, %eps) : (...) -> ()
+    // becomes
+    func.call @planrt_cuda_layernorm(%x, %w, %b, %y, %rows, %c, %eps) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
+  let summary = "Launch every outermost parallel loop, memref copy and serial loop nest of the host functions as a GPU kernel";
+  let description = [{
+    Every outermost `scf.parallel` (one thread per iteration), `memref.copy`
+    (one thread per element) and serial loop nest (one thread) of a host
+    function becomes a `gpu.launch` of 256-thread blocks. Serial loops around
+    an owning parallel loop become one launch; a sum into one element with a
+    reassociable addition becomes strided partial sums then one thread adding
+    them. Constant globals a kernel reads are fetched inside it.
+
+    ```mlir
+    scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... }
+    // becomes
+    gpu.launch blocks(%bx, ...) in (%gx = %blocks, ...) threads(%tx, ...) in (%sx = %c256, ...) {
+      // %i = %bx * 256 + %tx, guarded by %i < %n
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def PlanMemoryPlan : Pass<"plan-memory-plan", "mlir::ModuleOp"> {
+  let summary = "Place the executable's buffers in one arena at offsets computed at compile time";
+  let description = [{
+    The buffers a straight-line function allocates and frees itself
+    (`plan-free-buffers`' allocations and deallocations in its entry block) are
+    placed in one arena at offsets fixed at compile time: two buffers share
+    bytes only when one is freed before the other is allocated. Each
+    allocation becomes a `memref.view` of the arena; the arena's size is the
+    function's `plan.arena_bytes` attribute. Buffers that outlive the function
+    or are allocated inside loops stay as they are.
+
+    In a training executable (a module with `planc_manifest`) the whole
+    executable's memory is one arena: the step program's buffers (parameters,
+    gradients, shards, optimizer state, pipeline buffers) at fixed offsets in
+    its state part, each pipeline stage's from the same base (its ranks reserve
+    only what their stage needs: the manifest's `stage_state_bytes` and
+    `stage_step_bytes`), and after them one step region that every step
+    function's arena is (`planrt_step_arena`: the runtime calls one step
+    function at a time). The manifest gets each buffer's `offset` and a
+    `memory` object with the sizes; the runtime reserves the arena once, before
+    the first step. Elsewhere each function allocates its arena on entry and
+    frees it before it returns.
+
+    ```mlir
+    %a = memref.alloc() : memref<64xf32>
+    // becomes
+    %arena = memref.alloc() {alignment = 256} : memref<256xi8>
+    %a = memref.view %arena[%c0][] : memref<256xi8> to memref<64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
+def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {
+  let summary = "Run each gpu.launch as host loops over its blocks and threads";
+  let description = [{
+    Each `gpu.launch` (not outlined) becomes `scf.for` loops over its blocks
+    and threads on the host, the body inlined with the block and thread ids
+    bound to the loop variables (y and z to 0): the launch's semantics for a
+    kernel without barriers or shared memory, which `plan-gpu-map-loops`'
+    kernels are (`--target cuda-host`). A barrier is refused.
+
+    ```mlir
+    gpu.launch blocks(%bx, ...) in (%gx = %nb, ...) threads(%tx, ...) in (%sx = %nt, ...) { ... }
+    // becomes
+    scf.for %bx = %c0 to %nb step %c1 { scf.for %tx = %c0 to %nt step %c1 { ... } }
+    ```
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
+def PlanCudaFatbin : Pass<"plan-cuda-fatbin", "mlir::ModuleOp"> {
+  let summary = "Combine a gpu.binary's cubins, one per architecture, into one fat binary";
+  let description = [{
+    A `gpu.binary` holding one cubin per architecture (`--cuda-arch
+    sm_80,sm_90`: `gpu-module-to-binary` with `format=bin` and one target each)
+    becomes one holding a single fat binary of them all, made by the toolkit's
+    `fatbinary`, which the runtime loads as it loads a one-architecture binary;
+    the driver picks the cubin of the device it runs on.
+
+    ```mlir
+    gpu.binary @planc_kernels [#gpu.object<#nvvm.target<chip = "sm_80">, bin = "...">,
+                               #gpu.object<#nvvm.target<chip = "sm_90">, bin = "...">]
+    // becomes
+    gpu.binary @planc_kernels [#gpu.object<#nvvm.target<chip = "sm_80">, fatbin = "...">]
+    ```
+  }];
+  let options = [
+    Option<"toolkit", "toolkit", "std::string", /*default=*/"::plan::cuda::toolkitDir()",
+           "the CUDA toolkit whose bin/fatbinary runs">
+  ];
+}
+
+#endif // PLAN_TARGET_CUDA_PASSES_TD

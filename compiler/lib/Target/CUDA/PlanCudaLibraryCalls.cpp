@@ -1,0 +1,165 @@
+// `plan-cuda-library-calls`: BLAS and CPU kernel calls replaced by libplanrt_cuda's.
+#include "plan/Target/CUDA/Passes.h"
+
+#include "plan/Conversion/LibraryCalls.h"
+#include "plan/Target/RuntimeABI.h"
+#include "planrt_cuda.h"
+#include "planrt_kernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+namespace plan {
+#define GEN_PASS_DEF_PLANCUDALIBRARYCALLS
+#include "plan/Target/CUDA/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace plan;
+
+namespace {
+
+/// The runtime kernels libplanrt_cuda implements on the device: each CPU kernel
+/// (planrt_kernels.h) and its device version (planrt_cuda.h), which takes the same
+/// arguments. cblas_sgemm becomes planrt_cuda_gemm (cuBLASLt): the same arguments and
+/// the precision its call carries (kGemmPrecisionAttr) as planrt_gemm_compute.
+constexpr std::pair<rt::Fn, rt::Fn> kDeviceKernels[] = {
+    {rt::Fn::planrt_k_layernorm, rt::Fn::planrt_cuda_layernorm},
+    {rt::Fn::planrt_k_layernorm_bwd, rt::Fn::planrt_cuda_layernorm_bwd},
+    {rt::Fn::planrt_k_rmsnorm, rt::Fn::planrt_cuda_rmsnorm},
+    {rt::Fn::planrt_k_rmsnorm_bwd, rt::Fn::planrt_cuda_rmsnorm_bwd},
+    {rt::Fn::planrt_k_sdpa, rt::Fn::planrt_cuda_sdpa},
+    {rt::Fn::planrt_k_sdpa_bwd, rt::Fn::planrt_cuda_sdpa_bwd},
+    {rt::Fn::planrt_k_embedding, rt::Fn::planrt_cuda_embedding},
+    {rt::Fn::planrt_k_embedding_bwd, rt::Fn::planrt_cuda_embedding_bwd},
+    {rt::Fn::planrt_k_cross_entropy, rt::Fn::planrt_cuda_cross_entropy},
+    {rt::Fn::planrt_k_cross_entropy_bwd, rt::Fn::planrt_cuda_cross_entropy_bwd}};
+// The renaming is sound only while each pair's C prototypes are the same.
+static_assert(std::is_same_v<decltype(planrt_k_layernorm), decltype(planrt_cuda_layernorm)>);
+static_assert(std::is_same_v<decltype(planrt_k_layernorm_bwd), decltype(planrt_cuda_layernorm_bwd)>);
+static_assert(std::is_same_v<decltype(planrt_k_rmsnorm), decltype(planrt_cuda_rmsnorm)>);
+static_assert(std::is_same_v<decltype(planrt_k_rmsnorm_bwd), decltype(planrt_cuda_rmsnorm_bwd)>);
+static_assert(std::is_same_v<decltype(planrt_k_sdpa), decltype(planrt_cuda_sdpa)>);
+static_assert(std::is_same_v<decltype(planrt_k_sdpa_bwd), decltype(planrt_cuda_sdpa_bwd)>);
+static_assert(std::is_same_v<decltype(planrt_k_embedding), decltype(planrt_cuda_embedding)>);
+static_assert(std::is_same_v<decltype(planrt_k_embedding_bwd), decltype(planrt_cuda_embedding_bwd)>);
+static_assert(std::is_same_v<decltype(planrt_k_cross_entropy), decltype(planrt_cuda_cross_entropy)>);
+static_assert(std::is_same_v<decltype(planrt_k_cross_entropy_bwd), decltype(planrt_cuda_cross_entropy_bwd)>);
+
+/// Whether `callee` is one of libplanrt_cuda's device kernels.
+bool isDeviceKernel(StringRef callee) {
+  return llvm::any_of(kDeviceKernels, [&](auto pair) { return callee == rt::name(pair.second); });
+}
+
+struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibraryCalls> {
+  /// The device version of the CPU kernel `callee`, or "".
+  static StringRef deviceName(StringRef callee) {
+    for (auto [cpu, device] : kDeviceKernels)
+      if (callee == rt::name(cpu))
+        return rt::name(device);
+    return "";
+  }
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    SymbolTable symbols(m);
+    if (failed(gemmCalls(m, symbols)))
+      return signalPassFailure();
+    for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
+      if (!f.isDeclaration())
+        continue;
+      StringRef to = deviceName(f.getSymName());
+      if (to.empty())
+        continue;
+      if (symbols.lookup(to)) {
+        f.emitOpError() << "'" << to << "' is already declared";
+        return signalPassFailure();
+      }
+      if (failed(symbols.replaceAllSymbolUses(f.getSymNameAttr(), StringAttr::get(&getContext(), to), m)))
+        return signalPassFailure();
+      symbols.setSymbolName(f, to);
+    }
+    // A device kernel's operand must be device-visible memory; a constant global of the
+    // executable is not (the cross-entropy backward's seed is read by the host).
+    WalkResult r = m.walk([&](func::CallOp call) {
+      if (!isDeviceKernel(call.getCallee()))
+        return WalkResult::advance();
+      for (auto [i, arg] : llvm::enumerate(call.getOperands())) {
+        if (call.getCallee() == rt::name(rt::Fn::planrt_cuda_cross_entropy_bwd) && i == 0)
+          continue;
+        if (memref::GetGlobalOp g = globalBehind(arg)) {
+          call.emitOpError() << "operand " << i << " of '" << call.getCallee() << "' is the constant global @"
+                             << g.getName() << ", which a GPU kernel cannot read: not implemented by the CUDA target";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      signalPassFailure();
+  }
+
+  /// Each call of cblas_sgemm becomes one of planrt_cuda_gemm with one more operand,
+  /// the planrt_gemm_compute of the call's precision.
+  static LogicalResult gemmCalls(ModuleOp m, SymbolTable &symbols) {
+    auto sgemm = symbols.lookup<func::FuncOp>("cblas_sgemm");
+    if (!sgemm)
+      return success();
+    StringRef kGemm = rt::name(rt::Fn::planrt_cuda_gemm);
+    if (symbols.lookup(kGemm))
+      return sgemm.emitOpError() << "'" << kGemm << "' is already declared";
+    OpBuilder b(sgemm);
+    auto gemm = func::FuncOp::create(b, sgemm.getLoc(), kGemm, rt::funcType(b.getContext(), rt::Fn::planrt_cuda_gemm));
+    gemm.setPrivate();
+    symbols.insert(gemm);
+    SmallVector<func::CallOp> calls;
+    m.walk([&](func::CallOp call) {
+      if (call.getCallee() == "cblas_sgemm")
+        calls.push_back(call);
+    });
+    for (func::CallOp call : calls) {
+      int32_t compute = PLANRT_GEMM_F32;
+      if (auto precision = call->getAttrOfType<StringAttr>(kGemmPrecisionAttr)) {
+        std::optional<int32_t> c = llvm::StringSwitch<std::optional<int32_t>>(precision.getValue())
+                                       .Case("bf16", PLANRT_GEMM_BF16)
+                                       .Case("f16", PLANRT_GEMM_F16)
+                                       .Case("tf32", PLANRT_GEMM_TF32)
+                                       .Default(std::nullopt);
+        if (!c)
+          return call.emitOpError() << "has GEMM precision '" << precision.getValue()
+                                    << "', which the CUDA target does not implement (bf16, f16 or tf32)";
+        compute = *c;
+      }
+      b.setInsertionPoint(call);
+      SmallVector<Value> args(call.getOperands());
+      args.push_back(arith::ConstantOp::create(b, call.getLoc(), b.getI32IntegerAttr(compute)));
+      rt::callFunc(b, call.getLoc(), m, rt::Fn::planrt_cuda_gemm, args);
+      call.erase();
+    }
+    symbols.erase(sgemm);
+    return success();
+  }
+
+  /// The memref.get_global whose buffer a library call's pointer operand points into
+  /// (through the address arithmetic of LibraryCalls.cpp and views), or null.
+  static memref::GetGlobalOp globalBehind(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto g = dyn_cast<memref::GetGlobalOp>(def))
+        return g;
+      if (isa<LLVM::IntToPtrOp, arith::IndexCastOp, memref::ExtractAlignedPointerAsIndexOp>(def))
+        v = def->getOperand(0);
+      else if (auto add = dyn_cast<arith::AddIOp>(def))
+        v = add.getLhs();
+      else if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+        v = view.getViewSource();
+      else
+        return nullptr;
+    }
+    return nullptr;
+  }
+};
+
+} // namespace

@@ -1,0 +1,405 @@
+// `plan-gpu-map-loops`: the host functions' loop nests and copies launched as GPU kernels.
+#include "plan/Target/CUDA/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace plan {
+#define GEN_PASS_DEF_PLANGPUMAPLOOPS
+#include "plan/Target/CUDA/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace plan;
+
+namespace {
+
+/// Threads per block of a generated kernel.
+constexpr int64_t kThreads = 256;
+/// The gpu.module every kernel is outlined into.
+constexpr const char *kKernelModule = "planc_kernels";
+
+struct PlanGpuMapLoops : plan::impl::PlanGpuMapLoopsBase<PlanGpuMapLoops> {
+  void runOnOperation() override {
+    for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isDeclaration())
+        continue;
+      fn = f.getSymName().str();
+      counter = 0;
+      if (failed(mapRegion(f.getBody())))
+        return signalPassFailure();
+    }
+  }
+
+private:
+  std::string fn;
+  int64_t counter = 0;
+
+  LogicalResult mapRegion(Region &region) {
+    for (Block &block : region)
+      for (Operation &op : llvm::make_early_inc_range(block))
+        if (failed(mapOp(&op)))
+          return failure();
+    return success();
+  }
+
+  LogicalResult mapOp(Operation *op) {
+    if (isa<gpu::LaunchOp>(op))
+      return success();
+    if (auto p = dyn_cast<scf::ParallelOp>(op))
+      return mapParallel(p);
+    if (auto c = dyn_cast<memref::CopyOp>(op))
+      return mapCopy(c);
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      if (scf::ParallelOp inner = parallelInside(loop))
+        return mapAround(loop, inner);
+      if (Reduction r = reductionOf(loop)) {
+        mapReduction(loop, r);
+        return success();
+      }
+      if (deviceOnly(loop)) {
+        mapSerial(loop);
+        return success();
+      }
+    }
+    for (Region &r : op->getRegions())
+      if (failed(mapRegion(r)))
+        return failure();
+    return success();
+  }
+
+  /// The scf.parallel that is all a perfect nest of serial loops holds (besides
+  /// constants), or null. convert-linalg-to-parallel-loops gives such nests for a
+  /// reduction whose reduced dimension comes first (a bias gradient: for each row, for
+  /// all columns in parallel, out[c] += x[r, c]). When each parallel iteration owns
+  /// what it writes (ownsWrites) the serial loops can run inside each of its threads.
+  static scf::ParallelOp parallelInside(scf::ForOp outer) {
+    scf::ParallelOp found;
+    scf::ForOp loop = outer;
+    while (!found) {
+      if (!loop->use_empty() || loop.getNumRegionIterArgs() != 0)
+        return nullptr;
+      Operation *only = nullptr;
+      for (Operation &op : loop.getBody()->without_terminator()) {
+        if (op.hasTrait<OpTrait::ConstantLike>())
+          continue;
+        if (only)
+          return nullptr;
+        only = &op;
+      }
+      if (auto p = dyn_cast_or_null<scf::ParallelOp>(only))
+        found = p;
+      else if (auto f = dyn_cast_or_null<scf::ForOp>(only))
+        loop = f;
+      else
+        return nullptr;
+    }
+    // The launch's size is computed before the serial loops: the parallel loop's
+    // bounds must be defined outside them.
+    for (Value v : llvm::concat<Value>(found.getLowerBound(), found.getUpperBound(), found.getStep())) {
+      Operation *owner = v.getParentRegion()->getParentOp();
+      if (owner == outer.getOperation() || outer->isProperAncestor(owner))
+        return nullptr;
+    }
+    return found.getNumResults() == 0 && ownsWrites(found) ? found : nullptr;
+  }
+
+  /// Whether every store in p's body indexes with all of p's induction variables, and
+  /// every load of a stored memref uses the same indices as its stores: no iteration
+  /// reads or writes an element another iteration writes.
+  static bool ownsWrites(scf::ParallelOp p) {
+    DenseMap<Value, SmallVector<Value>> stored;
+    bool ok = true;
+    p.getBody()->walk([&](memref::StoreOp st) {
+      for (Value iv : p.getInductionVars())
+        if (!llvm::is_contained(st.getIndices(), iv))
+          ok = false;
+      auto [it, fresh] = stored.try_emplace(st.getMemRef(), st.getIndices().begin(), st.getIndices().end());
+      if (!fresh && !llvm::equal(it->second, st.getIndices()))
+        ok = false;
+    });
+    p.getBody()->walk([&](memref::LoadOp ld) {
+      auto it = stored.find(ld.getMemRef());
+      if (it != stored.end() && !llvm::equal(it->second, ld.getIndices()))
+        ok = false;
+    });
+    p.getBody()->walk([&](Operation *op) {
+      if (isa<memref::StoreOp, memref::LoadOp>(op))
+        return;
+      if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
+        ok = false;  // other writes (atomics, calls): not analysed
+    });
+    return ok && !stored.empty();
+  }
+
+  /// A loop nest a single GPU thread can run: it stores to memory, calls nothing,
+  /// allocates nothing and has no parallel loop inside (which gets its own kernel).
+  static bool deviceOnly(scf::ForOp loop) {
+    if (!loop->use_empty())
+      return false;
+    bool stores = false;
+    WalkResult r = loop->walk([&](Operation *op) {
+      if (isa<memref::StoreOp>(op))
+        stores = true;
+      if (isa<scf::ParallelOp, memref::AllocOp, memref::AllocaOp, memref::DeallocOp, memref::CopyOp,
+              memref::ExtractAlignedPointerAsIndexOp, gpu::LaunchOp>(op) ||
+          isa<func::FuncDialect, LLVM::LLVMDialect>(op->getDialect()))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return stores && !r.wasInterrupted();
+  }
+
+  /// gpu.launch of ⌈total / 256⌉ blocks of 256 threads named `<function>_<kind><n>`;
+  /// `body` fills the part that runs when the thread's linear id is below `total`.
+  void launch(OpBuilder &b, Location loc, Value total, StringRef kind,
+              function_ref<void(OpBuilder &, Value)> body) {
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value threads = arith::ConstantIndexOp::create(b, loc, kThreads);
+    Value blocks = arith::CeilDivSIOp::create(b, loc, total, threads);
+    std::string name = fn + "_" + kind.str() + std::to_string(counter++);
+    auto l = gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one, Value(), Type(), ValueRange(),
+                                   TypeRange(), TypeRange(), Value(), Value(), Value(),
+                                   FlatSymbolRefAttr::get(b.getContext(), kKernelModule),
+                                   FlatSymbolRefAttr::get(b.getContext(), name));
+    OpBuilder::InsertionGuard guard(b);
+    Block &entry = l.getBody().front();
+    b.setInsertionPointToStart(&entry);
+    Value width = arith::ConstantIndexOp::create(b, loc, kThreads);
+    Value id = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, l.getBlockIds().x, width),
+                                     l.getThreadIds().x);
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id, total);
+    auto guardIf = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&guardIf.getThenRegion().front());
+    body(b, id);
+    b.setInsertionPointToEnd(&entry);
+    gpu::TerminatorOp::create(b, loc);
+    sinkGlobals(l);
+  }
+
+  /// Every memref.get_global defined outside `l` and used inside gets a copy at the
+  /// start of the kernel: gpu-kernel-outlining then copies the global into the GPU
+  /// module, where the host's address would be a fault.
+  static void sinkGlobals(gpu::LaunchOp l) {
+    DenseMap<Operation *, Value> copies;
+    OpBuilder b(&l.getBody().front(), l.getBody().front().begin());
+    l.getBody().walk([&](Operation *op) {
+      for (OpOperand &use : op->getOpOperands()) {
+        auto g = use.get().getDefiningOp<memref::GetGlobalOp>();
+        if (!g || l->isAncestor(g))
+          continue;
+        Value &copy = copies[g];
+        if (!copy)
+          copy = b.clone(*g)->getResult(0);
+        use.set(copy);
+      }
+    });
+  }
+
+  /// The indices of linear id `id` in a row-major iteration space of `sizes`.
+  static SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value id, ArrayRef<Value> sizes) {
+    SmallVector<Value> idx(sizes.size());
+    Value rest = id;
+    for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
+      if (i == 0) {
+        idx[i] = rest;
+        break;
+      }
+      idx[i] = arith::RemUIOp::create(b, loc, rest, sizes[i]);
+      rest = arith::DivUIOp::create(b, loc, rest, sizes[i]);
+    }
+    return idx;
+  }
+
+  /// The values of p's induction variables at thread `id` of a launch over `sizes`.
+  static SmallVector<Value> inductionValues(OpBuilder &b, Location loc, Value id, ArrayRef<Value> sizes,
+                                            scf::ParallelOp p) {
+    SmallVector<Value> ivs;
+    for (auto [i, lb, step] : llvm::zip(delinearize(b, loc, id, sizes), p.getLowerBound(), p.getStep()))
+      ivs.push_back(arith::AddIOp::create(b, loc, lb, arith::MulIOp::create(b, loc, i, step)));
+    return ivs;
+  }
+
+  /// p's body cloned at b with its induction variables at `ivs`.
+  static void inlineBody(OpBuilder &b, scf::ParallelOp p, ValueRange ivs) {
+    IRMapping map;
+    map.map(p.getInductionVars(), ivs);
+    for (Operation &op : p.getBody()->without_terminator())
+      b.clone(op, map);
+  }
+
+  static Value product(OpBuilder &b, Location loc, ArrayRef<Value> sizes) {
+    Value total = arith::ConstantIndexOp::create(b, loc, 1);
+    for (Value s : sizes)
+      total = arith::MulIOp::create(b, loc, total, s);
+    return total;
+  }
+
+  LogicalResult mapParallel(scf::ParallelOp p) {
+    if (p.getNumResults() != 0)
+      return p.emitOpError() << "with reductions: plan-gpu-map-loops launches parallel loops without results "
+                                "(convert-linalg-to-parallel-loops keeps reductions as scf.for)";
+    OpBuilder b(p);
+    Location loc = p.getLoc();
+    SmallVector<Value> sizes = tripCounts(b, loc, p);
+    launch(b, loc, product(b, loc, sizes), "loop",
+           [&](OpBuilder &b, Value id) { inlineBody(b, p, inductionValues(b, loc, id, sizes, p)); });
+    p.erase();
+    return success();
+  }
+
+  /// The trip counts of a parallel loop, max(0, ⌈(ub − lb) / step⌉) each, built at b.
+  static SmallVector<Value> tripCounts(OpBuilder &b, Location loc, scf::ParallelOp p) {
+    SmallVector<Value> sizes;
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    for (auto [lb, ub, step] : llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
+      Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, ub, lb), zero);
+      sizes.push_back(arith::CeilDivSIOp::create(b, loc, span, step));
+    }
+    return sizes;
+  }
+
+  /// `outer` (serial loops around `inner`, a parallel loop) as one kernel: a thread
+  /// per parallel iteration, which runs the serial loops around its iteration.
+  LogicalResult mapAround(scf::ForOp outer, scf::ParallelOp inner) {
+    OpBuilder b(outer);
+    Location loc = outer.getLoc();
+    SmallVector<Value> sizes = tripCounts(b, loc, inner);
+    launch(b, loc, product(b, loc, sizes), "loop", [&](OpBuilder &b, Value id) {
+      SmallVector<Value> ivs = inductionValues(b, loc, id, sizes, inner);
+      // The serial nest cloned with the parallel loop replaced by its body at `ivs`.
+      scf::ParallelOp clone;
+      b.clone(*outer)->walk([&](scf::ParallelOp p) { clone = p; });
+      OpBuilder in(clone);
+      inlineBody(in, clone, ivs);
+      clone.erase();
+    });
+    outer.erase();
+    return success();
+  }
+
+  LogicalResult mapCopy(memref::CopyOp c) {
+    OpBuilder b(c);
+    Location loc = c.getLoc();
+    auto type = cast<MemRefType>(c.getSource().getType());
+    SmallVector<Value> sizes;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      sizes.push_back(memref::DimOp::create(b, loc, c.getSource(), i));
+    launch(b, loc, product(b, loc, sizes), "copy", [&](OpBuilder &b, Value id) {
+      SmallVector<Value> idx = delinearize(b, loc, id, sizes);
+      Value v = memref::LoadOp::create(b, loc, c.getSource(), idx);
+      memref::StoreOp::create(b, loc, v, c.getTarget(), idx);
+    });
+    c.erase();
+    return success();
+  }
+
+  /// A loop that sums into one element: `acc[c] = acc[c] + v(i)` with a reassociable
+  /// addition, `v` pure but for loads from other buffers (a sum of squares, a mean).
+  struct Reduction {
+    memref::LoadOp load;    ///< acc[c]
+    arith::AddFOp add;      ///< acc[c] + v(i)
+    memref::StoreOp store;  ///< acc[c] = …
+    explicit operator bool() const { return bool(add); }
+  };
+
+  static Reduction reductionOf(scf::ForOp loop) {
+    if (!loop->use_empty() || loop.getNumRegionIterArgs() != 0)
+      return {};
+    Block *body = loop.getBody();
+    auto store = dyn_cast<memref::StoreOp>(body->getTerminator()->getPrevNode());
+    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+      return {};
+    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
+    if (!add || add->getBlock() != body || !bitEnumContainsAll(add.getFastmath(), arith::FastMathFlags::reassoc))
+      return {};
+    memref::LoadOp load;
+    for (Value operand : {add.getLhs(), add.getRhs()})
+      if (auto l = operand.getDefiningOp<memref::LoadOp>())
+        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()))
+          load = l;
+    if (!load || !load->hasOneUse())
+      return {};
+    for (Value index : store.getIndices())
+      if (!index.getParentRegion()->isProperAncestor(&loop.getRegion()))
+        return {};
+    // Everything else computes v(i): pure ops and loads of other buffers.
+    for (Operation &op : body->without_terminator()) {
+      if (&op == load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
+        continue;
+      if (auto l = dyn_cast<memref::LoadOp>(op)) {
+        if (l.getMemRef() == store.getMemRef())
+          return {};
+        continue;
+      }
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return {};
+    }
+    return {load, add, store};
+  }
+
+  /// Threads of the first stage of a reduction: each sums a strided share of the
+  /// iterations; one thread then adds the partial sums to the element.
+  static constexpr int64_t kPartials = 32768;
+
+  /// A reduction loop as two kernels: kPartials threads each summing every
+  /// kPartials-th iteration into a partial sum (from 0), then one thread adding the
+  /// partial sums, in order, to the element. The addition is reassociable
+  /// (`fastmath<reassoc>`), so the order may change.
+  void mapReduction(scf::ForOp loop, Reduction r) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Type t = r.add.getType();
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0), one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, loop.getUpperBound(),
+                                                                        loop.getLowerBound()), zero);
+    Value n = arith::CeilDivSIOp::create(b, loc, span, loop.getStep());
+    Value parts = arith::ConstantIndexOp::create(b, loc, kPartials);
+    auto partials = memref::AllocOp::create(b, loc, MemRefType::get({kPartials}, t));
+    launch(b, loc, parts, "partial", [&](OpBuilder &b, Value id) {
+      Value init = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 0.0));
+      auto strided = scf::ForOp::create(
+          b, loc, id, n, parts, ValueRange{init}, [&](OpBuilder &in, Location l, Value j, ValueRange sum) {
+            IRMapping map;
+            map.map(loop.getInductionVar(),
+                    arith::AddIOp::create(in, l, loop.getLowerBound(), arith::MulIOp::create(in, l, j, loop.getStep())));
+            for (Operation &op : loop.getBody()->without_terminator())
+              if (&op != r.load.getOperation() && &op != r.add.getOperation() && &op != r.store.getOperation())
+                in.clone(op, map);
+            Value v = map.lookupOrDefault(r.add.getLhs() == r.load.getResult() ? r.add.getRhs() : r.add.getLhs());
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, sum[0], v, r.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, strided.getResult(0), partials, ValueRange{id});
+    });
+    launch(b, loc, one, "serial", [&](OpBuilder &b, Value) {
+      Value acc0 = memref::LoadOp::create(b, loc, r.store.getMemRef(), r.store.getIndices());
+      auto total = scf::ForOp::create(
+          b, loc, zero, parts, one, ValueRange{acc0}, [&](OpBuilder &in, Location l, Value k, ValueRange acc) {
+            Value p = memref::LoadOp::create(in, l, partials, ValueRange{k});
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, acc[0], p, r.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, total.getResult(0), r.store.getMemRef(), r.store.getIndices());
+    });
+    memref::DeallocOp::create(b, loc, partials);
+    loop.erase();
+  }
+
+  void mapSerial(scf::ForOp loop) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    launch(b, loc, one, "serial", [&](OpBuilder &b, Value) { b.clone(*loop); });
+    loop.erase();
+  }
+};
+
+} // namespace
