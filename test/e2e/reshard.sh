@@ -134,7 +134,12 @@ EOF
 # 3. A corrupted shard is refused before it is used.
 cp -r ck_z3 ck_bad
 printf 'X' | dd of=ck_bad/step-00000010/rank-00002.safetensors bs=1 seek=200 conv=notrunc status=none
-if run 4 ./exe_zero3 --resume ck_bad --quiet > bad.log 2>&1; then fail "a corrupted shard was accepted"; fi
+# Each rank appends its own stderr to bad.log: through mpirun's forwarding, MPI_Abort can
+# end the run before the first rank's error reaches the file.
+: > bad.log
+if "$MPIRUN" -n 4 sh -c 'exec ./exe_zero3 --resume ck_bad --quiet 2>>bad.log' > /dev/null 2>&1; then
+  fail "a corrupted shard was accepted"
+fi
 grep -q "rank-00002.safetensors: sha256 .* differs from the index" bad.log || { cat bad.log; fail "no hash error"; }
 echo "reshard: a changed byte in rank-00002.safetensors is refused by its sha256"
 
