@@ -142,18 +142,9 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-} // namespace
-
-extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestText, planrt_decode_fn prefill,
-                                    planrt_decode_fn step, const char *retrievalManifest,
-                                    const planrt_retrieval_models *models, planrt_ground_fn ground) {
-  const char *argv0 = argc > 0 ? argv[0] : "generate";
-  GenManifest m;
-  if (parseManifest(manifestText, m) != PLANRT_OK) {
-    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
-    return kExitError;
-  }
-  Options o;
+/// Reads the command line into `o`; returns the exit status if the executable stops
+/// here (--help, or a bad command line after printing the error).
+std::optional<int> parseOptions(int argc, char **argv, const char *argv0, Options &o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -206,6 +197,12 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       o.havePrompt = true;
     }
   }
+  return std::nullopt;
+}
+
+/// The prompt, from where the command line gives it, and the options that need a
+/// grounded plan checked against it; the exit status if they do not fit.
+std::optional<int> checkPrompt(const char *argv0, const GenManifest &m, Options &o, bool grounded, bool canGround) {
   int sources = int(o.havePrompt) + int(!o.promptFile.empty()) + int(!o.tokens.empty());
   if (sources > 1)
     return usageError(argv0, "give the prompt one way: PROMPT, --prompt-file or --tokens");
@@ -221,8 +218,7 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       o.prompt.append(buf, n);
     std::fclose(f);
   }
-  bool grounded = !m.context.empty() && !o.noContext;
-  if (grounded && (!ground || !retrievalManifest)) {
+  if (grounded && !canGround) {
     std::fprintf(stderr, "planrt: error: generate '%s' names the retrieval graph '%s', but this executable was "
                  "linked without it\n", m.generate.c_str(), m.context.c_str());
     return kExitError;
@@ -232,10 +228,22 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
                                  "' retrieves nothing" + (o.noContext ? " with --no-context" : ""));
   if (o.k && !grounded)
     return usageError(argv0, "--k sets the retrieved documents; generate '" + m.generate + "' retrieves nothing");
+  return std::nullopt;
+}
 
-  // The prompt's tokens: bytes for a byte-level model, else ids given explicitly.
-  std::vector<int32_t> tokens;
-  std::string promptText = o.prompt, report;
+/// Where a grounded prompt's context comes from: the retrieval graph linked in.
+struct Grounding {
+  const char *manifest;
+  const planrt_retrieval_models *models;
+  planrt_ground_fn ground;
+};
+
+/// The prompt's tokens: bytes for a byte-level model, else ids given explicitly. A
+/// grounded prompt is rebuilt around the retrieved documents (promptText), and
+/// `report` holds the retrieval's JSON report. Returns the exit status on failure.
+std::optional<int> buildPrompt(const char *argv0, const GenManifest &m, const Options &o, bool grounded,
+                               const Grounding &g, std::vector<int32_t> &tokens, std::string &promptText,
+                               std::string &report) {
   if (!o.tokens.empty()) {
     if (grounded)
       return usageError(argv0, "a grounded prompt is text (the question); --tokens is for plain continuation "
@@ -267,7 +275,7 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
       const char *instructions = o.instructions.empty()
                                      ? "Answer the question from the documents in the DATA section."
                                      : o.instructions.c_str();
-      if (ground(retrievalManifest, models, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
+      if (g.ground(g.manifest, g.models, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
         std::fprintf(stderr, "planrt: error: retrieving the context of generate '%s' from '%s': %s\n",
                      m.generate.c_str(), m.context.c_str(), planrt_last_error());
         return kExitError;
@@ -282,24 +290,30 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
   }
   if (tokens.empty())
     return usageError(argv0, "the prompt is empty: there is nothing to continue");
+  return std::nullopt;
+}
 
-  // Parameters.
-  planrt::Decoder dec(m.model, prefill);
-  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint;
-  if (dec.load(ckpt, "generate '" + m.generate + "'")) {
-    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
-    return kExitError;
-  }
+/// The sampling settings of a run: the plan's, unless the command line overrides them.
+struct Sampling {
+  double temperature;
+  int64_t topK, maxTokens;
+  uint64_t seed;
+};
 
-  double temperature = o.temperature.value_or(m.temperature);
-  int64_t topK = o.topK.value_or(m.topK), maxTokens = o.maxTokens.value_or(m.maxTokens);
-  uint64_t seed = o.seed ? uint64_t(*o.seed) : m.seed;
-  const int64_t W = m.model.window, V = m.model.vocab;
-  std::vector<float> stepLogits(static_cast<size_t>(V));
+/// What one generation produced, and how long it took.
+struct Generated {
   std::vector<int32_t> out;
   std::vector<double> logprobs;
   int64_t shifts = 0;
-  const size_t promptTokens = tokens.size();
+  double prefillS = 0, decodeS = 0;
+};
+
+/// Fills the cache with the prompt, then samples up to maxTokens tokens one at a time.
+Generated decode(planrt::Decoder &dec, planrt_decode_fn step, const GenManifest &m, const Sampling &s,
+                 const std::vector<int32_t> &tokens) {
+  const int64_t W = m.model.window, V = m.model.vocab;
+  std::vector<float> stepLogits(static_cast<size_t>(V));
+  Generated g;
 
   // The context keeps at most W positions: when it is full, it restarts from its
   // newest W/2 tokens (the cache is refilled from them).
@@ -308,18 +322,18 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
   auto restart = [&]() {
     int64_t keep = std::max<int64_t>(1, W / 2);
     ctx.erase(ctx.begin(), ctx.end() - keep);
-    ++shifts;
+    ++g.shifts;
     return fill(0, int64_t(ctx.size()));
   };
   auto t0 = std::chrono::steady_clock::now();
   const float *next = int64_t(ctx.size()) > W ? restart() : fill(0, int64_t(ctx.size()));
-  double prefillS = since(t0);
+  g.prefillS = since(t0);
   auto t1 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < maxTokens; ++i) {
-    auto [id, lp] = sample(next, V, temperature, topK, seed, uint64_t(i));
-    out.push_back(id);
-    logprobs.push_back(lp);
-    if (i + 1 == maxTokens)
+  for (int64_t i = 0; i < s.maxTokens; ++i) {
+    auto [id, lp] = sample(next, V, s.temperature, s.topK, s.seed, uint64_t(i));
+    g.out.push_back(id);
+    g.logprobs.push_back(lp);
+    if (i + 1 == s.maxTokens)
       break;
     ctx.push_back(id);
     if (int64_t(ctx.size()) > W) {
@@ -330,7 +344,16 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
     step(dec.params(), &ctx[size_t(pos)], pos, dec.cache(), stepLogits.data());
     next = stepLogits.data();
   }
-  double decodeS = since(t1);
+  g.decodeS = since(t1);
+  return g;
+}
+
+/// The result on stdout: one JSON object (--json), the text (a byte-level model) or
+/// the token ids; the timings on a terminal's stderr.
+void printResult(const GenManifest &m, const Options &o, const Sampling &s, const planrt::Decoder &dec,
+                 const Generated &g, size_t promptTokens, const std::string &promptText, const std::string &report) {
+  const int64_t W = m.model.window, V = m.model.vocab;
+  const std::vector<int32_t> &out = g.out;
   std::string text;
   if (V == 256)
     for (int32_t id : out)
@@ -341,15 +364,15 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
            {"checkpoint", dec.checkpoint()},
            {"prompt_tokens", promptTokens},
            {"tokens", out},
-           {"logprobs", logprobs},
-           {"temperature", temperature},
-           {"top_k", topK},
-           {"seed", seed},
+           {"logprobs", g.logprobs},
+           {"temperature", s.temperature},
+           {"top_k", s.topK},
+           {"seed", s.seed},
            {"window", W},
-           {"context_restarts", shifts},
-           {"prefill_s", prefillS},
-           {"decode_s", decodeS},
-           {"tokens_per_s", decodeS > 0 ? double(out.size()) / decodeS : 0.0}};
+           {"context_restarts", g.shifts},
+           {"prefill_s", g.prefillS},
+           {"decode_s", g.decodeS},
+           {"tokens_per_s", g.decodeS > 0 ? double(out.size()) / g.decodeS : 0.0}};
     if (V == 256) {
       j["text"] = text;
       j["prompt"] = promptText;
@@ -368,6 +391,43 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
   std::fflush(stdout);
   if (isatty(2))
     std::fprintf(stderr, "planrt: %zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n", promptTokens,
-                 prefillS, out.size(), decodeS, decodeS > 0 ? double(out.size()) / decodeS : 0.0);
+                 g.prefillS, out.size(), g.decodeS, g.decodeS > 0 ? double(out.size()) / g.decodeS : 0.0);
+}
+
+} // namespace
+
+extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestText, planrt_decode_fn prefill,
+                                    planrt_decode_fn step, const char *retrievalManifest,
+                                    const planrt_retrieval_models *models, planrt_ground_fn ground) {
+  const char *argv0 = argc > 0 ? argv[0] : "generate";
+  GenManifest m;
+  if (parseManifest(manifestText, m) != PLANRT_OK) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    return kExitError;
+  }
+  Options o;
+  if (std::optional<int> rc = parseOptions(argc, argv, argv0, o))
+    return *rc;
+  bool grounded = !m.context.empty() && !o.noContext;
+  if (std::optional<int> rc = checkPrompt(argv0, m, o, grounded, ground && retrievalManifest))
+    return *rc;
+  std::vector<int32_t> tokens;
+  std::string promptText = o.prompt, report;
+  if (std::optional<int> rc = buildPrompt(argv0, m, o, grounded, Grounding{retrievalManifest, models, ground},
+                                          tokens, promptText, report))
+    return *rc;
+
+  // Parameters.
+  planrt::Decoder dec(m.model, prefill);
+  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint;
+  if (dec.load(ckpt, "generate '" + m.generate + "'")) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    return kExitError;
+  }
+
+  Sampling s{o.temperature.value_or(m.temperature), o.topK.value_or(m.topK), o.maxTokens.value_or(m.maxTokens),
+             o.seed ? uint64_t(*o.seed) : m.seed};
+  Generated g = decode(dec, step, m, s, tokens);
+  printResult(m, o, s, dec, g, tokens.size(), promptText, report);
   return 0;
 }

@@ -1,59 +1,22 @@
-// CPU kernels of the nn ops that planc lowers to library calls (planrt_kernels.h):
-// layer/RMS norm, scaled dot-product attention with rope and grouped-query heads,
-// embedding and cross-entropy, each with its backward. Norms, embedding and loss are
-// scalar C++ with reductions in double. Attention works per (batch, head) in
-// blocks of 64 queries: its matrix products are cblas_sgemm calls (OpenBLAS), its
-// softmax (row maximum subtracted) and other element-wise passes are in float,
-// four lanes at a time.
+// Scaled dot-product attention and its backward on the CPU (planrt_kernels.h): rope,
+// grouped-query heads, causal or not, and over a key/value cache for decoding. Work goes
+// per (batch, head) in blocks of 64 queries: the matrix products are cblas_sgemm calls
+// (OpenBLAS), the softmax (row maximum subtracted) and other element-wise passes are in
+// float, four lanes at a time; the backward recomputes the probabilities.
+#include "common.h"
 #include "planrt_kernels.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+using planrt::kernels::fatal;
+
 namespace {
-
-/// Prints "planrt: error: ..." to stderr and exits with status 1: the kernels
-/// have no status to return, and a bad index would otherwise read out of bounds.
-[[noreturn]] __attribute__((format(printf, 1, 2))) void fatal(const char *fmt, ...) {
-  std::fflush(stdout);
-  std::fputs("planrt: error: ", stderr);
-  va_list args;
-  va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::exit(1);
-}
-
-/// Mean and 1/sqrt(var + eps) of one row (biased variance, two passes).
-void meanRstd(const float *x, int64_t C, float eps, double &mean, double &rstd) {
-  double sum = 0;
-  for (int64_t c = 0; c < C; ++c)
-    sum += x[c];
-  mean = sum / double(C);
-  double sq = 0;
-  for (int64_t c = 0; c < C; ++c) {
-    double d = x[c] - mean;
-    sq += d * d;
-  }
-  rstd = 1.0 / std::sqrt(sq / double(C) + double(eps));
-}
-
-/// 1/sqrt(mean(x^2) + eps) of one row.
-double rmsRstd(const float *x, int64_t C, float eps) {
-  double sq = 0;
-  for (int64_t c = 0; c < C; ++c)
-    sq += double(x[c]) * x[c];
-  return 1.0 / std::sqrt(sq / double(C) + double(eps));
-}
 
 /// Query rows per block of the attention kernels: the scores of one block of
 /// queries against the keys it may see are one GEMM. With a causal mask, block
@@ -315,85 +278,9 @@ struct Attn {
   }
 };
 
-[[noreturn]] void badIndex(const char *what, int64_t id, int64_t V) {
-  fatal("%s %lld is outside [0, %lld)", what, (long long)id, (long long)V);
-}
-
 } // namespace
 
 extern "C" {
-
-void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows,
-                        int64_t C, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * C;
-    float *yr = y + r * C;
-    double mean, rstd;
-    meanRstd(xr, C, eps, mean, rstd);
-    for (int64_t c = 0; c < C; ++c) {
-      double v = (xr[c] - mean) * rstd * w[c];
-      yr[c] = float(b ? v + b[c] : v);
-    }
-  }
-}
-
-void planrt_k_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                            float *db, int64_t rows, int64_t C, float eps) {
-  std::vector<double> dwAcc(size_t(C), 0.0), dbAcc(size_t(C), 0.0), xhat(C);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * C, *dyr = dy + r * C;
-    double mean, rstd;
-    meanRstd(xr, C, eps, mean, rstd);
-    // With g = dy * w: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-    double sumG = 0, sumGX = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      xhat[c] = (xr[c] - mean) * rstd;
-      double g = double(dyr[c]) * w[c];
-      sumG += g;
-      sumGX += g * xhat[c];
-      dwAcc[c] += dyr[c] * xhat[c];
-      dbAcc[c] += dyr[c];
-    }
-    double meanG = sumG / double(C), meanGX = sumGX / double(C);
-    for (int64_t c = 0; c < C; ++c)
-      dx[r * C + c] = float(rstd * (double(dyr[c]) * w[c] - meanG - xhat[c] * meanGX));
-  }
-  for (int64_t c = 0; c < C; ++c) {
-    dw[c] = float(dwAcc[c]);
-    if (db)
-      db[c] = float(dbAcc[c]);
-  }
-}
-
-void planrt_k_rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t C, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * C;
-    double rstd = rmsRstd(xr, C, eps);
-    for (int64_t c = 0; c < C; ++c)
-      y[r * C + c] = float(xr[c] * rstd * w[c]);
-  }
-}
-
-void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                          int64_t rows, int64_t C, float eps) {
-  std::vector<double> dwAcc(size_t(C), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * C, *dyr = dy + r * C;
-    double rstd = rmsRstd(xr, C, eps);
-    // With g = dy * w and xhat = x * rstd: dx = rstd * (g - xhat * mean(g * xhat)).
-    double sumGX = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      double xhat = xr[c] * rstd;
-      sumGX += double(dyr[c]) * w[c] * xhat;
-      dwAcc[c] += dyr[c] * xhat;
-    }
-    double meanGX = sumGX / double(C);
-    for (int64_t c = 0; c < C; ++c)
-      dx[r * C + c] = float(rstd * (double(dyr[c]) * w[c] - xr[c] * rstd * meanGX));
-  }
-  for (int64_t c = 0; c < C; ++c)
-    dw[c] = float(dwAcc[c]);
-}
 
 void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH,
                    int64_t D, int32_t causal, int32_t rope, float rope_theta) {
@@ -521,70 +408,6 @@ void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t
         std::memcpy(row + (H + KVH + g) * D, &dV[size_t(t * D)], size_t(D) * sizeof(float));
       }
     }
-}
-
-void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int64_t rows,
-                        int64_t C, int64_t V) {
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t id = ids[r];
-    if (id < 0 || id >= V)
-      badIndex("embedding id", id, V);
-    std::memcpy(out + r * C, table + id * C, size_t(C) * sizeof(float));
-  }
-}
-
-void planrt_k_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows,
-                            int64_t C, int64_t V) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (ids[r] < 0 || ids[r] >= V)
-      badIndex("embedding id", ids[r], V);
-  std::fill(dtable, dtable + V * C, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    float *dst = dtable + int64_t(ids[r]) * C;
-    const float *src = dout + r * C;
-    for (int64_t c = 0; c < C; ++c)
-      dst[c] += src[c];
-  }
-}
-
-void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows,
-                            int64_t V) {
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *lr = logits + r * V;
-    int64_t t = targets[r];
-    if (t < 0 || t >= V)
-      badIndex("cross-entropy target", t, V);
-    float max = *std::max_element(lr, lr + V);
-    double sum = 0;
-    for (int64_t j = 0; j < V; ++j)
-      sum += std::exp(lr[j] - max);
-    total += double(max) + std::log(sum) - double(lr[t]);
-  }
-  *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
-}
-
-void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets,
-                                float *dlogits, int64_t rows, int64_t V) {
-  double scale = rows > 0 ? double(*dloss) / double(rows) : 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *lr = logits + r * V;
-    float *dr = dlogits + r * V;
-    int64_t t = targets[r];
-    if (t < 0 || t >= V)
-      badIndex("cross-entropy target", t, V);
-    float max = *std::max_element(lr, lr + V);
-    double sum = 0;
-    for (int64_t j = 0; j < V; ++j) {
-      dr[j] = std::exp(lr[j] - max); // unnormalised softmax, kept for the second pass
-      sum += dr[j];
-    }
-    double k = scale / sum;
-    for (int64_t j = 0; j < V; ++j) {
-      double pj = k * dr[j];
-      dr[j] = float(j == t ? pj - scale : pj);
-    }
-  }
 }
 
 } // extern "C"

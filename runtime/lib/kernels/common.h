@@ -1,0 +1,34 @@
+// Internal to the CPU kernels (one family per file, as runtime/cuda/: norms.cpp,
+// attention.cpp, embedding.cpp, cross_entropy.cpp; tensor_parallel.cpp for the
+// collectives of tensor-parallel ranks): the fatal error of a bad shape or index.
+#ifndef PLANRT_LIB_KERNELS_COMMON_H
+#define PLANRT_LIB_KERNELS_COMMON_H
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace planrt::kernels {
+
+/// Prints "planrt: error: ..." to stderr and exits with status 1: the kernels
+/// have no status to return, and a bad index would otherwise read out of bounds.
+[[noreturn]] __attribute__((format(printf, 1, 2))) inline void fatal(const char *fmt, ...) {
+  std::fflush(stdout);
+  std::fputs("planrt: error: ", stderr);
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  std::exit(1);
+}
+
+/// An embedding id or cross-entropy target outside [0, V): fatal.
+[[noreturn]] inline void badIndex(const char *what, int64_t id, int64_t V) {
+  fatal("%s %lld is outside [0, %lld)", what, (long long)id, (long long)V);
+}
+
+} // namespace planrt::kernels
+
+#endif // PLANRT_LIB_KERNELS_COMMON_H

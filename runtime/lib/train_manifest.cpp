@@ -1,0 +1,361 @@
+// Reading a training executable's manifest (train_manifest.h): one reader per section,
+// called in the order that decides which error a manifest with several gets.
+#include "train_manifest.h"
+
+#include "manifest_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace planrt::train {
+
+using namespace planrt::manifest;
+
+namespace {
+
+void readHeader(const json &root, Manifest &m) {
+  std::string format = text(root, "format", "the manifest");
+  if (format != "planc-train-1")
+    throw Malformed{"format '" + format + "'; this runtime reads planc-train-1"};
+  m.plan = text(root, "plan", "the manifest");
+  m.model = text(root, "model", "the manifest");
+}
+
+/// Pipeline parallelism: each stage has its own parameters and flat layout, and this
+/// rank reads its stage's; without, the top level holds the one layout. Returns the
+/// object holding the layout; `in` is the JSON path prefix of its fields.
+const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::string &in) {
+  in = "";
+  if (!root.contains("pipeline"))
+    return root;
+  const json &pipe = root["pipeline"];
+  const json &stages = field(root, "stages", "the manifest");
+  if (!stages.is_array() || stages.size() < 2)
+    throw Malformed{"stages is not an array of two stages or more"};
+  m.pipeline = int64_t(stages.size());
+  std::string axis = text(pipe, "axis", "pipeline");
+  m.stage = stage;
+  if (stage < 0 || stage >= m.pipeline)
+    throw Malformed{"pipeline stage " + std::to_string(stage) + " is not one of the stages"};
+  const json &axes = field(field(root, "mesh", "the manifest"), "axes", "mesh");
+  for (size_t a = 0; a < axes.size(); ++a)
+    if (axes[a].is_string() && axes[a].get<std::string>() == axis)
+      m.pipelineAxis = int(a);
+  if (m.pipelineAxis < 0)
+    throw Malformed{"pipeline.axis names '" + axis + "', which is not an axis"};
+  auto stageName = [](int64_t k) { return "stages[" + std::to_string(k) + "]"; };
+  if (stage > 0)
+    m.activationIn = integer(stages[size_t(stage - 1)], "activation", stageName(stage - 1), 1, kMaxFloats);
+  if (stage + 1 < m.pipeline)
+    m.activationOut = integer(stages[size_t(stage)], "activation", stageName(stage), 1, kMaxFloats);
+  in = stageName(stage) + ".";
+  return stages[size_t(stage)];
+}
+
+/// Tensor parallelism: how the parameter is cut over the tensor axis.
+void readSplit(const json &sp, const std::string &where, Param &p) {
+  p.splitDim = integer(sp, "dim", where + ".split", 0, int64_t(p.shape.size()) - 1);
+  p.parts = integer(sp, "parts", where + ".split", 2, 65536);
+  const json &blocks = field(sp, "blocks", where + ".split");
+  int64_t total = 0;
+  if (!blocks.is_array() || blocks.empty())
+    throw Malformed{where + ".split.blocks is not a non-empty array"};
+  for (const json &n : blocks) {
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() % p.parts != 0)
+      throw Malformed{where + ".split.blocks holds " + n.dump() + ", not an extent divisible by the parts"};
+    p.blocks.push_back(n.get<int64_t>());
+    total += n.get<int64_t>();
+  }
+  if (total != p.shape[size_t(p.splitDim)] * p.parts)
+    throw Malformed{where + ".split.blocks do not add up to the split dim times the parts"};
+  p.fullShape[size_t(p.splitDim)] = total;
+}
+
+/// One entry of params, at JSON path `where`; m holds the ones before it.
+Param readParam(const json &pj, std::string where, const Manifest &m) {
+  Param p;
+  p.name = text(pj, "name", where);
+  if (p.name.empty())
+    throw Malformed{where + ".name is empty"};
+  where += " ('" + p.name + "')";
+  const json &shape = field(pj, "shape", where);
+  if (!shape.is_array())
+    throw Malformed{where + ".shape is not an array"};
+  int64_t elements = 1;
+  for (const json &d : shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxDim)
+      throw Malformed{where + ".shape holds " + d.dump() + ", not a dimension"};
+    p.shape.push_back(d.get<int64_t>());
+    if (__builtin_mul_overflow(elements, d.get<int64_t>(), &elements) || elements > kMaxFloats)
+      throw Malformed{where + ".shape is too large"};
+  }
+  p.offset = integer(pj, "offset", where, 0, kMaxFloats);
+  p.count = integer(pj, "count", where, 0, kMaxFloats);
+  if (p.count != elements)
+    throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " +
+                    std::to_string(elements) + " elements"};
+  if (p.offset + p.count > m.numFloats)
+    throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past num_floats " +
+                    std::to_string(m.numFloats)};
+  p.init = text(pj, "init", where);
+  if (p.init == "normal") {
+    const json &s = field(pj, "std", where);
+    if (!s.is_number() || !(s.get<double>() >= 0) || !std::isfinite(s.get<double>()))
+      throw Malformed{where + ".std is " + s.dump() + ", not a finite number ≥ 0"};
+    p.std = s.get<double>();
+  } else if (p.init != "zeros" && p.init != "ones") {
+    throw Malformed{where + ".init is '" + p.init + "'; expected normal, zeros or ones"};
+  }
+  for (const Param &q : m.params)
+    if (q.name == p.name)
+      throw Malformed{"two parameters are named '" + p.name + "'"};
+  p.fullShape = p.shape;
+  if (pj.contains("split"))
+    readSplit(pj["split"], where, p);
+  p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
+  if (pj.contains("index"))
+    p.index = integer(pj, "index", where, 0, kMaxDim);
+  if (pj.contains("replica")) {
+    if (!pj["replica"].is_boolean())
+      throw Malformed{where + ".replica is not true or false"};
+    p.replica = pj["replica"].get<bool>();
+  }
+  return p;
+}
+
+/// The flat layout: num_floats and the parameters in it.
+void readParams(const json &lay, const std::string &in, Manifest &m) {
+  m.numFloats = integer(lay, "num_floats", "the manifest", 1, kMaxFloats);
+  const json &params = field(lay, "params", "the manifest");
+  if (!params.is_array() || params.empty())
+    throw Malformed{in + "params is not a non-empty array"};
+  for (size_t i = 0; i < params.size(); ++i)
+    m.params.push_back(readParam(params[i], in + "params[" + std::to_string(i) + "]", m));
+  // The parameters must not overlap in the flat buffers.
+  std::vector<const Param *> order;
+  for (const Param &p : m.params)
+    order.push_back(&p);
+  std::sort(order.begin(), order.end(), [](auto *a, auto *b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (order[i - 1]->offset + order[i - 1]->count > order[i]->offset)
+      throw Malformed{"parameters '" + order[i - 1]->name + "' and '" + order[i]->name + "' overlap"};
+}
+
+/// train's shape of the step: batch, its split, steps, seed, vocabulary, ZeRO stage.
+void readTrainShape(const json &train, Manifest &m) {
+  m.batch = integer(train, "batch", "train", 1, kMaxDim);
+  m.micro = integer(train, "micro", "train", 1, kMaxDim);
+  m.seq = integer(train, "seq", "train", 1, kMaxDim);
+  m.accumulation = integer(train, "accumulation", "train", 1, kMaxDim);
+  m.dataParallel = integer(train, "data_parallel", "train", 1, kMaxDim);
+  m.tensorParallel = train.contains("tensor_parallel") ? integer(train, "tensor_parallel", "train", 1, kMaxDim) : 1;
+  m.steps = integer(train, "steps", "train", 0, kMaxSteps);
+  m.seed = uint64_t(integer(train, "seed", "train", 0, std::numeric_limits<int64_t>::max()));
+  m.vocab = integer(train, "vocab", "train", 1, kMaxDim);
+  if (m.batch != m.micro * m.accumulation * m.dataParallel)
+    throw Malformed{"train.batch " + std::to_string(m.batch) + " is not micro × accumulation × data_parallel = " +
+                    std::to_string(m.micro * m.accumulation * m.dataParallel)};
+  m.zero = train.contains("zero") ? integer(train, "zero", "train", 0, 3) : 0;
+}
+
+/// The two parameter groups (weight decay or not) as spans of the flat layout.
+void readGroups(const json &lay, Manifest &m) {
+  const json &groups = field(lay, "groups", "the manifest");
+  if (!groups.is_array() || groups.size() != 2)
+    throw Malformed{"groups is not an array of two [begin, end] spans"};
+  for (int g = 0; g < 2; ++g) {
+    std::string where = "groups[" + std::to_string(g) + "]";
+    if (!groups[g].is_array() || groups[g].size() != 2 || !groups[g][0].is_number_integer() ||
+        !groups[g][1].is_number_integer())
+      throw Malformed{where + " is not a [begin, end] span"};
+    m.groupBegin[g] = groups[g][0].get<int64_t>();
+    m.groupEnd[g] = groups[g][1].get<int64_t>();
+    if (m.groupBegin[g] < 0 || m.groupEnd[g] < m.groupBegin[g] || m.groupEnd[g] > m.numFloats ||
+        (m.groupEnd[g] - m.groupBegin[g]) % m.dataParallel != 0)
+      throw Malformed{where + " is not a span of num_floats that splits into data_parallel pieces"};
+  }
+}
+
+/// The device mesh, checked against train's data, tensor and pipeline parallelism.
+void readMesh(const json &root, Manifest &m) {
+  const json &mesh = field(root, "mesh", "the manifest");
+  m.axes = texts(mesh, "axes", "mesh");
+  const json &sizes = field(mesh, "sizes", "mesh");
+  if (!sizes.is_array() || sizes.size() != m.axes.size() || m.axes.empty() || m.axes.size() > 16)
+    throw Malformed{"mesh.sizes does not give one size per axis"};
+  int64_t devices = 1, data = 1;
+  for (const json &n : sizes) {
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 65536)
+      throw Malformed{"mesh.sizes holds " + n.dump() + ", not an axis size"};
+    m.sizes.push_back(n.get<int64_t>());
+    devices *= m.sizes.back();
+  }
+  for (const std::string &a : texts(mesh, "data", "mesh")) {
+    auto it = std::find(m.axes.begin(), m.axes.end(), a);
+    if (it == m.axes.end())
+      throw Malformed{"mesh.data names '" + a + "', which is not an axis"};
+    m.dataMask |= 1u << unsigned(it - m.axes.begin());
+    data *= m.sizes[size_t(it - m.axes.begin())];
+  }
+  std::string tensor = mesh.contains("tensor") ? text(mesh, "tensor", "mesh") : "";
+  if (!tensor.empty()) {
+    auto it = std::find(m.axes.begin(), m.axes.end(), tensor);
+    if (it == m.axes.end())
+      throw Malformed{"mesh.tensor names '" + tensor + "', which is not an axis"};
+    m.tensorAxis = int(it - m.axes.begin());
+  }
+  if (m.tensorParallel != (m.tensorAxis < 0 ? 1 : m.sizes[size_t(m.tensorAxis)]))
+    throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) + " is not the size of the tensor axis"};
+  if (m.pipelineAxis >= 0 && m.sizes[size_t(m.pipelineAxis)] != m.pipeline)
+    throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stages for a pipeline axis of " +
+                    std::to_string(m.sizes[size_t(m.pipelineAxis)])};
+  if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel * m.pipeline)
+    throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " × tensor_parallel " +
+                    std::to_string(m.tensorParallel) + " × pipeline stages " + std::to_string(m.pipeline) +
+                    " is not the mesh's " + std::to_string(devices) + " devices over its data, tensor and pipeline axes"};
+}
+
+/// Whole parameters lie one after another (tensor parallelism; else as the flat layout).
+void placeWholeParams(Manifest &m) {
+  int64_t at = 0;
+  for (Param &p : m.params) {
+    if (p.splitDim >= 0 && p.parts != m.tensorParallel)
+      throw Malformed{"parameter '" + p.name + "' is split in " + std::to_string(p.parts) +
+                      " parts over a tensor axis of " + std::to_string(m.tensorParallel)};
+    p.fullOffset = m.tensorParallel > 1 ? at : p.offset;
+    at += p.fullCount;
+  }
+  m.fullFloats = m.tensorParallel > 1 ? at : m.numFloats;
+}
+
+/// The step program's buffers, checked against the flat layout and the ZeRO sharding.
+void readSchedule(const json &root, Manifest &m) {
+  const json &schedule = field(root, "schedule", "the manifest");
+  const json &buffers = field(schedule, "buffers", "schedule");
+  if (!buffers.is_array() || buffers.empty())
+    throw Malformed{"schedule.buffers is not a non-empty array"};
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::string where = "schedule.buffers[" + std::to_string(i) + "]";
+    BufferSpec b{text(buffers[i], "name", where), text(buffers[i], "lifetime", where),
+                 integer(buffers[i], "floats", where, 0, kMaxFloats),
+                 buffers[i].contains("stage") ? integer(buffers[i], "stage", where, 0, m.pipeline - 1) : -1};
+    if (b.lifetime != "persistent" && b.lifetime != "step" && b.lifetime != "transient")
+      throw Malformed{where + ".lifetime is '" + b.lifetime + "'"};
+    m.buffers.push_back(b);
+  }
+  m.master = m.bufferName(text(schedule, "master", "schedule"));
+  const json &sharded = field(schedule, "sharded", "schedule");
+  if (!sharded.is_boolean())
+    throw Malformed{"schedule.sharded is " + sharded.dump() + ", not true or false"};
+  m.sharded = sharded.get<bool>();
+  auto floatsOf = [&](const std::string &name) -> int64_t {
+    for (const BufferSpec &b : m.buffers)
+      if (b.name == name)
+        return b.floats;
+    throw Malformed{"schedule.buffers lacks '" + name + "'"};
+  };
+  if (m.groupEnd[0] > m.groupBegin[1])
+    throw Malformed{"groups[0] and groups[1] overlap or are out of order"};
+  if (m.sharded && m.dataParallel < 2)
+    throw Malformed{"schedule.sharded needs more than one data-parallel rank"};
+  for (const std::string &name : {m.bufferName("exp_avg"), m.bufferName("exp_avg_sq"), std::string("state")})
+    for (const BufferSpec &b : m.buffers)
+      if ((b.name == name || b.name == m.master) && b.lifetime != "persistent")
+        throw Malformed{"schedule buffer '" + b.name + "' must be persistent"};
+  int64_t piece = m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel
+                            : m.numFloats;
+  if (floatsOf(m.bufferName("params")) != m.numFloats || floatsOf(m.bufferName("grads")) != m.numFloats ||
+      floatsOf("state") != 8 || floatsOf(m.master) != piece || floatsOf(m.bufferName("exp_avg")) != piece ||
+      floatsOf(m.bufferName("exp_avg_sq")) != piece)
+    throw Malformed{"schedule.buffers do not have the sizes of the flat layout"};
+}
+
+/// train's settings of the run: data, evaluation, checkpoints, fp16 loss scaling.
+void readTrainRun(const json &train, Manifest &m) {
+  m.data = texts(train, "data", "train");
+  m.val = train.contains("val") ? texts(train, "val", "train") : std::vector<std::string>{};
+  m.evalEvery = train.contains("eval_every") ? integer(train, "eval_every", "train", 0, kMaxSteps) : 0;
+  m.evalBatches = train.contains("eval_batches") ? integer(train, "eval_batches", "train", 0, kMaxDim) : 0;
+  if (train.contains("checkpoint")) {
+    const json &c = train["checkpoint"];
+    m.checkpointDir = text(c, "dir", "train.checkpoint");
+    m.checkpointEvery = integer(c, "every", "train.checkpoint", 0, kMaxSteps);
+    m.checkpointKeep = integer(c, "keep", "train.checkpoint", 0, std::numeric_limits<int>::max());
+  }
+  if (train.contains("loss_scale")) {
+    const json &l = train["loss_scale"];
+    m.lossScaleKind = text(l, "kind", "train.loss_scale");
+    if (m.lossScaleKind != "none" && m.lossScaleKind != "dynamic" && m.lossScaleKind != "static")
+      throw Malformed{"train.loss_scale.kind is '" + m.lossScaleKind + "'; expected none, dynamic or static"};
+    const json &init = field(l, "init", "train.loss_scale");
+    if (!init.is_number() || !(init.get<double>() > 0) || !std::isfinite(init.get<double>()))
+      throw Malformed{"train.loss_scale.init must be a positive number"};
+    m.lossScaleInit = init.get<double>();
+  }
+}
+
+/// The executable's arena, if the compiler planned one: its sizes and every buffer's
+/// offset in it.
+void readMemory(const json &root, Manifest &m) {
+  if (!root.contains("memory"))
+    return;
+  const json &mem = root["memory"];
+  const json &buffers = root["schedule"]["buffers"];  // read by readSchedule
+  constexpr int64_t kMaxBytes = kMaxFloats * 4;
+  m.arena = true;
+  m.stateBytes = integer(mem, "state_bytes", "memory", 0, kMaxBytes);
+  m.stepBytes = integer(mem, "step_bytes", "memory", 0, kMaxBytes);
+  // Under a pipeline, this rank's stage may need less than the largest stage.
+  auto ofStage = [&](const char *key, int64_t all) {
+    if (!mem.contains(key))
+      return all;
+    const json &st = mem[key];
+    if (!st.is_array() || int64_t(st.size()) != m.pipeline || !st[size_t(m.stage)].is_number_integer() ||
+        st[size_t(m.stage)].get<int64_t>() < 0 || st[size_t(m.stage)].get<int64_t>() > all)
+      throw Malformed{std::string("memory.") + key + " is not one size per pipeline stage, each at most " +
+                      std::to_string(all)};
+    return st[size_t(m.stage)].get<int64_t>();
+  };
+  m.rankStateBytes = ofStage("stage_state_bytes", m.stateBytes);
+  m.rankStepBytes = ofStage("stage_step_bytes", m.stepBytes);
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    BufferSpec &b = m.buffers[i];
+    std::string where = "schedule.buffers[" + std::to_string(i) + "]";
+    b.offset = integer(buffers[i], "offset", where, 0, m.stateBytes);
+    int64_t limit = b.stage < 0 || b.stage == m.stage ? m.rankStateBytes : m.stateBytes;
+    if (b.offset % 256 || b.offset + b.floats * 4 > limit)
+      throw Malformed{where + ".offset " + std::to_string(b.offset) + " does not place its " +
+                      std::to_string(b.floats) + " floats at a 256-byte boundary inside the " +
+                      std::to_string(limit) + " bytes of the arena's state part"};
+  }
+}
+
+} // namespace
+
+planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
+  if (!source)
+    return fail(PLANRT_ERR_FORMAT, "the executable has no manifest");
+  return planrt::manifest::parse([&] {
+    json root;
+    try {
+      root = json::parse(source);
+    } catch (const json::exception &e) {
+      throw Malformed{std::string("not valid JSON: ") + e.what()};
+    }
+    readHeader(root, m);
+    std::string in;
+    const json &lay = readPipeline(root, stage, m, in);
+    readParams(lay, in, m);
+    const json &train = field(root, "train", "the manifest");
+    readTrainShape(train, m);
+    readGroups(lay, m);
+    readMesh(root, m);
+    placeWholeParams(m);
+    readSchedule(root, m);
+    readTrainRun(train, m);
+    readMemory(root, m);
+  });
+}
+
+} // namespace planrt::train

@@ -1,0 +1,98 @@
+// Internal: the manifest of a training executable (planc-train-1) as the training
+// driver reads it: the parameters' flat layout, the mesh, the step program's buffers,
+// the run's settings and the arena, all checked before anything runs.
+#ifndef PLANRT_LIB_TRAIN_MANIFEST_H
+#define PLANRT_LIB_TRAIN_MANIFEST_H
+
+#include "status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace planrt::train {
+
+/// Bounds that keep s × batch, offsets and counts far from overflow.
+constexpr int64_t kMaxSteps = int64_t(1) << 40;
+constexpr int64_t kMaxFloats = int64_t(1) << 40;
+constexpr int64_t kMaxDim = int64_t(1) << 31;
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, count = 0;
+  std::string init;  ///< "normal", "zeros" or "ones"
+  double std = 0;
+  /// Tensor parallelism: dim `splitDim` of the full tensor is cut into `parts`, block
+  /// by block (`blocks`: full extents, q/k/v of a packed projection), and this rank
+  /// holds piece c of each block; -1 when the parameter is whole on every rank.
+  int64_t splitDim = -1, parts = 1;
+  std::vector<int64_t> blocks;
+  /// The whole tensor: its shape, and where it lies in a buffer of whole parameters
+  /// (checkpoints, --init, --export are whole). Without tensor parallelism, the same as
+  /// shape and offset.
+  std::vector<int64_t> fullShape;
+  int64_t fullOffset = 0, fullCount = 0;
+  /// Pipeline parallelism: the parameter's position in the whole model (its random
+  /// stream), and whether it is a copy of one an earlier stage owns (a tied embedding).
+  int64_t index = -1;
+  bool replica = false;
+};
+
+/// A buffer of the step program's table.
+struct BufferSpec {
+  std::string name, lifetime;
+  int64_t floats = 0;
+  int64_t stage = -1;  ///< pipeline parallelism: the stage whose ranks hold it, or -1 (all)
+  int64_t offset = -1; ///< its bytes' offset in the executable's arena, or -1 without one
+};
+
+struct Manifest {
+  std::string plan, model;
+  int64_t numFloats = 0;
+  std::vector<Param> params;
+  int64_t groupBegin[2] = {0, 0}, groupEnd[2] = {0, 0};
+  std::vector<std::string> axes;
+  std::vector<int64_t> sizes;
+  unsigned dataMask = 0;
+  int64_t zero = 0;
+  std::vector<BufferSpec> buffers;
+  std::string master;     ///< the buffer holding the f32 parameters the update writes
+  bool sharded = false;   ///< master and moments hold this rank's pieces only
+  int64_t batch = 0, micro = 0, seq = 0, accumulation = 0, dataParallel = 0, steps = 0, vocab = 0;
+  int64_t tensorParallel = 1;
+  int tensorAxis = -1;     ///< the mesh axis of tensor parallelism, or -1
+  int64_t fullFloats = 0;  ///< floats of the whole parameters (Param::fullOffset)
+  /// Pipeline parallelism: the stages (1 without), the axis, this rank's stage (whose
+  /// parameters `params` lists), and every stage's parameter table.
+  int64_t pipeline = 1, stage = 0;
+  int pipelineAxis = -1;
+  std::vector<std::vector<Param>> stageParams;
+  std::vector<int64_t> stageFullFloats;  ///< each stage's floats of whole parameters
+  int64_t activationIn = 0, activationOut = 0;  ///< floats received from and sent to the neighbours
+  /// A buffer of the step program by its name in the schedule: under a pipeline, the
+  /// one of this rank's stage.
+  std::string bufferName(const std::string &name) const {
+    return pipeline > 1 ? name + "_s" + std::to_string(stage) : name;
+  }
+  uint64_t seed = 0;
+  std::vector<std::string> data, val;
+  int64_t evalEvery = 0, evalBatches = 0;
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0, checkpointKeep = 0;
+  std::string lossScaleKind = "none";  ///< "none", "dynamic" or "static" (fp16)
+  double lossScaleInit = 1;
+  /// The executable's arena (the cuda targets' memory plan): the step program's buffers
+  /// at their offsets in its first stateBytes, then stepBytes of step region.
+  bool arena = false;
+  int64_t stateBytes = 0, stepBytes = 0;
+  int64_t rankStateBytes = 0, rankStepBytes = 0;  ///< what this rank's pipeline stage needs of them
+};
+
+/// Parses and checks the manifest, as pipeline stage `stage` reads it;
+/// PLANRT_ERR_FORMAT naming the field if malformed.
+planrt_status parseManifest(const char *source, Manifest &m, int64_t stage = 0);
+
+} // namespace planrt::train
+
+#endif // PLANRT_LIB_TRAIN_MANIFEST_H

@@ -1,0 +1,104 @@
+// This rank's pieces of the training state (trainer.h): the parameters and Adam moments
+// as ZeRO shards and tensor-parallel pieces, and the whole tensors that checkpoints,
+// --init and --export hold, in both directions (gathering is collective).
+#include "trainer.h"
+
+#include <cstring>
+
+namespace planrt::train {
+
+std::vector<float> Trainer::toLocal(const float *whole) const {
+  if (!tensorParallel())
+    return std::vector<float>(whole, whole + m.numFloats);
+  std::vector<float> local(size_t(m.numFloats), 0.0f);
+  int64_t c = tensorCoord();
+  for (const Param &p : m.params)
+    runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+      std::memcpy(local.data() + p.offset + l, whole + p.fullOffset + w, size_t(n) * sizeof(float));
+    });
+  return local;
+}
+
+planrt_status Trainer::toWhole(const std::vector<float> &local, std::vector<float> &whole) {
+  if (!tensorParallel()) {
+    whole = local;
+    return PLANRT_OK;
+  }
+  std::vector<float> all(size_t(m.numFloats * m.tensorParallel));
+  {
+    planrt::Waiting w(ctx, "all_gather over the tensor axis of the whole parameters");
+    if (planrt_status s = planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), local.data(), m.numFloats,
+                                            all.data()))
+      return s;
+  }
+  whole.assign(size_t(m.fullFloats), 0.0f);
+  for (int64_t c = 0; c < m.tensorParallel; ++c)
+    for (const Param &p : m.params)
+      runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+        std::memcpy(whole.data() + p.fullOffset + w, all.data() + c * m.numFloats + p.offset + l,
+                    size_t(n) * sizeof(float));
+      });
+  return PLANRT_OK;
+}
+
+void Trainer::distributeWhole(const float *P, const float *M, const float *V) {
+  if (!tensorParallel())
+    return distribute(P, M, V);
+  std::vector<float> p = toLocal(P), mm, v;
+  if (M)
+    mm = toLocal(M);
+  if (V)
+    v = toLocal(V);
+  distribute(p.data(), M ? mm.data() : nullptr, V ? v.data() : nullptr);
+}
+
+planrt_status Trainer::gatherWhole(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V) {
+  std::vector<float> p, mm, v;
+  if (planrt_status s = gatherFull(p, mm, v))
+    return s;
+  if (planrt_status s = toWhole(p, P))
+    return s;
+  if (planrt_status s = toWhole(mm, M))
+    return s;
+  return toWhole(v, V);
+}
+
+void Trainer::distribute(const float *P, const float *M, const float *V) {
+  const float *full[3] = {P, M, V};
+  int ids[3] = {master, expAvg, expAvgSq};
+  for (int k = 0; k < 3; ++k) {
+    if (!full[k])
+      continue;
+    if (!m.sharded) {
+      std::memcpy(data(ids[k]), full[k], size_t(m.numFloats) * sizeof(float));
+      continue;
+    }
+    for (int g = 0; g < 2; ++g)
+      std::memcpy(piece(ids[k], g), full[k] + pieceBegin(g), size_t(pieceFloats(g)) * sizeof(float));
+  }
+  // Replicas of the parameters the gradient reads start equal to the master.
+  if (P && m.sharded && data(params))
+    std::memcpy(data(params), P, size_t(m.numFloats) * sizeof(float));
+}
+
+planrt_status Trainer::gatherFull(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V) {
+  std::vector<float> *full[3] = {&P, &M, &V};
+  int ids[3] = {master, expAvg, expAvgSq};
+  for (int k = 0; k < 3; ++k) {
+    full[k]->assign(size_t(m.numFloats), 0.0f);
+    if (!m.sharded) {
+      std::memcpy(full[k]->data(), data(ids[k]), size_t(m.numFloats) * sizeof(float));
+      continue;
+    }
+    for (int g = 0; g < 2; ++g)
+      if (pieceFloats(g) > 0) {
+        planrt::Waiting w(ctx, "all_gather of the state for --export");
+        if (planrt_status s = planrt_all_gather(ctx.mesh, m.dataMask, piece(ids[k], g), pieceFloats(g),
+                                                full[k]->data() + m.groupBegin[g]))
+          return s;
+      }
+  }
+  return PLANRT_OK;
+}
+
+} // namespace planrt::train

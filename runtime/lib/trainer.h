@@ -1,0 +1,230 @@
+// Internal: one training run, the Trainer that planrt_train_main drives. Its members are
+// defined by concern: train_main.cpp (setup, the step loop, evaluation), train_state.cpp
+// (this rank's pieces of the parameters and optimizer state, and whole tensors from them),
+// train_checkpoint.cpp (the files a run writes and reads: checkpoints, resume, --init,
+// --save-init, --save-grads, --export).
+#ifndef PLANRT_LIB_TRAINER_H
+#define PLANRT_LIB_TRAINER_H
+
+#include "sharded.h"
+#include "step_context.h"
+#include "train_manifest.h"
+#include "train_options.h"
+#include "train_progress.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace planrt::train {
+
+/// The entry points planc generated.
+struct Entries {
+  planrt_grad_fn grad;
+  planrt_sumsq_fn sumsq;
+  planrt_update_fn update;
+  planrt_eval_fn eval;
+  planrt_step_fn step;
+  planrt_program_fn gather, release;
+  void *const *stages;  ///< pipeline: per stage forward, backward, update
+  int64_t nstages;
+};
+
+class Trainer {
+public:
+  Trainer(const Manifest &m, const Options &o, const Entries &e, planrt_mesh *mesh);
+  ~Trainer();
+
+  /// The whole run; returns the exit status, having reported any error.
+  int run();
+
+private:
+  // ---- The run (train_main.cpp).
+
+  int error(planrt_status);
+
+  int finish();
+
+  int64_t tokensPerStep() const { return m.batch * m.seq; }
+
+  bool checkpointing() const { return !checkpointDir.empty() && checkpointEvery > 0; }
+
+  bool evaluating() const { return val && (e.eval || m.pipeline > 1) && m.evalEvery > 0 && m.evalBatches > 0; }
+
+  bool scaling() const { return m.lossScaleKind != "none"; }
+
+  /// Everything that can fail before compute: data, files, directories, buffers,
+  /// the initial parameters.
+  planrt_status prepare();
+  /// The step context: this rank's place in the mesh, the entry points, the shapes.
+  void bindStep();
+  /// Opens and validates every data file, and draws the first sample.
+  planrt_status openData();
+  /// The step program's buffers, all but the transient ones now; each at its place in
+  /// the executable's arena if the compiler planned one.
+  planrt_status allocateBuffers();
+  /// The parameters and moments before step `start`: resumed, loaded (--init) or drawn
+  /// as the manifest says; then --save-init.
+  planrt_status initialState();
+
+  /// The mean loss over eval_batches × micro × data-parallel windows, the same windows
+  /// whatever the layout: each data-parallel rank takes every d-th block of micro windows,
+  /// and the sums are reduced over the data axes.
+  planrt_status evaluate(int64_t s);
+
+  /// One evaluation micro-batch through the pipeline: this stage's forward pass on the
+  /// previous stage's activation, handed on to the next; the last stage's loss in `loss`
+  /// (0 elsewhere).
+  planrt_status stageEval(const int32_t *tokens, const int32_t *targets, float &loss);
+
+  static const char *nonFinite(double v) { return std::isnan(v) ? "NaN" : "infinite"; }
+
+  /// Bytes this rank has sent so far, by collective (planrt_collective order).
+  void commTotals(uint64_t out[4]) const;
+
+  planrt_status step(int64_t s);
+
+  // ---- Buffers and this rank's pieces (train_state.cpp).
+
+  int bufferId(const std::string &name) const {
+    for (size_t i = 0; i < m.buffers.size(); ++i)
+      if (m.buffers[i].name == name)
+        return int(i);
+    return -1;
+  }
+  float *data(int id) { return ctx.buffers[size_t(id)].data; }
+  int64_t pieceFloats(int g) const { return (m.groupEnd[g] - m.groupBegin[g]) / m.dataParallel; }
+  /// Where this rank's piece of group g starts in the flat layout.
+  int64_t pieceBegin(int g) const { return m.groupBegin[g] + ctx.dataRank * pieceFloats(g); }
+  /// This rank's piece of group g in a state buffer (master, exp_avg, exp_avg_sq):
+  /// the buffer holds only the pieces when sharded, else everything.
+  float *piece(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : pieceBegin(g)); }
+
+  // ---- Tensor parallelism: this rank's pieces of whole parameters (train_state.cpp).
+
+  bool tensorParallel() const { return m.tensorParallel > 1; }
+  int64_t tensorCoord() const {
+    return m.tensorAxis >= 0 && ctx.mesh ? planrt_mesh_coord(ctx.mesh, m.tensorAxis) : 0;
+  }
+
+  /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds
+  /// of parameter p (planrt::forEachRun).
+  template <typename F>
+  static void runs(const Param &p, int64_t c, F f) {
+    planrt::forEachRun(pieceOf(p), c, f);
+  }
+  /// This rank's piece of p, as the checkpoint layout describes it.
+  static planrt::FlatParam pieceOf(const Param &p) {
+    planrt::FlatParam out{p.name, p.offset, p.count};
+    out.replica = p.replica;
+    out.shape = p.shape;
+    out.blocks = p.blocks;
+    out.splitDim = p.splitDim;
+    out.parts = p.parts;
+    return out;
+  }
+
+  /// This rank's flat buffer (numFloats) from a buffer of whole parameters (fullFloats).
+  std::vector<float> toLocal(const float *whole) const;
+
+  /// Whole parameters from every tensor rank's flat buffer: collective over the tensor axis.
+  planrt_status toWhole(const std::vector<float> &local, std::vector<float> &whole);
+
+  /// As distribute, from buffers of whole parameters.
+  void distributeWhole(const float *P, const float *M, const float *V);
+
+  /// The whole parameters and moments (collective): every rank's pieces gathered.
+  planrt_status gatherWhole(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V);
+
+  /// Copies full flat buffers (any of them may be null) into this rank's state.
+  void distribute(const float *P, const float *M, const float *V);
+
+  /// The full flat parameter and moment buffers, gathered from every rank's pieces.
+  planrt_status gatherFull(std::vector<float> &P, std::vector<float> &M, std::vector<float> &V);
+
+  // ---- Files: checkpoints, resume, --init, --save-init, --export (train_checkpoint.cpp).
+
+  /// Output files and directories, before any compute: the checkpoint directory
+  /// (created, writable, shared by the ranks), the directories of --save-init,
+  /// --save-grads and --export, and the log.
+  planrt_status prepareOutputs();
+
+  /// A whole tensor of the model and where its values lie (parameters, first and
+  /// second moments).
+  struct WholeTensor {
+    const Param *p;
+    const float *data[3];
+  };
+
+  /// Rank 0 writes the checkpoints' index after reading every rank's file: on many ranks
+  /// the checkpoint directory must be one directory that all of them see (a shared file
+  /// system), which is proven before step 0.
+  planrt_status probeShared(const std::string &dir);
+
+  /// Reads `name` (f32, the whole parameter's shape) from st into dst.
+  static planrt_status read(planrt_st *st, const std::string &name, const Param &p, float *dst);
+
+  planrt_status loadParams(const std::string &file, float *P);
+
+  /// This rank's flat layout (shardedSave), or that of whole parameters (shardedLoad).
+  std::vector<planrt::FlatParam> flatLayout(bool whole = false) const;
+
+  /// Resumes from the newest checkpoint in --resume: a single file or a sharded
+  /// directory, written under this layout or any other data-parallel one.
+  planrt_status resume();
+
+  /// The metadata every file the driver writes carries.
+  std::vector<std::string> metadata(const char *format, int64_t step) const;
+
+  static std::vector<const char *> pointers(const std::vector<std::string> &v);
+
+  /// The whole model's tensors from buffers of this rank's whole parameters (any of M and
+  /// V may be null). Under a pipeline each stage holds part of the model: every stage's
+  /// buffers are gathered over the pipeline axis into `store` (collective), and a tied
+  /// parameter comes from the stage that owns it.
+  planrt_status wholeModel(const float *P, const float *M, const float *V, std::vector<float> store[3],
+                           std::vector<WholeTensor> &out);
+
+  /// Writes one buffer of whole parameters (or gradients) under the parameter names:
+  /// rank 0 writes, after gathering the other pipeline stages' (collective).
+  planrt_status saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
+                           std::vector<std::string> extra);
+
+  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state),
+  /// from buffers of whole parameters.
+  std::vector<planrt_tensor> consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep) const;
+
+  planrt_status checkFinite(int64_t s);
+
+  planrt_status checkpoint(int64_t s);
+
+  /// --export: one checkpoint file in the single-device format, whatever the layout.
+  planrt_status exportConsolidated(const std::string &file);
+
+  // ---- The run's state.
+
+  bool arenaReserved = false;
+  const Manifest &m;
+  const Options &o;
+  Entries e;
+  int64_t start = 0, end, lastStep = 0;
+  Progress progress;
+  bool rank0 = true;
+  bool agreed = false;  ///< the failure being reported happens on every rank alike
+  planrt_step_ctx ctx;
+  std::unique_ptr<planrt::Watchdog> watchdog;
+  planrt_data *train = nullptr, *val = nullptr;
+  planrt_log *log = nullptr;
+  std::string checkpointDir, lastCheckpoint;
+  int64_t checkpointEvery = 0;
+  int params = -1, grads = -1, master = -1, expAvg = -1, expAvgSq = -1, stateId = -1;
+  float *state = nullptr;          ///< the step state of planrt.h (the "state" buffer)
+  std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
+  double stepSeconds = 0, stepComm = 0, lastLoss = 0;
+  uint64_t maxMemPeak = 0;  ///< the most bytes the generated code held in a step
+};
+
+} // namespace planrt::train
+
+#endif // PLANRT_LIB_TRAINER_H
