@@ -1,4 +1,4 @@
-// Scaled dot-product attention and its backward on the device (kernels.cpp's
+// Scaled dot-product attention and its backward on the device (lib/kernels/attention.cpp's
 // planrt_k_sdpa*): causal or not, grouped-query heads, rope. A warp per (batch, head,
 // query): two passes over the keys; the backward recomputes the probabilities
 // (flash-attention style, without tiling): dq per query, dk and dv per key.

@@ -1,7 +1,7 @@
 // Internal to libplanrt_cuda's kernels (one family per file: norms.cu, attention.cu,
 // embedding.cu, cross_entropy.cu): warp reductions, the grid of one warp per row, the
 // out-of-range index flag, stream-ordered scratch memory. Each kernel file is the device
-// version of a family of runtime/lib/kernels.cpp (the CPU reference, planrt_kernels.h);
+// version of a family of runtime/lib/kernels/ (one file per family) (the CPU reference, planrt_kernels.h);
 // test/gpu/kernels_test.cpp compares the two and times each. Written for correctness
 // first: row reductions in double as the CPU's, one warp per row, no atomics in sums
 // (every run gives the same bits).

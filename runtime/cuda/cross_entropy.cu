@@ -1,4 +1,4 @@
-// Cross-entropy (mean over rows) and its backward on the device (kernels.cpp's
+// Cross-entropy (mean over rows) and its backward on the device (lib/kernels/cross_entropy.cpp's
 // planrt_k_cross_entropy*): a warp per row, log-sum-exp in double, the mean summed in
 // row order; a target outside [0, V) is flagged and reported by finish().
 #include "common.cuh"

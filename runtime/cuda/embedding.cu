@@ -1,4 +1,4 @@
-// Embedding and its backward on the device (kernels.cpp's planrt_k_embedding*): a
+// Embedding and its backward on the device (lib/kernels/embedding.cpp's planrt_k_embedding*): a
 // thread per output element; the table's gradient summed in row order by a thread per
 // column. An id outside [0, V) is flagged and reported by finish().
 #include "common.cuh"

@@ -1,4 +1,4 @@
-// LayerNorm and RMSNorm with their backward on the device (kernels.cpp's
+// LayerNorm and RMSNorm with their backward on the device (lib/kernels/norms.cpp's
 // planrt_k_layernorm*, planrt_k_rmsnorm*): a warp per row for y and dx; dw and db summed
 // over the rows by a thread per column, in row order.
 #include "common.cuh"

@@ -1,4 +1,4 @@
-// libplanrt_cuda's kernels against their CPU references (runtime/lib/kernels.cpp;
+// libplanrt_cuda's kernels against their CPU references (runtime/lib/kernels/;
 // cblas_sgemm for planrt_cuda_gemm in each of its precisions): the same random inputs
 // through both, every output compared. Needs a
 // GPU: without one every test is skipped (planrt_cuda_start says why). Each test also
