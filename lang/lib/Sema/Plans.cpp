@@ -20,13 +20,6 @@ static std::string joinInts(const std::vector<std::pair<std::string, int64_t>> &
   return s;
 }
 
-std::string Sema::baseDir(ast::Loc loc) const {
-  // The file's real directory, so an executable started anywhere finds relative paths.
-  llvm::SmallString<256> dir(diags.sourceFiles().identity(loc.file));
-  llvm::sys::path::remove_filename(dir);
-  return dir.empty() ? "." : std::string(dir.str());
-}
-
 void Sema::checkMesh(const ast::Decl &decl) {
   std::string what = "mesh '" + decl.name + "'";
   Section sec(*this, decl.entries, what, {"devices", "axes", "memory", "peak", "hbm", "links"});
@@ -224,14 +217,14 @@ void Sema::checkTrain(const ast::Decl &decl) {
       }
   if (const Expr *e = need("mesh", "cpu4"))
     if (auto name = symbol(e, "mesh")) {
-      meshDecl = lookupDecl(*name);
+      meshDecl = decls.lookup(*name);
       for (size_t i = 0; i < program.meshes.size(); ++i)
         if (program.meshes[i].name == *name) {
           t.mesh = int(i);
           mesh = &program.meshes[i];
         }
       if (!meshDecl || meshDecl->kind != ast::Decl::Kind::Mesh) {
-        std::string best = closestMatch(*name, declNames([](const ast::Decl &d) {
+        std::string best = closestMatch(*name, decls.names([](const ast::Decl &d) {
           return d.kind == ast::Decl::Kind::Mesh;
         }));
         diags.error(e->loc, "unknown mesh '" + *name + "'" +
@@ -1219,10 +1212,10 @@ void Sema::checkGenerate(const ast::Decl &decl) {
   if (const Expr *e = sec.value("context")) {
     Value v = eval(*e, nullptr);
     if (v.kind != Value::Kind::None) {
-      const ast::Decl *d = v.kind == Value::Kind::Name ? lookupDecl(v.s) : nullptr;
+      const ast::Decl *d = v.kind == Value::Kind::Name ? decls.lookup(v.s) : nullptr;
       if (!d || d->kind != ast::Decl::Kind::Retrieval) {
         if (v.kind == Value::Kind::Name) {
-          std::string best = closestMatch(v.s, declNames([](const ast::Decl &x) {
+          std::string best = closestMatch(v.s, decls.names([](const ast::Decl &x) {
             return x.kind == ast::Decl::Kind::Retrieval;
           }));
           diags.error(v.loc, "unknown retrieval graph '" + v.s + "'" +

@@ -4,6 +4,9 @@
 #ifndef PLAN_LANG_LIB_SEMAINTERNAL_H
 #define PLAN_LANG_LIB_SEMAINTERNAL_H
 
+#include "Builtins.h"
+#include "DeclTable.h"
+
 #include "plan/Lang/Sema.h"
 #include "plan/Lang/Units.h"
 
@@ -15,15 +18,10 @@ namespace plan::lang {
 
 class Sema;
 
-/// The language's built-in names: primitive layers, tensor functions, parameter types.
-const std::vector<std::string> &layerNames();
-const std::vector<std::string> &functionNames();
-const std::vector<std::string> &paramTypeNames();
-bool isLayerName(const std::string &n);
-bool isFunctionName(const std::string &n);
 /// Whether `name = e` binds a layer (a primitive layer, a block, or `repeat(n) b`)
 /// rather than computing a tensor; names assigned before the statement shadow.
-bool isLayerBinding(const Sema &sema, const ast::Expr &e, const std::set<std::string> &definedBefore);
+bool isLayerBinding(const DeclTable &decls, const ast::Expr &e,
+                    const std::set<std::string> &definedBefore);
 
 /// A compile-time value: the result of evaluating a constant expression.
 struct Value {
@@ -96,12 +94,7 @@ public:
   Diags &diags;
   sema::Program program;
 
-  struct DeclRef {
-    const ast::Decl *decl = nullptr;
-  };
-  std::map<std::string, DeclRef> decls;
-  const ast::Decl *lookupDecl(const std::string &name) const;
-  std::vector<std::string> declNames(std::function<bool(const ast::Decl &)> filter) const;
+  DeclTable decls;
 
   // --- Eval.cpp: constants.
   Value eval(const ast::Expr &e, const Env *env);
