@@ -1,5 +1,5 @@
 // SourceFiles and Diags: the bridge from AST locations to MLIR diagnostics.
-#include "plan/Lang/Sema.h"
+#include "plan/Lang/Diagnostics.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/ConvertUTF.h"

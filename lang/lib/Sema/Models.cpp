@@ -14,30 +14,7 @@ using sema::GraphOp;
 using sema::OpKind;
 using sema::ValueType;
 
-const std::vector<std::string> &plan::lang::layerNames() {
-  static const std::vector<std::string> n = {"embedding", "linear",    "layernorm",
-                                             "rmsnorm",   "attention", "dropout"};
-  return n;
-}
-const std::vector<std::string> &plan::lang::functionNames() {
-  static const std::vector<std::string> n = {"gelu", "silu", "relu", "positions",
-                                             "cross_entropy"};
-  return n;
-}
-const std::vector<std::string> &plan::lang::paramTypeNames() {
-  static const std::vector<std::string> n = {"int", "float", "bool", "string"};
-  return n;
-}
-bool plan::lang::isLayerName(const std::string &n) {
-  auto &v = layerNames();
-  return std::find(v.begin(), v.end(), n) != v.end();
-}
-bool plan::lang::isFunctionName(const std::string &n) {
-  auto &v = functionNames();
-  return std::find(v.begin(), v.end(), n) != v.end();
-}
-
-bool plan::lang::isLayerBinding(const Sema &sema, const ast::Expr &e,
+bool plan::lang::isLayerBinding(const DeclTable &decls, const ast::Expr &e,
                                 const std::set<std::string> &definedBefore) {
   if (e.kind == ast::Expr::Kind::Repeat)
     return true;
@@ -48,7 +25,7 @@ bool plan::lang::isLayerBinding(const Sema &sema, const ast::Expr &e,
     return false;  // applying a local layer, or a tensor shadowing the name
   if (isLayerName(n))
     return true;
-  const ast::Decl *d = sema.lookupDecl(n);
+  const ast::Decl *d = decls.lookup(n);
   return d && d->kind == ast::Decl::Kind::Block;
 }
 
@@ -171,7 +148,7 @@ public:
     for (auto &in : decl.inputs)
       defined.insert(in.first);
     for (const ast::Stmt &s : decl.body) {
-      bool binding = s.kind == ast::Stmt::Kind::Assign && isLayerBinding(sema, *s.value, defined);
+      bool binding = s.kind == ast::Stmt::Kind::Assign && isLayerBinding(sema.decls, *s.value, defined);
       inst->isBinding.push_back(binding);
       if (s.kind == ast::Stmt::Kind::Assign)
         defined.insert(s.name);
@@ -362,7 +339,7 @@ private:
       b.kind = Binding::Kind::Repeat;
       Value count = sema.eval(*e.lhs, &inst.env);
       auto n = sema.toPositiveInt(count, "the repeat count");
-      const ast::Decl *d = sema.lookupDecl(e.text);
+      const ast::Decl *d = sema.decls.lookup(e.text);
       if (!n || !d || d->kind != ast::Decl::Kind::Block) {
         if (n && (!d || d->kind != ast::Decl::Kind::Block))
           unknownBlock(e.text, e.unitLoc);
@@ -406,7 +383,7 @@ private:
           failed = true;
       } else {
         b.kind = Binding::Kind::Block;
-        b.block = bind(*sema.lookupDecl(callee), call, path + ".");
+        b.block = bind(*sema.decls.lookup(callee), call, path + ".");
       }
     }
     if (!failed)
@@ -445,7 +422,7 @@ private:
   }
 
   void unknownBlock(const std::string &name, ast::Loc loc) {
-    std::vector<std::string> names = sema.declNames(
+    std::vector<std::string> names = sema.decls.names(
         [](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; });
     std::string best = closestMatch(name, names);
     diags.error(loc, "unknown block '" + name + "'" +
@@ -710,7 +687,7 @@ private:
       names.push_back(n);
     for (auto &n : layerNames())
       names.push_back(n);
-    for (auto &n : sema.declNames([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
+    for (auto &n : sema.decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
       names.push_back(n);
     return names;
   }
@@ -801,7 +778,7 @@ private:
           return -1;
         return applyFunction(callee, in, e.loc);
       }
-      if (isLayerName(callee) || sema.lookupDecl(callee)) {
+      if (isLayerName(callee) || sema.decls.lookup(callee)) {
         diags.error(e.loc, "'" + callee + "(…)' makes a layer: bind it to a name first, as in "
                            "'proj = " + callee + "(…)', then apply 'proj(x)'");
         return -1;
@@ -971,7 +948,7 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
     for (const ast::Stmt &s : decl.body) {
       if (s.kind != ast::Stmt::Kind::Assign)
         continue;
-      if (isLayerBinding(*this, *s.value, before))
+      if (isLayerBinding(decls, *s.value, before))
         defined.insert(s.name);
       before.insert(s.name);
     }
@@ -979,7 +956,7 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
   std::function<void(const Expr &)> names = [&](const Expr &e) {
     auto known = [&](const std::string &n) {
       return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) ||
-             isFunctionName(n) || lookupDecl(n);
+             isFunctionName(n) || decls.lookup(n);
     };
     auto unknown = [&](const std::string &n, ast::Loc at) {
       std::vector<std::string> cands(defined.begin(), defined.end());
@@ -987,7 +964,7 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
         cands.push_back(x);
       for (auto &x : functionNames())
         cands.push_back(x);
-      for (auto &x : declNames([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
+      for (auto &x : decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }))
         cands.push_back(x);
       std::string best = closestMatch(n, cands);
       diags.error(at, "unknown name '" + n + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
@@ -1013,9 +990,9 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
       return;
     case Expr::Kind::Repeat: {
       names(*e.lhs);
-      const ast::Decl *b = lookupDecl(e.text);
+      const ast::Decl *b = decls.lookup(e.text);
       if (!b || b->kind != ast::Decl::Kind::Block) {
-        std::string best = closestMatch(e.text, declNames([](const ast::Decl &d) {
+        std::string best = closestMatch(e.text, decls.names([](const ast::Decl &d) {
           return d.kind == ast::Decl::Kind::Block;
         }));
         diags.error(e.unitLoc, "unknown block '" + e.text + "'" +
@@ -1051,10 +1028,10 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     return it->second;
   if (failedModels.count(name))
     return std::nullopt;
-  const ast::Decl *decl = lookupDecl(name);
+  const ast::Decl *decl = decls.lookup(name);
   if (!decl || decl->kind != ast::Decl::Kind::Model) {
     std::vector<std::string> names =
-        declNames([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Model; });
+        decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Model; });
     std::string best = closestMatch(name, names);
     auto d = diags.error(use, "unknown model '" + name + "'" +
                                   (best.empty() ? "" : "; did you mean '" + best + "'?"));
@@ -1107,9 +1084,9 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
       failedModels.insert(name);
       return std::nullopt;
     }
-    body = lookupDecl(a.lhs->text);
+    body = decls.lookup(a.lhs->text);
     if (!body || body->kind != ast::Decl::Kind::Model || body->alias) {
-      std::vector<std::string> names = declNames([](const ast::Decl &d) {
+      std::vector<std::string> names = decls.names([](const ast::Decl &d) {
         return d.kind == ast::Decl::Kind::Model && !d.alias;
       });
       std::string best = closestMatch(a.lhs->text, names);

@@ -1,6 +1,6 @@
-// The sema driver: loading and import resolution, the global namespace, and the
-// order in which declarations are checked.
-#include "SemaInternal.h"
+// Loading and import resolution: the main file, then depth first everything it
+// imports, found beside the importer, in each -I directory, then in the stdlib.
+#include "Imports.h"
 
 #include "plan/Lang/Parser.h"
 
@@ -134,73 +134,6 @@ private:
 
 } // namespace
 
-Sema::Sema(Diags &diags, std::vector<ast::File> files) : diags(diags) {
-  program.files = std::move(files);
-}
-
-const ast::Decl *Sema::lookupDecl(const std::string &name) const {
-  auto it = decls.find(name);
-  return it == decls.end() ? nullptr : it->second.decl;
-}
-
-std::vector<std::string> Sema::declNames(std::function<bool(const ast::Decl &)> filter) const {
-  std::vector<std::string> names;
-  for (auto &kv : decls)
-    if (filter(*kv.second.decl))
-      names.push_back(kv.first);
-  return names;
-}
-
-std::optional<sema::Program> Sema::run() {
-  static const std::set<std::string> reserved = [] {
-    std::set<std::string> r = {"true", "false", "none"};
-    for (const auto *table : {&layerNames(), &functionNames(), &paramTypeNames()})
-      r.insert(table->begin(), table->end());
-    return r;
-  }();
-  // Imports load after their importers, so walking back from the last file puts a
-  // clash between a plan and its stdlib at the plan's own declaration.
-  for (auto fit = program.files.rbegin(); fit != program.files.rend(); ++fit)
-    for (const ast::Decl &d : fit->decls) {
-      if (reserved.count(d.name)) {
-        diags.error(d.nameLoc, "'" + d.name + "' is a built-in name and cannot name a " +
-                                   ast::declKindName(d.kind));
-        continue;
-      }
-      auto [it, inserted] = decls.insert({d.name, {&d}});
-      if (!inserted) {
-        const ast::Decl &prev = *it->second.decl;
-        diags.error(d.nameLoc, std::string("duplicate declaration of '") + d.name + "'")
-            .note(prev.nameLoc, std::string("'") + d.name + "' is first declared here as a " +
-                                    ast::declKindName(prev.kind));
-      }
-    }
-  auto each = [&](ast::Decl::Kind kind, auto fn) {
-    for (const ast::File &f : program.files)
-      for (const ast::Decl &d : f.decls)
-        if (d.kind == kind && lookupDecl(d.name) == &d)
-          fn(d);
-  };
-  each(ast::Decl::Kind::Block, [&](const ast::Decl &d) { checkBodyNames(d); });
-  each(ast::Decl::Kind::Model, [&](const ast::Decl &d) {
-    if (!d.alias)
-      checkBodyNames(d);
-  });
-  if (diags.errorCount())
-    return std::nullopt;
-  each(ast::Decl::Kind::Mesh, [&](const ast::Decl &d) { checkMesh(d); });
-  each(ast::Decl::Kind::Model, [&](const ast::Decl &d) {
-    if (d.alias || d.params.empty())
-      modelIndex(d.name, d.nameLoc);
-  });
-  each(ast::Decl::Kind::Retrieval, [&](const ast::Decl &d) { checkRetrieval(d); });
-  each(ast::Decl::Kind::Train, [&](const ast::Decl &d) { checkTrain(d); });
-  each(ast::Decl::Kind::Generate, [&](const ast::Decl &d) { checkGenerate(d); });
-  if (diags.errorCount())
-    return std::nullopt;
-  return std::move(program);
-}
-
 std::string plan::lang::defaultStdlibDir(const char *argv0) {
   if (const char *env = std::getenv("PLANC_STDLIB"))
     if (*env)
@@ -217,10 +150,10 @@ std::string plan::lang::defaultStdlibDir(const char *argv0) {
   return PLANC_STDLIB_SOURCE_DIR;
 }
 
-static std::optional<std::vector<ast::File>> loadAll(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                                     const std::string &display,
-                                                     const FrontendOptions &options,
-                                                     Diags &diags) {
+std::optional<std::vector<ast::File>> plan::lang::loadFiles(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                                                            const std::string &display,
+                                                            const FrontendOptions &options,
+                                                            Diags &diags) {
   llvm::SmallString<256> identity(display);
   llvm::sys::fs::make_absolute(identity);
   llvm::sys::path::remove_dots(identity, true);
@@ -233,7 +166,7 @@ static std::optional<std::vector<ast::File>> loadAll(std::unique_ptr<llvm::Memor
   return std::move(loader.files);
 }
 
-static std::unique_ptr<llvm::MemoryBuffer> readMain(const std::string &path, Diags &diags) {
+std::unique_ptr<llvm::MemoryBuffer> plan::lang::readMainFile(const std::string &path, Diags &diags) {
   if (llvm::sys::fs::is_directory(path)) {
     mlir::emitError(mlir::UnknownLoc::get(diags.context()))
         << "'" << path << "' is a directory, not a .plan file";
@@ -251,27 +184,8 @@ static std::unique_ptr<llvm::MemoryBuffer> readMain(const std::string &path, Dia
 std::optional<std::vector<ast::File>> plan::lang::parseFiles(const std::string &mainPath,
                                                              const FrontendOptions &options,
                                                              Diags &diags) {
-  auto buffer = readMain(mainPath, diags);
+  auto buffer = readMainFile(mainPath, diags);
   if (!buffer)
     return std::nullopt;
-  return loadAll(std::move(buffer), mainPath, options, diags);
-}
-
-std::optional<sema::Program> plan::lang::analyzeBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                                       const std::string &displayPath,
-                                                       const FrontendOptions &options,
-                                                       Diags &diags) {
-  auto files = loadAll(std::move(buffer), displayPath, options, diags);
-  if (!files)
-    return std::nullopt;
-  Sema sema(diags, std::move(*files));
-  return sema.run();
-}
-
-std::optional<sema::Program> plan::lang::analyzeFile(const std::string &mainPath,
-                                                     const FrontendOptions &options, Diags &diags) {
-  auto buffer = readMain(mainPath, diags);
-  if (!buffer)
-    return std::nullopt;
-  return analyzeBuffer(std::move(buffer), mainPath, options, diags);
+  return loadFiles(std::move(buffer), mainPath, options, diags);
 }

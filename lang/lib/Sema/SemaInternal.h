@@ -1,29 +1,24 @@
-// Sema's internals, shared by Sema.cpp (driver, names), Eval.cpp (constants),
-// Models.cpp (block and model instantiation) and Plans.cpp (mesh, train,
-// retrieval, generate).
-#ifndef PLAN_LANG_LIB_SEMAINTERNAL_H
-#define PLAN_LANG_LIB_SEMAINTERNAL_H
+// Sema's internals, shared by the driver (Sema.cpp), constant evaluation
+// (Eval.cpp), block and model instantiation (Models.cpp) and the checks of the
+// other declaration kinds (Mesh.cpp, Train*.cpp, Retrieval.cpp, Generate.cpp).
+#ifndef PLAN_LANG_LIB_SEMA_SEMAINTERNAL_H
+#define PLAN_LANG_LIB_SEMA_SEMAINTERNAL_H
+
+#include "Builtins.h"
+#include "DeclTable.h"
 
 #include "plan/Lang/Sema.h"
 #include "plan/Lang/Units.h"
 
-#include <functional>
 #include <map>
 #include <memory>
 
 namespace plan::lang {
 
-class Sema;
-
-/// The language's built-in names: primitive layers, tensor functions, parameter types.
-const std::vector<std::string> &layerNames();
-const std::vector<std::string> &functionNames();
-const std::vector<std::string> &paramTypeNames();
-bool isLayerName(const std::string &n);
-bool isFunctionName(const std::string &n);
 /// Whether `name = e` binds a layer (a primitive layer, a block, or `repeat(n) b`)
 /// rather than computing a tensor; names assigned before the statement shadow.
-bool isLayerBinding(const Sema &sema, const ast::Expr &e, const std::set<std::string> &definedBefore);
+bool isLayerBinding(const DeclTable &decls, const ast::Expr &e,
+                    const std::set<std::string> &definedBefore);
 
 /// A compile-time value: the result of evaluating a constant expression.
 struct Value {
@@ -96,12 +91,7 @@ public:
   Diags &diags;
   sema::Program program;
 
-  struct DeclRef {
-    const ast::Decl *decl = nullptr;
-  };
-  std::map<std::string, DeclRef> decls;
-  const ast::Decl *lookupDecl(const std::string &name) const;
-  std::vector<std::string> declNames(std::function<bool(const ast::Decl &)> filter) const;
+  DeclTable decls;
 
   // --- Eval.cpp: constants.
   Value eval(const ast::Expr &e, const Env *env);
@@ -127,12 +117,14 @@ public:
   /// Name-resolution over a block or model body without instantiating it.
   void checkBodyNames(const ast::Decl &decl);
 
-  // --- Plans.cpp.
-  void checkMesh(const ast::Decl &decl);
-  void checkTrain(const ast::Decl &decl);
-  void checkRetrieval(const ast::Decl &decl);
-  void checkGenerate(const ast::Decl &decl);
+  // --- One file per declaration kind.
+  void checkMesh(const ast::Decl &decl);       // Mesh.cpp
+  void checkTrain(const ast::Decl &decl);      // Train.cpp, with TrainCheck (Train.h)
+  void checkRetrieval(const ast::Decl &decl);  // Retrieval.cpp
+  void checkGenerate(const ast::Decl &decl);   // Generate.cpp
 
+  /// The real directory of the file holding `loc`, against which a plan's
+  /// relative paths resolve at run time.
   std::string baseDir(ast::Loc loc) const;
 
 private:
@@ -144,4 +136,4 @@ private:
 
 } // namespace plan::lang
 
-#endif // PLAN_LANG_LIB_SEMAINTERNAL_H
+#endif // PLAN_LANG_LIB_SEMA_SEMAINTERNAL_H

@@ -1,0 +1,96 @@
+// The check of one train declaration, cut along the sections of sema::Train; its
+// functions live in Train.cpp (order, model, mesh), TrainData.cpp,
+// TrainParallel.cpp, TrainLayout.cpp, TrainPrecision.cpp, TrainOptimizer.cpp and
+// TrainEval.cpp.
+#ifndef PLAN_LANG_LIB_SEMA_TRAIN_H
+#define PLAN_LANG_LIB_SEMA_TRAIN_H
+
+#include "SemaInternal.h"
+
+namespace plan::lang {
+
+/// One use of a mesh axis by a role, for the "exactly one role" rule.
+struct AxisUse {
+  std::string axis, role;
+  ast::Loc loc;
+};
+
+/// Checks a train declaration section by section and, when no error was
+/// reported, adds the plan to the program. The sections share what earlier ones
+/// found (the model, the mesh, where the parallel section set each thing).
+class TrainCheck {
+public:
+  TrainCheck(Sema &sema, const ast::Decl &decl);
+  void run();
+
+private:
+  // Train.cpp
+  /// The value of a required key; reports it missing unless misspelt.
+  const ast::Expr *need(const char *key, const char *example);
+  std::optional<std::string> symbol(const ast::Expr *e, const char *key);
+  void checkModelAndMesh();
+
+  // TrainData.cpp
+  void tokenFiles(const char *key, std::vector<std::string> &out);
+  /// data and val.
+  void checkData();
+  /// An integer key of at least `minimum`; whether it was set and valid.
+  bool intKey(const char *key, int64_t &out, bool required, int64_t minimum);
+  /// batch, micro, seq, steps and seed.
+  void checkSizes();
+  /// Accumulation: batch = micro × data-parallel size × accumulation.
+  void checkAccumulation();
+  /// seq against the model's positional table.
+  void checkSeq();
+
+  // TrainParallel.cpp
+  void checkParallel();
+  void checkPipeline(const Section &par);
+  /// Every use names a mesh axis, each axis has one role, every axis > 1 has a role.
+  void checkAxisRoles();
+  /// Buckets, ZeRO and sequence parallelism against the roles.
+  void checkParallelRules();
+
+  // TrainLayout.cpp
+  /// Logical dims → mesh axes: Megatron defaults for the tensor axis, then overrides.
+  void checkShard();
+  /// The layout rules (sema::checkLayout), each reported where the plan sets it.
+  void checkLayoutRules();
+
+  // TrainPrecision.cpp
+  /// Precision, loss scaling and recomputation.
+  void checkPrecision();
+
+  // TrainOptimizer.cpp
+  void checkOptimizer();
+  /// The learning-rate schedule.
+  void checkSchedule();
+  void checkClip();
+
+  // TrainEval.cpp
+  void checkEval();
+  void checkCheckpoint();
+
+  Sema &sema;
+  Diags &diags;
+  const ast::Decl &decl;
+  std::string what;
+  Section sec;
+  sema::Train t;
+  bool ok = true;
+
+  const sema::Model *model = nullptr;
+  const sema::Mesh *mesh = nullptr;
+  bool haveBatch = false, haveMicro = false, haveSeq = false;
+
+  // Where the parallel section set each thing, for the rules checked later.
+  const ast::Entry *parallelEntry = nullptr;
+  std::vector<AxisUse> uses;
+  ast::Loc tensorLoc, pipelineLoc, sequenceLoc, zeroLoc, bucketLoc;
+  bool bucketSet = false;
+  std::vector<ast::Loc> dataLocs;
+};
+
+} // namespace plan::lang
+
+#endif // PLAN_LANG_LIB_SEMA_TRAIN_H

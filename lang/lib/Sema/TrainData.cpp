@@ -1,0 +1,115 @@
+// The data of a train plan: its token files, the batch, micro-batch, sequence,
+// step and seed counts, and the accumulation they imply.
+#include "Train.h"
+
+using namespace plan;
+using namespace plan::lang;
+using ast::Expr;
+
+void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out) {
+  const Expr *e = sec.value(key);
+  if (!e)
+    return;
+  Value v = sema.eval(*e, nullptr);
+  if (v.isError()) {
+    ok = false;
+    return;
+  }
+  if (v.kind != Value::Kind::Call || v.s != "tokens" || v.items.empty()) {
+    sema.typeError(v, std::string("'") + key + "' of " + what,
+                   "token files, as in tokens(\"data/train.bin\")");
+    ok = false;
+    return;
+  }
+  for (const Value::Item &it : v.items) {
+    if (!it.key.empty()) {
+      diags.error(it.keyLoc, "'tokens' takes file paths or globs only");
+      ok = false;
+      continue;
+    }
+    if (auto s = sema.toString(*it.value, "a token file"))
+      out.push_back(*s);
+    else
+      ok = false;
+  }
+}
+
+void TrainCheck::checkData() {
+  if (!sec.get("data") && !sec.misspelt("data")) {
+    diags.error(decl.nameLoc, what + " needs 'data', as in 'data = tokens(\"data/train.bin\")'");
+    ok = false;
+  }
+  tokenFiles("data", t.data);
+  tokenFiles("val", t.val);
+}
+
+bool TrainCheck::intKey(const char *key, int64_t &out, bool required, int64_t minimum) {
+  const Expr *e = sec.value(key);
+  if (!e) {
+    if (required && !sec.get(key) && !sec.misspelt(key)) {
+      diags.error(decl.nameLoc, what + " needs '" + key + "'");
+      ok = false;
+    }
+    return false;
+  }
+  auto i = sema.toInt(sema.eval(*e, nullptr), std::string("'") + key + "' of " + what);
+  if (!i) {
+    ok = false;
+    return false;
+  }
+  if (*i < minimum) {
+    diags.error(e->loc, std::string("'") + key + "' of " + what + " must be at least " +
+                            std::to_string(minimum) + ", not " + std::to_string(*i));
+    ok = false;
+    return false;
+  }
+  out = *i;
+  return true;
+}
+
+void TrainCheck::checkSizes() {
+  haveBatch = intKey("batch", t.batch, true, 1);
+  haveMicro = intKey("micro", t.micro, false, 1);
+  haveSeq = intKey("seq", t.seq, false, 1);
+  intKey("steps", t.steps, true, 1);
+  intKey("seed", t.seed, false, 0);
+}
+
+void TrainCheck::checkAccumulation() {
+  if (haveBatch && mesh) {
+    if (!haveMicro) {
+      if (t.batch % t.dataParallel == 0) {
+        t.micro = t.batch / t.dataParallel;
+      } else {
+        diags.error(sec.get("batch")->loc, "batch " + std::to_string(t.batch) +
+                                               " is not divisible by the data-parallel size " +
+                                               std::to_string(t.dataParallel));
+        ok = false;
+      }
+    }
+    int64_t per;
+    if (t.micro > 0 && !__builtin_mul_overflow(t.micro, t.dataParallel, &per) && per > 0 &&
+        t.batch % per == 0 && t.batch >= per)
+      t.accumulation = t.batch / per;
+  }
+}
+
+void TrainCheck::checkSeq() {
+  if (model) {
+    if (!haveSeq && !sec.get("seq")) {
+      if (model->maxSeq > 0) {
+        t.seq = model->maxSeq;
+      } else {
+        diags.error(decl.nameLoc, what + " needs 'seq': model '" + model->name +
+                                      "' has no positional table to take it from");
+        ok = false;
+      }
+    } else if (haveSeq && model->maxSeq > 0 && t.seq > model->maxSeq) {
+      diags.error(sec.get("seq")->loc, "seq " + std::to_string(t.seq) + " exceeds the " +
+                                           std::to_string(model->maxSeq) +
+                                           " positions of model '" + model->name + "'")
+          .note(model->loc, "model declared here");
+      ok = false;
+    }
+  }
+}

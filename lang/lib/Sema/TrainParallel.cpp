@@ -1,0 +1,227 @@
+// The parallel section of a train plan: each mesh axis's role (data, tensor,
+// pipeline, replicate), ZeRO, gradient buckets and sequence parallelism.
+#include "Train.h"
+
+using namespace plan;
+using namespace plan::lang;
+using ast::Expr;
+
+void TrainCheck::checkParallel() {
+  parallelEntry = sec.section("parallel");
+  if (parallelEntry) {
+    Section par(sema, parallelEntry->children, "the parallel section",
+                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket"});
+    auto names = [&](const char *key, const char *role, std::vector<std::string> &out,
+                     std::vector<ast::Loc> *locs) {
+      const Expr *e = par.value(key);
+      if (!e)
+        return;
+      Value v = sema.eval(*e, nullptr);
+      if (v.kind == Value::Kind::None)
+        return;
+      auto list = sema.toNameList(v, std::string("'") + key + "' of the parallel section");
+      if (!list) {
+        ok = false;
+        return;
+      }
+      for (auto &[n, l] : *list) {
+        out.push_back(n);
+        uses.push_back({n, role, l});
+        if (locs)
+          locs->push_back(l);
+      }
+    };
+    names("data", "data", t.parallel.dataAxes, &dataLocs);
+    names("replicate", "replicate", t.parallel.replicate, nullptr);
+    std::vector<std::string> tensor;
+    names("tensor", "tensor", tensor, nullptr);
+    if (tensor.size() > 1) {
+      diags.error(par.get("tensor")->loc, "'tensor' takes one mesh axis");
+      ok = false;
+    } else if (tensor.size() == 1) {
+      t.parallel.tensorAxis = tensor[0];
+      tensorLoc = par.get("tensor")->loc;
+    }
+    if (const Expr *e = par.value("zero")) {
+      zeroLoc = e->loc;
+      if (auto z = sema.toInt(sema.eval(*e, nullptr), "'zero'")) {
+        if (*z < 0 || *z > 3) {
+          diags.error(e->loc, "ZeRO stage must be 0, 1, 2 or 3, not " + std::to_string(*z))
+              .note("0 = DDP; 1 shards optimizer state; 2 also gradients; 3 also parameters");
+          ok = false;
+        } else {
+          t.parallel.zero = int(*z);
+        }
+      } else {
+        ok = false;
+      }
+    }
+    if (const Expr *e = par.value("bucket")) {
+      bucketLoc = e->loc;
+      bucketSet = true;
+      Value v = sema.eval(*e, nullptr);
+      if (v.kind == Value::Kind::None) {
+        t.parallel.bucketBytes = 0;
+      } else if (auto q = sema.toQuantity(v, units::Dim::Bytes, "'bucket' of the parallel section")) {
+        if (!(*q >= 4) || *q > 9.2e18) {
+          diags.error(e->loc, "'bucket' of the parallel section must be at least 4 bytes (one gradient)")
+              .note("write a size such as 'bucket = 25 MiB', or 'bucket = none' for one all-reduce after "
+                    "the backward pass");
+          ok = false;
+        } else {
+          t.parallel.bucketBytes = int64_t(*q);
+        }
+      } else {
+        ok = false;
+      }
+    }
+    if (const Expr *e = par.value("sequence")) {
+      sequenceLoc = e->loc;
+      if (auto b = sema.toBool(sema.eval(*e, nullptr), "'sequence'"))
+        t.parallel.sequence = *b;
+      else
+        ok = false;
+    }
+    checkPipeline(par);
+  }
+}
+
+void TrainCheck::checkPipeline(const Section &par) {
+  if (const Expr *e = par.value("pipeline")) {
+    pipelineLoc = e->loc;
+    Value v = sema.eval(*e, nullptr);
+    if (v.kind == Value::Kind::Name) {
+      t.parallel.pipelineAxis = v.s;
+      uses.push_back({v.s, "pipeline", v.loc});
+      t.parallel.stages = 0;  // the axis size, below
+    } else if (v.kind == Value::Kind::Call) {
+      t.parallel.pipelineAxis = v.s;
+      uses.push_back({v.s, "pipeline", v.loc});
+      t.parallel.stages = 0;
+      if (auto args = bindArgs(sema, {v.s, {{"stages", false}, {"schedule", false}}}, v)) {
+        if (args->count("stages")) {
+          if (auto s = sema.toPositiveInt((*args)["stages"], "'stages'"))
+            t.parallel.stages = *s;
+          else
+            ok = false;
+        }
+        if (args->count("schedule")) {
+          auto s = sema.toChoice((*args)["schedule"], "pipeline schedule",
+                                 {"gpipe", "1f1b", "interleaved"});
+          if (!s)
+            ok = false;
+          else
+            t.parallel.schedule = *s == "gpipe" ? sema::PipelineSchedule::GPipe
+                                  : *s == "1f1b" ? sema::PipelineSchedule::OneFOneB
+                                                 : sema::PipelineSchedule::Interleaved;
+        }
+      } else {
+        ok = false;
+      }
+    } else if (v.kind != Value::Kind::None) {
+      sema.typeError(v, "'pipeline'", "none, an axis, or axis(stages: N, schedule: 1f1b)");
+      ok = false;
+    }
+  }
+}
+
+void TrainCheck::checkAxisRoles() {
+  if (mesh) {
+    std::map<std::string, const AxisUse *> byAxis;
+    std::vector<std::string> axisNames;
+    for (auto &a : mesh->axes)
+      axisNames.push_back(a.name);
+    std::set<std::string> suggestedAxes;
+    for (const AxisUse &u : uses) {
+      const sema::MeshAxis *axis = mesh->axis(u.axis);
+      if (!axis) {
+        std::string best = closestMatch(u.axis, axisNames);
+        suggestedAxes.insert(best);
+        std::string list;
+        for (size_t i = 0; i < axisNames.size(); ++i)
+          list += (i ? ", " : "") + axisNames[i];
+        diags.error(u.loc, "unknown mesh axis '" + u.axis + "'" +
+                               (best.empty() ? "" : "; did you mean '" + best + "'?"))
+            .note(mesh->loc, "mesh '" + mesh->name + "' has the axes " + list);
+        ok = false;
+        continue;
+      }
+      auto [it, inserted] = byAxis.insert({u.axis, &u});
+      if (!inserted) {
+        diags.error(u.loc, "mesh axis '" + u.axis + "' is used by two roles, " +
+                               it->second->role + " and " + u.role)
+            .note(it->second->loc, "first used for " + it->second->role + " here")
+            .note("each mesh axis has exactly one role: data, tensor, pipeline or replicate");
+        ok = false;
+      }
+    }
+    for (const sema::MeshAxis &a : mesh->axes)
+      if (!byAxis.count(a.name) && !suggestedAxes.count(a.name)) {
+        diags.error(parallelEntry ? parallelEntry->loc : decl.nameLoc,
+                    "mesh axis '" + a.name + "' (size " + std::to_string(a.size) +
+                        ") has no role in " + what)
+            .note(a.loc, "declared here")
+            .note("use it for data, tensor or pipeline, or write 'replicate = " + a.name +
+                  "' to keep copies on it");
+        ok = false;
+      }
+    auto size = [&](const std::string &n) -> int64_t {
+      const sema::MeshAxis *a = mesh->axis(n);
+      return a ? a->size : 1;
+    };
+    for (auto &a : t.parallel.dataAxes)
+      t.dataParallel *= size(a);
+    if (!t.parallel.tensorAxis.empty())
+      t.tensorParallel = size(t.parallel.tensorAxis);
+    if (!t.parallel.pipelineAxis.empty())
+      t.pipelineParallel = size(t.parallel.pipelineAxis);
+    if (t.parallel.stages == 0)
+      t.parallel.stages = t.pipelineParallel;
+  }
+}
+
+void TrainCheck::checkParallelRules() {
+  if (!bucketSet) {
+    t.parallel.bucketBytes = mesh && !(t.parallel.zero == 1 && t.parallel.sequence)
+                                 ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
+                                                            t.tensorParallel, t.pipelineParallel)
+                                 : 0;
+  } else if (t.parallel.bucketBytes > 0) {
+    // Buckets are DDP's (gradients) and ZeRO-3's (parameter gathers): refused by name
+    // where the schedule has none.
+    std::string why = t.parallel.dataAxes.empty() ? "the plan has no data axis"
+                      : t.parallel.zero == 2
+                          ? std::string("ZeRO-2 reduces its gradients whole, once per micro-batch (bucketed ZeRO-2 "
+                                        "is not implemented in this version of planc)")
+                      : t.parallel.zero == 1 && t.parallel.sequence
+                          ? std::string("ZeRO-1 with sequence parallelism reduces its gradients whole (its buckets "
+                                        "would scatter the gradients of replicated parameters before the tensor "
+                                        "axis sums them; not implemented in this version of planc)")
+                      : t.pipelineParallel > 1
+                          ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
+                            "implemented in this version of planc)"
+                      : mesh && mesh->kind == sema::DeviceKind::CUDA && t.tensorParallel > 1
+                          ? "on a cuda mesh with tensor parallelism the buckets' NCCL collectives would run "
+                            "beside the tensor-parallel ones on a second communicator, which NCCL does not "
+                            "promise to complete (not implemented in this version of planc)"
+                          : "";
+    if (!why.empty()) {
+      diags.error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
+                             "gathers), but " + why)
+          .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline, no sequence parallelism with "
+                "ZeRO-1 and, on a cuda mesh, no tensor axis; write 'bucket = none' or leave it out");
+      ok = false;
+    }
+  }
+  if (t.parallel.zero > 0 && t.parallel.dataAxes.empty() && parallelEntry) {
+    diags.error(zeroLoc, "zero = " + std::to_string(t.parallel.zero) +
+                             " shards over the data axis, but the plan has none")
+        .note("add 'data = <axis>' to the parallel section");
+    ok = false;
+  }
+  if (t.parallel.sequence && t.parallel.tensorAxis.empty()) {
+    diags.error(sequenceLoc, "sequence parallel splits the sequence over the tensor axis, but "
+                             "the plan has none");
+    ok = false;
+  }
+}
