@@ -1,5 +1,5 @@
 // plan-schedule refuses a module it cannot schedule, located: no manifest (plan-train-abi
-// has not run), a step program already there, a manifest that is not a JSON string, or one
+// has not run), a step program already there, a manifest holding what is not a JSON value, or one
 // without the mesh, train, groups or num_floats that plan-train-abi writes.
 // RUN: planc-opt %s -split-input-file -plan-schedule -verify-diagnostics
 
@@ -12,7 +12,7 @@ module {
 
 // expected-error @below {{plan-schedule: the module already has a 'planc_gather'}}
 module {
-  llvm.mlir.global internal constant @planc_manifest("{}\00") {addr_space = 0 : i32}
+  sched.manifest @planc_manifest {}
   func.func @planc_gather() {
     return
   }
@@ -20,21 +20,17 @@ module {
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest holds no string}}
-llvm.mlir.global internal constant @planc_manifest(7 : i64) {addr_space = 0 : i32} : i64
-
-// -----
-
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest is not JSON: }}
-llvm.mlir.global internal constant @planc_manifest("{\22mesh\22: \00") {addr_space = 0 : i32}
+// An i32 is not one of the manifest's JSON values (i64 integers, f64 numbers, ...).
+// expected-error @+1 {{'sched.manifest' op planc_manifest holds an attribute that is not a JSON value}}
+sched.manifest @planc_manifest {mesh = {axes = ["dp"], sizes = [1 : i32], data = ["dp"]}}
 
 // -----
 
 // groups must hold the two optimizer groups.
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks groups, num_floats or params (plan-train-abi writes it)}}
-llvm.mlir.global internal constant @planc_manifest("{\22mesh\22:{\22axes\22:[\22dp\22],\22sizes\22:[1],\22data\22:[\22dp\22]},\22train\22:{},\22groups\22:[[0,16]],\22num_floats\22:16}\00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op planc_manifest lacks groups, num_floats or params (plan-train-abi writes it)}}
+sched.manifest @planc_manifest {mesh = {axes = ["dp"], sizes = [1], data = ["dp"]}, train = {}, groups = [[0, 16]], num_floats = 16}
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest lacks mesh or train (plan-train-abi writes it)}}
-llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22num_floats\22:16}\00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op planc_manifest lacks mesh or train (plan-train-abi writes it)}}
+sched.manifest @planc_manifest {format = "planc-train-1", num_floats = 16}

@@ -1,7 +1,7 @@
 // plan-schedule: every collective is located at the train declaration that causes it,
 // named by the layout rule and the purpose ("ZeRO-1 over [dp]: gradients"), so that
 // diagnostics and --mlir-print-debuginfo say where and why each one is issued.
-// RUN: planc emit %examples/licenses_zero1.plan --stage grad | planc-opt -plan-train-abi -plan-schedule --mlir-print-debuginfo | FileCheck %s
+// RUN: planc emit %examples/licenses_zero1.plan --stage grad | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest --mlir-print-debuginfo | FileCheck %s
 
 // The train declaration (here the line of plan.train in the piped --stage grad text).
 // CHECK: llvm.mlir.global internal constant @planc_manifest({{.*}} loc(#[[TRAIN:loc[0-9]+]])

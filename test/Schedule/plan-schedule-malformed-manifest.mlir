@@ -11,18 +11,18 @@
 
 // RUN: not planc-opt %s -split-input-file -plan-schedule 2>&1 | FileCheck %s
 
-// CHECK: error: 'llvm.mlir.global' op planc_manifest
+// CHECK: error: 'sched.manifest' op planc_manifest
 // CHECK-NOT: Stack dump
-llvm.mlir.global internal constant @planc_manifest("{\22mesh\22:{},\22train\22:{},\22groups\22:[[0,16],[16,16]],\22num_floats\22:16}\00") {addr_space = 0 : i32}
+sched.manifest @planc_manifest {mesh = {}, train = {}, groups = [[0, 16], [16, 16]], num_floats = 16}
 
 // -----
 
-// CHECK: error: 'llvm.mlir.global' op planc_manifest
+// CHECK: error: 'sched.manifest' op planc_manifest
 // CHECK-NOT: Stack dump
-llvm.mlir.global internal constant @planc_manifest("{\22mesh\22:{\22axes\22:[\22dp\22],\22sizes\22:[\22two\22],\22data\22:[\22dp\22]},\22train\22:{},\22groups\22:[[0,16],[16,16]],\22num_floats\22:16}\00") {addr_space = 0 : i32}
+sched.manifest @planc_manifest {mesh = {axes = ["dp"], sizes = ["two"], data = ["dp"]}, train = {}, groups = [[0, 16], [16, 16]], num_floats = 16}
 
 // -----
 
-// CHECK: error: 'llvm.mlir.global' op planc_manifest
+// CHECK: error: 'sched.manifest' op planc_manifest
 // CHECK-NOT: Stack dump
-llvm.mlir.global internal constant @planc_manifest("{\22mesh\22:{\22axes\22:[\22dp\22],\22sizes\22:[1],\22data\22:[\22dp\22]},\22train\22:{},\22groups\22:[0,16],\22num_floats\22:16}\00") {addr_space = 0 : i32}
+sched.manifest @planc_manifest {mesh = {axes = ["dp"], sizes = [1], data = ["dp"]}, train = {}, groups = [0, 16], num_floats = 16}

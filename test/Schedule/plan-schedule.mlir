@@ -6,27 +6,27 @@
 // planc_release (ZeRO-3 only: the full parameters for evaluation); the manifest gains the
 // "schedule" section (the buffer table the runtime allocates, in declaration order = id).
 // The plans are in Inputs/layouts.plan, every one with accumulation 2.
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry one | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=ONE
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddp | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDP
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=DDPB
-// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | FileCheck %s --check-prefix=DDPB
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3B
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1b | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1B
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z2
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z3
-// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1x2 | planc-opt -plan-train-abi -plan-schedule | FileCheck %s --check-prefix=Z1X2
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry one | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=ONE
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddp | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=DDP
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=DDPB
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=DDPB
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z3B
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1b | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z1B
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z1
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z2
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z3
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1x2 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z1X2
 // planc emit --stage sched runs the same passes (and sched-check-deadlock, which every
 // layout passes).
-// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z3 | FileCheck %s --check-prefix=Z3
-// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z1x2 | FileCheck %s --check-prefix=Z1X2
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z3 | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=Z3
+// RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry z1x2 | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=Z1X2
 // Tensor parallelism with sequence parallelism (Inputs/tensor.plan, data 2 × tensor 2,
 // ZeRO-1): sched.grad lists the collectives planc_grad issues itself over "tp", in order;
 // after the micro-batches the replicated parameters' gradients (wpe, norms, biases of
 // row-parallel matmuls: each rank saw its half of the sequence) are summed over "tp", one
 // collective per contiguous range of the flat layout; then ZeRO-1 over "dp" on this rank's
 // pieces, and the gradient norm's partial sums over "dp" and then "tp".
-// RUN: planc emit %S/Inputs/tensor.plan --stage sched | FileCheck %s --check-prefix=TP
+// RUN: planc emit %S/Inputs/tensor.plan --stage sched | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=TP
 // TP:      sched.micro_loop 1 {
 // TP:      sched.grad %{{.*}}, %{{.*}} params @params grads @grads state @state {collectives = [{axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "embedding output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "attention input"}, {axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "attention output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "column-parallel input"}, {axis = "tp", collective = "reduce_scatter", floats = 128 : i64, purpose = "row-parallel output"}, {axis = "tp", collective = "all_gather", floats = 128 : i64, purpose = "head input"},
 // TP-SAME: {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy max"}, {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy sum"}, {axis = "tp", collective = "all_reduce", floats = 16 : i64, purpose = "cross-entropy target"},
@@ -43,7 +43,7 @@
 // micro-batch's input (stash: 2 × 64 floats) and runs its backward, which starts from the
 // loss. The tied embedding's gradient (wte, 128 floats, at offset 0 of both stages) is summed
 // over "pp" before the gradients over "dp"; the loss and the norm's partial sums over "pp".
-// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry gpipe | FileCheck %s --check-prefix=GPIPE
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry gpipe | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=GPIPE
 // GPIPE:      sched.buffer @params_s0 {floats = 1120 : i64, lifetime = "persistent", stage = 0 : i64}
 // GPIPE:      sched.buffer @act_s0 {floats = 64 : i64, lifetime = "step", stage = 0 : i64}
 // GPIPE:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
@@ -80,7 +80,7 @@
 // earlier one (sched.send_recv) and sends each input gradient back while it receives the next
 // input; it keeps at most 2 inputs (its stash: 2 × 64 floats, slots reused), and adds zeros to
 // the tied embedding's all-reduce, which it does not hold.
-// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry onef | FileCheck %s --check-prefix=ONEF
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry onef | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=ONEF
 // ONEF:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
 // ONEF:      sched.buffer @tied_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
 // ONEF:      sched.buffer @stash_s2 {floats = 64 : i64, lifetime = "step", stage = 2 : i64}
@@ -116,7 +116,7 @@
 // Parameters shared across stages (Inputs/shared-weights.mlir: "w" by stages 0 and 1, "e" by
 // stages 0 and 2): one all-reduce over "pp" per shared parameter, in the same order on every
 // stage; a stage that lacks one adds zeros from its `tied` buffer.
-// RUN: planc-opt %S/Inputs/shared-weights.mlir -plan-schedule -sched-check-deadlock | FileCheck %s --check-prefix=SHARED
+// RUN: planc-opt %S/Inputs/shared-weights.mlir -plan-schedule -sched-check-deadlock -plan-emit-manifest | FileCheck %s --check-prefix=SHARED
 // SHARED:      sched.on "pp" = 0 {
 // SHARED:        sched.all_reduce @grads_s0[16, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
 // SHARED-NEXT:   sched.all_reduce @grads_s0[0, 16] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}

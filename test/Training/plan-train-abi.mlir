@@ -6,17 +6,23 @@
 // vectors (group "no_decay"), each parameter at a multiple of 16 floats (64 bytes); a
 // group's span includes the padding after each of its parameters and is padded to a multiple
 // of 16 × the data-parallel size, so that it splits into equal aligned pieces.
-// RUN: planc-opt %s -split-input-file -plan-train-step -plan-train-abi | FileCheck %s
+// RUN: planc-opt %s -split-input-file -plan-train-step -plan-train-abi -plan-emit-manifest | FileCheck %s
 // The stage-grad output of a real plan: 16 × 128 tokens, the stdlib GPT's parameter table.
-// RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi | FileCheck %s --check-prefix=CHAR
+// RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi -plan-emit-manifest | FileCheck %s --check-prefix=CHAR
+// Until plan-emit-manifest writes it, the manifest is a sched.manifest: a dictionary the
+// passes after this one read and extend (plan-schedule, plan-memory-plan).
+// RUN: planc emit %examples/licenses_char.plan --stage grad | planc-opt -plan-train-abi | FileCheck %s --check-prefix=TYPED
+// TYPED: sched.manifest @planc_manifest {format = "planc-train-1", groups = {{\[\[}}0, 835584], [835584, 842496]],
+// TYPED-SAME: num_floats = 842496 : i64,
+// TYPED-NOT: llvm.mlir.global {{.*}}@planc_manifest
 // DDP gradient buckets (the plan's `bucket`, here 256 bytes on the bigram model of
 // plan-schedule's inputs): each gradient is added to G right after the op that computes it,
 // and planrt_grad_ready(k) follows the last gradient of bucket k; the buckets' ranges cover G.
-// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi | FileCheck %s --check-prefix=BUCKETS
+// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-emit-manifest | FileCheck %s --check-prefix=BUCKETS
 // ZeRO-3 parameter buckets (128 bytes, the same model): each parameter is read from P right
 // before its first reader, and planrt_params_ready(k) precedes the first read of bucket k;
 // the gradients are accumulated whole, after the backward pass.
-// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi | FileCheck %s --check-prefix=PREFETCH
+// RUN: planc emit %S/../Schedule/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-emit-manifest | FileCheck %s --check-prefix=PREFETCH
 
 // Parameters in argument order: wte.weight 16×8, ln.weight 8, fc.weight 8×8, fc.bias 8.
 // "decay": wte.weight 128 floats at 0, fc.weight 64 at 128; [0, 192).

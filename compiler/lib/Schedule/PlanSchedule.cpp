@@ -47,11 +47,11 @@ struct StepShape {
   SmallVector<StageShape> stages;  ///< one without pipeline parallelism
 };
 
-LogicalResult readManifest(LLVM::GlobalOp global, llvm::json::Value &root, StepShape &s) {
-  FailureOr<llvm::json::Value> parsed = readJsonGlobal(global);
-  if (failed(parsed))
-    return failure();
-  root = std::move(*parsed);
+LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, StepShape &s) {
+  FailureOr<llvm::json::Value> value = attrToJson(global.getValue());
+  if (failed(value))
+    return global.emitOpError() << "planc_manifest holds an attribute that is not a JSON value";
+  root = std::move(*value);
   auto bad = [&](const Twine &what) {
     return global.emitOpError() << "planc_manifest " << what << " (plan-train-abi writes it)";
   };
@@ -785,7 +785,7 @@ private:
 struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto global = module.lookupSymbol<LLVM::GlobalOp>("planc_manifest");
+    auto global = module.lookupSymbol<sched::ManifestOp>("planc_manifest");
     if (!global && (module.lookupSymbol("planc_retrieval_manifest") || module.lookupSymbol("planc_generate_manifest")))
       return;  // a retrieval or generation executable has no training step
     if (!global) {
@@ -803,7 +803,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
       return signalPassFailure();
     Builder builder(module, global.getLoc(), shape);
     root.getAsObject()->insert({"schedule", builder.build()});
-    rewriteJsonGlobal(global, root);
+    global.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), root)));
   }
 };
 

@@ -1,4 +1,4 @@
-// The manifests' string constants: written, read back and rewritten by the passes.
+// The manifests: their JSON values as attributes and back, and their string constants.
 #include "plan/Training/Manifest.h"
 
 using namespace mlir;
@@ -10,26 +10,66 @@ void plan::emitStringGlobal(OpBuilder &b, Location loc, StringRef name, std::str
                          LLVM::Linkage::Internal, name, b.getStringAttr(text));
 }
 
-FailureOr<llvm::json::Value> plan::readJsonGlobal(LLVM::GlobalOp global) {
-  auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
-  if (!text)
-    return global.emitOpError() << global.getSymName() << " holds no string";
-  StringRef json = text.getValue();
-  if (json.ends_with(StringRef("\0", 1)))
-    json = json.drop_back();
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  if (!parsed) {
-    std::string msg = llvm::toString(parsed.takeError());
-    return global.emitOpError() << global.getSymName() << " is not JSON: " << msg;
+Attribute plan::jsonToAttr(MLIRContext *ctx, const llvm::json::Value &value) {
+  Builder b(ctx);
+  switch (value.kind()) {
+  case llvm::json::Value::Null:
+    return UnitAttr::get(ctx);
+  case llvm::json::Value::Boolean:
+    return b.getBoolAttr(*value.getAsBoolean());
+  case llvm::json::Value::Number:
+    // An integral double prints as an integer in JSON too, so the text is the same.
+    if (std::optional<int64_t> i = value.getAsInteger())
+      return b.getI64IntegerAttr(*i);
+    return b.getF64FloatAttr(*value.getAsNumber());
+  case llvm::json::Value::String:
+    return b.getStringAttr(*value.getAsString());
+  case llvm::json::Value::Array: {
+    SmallVector<Attribute> elements;
+    for (const llvm::json::Value &e : *value.getAsArray())
+      elements.push_back(jsonToAttr(ctx, e));
+    return b.getArrayAttr(elements);
   }
-  return std::move(*parsed);
+  case llvm::json::Value::Object: {
+    SmallVector<NamedAttribute> fields;
+    for (const auto &[key, v] : *value.getAsObject())
+      fields.push_back(b.getNamedAttr(key.str(), jsonToAttr(ctx, v)));
+    return b.getDictionaryAttr(fields);
+  }
+  }
+  llvm_unreachable("a JSON value of no kind");
 }
 
-void plan::rewriteJsonGlobal(LLVM::GlobalOp global, const llvm::json::Value &root) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << root;
-  OpBuilder b(global);
-  emitStringGlobal(b, global.getLoc(), global.getSymName(), std::move(text));
-  global.erase();
+FailureOr<llvm::json::Value> plan::attrToJson(Attribute attr) {
+  if (isa<UnitAttr>(attr))
+    return llvm::json::Value(nullptr);
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return llvm::json::Value(b.getValue());
+  if (auto i = dyn_cast<IntegerAttr>(attr); i && i.getType().isSignlessInteger(64))
+    return llvm::json::Value(i.getInt());
+  if (auto f = dyn_cast<FloatAttr>(attr); f && f.getType().isF64())
+    return llvm::json::Value(f.getValueAsDouble());
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return llvm::json::Value(s.getValue().str());
+  if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (Attribute e : a) {
+      FailureOr<llvm::json::Value> v = attrToJson(e);
+      if (failed(v))
+        return failure();
+      out.push_back(std::move(*v));
+    }
+    return llvm::json::Value(std::move(out));
+  }
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object out;
+    for (NamedAttribute f : d) {
+      FailureOr<llvm::json::Value> v = attrToJson(f.getValue());
+      if (failed(v))
+        return failure();
+      out[f.getName().getValue()] = std::move(*v);
+    }
+    return llvm::json::Value(std::move(out));
+  }
+  return failure();
 }

@@ -8,6 +8,7 @@
 #include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Dialect/Sched/IR/Sched.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Flat.h"
 #include "plan/Training/Manifest.h"
@@ -105,7 +106,7 @@ llvm::json::Array groupsOf(const training::BufferLayout &layout) {
 
 /// `stages` holds the whole model's table, or one per pipeline stage: then the
 /// top-level table is the first stage's and `stages` lists them all.
-std::string manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t vocab) {
+llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t vocab) {
   StringRef base = train.getBaseDir();
   const StageTable &first = stages.front();
   const training::BufferLayout &layout = first.layout;
@@ -173,10 +174,7 @@ std::string manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t voc
                                           {"params", paramTable(st)}});
     root["stages"] = std::move(tables);
   }
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  os << llvm::json::Value(std::move(root));
-  return out;
+  return llvm::json::Value(std::move(root));
 }
 
 /// What this version compiles: data-parallel layouts (DDP, ZeRO 1–3) of any size,
@@ -721,16 +719,16 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         tables.push_back(std::move(*st));
       }
     }
-    // The manifest, NUL-terminated.
+    // The manifest (written as JSON by plan-emit-manifest, once the passes after this one
+    // have added to it).
     auto model = module.lookupSymbol<func::FuncOp>(train.getModel());
     auto vocab = model ? model->getAttrOfType<IntegerAttr>("nn.vocab") : IntegerAttr();
     if (!vocab) {
       train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
       return signalPassFailure();
     }
-    OpBuilder b(&getContext());
-    b.setInsertionPointToEnd(module.getBody());
-    emitStringGlobal(b, train.getLoc(), "planc_manifest", manifest(train, tables, vocab.getInt()));
+    Location trainLoc = train.getLoc();
+    auto root = cast<DictionaryAttr>(jsonToAttr(&getContext(), manifest(train, tables, vocab.getInt())));
 
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
@@ -738,6 +736,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
           (isa<func::FuncOp>(op) && !cast<func::FuncOp>(op).getName().starts_with("planc_") &&
            !cast<func::FuncOp>(op).getName().starts_with("planrt_")))
         op.erase();
+    OpBuilder b(&getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    sched::ManifestOp::create(b, trainLoc, "planc_manifest", root);
   }
 };
 

@@ -7,6 +7,9 @@
 
 // CHECK-LABEL: sched.mesh @mesh {axes = ["dp", "pp"], sizes = array<i64: 2, 2>}
 sched.mesh @mesh {axes = ["dp", "pp"], sizes = array<i64: 2, 2>}
+// The manifest: a dictionary of JSON values (keys sorted when printed).
+// CHECK-NEXT: sched.manifest @planc_manifest {format = "planc-train-1", groups = {{\[\[}}0, 48], [48, 64]], num_floats = 64 : i64, train = {lr = 1.000000e-03 : f64, sequence_parallel = false}}
+sched.manifest @planc_manifest {num_floats = 64, format = "planc-train-1", groups = [[0, 48], [48, 64]], train = {sequence_parallel = false, lr = 1.0e-03}}
 // CHECK-NEXT: sched.buffer @params {floats = 64 : i64, lifetime = "persistent"}
 // CHECK-NEXT: sched.buffer @grads {floats = 64 : i64, lifetime = "step"}
 // CHECK-NEXT: sched.buffer @tmp {floats = 64 : i64, lifetime = "transient"}

@@ -3,20 +3,20 @@
 // buffers of a pipeline stage after a stage that has none.
 // RUN: planc-opt %s -split-input-file -plan-memory-plan -verify-diagnostics
 
-// expected-error @+1 {{'llvm.mlir.global' op plan-memory-plan needs the step program's buffers (schedule.buffers, written by plan-schedule)}}
-llvm.mlir.global internal constant @planc_manifest("{\22train\22:{}}\00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op plan-memory-plan needs the step program's buffers (schedule.buffers, written by plan-schedule)}}
+sched.manifest @planc_manifest {train = {}}
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op plan-memory-plan: a schedule buffer without its floats}}
-llvm.mlir.global internal constant @planc_manifest("{\22schedule\22:{\22buffers\22:[{\22name\22:\22state\22}]}}\00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op plan-memory-plan: a schedule buffer without its floats}}
+sched.manifest @planc_manifest {schedule = {buffers = [{name = "state"}]}}
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op plan-memory-plan: schedule buffers of stage 1 but none of stage 0}}
-llvm.mlir.global internal constant @planc_manifest("{\22schedule\22:{\22buffers\22:[{\22name\22:\22p_s1\22,\22floats\22:4,\22stage\22:1}]}}\00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op plan-memory-plan: schedule buffers of stage 1 but none of stage 0}}
+sched.manifest @planc_manifest {schedule = {buffers = [{name = "p_s1", floats = 4, stage = 1}]}}
 
 // -----
 
-// expected-error @+1 {{'llvm.mlir.global' op planc_manifest is not JSON: }}
-llvm.mlir.global internal constant @planc_manifest("{\22schedule\22: \00") {addr_space = 0 : i32}
+// expected-error @+1 {{'sched.manifest' op planc_manifest holds an attribute that is not a JSON value}}
+sched.manifest @planc_manifest {schedule = {buffers = [{name = "state", floats = 8.0 : f32}]}}

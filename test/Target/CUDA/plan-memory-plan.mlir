@@ -7,7 +7,7 @@
 // arena: the manifest's schedule buffers get offsets in its state part (each pipeline
 // stage's from the same base), every function's arena is the one step region that
 // planrt_step_arena returns (never freed), and the manifest records the sizes.
-// RUN: planc-opt %s -split-input-file -plan-memory-plan | FileCheck %s
+// RUN: planc-opt %s -split-input-file -plan-memory-plan -plan-emit-manifest | FileCheck %s
 
 // a (4096 B) and b (1024 B) are live together; c (2048 B) only after both are freed: it
 // reuses offset 0. The arena: 4096 + 1024 = 5120 bytes.
@@ -81,7 +81,7 @@ func.func @loop(%n: index) {
 // CHECK: call @planrt_step_arena(%[[BYTES1]]) : (i64) -> memref<4096xi8>
 // CHECK-NOT: memref.dealloc
 // CHECK: return
-llvm.mlir.global internal constant @planc_manifest("{\22schedule\22:{\22buffers\22:[{\22name\22:\22state\22,\22floats\22:8,\22lifetime\22:\22persistent\22},{\22name\22:\22params_s0\22,\22floats\22:100,\22lifetime\22:\22persistent\22,\22stage\22:0},{\22name\22:\22params_s1\22,\22floats\22:300,\22lifetime\22:\22persistent\22,\22stage\22:1},{\22name\22:\22x\22,\22floats\22:64,\22lifetime\22:\22transient\22}]}}\00") {addr_space = 0 : i32}
+sched.manifest @planc_manifest {schedule = {buffers = [{name = "state", floats = 8, lifetime = "persistent"}, {name = "params_s0", floats = 100, lifetime = "persistent", stage = 0}, {name = "params_s1", floats = 300, lifetime = "persistent", stage = 1}, {name = "x", floats = 64, lifetime = "transient"}]}}
 func.func private @use(memref<1024xf32>)
 func.func private @use2(memref<256xf32>)
 func.func private @use3(memref<64xf32>)

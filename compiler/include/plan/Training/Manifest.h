@@ -1,11 +1,15 @@
-// The manifests of the executables: JSON in a NUL-terminated string constant of the
-// module (planc_manifest, planc_retrieval_manifest, planc_generate_manifest), which
-// passes write, read back and rewrite, and the runtime reads.
+// The manifests of the executables. A training executable's (planc_manifest) travels
+// between passes as a sched.manifest op holding a dictionary attribute, which the
+// passes read and extend as JSON values converted structurally (no text is parsed);
+// plan-emit-manifest writes it once as a NUL-terminated JSON string constant. The
+// retrieval and decoding manifests, written once by their ABI passes, are emitted as
+// string constants directly. The runtime reads the string constants.
 #ifndef PLAN_TRAINING_MANIFEST_H
 #define PLAN_TRAINING_MANIFEST_H
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -16,12 +20,13 @@ namespace plan {
 /// A NUL-terminated string constant `name` at the builder's point.
 void emitStringGlobal(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRef name, std::string text);
 
-/// The JSON that the string constant `global` holds; an error on the global if it
-/// holds no string or no JSON.
-mlir::FailureOr<llvm::json::Value> readJsonGlobal(mlir::LLVM::GlobalOp global);
+/// A JSON value as an attribute: objects as dictionaries (keys sorted, as the JSON
+/// text sorts them), arrays, strings, integers as i64, other numbers as f64, booleans,
+/// null as the unit attribute.
+mlir::Attribute jsonToAttr(mlir::MLIRContext *ctx, const llvm::json::Value &value);
 
-/// Replaces the string constant `global` by one of the same name holding `root`.
-void rewriteJsonGlobal(mlir::LLVM::GlobalOp global, const llvm::json::Value &root);
+/// The JSON value of an attribute that jsonToAttr made; failure for any other.
+mlir::FailureOr<llvm::json::Value> attrToJson(mlir::Attribute attr);
 
 } // namespace plan
 

@@ -3,6 +3,7 @@
 #define PLAN_TRAINING_PASSES_H
 
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Dialect/Sched/IR/Sched.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

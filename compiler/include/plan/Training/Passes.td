@@ -120,7 +120,7 @@ def PlanTrainABI : Pass<"plan-train-abi", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect",
                            "mlir::memref::MemRefDialect", "mlir::bufferization::BufferizationDialect",
-                           "mlir::LLVM::LLVMDialect"];
+                           "mlir::LLVM::LLVMDialect", "plan::sched::SchedDialect"];
 }
 
 #endif // PLAN_TRAINING_PASSES_TD

@@ -69,7 +69,7 @@ void buildLoweringPipeline(OpPassManager &pm, const std::string &loops) {
       "one-shot-bufferize,cse,canonicalize," + loops + ","
       "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm{use-generic-functions=1},"
-      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-main";
+      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-main";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CPU lowering pipeline does not parse");
 }

@@ -89,7 +89,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "finalize-memref-to-llvm{use-generic-functions=1},convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-      "gpu-to-llvm{use-bare-pointers-for-host=1},reconcile-unrealized-casts,plan-emit-main{backend=cuda}";
+      "gpu-to-llvm{use-bare-pointers-for-host=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-main{backend=cuda}";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CUDA lowering pipeline does not parse");
 }

@@ -1,6 +1,7 @@
 // `plan-memory-plan`: the executable's buffers in one arena at offsets fixed at compile time.
 #include "plan/Target/CUDA/Passes.h"
 
+#include "plan/Dialect/Sched/IR/Sched.h"
 #include "plan/Target/RuntimeABI.h"
 #include "plan/Training/Manifest.h"
 
@@ -46,7 +47,7 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
       if (!f.isDeclaration() && f.getBody().hasOneBlock())
         if (std::optional<FunctionPlan> p = plan(f))
           plans.push_back(std::move(*p));
-    auto manifest = m.lookupSymbol<LLVM::GlobalOp>("planc_manifest");
+    auto manifest = m.lookupSymbol<sched::ManifestOp>("planc_manifest");
     if (!manifest) {
       for (FunctionPlan &p : plans)
         rewrite(p, [&](OpBuilder &b, Location loc) {
@@ -55,9 +56,11 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
         });
       return;
     }
-    FailureOr<llvm::json::Value> root = readJsonGlobal(manifest);
-    if (failed(root))
+    FailureOr<llvm::json::Value> root = attrToJson(manifest.getValue());
+    if (failed(root)) {
+      manifest.emitOpError() << "planc_manifest holds an attribute that is not a JSON value";
       return signalPassFailure();
+    }
     llvm::json::Object *schedule = root->getAsObject() ? root->getAsObject()->getObject("schedule") : nullptr;
     llvm::json::Array *table = schedule ? schedule->getArray("buffers") : nullptr;
     if (!table) {
@@ -106,14 +109,14 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
       memory["stage_step_bytes"] = llvm::json::Array(stageStep);
     }
     (*root->getAsObject())["memory"] = std::move(memory);
-    rewriteJsonGlobal(manifest, *root);
+    manifest.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), *root)));
   }
 
   /// The state part: each buffer of the step program's table gets its `offset`, the
   /// buffers of every stage (no "stage") first, then each stage's from the same base,
   /// since a rank holds one stage's. `state` is the largest stage's bytes,
   /// `stageState` each stage's (none without a pipeline).
-  LogicalResult placeState(LLVM::GlobalOp manifest, llvm::json::Array &table, int64_t &state,
+  LogicalResult placeState(sched::ManifestOp manifest, llvm::json::Array &table, int64_t &state,
                            SmallVector<int64_t> &stageState) {
     int64_t common = 0;
     std::map<int64_t, int64_t> stageEnd;

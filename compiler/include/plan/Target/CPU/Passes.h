@@ -2,6 +2,8 @@
 #ifndef PLAN_TARGET_CPU_PASSES_H
 #define PLAN_TARGET_CPU_PASSES_H
 
+#include "plan/Dialect/Sched/IR/Sched.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

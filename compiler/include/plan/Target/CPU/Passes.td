@@ -39,6 +39,23 @@ def PlanApproximateTanh : Pass<"plan-approximate-tanh", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::math::MathDialect", "mlir::vector::VectorDialect"];
 }
 
+def PlanEmitManifest : Pass<"plan-emit-manifest", "mlir::ModuleOp"> {
+  let summary = "Write each sched.manifest as the JSON string constant the runtime reads";
+  let description = [{
+    The last step of the training manifest's way through the passes: each
+    `sched.manifest` becomes a NUL-terminated string constant of the same name
+    and location holding its dictionary as JSON (keys sorted), which the
+    runtime's driver reads. A value that is not a JSON value is an error.
+
+    ```mlir
+    sched.manifest @planc_manifest {format = "planc-train-1", num_floats = 16}
+    // becomes
+    llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22num_floats\22:16}\00")
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 def PlanEmitMain : Pass<"plan-emit-main", "mlir::ModuleOp"> {
   let summary = "Add the executable's main, which starts the runtime";
   let description = [{

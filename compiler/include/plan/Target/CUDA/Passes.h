@@ -2,6 +2,7 @@
 #ifndef PLAN_TARGET_CUDA_PASSES_H
 #define PLAN_TARGET_CUDA_PASSES_H
 
+#include "plan/Dialect/Sched/IR/Sched.h"
 #include "plan/Target/CUDA.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -96,7 +96,8 @@ def PlanMemoryPlan : Pass<"plan-memory-plan", "mlir::ModuleOp"> {
     %a = memref.view %arena[%c0][] : memref<256xi8> to memref<64xf32>
     ```
   }];
-  let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
+                           "plan::sched::SchedDialect"];
 }
 
 def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {

@@ -70,6 +70,27 @@ def Sched_MeshOp : Sched_Op<"mesh", [Symbol]> {
   }];
 }
 
+def Sched_ManifestOp : Sched_Op<"manifest", [Symbol]> {
+  let summary = "A training executable's manifest, as IR until it is written as JSON";
+  let description = [{
+    What the runtime needs to know about the executable, as a dictionary that
+    the passes read and extend without parsing text: the flat parameter layout,
+    the mesh and the training settings (`plan-train-abi`), the step program's
+    buffer table (`plan-schedule`) and the memory plan (`plan-memory-plan`).
+    `plan-emit-manifest` writes it once, as the JSON string constant of the same
+    name that the runtime reads (docs/EXECUTABLES.md). Its values are JSON's:
+    dictionaries, arrays, strings, i64 integers, f64 numbers, booleans, and the
+    unit attribute for null.
+
+    ```mlir
+    sched.manifest @planc_manifest {format = "planc-train-1", groups = [[0, 16], [16, 24]],
+                                    num_floats = 24, ...}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, DictionaryAttr:$value);
+  let assemblyFormat = "$sym_name $value attr-dict";
+}
+
 def Sched_BufferOp : Sched_Op<"buffer", [Symbol]> {
   let summary = "A flat f32 buffer of every rank";
   let description = [{
