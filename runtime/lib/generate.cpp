@@ -4,6 +4,7 @@
 // plan names one), fills the key/value cache in chunks and samples one token at a
 // time. docs/GENERATE.md is its specification.
 #include "decoder.h"
+#include "planrt_manifest.h"
 #include "random.h"
 #include "status.h"
 
@@ -42,8 +43,8 @@ planrt_status parseManifest(const char *source, GenManifest &m) {
   return planrt::manifest::parse([&] {
     json j = json::parse(source);
     const std::string top = "the manifest";
-    if (text(j, "format", top) != "planc-generate-1")
-      throw Malformed{"format is not planc-generate-1"};
+    if (text(j, "format", top) != planrt::manifest::format::kGenerate)
+      throw Malformed{std::string("format is not ") + planrt::manifest::format::kGenerate};
     m.generate = text(j, "generate", top);
     m.checkpoint = text(j, "checkpoint", top);
     const json &ctx = field(j, "context", top);

@@ -3,6 +3,7 @@
 #include "train_manifest.h"
 
 #include "manifest_json.h"
+#include "planrt_manifest.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,11 +16,11 @@ using namespace planrt::manifest;
 namespace {
 
 void readHeader(const json &root, Manifest &m) {
-  std::string format = text(root, "format", "the manifest");
-  if (format != "planc-train-1")
-    throw Malformed{"format '" + format + "'; this runtime reads planc-train-1"};
-  m.plan = text(root, "plan", "the manifest");
-  m.model = text(root, "model", "the manifest");
+  std::string version = text(root, key::format, "the manifest");
+  if (version != format::kTrain)
+    throw Malformed{"format '" + version + "'; this runtime reads " + format::kTrain};
+  m.plan = text(root, key::plan, "the manifest");
+  m.model = text(root, key::model, "the manifest");
 }
 
 /// Pipeline parallelism: each stage has its own parameters and flat layout, and this
@@ -27,18 +28,18 @@ void readHeader(const json &root, Manifest &m) {
 /// object holding the layout; `in` is the JSON path prefix of its fields.
 const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::string &in) {
   in = "";
-  if (!root.contains("pipeline"))
+  if (!root.contains(key::pipeline))
     return root;
-  const json &pipe = root["pipeline"];
-  const json &stages = field(root, "stages", "the manifest");
+  const json &pipe = root[key::pipeline];
+  const json &stages = field(root, key::stages, "the manifest");
   if (!stages.is_array() || stages.size() < 2)
     throw Malformed{"stages is not an array of two stages or more"};
   m.pipeline = int64_t(stages.size());
-  std::string axis = text(pipe, "axis", "pipeline");
+  std::string axis = text(pipe, key::axis, "pipeline");
   m.stage = stage;
   if (stage < 0 || stage >= m.pipeline)
     throw Malformed{"pipeline stage " + std::to_string(stage) + " is not one of the stages"};
-  const json &axes = field(field(root, "mesh", "the manifest"), "axes", "mesh");
+  const json &axes = field(field(root, key::mesh, "the manifest"), key::axes, "mesh");
   for (size_t a = 0; a < axes.size(); ++a)
     if (axes[a].is_string() && axes[a].get<std::string>() == axis)
       m.pipelineAxis = int(a);
@@ -46,18 +47,18 @@ const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::stri
     throw Malformed{"pipeline.axis names '" + axis + "', which is not an axis"};
   auto stageName = [](int64_t k) { return "stages[" + std::to_string(k) + "]"; };
   if (stage > 0)
-    m.activationIn = integer(stages[size_t(stage - 1)], "activation", stageName(stage - 1), 1, kMaxFloats);
+    m.activationIn = integer(stages[size_t(stage - 1)], key::activation, stageName(stage - 1), 1, kMaxFloats);
   if (stage + 1 < m.pipeline)
-    m.activationOut = integer(stages[size_t(stage)], "activation", stageName(stage), 1, kMaxFloats);
+    m.activationOut = integer(stages[size_t(stage)], key::activation, stageName(stage), 1, kMaxFloats);
   in = stageName(stage) + ".";
   return stages[size_t(stage)];
 }
 
 /// Tensor parallelism: how the parameter is cut over the tensor axis.
 void readSplit(const json &sp, const std::string &where, Param &p) {
-  p.splitDim = integer(sp, "dim", where + ".split", 0, int64_t(p.shape.size()) - 1);
-  p.parts = integer(sp, "parts", where + ".split", 2, 65536);
-  const json &blocks = field(sp, "blocks", where + ".split");
+  p.splitDim = integer(sp, key::dim, where + ".split", 0, int64_t(p.shape.size()) - 1);
+  p.parts = integer(sp, key::parts, where + ".split", 2, 65536);
+  const json &blocks = field(sp, key::blocks, where + ".split");
   int64_t total = 0;
   if (!blocks.is_array() || blocks.empty())
     throw Malformed{where + ".split.blocks is not a non-empty array"};
@@ -75,11 +76,11 @@ void readSplit(const json &sp, const std::string &where, Param &p) {
 /// One entry of params, at JSON path `where`; m holds the ones before it.
 Param readParam(const json &pj, std::string where, const Manifest &m) {
   Param p;
-  p.name = text(pj, "name", where);
+  p.name = text(pj, key::name, where);
   if (p.name.empty())
     throw Malformed{where + ".name is empty"};
   where += " ('" + p.name + "')";
-  const json &shape = field(pj, "shape", where);
+  const json &shape = field(pj, key::shape, where);
   if (!shape.is_array())
     throw Malformed{where + ".shape is not an array"};
   int64_t elements = 1;
@@ -90,17 +91,17 @@ Param readParam(const json &pj, std::string where, const Manifest &m) {
     if (__builtin_mul_overflow(elements, d.get<int64_t>(), &elements) || elements > kMaxFloats)
       throw Malformed{where + ".shape is too large"};
   }
-  p.offset = integer(pj, "offset", where, 0, kMaxFloats);
-  p.count = integer(pj, "count", where, 0, kMaxFloats);
+  p.offset = integer(pj, key::offset, where, 0, kMaxFloats);
+  p.count = integer(pj, key::count, where, 0, kMaxFloats);
   if (p.count != elements)
     throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " +
                     std::to_string(elements) + " elements"};
   if (p.offset + p.count > m.numFloats)
     throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past num_floats " +
                     std::to_string(m.numFloats)};
-  p.init = text(pj, "init", where);
+  p.init = text(pj, key::init, where);
   if (p.init == "normal") {
-    const json &s = field(pj, "std", where);
+    const json &s = field(pj, key::std, where);
     if (!s.is_number() || !(s.get<double>() >= 0) || !std::isfinite(s.get<double>()))
       throw Malformed{where + ".std is " + s.dump() + ", not a finite number ≥ 0"};
     p.std = s.get<double>();
@@ -111,23 +112,23 @@ Param readParam(const json &pj, std::string where, const Manifest &m) {
     if (q.name == p.name)
       throw Malformed{"two parameters are named '" + p.name + "'"};
   p.fullShape = p.shape;
-  if (pj.contains("split"))
-    readSplit(pj["split"], where, p);
+  if (pj.contains(key::split))
+    readSplit(pj[key::split], where, p);
   p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
-  if (pj.contains("index"))
-    p.index = integer(pj, "index", where, 0, kMaxDim);
-  if (pj.contains("replica")) {
-    if (!pj["replica"].is_boolean())
+  if (pj.contains(key::index))
+    p.index = integer(pj, key::index, where, 0, kMaxDim);
+  if (pj.contains(key::replica)) {
+    if (!pj[key::replica].is_boolean())
       throw Malformed{where + ".replica is not true or false"};
-    p.replica = pj["replica"].get<bool>();
+    p.replica = pj[key::replica].get<bool>();
   }
   return p;
 }
 
 /// The flat layout: num_floats and the parameters in it.
 void readParams(const json &lay, const std::string &in, Manifest &m) {
-  m.numFloats = integer(lay, "num_floats", "the manifest", 1, kMaxFloats);
-  const json &params = field(lay, "params", "the manifest");
+  m.numFloats = integer(lay, key::num_floats, "the manifest", 1, kMaxFloats);
+  const json &params = field(lay, key::params, "the manifest");
   if (!params.is_array() || params.empty())
     throw Malformed{in + "params is not a non-empty array"};
   for (size_t i = 0; i < params.size(); ++i)
@@ -144,24 +145,24 @@ void readParams(const json &lay, const std::string &in, Manifest &m) {
 
 /// train's shape of the step: batch, its split, steps, seed, vocabulary, ZeRO stage.
 void readTrainShape(const json &train, Manifest &m) {
-  m.batch = integer(train, "batch", "train", 1, kMaxDim);
-  m.micro = integer(train, "micro", "train", 1, kMaxDim);
-  m.seq = integer(train, "seq", "train", 1, kMaxDim);
-  m.accumulation = integer(train, "accumulation", "train", 1, kMaxDim);
-  m.dataParallel = integer(train, "data_parallel", "train", 1, kMaxDim);
-  m.tensorParallel = train.contains("tensor_parallel") ? integer(train, "tensor_parallel", "train", 1, kMaxDim) : 1;
-  m.steps = integer(train, "steps", "train", 0, kMaxSteps);
-  m.seed = uint64_t(integer(train, "seed", "train", 0, std::numeric_limits<int64_t>::max()));
-  m.vocab = integer(train, "vocab", "train", 1, kMaxDim);
+  m.batch = integer(train, key::batch, "train", 1, kMaxDim);
+  m.micro = integer(train, key::micro, "train", 1, kMaxDim);
+  m.seq = integer(train, key::seq, "train", 1, kMaxDim);
+  m.accumulation = integer(train, key::accumulation, "train", 1, kMaxDim);
+  m.dataParallel = integer(train, key::data_parallel, "train", 1, kMaxDim);
+  m.tensorParallel = train.contains(key::tensor_parallel) ? integer(train, key::tensor_parallel, "train", 1, kMaxDim) : 1;
+  m.steps = integer(train, key::steps, "train", 0, kMaxSteps);
+  m.seed = uint64_t(integer(train, key::seed, "train", 0, std::numeric_limits<int64_t>::max()));
+  m.vocab = integer(train, key::vocab, "train", 1, kMaxDim);
   if (m.batch != m.micro * m.accumulation * m.dataParallel)
     throw Malformed{"train.batch " + std::to_string(m.batch) + " is not micro × accumulation × data_parallel = " +
                     std::to_string(m.micro * m.accumulation * m.dataParallel)};
-  m.zero = train.contains("zero") ? integer(train, "zero", "train", 0, 3) : 0;
+  m.zero = train.contains(key::zero) ? integer(train, key::zero, "train", 0, 3) : 0;
 }
 
 /// The two parameter groups (weight decay or not) as spans of the flat layout.
 void readGroups(const json &lay, Manifest &m) {
-  const json &groups = field(lay, "groups", "the manifest");
+  const json &groups = field(lay, key::groups, "the manifest");
   if (!groups.is_array() || groups.size() != 2)
     throw Malformed{"groups is not an array of two [begin, end] spans"};
   for (int g = 0; g < 2; ++g) {
@@ -179,9 +180,9 @@ void readGroups(const json &lay, Manifest &m) {
 
 /// The device mesh, checked against train's data, tensor and pipeline parallelism.
 void readMesh(const json &root, Manifest &m) {
-  const json &mesh = field(root, "mesh", "the manifest");
-  m.axes = texts(mesh, "axes", "mesh");
-  const json &sizes = field(mesh, "sizes", "mesh");
+  const json &mesh = field(root, key::mesh, "the manifest");
+  m.axes = texts(mesh, key::axes, "mesh");
+  const json &sizes = field(mesh, key::sizes, "mesh");
   if (!sizes.is_array() || sizes.size() != m.axes.size() || m.axes.empty() || m.axes.size() > 16)
     throw Malformed{"mesh.sizes does not give one size per axis"};
   int64_t devices = 1, data = 1;
@@ -191,14 +192,14 @@ void readMesh(const json &root, Manifest &m) {
     m.sizes.push_back(n.get<int64_t>());
     devices *= m.sizes.back();
   }
-  for (const std::string &a : texts(mesh, "data", "mesh")) {
+  for (const std::string &a : texts(mesh, key::data, "mesh")) {
     auto it = std::find(m.axes.begin(), m.axes.end(), a);
     if (it == m.axes.end())
       throw Malformed{"mesh.data names '" + a + "', which is not an axis"};
     m.dataMask |= 1u << unsigned(it - m.axes.begin());
     data *= m.sizes[size_t(it - m.axes.begin())];
   }
-  std::string tensor = mesh.contains("tensor") ? text(mesh, "tensor", "mesh") : "";
+  std::string tensor = mesh.contains(key::tensor) ? text(mesh, key::tensor, "mesh") : "";
   if (!tensor.empty()) {
     auto it = std::find(m.axes.begin(), m.axes.end(), tensor);
     if (it == m.axes.end())
@@ -231,21 +232,21 @@ void placeWholeParams(Manifest &m) {
 
 /// The step program's buffers, checked against the flat layout and the ZeRO sharding.
 void readSchedule(const json &root, Manifest &m) {
-  const json &schedule = field(root, "schedule", "the manifest");
-  const json &buffers = field(schedule, "buffers", "schedule");
+  const json &schedule = field(root, key::schedule, "the manifest");
+  const json &buffers = field(schedule, key::buffers, "schedule");
   if (!buffers.is_array() || buffers.empty())
     throw Malformed{"schedule.buffers is not a non-empty array"};
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string where = "schedule.buffers[" + std::to_string(i) + "]";
-    BufferSpec b{text(buffers[i], "name", where), text(buffers[i], "lifetime", where),
-                 integer(buffers[i], "floats", where, 0, kMaxFloats),
-                 buffers[i].contains("stage") ? integer(buffers[i], "stage", where, 0, m.pipeline - 1) : -1};
+    BufferSpec b{text(buffers[i], key::name, where), text(buffers[i], key::lifetime, where),
+                 integer(buffers[i], key::floats, where, 0, kMaxFloats),
+                 buffers[i].contains(key::stage) ? integer(buffers[i], key::stage, where, 0, m.pipeline - 1) : -1};
     if (b.lifetime != "persistent" && b.lifetime != "step" && b.lifetime != "transient")
       throw Malformed{where + ".lifetime is '" + b.lifetime + "'"};
     m.buffers.push_back(b);
   }
-  m.master = m.bufferName(text(schedule, "master", "schedule"));
-  const json &sharded = field(schedule, "sharded", "schedule");
+  m.master = m.bufferName(text(schedule, key::master, "schedule"));
+  const json &sharded = field(schedule, key::sharded, "schedule");
   if (!sharded.is_boolean())
     throw Malformed{"schedule.sharded is " + sharded.dump() + ", not true or false"};
   m.sharded = sharded.get<bool>();
@@ -273,22 +274,22 @@ void readSchedule(const json &root, Manifest &m) {
 
 /// train's settings of the run: data, evaluation, checkpoints, fp16 loss scaling.
 void readTrainRun(const json &train, Manifest &m) {
-  m.data = texts(train, "data", "train");
-  m.val = train.contains("val") ? texts(train, "val", "train") : std::vector<std::string>{};
-  m.evalEvery = train.contains("eval_every") ? integer(train, "eval_every", "train", 0, kMaxSteps) : 0;
-  m.evalBatches = train.contains("eval_batches") ? integer(train, "eval_batches", "train", 0, kMaxDim) : 0;
-  if (train.contains("checkpoint")) {
-    const json &c = train["checkpoint"];
-    m.checkpointDir = text(c, "dir", "train.checkpoint");
-    m.checkpointEvery = integer(c, "every", "train.checkpoint", 0, kMaxSteps);
-    m.checkpointKeep = integer(c, "keep", "train.checkpoint", 0, std::numeric_limits<int>::max());
+  m.data = texts(train, key::data, "train");
+  m.val = train.contains(key::val) ? texts(train, key::val, "train") : std::vector<std::string>{};
+  m.evalEvery = train.contains(key::eval_every) ? integer(train, key::eval_every, "train", 0, kMaxSteps) : 0;
+  m.evalBatches = train.contains(key::eval_batches) ? integer(train, key::eval_batches, "train", 0, kMaxDim) : 0;
+  if (train.contains(key::checkpoint)) {
+    const json &c = train[key::checkpoint];
+    m.checkpointDir = text(c, key::dir, "train.checkpoint");
+    m.checkpointEvery = integer(c, key::every, "train.checkpoint", 0, kMaxSteps);
+    m.checkpointKeep = integer(c, key::keep, "train.checkpoint", 0, std::numeric_limits<int>::max());
   }
-  if (train.contains("loss_scale")) {
-    const json &l = train["loss_scale"];
-    m.lossScaleKind = text(l, "kind", "train.loss_scale");
+  if (train.contains(key::loss_scale)) {
+    const json &l = train[key::loss_scale];
+    m.lossScaleKind = text(l, key::kind, "train.loss_scale");
     if (m.lossScaleKind != "none" && m.lossScaleKind != "dynamic" && m.lossScaleKind != "static")
       throw Malformed{"train.loss_scale.kind is '" + m.lossScaleKind + "'; expected none, dynamic or static"};
-    const json &init = field(l, "init", "train.loss_scale");
+    const json &init = field(l, key::init, "train.loss_scale");
     if (!init.is_number() || !(init.get<double>() > 0) || !std::isfinite(init.get<double>()))
       throw Malformed{"train.loss_scale.init must be a positive number"};
     m.lossScaleInit = init.get<double>();
@@ -298,31 +299,31 @@ void readTrainRun(const json &train, Manifest &m) {
 /// The executable's arena, if the compiler planned one: its sizes and every buffer's
 /// offset in it.
 void readMemory(const json &root, Manifest &m) {
-  if (!root.contains("memory"))
+  if (!root.contains(key::memory))
     return;
-  const json &mem = root["memory"];
-  const json &buffers = root["schedule"]["buffers"];  // read by readSchedule
+  const json &mem = root[key::memory];
+  const json &buffers = root[key::schedule][key::buffers];  // read by readSchedule
   constexpr int64_t kMaxBytes = kMaxFloats * 4;
   m.arena = true;
-  m.stateBytes = integer(mem, "state_bytes", "memory", 0, kMaxBytes);
-  m.stepBytes = integer(mem, "step_bytes", "memory", 0, kMaxBytes);
+  m.stateBytes = integer(mem, key::state_bytes, "memory", 0, kMaxBytes);
+  m.stepBytes = integer(mem, key::step_bytes, "memory", 0, kMaxBytes);
   // Under a pipeline, this rank's stage may need less than the largest stage.
-  auto ofStage = [&](const char *key, int64_t all) {
-    if (!mem.contains(key))
+  auto ofStage = [&](const char *name, int64_t all) {
+    if (!mem.contains(name))
       return all;
-    const json &st = mem[key];
+    const json &st = mem[name];
     if (!st.is_array() || int64_t(st.size()) != m.pipeline || !st[size_t(m.stage)].is_number_integer() ||
         st[size_t(m.stage)].get<int64_t>() < 0 || st[size_t(m.stage)].get<int64_t>() > all)
-      throw Malformed{std::string("memory.") + key + " is not one size per pipeline stage, each at most " +
+      throw Malformed{std::string("memory.") + name + " is not one size per pipeline stage, each at most " +
                       std::to_string(all)};
     return st[size_t(m.stage)].get<int64_t>();
   };
-  m.rankStateBytes = ofStage("stage_state_bytes", m.stateBytes);
-  m.rankStepBytes = ofStage("stage_step_bytes", m.stepBytes);
+  m.rankStateBytes = ofStage(key::stage_state_bytes, m.stateBytes);
+  m.rankStepBytes = ofStage(key::stage_step_bytes, m.stepBytes);
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     BufferSpec &b = m.buffers[i];
     std::string where = "schedule.buffers[" + std::to_string(i) + "]";
-    b.offset = integer(buffers[i], "offset", where, 0, m.stateBytes);
+    b.offset = integer(buffers[i], key::offset, where, 0, m.stateBytes);
     int64_t limit = b.stage < 0 || b.stage == m.stage ? m.rankStateBytes : m.stateBytes;
     if (b.offset % 256 || b.offset + b.floats * 4 > limit)
       throw Malformed{where + ".offset " + std::to_string(b.offset) + " does not place its " +
@@ -347,7 +348,7 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     std::string in;
     const json &lay = readPipeline(root, stage, m, in);
     readParams(lay, in, m);
-    const json &train = field(root, "train", "the manifest");
+    const json &train = field(root, key::train, "the manifest");
     readTrainShape(train, m);
     readGroups(lay, m);
     readMesh(root, m);

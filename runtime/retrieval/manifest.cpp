@@ -2,6 +2,7 @@
 // The graph's parameters come as the JSON manifest that `plan-retrieval-abi` writes
 // (docs/RETRIEVAL.md, "The executable"); this reads it into a planrt_retrieval_config.
 #include "manifest_json.h"
+#include "planrt_manifest.h"
 #include "planrt_retrieval.h"
 #include "status.h"
 
@@ -47,8 +48,8 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
   std::vector<const char *> &corpus = config.corpus;
   try {
     json m = json::parse(manifest ? manifest : "");
-    if (str(m, "format") != "planc-retrieval-1")
-      throw Malformed{"format is not planc-retrieval-1"};
+    if (str(m, "format") != planrt::manifest::format::kRetrieval)
+      throw Malformed{std::string("format is not ") + planrt::manifest::format::kRetrieval};
     auto keep = [&](const std::string &s) -> const char * {
       strings.push_back(s);
       return strings.back().c_str();

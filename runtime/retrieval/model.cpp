@@ -3,6 +3,7 @@
 // for `embed = model(...)` and `rerank = model(...)` (docs/RETRIEVAL.md "Models").
 // Text reaches the model as bytes: both need a byte-level vocabulary of 256.
 #include "decoder.h"
+#include "planrt_manifest.h"
 #include "retrieval.h"
 #include "status.h"
 
@@ -28,7 +29,8 @@ planrt_status openDecoder(const planrt_retrieval_config &cfg, const char *role, 
         using namespace planrt::manifest;
         json j = json::parse(manifest);
         const std::string top = "the manifest";
-        if (text(j, "format", top) != "planc-model-1") throw Malformed{"format is not planc-model-1"};
+        if (text(j, "format", top) != planrt::manifest::format::kModel)
+          throw Malformed{std::string("format is not ") + planrt::manifest::format::kModel};
         if (text(j, "role", top) != role) throw Malformed{"role is not " + std::string(role)};
         planrt::readModelLayout(j, top, layout);
       }))

@@ -8,6 +8,7 @@
 // runtime reads (docs/GENERATE.md) and, for grounding, the retrieval graph's
 // manifest become constants. `plan-emit-main` adds the `main`.
 #include "plan/Compiler/PlanGen.h"
+#include "planrt_manifest.h"
 #include "plan/Generate/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
@@ -87,7 +88,7 @@ struct PlanGenerateABI : plan::impl::PlanGenerateABIBase<PlanGenerateABI> {
     OpBuilder b(&getContext());
     Location loc = gen.getLoc();
     b.setInsertionPointToEnd(module.getBody());
-    llvm::json::Object root{{"format", "planc-generate-1"},
+    llvm::json::Object root{{"format", planrt::manifest::format::kGenerate},
                             {"generate", gen.getSymName()},
                             {"checkpoint", resolvePlanPath(gen.getBaseDir(), gen.getCheckpoint())},
                             {"max_tokens", int64_t(gen.getMaxTokensAttr().getInt())},

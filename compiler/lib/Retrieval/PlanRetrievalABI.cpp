@@ -5,6 +5,7 @@
 // adds the `main` that hands them to the runtime (planrt_retrieval_main_manifest,
 // docs/RETRIEVAL.md).
 #include "plan/Compiler/PlanGen.h"
+#include "planrt_manifest.h"
 #include "plan/Retrieval/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
@@ -54,7 +55,7 @@ FailureOr<retrieval::Models> retrieval::emitModels(ModuleOp module, pl::Retrieva
       return failure();
     if (output == decode::Output::Hidden)
       out.embedDim = e->width;
-    llvm::json::Object m{{"format", "planc-model-1"}, {"role", role}};
+    llvm::json::Object m{{"format", planrt::manifest::format::kModel}, {"role", role}};
     for (auto &kv : decode::layoutJson(model, params, vocab.getInt(), window, chunk, *e))
       m.try_emplace(kv.first, std::move(kv.second));
     std::string text;
@@ -90,7 +91,7 @@ std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
     line = loc.getLine();
   }
   llvm::json::Object o{
-      {"format", "planc-retrieval-1"},
+      {"format", planrt::manifest::format::kRetrieval},
       {"graph", r.getSymName()},
       {"plan_file", file},
       {"plan_line", line},

@@ -4,6 +4,7 @@
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Manifest.h"
+#include "planrt_manifest.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -17,6 +18,7 @@ namespace plan {
 } // namespace plan
 
 using namespace mlir;
+namespace key = planrt::manifest::key;
 using namespace plan;
 
 namespace {
@@ -56,12 +58,12 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     return global.emitOpError() << "planc_manifest " << what << " (plan-train-abi writes it)";
   };
   const llvm::json::Object *o = root.getAsObject();
-  const llvm::json::Object *mesh = o ? o->getObject("mesh") : nullptr;
-  const llvm::json::Object *train = o ? o->getObject("train") : nullptr;
+  const llvm::json::Object *mesh = o ? o->getObject(key::mesh) : nullptr;
+  const llvm::json::Object *train = o ? o->getObject(key::train) : nullptr;
   if (!mesh || !train)
     return bad("lacks mesh or train");
-  const llvm::json::Array *axes = mesh->getArray("axes"), *sizes = mesh->getArray("sizes"),
-                          *data = mesh->getArray("data");
+  const llvm::json::Array *axes = mesh->getArray(key::axes), *sizes = mesh->getArray(key::sizes),
+                          *data = mesh->getArray(key::data);
   if (!axes || !sizes || !data || axes->size() != sizes->size() || axes->empty() || axes->size() > 16)
     return bad("has no mesh axes, sizes and data axes of matching lengths");
   for (const llvm::json::Value &a : *axes) {
@@ -79,35 +81,35 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
       return bad("has a data axis that is not a mesh axis");
     s.dataAxes.push_back(a.getAsString()->str());
   }
-  s.d = train->getInteger("data_parallel").value_or(1);
-  s.t = train->getInteger("tensor_parallel").value_or(1);
-  if (std::optional<StringRef> tensor = mesh->getString("tensor"); tensor && !tensor->empty()) {
+  s.d = train->getInteger(key::data_parallel).value_or(1);
+  s.t = train->getInteger(key::tensor_parallel).value_or(1);
+  if (std::optional<StringRef> tensor = mesh->getString(key::tensor); tensor && !tensor->empty()) {
     if (!llvm::is_contained(s.axes, tensor->str()))
       return bad("has a tensor axis that is not a mesh axis");
     s.tensorAxis = tensor->str();
   }
   if (s.t < 1 || (s.t > 1 && s.tensorAxis.empty()))
     return bad("has a tensor_parallel size without a tensor axis");
-  s.sequence = train->getBoolean("sequence_parallel").value_or(false) && s.t > 1;
-  s.zero = train->getInteger("zero").value_or(0);
-  s.accumulation = train->getInteger("accumulation").value_or(1);
+  s.sequence = train->getBoolean(key::sequence_parallel).value_or(false) && s.t > 1;
+  s.zero = train->getInteger(key::zero).value_or(0);
+  s.accumulation = train->getInteger(key::accumulation).value_or(1);
   if (s.d < 1 || s.zero < 0 || s.zero > 3 || s.accumulation < 1)
     return bad("has a data_parallel, zero or accumulation out of range");
   // A layout: the top level's, or a pipeline stage's.
   auto readStage = [&](const llvm::json::Object &from, StageShape &st) -> LogicalResult {
-    const llvm::json::Array *spans = from.getArray("groups"), *params = from.getArray("params");
-    std::optional<int64_t> total = from.getInteger("num_floats");
+    const llvm::json::Array *spans = from.getArray(key::groups), *params = from.getArray(key::params);
+    std::optional<int64_t> total = from.getInteger(key::num_floats);
     if (!spans || spans->size() != 2 || !total || !params)
       return bad("lacks groups, num_floats or params");
     for (const llvm::json::Value &p : *params) {
       const llvm::json::Object *po = p.getAsObject();
-      std::optional<int64_t> offset = po ? po->getInteger("offset") : std::nullopt,
-                             count = po ? po->getInteger("count") : std::nullopt;
-      std::optional<StringRef> name = po ? po->getString("name") : std::nullopt;
+      std::optional<int64_t> offset = po ? po->getInteger(key::offset) : std::nullopt,
+                             count = po ? po->getInteger(key::count) : std::nullopt;
+      std::optional<StringRef> name = po ? po->getString(key::name) : std::nullopt;
       if (!offset || !count || !name)
         return bad("has a parameter without name, offset and count");
-      st.params.push_back({name->str(), *offset, *count, po->getBoolean("replica").value_or(false)});
-      if (s.sequence && !po->get("split"))
+      st.params.push_back({name->str(), *offset, *count, po->getBoolean(key::replica).value_or(false)});
+      if (s.sequence && !po->get(key::split))
         st.replicated.push_back({*offset, *count});
     }
     // In flat-layout order, adjacent ranges merged: one collective each.
@@ -134,7 +136,7 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     }
     if (l.groupEnd[0] > l.groupBegin[1] || l.total % s.d != 0)
       return bad("has overlapping groups or num_floats not divisible over the data axes");
-    st.activation = from.getInteger("activation").value_or(0);
+    st.activation = from.getInteger(key::activation).value_or(0);
     if (st.activation < 0)
       return bad("has a negative activation size");
     // MPI counts are int: one collective moves fewer than 2^31 floats.
@@ -144,9 +146,9 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
                                      "parameters are not supported by the CPU target's collectives in this version";
     return success();
   };
-  if (const llvm::json::Object *pipe = o->getObject("pipeline")) {
-    std::optional<StringRef> axis = pipe->getString("axis"), schedule = pipe->getString("schedule");
-    const llvm::json::Array *stages = o->getArray("stages");
+  if (const llvm::json::Object *pipe = o->getObject(key::pipeline)) {
+    std::optional<StringRef> axis = pipe->getString(key::axis), schedule = pipe->getString(key::schedule);
+    const llvm::json::Array *stages = o->getArray(key::stages);
     if (!axis || !llvm::is_contained(s.axes, axis->str()) || !schedule ||
         (*schedule != "gpipe" && *schedule != "one_f_one_b") || !stages || stages->size() < 2)
       return bad("has a pipeline without an axis of the mesh, a gpipe or one_f_one_b schedule and two stages or more");
@@ -204,17 +206,17 @@ public:
 
     llvm::json::Array table;
     for (auto &[name, floats, lifetime, stage] : declared) {
-      llvm::json::Object entry{{"name", name}, {"floats", floats}, {"lifetime", lifetime}};
+      llvm::json::Object entry{{key::name, name}, {key::floats, floats}, {key::lifetime, lifetime}};
       if (stage >= 0)
-        entry["stage"] = stage;
+        entry[key::stage] = stage;
       table.push_back(std::move(entry));
     }
     return llvm::json::Object{
-        {"buffers", std::move(table)},
-        {"master", sharded ? "param_shard" : "params"},
-        {"sharded", sharded},
-        {"grad_params", "params"},
-        {"grad_grads", "grads"}};
+        {key::buffers, std::move(table)},
+        {key::master, sharded ? "param_shard" : "params"},
+        {key::sharded, sharded},
+        {key::grad_params, "params"},
+        {key::grad_grads, "grads"}};
   }
 
 private:
@@ -802,7 +804,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
     if (failed(readManifest(global, root, shape)))
       return signalPassFailure();
     Builder builder(module, global.getLoc(), shape);
-    root.getAsObject()->insert({"schedule", builder.build()});
+    root.getAsObject()->insert({key::schedule, builder.build()});
     global.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), root)));
   }
 };

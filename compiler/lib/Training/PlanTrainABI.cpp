@@ -13,6 +13,7 @@
 #include "plan/Training/Flat.h"
 #include "plan/Training/Manifest.h"
 #include "plan/Training/Training.h"
+#include "planrt_manifest.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -31,6 +32,7 @@ namespace plan {
 } // namespace plan
 
 using namespace mlir;
+namespace key = planrt::manifest::key;
 using namespace plan;
 
 namespace {
@@ -49,10 +51,10 @@ llvm::json::Array strings(ArrayAttr a, StringRef base) {
 /// The loss scaling of an fp16 plan: its kind and the scale of step 0.
 llvm::json::Object lossScale(pl::TrainOp train) {
   if (train.getPrecision() != pl::Precision::fp16)
-    return llvm::json::Object{{"kind", "none"}, {"init", 1.0}};
+    return llvm::json::Object{{key::kind, "none"}, {key::init, 1.0}};
   if (train.getLossScale() == pl::LossScale::dynamic)
-    return llvm::json::Object{{"kind", "dynamic"}, {"init", 65536.0}};  // torch.cuda.amp.GradScaler's default
-  return llvm::json::Object{{"kind", "static"}, {"init", train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
+    return llvm::json::Object{{key::kind, "dynamic"}, {key::init, 65536.0}};  // torch.cuda.amp.GradScaler's default
+  return llvm::json::Object{{key::kind, "static"}, {key::init, train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
 }
 
 /// A pipeline stage's piece of the manifest (or the whole model's without one).
@@ -74,26 +76,26 @@ llvm::json::Array paramTable(const StageTable &st) {
     for (int64_t d : p.type.getShape())
       shape.push_back(d);
     llvm::json::Object entry{
-        {"name", p.name},
-        {"shape", std::move(shape)},
-        {"offset", p.offset},
-        {"count", p.count},
-        {"init", fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
-        {"std", fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
+        {key::name, p.name},
+        {key::shape, std::move(shape)},
+        {key::offset, p.offset},
+        {key::count, p.count},
+        {key::init, fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
+        {key::std, fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
     // A tensor-parallel piece: `shape` is this rank's; dim `dim` of the full tensor is
     // cut in `parts`, block by block (q, k, v), and rank c holds piece c of each block.
     if (auto split = fwd.getArgAttrOfType<DictionaryAttr>(arg, "nn.split")) {
       llvm::json::Array blocks;
-      for (int64_t n : cast<DenseI64ArrayAttr>(split.get("blocks")).asArrayRef())
+      for (int64_t n : cast<DenseI64ArrayAttr>(split.get(key::blocks)).asArrayRef())
         blocks.push_back(n);
-      entry["split"] = llvm::json::Object{{"dim", cast<IntegerAttr>(split.get("dim")).getInt()},
-                                          {"parts", cast<IntegerAttr>(split.get("parts")).getInt()},
-                                          {"blocks", std::move(blocks)}};
+      entry[key::split] = llvm::json::Object{{key::dim, cast<IntegerAttr>(split.get(key::dim)).getInt()},
+                                          {key::parts, cast<IntegerAttr>(split.get(key::parts)).getInt()},
+                                          {key::blocks, std::move(blocks)}};
     }
     if (!st.index.empty())
-      entry["index"] = st.index[i];
+      entry[key::index] = st.index[i];
     if (!st.replica.empty() && st.replica[i])
-      entry["replica"] = true;
+      entry[key::replica] = true;
     ps.push_back(std::move(entry));
   }
   return ps;
@@ -114,35 +116,35 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
   auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
   training::TensorParallel tp = training::tensorParallelOf(train);
   llvm::json::Object t{
-      {"batch", i64(train.getBatchAttr())},
-      {"micro", i64(train.getMicroAttr())},
-      {"seq", i64(train.getSeqAttr())},
-      {"accumulation", i64(train.getAccumulationAttr())},
-      {"data_parallel", training::dataParallelSize(train)},
-      {"tensor_parallel", tp.size},
-      {"sequence_parallel", tp.size > 1 && tp.sequence},
-      {"zero", train.getParallel().getZero()},
-      {"steps", i64(train.getStepsAttr())},
-      {"seed", i64(train.getSeedAttr())},
-      {"vocab", vocab},
-      {"data", strings(train.getData(), base)},
-      {"val", strings(train.getVal(), base)},
-      {"eval_every", i64(train.getEvalEveryAttr())},
-      {"eval_batches", i64(train.getEvalBatchesAttr())},
-      {"checkpoint", llvm::json::Object{{"dir", resolvePlanPath(base, train.getCheckpointDir())},
-                                        {"every", i64(train.getCheckpointEveryAttr())},
-                                        {"keep", i64(train.getCheckpointKeepAttr())}}},
-      {"lr", train.getLr().convertToDouble()},
-      {"schedule", pl::stringifyLRSchedule(train.getLrSchedule())},
-      {"warmup", i64(train.getWarmupAttr())},
-      {"min_lr", train.getMinLr().convertToDouble()},
-      {"clip", train.getClip().convertToDouble()},
-      {"weight_decay", train.getWeightDecay().convertToDouble()},
-      {"beta1", train.getBeta1().convertToDouble()},
-      {"beta2", train.getBeta2().convertToDouble()},
-      {"eps", train.getEps().convertToDouble()},
-      {"precision", pl::stringifyPrecision(train.getPrecision())},
-      {"loss_scale", lossScale(train)}};
+      {key::batch, i64(train.getBatchAttr())},
+      {key::micro, i64(train.getMicroAttr())},
+      {key::seq, i64(train.getSeqAttr())},
+      {key::accumulation, i64(train.getAccumulationAttr())},
+      {key::data_parallel, training::dataParallelSize(train)},
+      {key::tensor_parallel, tp.size},
+      {key::sequence_parallel, tp.size > 1 && tp.sequence},
+      {key::zero, train.getParallel().getZero()},
+      {key::steps, i64(train.getStepsAttr())},
+      {key::seed, i64(train.getSeedAttr())},
+      {key::vocab, vocab},
+      {key::data, strings(train.getData(), base)},
+      {key::val, strings(train.getVal(), base)},
+      {key::eval_every, i64(train.getEvalEveryAttr())},
+      {key::eval_batches, i64(train.getEvalBatchesAttr())},
+      {key::checkpoint, llvm::json::Object{{key::dir, resolvePlanPath(base, train.getCheckpointDir())},
+                                        {key::every, i64(train.getCheckpointEveryAttr())},
+                                        {key::keep, i64(train.getCheckpointKeepAttr())}}},
+      {key::lr, train.getLr().convertToDouble()},
+      {key::schedule, pl::stringifyLRSchedule(train.getLrSchedule())},
+      {key::warmup, i64(train.getWarmupAttr())},
+      {key::min_lr, train.getMinLr().convertToDouble()},
+      {key::clip, train.getClip().convertToDouble()},
+      {key::weight_decay, train.getWeightDecay().convertToDouble()},
+      {key::beta1, train.getBeta1().convertToDouble()},
+      {key::beta2, train.getBeta2().convertToDouble()},
+      {key::eps, train.getEps().convertToDouble()},
+      {key::precision, pl::stringifyPrecision(train.getPrecision())},
+      {key::loss_scale, lossScale(train)}};
   llvm::json::Array axes, sizes, data;
   if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr()))
     for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>()) {
@@ -151,28 +153,28 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     }
   for (Attribute a : train.getParallel().getData())
     data.push_back(cast<StringAttr>(a).getValue());
-  llvm::json::Object root{{"format", "planc-train-1"},
-                          {"mesh", llvm::json::Object{{"name", train.getMesh()},
-                                                      {"axes", std::move(axes)},
-                                                      {"sizes", std::move(sizes)},
-                                                      {"data", std::move(data)},
-                                                      {"tensor", train.getParallel().getTensor().getValue()}}},
-                          {"plan", train.getSymName()},
-                          {"model", train.getModel()},
-                          {"num_floats", layout.total},
-                          {"groups", groupsOf(layout)},
-                          {"params", std::move(ps)},
-                          {"train", std::move(t)}};
+  llvm::json::Object root{{key::format, planrt::manifest::format::kTrain},
+                          {key::mesh, llvm::json::Object{{key::name, train.getMesh()},
+                                                      {key::axes, std::move(axes)},
+                                                      {key::sizes, std::move(sizes)},
+                                                      {key::data, std::move(data)},
+                                                      {key::tensor, train.getParallel().getTensor().getValue()}}},
+                          {key::plan, train.getSymName()},
+                          {key::model, train.getModel()},
+                          {key::num_floats, layout.total},
+                          {key::groups, groupsOf(layout)},
+                          {key::params, std::move(ps)},
+                          {key::train, std::move(t)}};
   if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
-    root["pipeline"] = llvm::json::Object{
-        {"axis", pp.axis}, {"size", pp.size}, {"schedule", pl::stringifyPipelineSchedule(pp.schedule)}};
+    root[key::pipeline] = llvm::json::Object{
+        {key::axis, pp.axis}, {key::size, pp.size}, {key::schedule, pl::stringifyPipelineSchedule(pp.schedule)}};
     llvm::json::Array tables;
     for (const StageTable &st : stages)
-      tables.push_back(llvm::json::Object{{"num_floats", st.layout.total},
-                                          {"groups", groupsOf(st.layout)},
-                                          {"activation", st.activation},
-                                          {"params", paramTable(st)}});
-    root["stages"] = std::move(tables);
+      tables.push_back(llvm::json::Object{{key::num_floats, st.layout.total},
+                                          {key::groups, groupsOf(st.layout)},
+                                          {key::activation, st.activation},
+                                          {key::params, paramTable(st)}});
+    root[key::stages] = std::move(tables);
   }
   return llvm::json::Value(std::move(root));
 }
@@ -587,7 +589,7 @@ private:
   }
   Param activation(Type t) {
     auto type = cast<RankedTensorType>(t);
-    return Param{"activation", type, 0, type.getNumElements()};
+    return Param{key::activation, type, 0, type.getNumElements()};
   }
   Value at(int64_t i) { return arith::ConstantIndexOp::create(b, loc, i); }
   Value index0() { return at(0); }

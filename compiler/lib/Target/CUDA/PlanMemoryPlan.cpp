@@ -4,6 +4,7 @@
 #include "plan/Dialect/Sched/IR/Sched.h"
 #include "plan/Target/RuntimeABI.h"
 #include "plan/Training/Manifest.h"
+#include "planrt_manifest.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,6 +22,7 @@ namespace plan {
 } // namespace plan
 
 using namespace mlir;
+namespace key = planrt::manifest::key;
 using namespace plan;
 
 namespace {
@@ -61,8 +63,8 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
       manifest.emitOpError() << "planc_manifest holds an attribute that is not a JSON value";
       return signalPassFailure();
     }
-    llvm::json::Object *schedule = root->getAsObject() ? root->getAsObject()->getObject("schedule") : nullptr;
-    llvm::json::Array *table = schedule ? schedule->getArray("buffers") : nullptr;
+    llvm::json::Object *schedule = root->getAsObject() ? root->getAsObject()->getObject(key::schedule) : nullptr;
+    llvm::json::Array *table = schedule ? schedule->getArray(key::buffers) : nullptr;
     if (!table) {
       manifest.emitOpError() << "plan-memory-plan needs the step program's buffers (schedule.buffers, "
                                 "written by plan-schedule)";
@@ -103,12 +105,12 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
         }, /*own=*/false);
     }
     llvm::json::Object memory{
-        {"alignment", kAlign}, {"state_bytes", state}, {"step_bytes", step}, {"arenas", std::move(arenas)}};
+        {key::alignment, kAlign}, {key::state_bytes, state}, {key::step_bytes, step}, {key::arenas, std::move(arenas)}};
     if (!stageState.empty()) {
-      memory["stage_state_bytes"] = llvm::json::Array(stageState);
-      memory["stage_step_bytes"] = llvm::json::Array(stageStep);
+      memory[key::stage_state_bytes] = llvm::json::Array(stageState);
+      memory[key::stage_step_bytes] = llvm::json::Array(stageStep);
     }
-    (*root->getAsObject())["memory"] = std::move(memory);
+    (*root->getAsObject())[key::memory] = std::move(memory);
     manifest.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), *root)));
   }
 
@@ -123,14 +125,14 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
     for (bool staged : {false, true})
       for (llvm::json::Value &v : table) {
         llvm::json::Object *b = v.getAsObject();
-        std::optional<int64_t> floats = b ? b->getInteger("floats") : std::nullopt;
+        std::optional<int64_t> floats = b ? b->getInteger(key::floats) : std::nullopt;
         if (!floats || *floats < 0)
           return manifest.emitOpError() << "plan-memory-plan: a schedule buffer without its floats";
-        std::optional<int64_t> stage = b->getInteger("stage");
+        std::optional<int64_t> stage = b->getInteger(key::stage);
         if (stage.has_value() != staged)
           continue;
         int64_t &at = stage ? stageEnd.try_emplace(*stage, common).first->second : common;
-        (*b)["offset"] = at;
+        (*b)[key::offset] = at;
         at += aligned(*floats * int64_t(sizeof(float)));
       }
     state = common;

@@ -1,0 +1,107 @@
+/* The manifests' schema: what planc writes into an executable and the runtime reads
+ * back (docs/EXECUTABLES.md). One header for both sides: planc's passes write these
+ * keys (plan-train-abi, plan-schedule, plan-memory-plan) and the runtime's training
+ * driver reads them (runtime/lib/train_manifest.cpp), so a renamed key or a new format
+ * version changes both or fails to compile. C++ only: the manifest is no part of the
+ * C ABI. */
+#ifndef PLANRT_MANIFEST_H
+#define PLANRT_MANIFEST_H
+
+#ifdef __cplusplus
+
+namespace planrt::manifest {
+
+/* Each executable kind's manifest format: its "format" field. A runtime reads its own
+ * version only. */
+namespace format {
+inline constexpr char kTrain[] = "planc-train-1";
+inline constexpr char kGenerate[] = "planc-generate-1";
+inline constexpr char kRetrieval[] = "planc-retrieval-1";
+inline constexpr char kModel[] = "planc-model-1";
+} // namespace format
+
+/* The training manifest's keys, at every level (top, mesh, train, checkpoint,
+ * loss_scale, pipeline, stages, params and their split, schedule and its buffers,
+ * memory). */
+namespace key {
+inline constexpr char accumulation[] = "accumulation";
+inline constexpr char activation[] = "activation";
+inline constexpr char alignment[] = "alignment";
+inline constexpr char arenas[] = "arenas";
+inline constexpr char axes[] = "axes";
+inline constexpr char axis[] = "axis";
+inline constexpr char batch[] = "batch";
+inline constexpr char beta1[] = "beta1";
+inline constexpr char beta2[] = "beta2";
+inline constexpr char blocks[] = "blocks";
+inline constexpr char buffers[] = "buffers";
+inline constexpr char checkpoint[] = "checkpoint";
+inline constexpr char clip[] = "clip";
+inline constexpr char count[] = "count";
+inline constexpr char data[] = "data";
+inline constexpr char data_parallel[] = "data_parallel";
+inline constexpr char dim[] = "dim";
+inline constexpr char dir[] = "dir";
+inline constexpr char eps[] = "eps";
+inline constexpr char eval_batches[] = "eval_batches";
+inline constexpr char eval_every[] = "eval_every";
+inline constexpr char every[] = "every";
+inline constexpr char floats[] = "floats";
+inline constexpr char format[] = "format";
+inline constexpr char grad_grads[] = "grad_grads";
+inline constexpr char grad_params[] = "grad_params";
+inline constexpr char groups[] = "groups";
+inline constexpr char index[] = "index";
+inline constexpr char init[] = "init";
+inline constexpr char keep[] = "keep";
+inline constexpr char kind[] = "kind";
+inline constexpr char lifetime[] = "lifetime";
+inline constexpr char loss_scale[] = "loss_scale";
+inline constexpr char lr[] = "lr";
+inline constexpr char master[] = "master";
+inline constexpr char memory[] = "memory";
+inline constexpr char mesh[] = "mesh";
+inline constexpr char micro[] = "micro";
+inline constexpr char min_lr[] = "min_lr";
+inline constexpr char model[] = "model";
+inline constexpr char name[] = "name";
+inline constexpr char num_floats[] = "num_floats";
+inline constexpr char offset[] = "offset";
+inline constexpr char params[] = "params";
+inline constexpr char parts[] = "parts";
+inline constexpr char pipeline[] = "pipeline";
+inline constexpr char plan[] = "plan";
+inline constexpr char precision[] = "precision";
+inline constexpr char replica[] = "replica";
+inline constexpr char schedule[] = "schedule";
+inline constexpr char seed[] = "seed";
+inline constexpr char seq[] = "seq";
+inline constexpr char sequence_parallel[] = "sequence_parallel";
+inline constexpr char shape[] = "shape";
+inline constexpr char sharded[] = "sharded";
+inline constexpr char size[] = "size";
+inline constexpr char sizes[] = "sizes";
+inline constexpr char split[] = "split";
+inline constexpr char stage[] = "stage";
+inline constexpr char stage_state_bytes[] = "stage_state_bytes";
+inline constexpr char stage_step_bytes[] = "stage_step_bytes";
+inline constexpr char stages[] = "stages";
+inline constexpr char state_bytes[] = "state_bytes";
+inline constexpr char std[] = "std";
+inline constexpr char step_bytes[] = "step_bytes";
+inline constexpr char steps[] = "steps";
+inline constexpr char tensor[] = "tensor";
+inline constexpr char tensor_parallel[] = "tensor_parallel";
+inline constexpr char train[] = "train";
+inline constexpr char val[] = "val";
+inline constexpr char vocab[] = "vocab";
+inline constexpr char warmup[] = "warmup";
+inline constexpr char weight_decay[] = "weight_decay";
+inline constexpr char zero[] = "zero";
+} // namespace key
+
+} // namespace planrt::manifest
+
+#endif /* __cplusplus */
+
+#endif /* PLANRT_MANIFEST_H */
