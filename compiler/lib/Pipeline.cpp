@@ -2,18 +2,18 @@
 #include "plan/Compiler/Pipeline.h"
 
 #include "plan/Conversion/Passes.h"
-#include "plan/Generate/Passes.h"
-#include "plan/Retrieval/Passes.h"
-#include "plan/Schedule/Passes.h"
-#include "plan/Target/CPU/Passes.h"
-#include "plan/Target/CUDA/Passes.h"
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/NN/IR/Sharding.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Plan/Transforms/Passes.h"
+#include "plan/Generate/Passes.h"
+#include "plan/Retrieval/Passes.h"
+#include "plan/Schedule/Passes.h"
 #include "plan/Target/CPU.h"
+#include "plan/Target/CPU/Passes.h"
 #include "plan/Target/CUDA.h"
+#include "plan/Target/CUDA/Passes.h"
+#include "plan/Training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -26,9 +26,9 @@ static const struct {
   Stage stage;
   const char *name;
 } kStages[] = {
-    {Stage::AST, "ast"},         {Stage::Plan, "plan"},   {Stage::NN, "nn"},
-    {Stage::Grad, "grad"},       {Stage::Sharded, "sharded"}, {Stage::SPMD, "spmd"},
-    {Stage::Sched, "sched"},     {Stage::LLVM, "llvm"},   {Stage::PTX, "ptx"},
+    {Stage::AST, "ast"},     {Stage::Plan, "plan"},       {Stage::NN, "nn"},
+    {Stage::Grad, "grad"},   {Stage::Sharded, "sharded"}, {Stage::SPMD, "spmd"},
+    {Stage::Sched, "sched"}, {Stage::LLVM, "llvm"},       {Stage::PTX, "ptx"},
 };
 
 const char *plan::stageName(Stage s) {
@@ -51,7 +51,6 @@ std::string plan::stageNames() {
     out += (out.empty() ? "" : "|") + std::string(e.name);
   return out;
 }
-
 
 void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptions &options) {
   if (!options.entry.empty()) {

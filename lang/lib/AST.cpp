@@ -8,12 +8,18 @@ using namespace plan::ast;
 
 const char *plan::ast::declKindName(Decl::Kind kind) {
   switch (kind) {
-  case Decl::Kind::Block: return "block";
-  case Decl::Kind::Model: return "model";
-  case Decl::Kind::Mesh: return "mesh";
-  case Decl::Kind::Train: return "train";
-  case Decl::Kind::Retrieval: return "retrieval";
-  case Decl::Kind::Generate: return "generate";
+  case Decl::Kind::Block:
+    return "block";
+  case Decl::Kind::Model:
+    return "model";
+  case Decl::Kind::Mesh:
+    return "mesh";
+  case Decl::Kind::Train:
+    return "train";
+  case Decl::Kind::Retrieval:
+    return "retrieval";
+  case Decl::Kind::Generate:
+    return "generate";
   }
   return "?";
 }
@@ -33,10 +39,15 @@ public:
   static std::string quote(const std::string &s) {
     std::string out = "\"";
     for (char c : s) {
-      if (c == '"' || c == '\\') { out += '\\'; out += c; }
-      else if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else out += c;
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (c == '\n')
+        out += "\\n";
+      else if (c == '\t')
+        out += "\\t";
+      else
+        out += c;
     }
     return out + "\"";
   }
@@ -46,9 +57,15 @@ public:
     case Expr::Kind::Number:
       line(indent, prefix + "number " + e.text + (e.unit.empty() ? "" : " " + e.unit), e.loc);
       return;
-    case Expr::Kind::Word: line(indent, prefix + "word " + e.text, e.loc); return;
-    case Expr::Kind::String: line(indent, prefix + "string " + quote(e.text), e.loc); return;
-    case Expr::Kind::Name: line(indent, prefix + "name " + e.text, e.loc); return;
+    case Expr::Kind::Word:
+      line(indent, prefix + "word " + e.text, e.loc);
+      return;
+    case Expr::Kind::String:
+      line(indent, prefix + "string " + quote(e.text), e.loc);
+      return;
+    case Expr::Kind::Name:
+      line(indent, prefix + "name " + e.text, e.loc);
+      return;
     case Expr::Kind::List:
       line(indent, prefix + "list", e.loc);
       args(indent + 1, e.args);

@@ -8,8 +8,8 @@
 using namespace plan;
 using namespace plan::lang;
 
-uint32_t SourceFiles::add(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                          const std::string &displayPath, const std::string &identity) {
+uint32_t SourceFiles::add(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &displayPath,
+                          const std::string &identity) {
   // The parser reads the bytes as they are; diagnostics show a copy in which bytes
   // that are not UTF-8 (or NUL) read '?', so the source line and caret still print.
   llvm::StringRef raw = buffer->getBuffer();
@@ -28,8 +28,7 @@ uint32_t SourceFiles::add(std::unique_ptr<llvm::MemoryBuffer> buffer,
     }
   }
   // The SourceMgr's buffer name is what FileLineColLoc locations are matched against.
-  unsigned id = mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(shown, displayPath),
-                                       llvm::SMLoc());
+  unsigned id = mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(shown, displayPath), llvm::SMLoc());
   files.push_back({displayPath, identity, id, raw.str()});
   return uint32_t(files.size() - 1);
 }
@@ -52,7 +51,7 @@ mlir::Location Diags::loc(ast::Loc l) const {
 Diag Diags::error(ast::Loc l, const llvm::Twine &message) {
   std::string text = message.str();
   if (!seen.insert({l.file, l.line, l.col, text}).second)
-    return Diag();  // already reported at this spot
+    return Diag(); // already reported at this spot
   ++errors;
   return Diag(mlir::emitError(loc(l), text), this,
               std::vector<std::pair<ast::Loc, std::string>>(contexts.rbegin(), contexts.rend()));
@@ -83,8 +82,7 @@ Diag &Diag::note(const llvm::Twine &message) {
   return *this;
 }
 
-DiagnosticPrinter::DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files,
-                                     llvm::raw_ostream &os)
+DiagnosticPrinter::DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files, llvm::raw_ostream &os)
     : files(files), os(os), handler(&ctx, [this](mlir::Diagnostic &d) {
         print(d.getLocation(), d.getSeverity(), d.str(), /*isNote=*/false);
         for (mlir::Diagnostic &n : d.getNotes())
@@ -93,13 +91,11 @@ DiagnosticPrinter::DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files,
         return mlir::success();
       }) {}
 
-void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity severity,
-                              llvm::StringRef message, bool isNote) {
-  llvm::SourceMgr::DiagKind kind = severity == mlir::DiagnosticSeverity::Error
-                                       ? llvm::SourceMgr::DK_Error
-                                   : severity == mlir::DiagnosticSeverity::Warning
-                                       ? llvm::SourceMgr::DK_Warning
-                                       : llvm::SourceMgr::DK_Note;
+void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity severity, llvm::StringRef message,
+                              bool isNote) {
+  llvm::SourceMgr::DiagKind kind = severity == mlir::DiagnosticSeverity::Error     ? llvm::SourceMgr::DK_Error
+                                   : severity == mlir::DiagnosticSeverity::Warning ? llvm::SourceMgr::DK_Warning
+                                                                                   : llvm::SourceMgr::DK_Note;
   llvm::SourceMgr &mgr = files.sourceMgr();
   auto label = [&]() {
     llvm::HighlightColor color = kind == llvm::SourceMgr::DK_Error     ? llvm::HighlightColor::Error
@@ -136,7 +132,7 @@ void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity sever
       for (size_t i = 0; i + 1 < fl.getColumn() && i < line.size(); ++i) {
         unsigned char c = line[i];
         if ((c & 0xC0) == 0x80)
-          continue;  // a continuation byte: same column as its lead byte
+          continue; // a continuation byte: same column as its lead byte
         caret += c == '\t' ? '\t' : ' ';
       }
       os << caret;
@@ -152,8 +148,7 @@ void DiagnosticPrinter::print(mlir::Location loc, mlir::DiagnosticSeverity sever
   os << message << "\n";
 }
 
-std::string plan::lang::closestMatch(llvm::StringRef name,
-                                     const std::vector<std::string> &candidates,
+std::string plan::lang::closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates,
                                      unsigned maxDistance) {
   std::string best;
   unsigned bestDist = ~0u;

@@ -75,7 +75,7 @@ std::vector<Violation> plan::sema::checkLayout(const Model *modelPtr, const Layo
       for (size_t i = 0; i < p.dims.size(); ++i) {
         const std::string &d = p.dims[i];
         if (d == "qkv" || d == "heads" || !l.splits(d) || p.shape[i] % l.tensor == 0)
-          continue;  // qkv and heads are whole heads, checked above
+          continue; // qkv and heads are whole heads, checked above
         if (!once(p.loc, d))
           continue;
         Violation *v = add(Violation::Kind::Dim, p.shape[i], l.tensor);

@@ -78,10 +78,17 @@ size_t findInvalidUtf8(const std::string &s) {
     }
     size_t len;
     uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return i;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return i;
     if (i + len > n)
       return i;
     for (size_t k = 1; k < len; ++k) {
@@ -91,8 +98,8 @@ size_t findInvalidUtf8(const std::string &s) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     // Overlong forms, surrogates and out-of-range code points.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
       return i;
     i += len;
   }
@@ -103,10 +110,14 @@ std::string friendlyTokenName(const antlr4::dfa::Vocabulary &vocab, size_t type)
   if (type == antlr4::Token::EOF)
     return "end of file";
   switch (type) {
-  case PlanLexer::ID: return "identifier";
-  case PlanLexer::NUMBER: return "number";
-  case PlanLexer::STRING: return "string";
-  default: break;
+  case PlanLexer::ID:
+    return "identifier";
+  case PlanLexer::NUMBER:
+    return "number";
+  case PlanLexer::STRING:
+    return "string";
+  default:
+    break;
   }
   std::string lit = vocab.getLiteralName(type);
   if (!lit.empty())
@@ -124,12 +135,11 @@ std::string describeToken(const antlr4::Token *tok) {
 /// first error mostly produces follow-on noise, so later ones are dropped.
 class SyntaxErrorListener : public antlr4::BaseErrorListener {
 public:
-  SyntaxErrorListener(const Positions &pos, std::vector<SyntaxDiag> &diags,
-                      antlr4::CommonTokenStream &tokens)
+  SyntaxErrorListener(const Positions &pos, std::vector<SyntaxDiag> &diags, antlr4::CommonTokenStream &tokens)
       : pos(pos), diags(diags), tokens(tokens) {}
 
-  void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t,
-                   size_t, const std::string &, std::exception_ptr ex) override {
+  void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t, size_t, const std::string &,
+                   std::exception_ptr ex) override {
     if (seen++)
       return;
     auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
@@ -160,12 +170,11 @@ public:
       for (size_t t : set.toList()) {
         if (identifiers && (t == PlanLexer::BLOCK || t == PlanLexer::MESH || t == PlanLexer::TRAIN ||
                             t == PlanLexer::RETRIEVAL || t == PlanLexer::GENERATE || t == PlanLexer::MODEL))
-          continue;  // contextual keywords are also identifiers: don't list them twice
+          continue; // contextual keywords are also identifiers: don't list them twice
         expected.push_back(friendlyTokenName(parser->getVocabulary(), t));
       }
     }
-    if (noViable && start && start != offending &&
-        (rule == PlanParser::RuleEntry || rule == PlanParser::RuleSection)) {
+    if (noViable && start && start != offending && (rule == PlanParser::RuleEntry || rule == PlanParser::RuleSection)) {
       d.message = "expected '=', ':' or '{' after '" + start->getText() + "', found " + found;
     } else if (noViable && start && start != offending && rule == PlanParser::RuleStmt) {
       d.message = "expected '=' after '" + start->getText() + "', found " + found;
@@ -190,24 +199,22 @@ public:
         size_t ty = t->getType();
         if (ty == PlanLexer::LBRACE || ty == PlanLexer::LPAREN || ty == PlanLexer::LBRACK)
           open.push_back(t);
-        else if ((ty == PlanLexer::RBRACE || ty == PlanLexer::RPAREN ||
-                  ty == PlanLexer::RBRACK) && !open.empty())
+        else if ((ty == PlanLexer::RBRACE || ty == PlanLexer::RPAREN || ty == PlanLexer::RBRACK) && !open.empty())
           open.pop_back();
       }
       auto opener = [](size_t closer) {
-        return closer == PlanLexer::RBRACE ? PlanLexer::LBRACE
-               : closer == PlanLexer::RPAREN ? PlanLexer::LPAREN : PlanLexer::LBRACK;
+        return closer == PlanLexer::RBRACE   ? PlanLexer::LBRACE
+               : closer == PlanLexer::RPAREN ? PlanLexer::LPAREN
+                                             : PlanLexer::LBRACK;
       };
       auto declKeyword = [&](antlr4::Token *tk) {
         if (!tk || tk->getCharPositionInLine() != 0)
           return false;
         size_t ty = tk->getType();
-        return ty == PlanLexer::MESH || ty == PlanLexer::TRAIN || ty == PlanLexer::MODEL ||
-               ty == PlanLexer::BLOCK || ty == PlanLexer::RETRIEVAL || ty == PlanLexer::GENERATE ||
-               ty == PlanLexer::IMPORT;
+        return ty == PlanLexer::MESH || ty == PlanLexer::TRAIN || ty == PlanLexer::MODEL || ty == PlanLexer::BLOCK ||
+               ty == PlanLexer::RETRIEVAL || ty == PlanLexer::GENERATE || ty == PlanLexer::IMPORT;
       };
-      antlr4::Token *before =
-          offending->getTokenIndex() > 0 ? tokens.get(offending->getTokenIndex() - 1) : nullptr;
+      antlr4::Token *before = offending->getTokenIndex() > 0 ? tokens.get(offending->getTokenIndex() - 1) : nullptr;
       size_t ty = offending->getType();
       bool closing = ty == PlanLexer::RBRACE || ty == PlanLexer::RPAREN || ty == PlanLexer::RBRACK;
       bool hasOpener = false;
@@ -217,8 +224,8 @@ public:
         const char *close = o->getType() == PlanLexer::LBRACE   ? "'}'"
                             : o->getType() == PlanLexer::LPAREN ? "')'"
                                                                 : "']'";
-        d.notes.push_back({pos.of(o), std::string("unclosed '") + o->getText() +
-                                          "' opened here; a " + close + " may be missing"});
+        d.notes.push_back(
+            {pos.of(o), std::string("unclosed '") + o->getText() + "' opened here; a " + close + " may be missing"});
       };
       antlr4::Token *decl = declKeyword(offending) ? offending : declKeyword(before) ? before : nullptr;
       if (!open.empty() && decl) {
@@ -226,11 +233,17 @@ public:
         // section's '}' is missing.
         d.loc = pos.of(decl);
         size_t o = open.back()->getType();
-        d.message = std::string("expected '") + (o == PlanLexer::LBRACE ? "}" : o == PlanLexer::LPAREN ? ")" : "]") +
+        d.message = std::string("expected '") +
+                    (o == PlanLexer::LBRACE   ? "}"
+                     : o == PlanLexer::LPAREN ? ")"
+                                              : "]") +
                     "' before the next declaration, found '" + decl->getText() + "'";
         unclosedNote(open.back());
       } else if (closing && !hasOpener) {
-        d.message = "unexpected " + found + ": no '" + std::string(1, "({["[ty == PlanLexer::RPAREN ? 0 : ty == PlanLexer::RBRACE ? 1 : 2]) +
+        d.message = "unexpected " + found + ": no '" +
+                    std::string(1, "({["[ty == PlanLexer::RPAREN   ? 0
+                                         : ty == PlanLexer::RBRACE ? 1
+                                                                   : 2]) +
                     "' is open here";
       } else if (!open.empty() && (ty == antlr4::Token::EOF || closing)) {
         unclosedNote(open.back());
@@ -287,8 +300,7 @@ std::string numberHint(const std::string &text) {
       (isDigit(text[j + 1]) || text[j + 1] == '+' || text[j + 1] == '-' || text[j + 1] == '_'))
     return ": the exponent is digits only, as in 1e-4";
   if (j < text.size() && std::isalpha((unsigned char)text[j]))
-    return "; put a space between a number and its unit, as in '" + text.substr(0, j) + " " +
-           text.substr(j) + "'";
+    return "; put a space between a number and its unit, as in '" + text.substr(0, j) + " " + text.substr(j) + "'";
   return "";
 }
 
@@ -390,15 +402,22 @@ private:
       }
       char e = raw[++i];
       switch (e) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
       default: {
         Loc l = pos.of(tok);
-        l.col += uint32_t(i - 1);  // columns are bytes, so this is the backslash's column
-        error(l, std::string("unknown escape sequence '\\") + e +
-                     "' in string; the escapes are \\\" \\\\ \\n \\t");
+        l.col += uint32_t(i - 1); // columns are bytes, so this is the backslash's column
+        error(l, std::string("unknown escape sequence '\\") + e + "' in string; the escapes are \\\" \\\\ \\n \\t");
       }
       }
     }
@@ -421,10 +440,18 @@ private:
       d.alias = buildExpr(a->expr());
     } else if (auto *s = dynamic_cast<PlanParser::SectionDeclContext *>(ctx)) {
       switch (s->kind->getType()) {
-      case PlanLexer::MESH: d.kind = ast::Decl::Kind::Mesh; break;
-      case PlanLexer::TRAIN: d.kind = ast::Decl::Kind::Train; break;
-      case PlanLexer::RETRIEVAL: d.kind = ast::Decl::Kind::Retrieval; break;
-      default: d.kind = ast::Decl::Kind::Generate; break;
+      case PlanLexer::MESH:
+        d.kind = ast::Decl::Kind::Mesh;
+        break;
+      case PlanLexer::TRAIN:
+        d.kind = ast::Decl::Kind::Train;
+        break;
+      case PlanLexer::RETRIEVAL:
+        d.kind = ast::Decl::Kind::Retrieval;
+        break;
+      default:
+        d.kind = ast::Decl::Kind::Generate;
+        break;
       }
       d.name = s->name->getText();
       d.nameLoc = loc(s->name);
@@ -433,9 +460,8 @@ private:
     return d;
   }
 
-  void fillCallable(ast::Decl &d, PlanParser::IdentContext *name,
-                    PlanParser::ParamsContext *params, PlanParser::InputsContext *inputs,
-                    PlanParser::BodyContext *body) {
+  void fillCallable(ast::Decl &d, PlanParser::IdentContext *name, PlanParser::ParamsContext *params,
+                    PlanParser::InputsContext *inputs, PlanParser::BodyContext *body) {
     d.name = name->getText();
     d.nameLoc = loc(name);
     for (auto *p : params->param()) {
@@ -544,7 +570,7 @@ private:
       auto e = std::make_unique<Expr>(K::Repeat, loc(r));
       e->lhs = buildExpr(r->count);
       e->text = r->callee->getText();
-      e->unitLoc = loc(r->callee);  // where the repeated block is named
+      e->unitLoc = loc(r->callee); // where the repeated block is named
       e->hasCall = r->LPAREN().size() > 1;
       buildArgs(e->args, r->args());
       return e;
@@ -647,8 +673,7 @@ std::string describeChar(const std::string &text) {
 
 } // namespace
 
-bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
-                       std::vector<SyntaxDiag> &diags) {
+bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out, std::vector<SyntaxDiag> &diags) {
   size_t startErrors = diags.size();
   out.id = fileId;
   try {
@@ -658,7 +683,12 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
       // Positions assumed valid UTF-8; compute the line/col by bytes directly.
       uint32_t line = 1, col = 1;
       for (size_t i = 0; i < bad; ++i) {
-        if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+        if (text[i] == '\n') {
+          ++line;
+          col = 1;
+        } else {
+          ++col;
+        }
       }
       char buf[64];
       std::snprintf(buf, sizeof buf, "%s (byte 0x%02X)",
@@ -686,8 +716,7 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
       // A run of unary signs recurses in the parser like nested brackets do.
       signs = (t->getType() == PlanLexer::PLUS || t->getType() == PlanLexer::MINUS) ? signs + 1 : 0;
       if (signs == kMaxNesting + 1)
-        diags.push_back({positions.of(t), "more than " + std::to_string(kMaxNesting) +
-                                              " signs in a row", {}});
+        diags.push_back({positions.of(t), "more than " + std::to_string(kMaxNesting) + " signs in a row", {}});
       switch (t->getType()) {
       case PlanLexer::STRAY:
         diags.push_back({positions.of(t), "unexpected character " + describeChar(t->getText()), {}});
@@ -701,17 +730,21 @@ bool plan::lang::parse(const std::string &text, uint32_t fileId, ast::File &out,
       case PlanLexer::UNTERMINATED_STRING:
         diags.push_back({positions.of(t), "unterminated string: a string ends with '\"' on the same line", {}});
         break;
-      case PlanLexer::LBRACE: case PlanLexer::LPAREN: case PlanLexer::LBRACK:
+      case PlanLexer::LBRACE:
+      case PlanLexer::LPAREN:
+      case PlanLexer::LBRACK:
         if (++depth == kMaxNesting + 1)
-          diags.push_back({positions.of(t),
-                           "brackets nested deeper than " + std::to_string(kMaxNesting) +
-                               " levels", {}});
+          diags.push_back(
+              {positions.of(t), "brackets nested deeper than " + std::to_string(kMaxNesting) + " levels", {}});
         break;
-      case PlanLexer::RBRACE: case PlanLexer::RPAREN: case PlanLexer::RBRACK:
+      case PlanLexer::RBRACE:
+      case PlanLexer::RPAREN:
+      case PlanLexer::RBRACK:
         if (depth > 0)
           --depth;
         break;
-      default: break;
+      default:
+        break;
       }
     }
     if (diags.size() != startErrors)

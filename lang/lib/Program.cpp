@@ -48,50 +48,76 @@ const Mesh *Program::findMesh(const std::string &name) const {
 
 std::string ValueType::str() const {
   switch (kind) {
-  case Kind::Tokens: return "token ids [batch, seq]";
-  case Kind::Positions: return "positions [batch, seq]";
-  case Kind::Hidden: return "activations [batch, seq, " + std::to_string(features) + "]";
-  case Kind::Scalar: return "a scalar";
+  case Kind::Tokens:
+    return "token ids [batch, seq]";
+  case Kind::Positions:
+    return "positions [batch, seq]";
+  case Kind::Hidden:
+    return "activations [batch, seq, " + std::to_string(features) + "]";
+  case Kind::Scalar:
+    return "a scalar";
   }
   return "?";
 }
 
 const char *plan::sema::dtypeName(DType t) {
   switch (t) {
-  case DType::F32: return "f32";
-  case DType::BF16: return "bf16";
-  case DType::F16: return "f16";
-  case DType::I32: return "i32";
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::I32:
+    return "i32";
   }
   return "?";
 }
 
 const char *plan::sema::initName(Init i) {
   switch (i) {
-  case Init::Normal: return "normal";
-  case Init::Zeros: return "zeros";
-  case Init::Ones: return "ones";
+  case Init::Normal:
+    return "normal";
+  case Init::Zeros:
+    return "zeros";
+  case Init::Ones:
+    return "ones";
   }
   return "?";
 }
 
 const char *plan::sema::opKindName(OpKind k) {
   switch (k) {
-  case OpKind::Embedding: return "embedding";
-  case OpKind::Attend: return "attend";
-  case OpKind::Linear: return "linear";
-  case OpKind::LayerNorm: return "layernorm";
-  case OpKind::RMSNorm: return "rmsnorm";
-  case OpKind::Attention: return "attention";
-  case OpKind::Gelu: return "gelu";
-  case OpKind::Silu: return "silu";
-  case OpKind::Relu: return "relu";
-  case OpKind::Dropout: return "dropout";
-  case OpKind::CrossEntropy: return "cross_entropy";
-  case OpKind::Positions: return "positions";
-  case OpKind::Add: return "add";
-  case OpKind::Sub: return "sub";
-  case OpKind::Mul: return "mul";
+  case OpKind::Embedding:
+    return "embedding";
+  case OpKind::Attend:
+    return "attend";
+  case OpKind::Linear:
+    return "linear";
+  case OpKind::LayerNorm:
+    return "layernorm";
+  case OpKind::RMSNorm:
+    return "rmsnorm";
+  case OpKind::Attention:
+    return "attention";
+  case OpKind::Gelu:
+    return "gelu";
+  case OpKind::Silu:
+    return "silu";
+  case OpKind::Relu:
+    return "relu";
+  case OpKind::Dropout:
+    return "dropout";
+  case OpKind::CrossEntropy:
+    return "cross_entropy";
+  case OpKind::Positions:
+    return "positions";
+  case OpKind::Add:
+    return "add";
+  case OpKind::Sub:
+    return "sub";
+  case OpKind::Mul:
+    return "mul";
   }
   return "?";
 }
@@ -107,36 +133,48 @@ int64_t plan::sema::defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int z
 
 const char *plan::sema::scheduleName(PipelineSchedule s) {
   switch (s) {
-  case PipelineSchedule::GPipe: return "gpipe";
-  case PipelineSchedule::OneFOneB: return "1f1b";
-  case PipelineSchedule::Interleaved: return "interleaved";
+  case PipelineSchedule::GPipe:
+    return "gpipe";
+  case PipelineSchedule::OneFOneB:
+    return "1f1b";
+  case PipelineSchedule::Interleaved:
+    return "interleaved";
   }
   return "?";
 }
 
 const char *plan::sema::precisionName(Precision p) {
   switch (p) {
-  case Precision::FP32: return "fp32";
-  case Precision::BF16: return "bf16";
-  case Precision::FP16: return "fp16";
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
   }
   return "?";
 }
 
 const char *plan::sema::recomputeName(Recompute r) {
   switch (r) {
-  case Recompute::None: return "none";
-  case Recompute::Full: return "full";
-  case Recompute::Selective: return "selective";
+  case Recompute::None:
+    return "none";
+  case Recompute::Full:
+    return "full";
+  case Recompute::Selective:
+    return "selective";
   }
   return "?";
 }
 
 const char *plan::sema::lrScheduleName(LRSchedule s) {
   switch (s) {
-  case LRSchedule::Constant: return "constant";
-  case LRSchedule::Linear: return "linear";
-  case LRSchedule::Cosine: return "cosine";
+  case LRSchedule::Constant:
+    return "constant";
+  case LRSchedule::Linear:
+    return "linear";
+  case LRSchedule::Cosine:
+    return "cosine";
   }
   return "?";
 }

@@ -146,8 +146,7 @@ __device__ void unrotateInPlace(const Shape &a, float *x, int64_t s, int lane) {
 
 /// The backward pass, first half: per (b, h, s), delta = Σ_t p_t (dout · v_t), then
 /// dq = scale · rope⁻¹(Σ_t p_t (dout · v_t − delta) rope(k_t)).
-__global__ void sdpaBwdQ(Shape a, const float *dout, const float *qkv, const float *stats, float *deltas,
-                         float *dqkv) {
+__global__ void sdpaBwdQ(Shape a, const float *dout, const float *qkv, const float *stats, float *deltas, float *dqkv) {
   int64_t item = warpItem();
   int lane = laneId();
   if (item >= a.B * a.H * a.S)
@@ -228,7 +227,7 @@ __global__ void sdpaBwdKV(Shape a, const float *dout, const float *qkv, const fl
       float ds = p * (dov - deltas[row]);
       for (int j = 0; j < kMaxPerLane; ++j) {
         dv[j] += p * dO[j];
-        dk[j] += ds * q[j];  // q already carries the scale
+        dk[j] += ds * q[j]; // q already carries the scale
       }
     }
   float *dks = dqkv + (b * a.S + t) * a.row + (a.H + g) * a.D;
@@ -248,13 +247,14 @@ Shape shapeOf(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t c
   if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH != 0 || D > kWarp * kMaxPerLane ||
       (rope && D % 2 != 0)) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld (H a multiple of KVH, "
-                  "D at most %d, even with rope)", name, (long long)B, (long long)S, (long long)H, (long long)KVH,
-                  (long long)D, kWarp * kMaxPerLane);
+    std::snprintf(buf, sizeof buf,
+                  "%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld (H a multiple of KVH, "
+                  "D at most %d, even with rope)",
+                  name, (long long)B, (long long)S, (long long)H, (long long)KVH, (long long)D, kWarp * kMaxPerLane);
     check(cudaErrorInvalidValue, buf);
   }
-  return Shape{B, S, H, KVH, D, (H + 2 * KVH) * D, H / KVH, causal != 0, rope != 0, theta,
-               float(1.0 / std::sqrt(double(D)))};
+  return Shape{
+      B, S, H, KVH, D, (H + 2 * KVH) * D, H / KVH, causal != 0, rope != 0, theta, float(1.0 / std::sqrt(double(D)))};
 }
 
 } // namespace

@@ -30,8 +30,8 @@ __device__ int64_t targetOf(const int32_t *targets, int64_t r, int64_t V, int la
 }
 
 /// Per row: logsumexp − the target's logit, in double (a warp a row).
-__global__ void crossEntropyRows(const float *logits, const int32_t *targets, double *perRow, int64_t rows,
-                                 int64_t V, IndexError *flag) {
+__global__ void crossEntropyRows(const float *logits, const int32_t *targets, double *perRow, int64_t rows, int64_t V,
+                                 IndexError *flag) {
   int64_t r = warpItem();
   int lane = laneId();
   if (r >= rows)
@@ -55,8 +55,8 @@ __global__ void meanOfRows(const double *perRow, int64_t rows, float *loss) {
   *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
 }
 
-__global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t *targets, float *dlogits,
-                                int64_t rows, int64_t V, IndexError *flag) {
+__global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t *targets, float *dlogits, int64_t rows,
+                                int64_t V, IndexError *flag) {
   int64_t r = warpItem();
   int lane = laneId();
   if (r >= rows)
@@ -84,8 +84,7 @@ extern "C" {
 void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V) {
   double *perRow = scratch<double>(rows, "cudaMallocAsync (cross-entropy)");
   if (rows > 0)
-    crossEntropyRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(
-        logits, targets, perRow, rows, V, indexError());
+    crossEntropyRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(logits, targets, perRow, rows, V, indexError());
   meanOfRows<<<1, 1, 0, stream()>>>(perRow, rows, loss);
   release(perRow);
   finish("planrt_cuda_cross_entropy");
@@ -96,8 +95,8 @@ void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, cons
   // *dloss is read here, on the host: the generated code passes the backward pass's
   // seed as a constant global of the executable, which the device cannot read.
   if (rows > 0)
-    crossEntropyBwd<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(
-        *dloss, logits, targets, dlogits, rows, V, indexError());
+    crossEntropyBwd<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
+                                                                       indexError());
   finish("planrt_cuda_cross_entropy_bwd");
 }
 

@@ -166,8 +166,10 @@ int planrt_cuda_start(int argc, char **argv) {
   int managed = 0;
   check(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, device), "cudaDeviceGetAttribute");
   if (!managed) {
-    std::fprintf(stderr, "planrt: error: rank %d: CUDA device %d has no managed memory, which this version of "
-                         "the CUDA target needs\n", worldRank(), device);
+    std::fprintf(stderr,
+                 "planrt: error: rank %d: CUDA device %d has no managed memory, which this version of "
+                 "the CUDA target needs\n",
+                 worldRank(), device);
     return 1;
   }
   check(cudaStreamCreateWithFlags(&theStream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -221,7 +223,7 @@ void mgpuStreamDestroy(void *) {}
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
                       int32_t shared, void *, void **params, void **, size_t) {
   if (gx <= 0 || gy <= 0 || gz <= 0 || bx <= 0 || by <= 0 || bz <= 0)
-    return;  // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
+    return; // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
   cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
                                    dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
   if (e == cudaSuccess)

@@ -21,8 +21,8 @@ __global__ void embeddingFwd(const float *table, const int32_t *ids, float *out,
 }
 
 /// dtable[ids[r], c] += dout[r, c] in row order: a thread per column, after zeroing.
-__global__ void embeddingBwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C,
-                             int64_t V, IndexError *flag) {
+__global__ void embeddingBwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C, int64_t V,
+                             IndexError *flag) {
   int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C)
     return;
@@ -42,18 +42,15 @@ extern "C" {
 
 void planrt_cuda_embedding(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C, int64_t V) {
   if (rows * C > 0)
-    embeddingFwd<<<blocksForItems(rows * C), 256, 0, stream()>>>(table, ids, out, rows, C, V,
-                                                                             indexError());
+    embeddingFwd<<<blocksForItems(rows * C), 256, 0, stream()>>>(table, ids, out, rows, C, V, indexError());
   finish("planrt_cuda_embedding");
 }
 
 void planrt_cuda_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C,
                                int64_t V) {
-  check(cudaMemsetAsync(dtable, 0, size_t(V * C) * sizeof(float), stream()),
-                      "cudaMemsetAsync (embedding backward)");
+  check(cudaMemsetAsync(dtable, 0, size_t(V * C) * sizeof(float), stream()), "cudaMemsetAsync (embedding backward)");
   if (C > 0)
-    embeddingBwd<<<blocksForItems(C), 256, 0, stream()>>>(dout, ids, dtable, rows, C, V,
-                                                                      indexError());
+    embeddingBwd<<<blocksForItems(C), 256, 0, stream()>>>(dout, ids, dtable, rows, C, V, indexError());
   finish("planrt_cuda_embedding_bwd");
 }
 

@@ -128,8 +128,8 @@ private:
       checkLt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
     if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s", m, n,
-                    k, kComputes[compute].name);
+      std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s", m, n, k,
+                    kComputes[compute].name);
       check(cudaErrorNotSupported, buf);
     }
     p.algo = result.algo;
@@ -155,7 +155,7 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
   }
   if (m == 0 || n == 0)
     return;
-  if (k == 0) {  // C = beta C: what the generated code asks (beta = 0) is a zeroed C
+  if (k == 0) { // C = beta C: what the generated code asks (beta = 0) is a zeroed C
     if (beta != 0.0f)
       check(cudaErrorNotSupported, "planrt_cuda_gemm: k = 0 with beta != 0 is not implemented");
     check(cudaMemset2DAsync(C, size_t(ldc) * sizeof(float), 0, size_t(n) * sizeof(float), size_t(m),
@@ -164,8 +164,8 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
     return planrt::cuda::finish("planrt_cuda_gemm (k = 0)");
   }
   Lt &l = lt();
-  const Plan &p = l.plan(Shape{transA, transB, m, n, k, lda, ldb, ldc, alignment(B), alignment(A), alignment(C),
-                               compute});
+  const Plan &p =
+      l.plan(Shape{transA, transB, m, n, k, lda, ldb, ldc, alignment(B), alignment(A), alignment(C), compute});
   checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, B, p.x, A, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");

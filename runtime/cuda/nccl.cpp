@@ -67,8 +67,10 @@ Group &groupOf(const void *mpiComm) {
     checkNccl(ncclCommInitRank(&g.comm, size, id, rank), "ncclCommInitRank");
     g.nccl = true;
   } else if (rank == 0 && size > 1) {
-    std::fprintf(stderr, "planrt: note: a group of %d ranks shares a GPU, which NCCL cannot do: its collectives go "
-                         "through MPI on managed memory\n", size);
+    std::fprintf(stderr,
+                 "planrt: note: a group of %d ranks shares a GPU, which NCCL cannot do: its collectives go "
+                 "through MPI on managed memory\n",
+                 size);
   }
   return groups.emplace(comm, g).first->second;
 }
@@ -247,8 +249,8 @@ int allGatherStart(const void *mpiComm, const float *send, int64_t count, float 
 /// A ZeRO-1 gradient bucket, a slice of the reduce-scatter of n blocks of `count` floats:
 /// each rank whose block has a part in it receives that part's sum (one NCCL reduce; the
 /// receive buffer, the part's place in the rank's block, is used on the root only).
-int reduceScatterStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin,
-                       int64_t size, void **handle) {
+int reduceScatterStart(const void *mpiComm, const float *send, int64_t count, float *recv, int64_t begin, int64_t size,
+                       void **handle) {
   return perRootSlice(mpiComm, send, recv, count, begin, size, handle,
                       [&](int64_t k, int64_t me, int64_t lo, int64_t hi, ncclComm_t c, cudaStream_t s) {
                         float *to = k == me ? recv + (lo - k * count) : recv;
@@ -276,8 +278,9 @@ int isDone(void *handle) {
   return 1;
 }
 
-const planrt_collectives kNccl = {"nccl",   allReduce, allGather,      reduceScatter, sendTo,        recvFrom,
-                                  sendRecv, allReduceStart, waitFor, isDone, allGatherStart, reduceScatterStart};
+const planrt_collectives kNccl = {"nccl",  allReduce, allGather,      reduceScatter,
+                                  sendTo,  recvFrom,  sendRecv,       allReduceStart,
+                                  waitFor, isDone,    allGatherStart, reduceScatterStart};
 
 } // namespace
 

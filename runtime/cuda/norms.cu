@@ -72,8 +72,8 @@ __global__ void layernormBwdRows(const float *dy, const float *x, const float *w
 }
 
 /// dw[c] = Σ_r dy·xhat and db[c] = Σ_r dy (rmsnorm: mean 0, no db): a thread per column.
-__global__ void normColumnSums(const float *dy, const float *x, const double *stats, float *dw, float *db,
-                               int64_t rows, int64_t C) {
+__global__ void normColumnSums(const float *dy, const float *x, const double *stats, float *dw, float *db, int64_t rows,
+                               int64_t C) {
   int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C)
     return;
@@ -99,8 +99,8 @@ __global__ void rmsnormFwd(const float *x, const float *w, float *y, int64_t row
     y[r * C + c] = float(xr[c] * rstd * w[c]);
 }
 
-__global__ void rmsnormBwdRows(const float *dy, const float *x, const float *w, float *dx, double *stats,
-                               int64_t rows, int64_t C, float eps) {
+__global__ void rmsnormBwdRows(const float *dy, const float *x, const float *w, float *dx, double *stats, int64_t rows,
+                               int64_t C, float eps) {
   int64_t r = warpItem();
   int lane = laneId();
   if (r >= rows)
@@ -133,8 +133,7 @@ void planrt_cuda_layernorm_bwd(const float *dy, const float *x, const float *w, 
                                int64_t rows, int64_t C, float eps) {
   double *stats = scratch<double>(2 * rows, "cudaMallocAsync (layernorm backward)");
   if (rows > 0)
-    layernormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows,
-                                                                                      C, eps);
+    layernormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows, C, eps);
   if (C > 0)
     normColumnSums<<<blocksForItems(C), 256, 0, stream()>>>(dy, x, stats, dw, db, rows, C);
   release(stats);
@@ -151,8 +150,7 @@ void planrt_cuda_rmsnorm_bwd(const float *dy, const float *x, const float *w, fl
                              int64_t C, float eps) {
   double *stats = scratch<double>(2 * rows, "cudaMallocAsync (rmsnorm backward)");
   if (rows > 0)
-    rmsnormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows, C,
-                                                                                    eps);
+    rmsnormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows, C, eps);
   if (C > 0)
     normColumnSums<<<blocksForItems(C), 256, 0, stream()>>>(dy, x, stats, dw, nullptr, rows, C);
   release(stats);

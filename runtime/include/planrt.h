@@ -30,21 +30,21 @@ typedef struct planrt_data planrt_data;
 
 /* Opens and validates every file the patterns match (format, size, header). Token
  * ids are checked against vocab (if > 0) as windows are read. */
-planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed,
-                               int64_t vocab, planrt_data **out);
+planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed, int64_t vocab,
+                               planrt_data **out);
 /* Total tokens over all files. */
 uint64_t planrt_data_tokens(const planrt_data *data);
 /* Global sample `index` (step × batch + position in the global batch): a window of
  * seq + 1 tokens at an offset drawn from (seed, index) alone, so every layout and a
  * resumed run see the same sequences. tokens[i] = window[i], targets[i] = window[i+1]. */
-planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq,
-                                 int32_t *tokens, int32_t *targets);
+planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq, int32_t *tokens,
+                                 int32_t *targets);
 /* `count` consecutive samples from `first`, row-major [count, seq]. */
-planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count,
-                                int64_t seq, int32_t *tokens, int32_t *targets);
+planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count, int64_t seq, int32_t *tokens,
+                                int32_t *targets);
 /* Evaluation: the window-th non-overlapping window of seq + 1 tokens, in file order. */
-planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq,
-                                 int32_t *tokens, int32_t *targets);
+planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq, int32_t *tokens,
+                                 int32_t *targets);
 void planrt_data_close(planrt_data *data);
 
 /* ---- safetensors files (Hugging Face's format). */
@@ -60,8 +60,8 @@ typedef struct {
 
 /* Writes atomically: a temporary file in the same directory, fsync, rename, fsync
  * of the directory. A crash leaves the previous file intact. */
-planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count,
-                             const char *const *metadata, size_t metadata_pairs);
+planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count, const char *const *metadata,
+                             size_t metadata_pairs);
 
 typedef struct planrt_st planrt_st;
 /* Opens and validates a file: header bounds, JSON, dtypes, shapes, and that the
@@ -73,16 +73,16 @@ const char *planrt_st_name(const planrt_st *st, size_t i);
 const char *planrt_st_metadata(const planrt_st *st, const char *key);
 /* Copies tensor `name` into dst after checking its dtype and shape; a missing
  * tensor or a different dtype or shape is PLANRT_ERR_MISMATCH naming both. */
-planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank,
-                             const int64_t *shape, void *dst);
+planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank, const int64_t *shape,
+                             void *dst);
 void planrt_st_close(planrt_st *st);
 
 /* ---- Parameter initialisation. Element j of parameter `param` is a function of
  * (seed, param, j) alone, so a shard that starts at element `offset` of the flat
  * tensor gets exactly the values of that slice of the whole tensor, whatever the
  * layout. Normal values come from Box-Muller over a counter-based generator. */
-planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std,
-                                 uint64_t seed, uint64_t param);
+planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std, uint64_t seed,
+                                 uint64_t param);
 planrt_status planrt_init_fill(float *dst, int64_t count, float value);
 
 /* ---- The device mesh over MPI: one process per device, rank → coordinates
@@ -109,15 +109,15 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
  * progresses a non-blocking collective only inside MPI calls) and says whether it is
  * done. Until then nothing may touch buf. Bytes are counted at the start. */
 typedef struct planrt_request planrt_request;
-planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
-                                      planrt_reduce_op op, planrt_request **out);
+planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op,
+                                      planrt_request **out);
 /* A slice of a non-blocking all-gather (ZeRO-3's parameter buckets): the floats
  * [begin, begin + size) of what planrt_all_gather(mesh, mask, send, count, recv) writes
  * to recv; each rank sends the part of its block in the slice (send must not lie in
  * recv). Bytes counted: the whole all-gather's count up to the slice's end minus that up
  * to its start, so that slices covering it count exactly what it does. */
-planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
-                                      float *recv, int64_t begin, int64_t size, planrt_request **out);
+planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv,
+                                      int64_t begin, int64_t size, planrt_request **out);
 /* A slice of a non-blocking reduce-scatter (ZeRO-1's gradient buckets): of the n × count
  * floats of send that planrt_reduce_scatter(mesh, mask, send, count, recv) reduces, the
  * part [begin, begin + size); this rank receives the sum of the part of its block in the
@@ -179,8 +179,8 @@ typedef struct {
   void (*wait)(void *handle);
   int (*test)(void *handle); /* 1 when done; null: never known before wait */
   /* Non-blocking slice of an all-gather (planrt_all_gather_start), as all_reduce_start. */
-  int (*all_gather_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin,
-                          int64_t size, void **handle);
+  int (*all_gather_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin, int64_t size,
+                          void **handle);
   /* Non-blocking slice of a reduce-scatter (planrt_reduce_scatter_start), likewise. */
   int (*reduce_scatter_start)(const void *comm, const float *send, int64_t count, float *recv, int64_t begin,
                               int64_t size, void **handle);
@@ -207,11 +207,10 @@ planrt_status planrt_check_finite(const float *values, int64_t count, uint64_t s
 
 /* ---- Checkpoint directories: DIR/step-NNNNNNNN.safetensors, written atomically;
  * only the newest `keep` are kept (0 keeps all). */
-planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,
-                               size_t count, const char *const *metadata, size_t metadata_pairs);
+planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors, size_t count,
+                               const char *const *metadata, size_t metadata_pairs);
 /* The newest checkpoint's path into buf (and its step), or PLANRT_ERR_IO if none. */
 planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64_t *step);
-
 
 /* ---- Training executables. planc emits, for a `train` plan, entry points on
  * flat f32 buffers (bare pointers, static shapes: tokens and targets are [micro,
@@ -229,15 +228,15 @@ planrt_status planrt_ckpt_latest(const char *dir, char *buf, size_t size, uint64
  * step's loss (grad adds each micro-batch's loss / accumulation). */
 /* G += dloss/dP / (accumulation × data-parallel ranks) (times state[2] with fp16
  * loss scaling); *loss += loss / accumulation. */
-typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens,
-                               const int32_t *targets, float *loss, const float *state);
+typedef void (*planrt_grad_fn)(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
+                               const float *state);
 /* state[6] = the sum of squares of this rank's gradient pieces g0 (group 0, the
  * decayed matrices) and g1 (group 1). */
 typedef void (*planrt_sumsq_fn)(float *g0, float *g1, float *state);
 /* The optimizer step `step` (0-based) on this rank's pieces of each optimizer group,
  * in place: clipping by the global norm sqrt(state[6]), the schedule, AdamW. */
-typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0,
-                                 float *v1, int64_t step, float *state);
+typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0, float *v1,
+                                 int64_t step, float *state);
 /* A pipeline stage's entry points (pipeline parallelism): its forward pass, from the
  * tokens (first stage) or the previous stage's activation `in`, writing the activation it
  * hands on (or, on the last stage, the loss) to `out`; and its backward pass, the forward
@@ -251,8 +250,7 @@ typedef void (*planrt_stage_bwd_fn)(float *params, float *grads, const int32_t *
                                     const float *in, const float *cotangent, float *dinput, float *loss,
                                     const float *state);
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
-typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets,
-                               float *loss);
+typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets, float *loss);
 
 /* ---- The generated code's buffers. planc lowers memref.alloc and memref.dealloc to
  * MLIR's generic allocation functions, defined by the runtime (runtime/lib/memory.cpp)
@@ -311,8 +309,7 @@ void planrt_arena_release(void);
  * layers, cache_floats floats) in place; parameters at the manifest's offsets.
  * The entries of a retrieval graph's model(...) embedder and re-ranker have the
  * same signature; the embedder's writes hidden states [n, width] instead. */
-typedef void (*planrt_decode_fn)(float *params, const int32_t *tokens, int64_t offset, float *cache,
-                                 float *logits);
+typedef void (*planrt_decode_fn)(float *params, const int32_t *tokens, int64_t offset, float *cache, float *logits);
 /* The compiled models a retrieval graph uses: for `embed = model(...)` and
  * `rerank = model(...)`, a manifest (format planc-model-1, docs/GENERATE.md) and
  * an entry each; NULL where the graph uses none. */

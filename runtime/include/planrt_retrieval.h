@@ -62,11 +62,11 @@ typedef struct {
   const char *store; /* the store directory */
 
   /* Model embedding and re-ranking (docs/RETRIEVAL.md "Models"). */
-  const char *embed_pool;                 /* "mean" (NULL) or "last" */
-  const char *rerank_model;               /* rerank = model(NAME, checkpoint: ..., top: N) */
+  const char *embed_pool;   /* "mean" (NULL) or "last" */
+  const char *rerank_model; /* rerank = model(NAME, checkpoint: ..., top: N) */
   const char *rerank_checkpoint;
-  int64_t rerank_top;                     /* results kept after re-ranking */
-  const planrt_retrieval_models *models;  /* the compiled entries (planrt.h) */
+  int64_t rerank_top;                    /* results kept after re-ranking */
+  const planrt_retrieval_models *models; /* the compiled entries (planrt.h) */
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]

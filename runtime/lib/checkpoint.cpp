@@ -64,8 +64,8 @@ std::string pathOf(const char *dir, uint64_t step) {
 
 extern "C" {
 
-planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors,
-                               size_t count, const char *const *metadata, size_t metadataPairs) {
+planrt_status planrt_ckpt_save(const char *dir, uint64_t step, int keep, const planrt_tensor *tensors, size_t count,
+                               const char *const *metadata, size_t metadataPairs) {
   if (!dir || keep < 0)
     return fail(PLANRT_ERR_ARG, "planrt_ckpt_save: bad argument");
   // Create the directory and its parents.

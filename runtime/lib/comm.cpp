@@ -4,17 +4,17 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <algorithm>
-#include <atomic>
 #include <map>
 #include <memory>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 using planrt::fail;
@@ -23,7 +23,7 @@ struct planrt_mesh {
   std::vector<int64_t> sizes, coords;
   int rank = 0, world = 1;
   bool ownsMpi = false;
-  std::map<unsigned, MPI_Comm> comms;  ///< by axis mask
+  std::map<unsigned, MPI_Comm> comms; ///< by axis mask
   std::map<std::pair<int, unsigned>, uint64_t> bytes;
 
   /// The communicator of the ranks that differ only along the axes in mask.
@@ -53,7 +53,7 @@ struct planrt_mesh {
   }
   void count(planrt_collective kind, unsigned mask, uint64_t fullBytes) {
     uint64_t n = uint64_t(groupSize(mask));
-    uint64_t sent = kind == PLANRT_SEND        ? fullBytes
+    uint64_t sent = kind == PLANRT_SEND         ? fullBytes
                     : kind == PLANRT_ALL_REDUCE ? 2 * (n - 1) * fullBytes / n
                                                 : (n - 1) * fullBytes / n;
     bytes[{int(kind), mask}] += sent;
@@ -92,13 +92,12 @@ int gWorld = 0, gRank = -1;
 /// Whether rank r's pid means something here: same host, boot and pid namespace.
 bool local(int r) { return std::strcmp(gHosts[r], gHosts[gRank]) == 0 && gSpaces[r] == gSpaces[gRank]; }
 
-
 /// The state letter of a process in /proc (R, S, T stopped, Z zombie…), 'X' if gone.
 char processState(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH)
     return 'X';
   char path[64] = "/proc/", buf[256];
-  {  // "/proc/<pid>/stat" without stdio (called from the signal handler)
+  { // "/proc/<pid>/stat" without stdio (called from the signal handler)
     char digits[16];
     int n = 0;
     for (long v = pid; v > 0 && n < 15; v /= 10)
@@ -146,11 +145,16 @@ void sayNumber(long v) {
 
 const char *signalName(int sig) {
   switch (sig) {
-  case SIGABRT: return "SIGABRT";
-  case SIGSEGV: return "SIGSEGV";
-  case SIGBUS: return "SIGBUS";
-  case SIGTERM: return "SIGTERM";
-  case SIGINT: return "SIGINT";
+  case SIGABRT:
+    return "SIGABRT";
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGINT:
+    return "SIGINT";
   }
   return "a signal";
 }
@@ -178,7 +182,7 @@ void onFatalSignal(int sig) {
 }
 
 uint64_t pidSpace() {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the boot id, then the namespace inode
+  uint64_t h = 1469598103934665603ull; // FNV-1a over the boot id, then the namespace inode
   char boot[64] = {0};
   int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY);
   if (fd >= 0) {
@@ -209,9 +213,7 @@ void rollCall(int rank, int world) {
     std::signal(sig, onFatalSignal);
 }
 
-bool validMask(const planrt_mesh *m, unsigned mask) {
-  return m && mask && (mask >> m->sizes.size()) == 0;
-}
+bool validMask(const planrt_mesh *m, unsigned mask) { return m && mask && (mask >> m->sizes.size()) == 0; }
 /// MPI counts are int: larger buffers are a caller error here, not a silent truncation.
 bool validCount(int64_t count, int64_t per = 1) { return count >= 0 && count * per <= INT32_MAX; }
 } // namespace
@@ -254,8 +256,9 @@ planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, in
   MPI_Comm_size(MPI_COMM_WORLD, &m->world);
   planrt_set_rank(m->rank);
   if (product != m->world) {
-    planrt_status s = fail(PLANRT_ERR_ARG, "the mesh has %lld devices but %d processes were launched; run with mpirun -n %lld",
-                           (long long)product, m->world, (long long)product);
+    planrt_status s =
+        fail(PLANRT_ERR_ARG, "the mesh has %lld devices but %d processes were launched; run with mpirun -n %lld",
+             (long long)product, m->world, (long long)product);
     if (m->ownsMpi)
       MPI_Finalize();
     return s;
@@ -293,23 +296,23 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
   mesh->count(PLANRT_ALL_REDUCE, mask, uint64_t(count) * 4);
   if (onDevice(&planrt_collectives::all_reduce, mesh->comm(mask), buf, count, int(op == PLANRT_MAX)))
     return PLANRT_OK;
-  return mesh->check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM,
-                                   mesh->comm(mask)),
-                     "all_reduce");
+  return mesh->check(
+      MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM, mesh->comm(mask)),
+      "all_reduce");
 }
 
 struct planrt_request {
   planrt_mesh *mesh = nullptr;
   MPI_Request mpi = MPI_REQUEST_NULL;
-  const planrt_collectives *device = nullptr;  ///< the table whose member started it, or null (MPI)
+  const planrt_collectives *device = nullptr; ///< the table whose member started it, or null (MPI)
   void *handle = nullptr;
   bool done = false;
-  std::vector<int> counts, displs;  ///< MPI_Iallgatherv's, alive until it completes
+  std::vector<int> counts, displs; ///< MPI_Iallgatherv's, alive until it completes
   const char *what = "all_reduce (non-blocking)";
 };
 
-planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count,
-                                      planrt_reduce_op op, planrt_request **out) {
+planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op,
+                                      planrt_request **out) {
   if (!out || !validMask(mesh, mask) || (count && !buf) || !validCount(count))
     return fail(PLANRT_ERR_ARG, "planrt_all_reduce_start: bad argument");
   mesh->count(PLANRT_ALL_REDUCE, mask, uint64_t(count) * 4);
@@ -317,11 +320,12 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
   r->mesh = mesh;
   MPI_Comm comm = mesh->comm(mask);
   const planrt_collectives *c = gCollectives.load();
-  if (c && c->all_reduce_start && c->wait && c->all_reduce_start(&comm, buf, count, int(op == PLANRT_MAX), &r->handle) == 0) {
+  if (c && c->all_reduce_start && c->wait &&
+      c->all_reduce_start(&comm, buf, count, int(op == PLANRT_MAX), &r->handle) == 0) {
     r->device = c;
   } else if (planrt_status s = mesh->check(MPI_Iallreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT,
                                                           op == PLANRT_MAX ? MPI_MAX : MPI_SUM, comm, &r->mpi),
-                                            "all_reduce (non-blocking)")) {
+                                           "all_reduce (non-blocking)")) {
     return s;
   }
   *out = r.release();
@@ -335,7 +339,7 @@ int planrt_test(planrt_request *r) {
     return r->device->test && r->device->test(r->handle);
   int flag = 0;
   if (MPI_Test(&r->mpi, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-    return 1;  // planrt_wait reports it
+    return 1; // planrt_wait reports it
   r->done = flag != 0;
   return flag;
 }
@@ -394,8 +398,8 @@ std::unique_ptr<planrt_request> startSlice(planrt_mesh *mesh, unsigned mask, pla
 
 extern "C" {
 
-planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count,
-                                      float *recv, int64_t begin, int64_t size, planrt_request **out) {
+planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv,
+                                      int64_t begin, int64_t size, planrt_request **out) {
   if (!out)
     return fail(PLANRT_ERR_ARG, "planrt_all_gather_start: bad argument");
   std::unique_ptr<planrt_request> r = startSlice(mesh, mask, PLANRT_ALL_GATHER, "all_gather",
@@ -405,10 +409,10 @@ planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const fl
   if (!r->device) {
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
-    if (planrt_status s = mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin,
-                                                      r->counts.data(), r->displs.data(), MPI_FLOAT, mesh->comm(mask),
-                                                      &r->mpi),
-                                      r->what))
+    if (planrt_status s =
+            mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+                                        r->displs.data(), MPI_FLOAT, mesh->comm(mask), &r->mpi),
+                        r->what))
       return s;
   }
   *out = r.release();
@@ -427,9 +431,9 @@ planrt_status planrt_reduce_scatter_start(planrt_mesh *mesh, unsigned mask, cons
   if (!r->device) {
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     float *part = r->counts[size_t(me)] ? recv + (std::max(begin, me * count) - me * count) : recv;
-    if (planrt_status s = mesh->check(MPI_Ireduce_scatter(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM,
-                                                          mesh->comm(mask), &r->mpi),
-                                      r->what))
+    if (planrt_status s = mesh->check(
+            MPI_Ireduce_scatter(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM, mesh->comm(mask), &r->mpi),
+            r->what))
       return s;
   }
   *out = r.release();

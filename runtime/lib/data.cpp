@@ -103,7 +103,8 @@ struct planrt_data {
       uint64_t expect = kLlmcHeaderInts * 4 + uint64_t(uint32_t(header[2])) * 2;
       if (header[2] < 0 || expect != size) {
         munmap(map, size);
-        return fail(PLANRT_ERR_FORMAT, "%s: truncated or corrupt: the header promises %d tokens (%llu bytes) but the file has %zu bytes",
+        return fail(PLANRT_ERR_FORMAT,
+                    "%s: truncated or corrupt: the header promises %d tokens (%llu bytes) but the file has %zu bytes",
                     path.c_str(), header[2], (unsigned long long)expect, size);
       }
       f.headerBytes = kLlmcHeaderInts * 4;
@@ -114,13 +115,16 @@ struct planrt_data {
       int32_t version = 0;
       std::memcpy(&version, bytes + 4, sizeof version);
       munmap(map, size);
-      return fail(PLANRT_ERR_FORMAT, "%s: an llm.c-style header with magic %d (version %d); planc reads llm.c token files with magic %d (version 1, uint16 tokens) and raw uint16 files",
+      return fail(PLANRT_ERR_FORMAT,
+                  "%s: an llm.c-style header with magic %d (version %d); planc reads llm.c token files with magic %d "
+                  "(version 1, uint16 tokens) and raw uint16 files",
                   path.c_str(), magic, version, kLlmcMagic);
     } else {
       // nanoGPT: raw little-endian uint16 tokens.
       if (size % 2 != 0) {
         munmap(map, size);
-        return fail(PLANRT_ERR_FORMAT, "%s: %zu bytes is not a whole number of uint16 tokens: truncated, or not a token file",
+        return fail(PLANRT_ERR_FORMAT,
+                    "%s: %zu bytes is not a whole number of uint16 tokens: truncated, or not a token file",
                     path.c_str(), size);
       }
       f.count = size / 2;
@@ -132,8 +136,7 @@ struct planrt_data {
   }
 
   /// Copies window [offset, offset + seq + 1) of file f into tokens/targets, checking ids.
-  planrt_status copy(const TokenFile &f, uint64_t offset, int64_t seq, int32_t *tokens,
-                     int32_t *targets) const {
+  planrt_status copy(const TokenFile &f, uint64_t offset, int64_t seq, int32_t *tokens, int32_t *targets) const {
     // Validate the whole window first: a failed call writes nothing.
     for (int64_t i = 0; vocab > 0 && i <= seq; ++i) {
       uint16_t t = f.tokens[offset + uint64_t(i)];
@@ -154,8 +157,8 @@ struct planrt_data {
 
 extern "C" {
 
-planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed,
-                               int64_t vocab, planrt_data **out) {
+planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed, int64_t vocab,
+                               planrt_data **out) {
   if (!out || (count && !patterns))
     return fail(PLANRT_ERR_ARG, "planrt_data_open: null argument");
   auto data = std::make_unique<planrt_data>();
@@ -187,8 +190,8 @@ planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64
 
 uint64_t planrt_data_tokens(const planrt_data *data) { return data ? data->total : 0; }
 
-planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq,
-                                 int32_t *tokens, int32_t *targets) {
+planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_t seq, int32_t *tokens,
+                                 int32_t *targets) {
   if (!data || !tokens || !targets || seq < 1)
     return fail(PLANRT_ERR_ARG, "planrt_data_sample: bad argument");
   // Windows start anywhere a whole window of seq + 1 tokens fits.
@@ -211,17 +214,16 @@ planrt_status planrt_data_sample(const planrt_data *data, uint64_t index, int64_
   return fail(PLANRT_ERR_ARG, "planrt_data_sample: internal error");
 }
 
-planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count,
-                                int64_t seq, int32_t *tokens, int32_t *targets) {
+planrt_status planrt_data_batch(const planrt_data *data, uint64_t first, int64_t count, int64_t seq, int32_t *tokens,
+                                int32_t *targets) {
   for (int64_t i = 0; i < count; ++i)
-    if (planrt_status s = planrt_data_sample(data, first + uint64_t(i), seq, tokens + i * seq,
-                                             targets + i * seq))
+    if (planrt_status s = planrt_data_sample(data, first + uint64_t(i), seq, tokens + i * seq, targets + i * seq))
       return s;
   return PLANRT_OK;
 }
 
-planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq,
-                                 int32_t *tokens, int32_t *targets) {
+planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64_t seq, int32_t *tokens,
+                                 int32_t *targets) {
   if (!data || !tokens || !targets || seq < 1)
     return fail(PLANRT_ERR_ARG, "planrt_data_window: bad argument");
   uint64_t w = window;
@@ -231,8 +233,7 @@ planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64
       return data->copy(f, w * uint64_t(seq), seq, tokens, targets);
     w -= here;
   }
-  return fail(PLANRT_ERR_ARG, "evaluation window %llu is past the end of the data",
-              (unsigned long long)window);
+  return fail(PLANRT_ERR_ARG, "evaluation window %llu is past the end of the data", (unsigned long long)window);
 }
 
 void planrt_data_close(planrt_data *data) { delete data; }

@@ -187,8 +187,10 @@ std::optional<int> parseOptions(int argc, char **argv, const char *argv0, Option
       auto v = value();
       if (!v)
         return usageError(argv0, a + " needs a value");
-      (a == "--prompt-file" ? o.promptFile : a == "--tokens" ? o.tokens : a == "--checkpoint" ? o.checkpoint
-                                                                                                : o.instructions) = *v;
+      (a == "--prompt-file"  ? o.promptFile
+       : a == "--tokens"     ? o.tokens
+       : a == "--checkpoint" ? o.checkpoint
+                             : o.instructions) = *v;
     } else if (a.size() > 1 && a[0] == '-') {
       return usageError(argv0, "unknown option '" + a + "'");
     } else if (o.havePrompt) {
@@ -220,8 +222,10 @@ std::optional<int> checkPrompt(const char *argv0, const GenManifest &m, Options 
     std::fclose(f);
   }
   if (grounded && !canGround) {
-    std::fprintf(stderr, "planrt: error: generate '%s' names the retrieval graph '%s', but this executable was "
-                 "linked without it\n", m.generate.c_str(), m.context.c_str());
+    std::fprintf(stderr,
+                 "planrt: error: generate '%s' names the retrieval graph '%s', but this executable was "
+                 "linked without it\n",
+                 m.generate.c_str(), m.context.c_str());
     return kExitError;
   }
   if (!o.instructions.empty() && !grounded)
@@ -266,16 +270,16 @@ std::optional<int> buildPrompt(const char *argv0, const GenManifest &m, const Op
     }
   } else {
     if (m.model.vocab != 256) {
-      std::fprintf(stderr, "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
-                   "tokenizer for it; pass the prompt as token ids with --tokens\n", m.model.model.c_str(),
-                   (long long)m.model.vocab);
+      std::fprintf(stderr,
+                   "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
+                   "tokenizer for it; pass the prompt as token ids with --tokens\n",
+                   m.model.model.c_str(), (long long)m.model.vocab);
       return kExitUsage;
     }
     if (grounded) {
       char *prompt = nullptr, *json = nullptr;
-      const char *instructions = o.instructions.empty()
-                                     ? "Answer the question from the documents in the DATA section."
-                                     : o.instructions.c_str();
+      const char *instructions = o.instructions.empty() ? "Answer the question from the documents in the DATA section."
+                                                        : o.instructions.c_str();
       if (g.ground(g.manifest, g.models, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
         std::fprintf(stderr, "planrt: error: retrieving the context of generate '%s' from '%s': %s\n",
                      m.generate.c_str(), m.context.c_str(), planrt_last_error());
@@ -414,8 +418,8 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
     return *rc;
   std::vector<int32_t> tokens;
   std::string promptText = o.prompt, report;
-  if (std::optional<int> rc = buildPrompt(argv0, m, o, grounded, Grounding{retrievalManifest, models, ground},
-                                          tokens, promptText, report))
+  if (std::optional<int> rc =
+          buildPrompt(argv0, m, o, grounded, Grounding{retrievalManifest, models, ground}, tokens, promptText, report))
     return *rc;
 
   // Parameters.

@@ -14,8 +14,8 @@ double open01(uint64_t r) { return (double(r >> 11) + 0.5) * 0x1.0p-53; }
 
 extern "C" {
 
-planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std,
-                                 uint64_t seed, uint64_t param) {
+planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std, uint64_t seed,
+                                 uint64_t param) {
   if ((count && !dst) || count < 0 || offset < 0 || !(std >= 0))
     return planrt::fail(PLANRT_ERR_ARG, "planrt_init_normal: bad argument");
   uint64_t key = mix(seed ^ mix(param + 0x632be59bd9b4e019ull));

@@ -53,9 +53,11 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   number(f, gradNorm);
   std::fputs(", \"tokens_per_s\": ", f);
   number(f, tokensPerS);
-  std::fprintf(f, ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}",
-               (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
-               (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
+  std::fprintf(
+      f,
+      ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}",
+      (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
+      (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
   std::fprintf(f, ", \"mem_peak_bytes\": %llu, \"mem_device_peak_bytes\": %llu}\n", (unsigned long long)memPeak,
                (unsigned long long)devicePeak);
   return flushLine(log);

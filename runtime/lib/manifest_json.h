@@ -38,8 +38,8 @@ inline int64_t integer(const json &object, const char *key, const std::string &w
   const json &v = field(object, key, where);
   if (!v.is_number_integer())
     throw Malformed{path(where, key) + " is " + v.dump() + ", not an integer"};
-  bool inRange = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(max)
-                                         : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
+  bool inRange =
+      v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(max) : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
   if (!inRange)
     throw Malformed{path(where, key) + " is " + v.dump() + ", outside [" + std::to_string(min) + ", " +
                     std::to_string(max) + "]"};
@@ -77,8 +77,7 @@ inline double real(const json &object, const char *key, const std::string &where
 
 /// Runs `body`, which reads a manifest and throws Malformed (or a JSON error) when
 /// it is malformed, as a status: PLANRT_ERR_FORMAT with "the manifest is malformed: …".
-template <typename Body>
-planrt_status parse(Body body) {
+template <typename Body> planrt_status parse(Body body) {
   try {
     body();
   } catch (const Malformed &e) {

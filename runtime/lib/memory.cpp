@@ -115,7 +115,7 @@ void *planrt_arena_reserve(uint64_t stateBytes, uint64_t stepBytes) {
                  b->name);
     return nullptr;
   }
-  std::memset(p, 0, stateBytes);  // the step region is the step functions' scratch
+  std::memset(p, 0, stateBytes); // the step region is the step functions' scratch
   arena = {static_cast<unsigned char *>(p), stateBytes, stepBytes};
   return p;
 }
@@ -131,8 +131,9 @@ void *planrt_step_arena(int64_t bytes) {
       planrt::fail(PLANRT_ERR_ARG, "a step function asks for the executable's arena, which the runtime has not "
                                    "reserved (the manifest has no memory plan)");
     else
-      planrt::fail(PLANRT_ERR_ARG, "a step function needs %lld bytes of the step region, which has %llu (the "
-                                   "manifest's memory.step_bytes is not the generated code's)",
+      planrt::fail(PLANRT_ERR_ARG,
+                   "a step function needs %lld bytes of the step region, which has %llu (the "
+                   "manifest's memory.step_bytes is not the generated code's)",
                    (long long)bytes, (unsigned long long)arena.step);
     std::fflush(stdout);
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());

@@ -72,7 +72,7 @@ bool writeAll(int fd, const void *buf, size_t n) {
 
 struct planrt_st {
   std::string path;
-  std::vector<char> bytes;  ///< the whole file
+  std::vector<char> bytes; ///< the whole file
   uint64_t dataStart = 0;
   struct Entry {
     std::string name;
@@ -93,8 +93,8 @@ struct planrt_st {
 
 extern "C" {
 
-planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count,
-                             const char *const *metadata, size_t metadataPairs) {
+planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, size_t count, const char *const *metadata,
+                             size_t metadataPairs) {
   if (!path || (count && !tensors) || (metadataPairs && !metadata))
     return fail(PLANRT_ERR_ARG, "planrt_st_save: null argument");
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -131,7 +131,7 @@ planrt_status planrt_st_save(const char *path, const planrt_tensor *tensors, siz
   } catch (const std::exception &e) {
     return fail(PLANRT_ERR_ARG, "%s: a tensor name or metadata value is not valid UTF-8", path);
   }
-  text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
+  text.append((8 - text.size() % 8) % 8, ' '); // align the data to 8 bytes
   uint64_t headerLen = text.size();
 
   // Atomic: write a sibling temporary, make it durable, then rename over the target.
@@ -196,8 +196,9 @@ planrt_status planrt_st_open(const char *path, planrt_st **out) {
   for (int i = 0; i < 8; ++i)
     headerLen |= uint64_t((unsigned char)st->bytes[i]) << (8 * i);
   if (headerLen > kMaxHeaderBytes || headerLen > uint64_t(size) - 8)
-    return fail(PLANRT_ERR_FORMAT, "%s: header length %llu does not fit in a %ld-byte file: truncated or not safetensors",
-                path, (unsigned long long)headerLen, size);
+    return fail(PLANRT_ERR_FORMAT,
+                "%s: header length %llu does not fit in a %ld-byte file: truncated or not safetensors", path,
+                (unsigned long long)headerLen, size);
   st->dataStart = 8 + headerLen;
   uint64_t dataSize = uint64_t(size) - st->dataStart;
   nlohmann::json header;
@@ -245,7 +246,9 @@ planrt_status planrt_st_open(const char *path, planrt_st **out) {
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
     if (e.begin > e.end || e.end > dataSize || e.end - e.begin != n)
-      return fail(PLANRT_ERR_FORMAT, "%s: tensor '%s' spans bytes [%llu, %llu) of %llu, but its dtype and shape need %llu bytes: truncated or corrupt",
+      return fail(PLANRT_ERR_FORMAT,
+                  "%s: tensor '%s' spans bytes [%llu, %llu) of %llu, but its dtype and shape need %llu bytes: "
+                  "truncated or corrupt",
                   path, name.c_str(), (unsigned long long)e.begin, (unsigned long long)e.end,
                   (unsigned long long)dataSize, (unsigned long long)n);
     st->entries.push_back(std::move(e));
@@ -258,8 +261,8 @@ planrt_status planrt_st_open(const char *path, planrt_st **out) {
   uint64_t at = 0;
   for (const auto *e : order) {
     if (e->begin != at)
-      return fail(PLANRT_ERR_FORMAT, "%s: tensor '%s' starts at byte %llu, expected %llu: the data is corrupt",
-                  path, e->name.c_str(), (unsigned long long)e->begin, (unsigned long long)at);
+      return fail(PLANRT_ERR_FORMAT, "%s: tensor '%s' starts at byte %llu, expected %llu: the data is corrupt", path,
+                  e->name.c_str(), (unsigned long long)e->begin, (unsigned long long)at);
     at = e->end;
   }
   if (at != dataSize)
@@ -282,8 +285,8 @@ const char *planrt_st_metadata(const planrt_st *st, const char *key) {
   return it == st->metadata.end() ? nullptr : it->second.c_str();
 }
 
-planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank,
-                             const int64_t *shape, void *dst) {
+planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank, const int64_t *shape,
+                             void *dst) {
   if (!st || !name || !dst || rank < 0 || (rank && !shape))
     return fail(PLANRT_ERR_ARG, "planrt_st_read: bad argument");
   const planrt_st::Entry *e = st->find(name);

@@ -112,9 +112,9 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   json table = json::array();
   for (const FlatParam &p : layout) {
     json extra = json::object();
-    if (p.splitDim >= 0)  // this rank's piece of a tensor-parallel parameter
+    if (p.splitDim >= 0) // this rank's piece of a tensor-parallel parameter
       extra = {{"shape", p.shape}, {"dim", p.splitDim}, {"parts", p.parts}, {"blocks", p.blocks}};
-    if (p.replica)  // another pipeline stage owns it
+    if (p.replica) // another pipeline stage owns it
       extra["replica"] = true;
     if (extra.empty())
       table.push_back({p.name, p.offset, p.count});
@@ -142,18 +142,15 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   std::vector<const char *> mp;
   for (const std::string &s : meta)
     mp.push_back(s.c_str());
-  status = planrt_st_save((partial + "/" + rankFile(place.file())).c_str(), tensors.data(),
-                          tensors.size(), mp.data(), mp.size() / 2);
+  status = planrt_st_save((partial + "/" + rankFile(place.file())).c_str(), tensors.data(), tensors.size(), mp.data(),
+                          mp.size() / 2);
   if ((status = agree(status)))
     return status;
 
   if (rank == 0) {
-    json index = {{"format", "planc-sharded-1"},
-                  {"step", step},
-                  {"data_parallel", place.dataSize},
-                  {"tensor_parallel", place.tensorSize},
-                  {"pipeline_parallel", place.stages},
-                  {"files", json::object()}};
+    json index = {{"format", "planc-sharded-1"},       {"step", step},
+                  {"data_parallel", place.dataSize},   {"tensor_parallel", place.tensorSize},
+                  {"pipeline_parallel", place.stages}, {"files", json::object()}};
     for (int64_t r = 0; r < place.files() && !status; ++r) {
       std::string hex;
       status = sha256File(partial + "/" + rankFile(r), hex);
@@ -255,8 +252,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
       return fail(PLANRT_ERR_FORMAT, "%s: no parameter layout in its metadata", full.c_str());
     }
     if (first) {
-      for (const char *key : {"step", "plan", "model", "seed", "loss_scale", "loss_scale_good_steps", "optimizer_steps",
-                              "format"})
+      for (const char *key :
+           {"step", "plan", "model", "seed", "loss_scale", "loss_scale_good_steps", "optimizer_steps", "format"})
         if (const char *v = planrt_st_metadata(st, key))
           metadata[key] = v;
       first = false;
@@ -270,8 +267,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
         return fail(PLANRT_ERR_FORMAT, "%s: no begin.%s / count.%s metadata", full.c_str(), kGroups[g], kGroups[g]);
       int64_t begin = std::strtoll(beginText, nullptr, 10), count = std::strtoll(countText, nullptr, 10);
       if (begin < 0 || count < 0 || count > (int64_t(1) << 40))
-        return fail(PLANRT_ERR_FORMAT, "%s: bad piece range begin.%s %s count %s", full.c_str(), kGroups[g],
-                    beginText, countText);
+        return fail(PLANRT_ERR_FORMAT, "%s: bad piece range begin.%s %s count %s", full.c_str(), kGroups[g], beginText,
+                    countText);
       std::vector<float> piece(static_cast<size_t>(count));
       for (int k = 0; k < 3; ++k) {
         std::string name = std::string(kKinds[k]) + "." + kGroups[g];
@@ -286,8 +283,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
           src.offset = e[1].get<int64_t>();
           src.count = e[2].get<int64_t>();
           if (e.size() == 4 && e[3].is_object() && e[3].value("replica", false))
-            continue;  // a pipeline stage's copy of a parameter another stage owns
-          if (e.size() == 4) {  // a tensor-parallel piece
+            continue;          // a pipeline stage's copy of a parameter another stage owns
+          if (e.size() == 4) { // a tensor-parallel piece
             try {
               src.shape = e[3].at("shape").get<std::vector<int64_t>>();
               src.splitDim = e[3].at("dim").get<int64_t>();
@@ -300,7 +297,7 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
               return fail(PLANRT_ERR_FORMAT, "%s: malformed tensor split of '%s'", full.c_str(), src.name.c_str());
           }
           if (src.splitDim < 0 && tensorRank > 0)
-            continue;  // a whole parameter: every tensor rank holds a replica; read the first's
+            continue; // a whole parameter: every tensor rank holds a replica; read the first's
           const std::string &pname = src.name;
           int64_t off = src.offset, cnt = src.count;
           int64_t lo = std::max(off, begin), hi = std::min(off + cnt, begin + count);
@@ -308,13 +305,13 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
             continue;
           auto it = byName.find(pname);
           if (it == byName.end() && std::find(elsewhere.begin(), elsewhere.end(), pname) != elsewhere.end())
-            continue;  // another pipeline stage's parameter
+            continue; // another pipeline stage's parameter
           if (it == byName.end())
             return fail(PLANRT_ERR_MISMATCH, "%s: holds parameter '%s', which this model lacks", full.c_str(),
                         pname.c_str());
           if (it->second->count != cnt * src.parts)
-            return fail(PLANRT_ERR_MISMATCH, "%s: parameter '%s' has %lld elements there and %lld here",
-                        full.c_str(), pname.c_str(), (long long)(cnt * src.parts), (long long)it->second->count);
+            return fail(PLANRT_ERR_MISMATCH, "%s: parameter '%s' has %lld elements there and %lld here", full.c_str(),
+                        pname.c_str(), (long long)(cnt * src.parts), (long long)it->second->count);
           // Each run of the piece that lies in [lo, hi) goes to its place in the whole tensor.
           forEachRun(src, tensorRank, [&](int64_t l, int64_t w, int64_t n) {
             int64_t a = std::max(lo - off, l), z = std::min(hi - off, l + n);

@@ -38,8 +38,7 @@ struct MeshPlace {
 
 /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds of
 /// parameter p: at `local` in its piece, at `whole` in the whole tensor.
-template <typename F>
-void forEachRun(const FlatParam &p, int64_t c, F f) {
+template <typename F> void forEachRun(const FlatParam &p, int64_t c, F f) {
   if (p.splitDim < 0)
     return f(int64_t(0), int64_t(0), p.count);
   size_t k = size_t(p.splitDim);
@@ -91,8 +90,7 @@ planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64
 /// `metadata` gets rank 0's. Parameters named in `elsewhere` (the other pipeline stages')
 /// are skipped; any other parameter the layout lacks is an error.
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
-                          std::map<std::string, std::string> &metadata,
-                          const std::vector<std::string> &elsewhere = {});
+                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere = {});
 
 /// The sha256 of a file, as 64 hex digits.
 planrt_status sha256File(const std::string &path, std::string &hex);

@@ -68,7 +68,8 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
       char peer[128] = "a peer rank died or hung";
       if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0)
         planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer);
-      std::fprintf(stderr, "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
+      std::fprintf(stderr,
+                   "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
                    rank, what.c_str(), (long long)this->ctx.step.load(), this->seconds, peer);
       std::fflush(stderr);
       planrt_mesh_abort(this->ctx.mesh, 1);
@@ -109,8 +110,8 @@ float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, con
 }
 
 bool planrt_step_ctx::readBatch(int64_t s, int64_t micro) {
-  uint64_t first = uint64_t(s) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) +
-                   uint64_t(dataRank * this->micro);
+  uint64_t first =
+      uint64_t(s) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) + uint64_t(dataRank * this->micro);
   if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, tokens.data(), targets.data())) {
     failWith(st);
     return false;
@@ -156,8 +157,8 @@ std::string describe(const char *kind, const planrt::Buffer &b, int64_t offset, 
 bool planrt_step_ctx::sliceWithin(const char *op, int64_t begin, int64_t size, int64_t offset, int64_t count) {
   if (begin >= offset && size >= 0 && begin + size <= offset + count)
     return true;
-  failWith(fail(PLANRT_ERR_ARG, "%s: slice [%lld, +%lld) outside [%lld, +%lld)", op, (long long)begin,
-                (long long)size, (long long)offset, (long long)count));
+  failWith(fail(PLANRT_ERR_ARG, "%s: slice [%lld, +%lld) outside [%lld, +%lld)", op, (long long)begin, (long long)size,
+                (long long)offset, (long long)count));
   return false;
 }
 
@@ -168,7 +169,8 @@ void planrt_step_ctx::startBucket(Bucket &b) {
           *to = range(b.dst, b.dstOffset, b.count, "bucket reduce_scatter");
     if (!from || !to)
       return;
-    planrt::Waiting w(*this, describe("reduce_scatter (bucket start)", buffers[size_t(b.buf)], b.begin, b.size, b.mask));
+    planrt::Waiting w(*this,
+                      describe("reduce_scatter (bucket start)", buffers[size_t(b.buf)], b.begin, b.size, b.mask));
     if (planrt_status s = planrt_reduce_scatter_start(mesh, unsigned(b.mask), from, b.count, to, b.begin - b.offset,
                                                       b.size, &b.request))
       failWith(s);
@@ -179,8 +181,8 @@ void planrt_step_ctx::startBucket(Bucket &b) {
     return;
   // The first start on a group may set up its communicator (NCCL): watched as a collective.
   planrt::Waiting w(*this, describe("all_reduce (bucket start)", buffers[size_t(b.buf)], b.offset, b.count, b.mask));
-  if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count, b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM,
-                                                &b.request))
+  if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count,
+                                                b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM, &b.request))
     failWith(s);
 }
 
@@ -196,8 +198,8 @@ void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf) {
     return ctx->failWith(ctx->status ? PLANRT_OK : fail(PLANRT_ERR_ARG, "alloc: bad buffer id %d", buf));
   planrt::Buffer &b = ctx->buffers[size_t(buf)];
   if (!b.data && !b.allocate())
-    ctx->failWith(fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(),
-                       (long long)b.floats));
+    ctx->failWith(
+        fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats));
 }
 
 void planrt_sched_free(planrt_step_ctx *ctx, int32_t buf) {
@@ -233,8 +235,8 @@ bool checkStage(planrt_step_ctx *ctx, int64_t stage, const char *op) {
 }
 } // namespace
 
-void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
-                          int32_t in, int64_t in_offset, int32_t out, int64_t out_offset) {
+void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params, int32_t in,
+                          int64_t in_offset, int32_t out, int64_t out_offset) {
   if (!checkStage(ctx, stage, "forward"))
     return;
   float none = 0;
@@ -352,7 +354,7 @@ void planrt_grad_ready(int64_t bucket) {
   for (planrt_step_ctx::Bucket &b : ctx->buckets)
     if (b.bucket == bucket && !b.request)
       ctx->startBucket(b);
-  for (planrt_step_ctx::Bucket &b : ctx->buckets)  // MPI moves them only inside MPI calls
+  for (planrt_step_ctx::Bucket &b : ctx->buckets) // MPI moves them only inside MPI calls
     if (b.request)
       planrt_test(b.request);
 }
@@ -360,7 +362,7 @@ void planrt_grad_ready(int64_t bucket) {
 void planrt_step_ctx::waitGathers(int64_t bucket) {
   for (auto it = gathers.begin(); it != gathers.end();) {
     if (bucket >= 0 && it->bucket != bucket) {
-      planrt_test(it->request);  // MPI moves the others only inside MPI calls
+      planrt_test(it->request); // MPI moves the others only inside MPI calls
       ++it;
       continue;
     }
@@ -373,9 +375,8 @@ void planrt_step_ctx::waitGathers(int64_t bucket) {
   }
 }
 
-void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
-                                    int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
-                                    int64_t begin, int64_t size) {
+void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src, int64_t src_offset,
+                                    int64_t count, int32_t dst, int64_t dst_offset, int64_t begin, int64_t size) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
   float *from = ctx->range(src, src_offset, count, "bucket all_gather"),
         *to = ctx->range(dst, dst_offset, count * n, "bucket all_gather");
@@ -386,8 +387,8 @@ void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_
   planrt_step_ctx::Gather g{bucket, describe("all_gather (bucket)", ctx->buffers[size_t(dst)], begin, size, mask),
                             nullptr};
   planrt::Waiting w(*ctx, g.what);
-  if (planrt_status s = planrt_all_gather_start(ctx->mesh, unsigned(mask), from, count, to, begin - dst_offset, size,
-                                                &g.request))
+  if (planrt_status s =
+          planrt_all_gather_start(ctx->mesh, unsigned(mask), from, count, to, begin - dst_offset, size, &g.request))
     return ctx->failWith(s);
   ctx->gathers.push_back(std::move(g));
 }
@@ -400,14 +401,13 @@ void planrt_params_ready(int64_t bucket) {
 void planrt_sched_wait(planrt_step_ctx *ctx) {
   for (planrt_step_ctx::Bucket &b : ctx->buckets)
     if (!b.request && !ctx->status)
-      ctx->startBucket(b);  // a bucket its entry point did not report: started now
+      ctx->startBucket(b); // a bucket its entry point did not report: started now
   for (planrt_step_ctx::Bucket &b : ctx->buckets) {
     if (!b.request)
       continue;
-    planrt::Waiting w(*ctx, b.dst >= 0 ? describe("reduce_scatter (bucket)", ctx->buffers[size_t(b.buf)], b.begin,
-                                                  b.size, b.mask)
-                                       : describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset,
-                                                  b.count, b.mask));
+    planrt::Waiting w(
+        *ctx, b.dst >= 0 ? describe("reduce_scatter (bucket)", ctx->buffers[size_t(b.buf)], b.begin, b.size, b.mask)
+                         : describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset, b.count, b.mask));
     if (planrt_status s = planrt_wait(b.request))
       ctx->failWith(s);
   }
@@ -417,7 +417,8 @@ void planrt_sched_wait(planrt_step_ctx *ctx) {
 void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
                              int32_t dst, int64_t dst_offset) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  float *from = ctx->range(src, src_offset, count, "all_gather"), *to = ctx->range(dst, dst_offset, count * n, "all_gather");
+  float *from = ctx->range(src, src_offset, count, "all_gather"),
+        *to = ctx->range(dst, dst_offset, count * n, "all_gather");
   if (!from || !to)
     return;
   planrt::Waiting w(*ctx, describe("all_gather", ctx->buffers[size_t(src)], src_offset, count, mask));
@@ -459,7 +460,8 @@ void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t
 
 void planrt_sched_send_recv(planrt_step_ctx *ctx, int32_t axis, int64_t to, int32_t buf, int64_t offset, int64_t count,
                             int64_t from, int32_t recv_buf, int64_t recv_offset, int64_t recv_count) {
-  float *p = ctx->range(buf, offset, count, "send_recv"), *q = ctx->range(recv_buf, recv_offset, recv_count, "send_recv");
+  float *p = ctx->range(buf, offset, count, "send_recv"),
+        *q = ctx->range(recv_buf, recv_offset, recv_count, "send_recv");
   if (!p || !q)
     return;
   planrt::Waiting w(*ctx, describe("send_recv", ctx->buffers[size_t(buf)], offset, count, 1 << axis));

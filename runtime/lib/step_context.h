@@ -45,11 +45,11 @@ template <class T> using BackendVector = std::vector<T, BackendAllocator<T>>;
 
 /// One buffer of the manifest's table (a sched.buffer).
 struct Buffer {
-  std::string name, lifetime;  ///< "persistent", "step" or "transient"
+  std::string name, lifetime; ///< "persistent", "step" or "transient"
   int64_t floats = 0;
-  float *place = nullptr;      ///< its bytes in the executable's arena, if it has one
-  float *data = nullptr;       ///< null while a transient buffer is freed
-  Floats owned;                ///< without an arena: the memory it allocated
+  float *place = nullptr; ///< its bytes in the executable's arena, if it has one
+  float *data = nullptr;  ///< null while a transient buffer is freed
+  Floats owned;           ///< without an arena: the memory it allocated
 
   /// Zeroed floats at `data` (at its place in the arena, or allocated); false if they
   /// cannot be had.
@@ -60,7 +60,7 @@ struct Buffer {
 } // namespace planrt
 
 struct planrt_step_ctx {
-  planrt_mesh *mesh = nullptr;  ///< null on one device
+  planrt_mesh *mesh = nullptr; ///< null on one device
   std::vector<planrt::Buffer> buffers;
   planrt_grad_fn grad = nullptr;
   planrt_sumsq_fn sumsq = nullptr;
@@ -88,7 +88,7 @@ struct planrt_step_ctx {
   /// first and the last stage respectively).
   int64_t activationIn = 0, activationOut = 0;
   planrt::BackendVector<int32_t> tokens, targets;
-  std::atomic<int64_t> step{0};  ///< read by the watchdog thread
+  std::atomic<int64_t> step{0}; ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
   planrt_status status = PLANRT_OK;
   std::string error;
@@ -105,11 +105,11 @@ struct planrt_step_ctx {
   struct Bucket {
     int64_t bucket;
     int32_t mask, buf;
-    int64_t offset, count;  ///< the all-reduce's range; the reduce-scatter's source offset and count per rank
+    int64_t offset, count; ///< the all-reduce's range; the reduce-scatter's source offset and count per rank
     int32_t reduce;
-    int32_t dst = -1;       ///< a reduce-scatter's destination (-1: an all-reduce)
+    int32_t dst = -1; ///< a reduce-scatter's destination (-1: an all-reduce)
     int64_t dstOffset = 0, begin = 0, size = 0;
-    planrt_request *request = nullptr;  ///< once started
+    planrt_request *request = nullptr; ///< once started
   };
   std::vector<Bucket> buckets;
   /// Starts bucket b's all-reduce (recording a failure).
@@ -121,7 +121,7 @@ struct planrt_step_ctx {
   /// next planc_grad call waits for them.
   struct Gather {
     int64_t bucket;
-    std::string what;  ///< for the watchdog
+    std::string what; ///< for the watchdog
     planrt_request *request;
   };
   std::vector<Gather> gathers;

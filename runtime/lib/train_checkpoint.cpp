@@ -79,8 +79,9 @@ planrt_status Trainer::prepareOutputs() {
       return s;
   if (!o.saveGrads.empty()) {
     if (m.sharded)
-      return fail(PLANRT_ERR_ARG, "--save-grads needs the whole gradient, which ZeRO stage %lld shards; "
-                                  "use a ZeRO-0 (DDP) or one-device build",
+      return fail(PLANRT_ERR_ARG,
+                  "--save-grads needs the whole gradient, which ZeRO stage %lld shards; "
+                  "use a ZeRO-0 (DDP) or one-device build",
                   (long long)m.zero);
     if (planrt_status s = probeWritable(parentOf(o.saveGrads), "directory of --save-grads"))
       return s;
@@ -153,20 +154,19 @@ planrt_status Trainer::resume() {
   std::vector<float> P(size_t(m.fullFloats), 0.0f), M(P), V(P);
   std::map<std::string, std::string> meta;
   if (sharded) {
-    std::vector<std::string> elsewhere;  // other pipeline stages' parameters
+    std::vector<std::string> elsewhere; // other pipeline stages' parameters
     for (const std::vector<Param> &stage : m.stageParams)
       for (const Param &p : stage)
         elsewhere.push_back(p.name);
-    if (planrt_status s =
-            planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta, elsewhere))
+    if (planrt_status s = planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta, elsewhere))
       return s;
   } else {
     planrt_st *st = nullptr;
     if (planrt_status s = planrt_st_open(file.c_str(), &st))
       return s;
     std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st, planrt_st_close);
-    for (const char *key : {"format", "step", "plan", "model", "loss_scale", "loss_scale_good_steps",
-                            "optimizer_steps"})
+    for (const char *key :
+         {"format", "step", "plan", "model", "loss_scale", "loss_scale_good_steps", "optimizer_steps"})
       if (const char *v = planrt_st_metadata(st, key))
         meta[key] = v;
     if (meta["format"] != "planc-ckpt-1")
@@ -210,8 +210,8 @@ planrt_status Trainer::resume() {
 }
 
 std::vector<std::string> Trainer::metadata(const char *format, int64_t step) const {
-  std::vector<std::string> meta{"format", format, "step", std::to_string(step), "plan", m.plan, "model", m.model,
-                                "seed", std::to_string(m.seed)};
+  std::vector<std::string> meta{"format", format,  "step", std::to_string(step),  "plan", m.plan,
+                                "model",  m.model, "seed", std::to_string(m.seed)};
   if (scaling()) {
     char scale[32], good[32], applied[32];
     std::snprintf(scale, sizeof scale, "%.9g", double(state[2]));
@@ -235,8 +235,7 @@ planrt_status Trainer::wholeModel(const float *P, const float *M, const float *V
   out.clear();
   if (m.pipeline <= 1) {
     for (const Param &p : m.params)
-      out.push_back({&p,
-                     {P + p.fullOffset, M ? M + p.fullOffset : nullptr, V ? V + p.fullOffset : nullptr}});
+      out.push_back({&p, {P + p.fullOffset, M ? M + p.fullOffset : nullptr, V ? V + p.fullOffset : nullptr}});
     return PLANRT_OK;
   }
   int64_t most = *std::max_element(m.stageFullFloats.begin(), m.stageFullFloats.end());
@@ -280,7 +279,8 @@ planrt_status Trainer::saveParams(const std::string &file, const char *format, c
   return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
 }
 
-std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep) const {
+std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> &whole,
+                                                 std::vector<std::string> &keep) const {
   std::vector<planrt_tensor> tensors;
   keep.clear();
   for (const WholeTensor &t : whole) {
@@ -334,8 +334,8 @@ planrt_status Trainer::checkpoint(int64_t s) {
       mine.expAvgSq[g] = piece(expAvgSq, g);
     }
     planrt::MeshPlace place{ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, m.stage, m.pipeline};
-    if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep),
-                                               place, mine, flatLayout(), meta))
+    if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep), place,
+                                               mine, flatLayout(), meta))
       return st;
     std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
   }

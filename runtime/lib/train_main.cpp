@@ -21,8 +21,7 @@
 namespace planrt::train {
 
 Trainer::Trainer(const Manifest &m, const Options &o, const Entries &e, planrt_mesh *mesh)
-    : m(m), o(o), e(e), end(o.steps ? *o.steps : m.steps),
-      progress(o.quiet, end, planrt_mesh_rank(mesh) > 0) {
+    : m(m), o(o), e(e), end(o.steps ? *o.steps : m.steps), progress(o.quiet, end, planrt_mesh_rank(mesh) > 0) {
   ctx.mesh = mesh;
   rank0 = planrt_mesh_rank(mesh) <= 0;
 }
@@ -74,12 +73,12 @@ int Trainer::run() {
     if (planrt_status st = step(s))
       return error(st);
   progress.clear();
-  std::string summary = "done · " + std::to_string(end - start) + " steps (to step " + std::to_string(end) +
-                        ") · final loss ";
+  std::string summary =
+      "done · " + std::to_string(end - start) + " steps (to step " + std::to_string(end) + ") · final loss ";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4f", lastLoss);
-  summary += std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) +
-             " tok/s";
+  summary +=
+      std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) + " tok/s";
   if (ctx.mesh) {
     char share[200];
     if (m.pipeline > 1)
@@ -89,7 +88,8 @@ int Trainer::run() {
                     (long long)m.dataParallel, (long long)m.tensorParallel, (long long)m.pipeline,
                     stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
     else if (tensorParallel())
-      std::snprintf(share, sizeof share, " (%lld data- × %lld tensor-parallel ranks; communication %.1f%% of step time)",
+      std::snprintf(share, sizeof share,
+                    " (%lld data- × %lld tensor-parallel ranks; communication %.1f%% of step time)",
                     (long long)m.dataParallel, (long long)m.tensorParallel,
                     stepSeconds > 0 ? 100.0 * stepComm / stepSeconds : 0.0);
     else
@@ -115,7 +115,7 @@ int Trainer::run() {
 
 int Trainer::error(planrt_status) {
   progress.clear();
-  if (rank0 || !agreed)  // a failure every rank has alike is reported once
+  if (rank0 || !agreed) // a failure every rank has alike is reported once
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
   std::fflush(stderr);
   // Peers blocked in a collective with this rank would wait for ever: stop the job —
@@ -211,16 +211,16 @@ planrt_status Trainer::openData() {
 
 planrt_status Trainer::allocateBuffers() {
   unsigned char *arena = nullptr;
-  if (m.arena && !(arena = static_cast<unsigned char *>(planrt_arena_reserve(uint64_t(m.rankStateBytes),
-                                                                             uint64_t(m.rankStepBytes)))))
-    return PLANRT_ERR_ARG;  // planrt_arena_reserve said why
+  if (m.arena && !(arena = static_cast<unsigned char *>(
+                       planrt_arena_reserve(uint64_t(m.rankStateBytes), uint64_t(m.rankStepBytes)))))
+    return PLANRT_ERR_ARG; // planrt_arena_reserve said why
   arenaReserved = arena != nullptr;
   for (const BufferSpec &b : m.buffers) {
     planrt::Buffer &buf = ctx.buffers.emplace_back();
     buf.name = b.name;
     buf.lifetime = b.lifetime;
     buf.floats = b.floats;
-    bool mine = b.stage < 0 || b.stage == m.stage;  // another pipeline stage's buffers stay unallocated
+    bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline stage's buffers stay unallocated
     if (mine && arena)
       buf.place = reinterpret_cast<float *>(arena + b.offset);
     if (mine && b.lifetime != "transient" && !buf.allocate())
@@ -276,8 +276,8 @@ planrt_status Trainer::evaluate(int64_t s) {
   for (int64_t b = 0; b < m.evalBatches; ++b) {
     uint64_t first = uint64_t((b * m.dataParallel + ctx.dataRank) * m.micro);
     for (int64_t i = 0; i < m.micro; ++i)
-      if (planrt_status st = planrt_data_window(val, first + uint64_t(i), m.seq, tokens + i * m.seq,
-                                                targets + i * m.seq)) {
+      if (planrt_status st =
+              planrt_data_window(val, first + uint64_t(i), m.seq, tokens + i * m.seq, targets + i * m.seq)) {
         e.release(&ctx);
         return st;
       }
@@ -288,7 +288,7 @@ planrt_status Trainer::evaluate(int64_t s) {
         return st;
       }
     } else {
-      planrt::BackendVector<float> out(1);  // written by generated code
+      planrt::BackendVector<float> out(1); // written by generated code
       e.eval(data(params), tokens, targets, out.data());
       loss = out[0];
     }
@@ -297,12 +297,12 @@ planrt_status Trainer::evaluate(int64_t s) {
   e.release(&ctx);
   if (ctx.status)
     return fail(ctx.status, "%s", ctx.error.c_str());
-  if (m.pipeline > 1) {  // the last stage computed the losses; the others add zero
+  if (m.pipeline > 1) { // the last stage computed the losses; the others add zero
     planrt::Waiting w(ctx, "all_reduce over the pipeline axis of the validation loss");
     if (planrt_status st = planrt_all_reduce(ctx.mesh, 1u << unsigned(m.pipelineAxis), &sum, 1, PLANRT_SUM))
       return st;
   }
-  if (ctx.mesh && m.dataParallel > 1) {  // tensor ranks computed the same loss
+  if (ctx.mesh && m.dataParallel > 1) { // tensor ranks computed the same loss
     planrt::Waiting w(ctx, "all_reduce of the validation loss");
     if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
       return st;
@@ -368,7 +368,7 @@ planrt_status Trainer::step(int64_t s) {
     // The step is logged (its loss as null) so the log shows where training diverged.
     if (log)
       planrt_log_step(log, uint64_t(s), loss, nan, nan, nan, comm, memPeak, planrt_mem_total_peak());
-    agreed = true;  // the loss is reduced over the data-parallel ranks
+    agreed = true; // the loss is reduced over the data-parallel ranks
     return fail(PLANRT_ERR_ARG, "step %lld: the loss is %s; stopping before anything is saved", (long long)s,
                 nonFinite(loss));
   }
@@ -391,7 +391,7 @@ planrt_status Trainer::step(int64_t s) {
   double tokensPerS = seconds > 0 ? double(tokensPerStep()) / seconds : nan;
   if (log)
     if (planrt_status st = planrt_log_step(log, uint64_t(s), loss, state[1], state[0], tokensPerS, comm, memPeak,
-                                                     planrt_mem_total_peak()))
+                                           planrt_mem_total_peak()))
       return st;
   if (scaling() && log && (skipped || state[2] != scaleBefore))
     if (planrt_status st = planrt_log_loss_scale(log, uint64_t(s), state[2], skipped))
@@ -411,9 +411,9 @@ planrt_status Trainer::step(int64_t s) {
                         "pass overflows fp16, whatever the scale; stopping before anything is saved",
                   (long long)s, double(state[2]));
   } else if (!std::isfinite(state[0])) {
-    agreed = true;  // the norm is reduced over the ranks
-    return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved",
-                (long long)s, nonFinite(state[0]));
+    agreed = true; // the norm is reduced over the ranks
+    return fail(PLANRT_ERR_ARG, "step %lld: the gradient norm is %s; stopping before anything is saved", (long long)s,
+                nonFinite(state[0]));
   }
   lastLoss = loss;
   int64_t done = s + 1;
@@ -505,6 +505,6 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
   std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
   std::fflush(stderr);
   if (mesh)
-    planrt_mesh_abort(mesh, kExitError);  // the other ranks would wait in a collective
+    planrt_mesh_abort(mesh, kExitError); // the other ranks would wait in a collective
   return kExitError;
 }

@@ -94,8 +94,8 @@ Param readParam(const json &pj, std::string where, const Manifest &m) {
   p.offset = integer(pj, key::offset, where, 0, kMaxFloats);
   p.count = integer(pj, key::count, where, 0, kMaxFloats);
   if (p.count != elements)
-    throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " +
-                    std::to_string(elements) + " elements"};
+    throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " + std::to_string(elements) +
+                    " elements"};
   if (p.offset + p.count > m.numFloats)
     throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past num_floats " +
                     std::to_string(m.numFloats)};
@@ -150,7 +150,8 @@ void readTrainShape(const json &train, Manifest &m) {
   m.seq = integer(train, key::seq, "train", 1, kMaxDim);
   m.accumulation = integer(train, key::accumulation, "train", 1, kMaxDim);
   m.dataParallel = integer(train, key::data_parallel, "train", 1, kMaxDim);
-  m.tensorParallel = train.contains(key::tensor_parallel) ? integer(train, key::tensor_parallel, "train", 1, kMaxDim) : 1;
+  m.tensorParallel =
+      train.contains(key::tensor_parallel) ? integer(train, key::tensor_parallel, "train", 1, kMaxDim) : 1;
   m.steps = integer(train, key::steps, "train", 0, kMaxSteps);
   m.seed = uint64_t(integer(train, key::seed, "train", 0, std::numeric_limits<int64_t>::max()));
   m.vocab = integer(train, key::vocab, "train", 1, kMaxDim);
@@ -207,14 +208,16 @@ void readMesh(const json &root, Manifest &m) {
     m.tensorAxis = int(it - m.axes.begin());
   }
   if (m.tensorParallel != (m.tensorAxis < 0 ? 1 : m.sizes[size_t(m.tensorAxis)]))
-    throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) + " is not the size of the tensor axis"};
+    throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) +
+                    " is not the size of the tensor axis"};
   if (m.pipelineAxis >= 0 && m.sizes[size_t(m.pipelineAxis)] != m.pipeline)
     throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stages for a pipeline axis of " +
                     std::to_string(m.sizes[size_t(m.pipelineAxis)])};
   if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel * m.pipeline)
     throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " × tensor_parallel " +
                     std::to_string(m.tensorParallel) + " × pipeline stages " + std::to_string(m.pipeline) +
-                    " is not the mesh's " + std::to_string(devices) + " devices over its data, tensor and pipeline axes"};
+                    " is not the mesh's " + std::to_string(devices) +
+                    " devices over its data, tensor and pipeline axes"};
 }
 
 /// Whole parameters lie one after another (tensor parallelism; else as the flat layout).
@@ -264,8 +267,8 @@ void readSchedule(const json &root, Manifest &m) {
     for (const BufferSpec &b : m.buffers)
       if ((b.name == name || b.name == m.master) && b.lifetime != "persistent")
         throw Malformed{"schedule buffer '" + b.name + "' must be persistent"};
-  int64_t piece = m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel
-                            : m.numFloats;
+  int64_t piece =
+      m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel : m.numFloats;
   if (floatsOf(m.bufferName("params")) != m.numFloats || floatsOf(m.bufferName("grads")) != m.numFloats ||
       floatsOf("state") != 8 || floatsOf(m.master) != piece || floatsOf(m.bufferName("exp_avg")) != piece ||
       floatsOf(m.bufferName("exp_avg_sq")) != piece)
@@ -302,7 +305,7 @@ void readMemory(const json &root, Manifest &m) {
   if (!root.contains(key::memory))
     return;
   const json &mem = root[key::memory];
-  const json &buffers = root[key::schedule][key::buffers];  // read by readSchedule
+  const json &buffers = root[key::schedule][key::buffers]; // read by readSchedule
   constexpr int64_t kMaxBytes = kMaxFloats * 4;
   m.arena = true;
   m.stateBytes = integer(mem, key::state_bytes, "memory", 0, kMaxBytes);
@@ -327,8 +330,8 @@ void readMemory(const json &root, Manifest &m) {
     int64_t limit = b.stage < 0 || b.stage == m.stage ? m.rankStateBytes : m.stateBytes;
     if (b.offset % 256 || b.offset + b.floats * 4 > limit)
       throw Malformed{where + ".offset " + std::to_string(b.offset) + " does not place its " +
-                      std::to_string(b.floats) + " floats at a 256-byte boundary inside the " +
-                      std::to_string(limit) + " bytes of the arena's state part"};
+                      std::to_string(b.floats) + " floats at a 256-byte boundary inside the " + std::to_string(limit) +
+                      " bytes of the arena's state part"};
   }
 }
 

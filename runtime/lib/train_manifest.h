@@ -21,7 +21,7 @@ struct Param {
   std::string name;
   std::vector<int64_t> shape;
   int64_t offset = 0, count = 0;
-  std::string init;  ///< "normal", "zeros" or "ones"
+  std::string init; ///< "normal", "zeros" or "ones"
   double std = 0;
   /// Tensor parallelism: dim `splitDim` of the full tensor is cut into `parts`, block
   /// by block (`blocks`: full extents, q/k/v of a packed projection), and this rank
@@ -57,19 +57,19 @@ struct Manifest {
   unsigned dataMask = 0;
   int64_t zero = 0;
   std::vector<BufferSpec> buffers;
-  std::string master;     ///< the buffer holding the f32 parameters the update writes
-  bool sharded = false;   ///< master and moments hold this rank's pieces only
+  std::string master;   ///< the buffer holding the f32 parameters the update writes
+  bool sharded = false; ///< master and moments hold this rank's pieces only
   int64_t batch = 0, micro = 0, seq = 0, accumulation = 0, dataParallel = 0, steps = 0, vocab = 0;
   int64_t tensorParallel = 1;
-  int tensorAxis = -1;     ///< the mesh axis of tensor parallelism, or -1
-  int64_t fullFloats = 0;  ///< floats of the whole parameters (Param::fullOffset)
+  int tensorAxis = -1;    ///< the mesh axis of tensor parallelism, or -1
+  int64_t fullFloats = 0; ///< floats of the whole parameters (Param::fullOffset)
   /// Pipeline parallelism: the stages (1 without), the axis, this rank's stage (whose
   /// parameters `params` lists), and every stage's parameter table.
   int64_t pipeline = 1, stage = 0;
   int pipelineAxis = -1;
   std::vector<std::vector<Param>> stageParams;
-  std::vector<int64_t> stageFullFloats;  ///< each stage's floats of whole parameters
-  int64_t activationIn = 0, activationOut = 0;  ///< floats received from and sent to the neighbours
+  std::vector<int64_t> stageFullFloats;        ///< each stage's floats of whole parameters
+  int64_t activationIn = 0, activationOut = 0; ///< floats received from and sent to the neighbours
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
   /// one of this rank's stage.
   std::string bufferName(const std::string &name) const {
@@ -80,13 +80,13 @@ struct Manifest {
   int64_t evalEvery = 0, evalBatches = 0;
   std::string checkpointDir;
   int64_t checkpointEvery = 0, checkpointKeep = 0;
-  std::string lossScaleKind = "none";  ///< "none", "dynamic" or "static" (fp16)
+  std::string lossScaleKind = "none"; ///< "none", "dynamic" or "static" (fp16)
   double lossScaleInit = 1;
   /// The executable's arena (the cuda targets' memory plan): the step program's buffers
   /// at their offsets in its first stateBytes, then stepBytes of step region.
   bool arena = false;
   int64_t stateBytes = 0, stepBytes = 0;
-  int64_t rankStateBytes = 0, rankStepBytes = 0;  ///< what this rank's pipeline stage needs of them
+  int64_t rankStateBytes = 0, rankStepBytes = 0; ///< what this rank's pipeline stage needs of them
 };
 
 /// Parses and checks the manifest, as pipeline stage `stage` reads it;

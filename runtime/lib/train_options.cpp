@@ -10,33 +10,44 @@ namespace planrt::train {
 
 namespace {
 
-const char kUsage[] =
-    "usage: %s [options]\n"
-    "Trains plan '%s' (model '%s'); docs/EXECUTABLES.md describes the run.\n"
-    "\n"
-    "  --steps N              run until step N (the plan's steps by default); the\n"
-    "                         learning-rate schedule stays the plan's\n"
-    "  --data PATTERN         training token files (repeatable; replaces the plan's)\n"
-    "  --val PATTERN          validation token files (repeatable; replaces the plan's)\n"
-    "  --log FILE             append one JSON line per step (and per evaluation) to FILE\n"
-    "  --init FILE            load the parameters from a safetensors file, by name\n"
-    "  --save-init FILE       write the parameters to FILE before the first step\n"
-    "  --resume DIR           continue from the newest checkpoint in DIR\n"
-    "  --checkpoint-dir DIR   write checkpoints to DIR (replaces the plan's)\n"
-    "  --checkpoint-every N   a checkpoint every N steps (replaces the plan's; 0: none)\n"
-    "  --save-grads FILE      write the accumulated gradient of the first step to FILE\n"
-    "  --export FILE          at the end, write one consolidated checkpoint (parameters\n"
-    "                         and optimizer state, Hugging Face names) to FILE\n"
-    "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
-    "                         it (default 300)\n"
-    "  --quiet                no progress or evaluation lines; errors and the final\n"
-    "                         line only\n"
-    "  --help                 this text\n"
-    "\n"
-    "Exit status: 0 done, 1 an error (named on stderr), 2 a bad command line.\n";
+const char kUsage[] = "usage: %s [options]\n"
+                      "Trains plan '%s' (model '%s'); docs/EXECUTABLES.md describes the run.\n"
+                      "\n"
+                      "  --steps N              run until step N (the plan's steps by default); the\n"
+                      "                         learning-rate schedule stays the plan's\n"
+                      "  --data PATTERN         training token files (repeatable; replaces the plan's)\n"
+                      "  --val PATTERN          validation token files (repeatable; replaces the plan's)\n"
+                      "  --log FILE             append one JSON line per step (and per evaluation) to FILE\n"
+                      "  --init FILE            load the parameters from a safetensors file, by name\n"
+                      "  --save-init FILE       write the parameters to FILE before the first step\n"
+                      "  --resume DIR           continue from the newest checkpoint in DIR\n"
+                      "  --checkpoint-dir DIR   write checkpoints to DIR (replaces the plan's)\n"
+                      "  --checkpoint-every N   a checkpoint every N steps (replaces the plan's; 0: none)\n"
+                      "  --save-grads FILE      write the accumulated gradient of the first step to FILE\n"
+                      "  --export FILE          at the end, write one consolidated checkpoint (parameters\n"
+                      "                         and optimizer state, Hugging Face names) to FILE\n"
+                      "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
+                      "                         it (default 300)\n"
+                      "  --quiet                no progress or evaluation lines; errors and the final\n"
+                      "                         line only\n"
+                      "  --help                 this text\n"
+                      "\n"
+                      "Exit status: 0 done, 1 an error (named on stderr), 2 a bad command line.\n";
 
 enum class Arg {
-  Steps, Data, Val, Log, Init, SaveInit, Resume, CheckpointDir, CheckpointEvery, SaveGrads, Export, CommTimeout, Quiet,
+  Steps,
+  Data,
+  Val,
+  Log,
+  Init,
+  SaveInit,
+  Resume,
+  CheckpointDir,
+  CheckpointEvery,
+  SaveGrads,
+  Export,
+  CommTimeout,
+  Quiet,
   Help
 };
 
@@ -114,15 +125,33 @@ int parseOptions(int argc, char **argv, Options &o) {
       (flag->arg == Arg::Steps ? o.steps : o.checkpointEvery) = n;
       break;
     }
-    case Arg::Data: o.data.push_back(value); break;
-    case Arg::Val: o.val.push_back(value); break;
-    case Arg::Log: o.log = value; break;
-    case Arg::Init: o.init = value; break;
-    case Arg::SaveInit: o.saveInit = value; break;
-    case Arg::Resume: o.resume = value; break;
-    case Arg::CheckpointDir: o.checkpointDir = value; break;
-    case Arg::SaveGrads: o.saveGrads = value; break;
-    case Arg::Export: o.exportFile = value; break;
+    case Arg::Data:
+      o.data.push_back(value);
+      break;
+    case Arg::Val:
+      o.val.push_back(value);
+      break;
+    case Arg::Log:
+      o.log = value;
+      break;
+    case Arg::Init:
+      o.init = value;
+      break;
+    case Arg::SaveInit:
+      o.saveInit = value;
+      break;
+    case Arg::Resume:
+      o.resume = value;
+      break;
+    case Arg::CheckpointDir:
+      o.checkpointDir = value;
+      break;
+    case Arg::SaveGrads:
+      o.saveGrads = value;
+      break;
+    case Arg::Export:
+      o.exportFile = value;
+      break;
     case Arg::CommTimeout: {
       std::optional<int64_t> n = count(value);
       if (!n || *n < 1)
@@ -130,8 +159,12 @@ int parseOptions(int argc, char **argv, Options &o) {
       o.commTimeout = double(*n);
       break;
     }
-    case Arg::Quiet: o.quiet = true; break;
-    case Arg::Help: o.help = true; break;
+    case Arg::Quiet:
+      o.quiet = true;
+      break;
+    case Arg::Help:
+      o.help = true;
+      break;
     }
   }
   if (!o.init.empty() && !o.resume.empty())

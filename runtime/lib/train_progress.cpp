@@ -53,8 +53,8 @@ void Progress::step(int64_t done, double loss, double tokensPerS, double eta) {
     return;
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld · loss %.4f · %s tok/s · ETA %s", (long long)done,
-                (long long)end, loss, rate(tokensPerS).c_str(), duration(eta).c_str());
+  std::snprintf(buf, sizeof buf, "step %lld/%lld · loss %.4f · %s tok/s · ETA %s", (long long)done, (long long)end,
+                loss, rate(tokensPerS).c_str(), duration(eta).c_str());
   if (tty) {
     std::fprintf(stderr, "\r\033[K%s", buf);
     drawn = true;

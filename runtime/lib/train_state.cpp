@@ -27,8 +27,8 @@ planrt_status Trainer::toWhole(const std::vector<float> &local, std::vector<floa
   std::vector<float> all(size_t(m.numFloats * m.tensorParallel));
   {
     planrt::Waiting w(ctx, "all_gather over the tensor axis of the whole parameters");
-    if (planrt_status s = planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), local.data(), m.numFloats,
-                                            all.data()))
+    if (planrt_status s =
+            planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), local.data(), m.numFloats, all.data()))
       return s;
   }
   whole.assign(size_t(m.fullFloats), 0.0f);

@@ -27,7 +27,7 @@ struct Entries {
   planrt_eval_fn eval;
   planrt_step_fn step;
   planrt_program_fn gather, release;
-  void *const *stages;  ///< pipeline: per stage forward, backward, update
+  void *const *stages; ///< pipeline: per stage forward, backward, update
   int64_t nstages;
 };
 
@@ -104,16 +104,11 @@ private:
   // ---- Tensor parallelism: this rank's pieces of whole parameters (train_state.cpp).
 
   bool tensorParallel() const { return m.tensorParallel > 1; }
-  int64_t tensorCoord() const {
-    return m.tensorAxis >= 0 && ctx.mesh ? planrt_mesh_coord(ctx.mesh, m.tensorAxis) : 0;
-  }
+  int64_t tensorCoord() const { return m.tensorAxis >= 0 && ctx.mesh ? planrt_mesh_coord(ctx.mesh, m.tensorAxis) : 0; }
 
   /// f(local, whole, n) for each run of n contiguous elements that tensor rank c holds
   /// of parameter p (planrt::forEachRun).
-  template <typename F>
-  static void runs(const Param &p, int64_t c, F f) {
-    planrt::forEachRun(pieceOf(p), c, f);
-  }
+  template <typename F> static void runs(const Param &p, int64_t c, F f) { planrt::forEachRun(pieceOf(p), c, f); }
   /// This rank's piece of p, as the checkpoint layout describes it.
   static planrt::FlatParam pieceOf(const Param &p) {
     planrt::FlatParam out{p.name, p.offset, p.count};
@@ -211,7 +206,7 @@ private:
   int64_t start = 0, end, lastStep = 0;
   Progress progress;
   bool rank0 = true;
-  bool agreed = false;  ///< the failure being reported happens on every rank alike
+  bool agreed = false; ///< the failure being reported happens on every rank alike
   planrt_step_ctx ctx;
   std::unique_ptr<planrt::Watchdog> watchdog;
   planrt_data *train = nullptr, *val = nullptr;
@@ -219,10 +214,10 @@ private:
   std::string checkpointDir, lastCheckpoint;
   int64_t checkpointEvery = 0;
   int params = -1, grads = -1, master = -1, expAvg = -1, expAvgSq = -1, stateId = -1;
-  float *state = nullptr;          ///< the step state of planrt.h (the "state" buffer)
-  std::vector<std::string> names;  ///< exp_avg and exp_avg_sq names, two per parameter
+  float *state = nullptr;         ///< the step state of planrt.h (the "state" buffer)
+  std::vector<std::string> names; ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;
-  uint64_t maxMemPeak = 0;  ///< the most bytes the generated code held in a step
+  uint64_t maxMemPeak = 0; ///< the most bytes the generated code held in a step
 };
 
 } // namespace planrt::train

@@ -10,8 +10,10 @@ bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
 // Is there a blank line (only whitespace) starting at the newline at i?
 bool blankLineAfter(std::string_view t, size_t i) {
   for (size_t k = i + 1; k < t.size(); ++k) {
-    if (t[k] == '\n') return true;
-    if (!isSpace(t[k])) return false;
+    if (t[k] == '\n')
+      return true;
+    if (!isSpace(t[k]))
+      return false;
   }
   return false;
 }
@@ -20,10 +22,13 @@ std::vector<Span> tokens(std::string_view t) {
   std::vector<Span> out;
   size_t i = 0, n = t.size();
   while (i < n) {
-    while (i < n && isSpace(t[i])) ++i;
-    if (i == n) break;
+    while (i < n && isSpace(t[i]))
+      ++i;
+    if (i == n)
+      break;
     size_t b = i;
-    while (i < n && !isSpace(t[i])) ++i;
+    while (i < n && !isSpace(t[i]))
+      ++i;
     out.push_back({b, i});
   }
   return out;
@@ -36,14 +41,17 @@ std::vector<Span> sentences(std::string_view t) {
   std::vector<Span> out;
   size_t i = 0, n = t.size();
   while (i < n) {
-    while (i < n && isSpace(t[i])) ++i;
-    if (i == n) break;
+    while (i < n && isSpace(t[i]))
+      ++i;
+    if (i == n)
+      break;
     size_t b = i, end = n;
     for (; i < n; ++i) {
       char c = t[i];
       if (c == '.' || c == '!' || c == '?') {
         size_t k = i + 1;
-        while (k < n && (t[k] == '"' || t[k] == '\'' || t[k] == ')' || t[k] == ']')) ++k;
+        while (k < n && (t[k] == '"' || t[k] == '\'' || t[k] == ')' || t[k] == ']'))
+          ++k;
         if (k == n || isSpace(t[k])) {
           end = k;
           i = k;
@@ -54,8 +62,10 @@ std::vector<Span> sentences(std::string_view t) {
         break;
       }
     }
-    if (i >= n) i = n;
-    while (end > b && isSpace(t[end - 1])) --end;
+    if (i >= n)
+      i = n;
+    while (end > b && isSpace(t[end - 1]))
+      --end;
     out.push_back({b, end});
   }
   return out;
@@ -66,12 +76,16 @@ std::vector<Span> paragraphs(std::string_view t) {
   std::vector<Span> out;
   size_t i = 0, n = t.size();
   while (i < n) {
-    while (i < n && isSpace(t[i])) ++i;
-    if (i == n) break;
+    while (i < n && isSpace(t[i]))
+      ++i;
+    if (i == n)
+      break;
     size_t b = i;
-    while (i < n && !(t[i] == '\n' && blankLineAfter(t, i))) ++i;
+    while (i < n && !(t[i] == '\n' && blankLineAfter(t, i)))
+      ++i;
     size_t end = i;
-    while (end > b && isSpace(t[end - 1])) --end;
+    while (end > b && isSpace(t[end - 1]))
+      --end;
     out.push_back({b, end});
   }
   return out;
@@ -92,12 +106,14 @@ std::vector<Span> chunkUnits(planrt_chunk_kind kind, std::string_view text) {
 
 std::vector<Span> chunkText(planrt_chunk_kind kind, std::string_view text, int64_t size, int64_t overlap) {
   std::vector<Span> units = chunkUnits(kind, text), out;
-  if (size <= 0 || overlap < 0 || overlap >= size) return out; // checkConfig refuses these
+  if (size <= 0 || overlap < 0 || overlap >= size)
+    return out; // checkConfig refuses these
   size_t step = size_t(size - overlap);
   for (size_t i = 0; i < units.size(); i += step) {
     size_t j = std::min(units.size(), i + size_t(size));
     out.push_back({units[i].begin, units[j - 1].end});
-    if (j == units.size()) break;
+    if (j == units.size())
+      break;
   }
   return out;
 }

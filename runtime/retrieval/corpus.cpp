@@ -22,15 +22,18 @@ std::vector<std::string> splitSegments(const std::string &pattern) {
   size_t i = 0;
   while (i <= pattern.size()) {
     size_t j = pattern.find('/', i);
-    if (j == std::string::npos) j = pattern.size();
-    if (j > i) segs.push_back(pattern.substr(i, j - i));
+    if (j == std::string::npos)
+      j = pattern.size();
+    if (j > i)
+      segs.push_back(pattern.substr(i, j - i));
     i = j + 1;
   }
   return segs;
 }
 
 std::string joinName(const std::string &dir, const std::string &name) {
-  if (dir.empty()) return name;
+  if (dir.empty())
+    return name;
   return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
@@ -41,21 +44,25 @@ void walk(const std::vector<std::string> &segs, size_t k, const std::string &sho
           std::set<std::string> &out) {
   struct stat st;
   if (k == segs.size()) {
-    if (::stat(real.c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.insert(shown);
+    if (::stat(real.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      out.insert(shown);
     return;
   }
   const std::string &seg = segs[k];
   if (seg == "**") {
     walk(segs, k + 1, shown, real, out); // zero directories
     DIR *d = ::opendir(real.c_str());
-    if (!d) return;
+    if (!d)
+      return;
     std::vector<std::string> names;
     while (dirent *e = ::readdir(d))
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
+      if (e->d_name[0] != '.')
+        names.push_back(e->d_name);
     ::closedir(d);
     for (const auto &name : names) {
       std::string r = joinName(real, name);
-      if (::lstat(r.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) walk(segs, k, joinName(shown, name), r, out);
+      if (::lstat(r.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        walk(segs, k, joinName(shown, name), r, out);
     }
     return;
   }
@@ -66,15 +73,19 @@ void walk(const std::vector<std::string> &segs, size_t k, const std::string &sho
     return;
   }
   DIR *d = ::opendir(real.c_str());
-  if (!d) return;
+  if (!d)
+    return;
   std::vector<std::string> names;
   while (dirent *e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    if (::fnmatch(seg.c_str(), name.c_str(), FNM_PERIOD) == 0) names.push_back(name);
+    if (name == "." || name == "..")
+      continue;
+    if (::fnmatch(seg.c_str(), name.c_str(), FNM_PERIOD) == 0)
+      names.push_back(name);
   }
   ::closedir(d);
-  for (const auto &name : names) walk(segs, k + 1, joinName(shown, name), joinName(real, name), out);
+  for (const auto &name : names)
+    walk(segs, k + 1, joinName(shown, name), joinName(real, name), out);
 }
 
 } // namespace
@@ -83,7 +94,8 @@ planrt_status expandGlobs(const std::vector<std::string> &patterns, const std::s
                           std::vector<std::string> &files) {
   std::set<std::string> found;
   for (const auto &pattern : patterns) {
-    if (pattern.empty()) return fail(PLANRT_ERR_ARG, "an empty corpus pattern");
+    if (pattern.empty())
+      return fail(PLANRT_ERR_ARG, "an empty corpus pattern");
     bool absolute = pattern[0] == '/';
     std::string root = absolute ? "/" : resolvePath(base, ".");
     walk(splitSegments(pattern), 0, absolute ? "/" : "", root, found);
@@ -94,20 +106,25 @@ planrt_status expandGlobs(const std::vector<std::string> &patterns, const std::s
 
 planrt_status readManifest(const std::string &path, std::map<std::string, std::string> &entries) {
   std::string text;
-  if (planrt_status s = readFile(path, text)) return s;
+  if (planrt_status s = readFile(path, text))
+    return s;
   std::string dir = dirName(path);
   size_t lineNo = 0, i = 0;
   while (i < text.size()) {
     size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
+    if (j == std::string::npos)
+      j = text.size();
     std::string line = text.substr(i, j - i);
     i = j + 1;
     ++lineNo;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.empty() || line[0] == '#')
+      continue;
     // "<64 hex><space><space or '*'><path>", as sha256sum writes it.
     bool ok = line.size() > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*');
-    for (size_t k = 0; ok && k < 64; ++k) ok = std::isxdigit(static_cast<unsigned char>(line[k]));
+    for (size_t k = 0; ok && k < 64; ++k)
+      ok = std::isxdigit(static_cast<unsigned char>(line[k]));
     if (!ok)
       return fail(PLANRT_ERR_FORMAT, "%s:%zu: not a sha256sum line (\"<64 hex digits>  <path>\")", path.c_str(),
                   lineNo);
@@ -126,23 +143,27 @@ planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceF
   std::string base = cfg.base_dir ? cfg.base_dir : "";
   std::vector<std::string> patterns(cfg.corpus, cfg.corpus + cfg.corpus_count);
   std::vector<std::string> names;
-  if (planrt_status s = expandGlobs(patterns, base, names)) return s;
+  if (planrt_status s = expandGlobs(patterns, base, names))
+    return s;
   if (names.empty()) {
     std::string list;
-    for (const auto &p : patterns) list += (list.empty() ? "" : ", ") + p;
+    for (const auto &p : patterns)
+      list += (list.empty() ? "" : ", ") + p;
     return fail(PLANRT_ERR_ARG, "empty corpus: no file matches %s", list.c_str());
   }
   std::map<std::string, std::string> manifest;
   std::string manifestPath;
   if (cfg.manifest && *cfg.manifest) {
     manifestPath = resolvePath(base, cfg.manifest);
-    if (planrt_status s = readManifest(manifestPath, manifest)) return s;
+    if (planrt_status s = readManifest(manifestPath, manifest))
+      return s;
   }
   uint64_t limit = cfg.max_file_bytes ? cfg.max_file_bytes : (16u << 20);
   std::vector<std::string> refused;
   files.clear();
   for (size_t n = 0; n < names.size(); ++n) {
-    if (progress) std::fprintf(stderr, "\rplanrt: reading %zu/%zu files", n + 1, names.size());
+    if (progress)
+      std::fprintf(stderr, "\rplanrt: reading %zu/%zu files", n + 1, names.size());
     SourceFile f;
     f.name = names[n];
     f.path = resolvePath(base, f.name);
@@ -190,11 +211,14 @@ planrt_status loadCorpus(const planrt_retrieval_config &cfg, std::vector<SourceF
     }
     files.push_back(std::move(f));
   }
-  if (progress) std::fprintf(stderr, "\r\033[K");
+  if (progress)
+    std::fprintf(stderr, "\r\033[K");
   if (!refused.empty()) {
     std::string list;
-    for (size_t k = 0; k < refused.size() && k < 12; ++k) list += "\n  " + refused[k];
-    if (refused.size() > 12) list += "\n  and " + std::to_string(refused.size() - 12) + " more";
+    for (size_t k = 0; k < refused.size() && k < 12; ++k)
+      list += "\n  " + refused[k];
+    if (refused.size() > 12)
+      list += "\n  and " + std::to_string(refused.size() - 12) + " more";
     return fail(PLANRT_ERR_FORMAT, "%zu of %zu corpus files refused; nothing was ingested:%s", refused.size(),
                 names.size(), list.c_str());
   }

@@ -42,7 +42,8 @@ std::vector<std::string> embedWords(std::string_view text) {
       cur.clear();
     }
   }
-  if (!cur.empty()) words.push_back(std::move(cur));
+  if (!cur.empty())
+    words.push_back(std::move(cur));
   return words;
 }
 
@@ -52,12 +53,15 @@ void embedHashing(std::string_view text, int64_t dim, float *out) {
   for (size_t i = 0; i < words.size(); ++i) {
     add(words[i], dim, acc);
     // A bigram is "w1 w2": the space keeps it apart from every unigram.
-    if (i + 1 < words.size()) add(words[i] + " " + words[i + 1], dim, acc);
+    if (i + 1 < words.size())
+      add(words[i] + " " + words[i + 1], dim, acc);
   }
   double norm = 0;
-  for (double v : acc) norm += v * v;
+  for (double v : acc)
+    norm += v * v;
   norm = std::sqrt(norm);
-  for (int64_t i = 0; i < dim; ++i) out[i] = norm > 0 ? float(acc[size_t(i)] / norm) : 0.0f;
+  for (int64_t i = 0; i < dim; ++i)
+    out[i] = norm > 0 ? float(acc[size_t(i)] / norm) : 0.0f;
 }
 
 } // namespace planrt::rag
@@ -71,7 +75,8 @@ public:
   int64_t dim() const override { return d; }
   std::string describe() const override { return "hashing(" + std::to_string(d) + ")"; }
   bool embed(std::string_view text, float *out) override {
-    if (embedWords(text).empty()) return false;
+    if (embedWords(text).empty())
+      return false;
     embedHashing(text, d, out);
     return true;
   }
@@ -83,7 +88,8 @@ private:
 } // namespace
 
 planrt_status openEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out) {
-  if (cfg.embed == PLANRT_EMBED_MODEL) return openModelEmbedder(cfg, out);
+  if (cfg.embed == PLANRT_EMBED_MODEL)
+    return openModelEmbedder(cfg, out);
   out = std::make_unique<HashingEmbedder>(cfg.embed_dim);
   return PLANRT_OK;
 }

@@ -19,12 +19,15 @@ uint32_t decode(std::string_view s, size_t i, size_t &len) {
   auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   unsigned c = b(i);
   len = 1;
-  if (c < 0x80) return c;
+  if (c < 0x80)
+    return c;
   size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-  if (!n || i + n > s.size()) return 0xFFFD;
+  if (!n || i + n > s.size())
+    return 0xFFFD;
   uint32_t cp = c & (0x7F >> n);
   for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0xFFFD;
+    if ((b(i + k) & 0xC0) != 0x80)
+      return 0xFFFD;
     cp = (cp << 6) | (b(i + k) & 0x3F);
   }
   len = n;
@@ -65,24 +68,34 @@ bool combining(uint32_t cp) { return (cp >= 0x0300 && cp <= 0x036F) || (cp >= 0x
 // with diacritics, and the Cyrillic and Greek letters that look like Latin ones.
 char foldToAscii(uint32_t cp) {
   auto lower = [](uint32_t c) { return char(c >= 'A' && c <= 'Z' ? c + 32 : c); };
-  if (cp >= 0xFF01 && cp <= 0xFF5E) return lower(cp - 0xFEE0); // fullwidth
-  if (cp >= 0x1D400 && cp <= 0x1D6A3) {                        // mathematical letters
+  if (cp >= 0xFF01 && cp <= 0xFF5E)
+    return lower(cp - 0xFEE0);          // fullwidth
+  if (cp >= 0x1D400 && cp <= 0x1D6A3) { // mathematical letters
     uint32_t k = (cp - 0x1D400) % 52;
     return char(k < 26 ? 'a' + k : 'a' + (k - 26));
   }
-  if (cp >= 0x1D7CE && cp <= 0x1D7FF) return char('0' + (cp - 0x1D7CE) % 10); // mathematical digits
-  if (cp >= 0x24B6 && cp <= 0x24CF) return char('a' + (cp - 0x24B6));         // circled
-  if (cp >= 0x24D0 && cp <= 0x24E9) return char('a' + (cp - 0x24D0));
-  if (cp >= 0x249C && cp <= 0x24B5) return char('a' + (cp - 0x249C));    // parenthesised
-  if (cp >= 0x1F130 && cp <= 0x1F149) return char('a' + (cp - 0x1F130)); // squared
-  if (cp >= 0x1F150 && cp <= 0x1F169) return char('a' + (cp - 0x1F150)); // negative circled
-  if (cp >= 0x1F170 && cp <= 0x1F189) return char('a' + (cp - 0x1F170)); // negative squared
-  if (cp >= 0x1F1E6 && cp <= 0x1F1FF) return char('a' + (cp - 0x1F1E6)); // regional indicators
+  if (cp >= 0x1D7CE && cp <= 0x1D7FF)
+    return char('0' + (cp - 0x1D7CE) % 10); // mathematical digits
+  if (cp >= 0x24B6 && cp <= 0x24CF)
+    return char('a' + (cp - 0x24B6)); // circled
+  if (cp >= 0x24D0 && cp <= 0x24E9)
+    return char('a' + (cp - 0x24D0));
+  if (cp >= 0x249C && cp <= 0x24B5)
+    return char('a' + (cp - 0x249C)); // parenthesised
+  if (cp >= 0x1F130 && cp <= 0x1F149)
+    return char('a' + (cp - 0x1F130)); // squared
+  if (cp >= 0x1F150 && cp <= 0x1F169)
+    return char('a' + (cp - 0x1F150)); // negative circled
+  if (cp >= 0x1F170 && cp <= 0x1F189)
+    return char('a' + (cp - 0x1F170)); // negative squared
+  if (cp >= 0x1F1E6 && cp <= 0x1F1FF)
+    return char('a' + (cp - 0x1F1E6)); // regional indicators
   static const std::unordered_map<uint32_t, char> table = [] {
     std::unordered_map<uint32_t, char> t;
     // Latin-1 and Latin Extended-A letters with diacritics.
     const char *latin1 = "aaaaaaaceeeeiiiidnooooo/ouuuuyts";
-    for (uint32_t c = 0xC0; c <= 0xDF; ++c) t[c] = latin1[c - 0xC0], t[c + 0x20] = latin1[c - 0xC0];
+    for (uint32_t c = 0xC0; c <= 0xDF; ++c)
+      t[c] = latin1[c - 0xC0], t[c + 0x20] = latin1[c - 0xC0];
     t[0xD7] = 0, t[0xF7] = 0, t[0xFF] = 'y';
     // Latin Extended-A, U+0100..U+017F, in runs of one base letter.
     const std::pair<char, int> extA[] = {{'a', 6}, {'c', 8},  {'d', 4},  {'e', 10}, {'g', 8}, {'h', 4}, {'i', 12},
@@ -90,7 +103,8 @@ char foldToAscii(uint32_t cp) {
                                          {'t', 6}, {'u', 12}, {'w', 2},  {'y', 3},  {'z', 6}, {'s', 1}};
     uint32_t c = 0x100;
     for (auto [letter, count] : extA)
-      for (int k = 0; k < count; ++k) t[c++] = letter;
+      for (int k = 0; k < count; ++k)
+        t[c++] = letter;
     // Cyrillic (upper and lower case) and Greek letters that look like Latin ones.
     const std::pair<uint32_t, char> look[] = {
         {0x430, 'a'},   {0x410, 'a'},   {0x432, 'b'},  {0x412, 'b'},  {0x435, 'e'},  {0x415, 'e'},  {0x451, 'e'},
@@ -109,7 +123,8 @@ char foldToAscii(uint32_t cp) {
         {0x2018, '\''}, {0x2019, '\''}, {0x201C, '"'}, {0x201D, '"'}, {0x2024, '.'}, {0x3002, '.'}, {0xFF0E, '.'},
         {0x2044, '/'},  {0x2215, '/'},  {0x02D0, ':'}, {0x2236, ':'}, {0xFF1A, ':'}, {0x00A0, ' '}, {0x2000, ' '},
         {0x2002, ' '},  {0x2003, ' '},  {0x2009, ' '}, {0x200A, ' '}, {0x202F, ' '}, {0x205F, ' '}, {0x3000, ' '}};
-    for (auto [c, a] : look) t[c] = a;
+    for (auto [c, a] : look)
+      t[c] = a;
     return t;
   }();
   auto it = table.find(cp);
@@ -119,9 +134,12 @@ char foldToAscii(uint32_t cp) {
 // Lowercases Cyrillic and Greek capitals that the fold leaves alone, so that
 // words of other languages meet the lexicon in one case.
 uint32_t lowerOther(uint32_t cp) {
-  if (cp >= 0x410 && cp <= 0x42F) return cp + 0x20;
-  if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
-  if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) return cp + 0x20;
+  if (cp >= 0x410 && cp <= 0x42F)
+    return cp + 0x20;
+  if (cp >= 0x400 && cp <= 0x40F)
+    return cp + 0x50;
+  if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
+    return cp + 0x20;
   return cp;
 }
 
@@ -149,7 +167,8 @@ Norm normalise(std::string_view text) {
     uint32_t cp = decode(text, i, len);
     if (tagChar(cp)) {
       // "ASCII smuggling": tag characters spell ASCII that renders as nothing.
-      if (cp >= 0xE0020 && cp <= 0xE007E) put(char(std::tolower(int(cp - 0xE0000))), i, i + len, true);
+      if (cp >= 0xE0020 && cp <= 0xE007E)
+        put(char(std::tolower(int(cp - 0xE0000))), i, i + len, true);
       if (n.hidden.empty() || n.hidden.back().end != i || std::strcmp(n.hidden.back().kind, "hidden-text") != 0)
         n.hidden.push_back({uint32_t(i), uint32_t(i + len), "hidden-text", 0.9});
       else
@@ -177,7 +196,8 @@ Norm normalise(std::string_view text) {
     } else {
       std::string u;
       encode(lowerOther(cp), u);
-      for (char c : u) put(c, i, i + len, false);
+      for (char c : u)
+        put(c, i, i + len, false);
     }
     i += len;
   }
@@ -233,7 +253,8 @@ std::string skeleton(const std::string &w, bool &changed) {
       }
       changed |= m != c;
     }
-    if (m == 'l') m = 'i';
+    if (m == 'l')
+      m = 'i';
     out += m;
   }
   return out;
@@ -377,18 +398,23 @@ uint32_t lookup(const std::string &s) {
     auto it = lex.find(k);
     return it == lex.end() ? 0u : it->second;
   };
-  if (uint32_t c = get(s)) return c;
+  if (uint32_t c = get(s))
+    return c;
   auto ends = [&](const char *suf) {
     size_t n = std::strlen(suf);
     return s.size() > n + 2 && s.compare(s.size() - n, n, suf) == 0;
   };
   for (const char *suf : {"ing", "ed", "es", "s", "d"}) {
-    if (!ends(suf)) continue;
+    if (!ends(suf))
+      continue;
     std::string stem = s.substr(0, s.size() - std::strlen(suf));
-    if (uint32_t c = get(stem)) return c;
-    if (uint32_t c = get(stem + "e")) return c;
+    if (uint32_t c = get(stem))
+      return c;
+    if (uint32_t c = get(stem + "e"))
+      return c;
     if (std::strcmp(suf, "es") == 0 && stem.back() == 'i')
-      if (uint32_t c = get(stem.substr(0, stem.size() - 1) + "y")) return c; // policies
+      if (uint32_t c = get(stem.substr(0, stem.size() - 1) + "y"))
+        return c; // policies
   }
   return 0;
 }
@@ -414,7 +440,8 @@ std::vector<std::pair<size_t, size_t>> segment(const std::string &s, bool strict
       ++i;
     }
   }
-  if (strict && covered * 5 < s.size() * 4) out.clear();
+  if (strict && covered * 5 < s.size() * 4)
+    out.clear();
   return out;
 }
 
@@ -429,23 +456,31 @@ std::vector<Word> words(const Norm &n) {
       continue;
     }
     size_t j = i;
-    while (j < n.s.size() && wordByte(n.s[j])) ++j;
+    while (j < n.s.size() && wordByte(n.s[j]))
+      ++j;
     size_t a = i, z = j; // trim symbols off the ends ("now!" is "now")
-    while (a < z && std::strchr("@$|!", n.s[a])) ++a;
-    while (z > a && std::strchr("@$|!", n.s[z - 1])) --z;
-    if (a < z) raw.push_back({a, z});
+    while (a < z && std::strchr("@$|!", n.s[a]))
+      ++a;
+    while (z > a && std::strchr("@$|!", n.s[z - 1]))
+      --z;
+    if (a < z)
+      raw.push_back({a, z});
     i = j;
   }
   auto isLineStart = [&](size_t from) {
     for (size_t k = from; k-- > 0;) {
-      if (n.s[k] == '\n') return true;
-      if (std::strchr(".!?", n.s[k])) return k + 1 < from && n.s[k + 1] == ' ';
-      if (!std::strchr(" \t>#*-_[(|<", n.s[k])) return false;
+      if (n.s[k] == '\n')
+        return true;
+      if (std::strchr(".!?", n.s[k]))
+        return k + 1 < from && n.s[k + 1] == ' ';
+      if (!std::strchr(" \t>#*-_[(|<", n.s[k]))
+        return false;
     }
     return true;
   };
   auto nextChar = [&](size_t to) {
-    while (to < n.s.size() && (n.s[to] == ' ' || n.s[to] == '\t')) ++to;
+    while (to < n.s.size() && (n.s[to] == ' ' || n.s[to] == '\t'))
+      ++to;
     return to < n.s.size() ? n.s[to] : '\0';
   };
   std::vector<Word> out;
@@ -456,7 +491,8 @@ std::vector<Word> words(const Norm &n) {
     w.b = n.b[from];
     w.e = n.e[to - 1];
     w.obfuscated = obf || changed;
-    for (size_t k = from; k < to; ++k) w.obfuscated |= n.folded[k] != 0;
+    for (size_t k = from; k < to; ++k)
+      w.obfuscated |= n.folded[k] != 0;
     w.cls = lookup(w.s);
     w.lineStart = isLineStart(from);
     w.next = nextChar(to);
@@ -466,7 +502,8 @@ std::vector<Word> words(const Norm &n) {
   auto single = [&](size_t k) {
     const Raw &r = raw[k];
     unsigned char c = static_cast<unsigned char>(n.s[r.from]);
-    if (r.to - r.from == 1) return std::isalpha(c) != 0;
+    if (r.to - r.from == 1)
+      return std::isalpha(c) != 0;
     size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
     return len == r.to - r.from;
   };
@@ -488,7 +525,8 @@ std::vector<Word> words(const Norm &n) {
       if (maxGap > minGap) {
         size_t start = r;
         for (size_t k = r + 1; k <= q; ++k)
-          if (k == q || raw[k].from - raw[k - 1].to > minGap) groups.push_back({start, k}), start = k;
+          if (k == q || raw[k].from - raw[k - 1].to > minGap)
+            groups.push_back({start, k}), start = k;
       } else {
         groups.push_back({r, q});
       }
@@ -496,7 +534,8 @@ std::vector<Word> words(const Norm &n) {
         std::string joined;
         std::vector<size_t> at; // n.s offset of each byte of joined
         for (size_t k = g0; k < g1; ++k)
-          for (size_t c = raw[k].from; c < raw[k].to; ++c) joined += n.s[c], at.push_back(c);
+          for (size_t c = raw[k].from; c < raw[k].to; ++c)
+            joined += n.s[c], at.push_back(c);
         bool changed;
         std::string sk = skeleton(joined, changed);
         std::vector<std::pair<size_t, size_t>> parts;
@@ -504,7 +543,8 @@ std::vector<Word> words(const Norm &n) {
           parts.push_back({0, sk.size()});
         else
           parts = segment(sk, /*strict=*/false);
-        if (maxGap > minGap && parts.empty()) parts.push_back({0, sk.size()});
+        if (maxGap > minGap && parts.empty())
+          parts.push_back({0, sk.size()});
         for (auto [off, len] : parts) {
           Word w;
           w.s = sk.substr(off, len);
@@ -527,7 +567,8 @@ std::vector<Word> words(const Norm &n) {
     if (len >= 10 && !lookup(sk)) {
       auto parts = segment(sk, /*strict=*/true);
       if (parts.size() >= 2) {
-        for (auto [off, l] : parts) emit(raw[r].from + off, raw[r].from + off + l, true);
+        for (auto [off, l] : parts)
+          emit(raw[r].from + off, raw[r].from + off + l, true);
         ++r;
         continue;
       }
@@ -555,8 +596,10 @@ size_t afterNeg(const std::vector<Word> &w, size_t i) { return i + 1 < w.size() 
 // `through` (or any word if through is 0); w.size() if none.
 size_t find(const std::vector<Word> &w, size_t i, size_t window, uint32_t cls, uint32_t through = 0) {
   for (size_t k = i + 1; k < w.size() && k <= i + window; ++k) {
-    if (w[k].cls & cls) return k;
-    if (through && !(w[k].cls & through)) return w.size();
+    if (w[k].cls & cls)
+      return k;
+    if (through && !(w[k].cls & through))
+      return w.size();
   }
   return w.size();
 }
@@ -566,14 +609,17 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
   // Words are compared in skeleton form (l and i are one letter): is(i, "cancel")
   // matches "cancel", "cance1" and "CANCEL".
   auto is = [&](size_t i, const char *s) {
-    if (i >= n || w[i].s.size() != std::strlen(s)) return false;
+    if (i >= n || w[i].s.size() != std::strlen(s))
+      return false;
     for (size_t k = 0; s[k]; ++k)
-      if (w[i].s[k] != (s[k] == 'l' ? 'i' : s[k])) return false;
+      if (w[i].s[k] != (s[k] == 'l' ? 'i' : s[k]))
+        return false;
     return true;
   };
   auto near = [&](size_t i, uint32_t bytes) { // a URL or e-mail address within `bytes` of word i
     for (uint32_t u : urls)
-      if (u + bytes >= w[i].b && u <= w[i].e + bytes) return true;
+      if (u + bytes >= w[i].b && u <= w[i].e + bytes)
+        return true;
     return false;
   };
   for (size_t i = 0; i < n; ++i) {
@@ -581,7 +627,8 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
     // "forget what you were told", "disregard the above."
     // Multi-word override verbs: "pay no attention to", "set aside", "put aside", "throw away".
     size_t phraseEnd = i;
-    if (is(i, "pay") && is(i + 1, "no") && is(i + 2, "attention")) phraseEnd = i + 2;
+    if (is(i, "pay") && is(i + 1, "no") && is(i + 2, "attention"))
+      phraseEnd = i + 2;
     if ((is(i, "set") || is(i, "put") || is(i, "throw")) && (is(i + 1, "aside") || is(i + 1, "away")))
       phraseEnd = i + 1;
     bool verb = has(w, i, kOverride) || phraseEnd > i ||
@@ -596,7 +643,8 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
         bool strong = w[t].cls & kTarget;
         bool scoped = find(w, i, 4, kScope) <= t || find(w, t, 4, kScope) < n;
         double sc = strong ? 0.8 : 0.5;
-        if (scoped) sc += strong ? 0.15 : 0.2;
+        if (scoped)
+          sc += strong ? 0.15 : 0.2;
         out.push_back({i, t, "override", sc});
       } else if (size_t k = find(w, i, 5, kTold); k < n && find(w, i, 3, kYou) < k) {
         out.push_back({i, k, "override", 0.75});
@@ -604,7 +652,8 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
                  !is(i, "reset") && !is(i, "cancel")) { // weak verbs ("skip the above.") are ordinary text
         out.push_back({i, s, "override", 0.55});        // "ignore the above."
       }
-      if (out.size() > before) out.back().first = v;
+      if (out.size() > before)
+        out.back().first = v;
       i = v;
     }
     // Orders revoked in the passive: "the instructions you received are outdated
@@ -676,8 +725,10 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       out.push_back({i, i + 2, "persona", find(w, i + 2, 4, kPersona | kAi | kAssistant) < n ? 0.8 : 0.45});
     if (is(i, "from") && is(i + 1, "now") && is(i + 2, "on"))
       out.push_back({i, i + 2, "persona", find(w, i + 2, 3, kYou) < n ? 0.6 : 0.4});
-    if (has(w, i, kPersona)) out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : 0.55});
-    if (is(i, "developer") && is(i + 1, "mode")) out.push_back({i, i + 1, "persona", 0.45});
+    if (has(w, i, kPersona))
+      out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : 0.55});
+    if (is(i, "developer") && is(i + 1, "mode"))
+      out.push_back({i, i + 1, "persona", 0.45});
     if ((is(i, "act") || is(i, "behave")) && (is(i + 1, "as") || is(i + 1, "like")) && i > 0 &&
         has(w, i - 1, kYou | kNow))
       out.push_back({i - 1, i + 1, "persona", 0.55});
@@ -701,21 +752,24 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
         if (k != i && has(w, k, kSecret | kSecretWeak)) {
           s = k;
           strong = w[k].cls & kSecret;
-          if (strong) break;
+          if (strong)
+            break;
         }
       bool send = has(w, i, kSend);
       if (p < n && has(w, i, kReveal | kSend)) {
         out.push_back({i, p, "exfiltration", 0.85});
       } else if (s < n) {
         double sc = send ? (strong ? 0.7 : 0.35) : (strong ? 0.4 : 0.2);
-        if (near(i, 200)) sc += 0.35;
+        if (near(i, 200))
+          sc += 0.35;
         out.push_back({std::min(i, s), std::max(i, s), "exfiltration", sc});
       }
     }
     // Secrecy: "do not mention this to the user", "never reveal that you were told".
     if (has(w, i, kNeg) && has(w, afterNeg(w, i), kOutput | kReveal)) {
       size_t u = find(w, afterNeg(w, i), 5, kUser | kTarget | kTold);
-      if (u < n) out.push_back({i, u, "secrecy", 0.6});
+      if (u < n)
+        out.push_back({i, u, "secrecy", 0.6});
     }
     if (is(i, "keep") && find(w, i, 3, kTarget | kTask) < n && find(w, i, 4, kSecretWeak | kSecret) < n)
       out.push_back({i, find(w, i, 4, kSecretWeak | kSecret), "secrecy", 0.6});
@@ -725,7 +779,8 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
     // Second person with a standing order: "you must always respond…".
     if (has(w, i, kYou) && has(w, i + 1, kModal)) {
       size_t o = find(w, i + 1, 3, kOutput | kReveal);
-      if (o < n && find(w, i, 6, kNow) < n) out.push_back({i, o, "addressed-imperative", 0.55});
+      if (o < n && find(w, i, 6, kNow) < n)
+        out.push_back({i, o, "addressed-imperative", 0.55});
     }
   }
 }
@@ -786,13 +841,17 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
       if (m.lineStart) { // at a line's start ("<!-- system:" too) or a sentence's
         bool ok = true;
         for (size_t k = at; ok && k-- > 0 && n.s[k] != '\n';) {
-          if (std::strchr(".!?", n.s[k]) && k + 1 < at && n.s[k + 1] == ' ') break;
-          if (!std::strchr(" \t>*-_#|<![(", n.s[k])) ok = false;
+          if (std::strchr(".!?", n.s[k]) && k + 1 < at && n.s[k + 1] == ' ')
+            break;
+          if (!std::strchr(" \t>*-_#|<![(", n.s[k]))
+            ok = false;
         }
-        if (!ok) continue;
+        if (!ok)
+          continue;
       }
       bool obf = false;
-      for (size_t k = at; k < at + len; ++k) obf |= n.folded[k] != 0;
+      for (size_t k = at; k < at + len; ++k)
+        obf |= n.folded[k] != 0;
       out.push_back({{n.b[at], n.e[at + len - 1], "role-marker", m.score}, obf});
     }
   }
@@ -813,7 +872,8 @@ void markerFeatures(const Norm &n, std::vector<std::pair<Flag, bool>> &out) {
   for (size_t at = n.s.find("]("); at != std::string::npos; at = n.s.find("](", at + 1)) {
     size_t close = n.s.find(')', at);
     std::string url = n.s.substr(at + 2, close == std::string::npos ? 200 : std::min<size_t>(close - at - 2, 400));
-    if (url.rfind("http", 0) != 0 || url.find('?') == std::string::npos) continue;
+    if (url.rfind("http", 0) != 0 || url.find('?') == std::string::npos)
+      continue;
     bool image = at > 0 && n.s.rfind("![", at) != std::string::npos && at - n.s.rfind("![", at) < 200;
     bool data = url.find("{") != std::string::npos || url.find("data=") != std::string::npos ||
                 url.find("secret") != std::string::npos || url.find("prompt") != std::string::npos ||
@@ -854,7 +914,8 @@ std::vector<std::pair<uint32_t, uint32_t>> hiddenRegions(const Norm &n) {
 std::vector<uint32_t> urlStarts(const Norm &n) {
   std::vector<uint32_t> out;
   for (const char *p : {"http://", "https://", "www."})
-    for (size_t at = n.s.find(p); at != std::string::npos; at = n.s.find(p, at + 1)) out.push_back(n.b[at]);
+    for (size_t at = n.s.find(p); at != std::string::npos; at = n.s.find(p, at + 1))
+      out.push_back(n.b[at]);
   for (size_t at = n.s.find('@'); at != std::string::npos; at = n.s.find('@', at + 1))
     if (at > 0 && std::isalnum(static_cast<unsigned char>(n.s[at - 1])) && at + 1 < n.s.size() &&
         std::isalnum(static_cast<unsigned char>(n.s[at + 1])) && n.s.find('.', at) < n.s.find_first_of(" \n", at))
@@ -866,15 +927,19 @@ std::vector<uint32_t> urlStarts(const Norm &n) {
 // hidden from a reader, but not from a model that decodes them.
 std::vector<std::pair<Flag, std::string>> base64Runs(std::string_view text) {
   auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
     return c == '+' || c == '-' ? 62 : c == '/' || c == '_' ? 63 : -1;
   };
   std::vector<std::pair<Flag, std::string>> out;
   for (size_t i = 0; i < text.size();) {
     size_t j = i;
-    while (j < text.size() && value(text[j]) >= 0) ++j;
+    while (j < text.size() && value(text[j]) >= 0)
+      ++j;
     if (j - i >= 24) {
       std::string dec;
       uint32_t acc = 0;
@@ -882,11 +947,14 @@ std::vector<std::pair<Flag, std::string>> base64Runs(std::string_view text) {
       for (size_t k = i; k < j; ++k) {
         acc = (acc << 6) | uint32_t(value(text[k]));
         bits += 6;
-        if (bits >= 8) bits -= 8, dec += char((acc >> bits) & 0xFF);
+        if (bits >= 8)
+          bits -= 8, dec += char((acc >> bits) & 0xFF);
       }
       size_t printable = 0;
-      for (char c : dec) printable += (c >= 0x20 && c < 0x7F) || c == '\n';
-      if (printable * 10 >= dec.size() * 9) out.push_back({{uint32_t(i), uint32_t(j), "encoded", 0}, dec});
+      for (char c : dec)
+        printable += (c >= 0x20 && c < 0x7F) || c == '\n';
+      if (printable * 10 >= dec.size() * 9)
+        out.push_back({{uint32_t(i), uint32_t(j), "encoded", 0}, dec});
     }
     i = j == i ? i + 1 : j;
   }
@@ -896,7 +964,8 @@ std::vector<std::pair<Flag, std::string>> base64Runs(std::string_view text) {
 } // namespace
 
 std::vector<Flag> guardScan(std::string_view text) {
-  if (text.empty()) return {};
+  if (text.empty())
+    return {};
   Norm n = normalise(text);
   std::vector<Word> w = words(n);
   std::vector<Finding> found;
@@ -904,17 +973,21 @@ std::vector<Flag> guardScan(std::string_view text) {
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;
-    for (size_t k = f.first; k <= f.last; ++k) obf |= w[k].obfuscated;
+    for (size_t k = f.first; k <= f.last; ++k)
+      obf |= w[k].obfuscated;
     spans.push_back({{w[f.first].b, w[f.last].e, f.kind, f.score}, obf});
   }
   markerFeatures(n, spans);
   for (auto &[run, decoded] : base64Runs(text)) {
     double score = 0;
-    for (const Flag &f : guardScan(decoded)) score = std::max(score, f.score);
-    if (score > 0) spans.push_back({{run.begin, run.end, "encoded", score}, true});
+    for (const Flag &f : guardScan(decoded))
+      score = std::max(score, f.score);
+    if (score > 0)
+      spans.push_back({{run.begin, run.end, "encoded", score}, true});
   }
   auto regions = hiddenRegions(n);
-  for (const Flag &h : n.hidden) spans.push_back({h, false});
+  for (const Flag &h : n.hidden)
+    spans.push_back({h, false});
 
   // Findings that overlap or nearly touch (within 40 bytes) form one flag. Its
   // score is the noisy-or over kinds of each kind's strongest finding (several
@@ -934,7 +1007,8 @@ std::vector<Flag> guardScan(std::string_view text) {
       cur.end = std::max(cur.end, f.end);
       obf |= spans[j].second;
       hiddenText |= std::strcmp(f.kind, "hidden-text") == 0;
-      if (f.score > best) best = f.score, cur.kind = f.kind;
+      if (f.score > best)
+        best = f.score, cur.kind = f.kind;
       auto k =
           std::find_if(kinds.begin(), kinds.end(), [&](const auto &e) { return std::strcmp(e.first, f.kind) == 0; });
       if (k == kinds.end())
@@ -943,14 +1017,17 @@ std::vector<Flag> guardScan(std::string_view text) {
         k->second = std::max(k->second, f.score);
     }
     double keep = 1;
-    for (const auto &k : kinds) keep *= 1 - k.second;
+    for (const auto &k : kinds)
+      keep *= 1 - k.second;
     double score = 1 - keep;
     bool inHidden = false;
-    for (auto [b, e] : regions) inHidden |= cur.begin < e && b < cur.end;
+    for (auto [b, e] : regions)
+      inHidden |= cur.begin < e && b < cur.end;
     if ((obf || inHidden || hiddenText) && score >= 0.3 && std::strcmp(cur.kind, "hidden-text") != 0)
       score = 1 - (1 - score) * 0.5;
     cur.score = std::min(score, 0.999);
-    if (cur.score >= 0.5) out.push_back(cur);
+    if (cur.score >= 0.5)
+      out.push_back(cur);
     i = j;
   }
   return out;
@@ -961,7 +1038,8 @@ std::string guardQuote(std::string_view text, const std::vector<Flag> &flags) {
   size_t f = 0;
   bool open = false;
   for (size_t i = 0; i < text.size();) {
-    while (open && f < flags.size() && i >= flags[f].end) out += "⟦/flagged⟧", open = false, ++f;
+    while (open && f < flags.size() && i >= flags[f].end)
+      out += "⟦/flagged⟧", open = false, ++f;
     if (!open && f < flags.size() && i >= flags[f].begin)
       out += std::string("⟦flagged:") + flags[f].kind + "⟧", open = true;
     size_t len;
@@ -978,7 +1056,8 @@ std::string guardQuote(std::string_view text, const std::vector<Flag> &flags) {
     }
     i += len;
   }
-  if (open) out += "⟦/flagged⟧";
+  if (open)
+    out += "⟦/flagged⟧";
   return out;
 }
 
@@ -994,7 +1073,8 @@ std::vector<Flag> hitFlags(const planrt_hit &hit) {
 using namespace planrt::rag;
 
 size_t planrt_guard_scan(const char *text, size_t len, planrt_guard_flag *flags, size_t cap) {
-  if (!text) return 0;
+  if (!text)
+    return 0;
   std::vector<Flag> found = guardScan(std::string_view(text, len));
   for (size_t i = 0; i < found.size() && i < cap; ++i)
     flags[i] = {found[i].begin, found[i].end, found[i].kind, found[i].score};

@@ -50,7 +50,8 @@ const char *modeName(planrt_search_kind m) {
 int ingest(const planrt_retrieval_config &cfg, bool quiet) {
   auto t0 = std::chrono::steady_clock::now();
   planrt_ingest_report r{};
-  if (planrt_retrieval_ingest(&cfg, !quiet && ::isatty(2), &r) != PLANRT_OK) return failed();
+  if (planrt_retrieval_ingest(&cfg, !quiet && ::isatty(2), &r) != PLANRT_OK)
+    return failed();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("ingested %llu files (%llu added, %llu changed, %llu unchanged, %llu removed): %llu chunks "
               "(%llu embedded, %llu reused), %.2f MB read in %.2f s; store %s\n",
@@ -64,7 +65,8 @@ int ingest(const planrt_retrieval_config &cfg, bool quiet) {
 int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k, bool asJson, planrt_search_kind mode,
           planrt_fusion fusion) {
   planrt_retriever *r = nullptr;
-  if (planrt_retriever_open(&cfg, &r) != PLANRT_OK) return failed();
+  if (planrt_retriever_open(&cfg, &r) != PLANRT_OK)
+    return failed();
   const planrt_hit *hits;
   size_t count;
   planrt_status s = planrt_retriever_query(r, text.c_str(), k, mode, fusion, &hits, &count);
@@ -100,8 +102,10 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
                   {"end", h.end},
                   {"sha256", h.sha256},
                   {"text", std::string(h.text, h.text_len)}};
-      if (h.fused_rank) res["rerank"] = {{"fused_rank", h.fused_rank}, {"score", h.rerank_score}};
-      if (guarded) res["flags"] = flags;
+      if (h.fused_rank)
+        res["rerank"] = {{"fused_rank", h.fused_rank}, {"score", h.rerank_score}};
+      if (guarded)
+        res["flags"] = flags;
       out["results"].push_back(res);
     }
     std::printf("%s\n", out.dump(1, ' ', false, json::error_handler_t::replace).c_str());
@@ -112,7 +116,8 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
                   (unsigned long long)h.begin, (unsigned long long)h.end, h.sha256, h.score,
                   h.vector_rank ? ("#" + std::to_string(h.vector_rank)).c_str() : "-",
                   h.keyword_rank ? ("#" + std::to_string(h.keyword_rank)).c_str() : "-");
-      if (h.fused_rank) std::printf(", re-ranked from #%d, log-likelihood %.4f", h.fused_rank, h.rerank_score);
+      if (h.fused_rank)
+        std::printf(", re-ranked from #%d, log-likelihood %.4f", h.fused_rank, h.rerank_score);
       std::printf(")\n");
       if (guarded) {
         std::vector<Flag> flags = hitFlags(h);
@@ -123,7 +128,8 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
         std::printf("%.*s\n", int(h.text_len), h.text);
       }
     }
-    if (count == 0) std::printf("no results\n");
+    if (count == 0)
+      std::printf("no results\n");
   }
   planrt_retriever_close(r);
   return 0;
@@ -158,8 +164,10 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
       return ingest(cfg, quiet);
     }
     if (cmd == "verify") {
-      if (argc > 2) return bad(std::string("verify: unknown argument '") + argv[2] + "'");
-      if (planrt_retrieval_verify(&cfg) != PLANRT_OK) return failed();
+      if (argc > 2)
+        return bad(std::string("verify: unknown argument '") + argv[2] + "'");
+      if (planrt_retrieval_verify(&cfg) != PLANRT_OK)
+        return failed();
       std::printf("store %s: ok (graph %s)\n", storePath(cfg).c_str(), cfg.graph);
       return 0;
     }
@@ -179,7 +187,8 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
           const char *v = value("--k");
           char *end = nullptr;
           long long n = v ? std::strtoll(v, &end, 10) : 0;
-          if (!v || *end || n < 1 || n > 100000) return bad("--k needs a count in [1, 100000]");
+          if (!v || *end || n < 1 || n > 100000)
+            return bad("--k needs a count in [1, 100000]");
           k = n;
         } else if (a == "--mode") {
           const char *v = value("--mode");
@@ -212,7 +221,8 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
           return bad("query takes one TEXT (quote it)");
         }
       }
-      if (!haveText) return bad("query needs a TEXT");
+      if (!haveText)
+        return bad("query needs a TEXT");
       return query(run, text, k, asJson, mode, fusion);
     }
   } catch (const std::exception &e) {

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,7 +37,7 @@ int choice(const json &o, const char *key, std::initializer_list<const char *> n
 /// A configuration and the strings it borrows.
 struct Config {
   planrt_retrieval_config cfg{};
-  std::deque<std::string> strings;  // push_back keeps earlier elements in place
+  std::deque<std::string> strings; // push_back keeps earlier elements in place
   std::vector<const char *> corpus;
 };
 
@@ -111,7 +111,7 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
 
 extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest,
                                               const planrt_retrieval_models *models) {
-  static Config config;  // borrowed for the whole run
+  static Config config; // borrowed for the whole run
   if (!parseConfig(manifest, models, config)) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
@@ -141,10 +141,16 @@ extern "C" int planrt_retrieval_ground(const char *manifest, const planrt_retrie
   for (size_t i = 0; i < count; ++i) {
     json flags = json::array();
     for (size_t f = 0; f < hits[i].flag_count; ++f)
-      flags.push_back({{"begin", hits[i].flags[f].begin}, {"end", hits[i].flags[f].end},
-                       {"kind", hits[i].flags[f].kind}, {"score", hits[i].flags[f].score}});
-    docs.push_back({{"file", hits[i].file}, {"begin", hits[i].begin}, {"end", hits[i].end},
-                    {"sha256", hits[i].sha256}, {"score", hits[i].score}, {"flags", flags}});
+      flags.push_back({{"begin", hits[i].flags[f].begin},
+                       {"end", hits[i].flags[f].end},
+                       {"kind", hits[i].flags[f].kind},
+                       {"score", hits[i].flags[f].score}});
+    docs.push_back({{"file", hits[i].file},
+                    {"begin", hits[i].begin},
+                    {"end", hits[i].end},
+                    {"sha256", hits[i].sha256},
+                    {"score", hits[i].score},
+                    {"flags", flags}});
     if (hits[i].fused_rank)
       docs.back()["rerank"] = {{"fused_rank", hits[i].fused_rank}, {"score", hits[i].rerank_score}};
   }
@@ -155,7 +161,7 @@ extern "C" int planrt_retrieval_ground(const char *manifest, const planrt_retrie
       return PLANRT_ERR_ARG;
     text = p;
     std::free(p);
-  } else {  // guard = off: the documents, then the question, as plain text
+  } else { // guard = off: the documents, then the question, as plain text
     for (size_t i = 0; i < count; ++i)
       text += std::string(hits[i].text, hits[i].text_len) + "\n\n";
     text += std::string(instructions) + "\n" + question + "\n";

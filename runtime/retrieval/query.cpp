@@ -31,7 +31,8 @@ std::vector<Fused> fuse(const std::vector<Scored> &vec, const std::vector<Scored
   side(kw, wk, false);
   std::vector<Fused> out;
   out.reserve(byId.size());
-  for (auto &[id, f] : byId) out.push_back(f);
+  for (auto &[id, f] : byId)
+    out.push_back(f);
   std::sort(out.begin(), out.end(),
             [](const Fused &a, const Fused &b) { return a.score != b.score ? a.score > b.score : a.id < b.id; });
   return out;
@@ -50,13 +51,16 @@ struct planrt_retriever {
 };
 
 planrt_status planrt_retriever_open(const planrt_retrieval_config *cfg, planrt_retriever **out) {
-  if (!cfg || !out) return planrt::fail(PLANRT_ERR_ARG, "planrt_retriever_open: null argument");
+  if (!cfg || !out)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retriever_open: null argument");
   *out = nullptr;
   try {
     auto r = std::make_unique<planrt_retriever>();
     r->cfg = *cfg;
-    if (planrt_status s = openStore(*cfg, &r->store)) return s;
-    if (planrt_status s = openReranker(*cfg, r->reranker)) return s;
+    if (planrt_status s = openStore(*cfg, &r->store))
+      return s;
+    if (planrt_status s = openReranker(*cfg, r->reranker))
+      return s;
     *out = r.release();
     return PLANRT_OK;
   } catch (const std::exception &e) {
@@ -68,13 +72,16 @@ void planrt_retriever_close(planrt_retriever *r) { delete r; }
 
 planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int64_t k, planrt_search_kind mode,
                                      planrt_fusion fusion, const planrt_hit **hits, size_t *count) {
-  if (!r || !text || !hits || !count) return planrt::fail(PLANRT_ERR_ARG, "planrt_retriever_query: null argument");
-  if (k < 0) return planrt::fail(PLANRT_ERR_ARG, "--k %lld: must be positive", (long long)k);
+  if (!r || !text || !hits || !count)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retriever_query: null argument");
+  if (k < 0)
+    return planrt::fail(PLANRT_ERR_ARG, "--k %lld: must be positive", (long long)k);
   *hits = nullptr;
   *count = 0;
   const planrt_retrieval_config &cfg = r->cfg;
   Store &st = r->store;
-  if (k == 0) k = r->reranker ? cfg.rerank_top : cfg.top;
+  if (k == 0)
+    k = r->reranker ? cfg.rerank_top : cfg.top;
   // Each side contributes its best max(top, k) candidates.
   int64_t depth = std::min<int64_t>(std::max<int64_t>(cfg.top, k), int64_t(st.chunks.size()));
   std::vector<Scored> vec, kw;
@@ -105,7 +112,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
       Xapian::MSet mset = enquire.get_mset(0, Xapian::doccount(depth));
       for (auto it = mset.begin(); it != mset.end(); ++it) {
         int64_t id = std::stoll(it.get_document().get_data());
-        if (id >= 0 && size_t(id) < st.chunks.size()) kw.push_back({id, it.get_weight()});
+        if (id >= 0 && size_t(id) < st.chunks.size())
+          kw.push_back({id, it.get_weight()});
       }
     }
   } catch (const Xapian::Error &e) {
@@ -120,7 +128,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
   // (ties: the fused order).
   std::vector<std::pair<int, double>> reranked(fused.size()); // fused rank, re-ranker's score
   if (r->reranker) {
-    if (fused.size() > size_t(depth)) fused.resize(size_t(depth));
+    if (fused.size() > size_t(depth))
+      fused.resize(size_t(depth));
     std::vector<size_t> order(fused.size());
     for (size_t i = 0; i < fused.size(); ++i) {
       order[i] = i;
@@ -138,7 +147,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
     fused.swap(f2);
     reranked.swap(r2);
   }
-  if (fused.size() > size_t(k)) fused.resize(size_t(k));
+  if (fused.size() > size_t(k))
+    fused.resize(size_t(k));
   r->hits.clear();
   r->flags.clear();
   r->flags.resize(fused.size());
@@ -146,7 +156,8 @@ planrt_status planrt_retriever_query(planrt_retriever *r, const char *text, int6
     const Fused &f = fused[i];
     const Chunk &c = st.chunks[size_t(f.id)];
     if (cfg.guard == PLANRT_GUARD_QUARANTINE)
-      for (const Flag &fl : guardScan(c.text)) r->flags[i].push_back({fl.begin, fl.end, fl.kind, fl.score});
+      for (const Flag &fl : guardScan(c.text))
+        r->flags[i].push_back({fl.begin, fl.end, fl.kind, fl.score});
     planrt_hit h{};
     h.chunk = f.id;
     // One side alone reports its own score, not a normalised one.

@@ -46,7 +46,8 @@ const char *chunkName(planrt_chunk_kind k) {
 // "docs.plan:12: retrieval docs: " for errors in the declaration itself.
 std::string where(const planrt_retrieval_config &cfg) {
   std::string w;
-  if (cfg.plan_file && *cfg.plan_file) w = std::string(cfg.plan_file) + ":" + std::to_string(cfg.plan_line) + ": ";
+  if (cfg.plan_file && *cfg.plan_file)
+    w = std::string(cfg.plan_file) + ":" + std::to_string(cfg.plan_line) + ": ";
   return w + "retrieval " + (cfg.graph ? cfg.graph : "?") + ": ";
 }
 
@@ -54,7 +55,8 @@ std::string where(const planrt_retrieval_config &cfg) {
 std::string faissMessage(const std::exception &e) {
   std::string w = e.what();
   size_t at = w.find(".cpp:");
-  if (at != std::string::npos && (at = w.find(": ", at)) != std::string::npos) return w.substr(at + 2);
+  if (at != std::string::npos && (at = w.find(": ", at)) != std::string::npos)
+    return w.substr(at + 2);
   return w;
 }
 
@@ -75,18 +77,21 @@ planrt_status makeIndex(const planrt_retrieval_config &cfg, std::unique_ptr<fais
 // Every regular file under dir, as paths relative to it, sorted.
 void listFiles(const std::string &dir, const std::string &rel, std::vector<std::string> &out) {
   DIR *d = ::opendir((rel.empty() ? dir : dir + "/" + rel).c_str());
-  if (!d) return;
+  if (!d)
+    return;
   std::vector<std::string> names;
   while (dirent *e = ::readdir(d)) {
     std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
+    if (n != "." && n != "..")
+      names.push_back(n);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
   for (const auto &n : names) {
     std::string r = rel.empty() ? n : rel + "/" + n;
     struct stat st;
-    if (::lstat((dir + "/" + r).c_str(), &st) != 0) continue;
+    if (::lstat((dir + "/" + r).c_str(), &st) != 0)
+      continue;
     if (S_ISDIR(st.st_mode))
       listFiles(dir, r, out);
     else
@@ -115,7 +120,8 @@ planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::s
   if (uint64_t(st.st_size) > kMaxManifestBytes)
     return fail(PLANRT_ERR_FORMAT, "%s: %lld bytes, too large for a store manifest", path.c_str(),
                 (long long)st.st_size);
-  if (planrt_status s = readFile(path, text)) return s;
+  if (planrt_status s = readFile(path, text))
+    return s;
   m = json::parse(text, nullptr, false);
   if (m.is_discarded() || !m.is_object())
     return fail(PLANRT_ERR_FORMAT,
@@ -160,16 +166,19 @@ planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &k
       return fail(PLANRT_ERR_FORMAT, "%s/%s: a malformed entry in the store manifest", dir.c_str(), name.c_str());
     if (!isFile(path))
       return fail(PLANRT_ERR_FORMAT, "%s: missing from the store: the store is corrupt; run ingest", path.c_str());
-    if (planrt_status s = readFile(path, data)) return s;
+    if (planrt_status s = readFile(path, data))
+      return s;
     if (sha256Hex(data) != hash.get<std::string>())
       return fail(PLANRT_ERR_FORMAT,
                   "%s: sha256 differs from the store manifest: the store is corrupt or was modified; "
                   "refusing to load it (run ingest to rebuild)",
                   path.c_str());
-    if (name == kChunks || name == kSources || name == kVectors || name == kIndex) keep[name] = std::move(data);
+    if (name == kChunks || name == kSources || name == kVectors || name == kIndex)
+      keep[name] = std::move(data);
   }
   for (const char *name : {kChunks, kSources, kVectors, kIndex})
-    if (!keep.count(name)) return fail(PLANRT_ERR_FORMAT, "%s/%s: missing from the store manifest", dir.c_str(), name);
+    if (!keep.count(name))
+      return fail(PLANRT_ERR_FORMAT, "%s/%s: missing from the store manifest", dir.c_str(), name);
   for (const auto &name : present)
     if (name != kManifest && !listed.count(name))
       return fail(PLANRT_ERR_FORMAT, "%s/%s: a file the store manifest does not list: the store was modified",
@@ -183,8 +192,10 @@ template <typename F> planrt_status forEachJsonLine(const std::string &text, F f
   size_t i = 0, line = 0;
   while (i < text.size()) {
     size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
-    if (planrt_status s = f(json::parse(text.substr(i, j - i), nullptr, false), ++line)) return s;
+    if (j == std::string::npos)
+      j = text.size();
+    if (planrt_status s = f(json::parse(text.substr(i, j - i), nullptr, false), ++line))
+      return s;
     i = j + 1;
   }
   return PLANRT_OK;
@@ -196,7 +207,8 @@ planrt_status parseChunks(const std::string &dir, const std::string &text, std::
   return forEachJsonLine(text, [&](const json &c, size_t line) {
     Chunk ch;
     try {
-      if (c.is_discarded() || c.at("id").get<uint64_t>() != chunks.size()) throw std::runtime_error("");
+      if (c.is_discarded() || c.at("id").get<uint64_t>() != chunks.size())
+        throw std::runtime_error("");
       ch.file = c.at("file");
       ch.begin = c.at("begin");
       ch.end = c.at("end");
@@ -232,7 +244,8 @@ struct Built {
 
 planrt_status writeIndex(const planrt_retrieval_config &cfg, const Built &b, const std::string &path) {
   std::unique_ptr<faiss::Index> index;
-  if (planrt_status s = makeIndex(cfg, index)) return s;
+  if (planrt_status s = makeIndex(cfg, index))
+    return s;
   faiss::Index::idx_t n = faiss::Index::idx_t(b.chunks.size());
   try {
     if (!index->is_trained) {
@@ -278,7 +291,8 @@ planrt_status writeKeyword(const Built &b, const std::string &path) {
 // Writes every part into `tmp`, then the manifest over them.
 planrt_status writeStore(const planrt_retrieval_config &cfg, const std::string &fingerprint, const Built &b,
                          const std::string &tmp) {
-  if (planrt_status s = makeDirs(tmp)) return s;
+  if (planrt_status s = makeDirs(tmp))
+    return s;
   std::string chunks, sources;
   for (size_t i = 0; i < b.chunks.size(); ++i) {
     const Chunk &c = b.chunks[i];
@@ -287,31 +301,40 @@ planrt_status writeStore(const planrt_retrieval_config &cfg, const std::string &
             .dump() +
         "\n";
   }
-  for (const auto &s : b.sources) sources += s.dump() + "\n";
+  for (const auto &s : b.sources)
+    sources += s.dump() + "\n";
   std::string_view vecs(reinterpret_cast<const char *>(b.vectors.data()), b.vectors.size() * sizeof(float));
-  if (planrt_status s = writeFileDurable(tmp + "/" + kChunks, chunks)) return s;
-  if (planrt_status s = writeFileDurable(tmp + "/" + kSources, sources)) return s;
-  if (planrt_status s = writeFileDurable(tmp + "/" + kVectors, vecs)) return s;
-  if (planrt_status s = writeIndex(cfg, b, tmp + "/" + kIndex)) return s;
-  if (planrt_status s = writeKeyword(b, tmp + "/" + kXapian)) return s;
+  if (planrt_status s = writeFileDurable(tmp + "/" + kChunks, chunks))
+    return s;
+  if (planrt_status s = writeFileDurable(tmp + "/" + kSources, sources))
+    return s;
+  if (planrt_status s = writeFileDurable(tmp + "/" + kVectors, vecs))
+    return s;
+  if (planrt_status s = writeIndex(cfg, b, tmp + "/" + kIndex))
+    return s;
+  if (planrt_status s = writeKeyword(b, tmp + "/" + kXapian))
+    return s;
   std::vector<std::string> files;
   listFiles(tmp, "", files);
   json m = {{"format", kFormat},    {"graph", cfg.graph},        {"config", fingerprint},
             {"dim", cfg.embed_dim}, {"chunks", b.chunks.size()}, {"files", json::object()}};
   for (const auto &f : files) {
     std::string data;
-    if (planrt_status s = readFile(tmp + "/" + f, data)) return s;
+    if (planrt_status s = readFile(tmp + "/" + f, data))
+      return s;
     m["files"][f] = sha256Hex(data);
   }
   m["checksum"] = manifestChecksum(m);
-  if (planrt_status s = writeFileDurable(tmp + "/" + kManifest, m.dump(1) + "\n")) return s;
+  if (planrt_status s = writeFileDurable(tmp + "/" + kManifest, m.dump(1) + "\n"))
+    return s;
   {
     // Xapian writes without our fsync; make its files and both directories durable.
     std::vector<std::string> xap;
     listFiles(tmp + "/" + kXapian, "", xap);
     for (const auto &f : xap) {
       int fd = ::open((tmp + "/" + kXapian + "/" + f).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) ::fsync(fd), ::close(fd);
+      if (fd >= 0)
+        ::fsync(fd), ::close(fd);
     }
   }
   syncDir(tmp + "/" + kXapian);
@@ -350,30 +373,38 @@ struct Previous {
 planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string &fingerprint, const std::string &dir,
                            Previous &prev) {
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return PLANRT_OK;
-  if (!S_ISDIR(st.st_mode)) return fail(PLANRT_ERR_IO, "%s: exists and is not a directory", dir.c_str());
+  if (::stat(dir.c_str(), &st) != 0)
+    return PLANRT_OK;
+  if (!S_ISDIR(st.st_mode))
+    return fail(PLANRT_ERR_IO, "%s: exists and is not a directory", dir.c_str());
   std::vector<std::string> present;
   listFiles(dir, "", present);
-  if (present.empty()) return PLANRT_OK;
+  if (present.empty())
+    return PLANRT_OK;
   if (!isFile(dir + "/" + kManifest))
     return fail(PLANRT_ERR_IO, "%s: exists and is not a retrieval store; refusing to replace it", dir.c_str());
   json m;
-  if (planrt_status s = readStoreManifest(cfg, dir, m, nullptr)) return s;
+  if (planrt_status s = readStoreManifest(cfg, dir, m, nullptr))
+    return s;
   Verified bytes;
   if (checkStoreFiles(dir, m, bytes) != PLANRT_OK) {
     // Our graph's store, damaged: nothing in it is trusted or reused; it is rebuilt.
     std::fprintf(stderr, "planrt: warning: %s; rebuilding the store from scratch\n", planrt_last_error());
     return PLANRT_OK;
   }
-  if (m["config"] != fingerprint) return PLANRT_OK; // rebuilt from scratch
-  if (planrt_status s = parseChunks(dir, bytes[kChunks], prev.chunks)) return s;
-  if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors)) return s;
+  if (m["config"] != fingerprint)
+    return PLANRT_OK; // rebuilt from scratch
+  if (planrt_status s = parseChunks(dir, bytes[kChunks], prev.chunks))
+    return s;
+  if (planrt_status s = parseVectors(dir, bytes[kVectors], prev.chunks.size(), cfg.embed_dim, prev.vectors))
+    return s;
   return forEachJsonLine(bytes[kSources], [&](const json &s, size_t line) {
     try {
       auto &entry = prev.files[s.at("file").get<std::string>()];
       entry.first = s.at("sha256");
       for (uint64_t c = s.at("first"), e = c + s.at("count").get<uint64_t>(); c < e; ++c) {
-        if (c >= prev.chunks.size()) throw std::out_of_range("chunk");
+        if (c >= prev.chunks.size())
+          throw std::out_of_range("chunk");
         entry.second.push_back(size_t(c));
       }
     } catch (const std::exception &) {
@@ -388,27 +419,32 @@ planrt_status readPrevious(const planrt_retrieval_config &cfg, const std::string
 void removeStale(const std::string &dir) {
   std::string parent = dirName(dir), base = dir.substr(dir.rfind('/') + 1);
   DIR *d = ::opendir(parent.c_str());
-  if (!d) return;
+  if (!d)
+    return;
   std::vector<std::string> stale;
   while (dirent *e = ::readdir(d)) {
     std::string name = e->d_name;
     for (const char *tag : {".tmp-", ".old-"}) {
       std::string prefix = base + tag;
-      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      if (name.compare(0, prefix.size(), prefix) != 0)
+        continue;
       char *end = nullptr;
       long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-      if (*end == '\0' && pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) stale.push_back(name);
+      if (*end == '\0' && pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+        stale.push_back(name);
     }
   }
   ::closedir(d);
-  for (const auto &name : stale) removeTree(parent + "/" + name);
+  for (const auto &name : stale)
+    removeTree(parent + "/" + name);
 }
 
 void drawProgress(size_t done, size_t total) {
   int width = 30, filled = total ? int(width * done / total) : width;
   std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu files", filled, "==============================", width - filled, "", done,
                total);
-  if (done == total) std::fprintf(stderr, "\r\033[K");
+  if (done == total)
+    std::fprintf(stderr, "\r\033[K");
 }
 
 } // namespace
@@ -427,16 +463,19 @@ std::string storePath(const planrt_retrieval_config &cfg) {
 }
 
 planrt_status checkConfig(const planrt_retrieval_config &cfg) {
-  if (!cfg.graph || !*cfg.graph) return fail(PLANRT_ERR_ARG, "a retrieval configuration without a graph name");
+  if (!cfg.graph || !*cfg.graph)
+    return fail(PLANRT_ERR_ARG, "a retrieval configuration without a graph name");
   std::string w = where(cfg);
-  if (!cfg.store || !*cfg.store) return fail(PLANRT_ERR_ARG, "%sno store directory", w.c_str());
-  if (cfg.corpus_count == 0 || !cfg.corpus) return fail(PLANRT_ERR_ARG, "%sthe corpus names no files", w.c_str());
+  if (!cfg.store || !*cfg.store)
+    return fail(PLANRT_ERR_ARG, "%sno store directory", w.c_str());
+  if (cfg.corpus_count == 0 || !cfg.corpus)
+    return fail(PLANRT_ERR_ARG, "%sthe corpus names no files", w.c_str());
   if (cfg.chunk_size <= 0 || cfg.chunk_overlap < 0 || cfg.chunk_overlap >= cfg.chunk_size)
     return fail(PLANRT_ERR_ARG,
                 "%schunk = %s(%lld, overlap: %lld): the size must be positive and the overlap in [0, size)", w.c_str(),
                 chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap);
-  if (cfg.embed == PLANRT_EMBED_MODEL && (!cfg.embed_model || !*cfg.embed_model || !cfg.embed_checkpoint ||
-                                           !*cfg.embed_checkpoint))
+  if (cfg.embed == PLANRT_EMBED_MODEL &&
+      (!cfg.embed_model || !*cfg.embed_model || !cfg.embed_checkpoint || !*cfg.embed_checkpoint))
     return fail(PLANRT_ERR_ARG, "%sembed = model(...) without a model name and checkpoint", w.c_str());
   if (cfg.embed_pool && *cfg.embed_pool && std::strcmp(cfg.embed_pool, "mean") != 0 &&
       std::strcmp(cfg.embed_pool, "last") != 0)
@@ -452,31 +491,38 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
       !std::isfinite(cfg.keyword_weight) || cfg.vector_weight + cfg.keyword_weight <= 0)
     return fail(PLANRT_ERR_ARG, "%shybrid(vector: %g, keyword: %g): weights must be finite, ≥ 0, not both 0", w.c_str(),
                 cfg.vector_weight, cfg.keyword_weight);
-  if (cfg.rrf_k < 0) return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
-  if (cfg.nprobe < 0) return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
-  if (cfg.rerank == PLANRT_RERANK_MODEL &&
-      (!cfg.rerank_model || !*cfg.rerank_model || !cfg.rerank_checkpoint || !*cfg.rerank_checkpoint ||
-       cfg.rerank_top < 1))
+  if (cfg.rrf_k < 0)
+    return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
+  if (cfg.nprobe < 0)
+    return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
+  if (cfg.rerank == PLANRT_RERANK_MODEL && (!cfg.rerank_model || !*cfg.rerank_model || !cfg.rerank_checkpoint ||
+                                            !*cfg.rerank_checkpoint || cfg.rerank_top < 1))
     return fail(PLANRT_ERR_ARG, "%srerank = model(...) needs a model name, a checkpoint and top ≥ 1", w.c_str());
   return PLANRT_OK;
 }
 
 planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
-  if (planrt_status s = checkConfig(cfg)) return s;
+  if (planrt_status s = checkConfig(cfg))
+    return s;
   std::unique_ptr<Embedder> embedder;
-  if (planrt_status s = openEmbedder(cfg, embedder)) return s;
+  if (planrt_status s = openEmbedder(cfg, embedder))
+    return s;
   std::string dir = storePath(cfg), fingerprint = configText(cfg, *embedder);
   json m;
-  if (planrt_status s = readStoreManifest(cfg, dir, m, &fingerprint)) return s;
+  if (planrt_status s = readStoreManifest(cfg, dir, m, &fingerprint))
+    return s;
   Verified bytes;
-  if (planrt_status s = checkStoreFiles(dir, m, bytes)) return s;
-  if (!store) return PLANRT_OK;
+  if (planrt_status s = checkStoreFiles(dir, m, bytes))
+    return s;
+  if (!store)
+    return PLANRT_OK;
   // Verified: from here on the bytes are the ones ingest wrote, parsed from the
   // memory they were hashed in (Xapian alone reopens its files).
   store->dir = dir;
   store->dim = m["dim"];
   store->embedder = std::move(embedder);
-  if (planrt_status s = parseChunks(dir, bytes[kChunks], store->chunks)) return s;
+  if (planrt_status s = parseChunks(dir, bytes[kChunks], store->chunks))
+    return s;
   if (store->chunks.size() != m["chunks"].get<size_t>() || store->dim != cfg.embed_dim)
     return fail(PLANRT_ERR_FORMAT, "%s: the manifest's chunk count or dimension disagrees with the store", dir.c_str());
   try {
@@ -508,22 +554,28 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
 using namespace planrt::rag;
 
 planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int progress, planrt_ingest_report *report) {
-  if (!cfgp) return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ingest: no configuration");
+  if (!cfgp)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_ingest: no configuration");
   const planrt_retrieval_config &cfg = *cfgp;
   planrt_ingest_report rep{};
   try {
-    if (planrt_status s = checkConfig(cfg)) return s;
+    if (planrt_status s = checkConfig(cfg))
+      return s;
     { // An invalid factory string is reported before any file is read.
       std::unique_ptr<faiss::Index> probe;
-      if (planrt_status s = makeIndex(cfg, probe)) return s;
+      if (planrt_status s = makeIndex(cfg, probe))
+        return s;
     }
     std::unique_ptr<Embedder> embedder;
-    if (planrt_status s = openEmbedder(cfg, embedder)) return s;
+    if (planrt_status s = openEmbedder(cfg, embedder))
+      return s;
     std::string dir = storePath(cfg), fingerprint = configText(cfg, *embedder);
     Previous prev;
-    if (planrt_status s = readPrevious(cfg, fingerprint, dir, prev)) return s;
+    if (planrt_status s = readPrevious(cfg, fingerprint, dir, prev))
+      return s;
     std::vector<SourceFile> files;
-    if (planrt_status s = loadCorpus(cfg, files, progress)) return s;
+    if (planrt_status s = loadCorpus(cfg, files, progress))
+      return s;
 
     Built b;
     size_t dim = size_t(cfg.embed_dim);
@@ -552,7 +604,8 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
           c.sha256 = sha256Hex(c.text);
           b.vectors.resize(b.vectors.size() + dim);
           float *v = b.vectors.data() + b.vectors.size() - dim;
-          if (!embedder->embed(c.text, v)) std::fill(v, v + dim, 0.0f);
+          if (!embedder->embed(c.text, v))
+            std::fill(v, v + dim, 0.0f);
           b.chunks.push_back(std::move(c));
           ++rep.chunks_embedded;
         }
@@ -562,26 +615,33 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
                            {"size", f.text.size()},
                            {"first", first},
                            {"count", b.chunks.size() - first}});
-      if (progress) drawProgress(fi + 1, files.size());
+      if (progress)
+        drawProgress(fi + 1, files.size());
     }
-    for (const auto &[name, entry] : prev.files) rep.files_removed += !seen.count(name);
+    for (const auto &[name, entry] : prev.files)
+      rep.files_removed += !seen.count(name);
     rep.files = files.size();
     rep.chunks = b.chunks.size();
     if (b.chunks.empty())
       return planrt::fail(PLANRT_ERR_ARG, "empty corpus: the %zu matching files hold no text", files.size());
     if (!prev.files.empty() && rep.files_added + rep.files_changed + rep.files_removed == 0) {
-      if (report) *report = rep; // the store already holds exactly this corpus: left as it is
+      if (report)
+        *report = rep; // the store already holds exactly this corpus: left as it is
       return PLANRT_OK;
     }
 
     std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
     removeStale(dir);
     removeTree(tmp);
-    if (planrt_status s = makeDirs(dirName(dir))) return s;
+    if (planrt_status s = makeDirs(dirName(dir)))
+      return s;
     planrt_status s = writeStore(cfg, fingerprint, b, tmp);
-    if (s == PLANRT_OK) s = swapIn(tmp, dir);
-    if (s != PLANRT_OK) removeTree(tmp);
-    if (s == PLANRT_OK && report) *report = rep;
+    if (s == PLANRT_OK)
+      s = swapIn(tmp, dir);
+    if (s != PLANRT_OK)
+      removeTree(tmp);
+    if (s == PLANRT_OK && report)
+      *report = rep;
     return s;
   } catch (const std::exception &e) {
     return planrt::fail(PLANRT_ERR_IO, "ingest failed: %s", e.what());
@@ -589,7 +649,8 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
 }
 
 planrt_status planrt_retrieval_verify(const planrt_retrieval_config *cfg) {
-  if (!cfg) return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_verify: no configuration");
+  if (!cfg)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_retrieval_verify: no configuration");
   try {
     Store store;
     return openStore(*cfg, &store);

@@ -44,30 +44,35 @@ std::string resolvePath(const std::string &base, const std::string &path) {
   size_t i = 0;
   while (i <= full.size()) {
     size_t j = full.find('/', i);
-    if (j == std::string::npos) j = full.size();
+    if (j == std::string::npos)
+      j = full.size();
     std::string seg = full.substr(i, j - i);
     if (seg == "..") {
-      if (!parts.empty()) parts.pop_back();
+      if (!parts.empty())
+        parts.pop_back();
     } else if (!seg.empty() && seg != ".") {
       parts.push_back(seg);
     }
     i = j + 1;
   }
   std::string out;
-  for (const auto &p : parts) out += "/" + p;
+  for (const auto &p : parts)
+    out += "/" + p;
   return out.empty() ? "/" : out;
 }
 
 std::string dirName(const std::string &path) {
   size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
+  if (slash == std::string::npos)
+    return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 planrt_status readFile(const std::string &path, std::string &out, int *err) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (err) *err = errno;
+    if (err)
+      *err = errno;
     return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
   }
   out.clear();
@@ -75,13 +80,16 @@ planrt_status readFile(const std::string &path, std::string &out, int *err) {
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       int e = errno;
       ::close(fd);
-      if (err) *err = e;
+      if (err)
+        *err = e;
       return fail(PLANRT_ERR_IO, "%s: cannot read: %s", path.c_str(), std::strerror(e));
     }
-    if (n == 0) break;
+    if (n == 0)
+      break;
     out.append(buf, size_t(n));
   }
   ::close(fd);
@@ -90,11 +98,13 @@ planrt_status readFile(const std::string &path, std::string &out, int *err) {
 
 planrt_status writeFileDurable(const std::string &path, std::string_view data) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(PLANRT_ERR_IO, "%s: cannot create: %s", path.c_str(), std::strerror(errno));
+  if (fd < 0)
+    return fail(PLANRT_ERR_IO, "%s: cannot create: %s", path.c_str(), std::strerror(errno));
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     if (n <= 0) {
       int e = errno;
       ::close(fd);
@@ -117,12 +127,14 @@ void syncDir(const std::string &dir) {
 
 void removeTree(const std::string &path) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return;
+  if (::lstat(path.c_str(), &st) != 0)
+    return;
   if (S_ISDIR(st.st_mode)) {
     if (DIR *d = ::opendir(path.c_str())) {
       while (dirent *e = ::readdir(d)) {
         std::string name = e->d_name;
-        if (name != "." && name != "..") removeTree(path + "/" + name);
+        if (name != "." && name != "..")
+          removeTree(path + "/" + name);
       }
       ::closedir(d);
     }
@@ -135,13 +147,15 @@ void removeTree(const std::string &path) {
 planrt_status makeDirs(const std::string &path) {
   std::string p = resolvePath("", path);
   for (size_t i = 1; i <= p.size(); ++i) {
-    if (i < p.size() && p[i] != '/') continue;
+    if (i < p.size() && p[i] != '/')
+      continue;
     std::string prefix = p.substr(0, i);
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
       return fail(PLANRT_ERR_IO, "%s: cannot create the directory: %s", prefix.c_str(), std::strerror(errno));
   }
   struct stat st;
-  if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return fail(PLANRT_ERR_IO, "%s: not a directory", p.c_str());
+  if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail(PLANRT_ERR_IO, "%s: not a directory", p.c_str());
   return PLANRT_OK;
 }
 
@@ -164,12 +178,15 @@ size_t invalidUtf8(std::string_view s) {
       len = 4, cp = c & 0x07, min = 0x10000;
     else
       return i;
-    if (i + len > n) return i;
+    if (i + len > n)
+      return i;
     for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
+      if ((p[i + k] & 0xC0) != 0x80)
+        return i;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
     i += len;
   }
   return std::string_view::npos;

@@ -95,15 +95,18 @@ int main(int argc, char **argv) {
   cfg.keyword_weight = 0.5;
   cfg.guard = PLANRT_GUARD_OFF;
   std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk);
-  for (char c : factory) store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  for (char c : factory)
+    store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   cfg.store = store.c_str();
 
   // Ingest from scratch (the store is removed first), timed.
   std::string rm = "rm -rf '" + work + "/" + store + "'";
-  if (std::system(rm.c_str()) != 0) return 1;
+  if (std::system(rm.c_str()) != 0)
+    return 1;
   planrt_ingest_report rep{};
   auto t0 = Clock::now();
-  if (planrt_retrieval_ingest(&cfg, 0, &rep) != PLANRT_OK) die("ingest");
+  if (planrt_retrieval_ingest(&cfg, 0, &rep) != PLANRT_OK)
+    die("ingest");
   double ingestS = std::chrono::duration<double>(Clock::now() - t0).count();
 
   std::vector<Query> queries;
@@ -112,7 +115,8 @@ int main(int argc, char **argv) {
     std::string line;
     while (std::getline(in, line)) {
       size_t tab = line.find('\t');
-      if (tab != std::string::npos) queries.push_back({line.substr(0, tab), line.substr(tab + 1)});
+      if (tab != std::string::npos)
+        queries.push_back({line.substr(0, tab), line.substr(tab + 1)});
     }
   }
   std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
@@ -124,11 +128,13 @@ int main(int argc, char **argv) {
   // Again with nothing changed: every chunk and vector is reused; the indexes are rebuilt.
   planrt_ingest_report again{};
   t0 = Clock::now();
-  if (planrt_retrieval_ingest(&cfg, 0, &again) != PLANRT_OK) die("re-ingest");
+  if (planrt_retrieval_ingest(&cfg, 0, &again) != PLANRT_OK)
+    die("re-ingest");
   std::printf("re-ingest, nothing changed: %.2f s (%llu chunks reused, %llu embedded)\n",
               std::chrono::duration<double>(Clock::now() - t0).count(), (unsigned long long)again.chunks_reused,
               (unsigned long long)again.chunks_embedded);
-  if (ingestOnly) return 0;
+  if (ingestOnly)
+    return 0;
 
   std::vector<Setting> settings = {{"keyword (Xapian BM25 alone)", PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_WEIGHTED, 0, 1},
                                    {"vector (FAISS alone)", PLANRT_SEARCH_VECTOR, PLANRT_FUSION_WEIGHTED, 1, 0},
@@ -144,7 +150,8 @@ int main(int argc, char **argv) {
     c.vector_weight = s.wv;
     c.keyword_weight = s.wk;
     planrt_retriever *r;
-    if (planrt_retriever_open(&c, &r) != PLANRT_OK) die("open");
+    if (planrt_retriever_open(&c, &r) != PLANRT_OK)
+      die("open");
     Result res;
     size_t n[2] = {0, 0};
     for (size_t qi = 0; qi < queries.size(); ++qi) {
@@ -156,7 +163,8 @@ int main(int argc, char **argv) {
       std::vector<std::string> docs;
       std::set<std::string> seen;
       for (size_t h = 0; h < count && docs.size() < 10; ++h)
-        if (seen.insert(hits[h].file).second) docs.push_back(hits[h].file);
+        if (seen.insert(hits[h].file).second)
+          docs.push_back(hits[h].file);
       int half = int(qi % 2);
       ++n[half];
       for (size_t d = 0; d < docs.size(); ++d)
@@ -166,17 +174,20 @@ int main(int argc, char **argv) {
           break;
         }
     }
-    for (int h = 0; h < 2; ++h) res.recall[h] /= double(n[h]), res.mrr[h] /= double(n[h]);
+    for (int h = 0; h < 2; ++h)
+      res.recall[h] /= double(n[h]), res.mrr[h] /= double(n[h]);
     planrt_retriever_close(r);
     // Latency as a user sees it: k = 10, guard on.
     c.guard = PLANRT_GUARD_QUARANTINE;
-    if (planrt_retriever_open(&c, &r) != PLANRT_OK) die("open");
+    if (planrt_retriever_open(&c, &r) != PLANRT_OK)
+      die("open");
     std::vector<double> ms;
     for (const Query &q : queries) {
       const planrt_hit *hits;
       size_t count;
       auto a = Clock::now();
-      if (planrt_retriever_query(r, q.text.c_str(), 10, s.mode, s.fusion, &hits, &count) != PLANRT_OK) die("query");
+      if (planrt_retriever_query(r, q.text.c_str(), 10, s.mode, s.fusion, &hits, &count) != PLANRT_OK)
+        die("query");
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
     }
     res.p50 = percentile(ms, 0.5);
@@ -187,7 +198,8 @@ int main(int argc, char **argv) {
   // The weighted fusion picked on the dev half.
   size_t best = 3;
   for (size_t i = 3; i < settings.size(); ++i)
-    if (results[i].mrr[0] > results[best].mrr[0]) best = i;
+    if (results[i].mrr[0] > results[best].mrr[0])
+      best = i;
   std::printf("| search | dev recall@10 | dev MRR@10 | test recall@10 | test MRR@10 | p50 ms | p99 ms |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < settings.size(); ++i)

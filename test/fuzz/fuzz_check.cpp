@@ -5,8 +5,8 @@
 // a breakdown that sums to its step.
 #include "plan/Compiler/CostModel.h"
 #include "plan/Compiler/FitCheck.h"
-#include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
+#include "plan/Compiler/PlanGen.h"
 #include "plan/Lang/Sema.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -33,10 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   plan::lang::Diags diags(&ctx, files);
   plan::lang::FrontendOptions options;
   options.stdlibDir = PLANC_STDLIB_SOURCE_DIR;
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.plan");
-  auto program = plan::lang::analyzeBuffer(std::move(buffer), "/nonexistent/fuzz.plan",
-                                           options, diags);
+  auto buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.plan");
+  auto program = plan::lang::analyzeBuffer(std::move(buffer), "/nonexistent/fuzz.plan", options, diags);
   if (!program)
     return 0;
   mlir::OwningOpRef<mlir::ModuleOp> module = plan::genPlanModule(*program, diags);
@@ -60,12 +59,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plan::sema::Layout layout = plan::sema::layoutOf(t);
     plan::cost::Estimate e = plan::cost::estimate(model, mesh, layout, plan::cost::axisRolesOf(t, mesh),
                                                   plan::cost::Calibration::defaults(), /*withTrace=*/true);
-    double parts = e.computeSeconds + e.memorySeconds + e.tensorCommSeconds + e.pipelineCommSeconds +
-                   e.bubbleSeconds + e.dataCommSeconds + e.optimizerSeconds;
+    double parts = e.computeSeconds + e.memorySeconds + e.tensorCommSeconds + e.pipelineCommSeconds + e.bubbleSeconds +
+                   e.dataCommSeconds + e.optimizerSeconds;
     if (!std::isfinite(e.stepSeconds) || e.stepSeconds < 0 || e.perDevice.total() < 0 ||
         std::abs(parts - e.stepSeconds) > 1e-6 * std::max(1.0, e.stepSeconds)) {
-      std::fprintf(stderr, "estimate is not finite or does not add up: step %g, parts %g\n",
-                   e.stepSeconds, parts);
+      std::fprintf(stderr, "estimate is not finite or does not add up: step %g, parts %g\n", e.stepSeconds, parts);
       std::abort();
     }
     (void)plan::cost::renderText(e, model, mesh, layout, true);

@@ -31,13 +31,15 @@ bool started() {
 struct Buf {
   float *p;
   int64_t n;
-  explicit Buf(int64_t n) : p(static_cast<float *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))), n(n) {}
+  explicit Buf(int64_t n)
+      : p(static_cast<float *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))), n(n) {}
   ~Buf() { planrt_get_backend()->free(p); }
   float *data() { return p; }
 };
 struct Ids {
   int32_t *p;
-  explicit Ids(int64_t n) : p(static_cast<int32_t *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))) {}
+  explicit Ids(int64_t n)
+      : p(static_cast<int32_t *>(planrt_get_backend()->alloc(size_t(std::max<int64_t>(n, 1)) * 4))) {}
   ~Ids() { planrt_get_backend()->free(p); }
 };
 
@@ -70,8 +72,8 @@ void bench(const char *what, const std::function<void()> &f) {
   std::printf("[bench] %-40s %9.3f ms\n", what, t[10]);
 }
 
-#define NEED_GPU()                                                                                                    \
-  if (!started())                                                                                                     \
+#define NEED_GPU()                                                                                                     \
+  if (!started())                                                                                                      \
   GTEST_SKIP() << "no CUDA device"
 
 /// x rounded to nearest even to `mantissa` bits (7: bf16, 10: fp16's and TF32's), as
@@ -129,13 +131,13 @@ TEST(CudaKernels, Gemm) {
     planrt_cuda_gemm(101, 111, 111, m, n, k, 1.0f, a.p + 1, k, b.p + 1, n, 0.0f, c.p + 1, n, PLANRT_GEMM_F32);
     EXPECT_LT(relDiff(c.p + 1, ref.p, m * n), 1e-5);
   }
-  const int m = 4096, n = 2304, k = 768;  // gpt2_small's qkv projection, batch 4 x 1024
+  const int m = 4096, n = 2304, k = 768; // gpt2_small's qkv projection, batch 4 x 1024
   Buf a(int64_t(m) * k), b(int64_t(k) * n), c(int64_t(m) * n);
   fill(a, 3);
   fill(b, 4);
-  for (auto [name, compute] : {std::pair{"gemm 4096x2304x768 fp32", PLANRT_GEMM_F32},
-                               std::pair{"gemm 4096x2304x768 bf16", PLANRT_GEMM_BF16},
-                               std::pair{"gemm 4096x2304x768 tf32", PLANRT_GEMM_TF32}})
+  for (auto [name, compute] :
+       {std::pair{"gemm 4096x2304x768 fp32", PLANRT_GEMM_F32}, std::pair{"gemm 4096x2304x768 bf16", PLANRT_GEMM_BF16},
+        std::pair{"gemm 4096x2304x768 tf32", PLANRT_GEMM_TF32}})
     bench(name, [&, compute = compute] {
       planrt_cuda_gemm(101, 111, 111, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n, compute);
     });
@@ -144,8 +146,8 @@ TEST(CudaKernels, Gemm) {
 TEST(CudaKernels, LayerNormAndRmsNorm) {
   NEED_GPU();
   const int64_t rows = 300, C = 200;
-  Buf x(rows * C), w(C), bias(C), dy(rows * C), y(rows * C), yr(rows * C), dx(rows * C), dxr(rows * C), dw(C),
-      dwr(C), db(C), dbr(C);
+  Buf x(rows * C), w(C), bias(C), dy(rows * C), y(rows * C), yr(rows * C), dx(rows * C), dxr(rows * C), dw(C), dwr(C),
+      db(C), dbr(C);
   fill(x, 5);
   fill(w, 6);
   fill(bias, 7);
@@ -168,14 +170,14 @@ TEST(CudaKernels, LayerNormAndRmsNorm) {
   const int64_t R = 4096, W = 768;
   Buf bx(R * W), bw(W), bb(W), by(R * W), bdy(R * W), bdx(R * W), bdw(W), bdb(W);
   bench("layernorm 4096x768", [&] { planrt_cuda_layernorm(bx.p, bw.p, bb.p, by.p, R, W, 1e-5f); });
-  bench("layernorm_bwd 4096x768", [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
+  bench("layernorm_bwd 4096x768",
+        [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
 }
 
 /// Attention forward and backward against the CPU for one shape.
 void attention(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int causal, int rope) {
   int64_t row = (H + 2 * KVH) * D;
-  Buf qkv(B * S * row), out(B * S * H * D), outr(B * S * H * D), dout(B * S * H * D), dq(B * S * row),
-      dqr(B * S * row);
+  Buf qkv(B * S * row), out(B * S * H * D), outr(B * S * H * D), dout(B * S * H * D), dq(B * S * row), dqr(B * S * row);
   fill(qkv, 9);
   fill(dout, 10);
   planrt_k_sdpa(qkv.p, outr.p, B, S, H, KVH, D, causal, rope, 10000.0f);
@@ -188,14 +190,15 @@ void attention(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int caus
 
 TEST(CudaKernels, Attention) {
   NEED_GPU();
-  attention(2, 37, 4, 4, 16, 1, 0);   // GPT: causal, no rope
-  attention(2, 37, 4, 4, 16, 0, 0);   // bidirectional (embedders)
-  attention(2, 29, 6, 2, 32, 1, 1);   // llama: grouped-query, rope
+  attention(2, 37, 4, 4, 16, 1, 0); // GPT: causal, no rope
+  attention(2, 37, 4, 4, 16, 0, 0); // bidirectional (embedders)
+  attention(2, 29, 6, 2, 32, 1, 1); // llama: grouped-query, rope
   attention(1, 16, 2, 1, 64, 1, 1);
   const int64_t B = 4, S = 1024, H = 12, D = 64;
   Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
   bench("sdpa B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
-  bench("sdpa_bwd B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
+  bench("sdpa_bwd B4 S1024 H12 D64 causal",
+        [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
 }
 
 TEST(CudaKernels, EmbeddingAndCrossEntropy) {
@@ -215,7 +218,7 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   EXPECT_EQ(relDiff(out.p, outr.p, rows * C), 0.0);
   planrt_k_embedding_bwd(dout.p, ids.p, dtr.p, rows, C, V);
   planrt_cuda_embedding_bwd(dout.p, ids.p, dt.p, rows, C, V);
-  EXPECT_EQ(relDiff(dt.p, dtr.p, V * C), 0.0);  // same order of additions
+  EXPECT_EQ(relDiff(dt.p, dtr.p, V * C), 0.0); // same order of additions
   planrt_k_cross_entropy(logits.p, ids.p, lossr.p, rows, V);
   planrt_cuda_cross_entropy(logits.p, ids.p, loss.p, rows, V);
   EXPECT_LT(std::fabs(loss.p[0] - lossr.p[0]) / std::fabs(lossr.p[0]), 1e-6);

@@ -22,10 +22,10 @@ TEST(Comm, RowMajorCoordinates) {
 
 TEST(Comm, AllReducePerAxisGroup) {
   float v = float(rank());
-  ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK);  // over axis 1
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK); // over axis 1
   EXPECT_EQ(v, float(4 * c0() + 1));                                      // ranks 2i and 2i+1
   v = float(rank());
-  ASSERT_EQ(planrt_all_reduce(mesh, 0b01, &v, 1, PLANRT_SUM), PLANRT_OK);  // over axis 0
+  ASSERT_EQ(planrt_all_reduce(mesh, 0b01, &v, 1, PLANRT_SUM), PLANRT_OK); // over axis 0
   EXPECT_EQ(v, float(2 * c1() + 2));                                      // ranks j and 2+j
   v = float(rank());
   ASSERT_EQ(planrt_all_reduce(mesh, 0b11, &v, 1, PLANRT_MAX), PLANRT_OK);
@@ -106,17 +106,17 @@ TEST(Comm, DeviceCollectivesReplaceOrDecline) {
   uint64_t before = planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b10);
   float v = float(rank());
   ASSERT_EQ(planrt_all_reduce(mesh, 0b10, &v, 1, PLANRT_SUM), PLANRT_OK);
-  EXPECT_EQ(v, 200.0f);  // the group of axis 1 has 2 ranks; MPI would give 4 c0 + 1
+  EXPECT_EQ(v, 200.0f); // the group of axis 1 has 2 ranks; MPI would give 4 c0 + 1
   EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b10) - before, 4u);
   float mine[1] = {float(rank())}, all[2] = {-1, -1};
-  ASSERT_EQ(planrt_all_gather(mesh, 0b01, mine, 1, all), PLANRT_OK);  // no member: MPI
+  ASSERT_EQ(planrt_all_gather(mesh, 0b01, mine, 1, all), PLANRT_OK); // no member: MPI
   EXPECT_EQ(all[1], float(2 + c1()));
   float buf = float(rank());
   if (c0() == 0)
-    ASSERT_EQ(planrt_send(mesh, 0, 1, &buf, 1), PLANRT_OK);  // declined: MPI
+    ASSERT_EQ(planrt_send(mesh, 0, 1, &buf, 1), PLANRT_OK); // declined: MPI
   else
     ASSERT_EQ(planrt_recv(mesh, 0, 0, &buf, 1), PLANRT_OK);
-  EXPECT_EQ(buf, float(c1()));  // the sender's rank on the axis-0 group is its c1
+  EXPECT_EQ(buf, float(c1())); // the sender's rank on the axis-0 group is its c1
   EXPECT_EQ(deviceCalls, 2);
   planrt_set_collectives(nullptr);
   v = float(rank());
@@ -137,9 +137,10 @@ int fakeStart(const void *comm, float *buf, int64_t count, int max, void **handl
 }
 void fakeWait(void *handle) {
   ++deviceWaits;
-  static_cast<float *>(handle)[0] += 1;  // the wait ran on this request
+  static_cast<float *>(handle)[0] += 1; // the wait ran on this request
 }
-const planrt_collectives kFakeAsync = {"fake", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, fakeStart, fakeWait};
+const planrt_collectives kFakeAsync = {"fake",  nullptr, nullptr,   nullptr, nullptr,
+                                       nullptr, nullptr, fakeStart, fakeWait};
 } // namespace
 
 TEST(Comm, NonBlockingAllReduce) {
@@ -151,7 +152,7 @@ TEST(Comm, NonBlockingAllReduce) {
   planrt_test(ra);
   ASSERT_EQ(planrt_wait(ra), PLANRT_OK);
   ASSERT_EQ(planrt_wait(rb), PLANRT_OK);
-  EXPECT_EQ(a[0], 6.0f);  // 0 + 1 + 2 + 3
+  EXPECT_EQ(a[0], 6.0f); // 0 + 1 + 2 + 3
   EXPECT_EQ(a[999], 6.0f);
   EXPECT_EQ(b[9], 1.0f);
   EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_ALL_REDUCE, 0b11) - before, 6000u + 60u);
@@ -164,10 +165,10 @@ TEST(Comm, NonBlockingAllReduce) {
   planrt_request *rv = nullptr;
   ASSERT_EQ(planrt_all_reduce_start(mesh, 0b10, &v, 1, PLANRT_SUM, &rv), PLANRT_OK);
   ASSERT_EQ(planrt_wait(rv), PLANRT_OK);
-  EXPECT_EQ(v, 201.0f);  // the device's 100 × 2, and its wait
+  EXPECT_EQ(v, 201.0f); // the device's 100 × 2, and its wait
   EXPECT_EQ(deviceStarts, 1);
   EXPECT_EQ(deviceWaits, 1);
-  planrt_set_collectives(&kFake);  // no start member: MPI
+  planrt_set_collectives(&kFake); // no start member: MPI
   v = float(rank());
   ASSERT_EQ(planrt_all_reduce_start(mesh, 0b10, &v, 1, PLANRT_SUM, &rv), PLANRT_OK);
   ASSERT_EQ(planrt_wait(rv), PLANRT_OK);
@@ -217,7 +218,7 @@ TEST(Comm, NonBlockingAllGatherSlices) {
       [&](int64_t begin, int64_t size, planrt_request **r) {
         return planrt_all_gather_start(mesh, 0b11, mine.data(), count, got.data(), begin, size, r);
       },
-      [&] {  // the first slice alone: nothing outside it written
+      [&] { // the first slice alone: nothing outside it written
         for (int64_t i = 0; i < count * n; ++i)
           EXPECT_EQ(got[size_t(i)], i >= 3 && i < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
       },
@@ -250,7 +251,7 @@ TEST(Comm, NonBlockingReduceScatterSlices) {
       [&](int64_t begin, int64_t size, planrt_request **r) {
         return planrt_reduce_scatter_start(mesh, 0b11, all.data(), count, got.data(), begin, size, r);
       },
-      [&] {  // [3, 15) alone: this rank's floats of it, nothing else
+      [&] { // [3, 15) alone: this rank's floats of it, nothing else
         for (int64_t i = 0; i < count; ++i) {
           int64_t at = rank() * count + i;
           EXPECT_EQ(got[size_t(i)], at >= 3 && at < 15 ? whole[size_t(i)] : -1.0f) << "float " << i;
@@ -260,7 +261,7 @@ TEST(Comm, NonBlockingReduceScatterSlices) {
   for (planrt_request *r : requests)
     ASSERT_EQ(planrt_wait(r), PLANRT_OK);
   EXPECT_EQ(got, whole);
-  EXPECT_EQ(whole[0], float(600 + 4 * rank() * count));  // 0 + 100 + 200 + 300, four times the index
+  EXPECT_EQ(whole[0], float(600 + 4 * rank() * count)); // 0 + 100 + 200 + 300, four times the index
   EXPECT_EQ(planrt_comm_bytes(mesh, PLANRT_REDUCE_SCATTER, 0b11) - before, wholeBytes);
 }
 

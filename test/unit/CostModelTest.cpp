@@ -59,7 +59,8 @@ train t {
   batch = 64  micro = 1  seq = 1  steps = 1
   precision = bf16
   optimizer = adamw(lr: 1e-4)
-  parallel { data = dp  zero = )" + std::to_string(zero) + R"( }
+  parallel { data = dp  zero = )" +
+         std::to_string(zero) + R"( }
 }
 )";
 }
@@ -130,7 +131,8 @@ mesh m4 { devices = cpu(4)  axes = [pp: 4] }
 model small = llama(vocab: 256, depth: 8, heads: 4, kv_heads: 2, width: 64, hidden: 128)
 train t {
   model = small  mesh = m4  data = tokens("x.bin")  seq = 32
-  batch = )" + std::to_string(m) + R"(  micro = 1  steps = 1
+  batch = )" + std::to_string(m) +
+                         R"(  micro = 1  steps = 1
   optimizer = adamw(lr: 1e-4)
   parallel { pipeline = pp }
 }
@@ -171,14 +173,17 @@ model mgpt() (tokens, targets) {
   x = wte(tokens) + wpe(positions(tokens))
   return cross_entropy(wte.attend(ln_f(h(x))), targets)
 }
-mesh m { devices = cuda()" + std::to_string(tensor) + R"()  axes = [tp: )" + std::to_string(tensor) + R"(] }
+mesh m { devices = cuda()" +
+                     std::to_string(tensor) + R"()  axes = [tp: )" + std::to_string(tensor) + R"(] }
 train t {
   model = mgpt  mesh = m  data = tokens("x.bin")
   batch = 4  micro = 4  seq = 1024  steps = 1
   precision = bf16
-  recompute = )" + recompute + R"(
+  recompute = )" + recompute +
+                     R"(
   optimizer = adamw(lr: 1e-4)
-  parallel { tensor = tp  sequence = )" + (sequence ? "true" : "false") + R"( }
+  parallel { tensor = tp  sequence = )" +
+                     (sequence ? "true" : "false") + R"( }
 }
 )");
 }
@@ -237,7 +242,7 @@ namespace {
 struct MegatronRow {
   const char *name;
   int heads, hidden, layers, tensor, pipeline, gpus, batch;
-  double tflops;  // achieved per GPU, Table 1
+  double tflops; // achieved per GPU, Table 1
 };
 } // namespace
 
@@ -254,12 +259,14 @@ TEST(CostModel, MegatronThroughputSanityBand) {
     int micro = r.pipeline > 1 ? 1 : 4;
     std::string text = std::string(R"(
 import "models/gpt.plan"
-model m = gpt(vocab: 51200, context: 2048, layers: )") + std::to_string(r.layers) +
-                       ", heads: " + std::to_string(r.heads) + ", width: " + std::to_string(r.hidden) + R"()
+model m = gpt(vocab: 51200, context: 2048, layers: )") +
+                       std::to_string(r.layers) + ", heads: " + std::to_string(r.heads) +
+                       ", width: " + std::to_string(r.hidden) + R"()
 mesh a100 {
-  devices = cuda(8) * )" + std::to_string(r.gpus / 8) + R"(
-  axes    = [dp: )" + std::to_string(dp) + ", pp: " + std::to_string(r.pipeline) +
-                       ", tp: " + std::to_string(r.tensor) + R"(]
+  devices = cuda(8) * )" +
+                       std::to_string(r.gpus / 8) + R"(
+  axes    = [dp: )" + std::to_string(dp) +
+                       ", pp: " + std::to_string(r.pipeline) + ", tp: " + std::to_string(r.tensor) + R"(]
   memory  = 80 GiB
   peak    = 312 TFLOP/s
   hbm     = 2.039 TB/s
@@ -267,7 +274,8 @@ mesh a100 {
 }
 train t {
   model = m  mesh = a100  data = tokens("x.bin")  seq = 2048  steps = 1
-  batch = )" + std::to_string(r.batch) + "  micro = " + std::to_string(micro) + R"(
+  batch = )" + std::to_string(r.batch) +
+                       "  micro = " + std::to_string(micro) + R"(
   precision = bf16
   recompute = full
   optimizer = adamw(lr: 1e-4)
@@ -361,9 +369,8 @@ TEST(CostModel, SearchLeavesOutTheLayoutsTheCodeGeneratorRefuses) {
   for (const cost::Candidate &c : built)
     if (c.layout.data > 1)
       EXPECT_GE(c.layout.tensor * c.layout.pipeline, 33);
-  size_t estimatedOnly = size_t(std::count_if(every.begin(), every.end(), [&](const cost::Candidate &c) {
-    return interleaved(c) || tooLarge(c);
-  }));
+  size_t estimatedOnly = size_t(std::count_if(every.begin(), every.end(),
+                                              [&](const cost::Candidate &c) { return interleaved(c) || tooLarge(c); }));
   EXPECT_GT(std::count_if(every.begin(), every.end(), interleaved), 0);
   EXPECT_GT(std::count_if(every.begin(), every.end(), tooLarge), 0);
   EXPECT_EQ(every.size(), built.size() + estimatedOnly);
@@ -372,9 +379,9 @@ TEST(CostModel, SearchLeavesOutTheLayoutsTheCodeGeneratorRefuses) {
 namespace {
 /// Pastes the best layout's block into a plan (the axes line into the mesh, the rest
 /// into the train) and returns whether that plan checks clean.
-test::Result pasteBest(const std::string &imports, const std::string &model, const std::string &device,
-                       int64_t devices, const std::string &extra, const sema::Layout &base,
-                       const sema::Model &m, const sema::Mesh &mesh) {
+test::Result pasteBest(const std::string &imports, const std::string &model, const std::string &device, int64_t devices,
+                       const std::string &extra, const sema::Layout &base, const sema::Model &m,
+                       const sema::Mesh &mesh) {
   auto found = cost::search(m, mesh, base);
   EXPECT_FALSE(found.empty());
   std::string block = cost::parallelBlock(found.front().layout);
@@ -384,9 +391,9 @@ test::Result pasteBest(const std::string &imports, const std::string &model, con
   // The block's keys replace the plan's own (as a user pasting it would).
   std::string kept = rest.find("shard =") != std::string::npos ? std::string() : extra;
   std::string text = imports + "mesh m {\n  devices = " + device + "(" + std::to_string(devices) + ")\n  " + axes +
-                     "\n}\ntrain t {\n  model = " + model + "  mesh = m  data = tokens(\"x.bin\")  steps = 1\n  batch = " +
-                     std::to_string(base.batch) + "  seq = " + std::to_string(base.seq) +
-                     "\n  optimizer = adamw(lr: 1e-4)\n" + kept + rest + "}\n";
+                     "\n}\ntrain t {\n  model = " + model +
+                     "  mesh = m  data = tokens(\"x.bin\")  steps = 1\n  batch = " + std::to_string(base.batch) +
+                     "  seq = " + std::to_string(base.seq) + "\n  optimizer = adamw(lr: 1e-4)\n" + kept + rest + "}\n";
   return analyze(text);
 }
 } // namespace

@@ -9,7 +9,8 @@ using plan::test::analyze;
 namespace {
 /// A model whose linear layer has `expr` output features; returns that width.
 std::optional<int64_t> widthOf(const std::string &expr, test::Result *out = nullptr) {
-  auto r = analyze("block b(w: int, o: int = " + expr + ") (x) {\n"
+  auto r = analyze("block b(w: int, o: int = " + expr +
+                   ") (x) {\n"
                    "  p = linear(w, o)\n  q = linear(o, w)\n  return q(p(x))\n}\n"
                    "model m() (tokens, targets) {\n  e = embedding(16, 8)\n  l = b(8)\n"
                    "  return cross_entropy(e.attend(l(e(tokens))), targets)\n}\n");
@@ -36,10 +37,8 @@ TEST(Eval, InexactDivisionIsAnError) {
   test::Result r;
   EXPECT_FALSE(widthOf("w / 3", &r));
   ASSERT_EQ(r.errors.size(), 1u) << r.all();
-  EXPECT_NE(r.errors[0].find("inexact integer division: 8 / 3 leaves a remainder of 2"),
-            std::string::npos)
-      << r.all();
-  EXPECT_EQ(r.errors[0].substr(0, 5), "1:28:") << r.all();  // at the operator
+  EXPECT_NE(r.errors[0].find("inexact integer division: 8 / 3 leaves a remainder of 2"), std::string::npos) << r.all();
+  EXPECT_EQ(r.errors[0].substr(0, 5), "1:28:") << r.all(); // at the operator
 }
 
 TEST(Eval, DivisionByZeroAndOverflow) {
@@ -75,6 +74,5 @@ TEST(Eval, UnitsAreChecked) {
   r = analyze("mesh m {\n devices = cpu(1)\n axes = [dp: 1]\n peak = 9 TB/s\n}\n");
   EXPECT_NE(r.all().find("must be a compute rate with a unit"), std::string::npos) << r.all();
   r = analyze("mesh m {\n devices = cpu(1)\n axes = [dp: 1]\n memory = 8 GIB\n}\n");
-  EXPECT_NE(r.all().find("4:13: unknown unit 'GIB'; did you mean 'GiB'?"), std::string::npos)
-      << r.all();
+  EXPECT_NE(r.all().find("4:13: unknown unit 'GIB'; did you mean 'GiB'?"), std::string::npos) << r.all();
 }

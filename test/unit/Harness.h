@@ -15,7 +15,7 @@ namespace plan::test {
 
 struct Result {
   std::optional<sema::Program> program;
-  std::vector<std::string> errors;  ///< "line:col: message"
+  std::vector<std::string> errors; ///< "line:col: message"
   std::vector<std::string> notes;
   bool ok() const { return program.has_value(); }
   std::string all() const {
@@ -48,8 +48,7 @@ inline Result analyze(const std::string &text, const std::string &path = "/nonex
   lang::FrontendOptions options;
   options.includeDirs = std::move(includeDirs);
   options.stdlibDir = PLANC_STDLIB_SOURCE_DIR;
-  r.program = lang::analyzeBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, path), path,
-                                  options, diags);
+  r.program = lang::analyzeBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, path), path, options, diags);
   return r;
 }
 

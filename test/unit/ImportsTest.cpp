@@ -57,8 +57,7 @@ TEST(Imports, ImportingTwiceIsANoOp) {
   TempDir d;
   d.write("a.plan", mesh("a"));
   d.write("b.plan", "import \"a.plan\"\n");
-  auto r = analyze("import \"a.plan\"\nimport \"b.plan\"\nimport \"./a.plan\"\n",
-                   d.path + "/main.plan");
+  auto r = analyze("import \"a.plan\"\nimport \"b.plan\"\nimport \"./a.plan\"\n", d.path + "/main.plan");
   ASSERT_TRUE(r.ok()) << r.all();
   EXPECT_EQ(r.program->files.size(), 3u);
   EXPECT_EQ(r.program->meshes.size(), 1u);

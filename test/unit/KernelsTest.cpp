@@ -41,10 +41,9 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 /// a wrong term of relative size > rtol in the gradient fails, and an unlucky
 /// near-zero an does not make the check flaky. `x` is perturbed in place and
 /// restored; `f` reads it.
-void checkVjp(const std::string &what, Vec &x, const Vec &grad, const Vec &dy,
-              const std::function<Vec()> &f,
-              const std::function<bool(size_t)> &which = [](size_t) { return true; },
-              float h = 1e-2f, double rtol = 1e-2) {
+void checkVjp(
+    const std::string &what, Vec &x, const Vec &grad, const Vec &dy, const std::function<Vec()> &f,
+    const std::function<bool(size_t)> &which = [](size_t) { return true; }, float h = 1e-2f, double rtol = 1e-2) {
   SCOPED_TRACE(what);
   ASSERT_EQ(x.size(), grad.size());
   std::mt19937 rng(1234);
@@ -124,8 +123,7 @@ TEST(KernelsLayerNorm, BackwardMatchesFiniteDifferences) {
   Vec x = randn(rows * C, rng, 0.5f, 1.5f), w = randn(C, rng), b = randn(C, rng);
   Vec dy = randn(rows * C, rng);
   Vec dx(rows * C, kNaN), dw(C, kNaN), db(C, kNaN);
-  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), rows, C,
-                         eps);
+  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), rows, C, eps);
   ASSERT_TRUE(allFinite(dx) && allFinite(dw) && allFinite(db)); // overwritten, not accumulated
   auto f = [&] {
     Vec y(rows * C);
@@ -138,8 +136,7 @@ TEST(KernelsLayerNorm, BackwardMatchesFiniteDifferences) {
 
   // db may be NULL; dx and dw are unchanged by that.
   Vec dx2(rows * C), dw2(C);
-  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx2.data(), dw2.data(), nullptr, rows, C,
-                         eps);
+  planrt_k_layernorm_bwd(dy.data(), x.data(), w.data(), dx2.data(), dw2.data(), nullptr, rows, C, eps);
   EXPECT_EQ(dx, dx2);
   EXPECT_EQ(dw, dw2);
 }
@@ -205,8 +202,8 @@ struct SdpaShape {
 
 std::string name(const SdpaShape &s) {
   return "B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) +
-         " KVH=" + std::to_string(s.KVH) + " D=" + std::to_string(s.D) +
-         (s.causal ? " causal" : " full") + (s.rope ? " rope" : "");
+         " KVH=" + std::to_string(s.KVH) + " D=" + std::to_string(s.D) + (s.causal ? " causal" : " full") +
+         (s.rope ? " rope" : "");
 }
 
 TEST(KernelsSdpa, CausalFirstPositionIsItsValue) {
@@ -220,8 +217,7 @@ TEST(KernelsSdpa, CausalFirstPositionIsItsValue) {
         for (int64_t i = 0; i < D; ++i) {
           int64_t g = h / (H / KVH); // grouped-query: heads 0-2 read kv head 0, 3-5 head 1
           float v = qkv[b * S * row + (H + KVH + g) * D + i];
-          EXPECT_FLOAT_EQ(out[b * S * H * D + h * D + i], v) << "rope " << rope << " b " << b
-                                                              << " h " << h;
+          EXPECT_FLOAT_EQ(out[b * S * H * D + h * D + i], v) << "rope " << rope << " b " << b << " h " << h;
         }
   }
 }
@@ -252,8 +248,7 @@ TEST(KernelsSdpa, EqualScoresAverageTheValues) {
 }
 
 /// out[s] = sum_t softmax_t(score(s, t)) v[t] for a given score function.
-std::vector<double> attend(const std::function<double(int64_t, int64_t)> &score, const Vec &v,
-                           int64_t S, int64_t s) {
+std::vector<double> attend(const std::function<double(int64_t, int64_t)> &score, const Vec &v, int64_t S, int64_t s) {
   std::vector<double> p(S);
   double max = -1e300, sum = 0;
   for (int64_t t = 0; t < S; ++t)
@@ -277,15 +272,14 @@ TEST(KernelsSdpa, RopeRotatesHalvesByPosition) {
   std::mt19937 rng(8);
   Vec values = randn(S, rng), qkv(S * row, 0.0f), out(S * D);
   for (int64_t s = 0; s < S; ++s) {
-    qkv[s * row + 1] = 3.0f;         // q = 3 e1 (a larger score than 1/2)
-    qkv[s * row + D + 3] = 1.0f;     // k = e3
+    qkv[s * row + 1] = 3.0f;          // q = 3 e1 (a larger score than 1/2)
+    qkv[s * row + D + 3] = 1.0f;      // k = e3
     qkv[s * row + 2 * D] = values[s]; // v = values[s] e0
   }
   planrt_k_sdpa(qkv.data(), out.data(), 1, S, H, KVH, D, 0, 1, 100.0f);
   for (int64_t s = 0; s < S; ++s) {
     auto expected =
-        attend([](int64_t s, int64_t t) { return 3.0 * std::sin(0.1 * double(s - t)) / 2.0; },
-               values, S, s);
+        attend([](int64_t s, int64_t t) { return 3.0 * std::sin(0.1 * double(s - t)) / 2.0; }, values, S, s);
     EXPECT_NEAR(out[s * D], expected[0], 1e-6) << "s " << s;
     EXPECT_EQ(out[s * D + 1], 0.0f);
   }
@@ -307,13 +301,12 @@ TEST(KernelsSdpa, BackwardMatchesFiniteDifferences) {
     SCOPED_TRACE(name(sh));
     const int64_t row = (sh.H + 2 * sh.KVH) * sh.D, n = sh.B * sh.S * row;
     Vec qkv = randn(n, rng), dout = randn(sh.B * sh.S * sh.H * sh.D, rng), dqkv(n, kNaN);
-    planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkv.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D,
-                      sh.causal, sh.rope, sh.theta);
+    planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkv.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D, sh.causal, sh.rope,
+                      sh.theta);
     ASSERT_TRUE(allFinite(dqkv));
     auto f = [&] {
       Vec out(sh.B * sh.S * sh.H * sh.D);
-      planrt_k_sdpa(qkv.data(), out.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D, sh.causal, sh.rope,
-                    sh.theta);
+      planrt_k_sdpa(qkv.data(), out.data(), sh.B, sh.S, sh.H, sh.KVH, sh.D, sh.causal, sh.rope, sh.theta);
       return out;
     };
     auto part = [&](int64_t lo, int64_t hi) {
@@ -392,12 +385,12 @@ TEST(KernelsEmbedding, BackwardScatterAddsAndOverwrites) {
 TEST(KernelsEmbeddingDeathTest, IdOutOfRangeExits) {
   Vec table(4 * 2, 0.0f), out(2 * 2), dtable(4 * 2);
   std::vector<int32_t> high = {1, 4}, negative = {-3, 0};
-  EXPECT_EXIT(planrt_k_embedding(table.data(), high.data(), out.data(), 2, 2, 4),
-              ::testing::ExitedWithCode(1), "planrt: error: embedding id 4 is outside \\[0, 4\\)");
-  EXPECT_EXIT(planrt_k_embedding(table.data(), negative.data(), out.data(), 2, 2, 4),
-              ::testing::ExitedWithCode(1), "planrt: error: embedding id -3 is outside \\[0, 4\\)");
-  EXPECT_EXIT(planrt_k_embedding_bwd(out.data(), high.data(), dtable.data(), 2, 2, 4),
-              ::testing::ExitedWithCode(1), "planrt: error: embedding id 4 is outside \\[0, 4\\)");
+  EXPECT_EXIT(planrt_k_embedding(table.data(), high.data(), out.data(), 2, 2, 4), ::testing::ExitedWithCode(1),
+              "planrt: error: embedding id 4 is outside \\[0, 4\\)");
+  EXPECT_EXIT(planrt_k_embedding(table.data(), negative.data(), out.data(), 2, 2, 4), ::testing::ExitedWithCode(1),
+              "planrt: error: embedding id -3 is outside \\[0, 4\\)");
+  EXPECT_EXIT(planrt_k_embedding_bwd(out.data(), high.data(), dtable.data(), 2, 2, 4), ::testing::ExitedWithCode(1),
+              "planrt: error: embedding id 4 is outside \\[0, 4\\)");
 }
 
 // ---- Cross-entropy
@@ -461,7 +454,8 @@ TEST(KernelsTensorParallel, EmbeddingSlicesSumToTheWholeTable) {
   std::mt19937 rng(21);
   Vec table = randn(size_t(V * C), rng), dout = randn(size_t(rows * C), rng);
   std::vector<int32_t> ids = {7, 0, 3, 4, 3};
-  Vec whole(static_cast<size_t>(rows * C)), sum(static_cast<size_t>(rows * C), 0.0f), part(static_cast<size_t>(rows * C));
+  Vec whole(static_cast<size_t>(rows * C)), sum(static_cast<size_t>(rows * C), 0.0f),
+      part(static_cast<size_t>(rows * C));
   planrt_k_embedding(table.data(), ids.data(), whole.data(), rows, C, V);
   Vec dwhole(static_cast<size_t>(V * C)), dpart(static_cast<size_t>(V / 2 * C));
   planrt_k_embedding_bwd(dout.data(), ids.data(), dwhole.data(), rows, C, V);
@@ -534,12 +528,10 @@ TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
   Vec logits(2 * 3, 0.0f), dlogits(2 * 3);
   std::vector<int32_t> t = {0, 3};
   float loss, dloss = 1.0f;
-  EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3),
-              ::testing::ExitedWithCode(1),
+  EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3), ::testing::ExitedWithCode(1),
               "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
   EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3),
-              ::testing::ExitedWithCode(1),
-              "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
+              ::testing::ExitedWithCode(1), "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
 }
 
 } // namespace

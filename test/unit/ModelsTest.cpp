@@ -44,7 +44,7 @@ TEST(Models, Gpt2NamesShapesAndDims) {
   EXPECT_EQ(find("wte.weight")->shape, (std::vector<int64_t>{50257, 768}));
   EXPECT_EQ(find("wpe.weight")->shape, (std::vector<int64_t>{1024, 768}));
   EXPECT_TRUE(find("ln_f.bias"));
-  EXPECT_FALSE(find("lm_head.weight"));  // tied to wte
+  EXPECT_FALSE(find("lm_head.weight")); // tied to wte
   // GPT-2 init: N(0, 0.02), residual projections N(0, 0.02/sqrt(2·12)), LN ones/zeros.
   EXPECT_EQ(find("h.0.attn.c_attn.weight")->initStd, 0.02);
   EXPECT_DOUBLE_EQ(find("h.3.attn.c_proj.weight")->initStd, 0.02 / std::sqrt(24.0));

@@ -60,7 +60,7 @@ TEST(Parser, MalformedNumbersAreLocated) {
     EXPECT_NE(p.diags[0].message.find("invalid number"), std::string::npos) << p.diags[0].message;
   }
   auto glued = parse("mesh m { memory = 80GiB }");
-  ASSERT_EQ(glued.diags.size(), 0u);  // a word: sema says where a number was needed
+  ASSERT_EQ(glued.diags.size(), 0u); // a word: sema says where a number was needed
 }
 
 TEST(Parser, StringsAndEscapes) {

@@ -10,13 +10,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -96,7 +95,9 @@ TEST(RuntimeData, LlmcFilesWrittenByNumpy) {
   std::string path = dir / "val.bin";
   // llm.c's format: int32 header[256] = {20240520, 1, n}, then n uint16 tokens.
   ASSERT_EQ(python("import numpy as np; n=5000; h=np.zeros(256, np.int32); h[0]=20240520; h[1]=1; h[2]=n; "
-                   "f=open('" + path + "','wb'); f.write(h.tobytes()); f.write((np.arange(n) * 7 % 50257).astype(np.uint16).tobytes())"),
+                   "f=open('" +
+                   path +
+                   "','wb'); f.write(h.tobytes()); f.write((np.arange(n) * 7 % 50257).astype(np.uint16).tobytes())"),
             0);
   planrt_data *d = open(path, 1, 50257);
   ASSERT_TRUE(d);
@@ -228,7 +229,8 @@ TEST(RuntimeSafetensors, ReadByAnIndependentReader) {
   std::string path = dir / "m.safetensors";
   ASSERT_EQ(planrt_st_save(path.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_OK);
   // The format per Hugging Face's spec: <u64 LE header length><JSON header><data>.
-  EXPECT_EQ(python("import json,struct,numpy as np; b=open('" + path + "','rb').read(); n=struct.unpack('<Q',b[:8])[0]; "
+  EXPECT_EQ(python("import json,struct,numpy as np; b=open('" + path +
+                   "','rb').read(); n=struct.unpack('<Q',b[:8])[0]; "
                    "h=json.loads(b[8:8+n]); e=h['h.0.attn.c_attn.weight']; s,t=e['data_offsets']; "
                    "a=np.frombuffer(b[8+n+s:8+n+t],np.float32).reshape(e['shape']); "
                    "assert e['dtype']=='F32' and e['shape']==[2,3], e; assert (8+n)%8==0; "
@@ -241,11 +243,15 @@ TEST(RuntimeSafetensors, WrittenByAnIndependentWriter) {
     GTEST_SKIP() << "/usr/bin/python3 with numpy is needed";
   TempDir dir;
   std::string path = dir / "py.safetensors";
-  ASSERT_EQ(python("import json,struct,numpy as np; w=np.arange(12,dtype=np.float32).reshape(3,4); b=np.ones(4,np.float32); "
-                   "h={'b':{'dtype':'F32','shape':[4],'data_offsets':[0,16]},'w':{'dtype':'F32','shape':[3,4],'data_offsets':[16,64]}}; "
-                   "s=json.dumps(h).encode(); f=open('" + path + "','wb'); f.write(struct.pack('<Q',len(s))); f.write(s); "
-                   "f.write(b.tobytes()); f.write(w.tobytes())"),
-            0);
+  ASSERT_EQ(
+      python("import json,struct,numpy as np; w=np.arange(12,dtype=np.float32).reshape(3,4); b=np.ones(4,np.float32); "
+             "h={'b':{'dtype':'F32','shape':[4],'data_offsets':[0,16]},'w':{'dtype':'F32','shape':[3,4],'data_offsets':"
+             "[16,64]}}; "
+             "s=json.dumps(h).encode(); f=open('" +
+             path +
+             "','wb'); f.write(struct.pack('<Q',len(s))); f.write(s); "
+             "f.write(b.tobytes()); f.write(w.tobytes())"),
+      0);
   planrt_st *st = nullptr;
   ASSERT_EQ(planrt_st_open(path.c_str(), &st), PLANRT_OK) << planrt_last_error();
   std::vector<float> w(12);
@@ -304,7 +310,7 @@ TEST(RuntimeSafetensors, AFailedWriteKeepsThePreviousFile) {
   std::string ro = dir / "ro";
   ::mkdir(ro.c_str(), 0555);
   std::string target = ro + "/m.safetensors";
-  if (::access(ro.c_str(), W_OK) != 0) {  // root can write anywhere
+  if (::access(ro.c_str(), W_OK) != 0) { // root can write anywhere
     EXPECT_EQ(planrt_st_save(target.c_str(), v.data(), v.size(), nullptr, 0), PLANRT_ERR_IO);
     EXPECT_NE(std::string(planrt_last_error()).find("cannot write"), std::string::npos);
   }
@@ -364,14 +370,15 @@ TEST(RuntimeLog, OneJsonObjectPerStep) {
   planrt_log *log = nullptr;
   ASSERT_EQ(planrt_log_open(path.c_str(), &log), PLANRT_OK);
   uint64_t comm[4] = {6000, 40, 0, 128};
-  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm, 5000000000ull, 7000000000ull),
-            PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 1, 5.5451774, 3e-4, 1.25, 123456.5, comm, 5000000000ull, 7000000000ull), PLANRT_OK);
   ASSERT_EQ(planrt_log_step(log, 2, std::nan(""), 3e-4, INFINITY, 0, comm, 0, 0), PLANRT_OK);
   planrt_log_close(log);
   if (!havePython())
     GTEST_SKIP() << "/usr/bin/python3 is needed to parse the log";
-  EXPECT_EQ(python("import json; rows=[json.loads(l) for l in open('" + path + "')]; assert len(rows)==2; "
-                   "r=rows[0]; assert r['step']==1 and abs(r['loss']-5.5451774)<1e-9 and r['lr']==3e-4 and r['grad_norm']==1.25, r; "
+  EXPECT_EQ(python("import json; rows=[json.loads(l) for l in open('" + path +
+                   "')]; assert len(rows)==2; "
+                   "r=rows[0]; assert r['step']==1 and abs(r['loss']-5.5451774)<1e-9 and r['lr']==3e-4 and "
+                   "r['grad_norm']==1.25, r; "
                    "assert r['comm_bytes']=={'all_reduce':6000,'all_gather':40,'reduce_scatter':0,'send_recv':128}, r; "
                    "assert r['mem_peak_bytes']==5000000000 and r['mem_device_peak_bytes']==7000000000, r; "
                    "assert rows[1]['loss'] is None and rows[1]['grad_norm'] is None, rows[1]"),
@@ -461,7 +468,7 @@ TEST(RuntimeMemory, TheDevicePeakCountsTheRuntimesBuffersToo) {
   planrt_mem_free(nullptr);
   EXPECT_EQ(planrt_mem_held(), held);
   EXPECT_EQ(planrt_mem_live(), live);
-  EXPECT_GE(planrt_mem_total_peak(), both);  // a peak, not what is held now
+  EXPECT_GE(planrt_mem_total_peak(), both); // a peak, not what is held now
   void *zero = planrt_mem_alloc(0);         // a real pointer, counted as nothing
   EXPECT_NE(zero, nullptr);
   EXPECT_EQ(planrt_mem_held(), held);
@@ -472,7 +479,7 @@ TEST(RuntimeMemory, TheDevicePeakCountsTheRuntimesBuffersToo) {
 // it for every step function; more than the backend has free is refused naming both sizes,
 // before anything is allocated.
 namespace {
-size_t tinyDevice() { return size_t(3) << 20; }  // 3 MiB free
+size_t tinyDevice() { return size_t(3) << 20; } // 3 MiB free
 void *heapAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
 const planrt_backend kTinyDevice = {"test-device", heapAlloc, std::free, tinyDevice};
 } // namespace
@@ -485,13 +492,13 @@ TEST(RuntimeMemory, TheArenaIsOneReservationWithTheStepRegionAfterTheState) {
   EXPECT_EQ(planrt_mem_held(), held + 4096 + (1 << 16));
   for (int i = 0; i < 4096; ++i)
     ASSERT_EQ(base[i], 0) << "byte " << i << " of the state part";
-  EXPECT_EQ(planrt_arena_reserve(1, 1), nullptr);  // one per process
+  EXPECT_EQ(planrt_arena_reserve(1, 1), nullptr); // one per process
   EXPECT_NE(std::string(planrt_last_error()).find("reserved already"), std::string::npos);
   planrt_mem_reset_peak();
   uint64_t live = planrt_mem_live();
   EXPECT_EQ(planrt_step_arena(1000), base + 4096);
   EXPECT_EQ(planrt_step_arena(1 << 16), base + 4096);
-  EXPECT_EQ(planrt_mem_peak(), live + (1 << 16));  // the step buffers' peak: the largest function's
+  EXPECT_EQ(planrt_mem_peak(), live + (1 << 16)); // the step buffers' peak: the largest function's
   planrt_arena_release();
   EXPECT_EQ(planrt_mem_held(), held);
 }
@@ -499,14 +506,14 @@ TEST(RuntimeMemory, TheArenaIsOneReservationWithTheStepRegionAfterTheState) {
 TEST(RuntimeMemory, AnArenaLargerThanTheDeviceIsRefusedBeforeAllocating) {
   planrt_set_backend(&kTinyDevice);
   uint64_t held = planrt_mem_held();
-  EXPECT_EQ(planrt_arena_reserve(size_t(2) << 20, size_t(3) << 19), nullptr);  // 2 + 1.5 MiB
+  EXPECT_EQ(planrt_arena_reserve(size_t(2) << 20, size_t(3) << 19), nullptr); // 2 + 1.5 MiB
   std::string e = planrt_last_error();
   EXPECT_NE(e.find("the plan needs 3.5 MiB of test-device memory (2.0 MiB of parameters, gradients and optimizer "
                    "state, 1.5 MiB for the step's buffers), but only 3.0 MiB are free"),
             std::string::npos)
       << e;
   EXPECT_EQ(planrt_mem_held(), held);
-  void *fits = planrt_arena_reserve(size_t(2) << 20, size_t(1) << 20);  // 3 MiB: fits exactly
+  void *fits = planrt_arena_reserve(size_t(2) << 20, size_t(1) << 20); // 3 MiB: fits exactly
   EXPECT_NE(fits, nullptr) << planrt_last_error();
   planrt_arena_release();
   planrt_set_backend(nullptr);

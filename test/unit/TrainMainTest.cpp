@@ -79,8 +79,8 @@ void bigramSumsq(float *g0, float *g1, float *state) {
 
 /// AdamW (bias-corrected by the step, decoupled decay on group 0 only), clipping at
 /// global norm 1: the norm is sqrt(state[6]).
-void adamUpdate(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0, float *v1,
-                int64_t step, float *state) {
+void adamUpdate(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0, float *v1, int64_t step,
+                float *state) {
   float norm = std::sqrt(state[6]);
   float scale = norm > 1.0f ? 1.0f / norm : 1.0f;
   float c1 = 1.0f - std::pow(0.9f, float(step + 1)), c2 = 1.0f - std::pow(0.95f, float(step + 1));
@@ -109,8 +109,8 @@ void bigramStep(planrt_step_ctx *ctx, int64_t s) {
   for (int64_t a = 0; a < kAccum; ++a)
     planrt_sched_grad(ctx, s, a, kParams, kGrads, kState);
   planrt_sched_sumsq(ctx, kGrads, b0, kGrads, b1, kState);
-  planrt_sched_update(ctx, s, kParams, b0, kParams, b1, kGrads, b0, kGrads, b1, kExpAvg, b0, kExpAvg, b1, kExpAvgSq,
-                      b0, kExpAvgSq, b1, kState);
+  planrt_sched_update(ctx, s, kParams, b0, kParams, b1, kGrads, b0, kGrads, b1, kExpAvg, b0, kExpAvg, b1, kExpAvgSq, b0,
+                      kExpAvgSq, b1, kState);
 }
 
 /// gather and release: nothing to do on one device.
@@ -126,13 +126,13 @@ void bigramEval(float *params, const int32_t *tokens, const int32_t *targets, fl
 // Faulty variants: the step is counted from the calls (runs that start at step 0).
 int gCalls = 0;
 void nanLossGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
-                const float * = nullptr) {
+                 const float * = nullptr) {
   bigramGrad(params, grads, tokens, targets, loss);
   if (gCalls++ / kAccum == 3)
     *loss = NAN;
 }
 void nanGradGrad(float *params, float *grads, const int32_t *tokens, const int32_t *targets, float *loss,
-                const float * = nullptr) {
+                 const float * = nullptr) {
   bigramGrad(params, grads, tokens, targets, loss);
   if (gCalls++ / kAccum == 3)
     grads[5] = NAN;
@@ -187,18 +187,35 @@ struct Config {
 
 std::string manifest(const Config &c) {
   json m = {{"format", "planc-train-1"}, {"plan", "t"}, {"model", "bigram"}, {"num_floats", kNumFloats}};
-  json wte = {{"name", "wte.weight"}, {"shape", {kVocab, kVocab}}, {"offset", 0}, {"count", kBias},
-              {"init", c.wteInit}, {"std", 0.02}};
-  json bias = {{"name", "lm_head.bias"}, {"shape", {kVocab}}, {"offset", kBias}, {"count", kVocab},
-               {"init", "zeros"}, {"std", 0.0}};
+  json wte = {{"name", "wte.weight"}, {"shape", {kVocab, kVocab}}, {"offset", 0},
+              {"count", kBias},       {"init", c.wteInit},         {"std", 0.02}};
+  json bias = {{"name", "lm_head.bias"}, {"shape", {kVocab}}, {"offset", kBias},
+               {"count", kVocab},        {"init", "zeros"},   {"std", 0.0}};
   m["params"] = {wte, bias};
-  m["train"] = {{"batch", kMicro * kAccum}, {"micro", kMicro}, {"seq", kSeq}, {"accumulation", kAccum},
-                {"data_parallel", 1}, {"steps", c.steps}, {"seed", c.seed}, {"vocab", kVocab},
-                {"data", c.data}, {"val", c.val}, {"eval_every", c.evalEvery}, {"eval_batches", c.evalBatches},
+  m["train"] = {{"batch", kMicro * kAccum},
+                {"micro", kMicro},
+                {"seq", kSeq},
+                {"accumulation", kAccum},
+                {"data_parallel", 1},
+                {"steps", c.steps},
+                {"seed", c.seed},
+                {"vocab", kVocab},
+                {"data", c.data},
+                {"val", c.val},
+                {"eval_every", c.evalEvery},
+                {"eval_batches", c.evalBatches},
                 {"checkpoint", {{"dir", c.ckptDir}, {"every", c.every}, {"keep", c.keep}}},
-                {"lr", kLr}, {"schedule", "constant"}, {"warmup", 0}, {"min_lr", 0.0}, {"clip", 1.0},
-                {"weight_decay", kWeightDecay}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8},
-                {"precision", "fp32"}, {"zero", 0}};
+                {"lr", kLr},
+                {"schedule", "constant"},
+                {"warmup", 0},
+                {"min_lr", 0.0},
+                {"clip", 1.0},
+                {"weight_decay", kWeightDecay},
+                {"beta1", 0.9},
+                {"beta2", 0.95},
+                {"eps", 1e-8},
+                {"precision", "fp32"},
+                {"zero", 0}};
   m["groups"] = {{kGroupBegin[0], kGroupEnd[0]}, {kGroupBegin[1], kGroupEnd[1]}};
   m["mesh"] = {{"name", "cpu1"}, {"axes", {"dp"}}, {"sizes", {1}}, {"data", {"dp"}}};
   auto buffer = [](const char *name, int floats, const char *lifetime) {
@@ -355,7 +372,7 @@ TEST(TrainMain, LossFallsAndEveryStepIsLogged) {
     EXPECT_EQ(j["comm_bytes"]["all_reduce"], 0);
   }
   std::vector<double> loss = losses(l);
-  EXPECT_NEAR(loss.front(), std::log(16.0), 0.1);  // std 0.02: nearly uniform at first
+  EXPECT_NEAR(loss.front(), std::log(16.0), 0.1); // std 0.02: nearly uniform at first
   EXPECT_LT(loss.back(), 0.6 * loss.front());
   // Not a terminal: a plain line every 40/20 = 2 steps, then the final line.
   EXPECT_EQ(countOf(r.err, " · loss "), 20u) << r.err;
@@ -374,7 +391,7 @@ TEST(TrainMain, LossFallsAndEveryStepIsLogged) {
 
 // ---- The executable's arena (the cuda targets' memory plan): every buffer of the
 // manifest at its offset in one reservation, the step region after the state part.
-constexpr int64_t kSlot = (kNumFloats * 4 + 255) / 256 * 256;  // each buffer's bytes, aligned
+constexpr int64_t kSlot = (kNumFloats * 4 + 255) / 256 * 256; // each buffer's bytes, aligned
 constexpr int64_t kStateBytes = 4 * kSlot + 256, kStepBytes = 4096;
 
 std::string withArena(const std::string &text) {
@@ -580,7 +597,7 @@ TEST(TrainMain, ANonFiniteLossStopsWithTheStepAndTheLastCheckpointLoads) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("planrt: error: rank 0: step 3: the loss is NaN"), std::string::npos) << r.err;
   Log l = readLog(log);
-  ASSERT_EQ(l.steps.size(), 4u);  // steps 0–2, then step 3 with its loss as null
+  ASSERT_EQ(l.steps.size(), 4u); // steps 0–2, then step 3 with its loss as null
   EXPECT_TRUE(l.steps[3]["loss"].is_null());
   EXPECT_TRUE(exists(c.ckptDir + "/" + ckptName(2)));
   EXPECT_FALSE(exists(c.ckptDir + "/" + ckptName(4)));
@@ -729,7 +746,7 @@ TEST(TrainMain, EvaluatesOnTheValidationWindows) {
   c.evalEvery = 5;
   c.evalBatches = 2;
   c.ckptDir = f.dir / "ckpt";
-  c.every = 100;  // only the end of the run
+  c.every = 100; // only the end of the run
   std::string log = f.dir / "log.jsonl";
   Result r = run(f.dir, manifest(c), {"--log", log});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -751,9 +768,9 @@ TEST(TrainMain, EvaluatesOnTheValidationWindows) {
   double sum = 0;
   for (int w = 0; w < 2; ++w) {
     for (int i = 0; i < kMicro; ++i)
-      ASSERT_EQ(planrt_data_window(data, uint64_t(w * kMicro + i), kSeq, tokens.data() + i * kSeq,
-                                   targets.data() + i * kSeq),
-                PLANRT_OK);
+      ASSERT_EQ(
+          planrt_data_window(data, uint64_t(w * kMicro + i), kSeq, tokens.data() + i * kSeq, targets.data() + i * kSeq),
+          PLANRT_OK);
     float loss = 0;
     bigramEval(params.data(), tokens.data(), targets.data(), &loss);
     sum += loss;
@@ -841,7 +858,8 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "groups[1] is not a span of num_floats that splits into data_parallel pieces");
   m = json::parse(good);
   m["mesh"]["sizes"] = {2};
-  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 × pipeline stages 1 is not the mesh's 2 devices over its data, tensor and pipeline axes");
+  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 × pipeline stages 1 is not the mesh's 2 devices "
+                        "over its data, tensor and pipeline axes");
   m = json::parse(good);
   m["mesh"]["data"] = {"tp"};
   expectError(m.dump(), "mesh.data names 'tp', which is not an axis");

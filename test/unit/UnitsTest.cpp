@@ -33,7 +33,7 @@ TEST(Units, Durations) {
 TEST(Units, CaseMattersAndUnknownsAreRejected) {
   EXPECT_FALSE(lookup("gib"));
   EXPECT_FALSE(lookup("GIB"));
-  EXPECT_FALSE(lookup("FLOP"));   // a count, not a rate
+  EXPECT_FALSE(lookup("FLOP")); // a count, not a rate
   EXPECT_FALSE(lookup("GB/ms"));
   EXPECT_FALSE(lookup(""));
 }

@@ -51,19 +51,19 @@ int64_t ringSteps(Coll c, int64_t n) { return n <= 1 ? 0 : (c == Coll::AllReduce
 
 struct TensorColl {
   Coll kind;
-  double fullBytes;  ///< the whole buffer, before splitting
+  double fullBytes; ///< the whole buffer, before splitting
   const char *purpose;
 };
 
 /// What one op costs on one device for one micro-batch.
 struct OpCost {
   double fwdFlops = 0, bwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
-  double modelFwdFlops = 0;   ///< unsplit matmul FLOPs, full attention (per micro-batch)
+  double modelFwdFlops = 0; ///< unsplit matmul FLOPs, full attention (per micro-batch)
   bool matmul = false;
-  double saved = 0;           ///< bytes kept for backward, recompute none
-  double savedSelective = 0;  ///< under selective recompute
-  double selectiveFlops = 0, selectiveBytes = 0;  ///< recomputed under selective
-  double logits = 0;          ///< cross-entropy probabilities (a buffer, not a layer activation)
+  double saved = 0;                              ///< bytes kept for backward, recompute none
+  double savedSelective = 0;                     ///< under selective recompute
+  double selectiveFlops = 0, selectiveBytes = 0; ///< recomputed under selective
+  double logits = 0;                             ///< cross-entropy probabilities (a buffer, not a layer activation)
   std::vector<TensorColl> fwdColls, bwdColls;
 };
 
@@ -74,8 +74,8 @@ struct Link {
 
 class Estimator {
 public:
-  Estimator(const sema::Model &m, const sema::Mesh &mesh, const sema::Layout &l,
-            const std::vector<std::string> &roles, const Calibration &cal, bool withTrace)
+  Estimator(const sema::Model &m, const sema::Mesh &mesh, const sema::Layout &l, const std::vector<std::string> &roles,
+            const Calibration &cal, bool withTrace)
       : model(m), mesh(mesh), l(l), cal(cal), withTrace(withTrace) {
     t = l.tensor;
     d = l.data;
@@ -120,14 +120,14 @@ private:
   bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
   double act, storedAct, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
-  std::map<std::string, Link> links;  ///< by role
-  std::vector<int> opRank;            ///< pipeline rank per op
-  std::vector<int> opUnit;            ///< -1 embedding side, layer index, or layers (head)
+  std::map<std::string, Link> links; ///< by role
+  std::vector<int> opRank;           ///< pipeline rank per op
+  std::vector<int> opUnit;           ///< -1 embedding side, layer index, or layers (head)
   std::vector<OpCost> costs;
-  std::vector<Split> split;           ///< per value id
-  std::set<int> columnInputs;         ///< values already gathered for a column-parallel matmul
-  std::set<int> savedInputs;          ///< values already kept for a matmul's backward
-  int64_t width = 0;                  ///< features crossing a pipeline boundary
+  std::vector<Split> split;   ///< per value id
+  std::set<int> columnInputs; ///< values already gathered for a column-parallel matmul
+  std::set<int> savedInputs;  ///< values already kept for a matmul's backward
+  int64_t width = 0;          ///< features crossing a pipeline boundary
 
   // --- placement -----------------------------------------------------------
   void placeAxes(std::vector<std::string> roles) {
@@ -155,8 +155,7 @@ private:
     for (const char *role : {"data", "tensor", "pipeline"}) {
       int64_t span = strideOf.count(role) ? strideOf[role] * size[role] : size[role];
       bool inNode = span <= mesh.perNode && mesh.perNode % span == 0;
-      links[role] = inNode ? Link{nodeBw, cal.nodeLatency, "node"}
-                           : Link{netBw, cal.networkLatency, "network"};
+      links[role] = inNode ? Link{nodeBw, cal.nodeLatency, "node"} : Link{netBw, cal.networkLatency, "network"};
     }
   }
 
@@ -212,15 +211,15 @@ private:
 
   // --- per-op costs --------------------------------------------------------
   ValueType typeOf(int v) const {
-    return v < sema::kFirstOpValue ? ValueType{ValueType::Kind::Tokens, 0}
-                                   : model.ops[v - sema::kFirstOpValue].result;
+    return v < sema::kFirstOpValue ? ValueType{ValueType::Kind::Tokens, 0} : model.ops[v - sema::kFirstOpValue].result;
   }
   /// Elements of a value on one device, for one micro-batch.
   double elems(int v) const {
     ValueType ty = typeOf(v);
-    double n = ty.kind == ValueType::Kind::Hidden ? double(b) * s * ty.features
-               : ty.kind == ValueType::Kind::Tokens ? double(b) * s
-               : ty.kind == ValueType::Kind::Positions ? double(s) : 1;
+    double n = ty.kind == ValueType::Kind::Hidden      ? double(b) * s * ty.features
+               : ty.kind == ValueType::Kind::Tokens    ? double(b) * s
+               : ty.kind == ValueType::Kind::Positions ? double(s)
+                                                       : 1;
     Split sp = v < int(split.size()) ? split[v] : Split::Replicated;
     return sp == Split::Replicated ? n : n / t;
   }
@@ -240,8 +239,7 @@ private:
     if (v < sema::kFirstOpValue)
       return false;
     OpKind k = model.ops[v - sema::kFirstOpValue].kind;
-    return k == OpKind::Gelu || k == OpKind::Silu || k == OpKind::Relu || k == OpKind::Mul ||
-           k == OpKind::Dropout;
+    return k == OpKind::Gelu || k == OpKind::Silu || k == OpKind::Relu || k == OpKind::Mul || k == OpKind::Dropout;
   }
 
   /// The collectives around a column-parallel matmul reading `in`, and the state of its input.
@@ -253,7 +251,7 @@ private:
     double full = double(b) * s * typeOf(in).features * wireAct;
     if (split[in] == Split::Sequence) {
       c.fwdColls.push_back({Coll::AllGather, full, what});
-      c.bwdColls.push_back({Coll::AllGather, full, what});  // re-gather the input for dW
+      c.bwdColls.push_back({Coll::AllGather, full, what}); // re-gather the input for dW
       c.bwdColls.push_back({Coll::ReduceScatter, full, what});
     } else {
       c.bwdColls.push_back({Coll::AllReduce, full, what});
@@ -296,7 +294,7 @@ private:
         double outE = elems(out);
         c.fwdBytes = 2 * outE * act;
         c.bwdBytes = 2 * outE * act;
-        c.saved = inE * 4;  // token ids or positions
+        c.saved = inE * 4; // token ids or positions
         break;
       }
       case OpKind::Attend:
@@ -343,7 +341,7 @@ private:
         double qkv = (op.heads + 2 * op.kvHeads) * hd;
         double tokens = double(b) * s;
         double proj = 2 * tokens * dm * qkv + 2 * tokens * dm * dm;
-        double core = 4 * double(b) * s * s * dm;  // QKᵀ and PV over all query heads
+        double core = 4 * double(b) * s * s * dm; // QKᵀ and PV over all query heads
         c.modelFwdFlops = proj + core;
         c.matmul = true;
         double div = heads ? double(t) : 1.0;
@@ -355,7 +353,7 @@ private:
           split[out] = split[in];
         }
         c.fwdFlops = proj / div + coreRun;
-        c.bwdFlops = 2 * proj / div + 2.5 * coreRun;  // flash backward recomputes P
+        c.bwdFlops = 2 * proj / div + 2.5 * coreRun; // flash backward recomputes P
         double inStored = heads && split[in] == Split::Replicated ? tokens * dm : elems(in);
         double qkvE = tokens * qkv / div, attnOut = tokens * dm / div;
         double lse = double(b) * (op.heads / div) * s * 4;
@@ -389,7 +387,7 @@ private:
         c.bwdFlops = c.fwdFlops;
         c.fwdBytes = 2 * inE * act;
         c.bwdBytes = 3 * inE * act;
-        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * storedAct;  // masks are bytes
+        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * storedAct; // masks are bytes
         break;
       }
       case OpKind::Mul:
@@ -421,7 +419,7 @@ private:
         c.bwdFlops = 2 * inE;
         c.fwdBytes = inE * (act + 4);
         c.bwdBytes = inE * (4 + act);
-        c.logits = inE * 4;  // fp32 probabilities kept for backward
+        c.logits = inE * 4; // fp32 probabilities kept for backward
         break;
       }
       }
@@ -458,8 +456,7 @@ private:
     // Per unit (embedding side, layer, head) rows.
     std::map<int, LayerRow> units;
     auto unitName = [&](int u) {
-      return u < 0 ? std::string("embedding") : u >= model.layers ? std::string("head")
-                                                                  : "layer " + std::to_string(u);
+      return u < 0 ? std::string("embedding") : u >= model.layers ? std::string("head") : "layer " + std::to_string(u);
     };
     std::vector<int> paramUnit(model.params.size(), -2);
     for (size_t i = 0; i < ops.size(); ++i)
@@ -488,7 +485,7 @@ private:
     std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
     std::map<int, double> unitAct;
     std::map<int, int> unitRank;
-    std::map<int, double> unitInput;  // the unit's input, for full recompute
+    std::map<int, double> unitInput; // the unit's input, for full recompute
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpCost &c = costs[i];
       int u = opUnit[i];
@@ -519,7 +516,7 @@ private:
     // backward pass still holds when it finishes.
     std::vector<double> firstAct(p, 0);
     std::vector<bool> hasFirst(p, false);
-    for (auto &[u, row] : units) {  // by unit: the embedding side first, then the layers
+    for (auto &[u, row] : units) { // by unit: the embedding side first, then the layers
       row.rank = unitRank.count(u) ? unitRank[u] : 0;
       row.memory.activations = int64_t(std::llround(unitAct[u]));
       if (u < 0 || (u < model.layers && !hasFirst[row.rank])) {
@@ -543,8 +540,8 @@ private:
       // stage reads the tokens again) and computes its forward again in its backward pass:
       // one micro-batch's activations, plus the inputs of those in flight.
       double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
-      mem.activations = int64_t(std::llround(p > 1 ? actRank[r] + workingSet[r] + stash
-                                                   : actRank[r] * flight + workingSet[r]));
+      mem.activations =
+          int64_t(std::llround(p > 1 ? actRank[r] + workingSet[r] + stash : actRank[r] * flight + workingSet[r]));
       std::vector<BufferRow> bufs;
       if (logitsRank[r] > 0) {
         bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
@@ -558,12 +555,13 @@ private:
       double end = 4.0 * double(n) + firstAct[r];
       double start = double(mem.activations) + 2 * logitsRank[r];
       if (end > start)
-        bufs.push_back({"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
+        bufs.push_back(
+            {"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       heldBeyondModelStates(n, shard, mem, bufs);
       if (p > 1)
-        bufs.push_back({"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct /
-                                                      (l.sequence && t > 1 ? t : 1))});
+        bufs.push_back(
+            {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
       if (mesh.kind == sema::DeviceKind::CUDA)
         bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes});
       for (auto &bf : bufs)
@@ -582,9 +580,12 @@ private:
       row.memory.optimizer = int64_t(row.paramElements * optBytes);
       if (d > 1) {
         int64_t shard = (row.paramElements + d - 1) / d;
-        if (l.zero >= 3) row.memory.params = int64_t(shard * paramBytes);
-        if (l.zero >= 2) row.memory.grads = int64_t(shard * gradBytes);
-        if (l.zero >= 1) row.memory.optimizer = int64_t(shard * optBytes);
+        if (l.zero >= 3)
+          row.memory.params = int64_t(shard * paramBytes);
+        if (l.zero >= 2)
+          row.memory.grads = int64_t(shard * gradBytes);
+        if (l.zero >= 1)
+          row.memory.optimizer = int64_t(shard * optBytes);
       }
       e.layers.push_back(row);
     }
@@ -623,21 +624,21 @@ private:
         extra);
   }
   std::vector<int64_t> rankParamElems, rankReplicatedElems;
-  std::vector<std::set<int>> paramRanks;  ///< the pipeline ranks that hold each parameter
+  std::vector<std::set<int>> paramRanks; ///< the pipeline ranks that hold each parameter
   int64_t tiedElems = 0, largestUnitElems = 0;
   int64_t replicatedElems(int64_t rank) const { return rankReplicatedElems[rank]; }
 
   // --- time and communication ----------------------------------------------
   struct RankTime {
-    double fwd = 0, bwd = 0;          // per micro-batch, compute only
-    double compute = 0, memory = 0;   // matmul-bound vs bandwidth-bound share of fwd + bwd
-    double tpFwd = 0, tpBwd = 0;      // tensor collectives per micro-batch
-    double ppSend = 0;                // pipeline sends per micro-batch
+    double fwd = 0, bwd = 0;        // per micro-batch, compute only
+    double compute = 0, memory = 0; // matmul-bound vs bandwidth-bound share of fwd + bwd
+    double tpFwd = 0, tpBwd = 0;    // tensor collectives per micro-batch
+    double ppSend = 0;              // pipeline sends per micro-batch
     struct Row {
       double bytes = 0, seconds = 0;
       int64_t calls = 0;
     };
-    std::map<std::pair<std::string, std::string>, Row> tpRows;  // by (collective, purpose)
+    std::map<std::pair<std::string, std::string>, Row> tpRows; // by (collective, purpose)
   };
 
   double roofline(double flops, double bytes, bool matmul, RankTime &rt) const {
@@ -728,8 +729,8 @@ private:
   // Buckets formed by the executable's rule (training::gradientBuckets): DDP's gradients
   // with the parameters in reverse model order, ZeRO-3's parameter gathers in model
   // order; the executable takes the order in which its backward pass finishes the
-  // gradients or its forward pass first reads the parameters, which these approximate. How many collectives (a bucket's parameters of one optimizer group
-  // are one range), and the share of the buffer no compute hides: DDP's last bucket,
+  // gradients or its forward pass first reads the parameters, which these approximate. How many collectives (a bucket's
+  // parameters of one optimizer group are one range), and the share of the buffer no compute hides: DDP's last bucket,
   // ZeRO-3's first.
   struct Buckets {
     int64_t calls = 1;
@@ -872,15 +873,14 @@ private:
     // the replicated ones once: one float, reduced over the tensor axis.
     if (t > 1) {
       double sec = collSeconds(Coll::AllReduce, 4, t, "tensor");
-      e.comm.push_back({"all_reduce", "tensor", "gradient norm",
-                        int64_t(training::ringBytes(Coll::AllReduce, t, 4)), 1, t, sec, sec,
-                        links.at("tensor").name});
+      e.comm.push_back({"all_reduce", "tensor", "gradient norm", int64_t(training::ringBytes(Coll::AllReduce, t, 4)), 1,
+                        t, sec, sec, links.at("tensor").name});
       e.tensorCommSeconds += sec;
       tensorStep += sec;
     }
     // The tied embedding's gradient is summed between the first and last stage: an
     // all-reduce over the pipeline axis, to which the stages between add zeros.
-    double pipelineSums = 0;  // the all-reduces over the stages, after the micro-batches
+    double pipelineSums = 0; // the all-reduces over the stages, after the micro-batches
     if (p > 1 && tiedElems > 0) {
       double full = double(tiedElems) * wire;
       double tied = collSeconds(Coll::AllReduce, full, p, "pipeline");
@@ -899,8 +899,8 @@ private:
         pipelineSums += sec;
       }
     for (auto &[key, val] : cr.tpRows)
-      e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)),
-                        val.calls * mb, t, val.seconds * mb, val.seconds * mb, links.at("tensor").name});
+      e.comm.push_back({key.first, "tensor", key.second, int64_t(std::llround(val.bytes * mb)), val.calls * mb, t,
+                        val.seconds * mb, val.seconds * mb, links.at("tensor").name});
     if (p > 1) {
       // Rank 0, the first stage, sends each micro-batch's activation on (the stages after
       // it also send gradients back).
@@ -929,7 +929,7 @@ private:
 
     // The pipeline runs m micro-batches through the slowest stage, plus the bubble.
     double stage = 0;
-    double tensorStep = 0;  // tensor-axis reductions once per step (or micro-batch), after backward
+    double tensorStep = 0; // tensor-axis reductions once per step (or micro-batch), after backward
     int slowest = 0;
     for (int64_t r = 0; r < p; ++r) {
       double T = rt[r].fwd + rt[r].bwd + rt[r].tpFwd + rt[r].tpBwd + rt[r].ppSend;
@@ -973,14 +973,13 @@ private:
     e.hardwareFlopsPerStep = hardware * double(mb) * double(d) * double(t);
     e.mfu = e.modelFlopsPerStep / (e.stepSeconds * double(mesh.devices()) * peak);
 
-    std::vector<std::pair<double, const char *>> parts = {
-        {e.computeSeconds, "compute"},
-        {e.memorySeconds, "memory bandwidth"},
-        {e.tensorCommSeconds, "tensor-parallel communication"},
-        {e.pipelineCommSeconds, "pipeline communication"},
-        {e.bubbleSeconds, "pipeline bubble"},
-        {dpExposed, "data-parallel communication"},
-        {e.optimizerSeconds, "optimizer step"}};
+    std::vector<std::pair<double, const char *>> parts = {{e.computeSeconds, "compute"},
+                                                          {e.memorySeconds, "memory bandwidth"},
+                                                          {e.tensorCommSeconds, "tensor-parallel communication"},
+                                                          {e.pipelineCommSeconds, "pipeline communication"},
+                                                          {e.bubbleSeconds, "pipeline bubble"},
+                                                          {dpExposed, "data-parallel communication"},
+                                                          {e.optimizerSeconds, "optimizer step"}};
     e.bottleneck = std::max_element(parts.begin(), parts.end())->second;
 
     e.traceRank = slowest;
@@ -1083,8 +1082,7 @@ std::vector<std::string> plan::cost::axisRolesOf(const sema::Train &train, const
   return roles;
 }
 
-Estimate plan::cost::estimate(const sema::Model &model, const sema::Mesh &mesh,
-                              const sema::Layout &layout, const std::vector<std::string> &roles,
-                              const Calibration &cal, bool withTrace) {
+Estimate plan::cost::estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
+                              const std::vector<std::string> &roles, const Calibration &cal, bool withTrace) {
   return Estimator(model, mesh, layout, roles, cal, withTrace).run();
 }

@@ -22,16 +22,15 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
       continue;
     ok = false;
     const cost::Memory &m = e.perDevice;
-    lang::Diag d = diags.error(
-        t.loc, llvm::formatv("train '{0}' needs {1} per device but mesh '{2}' has {3}", t.name,
-                             cost::formatBytes(double(m.total())), mesh.name,
-                             cost::formatBytes(double(*mesh.memoryBytes)))
-                   .str());
+    lang::Diag d = diags.error(t.loc, llvm::formatv("train '{0}' needs {1} per device but mesh '{2}' has {3}", t.name,
+                                                    cost::formatBytes(double(m.total())), mesh.name,
+                                                    cost::formatBytes(double(*mesh.memoryBytes)))
+                                          .str());
     d.note(llvm::formatv("pipeline rank {0}: parameters {1}, gradients {2}, optimizer {3}, "
                          "activations {4}, buffers {5}",
-                         e.worstRank, cost::formatBytes(double(m.params)),
-                         cost::formatBytes(double(m.grads)), cost::formatBytes(double(m.optimizer)),
-                         cost::formatBytes(double(m.activations)), cost::formatBytes(double(m.buffers)))
+                         e.worstRank, cost::formatBytes(double(m.params)), cost::formatBytes(double(m.grads)),
+                         cost::formatBytes(double(m.optimizer)), cost::formatBytes(double(m.activations)),
+                         cost::formatBytes(double(m.buffers)))
                .str());
     std::vector<cost::Candidate> fits = cost::search(model, mesh, layout);
     if (fits.empty()) {
@@ -44,10 +43,9 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
       const sema::Layout &l = fits[i].layout;
       d.note(llvm::formatv("would fit: data {0} x tensor {1} x pipeline {2}, zero {3}, micro {4}, "
                            "recompute {5}{6}: {7} per device, {8:f3} s per step",
-                           l.data, l.tensor, l.pipeline, l.zero, l.micro,
-                           sema::recomputeName(l.recompute), l.sequence ? ", sequence parallel" : "",
-                           cost::formatBytes(double(fits[i].estimate.perDevice.total())),
-                           fits[i].estimate.stepSeconds)
+                           l.data, l.tensor, l.pipeline, l.zero, l.micro, sema::recomputeName(l.recompute),
+                           l.sequence ? ", sequence parallel" : "",
+                           cost::formatBytes(double(fits[i].estimate.perDevice.total())), fits[i].estimate.stepSeconds)
                  .str());
     }
     d.note("'planc explain --search' lists every layout that fits");

@@ -18,8 +18,7 @@ std::string plan::cost::formatBytes(double bytes) {
     bytes /= 1024;
     ++u;
   }
-  return u == 0 ? llvm::formatv("{0} B", int64_t(bytes)).str()
-                : llvm::formatv("{0:f2} {1}", bytes, units[u]).str();
+  return u == 0 ? llvm::formatv("{0} B", int64_t(bytes)).str() : llvm::formatv("{0:f2} {1}", bytes, units[u]).str();
 }
 
 static std::string seconds(double s) {
@@ -30,9 +29,7 @@ static std::string seconds(double s) {
   return llvm::formatv("{0:f1} us", s * 1e6).str();
 }
 
-static std::string schedule(const sema::Layout &l) {
-  return sema::scheduleName(l.schedule);
-}
+static std::string schedule(const sema::Layout &l) { return sema::scheduleName(l.schedule); }
 
 std::string plan::cost::parallelBlock(const sema::Layout &l) {
   // `dp` is always written (the block gives it the data role, size 1 or not);
@@ -46,7 +43,7 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
   out += "  axes = [" + axes + "]            // in the mesh\n";
   out += "  micro = " + std::to_string(l.micro) + "\n";
   out += "  parallel {\n";
-  out += "    data     = dp\n";  // every mesh axis needs a role, a size-1 one too
+  out += "    data     = dp\n"; // every mesh axis needs a role, a size-1 one too
   out += "    zero     = " + std::to_string(l.zero) + "\n";
   out += "    tensor   = " + std::string(l.tensor > 1 ? "tp" : "none") + "\n";
   if (l.pipeline > 1)
@@ -62,19 +59,19 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
   return out;
 }
 
-std::string plan::cost::renderText(const Estimate &e, const sema::Model &model,
-                                   const sema::Mesh &mesh, const sema::Layout &l, bool perLayer) {
+std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
+                                   const sema::Layout &l, bool perLayer) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "model " << model.name << ": " << e.params << " parameters; mesh " << mesh.name << ": "
-     << e.devices << " " << sema::deviceKindName(mesh.kind) << " devices\n";
+  os << "model " << model.name << ": " << e.params << " parameters; mesh " << mesh.name << ": " << e.devices << " "
+     << sema::deviceKindName(mesh.kind) << " devices\n";
   os << "layout: data " << l.data << " x tensor " << l.tensor << " x pipeline " << l.pipeline;
   if (l.pipeline > 1)
     os << " (" << l.stages << " stages, " << schedule(l) << ")";
   os << "; zero " << l.zero << "; " << sema::precisionName(l.precision) << "; recompute "
      << sema::recomputeName(l.recompute) << (l.sequence ? "; sequence parallel" : "") << "\n";
-  os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x "
-     << l.microBatches() << " micro-batches; seq " << l.seq << "\n\n";
+  os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x " << l.microBatches()
+     << " micro-batches; seq " << l.seq << "\n\n";
 
   os << "memory per device (pipeline rank " << e.worstRank << ", the largest):\n";
   auto row = [&](const char *name, int64_t bytes) {
@@ -95,22 +92,21 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model,
 
   if (perLayer) {
     os << "\nper unit (one device; activations per micro-batch before recompute):\n";
-    os << llvm::formatv("  {0,-12} {1,4} {2,14} {3,12} {4,12} {5,12} {6,12}\n", "unit", "rank",
-                        "parameters", "params", "grads", "optimizer", "activations");
+    os << llvm::formatv("  {0,-12} {1,4} {2,14} {3,12} {4,12} {5,12} {6,12}\n", "unit", "rank", "parameters", "params",
+                        "grads", "optimizer", "activations");
     for (const LayerRow &r : e.layers)
-      os << llvm::formatv("  {0,-12} {1,4} {2,14} {3,12} {4,12} {5,12} {6,12}\n", r.name, r.rank,
-                          r.paramElements, formatBytes(double(r.memory.params)),
-                          formatBytes(double(r.memory.grads)), formatBytes(double(r.memory.optimizer)),
-                          formatBytes(double(r.memory.activations)));
+      os << llvm::formatv("  {0,-12} {1,4} {2,14} {3,12} {4,12} {5,12} {6,12}\n", r.name, r.rank, r.paramElements,
+                          formatBytes(double(r.memory.params)), formatBytes(double(r.memory.grads)),
+                          formatBytes(double(r.memory.optimizer)), formatBytes(double(r.memory.activations)));
   }
 
   os << "\ncommunication per step (bytes one rank sends, ring algorithms):\n";
   if (e.comm.empty())
     os << "  none\n";
   for (const CommRow &c : e.comm)
-    os << llvm::formatv("  {0,-15} {1,-9} {2,-34} {3,12} {4,7} calls {5,11} ({6} link, {7} exposed)\n",
-                        c.collective, c.axis, c.purpose, formatBytes(double(c.bytes)), c.calls,
-                        seconds(c.seconds), c.link, seconds(c.exposedSeconds));
+    os << llvm::formatv("  {0,-15} {1,-9} {2,-34} {3,12} {4,7} calls {5,11} ({6} link, {7} exposed)\n", c.collective,
+                        c.axis, c.purpose, formatBytes(double(c.bytes)), c.calls, seconds(c.seconds), c.link,
+                        seconds(c.exposedSeconds));
 
   os << "\ntime per step:\n";
   os << llvm::formatv("  {0,-32} {1,12}\n", "compute (matmul-bound)", seconds(e.computeSeconds));
@@ -127,14 +123,13 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model,
   return s;
 }
 
-std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model,
-                                   const sema::Mesh &mesh, const sema::Layout &l) {
+std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
+                                   const sema::Layout &l) {
   using llvm::json::Array;
   using llvm::json::Object;
   auto mem = [](const Memory &m) {
-    return Object{{"params", m.params},       {"grads", m.grads},
-                  {"optimizer", m.optimizer}, {"activations", m.activations},
-                  {"buffers", m.buffers},     {"total", m.total()}};
+    return Object{{"params", m.params},           {"grads", m.grads},     {"optimizer", m.optimizer},
+                  {"activations", m.activations}, {"buffers", m.buffers}, {"total", m.total()}};
   };
   Object comm;
   Array commRows;
@@ -146,17 +141,22 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model,
     }
     int64_t prev = byAxis->getInteger(c.axis).value_or(0);
     (*byAxis)[c.axis] = prev + c.bytes;
-    commRows.push_back(Object{{"collective", c.collective}, {"axis", c.axis}, {"purpose", c.purpose},
-                              {"bytes", c.bytes},           {"calls", c.calls}, {"ranks", c.ranks},
-                              {"seconds", c.seconds},       {"exposed_seconds", c.exposedSeconds},
+    commRows.push_back(Object{{"collective", c.collective},
+                              {"axis", c.axis},
+                              {"purpose", c.purpose},
+                              {"bytes", c.bytes},
+                              {"calls", c.calls},
+                              {"ranks", c.ranks},
+                              {"seconds", c.seconds},
+                              {"exposed_seconds", c.exposedSeconds},
                               {"link", c.link}});
   }
   Array perRank, layers, buffers;
   for (const Memory &m : e.perRank)
     perRank.push_back(mem(m));
   for (const LayerRow &r : e.layers)
-    layers.push_back(Object{{"unit", r.name}, {"rank", r.rank}, {"param_elements", r.paramElements},
-                            {"bytes", mem(r.memory)}});
+    layers.push_back(
+        Object{{"unit", r.name}, {"rank", r.rank}, {"param_elements", r.paramElements}, {"bytes", mem(r.memory)}});
   for (const BufferRow &b : e.buffers)
     buffers.push_back(Object{{"name", b.name}, {"bytes", b.bytes}});
   Object root{
@@ -164,11 +164,19 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model,
       {"mesh", mesh.name},
       {"devices", e.devices},
       {"params", e.params},
-      {"layout", Object{{"data", l.data}, {"tensor", l.tensor}, {"pipeline", l.pipeline},
-                        {"stages", l.stages}, {"schedule", schedule(l)}, {"zero", l.zero},
-                        {"sequence", l.sequence}, {"recompute", sema::recomputeName(l.recompute)},
-                        {"precision", sema::precisionName(l.precision)}, {"batch", l.batch},
-                        {"micro", l.micro}, {"micro_batches", l.microBatches()}, {"seq", l.seq}}},
+      {"layout", Object{{"data", l.data},
+                        {"tensor", l.tensor},
+                        {"pipeline", l.pipeline},
+                        {"stages", l.stages},
+                        {"schedule", schedule(l)},
+                        {"zero", l.zero},
+                        {"sequence", l.sequence},
+                        {"recompute", sema::recomputeName(l.recompute)},
+                        {"precision", sema::precisionName(l.precision)},
+                        {"batch", l.batch},
+                        {"micro", l.micro},
+                        {"micro_batches", l.microBatches()},
+                        {"seq", l.seq}}},
       {"per_device_bytes", mem(e.perDevice)},
       {"worst_rank", e.worstRank},
       {"per_rank_bytes", std::move(perRank)},
@@ -182,10 +190,12 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model,
       {"flops_per_step", e.modelFlopsPerStep},
       {"hardware_flops_per_step", e.hardwareFlopsPerStep},
       {"step_time_s", e.stepSeconds},
-      {"time_breakdown_s", Object{{"compute", e.computeSeconds}, {"memory", e.memorySeconds},
+      {"time_breakdown_s", Object{{"compute", e.computeSeconds},
+                                  {"memory", e.memorySeconds},
                                   {"tensor_comm", e.tensorCommSeconds},
                                   {"pipeline_comm", e.pipelineCommSeconds},
-                                  {"bubble", e.bubbleSeconds}, {"data_comm_exposed", e.dataCommSeconds},
+                                  {"bubble", e.bubbleSeconds},
+                                  {"data_comm_exposed", e.dataCommSeconds},
                                   {"optimizer", e.optimizerSeconds}}},
       {"tokens_per_s", e.tokensPerSecond},
       {"mfu", e.mfu},
@@ -205,30 +215,33 @@ std::string plan::cost::renderTrace(const Estimate &e) {
       {"compute", 0}, {"tensor", 1}, {"pipeline", 2}, {"data", 3}, {"bubble", 4}};
   Array events;
   for (auto &[name, tid] : tids)
-    events.push_back(Object{{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
-                            {"args", Object{{"name", name}}}});
-  events.push_back(Object{{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
+    events.push_back(
+        Object{{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", Object{{"name", name}}}});
+  events.push_back(Object{{"name", "process_name"},
+                          {"ph", "M"},
+                          {"pid", 0},
                           {"args", Object{{"name", "planc explain: one step of pipeline rank " +
                                                        std::to_string(e.traceRank) + " (predicted)"}}}});
   for (const TraceEvent &t : e.trace)
-    events.push_back(Object{{"name", t.name}, {"ph", "X"}, {"pid", 0},
+    events.push_back(Object{{"name", t.name},
+                            {"ph", "X"},
+                            {"pid", 0},
                             {"tid", tids.count(t.stream) ? tids.at(t.stream) : 5},
-                            {"ts", t.start * 1e6}, {"dur", t.duration * 1e6}});
+                            {"ts", t.start * 1e6},
+                            {"dur", t.duration * 1e6}});
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << llvm::formatv("{0:2}", llvm::json::Value(Object{{"traceEvents", std::move(events)},
-                                                         {"displayTimeUnit", "ms"}}))
+  os << llvm::formatv("{0:2}", llvm::json::Value(Object{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}))
      << "\n";
   return s;
 }
 
-std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t total,
-                                     const sema::Model &model, const sema::Mesh &mesh, size_t unbuilt) {
+std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t total, const sema::Model &model,
+                                     const sema::Mesh &mesh, size_t unbuilt) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "layouts of model " << model.name << " on mesh " << mesh.name << " (" << mesh.devices()
-     << (mesh.devices() == 1 ? " device" : " devices") << ") that fit, fastest first: " << total
-     << " found";
+     << (mesh.devices() == 1 ? " device" : " devices") << ") that fit, fastest first: " << total << " found";
   if (total > c.size())
     os << ", the first " << c.size() << " shown";
   os << "\n";
@@ -237,17 +250,16 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
        << "pipeline schedule, or a data-parallel collective of 2^31 floats or more)\n";
   if (c.empty())
     return s;
-  os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n",
-                      "#", "data", "tens", "pipe", "schedule", "zero", "recompute", "sp", "micro",
-                      "memory", "step", "MFU", "bottleneck");
+  os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",
+                      "data", "tens", "pipe", "schedule", "zero", "recompute", "sp", "micro", "memory", "step", "MFU",
+                      "bottleneck");
   for (size_t i = 0; i < c.size(); ++i) {
     const sema::Layout &l = c[i].layout;
     const Estimate &e = c[i].estimate;
     os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,5:f1}%  {12}\n",
                         i + 1, l.data, l.tensor, l.pipeline, l.pipeline > 1 ? schedule(l) : "-", l.zero,
                         sema::recomputeName(l.recompute), l.sequence ? "yes" : "no", l.micro,
-                        formatBytes(double(e.perDevice.total())), seconds(e.stepSeconds),
-                        100 * e.mfu, e.bottleneck);
+                        formatBytes(double(e.perDevice.total())), seconds(e.stepSeconds), 100 * e.mfu, e.bottleneck);
   }
   os << "\nbest layout, ready to paste into the train plan:\n" << parallelBlock(c.front().layout);
   return s;

@@ -25,9 +25,8 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
          !(l.data > 1 && e.maxRankParams > training::kMaxCollectiveFloats);
 }
 
-std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh,
-                                          const sema::Layout &base, const SearchOptions &options,
-                                          const Calibration &cal) {
+std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
+                                          const SearchOptions &options, const Calibration &cal) {
   std::vector<Candidate> out;
   int64_t n = mesh.devices();
   std::set<std::string> tensorDims = base.tensorDims;
@@ -46,8 +45,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
       for (sema::PipelineSchedule sched : schedules)
         for (int64_t micro : divisors(base.batch / d))
           for (int zero = 0; zero <= (d > 1 ? 3 : 0); ++zero)
-            for (sema::Recompute rc : {sema::Recompute::None, sema::Recompute::Selective,
-                                       sema::Recompute::Full})
+            for (sema::Recompute rc : {sema::Recompute::None, sema::Recompute::Selective, sema::Recompute::Full})
               for (bool sp : {false, true}) {
                 if (sp && t == 1)
                   continue;
@@ -76,8 +74,7 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
               }
     }
   }
-  std::sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
-    return a.estimate.stepSeconds < b.estimate.stepSeconds;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const Candidate &a, const Candidate &b) { return a.estimate.stepSeconds < b.estimate.stepSeconds; });
   return out;
 }

@@ -36,8 +36,9 @@ FailureOr<Decode> buildDecode(Operation *user, StringRef role, func::FuncOp mode
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   auto loss = ret.getNumOperands() == 1 ? ret.getOperand(0).getDefiningOp<nn::CrossEntropyOp>() : nn::CrossEntropyOp();
   if (!loss) {
-    InFlightDiagnostic d = user->emitError() << role << " needs a model that returns cross_entropy(logits, "
-                                                        "targets); model '"
+    InFlightDiagnostic d = user->emitError() << role
+                                             << " needs a model that returns cross_entropy(logits, "
+                                                "targets); model '"
                                              << model.getName() << "' returns something else";
     d.attachNote(model.getLoc()) << "model '" << model.getName() << "' is declared here";
     return fail();
@@ -198,12 +199,12 @@ llvm::json::Object decode::layoutJson(func::FuncOp model, const Params &params, 
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
       shape.push_back(d);
-    ps.push_back(llvm::json::Object{{"name", p.name}, {"shape", std::move(shape)}, {"offset", p.offset},
-                                    {"count", p.count}});
+    ps.push_back(
+        llvm::json::Object{{"name", p.name}, {"shape", std::move(shape)}, {"offset", p.offset}, {"count", p.count}});
   }
-  return llvm::json::Object{{"model", model.getName()},     {"num_floats", params.total},
-                            {"params", std::move(ps)},      {"vocab", vocab},
-                            {"window", window},             {"chunk", chunk},
-                            {"layers", entry.layers},       {"cache_floats", entry.cacheFloats},
+  return llvm::json::Object{{"model", model.getName()}, {"num_floats", params.total},
+                            {"params", std::move(ps)},  {"vocab", vocab},
+                            {"window", window},         {"chunk", chunk},
+                            {"layers", entry.layers},   {"cache_floats", entry.cacheFloats},
                             {"width", entry.width}};
 }

@@ -8,12 +8,12 @@
 // runtime reads (docs/GENERATE.md) and, for grounding, the retrieval graph's
 // manifest become constants. `plan-emit-main` adds the `main`.
 #include "plan/Compiler/PlanGen.h"
-#include "planrt_manifest.h"
-#include "plan/Generate/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
+#include "plan/Generate/Passes.h"
 #include "plan/Retrieval/Retrieval.h"
 #include "plan/Training/Manifest.h"
+#include "planrt_manifest.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
@@ -73,12 +73,12 @@ struct PlanGenerateABI : plan::impl::PlanGenerateABIBase<PlanGenerateABI> {
     int64_t chunk = std::min(window, decode::kPrefillChunk);
     // planc_prefill / planc_step(P, tokens [1, n], offset, cache, logits [1, n, vocab]):
     // the logits of positions offset … offset + n - 1, their keys and values stored.
-    FailureOr<decode::Entry> prefill = decode::emitEntry(module, gen, "generate", model, params, "planc_prefill",
-                                                         chunk, window, decode::Output::Logits);
+    FailureOr<decode::Entry> prefill = decode::emitEntry(module, gen, "generate", model, params, "planc_prefill", chunk,
+                                                         window, decode::Output::Logits);
     if (failed(prefill))
       return signalPassFailure();
-    if (failed(decode::emitEntry(module, gen, "generate", model, params, "planc_step", 1, window,
-                                 decode::Output::Logits)))
+    if (failed(
+            decode::emitEntry(module, gen, "generate", model, params, "planc_step", 1, window, decode::Output::Logits)))
       return signalPassFailure();
     FailureOr<retrieval::Models> models;
     if (context && failed(models = retrieval::emitModels(module, context)))
@@ -88,14 +88,15 @@ struct PlanGenerateABI : plan::impl::PlanGenerateABIBase<PlanGenerateABI> {
     OpBuilder b(&getContext());
     Location loc = gen.getLoc();
     b.setInsertionPointToEnd(module.getBody());
-    llvm::json::Object root{{"format", planrt::manifest::format::kGenerate},
-                            {"generate", gen.getSymName()},
-                            {"checkpoint", resolvePlanPath(gen.getBaseDir(), gen.getCheckpoint())},
-                            {"max_tokens", int64_t(gen.getMaxTokensAttr().getInt())},
-                            {"temperature", gen.getTemperature().convertToDouble()},
-                            {"top_k", int64_t(gen.getTopKAttr().getInt())},
-                            {"seed", int64_t(gen.getSeedAttr().getInt())},
-                            {"context", context ? llvm::json::Value(context.getSymName()) : llvm::json::Value(nullptr)}};
+    llvm::json::Object root{
+        {"format", planrt::manifest::format::kGenerate},
+        {"generate", gen.getSymName()},
+        {"checkpoint", resolvePlanPath(gen.getBaseDir(), gen.getCheckpoint())},
+        {"max_tokens", int64_t(gen.getMaxTokensAttr().getInt())},
+        {"temperature", gen.getTemperature().convertToDouble()},
+        {"top_k", int64_t(gen.getTopKAttr().getInt())},
+        {"seed", int64_t(gen.getSeedAttr().getInt())},
+        {"context", context ? llvm::json::Value(context.getSymName()) : llvm::json::Value(nullptr)}};
     for (auto &kv : decode::layoutJson(model, params, vocab.getInt(), window, chunk, *prefill))
       root.try_emplace(kv.first, std::move(kv.second));
     std::string text;

@@ -100,11 +100,10 @@ private:
       axes.push_back(AxisAttr::get(ctx, str(a.name), a.size));
     auto op = MeshOp::create(
         b, loc(m.loc), str(m.name),
-        DeviceKindAttr::get(ctx, m.kind == sema::DeviceKind::CPU ? DeviceKind::cpu : DeviceKind::cuda),
-        i64(m.perNode), i64(m.nodes), b.getArrayAttr(axes),
-        m.memoryBytes ? i64(*m.memoryBytes) : IntegerAttr(),
-        m.peakFlops ? f64(*m.peakFlops) : FloatAttr(),
-        m.hbmBytesPerSecond ? f64(*m.hbmBytesPerSecond) : FloatAttr(), DictionaryAttr());
+        DeviceKindAttr::get(ctx, m.kind == sema::DeviceKind::CPU ? DeviceKind::cpu : DeviceKind::cuda), i64(m.perNode),
+        i64(m.nodes), b.getArrayAttr(axes), m.memoryBytes ? i64(*m.memoryBytes) : IntegerAttr(),
+        m.peakFlops ? f64(*m.peakFlops) : FloatAttr(), m.hbmBytesPerSecond ? f64(*m.hbmBytesPerSecond) : FloatAttr(),
+        DictionaryAttr());
     if (!m.links.empty()) {
       SmallVector<NamedAttribute> links;
       for (auto &[name, bw] : m.links)
@@ -117,10 +116,14 @@ private:
   /// train plan's choice, applied in later stages.
   Type elementType(sema::DType d) {
     switch (d) {
-    case sema::DType::F32: return b.getF32Type();
-    case sema::DType::BF16: return b.getBF16Type();
-    case sema::DType::F16: return b.getF16Type();
-    case sema::DType::I32: return b.getIntegerType(32);
+    case sema::DType::F32:
+      return b.getF32Type();
+    case sema::DType::BF16:
+      return b.getBF16Type();
+    case sema::DType::F16:
+      return b.getF16Type();
+    case sema::DType::I32:
+      return b.getIntegerType(32);
     }
     return b.getF32Type();
   }
@@ -130,28 +133,30 @@ private:
     Type i32 = b.getIntegerType(32);
     int64_t dyn = ShapedType::kDynamic;
     switch (t.kind) {
-    case sema::ValueType::Kind::Tokens: return RankedTensorType::get({dyn, dyn}, i32);
-    case sema::ValueType::Kind::Positions: return RankedTensorType::get({dyn, dyn}, i32);
-    case sema::ValueType::Kind::Hidden: return RankedTensorType::get({dyn, dyn, t.features}, f32);
-    case sema::ValueType::Kind::Scalar: return RankedTensorType::get({}, f32);
+    case sema::ValueType::Kind::Tokens:
+      return RankedTensorType::get({dyn, dyn}, i32);
+    case sema::ValueType::Kind::Positions:
+      return RankedTensorType::get({dyn, dyn}, i32);
+    case sema::ValueType::Kind::Hidden:
+      return RankedTensorType::get({dyn, dyn, t.features}, f32);
+    case sema::ValueType::Kind::Scalar:
+      return RankedTensorType::get({}, f32);
     }
     return f32;
   }
 
   void genModel(const sema::Model &m) {
-    auto model = ModelOp::create(b, loc(m.loc), str(m.name), i64(m.layers), i64(m.vocab),
-                                 i64(m.maxSeq), i64(m.numParameters()));
+    auto model =
+        ModelOp::create(b, loc(m.loc), str(m.name), i64(m.layers), i64(m.vocab), i64(m.maxSeq), i64(m.numParameters()));
     Type tokens = valueType({sema::ValueType::Kind::Tokens, 0});
     OpBuilder::InsertionGuard guard(b);
-    Block *body = b.createBlock(&model.getBody(), {}, {tokens, tokens},
-                                {loc(m.loc), loc(m.loc)});
+    Block *body = b.createBlock(&model.getBody(), {}, {tokens, tokens}, {loc(m.loc), loc(m.loc)});
     for (const sema::Parameter &p : m.params) {
       std::optional<Init> init = symbolizeInit(sema::initName(p.init));
-      auto op = ParamOp::create(
-          b, NameLoc::get(str(p.path), loc(p.loc)), str(p.path),
-          TypeAttr::get(RankedTensorType::get(p.shape, elementType(p.dtype))), strs(p.dims),
-          InitAttr::get(ctx, *init), f64(p.init == sema::Init::Normal ? p.initStd : 0.0),
-          p.residualProjection ? b.getUnitAttr() : UnitAttr());
+      auto op = ParamOp::create(b, NameLoc::get(str(p.path), loc(p.loc)), str(p.path),
+                                TypeAttr::get(RankedTensorType::get(p.shape, elementType(p.dtype))), strs(p.dims),
+                                InitAttr::get(ctx, *init), f64(p.init == sema::Init::Normal ? p.initStd : 0.0),
+                                p.residualProjection ? b.getUnitAttr() : UnitAttr());
       (void)op;
     }
     SmallVector<Value> values = {body->getArgument(0), body->getArgument(1)};
@@ -166,8 +171,8 @@ private:
       if (!g.layer.empty())
         l = NameLoc::get(str(g.layer), l);
       std::optional<LayerKind> kind = symbolizeLayerKind(sema::opKindName(g.kind));
-      auto op = ApplyOp::create(b, l, valueType(g.result), LayerKindAttr::get(ctx, *kind),
-                                b.getArrayAttr(params), inputs);
+      auto op =
+          ApplyOp::create(b, l, valueType(g.result), LayerKindAttr::get(ctx, *kind), b.getArrayAttr(params), inputs);
       if (!g.layer.empty())
         op->setAttr("layer", str(g.layer));
       if (g.layerIndex >= 0)
@@ -205,15 +210,14 @@ private:
       data.push_back(str(a));
     for (auto &a : t.parallel.replicate)
       replicate.push_back(str(a));
-    PipelineSchedule schedule = *symbolizePipelineSchedule(
-        t.parallel.schedule == sema::PipelineSchedule::GPipe      ? "gpipe"
-        : t.parallel.schedule == sema::PipelineSchedule::OneFOneB ? "one_f_one_b"
-                                                                  : "interleaved");
-    auto parallel = ParallelAttr::get(ctx, b.getArrayAttr(data), t.parallel.zero,
-                                      str(t.parallel.tensorAxis), str(t.parallel.pipelineAxis),
-                                      t.parallel.stages, schedule,
-                                      b.getBoolAttr(t.parallel.sequence), b.getArrayAttr(replicate),
-                                      t.parallel.bucketBytes);
+    PipelineSchedule schedule =
+        *symbolizePipelineSchedule(t.parallel.schedule == sema::PipelineSchedule::GPipe      ? "gpipe"
+                                   : t.parallel.schedule == sema::PipelineSchedule::OneFOneB ? "one_f_one_b"
+                                                                                             : "interleaved");
+    auto parallel =
+        ParallelAttr::get(ctx, b.getArrayAttr(data), t.parallel.zero, str(t.parallel.tensorAxis),
+                          str(t.parallel.pipelineAxis), t.parallel.stages, schedule, b.getBoolAttr(t.parallel.sequence),
+                          b.getArrayAttr(replicate), t.parallel.bucketBytes);
     SmallVector<NamedAttribute> shard;
     for (auto &[dim, axis] : t.shard)
       shard.push_back(b.getNamedAttr(dim, str(axis)));
@@ -221,19 +225,16 @@ private:
                           : t.lossScale == sema::LossScale::Dynamic ? LossScale::dynamic
                                                                     : LossScale::fixed;
     TrainOp::create(
-        b, loc(t.loc), str(t.name), sym(program.models[t.model].name),
-        sym(program.meshes[t.mesh].name), strs(t.data), strs(t.val), i64(t.batch), i64(t.micro),
-        i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),
+        b, loc(t.loc), str(t.name), sym(program.models[t.model].name), sym(program.meshes[t.mesh].name), strs(t.data),
+        strs(t.val), i64(t.batch), i64(t.micro), i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),
         PrecisionAttr::get(ctx, *symbolizePrecision(sema::precisionName(t.precision))),
         LossScaleAttr::get(ctx, lossScale),
         t.lossScale == sema::LossScale::Static ? f64(t.staticLossScale) : FloatAttr(),
-        RecomputeAttr::get(ctx, *symbolizeRecompute(sema::recomputeName(t.recompute))),
-        f64(t.optimizer.lr), f64(t.optimizer.beta1), f64(t.optimizer.beta2), f64(t.optimizer.eps),
-        f64(t.optimizer.weightDecay),
-        LRScheduleAttr::get(ctx, *symbolizeLRSchedule(sema::lrScheduleName(t.schedule.kind))),
-        i64(t.schedule.warmup), f64(t.schedule.minLr), f64(t.clip), i64(t.steps), i64(t.seed),
-        i64(t.evalEvery), i64(t.evalBatches), i64(t.checkpointEvery), i64(t.checkpointKeep),
-        str(t.checkpointDir), str(t.baseDir));
+        RecomputeAttr::get(ctx, *symbolizeRecompute(sema::recomputeName(t.recompute))), f64(t.optimizer.lr),
+        f64(t.optimizer.beta1), f64(t.optimizer.beta2), f64(t.optimizer.eps), f64(t.optimizer.weightDecay),
+        LRScheduleAttr::get(ctx, *symbolizeLRSchedule(sema::lrScheduleName(t.schedule.kind))), i64(t.schedule.warmup),
+        f64(t.schedule.minLr), f64(t.clip), i64(t.steps), i64(t.seed), i64(t.evalEvery), i64(t.evalBatches),
+        i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir));
   }
 
   void genRetrieval(const sema::Retrieval &r) {
@@ -241,31 +242,24 @@ private:
     static const char *searches[] = {"hybrid", "vector", "keyword"};
     RetrievalOp::create(
         b, loc(r.loc), str(r.name), strs(r.corpus), str(r.manifest),
-        ChunkKindAttr::get(ctx, *symbolizeChunkKind(chunks[int(r.chunk.kind)])),
-        i64(r.chunk.size), i64(r.chunk.overlap),
-        EmbedKindAttr::get(ctx, r.embed.kind == sema::EmbedKind::Hashing ? EmbedKind::hashing
-                                                                         : EmbedKind::model),
-        i64(r.embed.dim),
-        r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(),
+        ChunkKindAttr::get(ctx, *symbolizeChunkKind(chunks[int(r.chunk.kind)])), i64(r.chunk.size),
+        i64(r.chunk.overlap),
+        EmbedKindAttr::get(ctx, r.embed.kind == sema::EmbedKind::Hashing ? EmbedKind::hashing : EmbedKind::model),
+        i64(r.embed.dim), r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(),
         str(r.embed.checkpoint), str(r.embed.pool), str(r.index.factory),
         MetricAttr::get(ctx, r.index.metric == sema::Metric::InnerProduct ? Metric::ip : Metric::l2),
-        i64(r.index.nprobe),
-        SearchKindAttr::get(ctx, *symbolizeSearchKind(searches[int(r.search.kind)])),
+        i64(r.index.nprobe), SearchKindAttr::get(ctx, *symbolizeSearchKind(searches[int(r.search.kind)])),
         f64(r.search.vectorWeight), f64(r.search.keywordWeight), i64(r.search.top),
-        FusionAttr::get(ctx, r.search.fusion == sema::Fusion::RRF ? Fusion::rrf : Fusion::weighted),
-        i64(r.search.rrfK),
-        r.rerank.enabled ? sym(program.models[r.rerank.model].name) : FlatSymbolRefAttr(),
-        str(r.rerank.checkpoint), i64(r.rerank.top),
-        GuardAttr::get(ctx, r.quarantine ? Guard::quarantine : Guard::off), str(r.store),
+        FusionAttr::get(ctx, r.search.fusion == sema::Fusion::RRF ? Fusion::rrf : Fusion::weighted), i64(r.search.rrfK),
+        r.rerank.enabled ? sym(program.models[r.rerank.model].name) : FlatSymbolRefAttr(), str(r.rerank.checkpoint),
+        i64(r.rerank.top), GuardAttr::get(ctx, r.quarantine ? Guard::quarantine : Guard::off), str(r.store),
         str(r.baseDir));
   }
 
   void genGenerate(const sema::Generate &g) {
-    GenerateOp::create(b, loc(g.loc), str(g.name), sym(program.models[g.model].name),
-                       str(g.checkpoint),
-                       g.context >= 0 ? sym(program.retrievals[g.context].name) : FlatSymbolRefAttr(),
-                       i64(g.maxTokens), f64(g.temperature), i64(g.topK), i64(g.seed),
-                       i64(g.window), str(g.baseDir));
+    GenerateOp::create(b, loc(g.loc), str(g.name), sym(program.models[g.model].name), str(g.checkpoint),
+                       g.context >= 0 ? sym(program.retrievals[g.context].name) : FlatSymbolRefAttr(), i64(g.maxTokens),
+                       f64(g.temperature), i64(g.topK), i64(g.seed), i64(g.window), str(g.baseDir));
   }
 };
 

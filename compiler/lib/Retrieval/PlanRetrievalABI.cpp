@@ -5,12 +5,12 @@
 // adds the `main` that hands them to the runtime (planrt_retrieval_main_manifest,
 // docs/RETRIEVAL.md).
 #include "plan/Compiler/PlanGen.h"
-#include "planrt_manifest.h"
-#include "plan/Retrieval/Passes.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
+#include "plan/Retrieval/Passes.h"
 #include "plan/Retrieval/Retrieval.h"
 #include "plan/Training/Manifest.h"
+#include "planrt_manifest.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -35,9 +35,9 @@ FailureOr<retrieval::Models> retrieval::emitModels(ModuleOp module, pl::Retrieva
     auto vocab = model->getAttrOfType<IntegerAttr>("nn.vocab");
     auto maxSeq = model->getAttrOfType<IntegerAttr>("nn.max_seq");
     if (!vocab || vocab.getInt() != 256) {
-      InFlightDiagnostic d = r.emitError() << what << ": retrieval feeds a model text as bytes, and model '"
-                                           << ref.getValue() << "' has a vocabulary of "
-                                           << (vocab ? vocab.getInt() : 0) << " tokens, not 256";
+      InFlightDiagnostic d = r.emitError()
+                             << what << ": retrieval feeds a model text as bytes, and model '" << ref.getValue()
+                             << "' has a vocabulary of " << (vocab ? vocab.getInt() : 0) << " tokens, not 256";
       d.attachNote(model.getLoc()) << "model '" << ref.getValue() << "' is declared here";
       return failure();
     }
@@ -133,7 +133,7 @@ struct PlanRetrievalABI : plan::impl::PlanRetrievalABIBase<PlanRetrievalABI> {
     ModuleOp module = getOperation();
     auto graphs = llvm::to_vector(module.getOps<pl::RetrievalOp>());
     if (graphs.empty() || !module.getOps<pl::TrainOp>().empty() || !module.getOps<pl::GenerateOp>().empty())
-      return;  // a training or generation executable, or nothing to build here
+      return; // a training or generation executable, or nothing to build here
     if (graphs.size() != 1) {
       module.emitError() << "an executable runs one retrieval graph; this module has " << graphs.size()
                          << " (select one with --entry)";

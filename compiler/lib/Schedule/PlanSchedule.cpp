@@ -1,7 +1,7 @@
 // `plan-schedule`: the per-rank step program of a training executable in the
 // sched dialect, built from the manifest of `plan-train-abi`.
-#include "plan/Schedule/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Schedule/Passes.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Manifest.h"
 #include "planrt_manifest.h"
@@ -32,7 +32,7 @@ struct StageShape {
   /// Each parameter: name, offset, count, and whether it is a replica of one an
   /// earlier stage owns (a tied embedding).
   SmallVector<std::tuple<std::string, int64_t, int64_t, bool>> params;
-  int64_t activation = 0;  ///< floats of the activation it hands on
+  int64_t activation = 0; ///< floats of the activation it hands on
 };
 
 /// What the schedule needs from the manifest.
@@ -40,13 +40,13 @@ struct StepShape {
   SmallVector<std::string> axes, dataAxes;
   SmallVector<int64_t> sizes;
   int64_t d = 1, zero = 0, accumulation = 1;
-  std::string tensorAxis;  ///< "" without tensor parallelism
+  std::string tensorAxis; ///< "" without tensor parallelism
   int64_t t = 1;
   bool sequence = false;
-  std::string pipelineAxis;  ///< "" without pipeline parallelism
+  std::string pipelineAxis; ///< "" without pipeline parallelism
   int64_t p = 1;
   bool gpipe = false;
-  SmallVector<StageShape> stages;  ///< one without pipeline parallelism
+  SmallVector<StageShape> stages; ///< one without pipeline parallelism
 };
 
 LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, StepShape &s) {
@@ -211,12 +211,11 @@ public:
         entry[key::stage] = stage;
       table.push_back(std::move(entry));
     }
-    return llvm::json::Object{
-        {key::buffers, std::move(table)},
-        {key::master, sharded ? "param_shard" : "params"},
-        {key::sharded, sharded},
-        {key::grad_params, "params"},
-        {key::grad_grads, "grads"}};
+    return llvm::json::Object{{key::buffers, std::move(table)},
+                              {key::master, sharded ? "param_shard" : "params"},
+                              {key::sharded, sharded},
+                              {key::grad_params, "params"},
+                              {key::grad_grads, "grads"}};
   }
 
 private:
@@ -224,7 +223,7 @@ private:
   /// the suffix _s<k> under a pipeline.
   struct Bufs {
     FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq;
-    FlatSymbolRefAttr stash, act, cot, dinput, tied;  ///< pipeline only
+    FlatSymbolRefAttr stash, act, cot, dinput, tied; ///< pipeline only
     int64_t slots = 0, inFloats = 0, outFloats = 0;
   };
 
@@ -319,8 +318,8 @@ private:
                                                  b.getStringAttr(purpose), UnitAttr());
         op.setAccumulate(accumulate);
       } else {
-        sched::AllGatherOp::create(b, cause(purpose), x.paramShard, i64(pieceOffset(k, g, true)), i64(count),
-                                   x.params, i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
+        sched::AllGatherOp::create(b, cause(purpose), x.paramShard, i64(pieceOffset(k, g, true)), i64(count), x.params,
+                                   i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
       }
     }
   }
@@ -359,8 +358,8 @@ private:
     const Bufs &x = bufs[size_t(k)];
     SmallVector<Attribute> pieces;
     SmallVector<int64_t> offs;
-    for (FlatSymbolRefAttr buf : {sharded ? x.paramShard : x.params, sharded ? x.gradShard : x.grads, x.expAvg,
-                                  x.expAvgSq})
+    for (FlatSymbolRefAttr buf :
+         {sharded ? x.paramShard : x.params, sharded ? x.gradShard : x.grads, x.expAvg, x.expAvgSq})
       for (int grp = 0; grp < 2; ++grp) {
         pieces.push_back(buf);
         offs.push_back(pieceOffset(k, grp, sharded));
@@ -419,7 +418,7 @@ private:
     if (zero3)
       sched::FreeOp::create(b, loc, x.params);
     if (zero2) {
-      replicatedGradients(0);  // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
+      replicatedGradients(0); // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
       perGroup(0, true, true, "gradients");
       sched::FreeOp::create(b, loc, x.grads);
     }
@@ -442,7 +441,7 @@ private:
         Location at = cause("gradients (bucket " + std::to_string(k) + ")");
         Value ready = grad.getResult(unsigned(k));
         for (size_t j = 0; j + 1 < r.size(); j += 2) {
-          if (!sharded) {  // DDP: the range all-reduced
+          if (!sharded) { // DDP: the range all-reduced
             done.push_back(sched::AllReduceStartOp::create(b, at, event, ready, x.grads, i64(r[j]), i64(r[j + 1]),
                                                            dataAxes, b.getStringAttr("sum"),
                                                            b.getStringAttr("gradients")));
@@ -459,7 +458,7 @@ private:
       sched::WaitOp::create(b, loc, done);
     }
     if (!zero2)
-      replicatedGradients(0);  // once per step, on the whole gradient
+      replicatedGradients(0); // once per step, on the whole gradient
     if (!buckets)
       reduceGradients(0);
     if (s.d > 1)
@@ -530,11 +529,10 @@ private:
   void backward(int64_t k, Value step, Value i, int64_t micro) {
     const Bufs &x = bufs[size_t(k)];
     bool first = k == 0, last = k + 1 == s.p;
-    sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state,
-                              first ? FlatSymbolRefAttr() : x.stash, first ? IntegerAttr() : i64(slot(k, micro)),
-                              last ? FlatSymbolRefAttr() : x.cot, last ? IntegerAttr() : i64(0),
-                              first ? FlatSymbolRefAttr() : x.dinput, first ? IntegerAttr() : i64(0),
-                              inside("planc_bwd_s" + std::to_string(k)));
+    sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, first ? FlatSymbolRefAttr() : x.stash,
+                              first ? IntegerAttr() : i64(slot(k, micro)), last ? FlatSymbolRefAttr() : x.cot,
+                              last ? IntegerAttr() : i64(0), first ? FlatSymbolRefAttr() : x.dinput,
+                              first ? IntegerAttr() : i64(0), inside("planc_bwd_s" + std::to_string(k)));
   }
   void recvForward(int64_t k, int64_t i) {
     const Bufs &x = bufs[size_t(k)];
@@ -598,9 +596,8 @@ private:
       int64_t i = warmup + j;
       if (!last) {
         forward(k, step, micro[size_t(i)], i);
-        sched::SendRecvOp::create(b, loc, x.act, i64(0), i64(x.outFloats), i64(k + 1), x.cot, i64(0),
-                                  i64(x.outFloats), i64(k + 1), pipe(),
-                                  b.getStringAttr("activations / activation gradients"));
+        sched::SendRecvOp::create(b, loc, x.act, i64(0), i64(x.outFloats), i64(k + 1), x.cot, i64(0), i64(x.outFloats),
+                                  i64(k + 1), pipe(), b.getStringAttr("activations / activation gradients"));
       }
       backward(k, step, micro[size_t(j)], j);
       if (first)
@@ -608,8 +605,8 @@ private:
       if (j + 1 == steady)
         sendBackward(k);
       else
-        sched::SendRecvOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), i64(k - 1), x.stash,
-                                  i64(slot(k, i + 1)), i64(x.inFloats), i64(k - 1), pipe(),
+        sched::SendRecvOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), i64(k - 1), x.stash, i64(slot(k, i + 1)),
+                                  i64(x.inFloats), i64(k - 1), pipe(),
                                   b.getStringAttr("activation gradients / activations"));
     }
     for (int64_t j = steady; j < m; ++j) {
@@ -780,7 +777,7 @@ private:
   bool sharded = false, zero2 = false, zero3 = false;
   ArrayAttr dataAxes;
   FlatSymbolRefAttr state;
-  SmallVector<Bufs> bufs;  ///< per pipeline stage (one without a pipeline)
+  SmallVector<Bufs> bufs; ///< per pipeline stage (one without a pipeline)
   SmallVector<std::tuple<std::string, int64_t, std::string, int64_t>> declared;
 };
 
@@ -789,7 +786,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
     ModuleOp module = getOperation();
     auto global = module.lookupSymbol<sched::ManifestOp>("planc_manifest");
     if (!global && (module.lookupSymbol("planc_retrieval_manifest") || module.lookupSymbol("planc_generate_manifest")))
-      return;  // a retrieval or generation executable has no training step
+      return; // a retrieval or generation executable has no training step
     if (!global) {
       module.emitError() << "plan-schedule needs the manifest of plan-train-abi (planc_manifest)";
       return signalPassFailure();

@@ -21,10 +21,10 @@ namespace {
 struct Event {
   Operation *op;
   enum Kind { Collective, Send, Recv, SendRecv } kind;
-  unsigned mask = 0;       ///< collectives: the axes spanned
-  int64_t color = 0;       ///< collectives: the coordinates outside the mask
-  int64_t peer = -1;       ///< point to point: the rank sent to (Send, SendRecv) or received from (Recv)
-  std::string what;        ///< kind and size, compared between ranks
+  unsigned mask = 0; ///< collectives: the axes spanned
+  int64_t color = 0; ///< collectives: the coordinates outside the mask
+  int64_t peer = -1; ///< point to point: the rank sent to (Send, SendRecv) or received from (Recv)
+  std::string what;  ///< kind and size, compared between ranks
   /// SendRecv: the rank received from and the size received; each half completes on
   /// its own, the event when both have.
   int64_t from = -1;
@@ -118,8 +118,8 @@ public:
           auto count = entry ? entry.getAs<IntegerAttr>("floats") : IntegerAttr();
           if (!kind || !axis || !count)
             return op.emitOpError() << "lists a collective without its kind, axis and floats: " << a;
-          if (failed(collective(ArrayAttr::get(op.getContext(), {axis}), (kind.getValue() + " (inside the step function)").str(),
-                                count.getInt())))
+          if (failed(collective(ArrayAttr::get(op.getContext(), {axis}),
+                                (kind.getValue() + " (inside the step function)").str(), count.getInt())))
             return failure();
         }
         return success();
@@ -152,7 +152,7 @@ public:
                            std::to_string(x.getBegin() + x.getSize()) + "))",
                        x.getCount());
       else if (auto x = dyn_cast<sched::ReduceScatterOp>(op))
-        r = collective(x.getAxes(), "reduce_scatter", x.getCount());  // accumulate is local to the receiver
+        r = collective(x.getAxes(), "reduce_scatter", x.getCount()); // accumulate is local to the receiver
       else if (auto x = dyn_cast<sched::SendOp>(op))
         r = p2p(x.getAxis(), x.getPeer(), Event::Send, x.getCount());
       else if (auto x = dyn_cast<sched::RecvOp>(op))
@@ -213,9 +213,8 @@ public:
             }
             if (o->what != e->what) {
               InFlightDiagnostic d = e->op->emitError()
-                                     << "collectives do not match: " << describe(int64_t(r)) << " issues "
-                                     << e->what << " here as its collective #" << collectiveIndex(events[r], pc[r])
-                                     << " while "
+                                     << "collectives do not match: " << describe(int64_t(r)) << " issues " << e->what
+                                     << " here as its collective #" << collectiveIndex(events[r], pc[r]) << " while "
                                      << describe(int64_t(q)) << " issues " << o->what
                                      << "; the ranks would hang or exchange garbage";
               d.attachNote(o->op->getLoc()) << describe(int64_t(q)) << "'s " << o->what;
@@ -234,8 +233,7 @@ public:
           if (o && o->receivesFrom(int64_t(r))) {
             if (o->received_what() != e->what) {
               InFlightDiagnostic d = e->op->emitError() << describe(int64_t(r)) << " sends " << e->what << " but "
-                                                        << describe(int64_t(q)) << " receives "
-                                                        << o->received_what();
+                                                        << describe(int64_t(q)) << " receives " << o->received_what();
               d.attachNote(o->op->getLoc()) << "the receive";
               return failure();
             }
@@ -264,14 +262,14 @@ public:
     while (!head(r))
       ++r;
     const Event *e = head(r);
-    InFlightDiagnostic d = e->op->emitError() << "deadlock in @" << cast<func::FuncOp>(fn).getName() << ": "
-                                              << describe(int64_t(r)) << " waits here forever ("
-                                              << (e->kind == Event::Collective ? e->what
-                                                  : e->kind == Event::Send       ? "send of " + e->what
-                                                  : e->kind == Event::Recv       ? "receive of " + e->what
-                                                                                 : "send of " + e->what +
-                                                                                 " and receive of " + e->recvWhat)
-                                              << ")";
+    InFlightDiagnostic d = e->op->emitError()
+                           << "deadlock in @" << cast<func::FuncOp>(fn).getName() << ": " << describe(int64_t(r))
+                           << " waits here forever ("
+                           << (e->kind == Event::Collective ? e->what
+                               : e->kind == Event::Send     ? "send of " + e->what
+                               : e->kind == Event::Recv     ? "receive of " + e->what
+                                                            : "send of " + e->what + " and receive of " + e->recvWhat)
+                           << ")";
     // Notes: the peers it waits for first (its communicator, or the other end of the
     // transfer), then other blocked ranks, which show a cycle; three at most.
     auto member = [&](size_t q) {

@@ -36,7 +36,7 @@ template <typename T> Type typeOf(MLIRContext *ctx) {
 
 struct Signature {
   SmallVector<Type> params;
-  Type result;  // null for void
+  Type result; // null for void
 };
 
 template <typename F> struct SignatureOf;
@@ -79,8 +79,8 @@ void checkArgs(Fn fn, const Signature &s, ValueRange args) {
         break;
       }
   if (!problem.empty())
-    llvm::report_fatal_error(llvm::Twine("planc: a call of ") + name(fn) + " does not match planrt_abi.def: " +
-                             problem);
+    llvm::report_fatal_error(llvm::Twine("planc: a call of ") + name(fn) +
+                             " does not match planrt_abi.def: " + problem);
 }
 
 } // namespace

@@ -72,7 +72,7 @@ void emulatePrecision(func::FuncOp forward, FloatType to) {
       continue;
     b.setInsertionPointAfter(&op);
     for (Value r : op.getResults())
-      if (rounded(r) && !r.use_empty())  // a value nothing reads (the log-sum-exp kept for a VJP) stays
+      if (rounded(r) && !r.use_empty()) // a value nothing reads (the log-sum-exp kept for a VJP) stays
         round(r, op.getLoc());
   }
 }
@@ -209,9 +209,10 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
       it->second = nn::AddOp::create(b, loc, v.getType(), it->second, g);
   };
   auto one = cast<RankedTensorType>(loss.getType());
-  adjoint[loss] = scaledSeed || vectorSeed ? Value(body->getArguments().back())
-                             : Value(arith::ConstantOp::create(
-                                   b, loss.getLoc(), DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0))));
+  adjoint[loss] = scaledSeed || vectorSeed
+                      ? Value(body->getArguments().back())
+                      : Value(arith::ConstantOp::create(
+                            b, loss.getLoc(), DenseElementsAttr::get(one, b.getFloatAttr(one.getElementType(), 1.0))));
   // Recompute: a value of `again` is computed anew just before the first VJP that
   // reads it, its op cloned with recomputed operands (recursively, so only what a
   // VJP reads is recomputed); the backward pass reads only the clones, so the
@@ -235,10 +236,10 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   };
   for (Operation *op : llvm::reverse(order)) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return adjoint.count(r); }))
-      continue;  // does not reach the loss
+      continue; // does not reach the loss
     if (!isa<nn::VJPOpInterface>(op)) {
       op->emitOpError() << "has no VJP: it cannot be differentiated";
-      grad.erase();  // no half-built function left behind
+      grad.erase(); // no half-built function left behind
       return failure();
     }
     SmallVector<Value> dys;

@@ -40,9 +40,12 @@ std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &flo
 
 const char *collectiveName(Collective c) {
   switch (c) {
-  case Collective::AllReduce: return "all_reduce";
-  case Collective::AllGather: return "all_gather";
-  case Collective::ReduceScatter: return "reduce_scatter";
+  case Collective::AllReduce:
+    return "all_reduce";
+  case Collective::AllGather:
+    return "all_gather";
+  case Collective::ReduceScatter:
+    return "reduce_scatter";
   }
   return "?";
 }

@@ -3,8 +3,8 @@
 // tokens, every stage but the last returns the activation it hands on (the residual
 // stream), the last returns the loss. nn-autodiff then gives each stage its
 // vector-Jacobian product.
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Training/Passes.h"
 #include "plan/Training/Training.h"
 
 #include "mlir/IR/Builders.h"
@@ -30,8 +30,8 @@ FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int
     if (auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param"))
       layers = std::max(layers, training::layerOf(name.getValue()) + 1);
   if (layers < stages)
-    return f.emitOpError() << "has " << layers << (layers == 1 ? " layer" : " layers") << ", fewer than the "
-                           << stages << " pipeline stages";
+    return f.emitOpError() << "has " << layers << (layers == 1 ? " layer" : " layers") << ", fewer than the " << stages
+                           << " pipeline stages";
   // Balanced contiguous stages (the cost model places layers by the same rule).
   auto stageOfLayer = [&](int64_t k) { return pipelineStageOfLayer(k, layers, stages); };
 
@@ -40,7 +40,7 @@ FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int
   for (BlockArgument a : body.getArguments()) {
     auto name = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "nn.param");
     int64_t layer = name ? training::layerOf(name.getValue()) : -1;
-    stageOf[a] = layer >= 0 ? stageOfLayer(layer) : -1;  // -1: usable anywhere
+    stageOf[a] = layer >= 0 ? stageOfLayer(layer) : -1; // -1: usable anywhere
   }
   // An op that reads no layer's parameters, directly or through its operands (a
   // constant, the tensor-axis index and what is computed from it, the embedding of the
@@ -68,10 +68,10 @@ FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int
           if (!isa<BlockArgument>(v) && stageOf.lookup(v) >= 0 && stageOf.lookup(v) <= s)
             crossing.insert(v);
     if (crossing.size() != 1) {
-      InFlightDiagnostic d = f.emitOpError() << "cannot be cut between stages " << s << " and " << s + 1 << ": "
-                                             << crossing.size()
-                                             << " values cross the cut, and a pipeline stage hands on one "
-                                                "(the residual stream)";
+      InFlightDiagnostic d = f.emitOpError()
+                             << "cannot be cut between stages " << s << " and " << s + 1 << ": " << crossing.size()
+                             << " values cross the cut, and a pipeline stage hands on one "
+                                "(the residual stream)";
       for (Value v : crossing)
         d.attachNote(v.getLoc()) << "crossing here";
       return failure();

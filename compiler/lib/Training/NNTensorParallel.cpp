@@ -5,9 +5,9 @@
 // where a split meets a replicated value.
 #include "plan/Training/Training.h"
 
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -75,8 +75,8 @@ private:
         if (llvm::is_contained(dims, n.str())) {
           if (split >= 0)
             return f.emitOpError() << "parameter '" << paramName(a.getArgNumber()) << "' has two dims split over "
-                                   << "the tensor axis ('" << cast<StringAttr>(names[split]).getValue() << "' and '" << n
-                                   << "'); tensor parallelism splits one dim of a parameter";
+                                   << "the tensor axis ('" << cast<StringAttr>(names[split]).getValue() << "' and '"
+                                   << n << "'); tensor parallelism splits one dim of a parameter";
           split = int64_t(i);
         }
       if (split < 0)
@@ -84,8 +84,8 @@ private:
       int64_t extent = type.getDimSize(split);
       if (ShapedType::isDynamic(extent) || extent % t != 0)
         return emitError(a.getLoc()) << "parameter '" << paramName(a.getArgNumber()) << "': its dim '"
-                                     << cast<StringAttr>(names[split]).getValue() << "' of " << extent << " does not divide over the " << t
-                                     << " ranks of the tensor axis";
+                                     << cast<StringAttr>(names[split]).getValue() << "' of " << extent
+                                     << " does not divide over the " << t << " ranks of the tensor axis";
       SmallVector<int64_t> shape(type.getShape());
       shape[split] /= t;
       a.setType(RankedTensorType::get(shape, type.getElementType()));
@@ -135,7 +135,7 @@ private:
     if (failed(checkSequence(after, v)))
       return failure();
     int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(1) / t;
-    Value first = firstRow(after, n);  // computed before `after`
+    Value first = firstRow(after, n); // computed before `after`
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointAfter(after);
     auto slice = nn::SequenceSliceOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v, first);
@@ -149,8 +149,8 @@ private:
       return failure();
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointAfter(after);
-    auto r = nn::ReduceScatterOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v,
-                                         b.getI64IntegerAttr(axis), b.getStringAttr(purpose));
+    auto r = nn::ReduceScatterOp::create(b, after->getLoc(), resequenced(v.getType(), -t), v, b.getI64IntegerAttr(axis),
+                                         b.getStringAttr(purpose));
     v.replaceAllUsesExcept(r, r);
     layout[r] = Lay::Sequence;
     return success();
@@ -235,7 +235,7 @@ private:
             layout[allReduce(slice, slice, "embedding output")] = Lay::Replicated;
             return success();
           }
-          if (sequence)  // a position embedding: every rank looks up all, keeps its slice
+          if (sequence) // a position embedding: every rank looks up all, keeps its slice
             return toSequence(op, o.getResult());
           return success();
         })
@@ -245,17 +245,17 @@ private:
           if (s < 0) {
             if (lay(o.getX()) == Lay::Split)
               return unsupported(op, "a split input meets a replicated weight");
-            if (lay(o.getX()) == Lay::Sequence) {  // token by token: on this rank's positions
+            if (lay(o.getX()) == Lay::Sequence) { // token by token: on this rank's positions
               o.getResult().setType(resequenced(o.getResult().getType(), -t));
               layout[o.getResult()] = Lay::Sequence;
             }
             return success();
           }
-          if (s == (tr ? 0 : 1)) {  // column-parallel: this rank's output features
+          if (s == (tr ? 0 : 1)) { // column-parallel: this rank's output features
             if (lay(o.getX()) == Lay::Split)
               return unsupported(op, "a column-parallel matmul needs a replicated input");
             StringRef dim = dimName(o.getW(), s);
-            StringRef purpose = dim == "vocab"                    ? "head input"
+            StringRef purpose = dim == "vocab"                   ? "head input"
                                 : dim == "qkv" || dim == "heads" ? "attention input"
                                                                  : "column-parallel input";
             o.getXMutable().set(columnInput(op, o.getX(), purpose));
@@ -338,8 +338,7 @@ private:
           int64_t vocab = cast<RankedTensorType>(o.getLogits().getType()).getDimSize(2);
           Value first = firstRow(op, vocab);
           b.setInsertionPoint(op);
-          auto lse = RankedTensorType::get(cast<RankedTensorType>(o.getTargets().getType()).getShape(),
-                                           b.getF32Type());
+          auto lse = RankedTensorType::get(cast<RankedTensorType>(o.getTargets().getType()).getShape(), b.getF32Type());
           auto ce = nn::VocabParallelCrossEntropyOp::create(b, o.getLoc(), o.getType(), lse, o.getLogits(),
                                                             o.getTargets(), first, b.getI64IntegerAttr(axis));
           o.getResult().replaceAllUsesWith(ce.getLoss());
@@ -353,7 +352,7 @@ private:
           for (Value v : op->getOperands())
             if (auto a = dyn_cast<BlockArgument>(v); a && splitOf(a) >= 0)
               return (unsupported(op, "it reads the split parameter '" + paramName(a.getArgNumber()) +
-                                                       "' and has no tensor-parallel form in this version"));
+                                          "' and has no tensor-parallel form in this version"));
           return success();
         });
   }

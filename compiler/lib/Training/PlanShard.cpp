@@ -4,9 +4,9 @@
 // split over the tensor axis (as nn-tensor-parallel splits it), and each parameter's
 // pipeline stages (as nn-pipeline-split places it). Upstream sharding-propagation
 // then carries the layout through the ops that implement ShardingInterface.
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/Passes.h"
 #include "plan/Training/Training.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -127,7 +127,7 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
         continue;
       SmallVector<shard::GridAxesAttr> split(type.getRank(), shard::GridAxesAttr::get(ctx, ArrayRef<int16_t>{}));
       auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.param");
-      if (!param) {  // tokens or targets: the batch over the data axes
+      if (!param) { // tokens or targets: the batch over the data axes
         if (!dataAxes.empty())
           split[0] = shard::GridAxesAttr::get(ctx, dataAxes);
       } else {

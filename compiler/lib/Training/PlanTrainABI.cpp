@@ -4,14 +4,14 @@
 // array — and the manifest the runtime reads (parameter table, data, batch,
 // schedule, checkpoints) becomes a constant string in the module.
 #include "plan/Compiler/PlanGen.h"
-#include "plan/Target/RuntimeABI.h"
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Sched/IR/Sched.h"
+#include "plan/Target/RuntimeABI.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Flat.h"
 #include "plan/Training/Manifest.h"
+#include "plan/Training/Passes.h"
 #include "plan/Training/Training.h"
 #include "planrt_manifest.h"
 
@@ -53,18 +53,20 @@ llvm::json::Object lossScale(pl::TrainOp train) {
   if (train.getPrecision() != pl::Precision::fp16)
     return llvm::json::Object{{key::kind, "none"}, {key::init, 1.0}};
   if (train.getLossScale() == pl::LossScale::dynamic)
-    return llvm::json::Object{{key::kind, "dynamic"}, {key::init, 65536.0}};  // torch.cuda.amp.GradScaler's default
-  return llvm::json::Object{{key::kind, "static"}, {key::init, train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
+    return llvm::json::Object{{key::kind, "dynamic"}, {key::init, 65536.0}}; // torch.cuda.amp.GradScaler's default
+  return llvm::json::Object{
+      {key::kind, "static"},
+      {key::init, train.getFixedLossScale() ? train.getFixedLossScale()->convertToDouble() : 1.0}};
 }
 
 /// A pipeline stage's piece of the manifest (or the whole model's without one).
 struct StageTable {
-  func::FuncOp fwd;                   ///< holds the parameters' attributes
+  func::FuncOp fwd; ///< holds the parameters' attributes
   SmallVector<Param> params;
   training::BufferLayout layout;
-  SmallVector<int64_t> index;         ///< each parameter's position in the whole model
-  SmallVector<bool> replica;          ///< a copy of a parameter an earlier stage owns
-  int64_t activation = 0;             ///< floats of the activation the stage hands on
+  SmallVector<int64_t> index; ///< each parameter's position in the whole model
+  SmallVector<bool> replica;  ///< a copy of a parameter an earlier stage owns
+  int64_t activation = 0;     ///< floats of the activation the stage hands on
 };
 
 llvm::json::Array paramTable(const StageTable &st) {
@@ -75,13 +77,12 @@ llvm::json::Array paramTable(const StageTable &st) {
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
       shape.push_back(d);
-    llvm::json::Object entry{
-        {key::name, p.name},
-        {key::shape, std::move(shape)},
-        {key::offset, p.offset},
-        {key::count, p.count},
-        {key::init, fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
-        {key::std, fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
+    llvm::json::Object entry{{key::name, p.name},
+                             {key::shape, std::move(shape)},
+                             {key::offset, p.offset},
+                             {key::count, p.count},
+                             {key::init, fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
+                             {key::std, fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
     // A tensor-parallel piece: `shape` is this rank's; dim `dim` of the full tensor is
     // cut in `parts`, block by block (q, k, v), and rank c holds piece c of each block.
     if (auto split = fwd.getArgAttrOfType<DictionaryAttr>(arg, "nn.split")) {
@@ -89,8 +90,8 @@ llvm::json::Array paramTable(const StageTable &st) {
       for (int64_t n : cast<DenseI64ArrayAttr>(split.get(key::blocks)).asArrayRef())
         blocks.push_back(n);
       entry[key::split] = llvm::json::Object{{key::dim, cast<IntegerAttr>(split.get(key::dim)).getInt()},
-                                          {key::parts, cast<IntegerAttr>(split.get(key::parts)).getInt()},
-                                          {key::blocks, std::move(blocks)}};
+                                             {key::parts, cast<IntegerAttr>(split.get(key::parts)).getInt()},
+                                             {key::blocks, std::move(blocks)}};
     }
     if (!st.index.empty())
       entry[key::index] = st.index[i];
@@ -115,36 +116,35 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
   llvm::json::Array ps = paramTable(first);
   auto i64 = [](IntegerAttr a) { return int64_t(a.getInt()); };
   training::TensorParallel tp = training::tensorParallelOf(train);
-  llvm::json::Object t{
-      {key::batch, i64(train.getBatchAttr())},
-      {key::micro, i64(train.getMicroAttr())},
-      {key::seq, i64(train.getSeqAttr())},
-      {key::accumulation, i64(train.getAccumulationAttr())},
-      {key::data_parallel, training::dataParallelSize(train)},
-      {key::tensor_parallel, tp.size},
-      {key::sequence_parallel, tp.size > 1 && tp.sequence},
-      {key::zero, train.getParallel().getZero()},
-      {key::steps, i64(train.getStepsAttr())},
-      {key::seed, i64(train.getSeedAttr())},
-      {key::vocab, vocab},
-      {key::data, strings(train.getData(), base)},
-      {key::val, strings(train.getVal(), base)},
-      {key::eval_every, i64(train.getEvalEveryAttr())},
-      {key::eval_batches, i64(train.getEvalBatchesAttr())},
-      {key::checkpoint, llvm::json::Object{{key::dir, resolvePlanPath(base, train.getCheckpointDir())},
-                                        {key::every, i64(train.getCheckpointEveryAttr())},
-                                        {key::keep, i64(train.getCheckpointKeepAttr())}}},
-      {key::lr, train.getLr().convertToDouble()},
-      {key::schedule, pl::stringifyLRSchedule(train.getLrSchedule())},
-      {key::warmup, i64(train.getWarmupAttr())},
-      {key::min_lr, train.getMinLr().convertToDouble()},
-      {key::clip, train.getClip().convertToDouble()},
-      {key::weight_decay, train.getWeightDecay().convertToDouble()},
-      {key::beta1, train.getBeta1().convertToDouble()},
-      {key::beta2, train.getBeta2().convertToDouble()},
-      {key::eps, train.getEps().convertToDouble()},
-      {key::precision, pl::stringifyPrecision(train.getPrecision())},
-      {key::loss_scale, lossScale(train)}};
+  llvm::json::Object t{{key::batch, i64(train.getBatchAttr())},
+                       {key::micro, i64(train.getMicroAttr())},
+                       {key::seq, i64(train.getSeqAttr())},
+                       {key::accumulation, i64(train.getAccumulationAttr())},
+                       {key::data_parallel, training::dataParallelSize(train)},
+                       {key::tensor_parallel, tp.size},
+                       {key::sequence_parallel, tp.size > 1 && tp.sequence},
+                       {key::zero, train.getParallel().getZero()},
+                       {key::steps, i64(train.getStepsAttr())},
+                       {key::seed, i64(train.getSeedAttr())},
+                       {key::vocab, vocab},
+                       {key::data, strings(train.getData(), base)},
+                       {key::val, strings(train.getVal(), base)},
+                       {key::eval_every, i64(train.getEvalEveryAttr())},
+                       {key::eval_batches, i64(train.getEvalBatchesAttr())},
+                       {key::checkpoint, llvm::json::Object{{key::dir, resolvePlanPath(base, train.getCheckpointDir())},
+                                                            {key::every, i64(train.getCheckpointEveryAttr())},
+                                                            {key::keep, i64(train.getCheckpointKeepAttr())}}},
+                       {key::lr, train.getLr().convertToDouble()},
+                       {key::schedule, pl::stringifyLRSchedule(train.getLrSchedule())},
+                       {key::warmup, i64(train.getWarmupAttr())},
+                       {key::min_lr, train.getMinLr().convertToDouble()},
+                       {key::clip, train.getClip().convertToDouble()},
+                       {key::weight_decay, train.getWeightDecay().convertToDouble()},
+                       {key::beta1, train.getBeta1().convertToDouble()},
+                       {key::beta2, train.getBeta2().convertToDouble()},
+                       {key::eps, train.getEps().convertToDouble()},
+                       {key::precision, pl::stringifyPrecision(train.getPrecision())},
+                       {key::loss_scale, lossScale(train)}};
   llvm::json::Array axes, sizes, data;
   if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr()))
     for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>()) {
@@ -155,10 +155,10 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     data.push_back(cast<StringAttr>(a).getValue());
   llvm::json::Object root{{key::format, planrt::manifest::format::kTrain},
                           {key::mesh, llvm::json::Object{{key::name, train.getMesh()},
-                                                      {key::axes, std::move(axes)},
-                                                      {key::sizes, std::move(sizes)},
-                                                      {key::data, std::move(data)},
-                                                      {key::tensor, train.getParallel().getTensor().getValue()}}},
+                                                         {key::axes, std::move(axes)},
+                                                         {key::sizes, std::move(sizes)},
+                                                         {key::data, std::move(data)},
+                                                         {key::tensor, train.getParallel().getTensor().getValue()}}},
                           {key::plan, train.getSymName()},
                           {key::model, train.getModel()},
                           {key::num_floats, layout.total},
@@ -199,9 +199,9 @@ LogicalResult checkSupported(pl::TrainOp train) {
     if (pp.schedule == pl::PipelineSchedule::interleaved)
       return notYet("the interleaved pipeline schedule", pp.axis);
     if (pp.stages != pp.size)
-      return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over "
-                               << pp.size << " ranks; several stages per rank (virtual stages) are not "
-                                             "implemented by the code generator in this version of planc";
+      return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
+                               << " ranks; several stages per rank (virtual stages) are not "
+                                  "implemented by the code generator in this version of planc";
     if (training::dataParallelSize(train) > 1 && par.getZero() >= 2)
       return train.emitError() << "ZeRO-" << par.getZero() << " with pipeline parallelism (axis '" << pp.axis
                                << "') is not implemented in this version of planc (nor by DeepSpeed or "
@@ -297,7 +297,7 @@ public:
     func::FuncOp readyFn = runtimeHook(f, rt::Fn::planrt_grad_ready);
     std::vector<std::vector<size_t>> members = training::gradientBuckets(ownedFloats(st, end, order), bucketBytes);
     SmallVector<Attribute> buckets;
-    Operation *cursor = nullptr;  // the last op this function inserted
+    Operation *cursor = nullptr; // the last op this function inserted
     for (auto [k, bucket] : llvm::enumerate(members)) {
       SmallVector<size_t> params;
       for (size_t pos : bucket) {
@@ -355,7 +355,7 @@ public:
         params.push_back(i);
         if (!reader[i])
           continue;
-        if (pos == bucket.front()) {  // the bucket's first read: wait for its gathers there
+        if (pos == bucket.front()) { // the bucket's first read: wait for its gathers there
           b.setInsertionPoint(reader[i]);
           Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
           func::CallOp::create(b, loc, readyFn, ValueRange{id});
@@ -479,11 +479,11 @@ public:
         args.push_back(memref::LoadOp::create(b, loc, stats, ValueRange{at(i)}));
     SmallVector<Value> outs = inlineBody(b, update, args);
     size_t n = gs.size();
-    static const int64_t slots[] = {2, 3, 4, 5};  // scale, good steps, skipped, applied
+    static const int64_t slots[] = {2, 3, 4, 5}; // scale, good steps, skipped, applied
     if (scaled)
       for (auto [i, slot] : llvm::enumerate(slots))
         memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], stats, ValueRange{at(slot)});
-    static const int written[] = {0, 2, 3};  // P, M, V
+    static const int written[] = {0, 2, 3}; // P, M, V
     for (int k = 0; k < 3; ++k)
       for (auto [i, grp] : llvm::enumerate(gs))
         buf(written[k], grp).writeFlat(outs[2 + k * n + i], wholeSpan(st, grp));
@@ -526,8 +526,8 @@ public:
       OpBuilder::InsertionGuard g1(b);
       auto f = entry("planc_fwd" + suffix, {flatTy(st), tokTy(st), tokTy(st), inTy, outTy});
       Block &e = f.getBody().front();
-      SmallVector<Value> outs = inlineBody(
-          b, fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3)));
+      SmallVector<Value> outs =
+          inlineBody(b, fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3)));
       if (last)
         memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
                                 ValueRange{index0()});
@@ -537,11 +537,10 @@ public:
     }
     {
       OpBuilder::InsertionGuard g2(b);
-      auto f = entry("planc_bwd" + suffix, {flatTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy,
-                                            scalarTy(), statsTy()});
+      auto f = entry("planc_bwd" + suffix,
+                     {flatTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy, scalarTy(), statsTy()});
       Block &e = f.getBody().front();
-      SmallVector<Value> args =
-          forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
+      SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
       if (last && scaled)
         args.push_back(lossScale(e.getArgument(8)));
       if (!last)
@@ -642,7 +641,8 @@ private:
   void addLoss(Value lossTensor, Value slot) {
     Value loss = tensor::ExtractOp::create(b, loc, lossTensor, ValueRange{});
     Value old = memref::LoadOp::create(b, loc, slot, ValueRange{index0()});
-    Value sum = arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, loss, f32(1.0 / double(accumulation))));
+    Value sum =
+        arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, loss, f32(1.0 / double(accumulation))));
     memref::StoreOp::create(b, loc, sum, slot, ValueRange{index0()});
   }
 
@@ -658,7 +658,7 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     ModuleOp module = getOperation();
     auto trains = llvm::to_vector(module.getOps<pl::TrainOp>());
     if (trains.empty() && (!module.getOps<pl::RetrievalOp>().empty() || !module.getOps<pl::GenerateOp>().empty()))
-      return;  // a retrieval or generation executable (plan-retrieval-abi, plan-generate-abi)
+      return; // a retrieval or generation executable (plan-retrieval-abi, plan-generate-abi)
     if (trains.size() != 1) {
       module.emitError() << "an executable trains one plan; this module has " << trains.size()
                          << " (select one with --entry)";

@@ -3,9 +3,9 @@
 // update (clipping, schedule, AdamW).
 #include "plan/Training/Training.h"
 
-#include "plan/Training/Passes.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "plan/Training/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -83,9 +83,7 @@ SmallVector<Param> paramsOf(func::FuncOp f) {
 }
 
 /// f64 constant.
-Value f64(OpBuilder &b, Location loc, double v) {
-  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
-}
+Value f64(OpBuilder &b, Location loc, double v) { return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v)); }
 
 /// The learning rate of 0-based step `s` (f64): linear warmup over `warmup`
 /// steps to `lr`, then constant, linear or cosine decay to `min_lr` at `steps`.
@@ -99,8 +97,8 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
                                     f64(b, loc, double(std::max<int64_t>(1, steps - warmup))));
     p = arith::MinimumFOp::create(b, loc, p, f64(b, loc, 1.0));
     if (train.getLrSchedule() == pl::LRSchedule::linear) {
-      decayed = arith::AddFOp::create(b, loc, f64(b, loc, lr),
-                                      arith::MulFOp::create(b, loc, f64(b, loc, minLr - lr), p));
+      decayed =
+          arith::AddFOp::create(b, loc, f64(b, loc, lr), arith::MulFOp::create(b, loc, f64(b, loc, minLr - lr), p));
     } else {
       Value c = math::CosOp::create(b, loc, arith::MulFOp::create(b, loc, f64(b, loc, M_PI), p));
       Value half = arith::MulFOp::create(b, loc, f64(b, loc, 0.5), arith::AddFOp::create(b, loc, f64(b, loc, 1.0), c));
@@ -110,10 +108,9 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
   }
   if (warmup == 0)
     return decayed;
-  Value warm = arith::DivFOp::create(b, loc,
-                                     arith::MulFOp::create(b, loc, f64(b, loc, lr),
-                                                           arith::AddFOp::create(b, loc, s, f64(b, loc, 1.0))),
-                                     f64(b, loc, double(warmup)));
+  Value warm = arith::DivFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, f64(b, loc, lr), arith::AddFOp::create(b, loc, s, f64(b, loc, 1.0))),
+      f64(b, loc, double(warmup)));
   Value inWarmup = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, s, f64(b, loc, double(warmup)));
   return arith::SelectOp::create(b, loc, inWarmup, warm, decayed);
 }
@@ -150,7 +147,7 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   for (int k = 0; k < 3; ++k)
     for (int g : groups)
       outs.push_back(spanType(g));
-  if (scaled) {  // loss scale, good steps and applied steps in; their next values and "skipped" out
+  if (scaled) { // loss scale, good steps and applied steps in; their next values and "skipped" out
     ins.append({b.getF32Type(), b.getF32Type(), b.getF32Type()});
     outs.append({b.getF32Type(), b.getF32Type(), b.getF32Type(), b.getF32Type()});
   }
@@ -184,9 +181,9 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   Value scale = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0));
   double clip = train.getClip().convertToDouble();
   if (clip > 0) {
-    Value coef = arith::DivFOp::create(b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(clip))),
-                                       arith::AddFOp::create(b, loc, norm,
-                                                             arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1e-6f))));
+    Value coef = arith::DivFOp::create(
+        b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(clip))),
+        arith::AddFOp::create(b, loc, norm, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1e-6f))));
     scale = arith::MinimumFOp::create(b, loc, coef, scale);
   }
   if (scaled)
@@ -214,8 +211,8 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
     double wd = groups[i] == 0 ? train.getWeightDecay().convertToDouble() : 0.0;
     RankedTensorType ty = spanType(groups[i]);
     // With loss scaling, a skipped step leaves parameters and moments as they were.
-    auto op = nn::AdamWOp::create(b, loc, ty, ty, ty, arg(0, i), arg(1, i), arg(2, i), arg(3, i), lr, scale, bc1,
-                                  bc2, scaled ? finite : Value(), train.getBeta1Attr(), train.getBeta2Attr(),
+    auto op = nn::AdamWOp::create(b, loc, ty, ty, ty, arg(0, i), arg(1, i), arg(2, i), arg(3, i), lr, scale, bc1, bc2,
+                                  scaled ? finite : Value(), train.getBeta1Attr(), train.getBeta2Attr(),
                                   train.getEpsAttr(), b.getF64FloatAttr(wd));
     results.push_back(op.getNewParam());
     newM.push_back(op.getNewM());
@@ -257,9 +254,8 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       std::string base = train.getSymName().str();
       for (const char *suffix : {"_forward", "_grad", "_update"})
         if (Operation *clash = symbols.lookup(base + suffix)) {
-          InFlightDiagnostic d = train.emitError()
-                                 << "train '" << base << "' needs the name '" << base << suffix
-                                 << "' for its step function, but it is taken; rename one of them";
+          InFlightDiagnostic d = train.emitError() << "train '" << base << "' needs the name '" << base << suffix
+                                                   << "' for its step function, but it is taken; rename one of them";
           d.attachNote(clash->getLoc()) << "'" << base << suffix << "' is declared here";
           return signalPassFailure();
         }
@@ -277,7 +273,7 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       if (train.getPrecision() != pl::Precision::fp32) {
         OpBuilder b(&getContext());
         training::emulatePrecision(fwd, train.getPrecision() == pl::Precision::bf16 ? FloatType(b.getBF16Type())
-                                                                                     : FloatType(b.getF16Type()));
+                                                                                    : FloatType(b.getF16Type()));
       }
       training::Recompute recompute = train.getRecompute() == pl::Recompute::full ? training::Recompute::Full
                                       : train.getRecompute() == pl::Recompute::selective

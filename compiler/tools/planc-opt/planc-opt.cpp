@@ -8,6 +8,5 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   plan::registerDialects(registry);
   plan::registerPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "planc optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "planc optimizer driver\n", registry));
 }

@@ -1,11 +1,11 @@
 // planc: the command-line driver (check, emit, build, explain, run).
 #include "plan/Compiler/CostModel.h"
 #include "plan/Compiler/FitCheck.h"
-#include "plan/Compiler/PlanGen.h"
 #include "plan/Compiler/Pipeline.h"
+#include "plan/Compiler/PlanGen.h"
+#include "plan/Lang/Sema.h"
 #include "plan/Target/CPU.h"
 #include "plan/Target/CUDA.h"
-#include "plan/Lang/Sema.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -15,10 +15,10 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Config/llvm-config.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -68,12 +68,12 @@ options:
 struct Options {
   std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu", cudaArch = "sm_90";
   std::vector<std::string> includeDirs, runArgs;
-  bool printAfterAll = false, summary = false, json = false, searchLayouts = false,
-       perLayer = false;
+  bool printAfterAll = false, summary = false, json = false, searchLayouts = false, perLayer = false;
 };
 
 int usageError(const std::string &msg) {
-  llvm::errs() << "planc: error: " << msg << "\n" << "run 'planc --help' for usage\n";
+  llvm::errs() << "planc: error: " << msg << "\n"
+               << "run 'planc --help' for usage\n";
   return 2;
 }
 
@@ -81,9 +81,7 @@ int usageError(const std::string &msg) {
 class DumpIR : public mlir::PassInstrumentation {
 public:
   DumpIR(std::string dir, int start) : dir(std::move(dir)), counter(start) {}
-  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
-    write(pass->getArgument().str(), op);
-  }
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override { write(pass->getArgument().str(), op); }
   void write(const std::string &name, mlir::Operation *op) {
     llvm::SmallString<256> path(dir);
     char prefix[8];
@@ -117,24 +115,22 @@ void printSummary(const sema::Program &p) {
   for (const sema::Model &m : p.models) {
     if (m.loc.file != 0)
       continue;
-    os << "model " << m.name << ": " << m.numParameters() << " parameters in "
-       << m.params.size() << " tensors, " << m.layers << " layers, " << m.ops.size()
-       << " ops\n";
+    os << "model " << m.name << ": " << m.numParameters() << " parameters in " << m.params.size() << " tensors, "
+       << m.layers << " layers, " << m.ops.size() << " ops\n";
   }
   for (const sema::Train &t : p.trains) {
     if (t.loc.file != 0)
       continue;
-    os << "train " << t.name << ": model " << p.models[t.model].name << " ("
-       << p.models[t.model].numParameters() << " parameters) on mesh " << p.meshes[t.mesh].name
-       << "; data " << t.dataParallel << " x tensor " << t.tensorParallel << " x pipeline "
-       << t.pipelineParallel << "; batch " << t.batch << " = micro " << t.micro << " x data "
-       << t.dataParallel << " x accumulation " << t.accumulation << "; seq " << t.seq
-       << "; zero " << t.parallel.zero << "; " << sema::precisionName(t.precision) << "\n";
+    os << "train " << t.name << ": model " << p.models[t.model].name << " (" << p.models[t.model].numParameters()
+       << " parameters) on mesh " << p.meshes[t.mesh].name << "; data " << t.dataParallel << " x tensor "
+       << t.tensorParallel << " x pipeline " << t.pipelineParallel << "; batch " << t.batch << " = micro " << t.micro
+       << " x data " << t.dataParallel << " x accumulation " << t.accumulation << "; seq " << t.seq << "; zero "
+       << t.parallel.zero << "; " << sema::precisionName(t.precision) << "\n";
   }
   for (const sema::Retrieval &r : p.retrievals)
     if (r.loc.file == 0)
-      os << "retrieval " << r.name << ": index \"" << r.index.factory << "\", store \""
-         << r.store << "\", guard " << (r.quarantine ? "quarantine" : "off") << "\n";
+      os << "retrieval " << r.name << ": index \"" << r.index.factory << "\", store \"" << r.store << "\", guard "
+         << (r.quarantine ? "quarantine" : "off") << "\n";
   for (const sema::Generate &g : p.generates)
     if (g.loc.file == 0)
       os << "generate " << g.name << ": model " << p.models[g.model].name << "\n";
@@ -152,8 +148,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerProgram(const Options &opts, Stage stage,
   std::unique_ptr<DumpIR> dump;
   if (!opts.dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(opts.dumpDir)) {
-      llvm::errs() << "planc: error: cannot create '" << opts.dumpDir << "': " << ec.message()
-                   << "\n";
+      llvm::errs() << "planc: error: cannot create '" << opts.dumpDir << "': " << ec.message() << "\n";
       return nullptr;
     }
     dump = std::make_unique<DumpIR>(opts.dumpDir, 0);
@@ -260,11 +255,10 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
   // The host code of either target is native code; the CUDA target's kernels are
   // inside it as a fat binary.
   bool ok = succeeded(cpu::emitObject(*module, std::string(object), error)) &&
-            (opts.target == "cuda"
-                 ? succeeded(cuda::link(std::string(object), exe, self, error))
-                 // cuda-host: the CPU's libraries (host loops, the CPU kernels).
-                 : succeeded(cpu::link(std::string(object), exe, self, error,
-                                       module->lookupSymbol("planc_retrieval_manifest") != nullptr)));
+            (opts.target == "cuda" ? succeeded(cuda::link(std::string(object), exe, self, error))
+                                   // cuda-host: the CPU's libraries (host loops, the CPU kernels).
+                                   : succeeded(cpu::link(std::string(object), exe, self, error,
+                                                         module->lookupSymbol("planc_retrieval_manifest") != nullptr)));
   llvm::sys::fs::remove(object);
   if (!ok) {
     llvm::errs() << "planc: error: " << error << "\n";
@@ -287,9 +281,10 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
       if (t.loc.file == 0)
         names += (names.empty() ? "" : ", ") + t.name;
     llvm::errs() << "planc: error: "
-                 << (trains.empty() ? (opts.entry.empty() ? std::string("'") + opts.file + "' has no train plan to explain"
-                                                          : "no train plan named '" + opts.entry + "'")
-                                    : std::string("'") + opts.file + "' has several train plans; name one with --entry")
+                 << (trains.empty()
+                         ? (opts.entry.empty() ? std::string("'") + opts.file + "' has no train plan to explain"
+                                               : "no train plan named '" + opts.entry + "'")
+                         : std::string("'") + opts.file + "' has several train plans; name one with --entry")
                  << (names.empty() ? "" : " (train plans: " + names + ")") << "\n";
     return 1;
   }
@@ -297,8 +292,8 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
   const sema::Model &model = program->models[t.model];
   const sema::Mesh &mesh = program->meshes[t.mesh];
   sema::Layout layout = sema::layoutOf(t);
-  cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh),
-                                    cost::Calibration::defaults(), /*withTrace=*/!opts.trace.empty());
+  cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh), cost::Calibration::defaults(),
+                                    /*withTrace=*/!opts.trace.empty());
   if (opts.searchLayouts) {
     cost::SearchOptions all;
     all.buildableOnly = false;
@@ -313,8 +308,7 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
     if (opts.json) {
       llvm::outs() << "[\n";
       for (size_t i = 0; i < found.size() && i < 10; ++i)
-        llvm::outs() << (i ? ",\n" : "")
-                     << cost::renderJson(found[i].estimate, model, mesh, found[i].layout);
+        llvm::outs() << (i ? ",\n" : "") << cost::renderJson(found[i].estimate, model, mesh, found[i].layout);
       llvm::outs() << "]\n";
     } else {
       std::vector<cost::Candidate> top(found.begin(), found.begin() + std::min<size_t>(found.size(), 10));
@@ -366,9 +360,12 @@ int run(const Options &opts, const char *argv0) {
         found |= n == opts.entry;
         names += (names.empty() ? "" : ", ") + n;
       };
-      for (const auto &t : program->trains) consider(t.name, t.loc);
-      for (const auto &r : program->retrievals) consider(r.name, r.loc);
-      for (const auto &g : program->generates) consider(g.name, g.loc);
+      for (const auto &t : program->trains)
+        consider(t.name, t.loc);
+      for (const auto &r : program->retrievals)
+        consider(r.name, r.loc);
+      for (const auto &g : program->generates)
+        consider(g.name, g.loc);
       if (!found) {
         const char *kind = nullptr;
         for (const auto &m : program->models)
@@ -495,7 +492,7 @@ int main(int argc, char **argv) {
     }
     if (a == "--") {
       opts.runArgs.assign(args.begin() + i + 1, args.end());
-      break;  // the rest belongs to the executable (planc run)
+      break; // the rest belongs to the executable (planc run)
     } else if (a == "-I") {
       auto v = value("-I");
       if (!v)
@@ -503,22 +500,21 @@ int main(int argc, char **argv) {
       opts.includeDirs.push_back(*v);
     } else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) {
       opts.includeDirs.push_back(a.substr(2));
-    } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" ||
-               a == "--target" || a == "--cuda-arch") {
+    } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" || a == "--target" ||
+               a == "--cuda-arch") {
       auto v = value(a.c_str());
       if (!v)
         return 2;
-      std::string &out = a == "--stage"   ? opts.stage
-                          : a == "--entry" ? opts.entry
-                          : a == "-o"      ? opts.output
-                          : a == "--dump-ir" ? opts.dumpDir
-                          : a == "--cuda-arch" ? opts.cudaArch
-                                             : opts.target;
+      std::string &out = a == "--stage"       ? opts.stage
+                         : a == "--entry"     ? opts.entry
+                         : a == "-o"          ? opts.output
+                         : a == "--dump-ir"   ? opts.dumpDir
+                         : a == "--cuda-arch" ? opts.cudaArch
+                                              : opts.target;
       out = *v;
     } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
                takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target) ||
-               takeInline("--cuda-arch", opts.cudaArch) ||
-               takeInline("--trace", opts.trace)) {
+               takeInline("--cuda-arch", opts.cudaArch) || takeInline("--trace", opts.trace)) {
     } else if (a == "--print-ir-after-all") {
       opts.printAfterAll = true;
     } else if (a == "--summary") {
@@ -545,10 +541,9 @@ int main(int argc, char **argv) {
     }
   }
   static const char *commands[] = {"check", "emit", "build", "explain", "run"};
-  if (std::find_if(std::begin(commands), std::end(commands),
-                   [&](const char *c) { return opts.command == c; }) == std::end(commands))
-    return usageError(opts.command.empty() ? "no command given"
-                                           : "unknown command '" + opts.command + "'");
+  if (std::find_if(std::begin(commands), std::end(commands), [&](const char *c) { return opts.command == c; }) ==
+      std::end(commands))
+    return usageError(opts.command.empty() ? "no command given" : "unknown command '" + opts.command + "'");
   if (opts.file.empty())
     return usageError("'" + opts.command + "' needs a .plan file");
   // sm_80 (Ampere) and later: libplanrt_cuda is built for sm_80 and sm_90. A list
@@ -561,7 +556,8 @@ int main(int argc, char **argv) {
       unsigned sm = 0;
       if (arch.size() < 5 || arch.size() > 6 || !arch.starts_with("sm_") || arch.drop_front(3).getAsInteger(10, sm) ||
           sm < 80)
-        return usageError("--cuda-arch '" + arch.str() + "' is not an NVIDIA architecture this version supports "
+        return usageError("--cuda-arch '" + arch.str() +
+                          "' is not an NVIDIA architecture this version supports "
                           "(sm_80 or later, as sm_80 or sm_90; several separated by commas)");
       if (!seen.insert(arch.str()).second)
         return usageError("--cuda-arch names " + arch.str() + " twice");

@@ -13,16 +13,15 @@ void DeclTable::declare(const std::vector<ast::File> &files, Diags &diags) {
   for (auto fit = files.rbegin(); fit != files.rend(); ++fit)
     for (const ast::Decl &d : fit->decls) {
       if (reserved.count(d.name)) {
-        diags.error(d.nameLoc, "'" + d.name + "' is a built-in name and cannot name a " +
-                                   ast::declKindName(d.kind));
+        diags.error(d.nameLoc, "'" + d.name + "' is a built-in name and cannot name a " + ast::declKindName(d.kind));
         continue;
       }
       auto [it, inserted] = byName.insert({d.name, &d});
       if (!inserted) {
         const ast::Decl &prev = *it->second;
         diags.error(d.nameLoc, std::string("duplicate declaration of '") + d.name + "'")
-            .note(prev.nameLoc, std::string("'") + d.name + "' is first declared here as a " +
-                                    ast::declKindName(prev.kind));
+            .note(prev.nameLoc,
+                  std::string("'") + d.name + "' is first declared here as a " + ast::declKindName(prev.kind));
       }
     }
 }

@@ -12,20 +12,30 @@ using ast::Expr;
 
 std::string Value::describe() const {
   switch (kind) {
-  case Kind::Error: return "an invalid value";
-  case Kind::None: return "'none'";
-  case Kind::Int: return "an integer";
-  case Kind::Float: return "a number with a fraction";
-  case Kind::Bool: return "a boolean";
-  case Kind::String: return "a string";
-  case Kind::Quantity: return std::string(units::describe(dim)) + " ('" + s + "')";
-  case Kind::Name: return "the name '" + s + "'";
-  case Kind::Word: return "the word '" + s + "'";
+  case Kind::Error:
+    return "an invalid value";
+  case Kind::None:
+    return "'none'";
+  case Kind::Int:
+    return "an integer";
+  case Kind::Float:
+    return "a number with a fraction";
+  case Kind::Bool:
+    return "a boolean";
+  case Kind::String:
+    return "a string";
+  case Kind::Quantity:
+    return std::string(units::describe(dim)) + " ('" + s + "')";
+  case Kind::Name:
+    return "the name '" + s + "'";
+  case Kind::Word:
+    return "the word '" + s + "'";
   case Kind::List:
     if (items.empty())
       return "an empty list";
     return items.front().key.empty() ? "a list without 'key: value' items" : "a list of 'key: value' items";
-  case Kind::Call: return "a call of '" + s + "'";
+  case Kind::Call:
+    return "a call of '" + s + "'";
   }
   return "a value";
 }
@@ -48,8 +58,8 @@ Value Sema::eval(const Expr &e, const Env *env) {
       auto unit = units::lookup(e.unit);
       if (!unit) {
         std::string best = closestMatch(e.unit, units::allNames());
-        auto d = diags.error(e.unitLoc, "unknown unit '" + e.unit + "'" +
-                                            (best.empty() ? "" : "; did you mean '" + best + "'?"));
+        auto d = diags.error(e.unitLoc,
+                             "unknown unit '" + e.unit + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
         d.note("units are B KB MB GB TB PB KiB MiB GiB TiB PiB, the same with /s, "
                "FLOP/s KFLOP/s MFLOP/s GFLOP/s TFLOP/s PFLOP/s, and s ms us ns min h");
         return Value::error();
@@ -162,9 +172,15 @@ Value Sema::eval(const Expr &e, const Env *env) {
       int64_t out = 0;
       bool overflow = false;
       switch (op) {
-      case '+': overflow = __builtin_add_overflow(a.i, b.i, &out); break;
-      case '-': overflow = __builtin_sub_overflow(a.i, b.i, &out); break;
-      case '*': overflow = __builtin_mul_overflow(a.i, b.i, &out); break;
+      case '+':
+        overflow = __builtin_add_overflow(a.i, b.i, &out);
+        break;
+      case '-':
+        overflow = __builtin_sub_overflow(a.i, b.i, &out);
+        break;
+      case '*':
+        overflow = __builtin_mul_overflow(a.i, b.i, &out);
+        break;
       case '/':
       case '%':
         if (b.i == 0) {
@@ -179,9 +195,9 @@ Value Sema::eval(const Expr &e, const Env *env) {
           out = a.i % b.i;
         } else {
           if (a.i % b.i != 0) {
-            diags.error(e.loc, "inexact integer division: " + std::to_string(a.i) + " / " +
-                                   std::to_string(b.i) + " leaves a remainder of " +
-                                   std::to_string(a.i % b.i))
+            diags
+                .error(e.loc, "inexact integer division: " + std::to_string(a.i) + " / " + std::to_string(b.i) +
+                                  " leaves a remainder of " + std::to_string(a.i % b.i))
                 .note("integer expressions must divide exactly; change an operand");
             return Value::error();
           }
@@ -213,9 +229,8 @@ Value Sema::eval(const Expr &e, const Env *env) {
         return Value::error();
       }
       Value r2 = a.kind == Value::Kind::Quantity ? a : b.kind == Value::Kind::Quantity ? b : a;
-      r2.kind = (a.kind == Value::Kind::Quantity || b.kind == Value::Kind::Quantity)
-                    ? Value::Kind::Quantity
-                    : Value::Kind::Float;
+      r2.kind = (a.kind == Value::Kind::Quantity || b.kind == Value::Kind::Quantity) ? Value::Kind::Quantity
+                                                                                     : Value::Kind::Float;
       r2.f = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
       r2.loc = e.loc;
       if (!std::isfinite(r2.f)) {
@@ -247,8 +262,7 @@ void Sema::typeError(const Value &v, llvm::StringRef what, llvm::StringRef expec
     size_t digits = v.s.find_first_not_of("0123456789");
     std::string unit = v.s.substr(digits);
     if (units::lookup(unit))
-      d.note("put a space between a number and its unit: '" + v.s.substr(0, digits) + " " +
-             unit + "'");
+      d.note("put a space between a number and its unit: '" + v.s.substr(0, digits) + " " + unit + "'");
     else
       d.note("'" + v.s + "' is not a valid number");
   }
@@ -307,8 +321,7 @@ std::optional<double> Sema::toQuantity(const Value &v, units::Dim dim, llvm::Str
     return v.f;
   if (v.isError())
     return std::nullopt;
-  std::string expected = std::string(units::describe(dim)) + " with a unit, as in '" +
-                         units::example(dim) + "'";
+  std::string expected = std::string(units::describe(dim)) + " with a unit, as in '" + units::example(dim) + "'";
   if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Float) {
     diags.error(v.loc, what.str() + " must be " + expected + "; a plain number has no unit");
     return std::nullopt;
@@ -340,14 +353,12 @@ std::optional<std::string> Sema::toChoice(const Value &v, llvm::StringRef what,
   for (size_t i = 0; i < choices.size(); ++i)
     list += (i ? (i + 1 == choices.size() ? " or " : ", ") : "") + choices[i];
   std::string best = closestMatch(*w, choices, 2);
-  diags.error(v.loc, "unknown " + what.str() + " '" + *w + "'" +
-                         (best.empty() ? "" : "; did you mean '" + best + "'?"))
+  diags.error(v.loc, "unknown " + what.str() + " '" + *w + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"))
       .note(what.str() + " is one of " + list);
   return std::nullopt;
 }
 
-std::optional<std::vector<std::pair<std::string, ast::Loc>>>
-Sema::toNameList(const Value &v, llvm::StringRef what) {
+std::optional<std::vector<std::pair<std::string, ast::Loc>>> Sema::toNameList(const Value &v, llvm::StringRef what) {
   std::vector<std::pair<std::string, ast::Loc>> out;
   if (v.kind == Value::Kind::Name) {
     out.push_back({v.s, v.loc});
@@ -386,8 +397,7 @@ Section::Section(Sema &sema, const std::vector<ast::Entry> &entries, llvm::Strin
     }
     auto [it, inserted] = byKey.insert({e.key, &e});
     if (!inserted)
-      sema.diags.error(e.loc, "duplicate key '" + e.key + "' in " + this->what)
-          .note(it->second->loc, "first set here");
+      sema.diags.error(e.loc, "duplicate key '" + e.key + "' in " + this->what).note(it->second->loc, "first set here");
   }
 }
 
@@ -412,16 +422,13 @@ const ast::Entry *Section::section(const std::string &key) const {
   if (!e)
     return nullptr;
   if (!e->isSection) {
-    sema.diags.error(e->loc, "'" + key + "' in " + what + " is a section: write '" + key +
-                                 " { … }'");
+    sema.diags.error(e->loc, "'" + key + "' in " + what + " is a section: write '" + key + " { … }'");
     return nullptr;
   }
   return e;
 }
 
-std::optional<std::map<std::string, Value>> plan::lang::bindArgs(Sema &sema,
-                                                                 const Signature &sig,
-                                                                 const Value &call) {
+std::optional<std::map<std::string, Value>> plan::lang::bindArgs(Sema &sema, const Signature &sig, const Value &call) {
   std::map<std::string, Value> out;
   std::vector<std::string> names;
   for (const auto &p : sig.params)

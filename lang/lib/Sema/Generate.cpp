@@ -49,11 +49,10 @@ void Sema::checkGenerate(const ast::Decl &decl) {
       const ast::Decl *d = v.kind == Value::Kind::Name ? decls.lookup(v.s) : nullptr;
       if (!d || d->kind != ast::Decl::Kind::Retrieval) {
         if (v.kind == Value::Kind::Name) {
-          std::string best = closestMatch(v.s, decls.names([](const ast::Decl &x) {
-            return x.kind == ast::Decl::Kind::Retrieval;
-          }));
-          diags.error(v.loc, "unknown retrieval graph '" + v.s + "'" +
-                                 (best.empty() ? "" : "; did you mean '" + best + "'?"));
+          std::string best =
+              closestMatch(v.s, decls.names([](const ast::Decl &x) { return x.kind == ast::Decl::Kind::Retrieval; }));
+          diags.error(v.loc,
+                      "unknown retrieval graph '" + v.s + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
         } else {
           typeError(v, "'context'", "the name of a retrieval graph");
         }
@@ -63,7 +62,7 @@ void Sema::checkGenerate(const ast::Decl &decl) {
           if (program.retrievals[i].name == v.s)
             g.context = int(i);
         if (g.context < 0)
-          ok = false;  // that retrieval has errors of its own
+          ok = false; // that retrieval has errors of its own
       }
     }
   }
@@ -108,8 +107,8 @@ void Sema::checkGenerate(const ast::Decl &decl) {
       g.window = *i;
       const sema::Model *m = g.model >= 0 ? &program.models[size_t(g.model)] : nullptr;
       if (m && m->maxSeq > 0 && g.window > m->maxSeq) {
-        diags.error(e->loc, "'window' " + std::to_string(g.window) + " exceeds model '" + m->name +
-                                "''s context of " + std::to_string(m->maxSeq) + " positions (its positional table)");
+        diags.error(e->loc, "'window' " + std::to_string(g.window) + " exceeds model '" + m->name + "''s context of " +
+                                std::to_string(m->maxSeq) + " positions (its positional table)");
         ok = false;
       }
     } else {

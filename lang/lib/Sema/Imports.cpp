@@ -4,8 +4,8 @@
 
 #include "plan/Lang/Parser.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <cstdlib>
@@ -24,8 +24,8 @@ public:
   std::vector<ast::File> files;
   bool ok = true;
 
-  void load(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &display,
-            const std::string &identity, ast::Loc importedAt = {}) {
+  void load(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &display, const std::string &identity,
+            ast::Loc importedAt = {}) {
     SourceFiles &sf = diags.sourceFiles();
     uint32_t id = sf.add(std::move(buffer), display, identity);
     ast::File file;
@@ -121,7 +121,7 @@ private:
       return;
     }
     if (sf.find(identity))
-      return;  // importing twice is a no-op
+      return; // importing twice is a no-op
     auto buffer = llvm::MemoryBuffer::getFile(found, /*IsText=*/true);
     if (!buffer) {
       ok = false;
@@ -141,7 +141,7 @@ std::string plan::lang::defaultStdlibDir(const char *argv0) {
   std::string exe = llvm::sys::fs::getMainExecutable(argv0, (void *)&defaultStdlibDir);
   if (!exe.empty()) {
     llvm::SmallString<256> p(exe);
-    llvm::sys::path::remove_filename(p);               // bin
+    llvm::sys::path::remove_filename(p); // bin
     llvm::sys::path::append(p, "..", "share", "planc", "stdlib");
     llvm::sys::path::remove_dots(p, true);
     if (llvm::sys::fs::is_directory(p))
@@ -151,8 +151,7 @@ std::string plan::lang::defaultStdlibDir(const char *argv0) {
 }
 
 std::optional<std::vector<ast::File>> plan::lang::loadFiles(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                                            const std::string &display,
-                                                            const FrontendOptions &options,
+                                                            const std::string &display, const FrontendOptions &options,
                                                             Diags &diags) {
   llvm::SmallString<256> identity(display);
   llvm::sys::fs::make_absolute(identity);
@@ -168,8 +167,7 @@ std::optional<std::vector<ast::File>> plan::lang::loadFiles(std::unique_ptr<llvm
 
 std::unique_ptr<llvm::MemoryBuffer> plan::lang::readMainFile(const std::string &path, Diags &diags) {
   if (llvm::sys::fs::is_directory(path)) {
-    mlir::emitError(mlir::UnknownLoc::get(diags.context()))
-        << "'" << path << "' is a directory, not a .plan file";
+    mlir::emitError(mlir::UnknownLoc::get(diags.context())) << "'" << path << "' is a directory, not a .plan file";
     return nullptr;
   }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
@@ -182,8 +180,7 @@ std::unique_ptr<llvm::MemoryBuffer> plan::lang::readMainFile(const std::string &
 }
 
 std::optional<std::vector<ast::File>> plan::lang::parseFiles(const std::string &mainPath,
-                                                             const FrontendOptions &options,
-                                                             Diags &diags) {
+                                                             const FrontendOptions &options, Diags &diags) {
   auto buffer = readMainFile(mainPath, diags);
   if (!buffer)
     return std::nullopt;

@@ -11,8 +11,7 @@ std::unique_ptr<llvm::MemoryBuffer> readMainFile(const std::string &path, Diags 
 
 /// Parses `buffer` (shown as `display`) and its imports, importers first. Returns
 /// the files when no error was reported.
-std::optional<std::vector<ast::File>> loadFiles(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                                const std::string &display,
+std::optional<std::vector<ast::File>> loadFiles(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &display,
                                                 const FrontendOptions &options, Diags &diags);
 
 } // namespace plan::lang

@@ -31,8 +31,7 @@ void Sema::checkMesh(const ast::Decl &decl) {
   } else {
     const Expr *call = devices;
     const Expr *nodes = nullptr;
-    if (devices->kind == Expr::Kind::Binary && devices->text == "*" &&
-        devices->lhs->kind == Expr::Kind::Call) {
+    if (devices->kind == Expr::Kind::Binary && devices->text == "*" && devices->lhs->kind == Expr::Kind::Call) {
       call = devices->lhs.get();
       nodes = devices->rhs.get();
     }
@@ -111,10 +110,10 @@ void Sema::checkMesh(const ast::Decl &decl) {
       sizes.push_back({a.name, a.size});
     }
     if (overflow || product != mesh.devices()) {
-      diags.error(axesEntry->loc, "the axes of " + what + " multiply to " +
-                                      (overflow ? std::string("more than 2^63") : std::to_string(product)) +
-                                      " (" + joinInts(sizes) + "), but it has " +
-                                      std::to_string(mesh.devices()) + " devices")
+      diags
+          .error(axesEntry->loc, "the axes of " + what + " multiply to " +
+                                     (overflow ? std::string("more than 2^63") : std::to_string(product)) + " (" +
+                                     joinInts(sizes) + "), but it has " + std::to_string(mesh.devices()) + " devices")
           .note(sec.get("devices")->loc, "devices are declared here")
           .note("the product of the axis sizes must equal the device count");
       ok = false;

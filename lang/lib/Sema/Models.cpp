@@ -22,7 +22,7 @@ bool plan::lang::isLayerBinding(const DeclTable &decls, const ast::Expr &e,
     return false;
   const std::string &n = e.lhs->text;
   if (definedBefore.count(n))
-    return false;  // applying a local layer, or a tensor shadowing the name
+    return false; // applying a local layer, or a tensor shadowing the name
   if (isLayerName(n))
     return true;
   const ast::Decl *d = decls.lookup(n);
@@ -41,26 +41,40 @@ enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout };
 
 Signature layerSignature(Prim p) {
   switch (p) {
-  case Prim::Embedding: return {"embedding", {{"n", true}, {"d", true}, {"dims", false}}};
+  case Prim::Embedding:
+    return {"embedding", {{"n", true}, {"d", true}, {"dims", false}}};
   case Prim::Linear:
     return {"linear", {{"i", true}, {"o", true}, {"bias", false}, {"dims", false}}};
-  case Prim::LayerNorm: return {"layernorm", {{"d", true}, {"eps", false}, {"bias", false}}};
-  case Prim::RMSNorm: return {"rmsnorm", {{"d", true}, {"eps", false}}};
+  case Prim::LayerNorm:
+    return {"layernorm", {{"d", true}, {"eps", false}, {"bias", false}}};
+  case Prim::RMSNorm:
+    return {"rmsnorm", {{"d", true}, {"eps", false}}};
   case Prim::Attention:
     return {"attention",
-            {{"d", true}, {"heads", true}, {"causal", false}, {"kv_heads", false},
-             {"rope", false}, {"bias", false}, {"rope_theta", false}}};
-  case Prim::Dropout: return {"dropout", {{"p", true}}};
+            {{"d", true},
+             {"heads", true},
+             {"causal", false},
+             {"kv_heads", false},
+             {"rope", false},
+             {"bias", false},
+             {"rope_theta", false}}};
+  case Prim::Dropout:
+    return {"dropout", {{"p", true}}};
   }
   return {};
 }
 
 Prim primOf(const std::string &n) {
-  if (n == "embedding") return Prim::Embedding;
-  if (n == "linear") return Prim::Linear;
-  if (n == "layernorm") return Prim::LayerNorm;
-  if (n == "rmsnorm") return Prim::RMSNorm;
-  if (n == "attention") return Prim::Attention;
+  if (n == "embedding")
+    return Prim::Embedding;
+  if (n == "linear")
+    return Prim::Linear;
+  if (n == "layernorm")
+    return Prim::LayerNorm;
+  if (n == "rmsnorm")
+    return Prim::RMSNorm;
+  if (n == "attention")
+    return Prim::Attention;
   return Prim::Dropout;
 }
 
@@ -70,8 +84,8 @@ struct Layer {
   std::string path;
   ast::Loc loc;
   std::vector<int> params;
-  int64_t rows = 0, cols = 0;  ///< embedding (n, d); linear (i, o); norms/attention (d, d)
-  bool defaultDims = false;    ///< the logical dims were not written
+  int64_t rows = 0, cols = 0; ///< embedding (n, d); linear (i, o); norms/attention (d, d)
+  bool defaultDims = false;   ///< the logical dims were not written
   int64_t heads = 0, kvHeads = 0;
   bool causal = true, rope = false;
   double eps = 0, p = 0, ropeTheta = 10000.0;
@@ -83,7 +97,7 @@ struct Binding {
   Layer layer;
   std::shared_ptr<BlockInst> block;
   std::vector<std::shared_ptr<BlockInst>> repeat;
-  int64_t firstLayer = -1;  ///< a trunk repeat's first layer index
+  int64_t firstLayer = -1; ///< a trunk repeat's first layer index
   ast::Loc loc;
 };
 
@@ -92,7 +106,7 @@ struct BlockInst {
   Env env;
   std::string prefix;
   std::map<std::string, Binding> bindings;
-  std::vector<bool> isBinding;  ///< per body statement
+  std::vector<bool> isBinding; ///< per body statement
 };
 
 } // namespace
@@ -105,10 +119,8 @@ public:
 
   bool failed = false;
 
-  std::shared_ptr<BlockInst> bind(const ast::Decl &decl, const Value &call,
-                                  const std::string &prefix) {
-    if (stack.size() >= kMaxBlockDepth ||
-        std::find(stack.begin(), stack.end(), decl.name) != stack.end()) {
+  std::shared_ptr<BlockInst> bind(const ast::Decl &decl, const Value &call, const std::string &prefix) {
+    if (stack.size() >= kMaxBlockDepth || std::find(stack.begin(), stack.end(), decl.name) != stack.end()) {
       auto d = diags.error(call.loc, "'" + decl.name + "' instantiates itself");
       d.note(decl.nameLoc, "'" + decl.name + "' is declared here");
       failed = true;
@@ -129,15 +141,16 @@ public:
       std::string values;
       for (const ast::Param &p : decl.params) {
         const Value &v = (*env)[p.name];
-        std::string shown = v.kind == Value::Kind::Int ? std::to_string(v.i)
-                            : v.kind == Value::Kind::Bool ? (v.b ? "true" : "false")
+        std::string shown = v.kind == Value::Kind::Int      ? std::to_string(v.i)
+                            : v.kind == Value::Kind::Bool   ? (v.b ? "true" : "false")
                             : v.kind == Value::Kind::String ? "\"" + v.s + "\""
-                            : v.kind == Value::Kind::Float ? llvm::formatv("{0:g}", v.f).str() : "…";
+                            : v.kind == Value::Kind::Float  ? llvm::formatv("{0:g}", v.f).str()
+                                                            : "…";
         values += (values.empty() ? "" : ", ") + p.name + " = " + shown;
       }
       diags.popContext();
-      diags.pushContext(call.loc, "in '" + decl.name + "'" + (values.empty() ? "" : " (" + values + ")") +
-                                      ", instantiated here");
+      diags.pushContext(call.loc,
+                        "in '" + decl.name + "'" + (values.empty() ? "" : " (" + values + ")") + ", instantiated here");
     }
     stack.push_back(decl.name);
     auto inst = std::make_shared<BlockInst>();
@@ -161,8 +174,7 @@ public:
         continue;
       }
       if (inst->env.count(s.name)) {
-        diags.error(s.loc, "'" + s.name + "' is a parameter of '" + decl.name +
-                               "'; a layer needs another name");
+        diags.error(s.loc, "'" + s.name + "' is a parameter of '" + decl.name + "'; a layer needs another name");
         failed = true;
         continue;
       }
@@ -178,9 +190,9 @@ public:
   int apply(BlockInst &inst, const std::vector<int> &inputs, ast::Loc callLoc) {
     const ast::Decl &decl = *inst.decl;
     if (inputs.size() != decl.inputs.size()) {
-      diags.error(callLoc, "'" + decl.name + "' takes " + std::to_string(decl.inputs.size()) +
-                               " input" + (decl.inputs.size() == 1 ? "" : "s") + ", not " +
-                               std::to_string(inputs.size()))
+      diags
+          .error(callLoc, "'" + decl.name + "' takes " + std::to_string(decl.inputs.size()) + " input" +
+                              (decl.inputs.size() == 1 ? "" : "s") + ", not " + std::to_string(inputs.size()))
           .note(decl.nameLoc, "'" + decl.name + "' is declared here");
       failed = true;
       return -1;
@@ -224,7 +236,7 @@ public:
     return -1;
   }
 
-  int64_t repeatCount = 0;  ///< units of the trunk's repeats
+  int64_t repeatCount = 0; ///< units of the trunk's repeats
 
 private:
   Sema &sema;
@@ -232,8 +244,8 @@ private:
   sema::Model &model;
   std::vector<std::string> stack;
   int currentLayer = -1;
-  int repeatDepth = 0;   ///< repeat bindings being bound around the current one
-  int64_t elements = 0;  ///< parameter elements so far
+  int repeatDepth = 0;  ///< repeat bindings being bound around the current one
+  int64_t elements = 0; ///< parameter elements so far
 
   ValueType typeOf(int v) const {
     if (v < sema::kFirstOpValue)
@@ -272,7 +284,7 @@ private:
       } else if (p.type == "string") {
         ok = sema.toString(v, what).has_value();
       } else {
-        ok = false;  // reported by checkBodyNames
+        ok = false; // reported by checkBodyNames
       }
       if (!ok)
         return std::nullopt;
@@ -281,12 +293,12 @@ private:
     return env;
   }
 
-  int addParam(const std::string &path, std::vector<int64_t> shape,
-               std::vector<std::string> dims, sema::Init init, ast::Loc loc) {
+  int addParam(const std::string &path, std::vector<int64_t> shape, std::vector<std::string> dims, sema::Init init,
+               ast::Loc loc) {
     if (model.params.size() >= kMaxParams) {
       if (!failed)
-        diags.error(loc, "model '" + model.name + "' has more than " +
-                             std::to_string(kMaxParams) + " parameter tensors");
+        diags.error(loc,
+                    "model '" + model.name + "' has more than " + std::to_string(kMaxParams) + " parameter tensors");
       failed = true;
       return -1;
     }
@@ -309,8 +321,7 @@ private:
     return int(model.params.size() - 1);
   }
 
-  std::optional<std::vector<std::string>> dimsArg(std::map<std::string, Value> &args,
-                                                  std::vector<std::string> dflt,
+  std::optional<std::vector<std::string>> dimsArg(std::map<std::string, Value> &args, std::vector<std::string> dflt,
                                                   const std::string &what) {
     auto it = args.find("dims");
     if (it == args.end())
@@ -319,9 +330,8 @@ private:
     if (!names)
       return std::nullopt;
     if (names->size() != dflt.size()) {
-      diags.error(it->second.loc, "'dims' of " + what + " names " +
-                                      std::to_string(dflt.size()) + " logical dims, not " +
-                                      std::to_string(names->size()));
+      diags.error(it->second.loc, "'dims' of " + what + " names " + std::to_string(dflt.size()) +
+                                      " logical dims, not " + std::to_string(names->size()));
       return std::nullopt;
     }
     std::vector<std::string> out;
@@ -410,8 +420,8 @@ private:
         for (auto &kv : env)
           names.push_back(kv.first);
         std::string best = closestMatch(item.value->s, names);
-        diags.error(item.value->loc, "unknown name '" + item.value->s + "'" +
-                                         (best.empty() ? "" : "; did you mean '" + best + "'?"));
+        diags.error(item.value->loc,
+                    "unknown name '" + item.value->s + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
         return Value::error();
       }
       if (item.value->isError())
@@ -422,11 +432,10 @@ private:
   }
 
   void unknownBlock(const std::string &name, ast::Loc loc) {
-    std::vector<std::string> names = sema.decls.names(
-        [](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; });
+    std::vector<std::string> names =
+        sema.decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; });
     std::string best = closestMatch(name, names);
-    diags.error(loc, "unknown block '" + name + "'" +
-                         (best.empty() ? "" : "; did you mean '" + best + "'?"));
+    diags.error(loc, "unknown block '" + name + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
   }
 
   bool positive(const Value &v, const std::string &what, int64_t &out) {
@@ -437,8 +446,7 @@ private:
     return true;
   }
 
-  bool makeLayer(Layer &l, Prim prim, const Value &call, const std::string &path,
-                 ast::Loc loc) {
+  bool makeLayer(Layer &l, Prim prim, const Value &call, const std::string &path, ast::Loc loc) {
     Signature sig = layerSignature(prim);
     auto argsOpt = bindArgs(sema, sig, call);
     if (!argsOpt)
@@ -473,8 +481,7 @@ private:
     using sema::Init;
     switch (prim) {
     case Prim::Embedding: {
-      if (!positive(args["n"], "the rows of " + what, l.rows) ||
-          !positive(args["d"], "the width of " + what, l.cols))
+      if (!positive(args["n"], "the rows of " + what, l.rows) || !positive(args["d"], "the width of " + what, l.cols))
         return false;
       auto dims = dimsArg(args, {"vocab", "embed"}, what);
       if (!dims)
@@ -486,8 +493,7 @@ private:
     case Prim::Linear: {
       bool bias;
       if (!positive(args["i"], "the input features of " + what, l.rows) ||
-          !positive(args["o"], "the output features of " + what, l.cols) ||
-          !boolArg("bias", true, bias))
+          !positive(args["o"], "the output features of " + what, l.cols) || !boolArg("bias", true, bias))
         return false;
       auto dims = dimsArg(args, {"embed", "mlp"}, what);
       if (!dims)
@@ -517,9 +523,9 @@ private:
     case Prim::Attention: {
       bool bias;
       if (!positive(args["d"], "the width of " + what, l.rows) ||
-          !positive(args["heads"], "the heads of " + what, l.heads) ||
-          !boolArg("causal", true, l.causal) || !boolArg("rope", false, l.rope) ||
-          !boolArg("bias", true, bias) || !floatArg("rope_theta", 10000.0, l.ropeTheta))
+          !positive(args["heads"], "the heads of " + what, l.heads) || !boolArg("causal", true, l.causal) ||
+          !boolArg("rope", false, l.rope) || !boolArg("bias", true, bias) ||
+          !floatArg("rope_theta", 10000.0, l.ropeTheta))
         return false;
       l.kvHeads = l.heads;
       if (args.count("kv_heads") && !positive(args["kv_heads"], "kv_heads of " + what, l.kvHeads))
@@ -531,21 +537,18 @@ private:
       }
       if (l.rows % l.heads != 0) {
         diags.error(args["heads"].loc, "the width " + std::to_string(l.rows) + " of " + what +
-                                           " is not divisible by its " +
-                                           std::to_string(l.heads) + " heads");
+                                           " is not divisible by its " + std::to_string(l.heads) + " heads");
         return false;
       }
       if (l.heads % l.kvHeads != 0) {
         diags.error(args.count("kv_heads") ? args["kv_heads"].loc : loc,
-                    "the " + std::to_string(l.heads) + " heads of " + what +
-                        " are not divisible by its " + std::to_string(l.kvHeads) +
-                        " kv_heads");
+                    "the " + std::to_string(l.heads) + " heads of " + what + " are not divisible by its " +
+                        std::to_string(l.kvHeads) + " kv_heads");
         return false;
       }
       int64_t headDim = l.rows / l.heads;
       if (l.rope && headDim % 2 != 0) {
-        diags.error(loc, "rope needs an even head dimension; " + what + " has " +
-                             std::to_string(headDim));
+        diags.error(loc, "rope needs an even head dimension; " + what + " has " + std::to_string(headDim));
         return false;
       }
       int64_t qkv;
@@ -553,12 +556,10 @@ private:
         diags.error(loc, "the attention " + what + " is too large");
         return false;
       }
-      l.params.push_back(addParam(path + ".c_attn.weight", {l.rows, qkv}, {"embed", "qkv"},
-                                  Init::Normal, loc));
+      l.params.push_back(addParam(path + ".c_attn.weight", {l.rows, qkv}, {"embed", "qkv"}, Init::Normal, loc));
       if (bias)
         l.params.push_back(addParam(path + ".c_attn.bias", {qkv}, {"qkv"}, Init::Zeros, loc));
-      l.params.push_back(addParam(path + ".c_proj.weight", {l.rows, l.rows}, {"heads", "embed"},
-                                  Init::Normal, loc));
+      l.params.push_back(addParam(path + ".c_proj.weight", {l.rows, l.rows}, {"heads", "embed"}, Init::Normal, loc));
       if (bias)
         l.params.push_back(addParam(path + ".c_proj.bias", {l.rows}, {"embed"}, Init::Zeros, loc));
       break;
@@ -567,8 +568,7 @@ private:
       if (!floatArg("p", 0, l.p))
         return false;
       if (l.p < 0 || l.p >= 1) {
-        diags.error(args["p"].loc, "dropout probability must be in [0, 1), not " +
-                                       std::to_string(l.p));
+        diags.error(args["p"].loc, "dropout probability must be in [0, 1), not " + std::to_string(l.p));
         return false;
       }
       break;
@@ -583,8 +583,7 @@ private:
   int addOp(GraphOp op) {
     if (model.ops.size() >= kMaxOps) {
       if (!failed)
-        diags.error(op.loc, "model '" + model.name + "' has more than " +
-                                std::to_string(kMaxOps) + " operations");
+        diags.error(op.loc, "model '" + model.name + "' has more than " + std::to_string(kMaxOps) + " operations");
       failed = true;
       return -1;
     }
@@ -630,8 +629,7 @@ private:
         // A table indexed by position is not a vocabulary: never split it as one.
         if (l.defaultDims)
           model.params[l.params[0]].dims[0] = "context";
-      }
-      else if (in[0] == sema::kTokensValue)
+      } else if (in[0] == sema::kTokensValue)
         model.vocab = l.rows;
       return addOp(op);
     }
@@ -692,8 +690,7 @@ private:
     return names;
   }
 
-  int flowArgs(const Expr &call, BlockInst &inst, std::map<std::string, int> &scope,
-               std::vector<int> &out) {
+  int flowArgs(const Expr &call, BlockInst &inst, std::map<std::string, int> &scope, std::vector<int> &out) {
     for (const ast::Arg &a : call.args) {
       if (!a.key.empty()) {
         diags.error(a.keyLoc, "tensor inputs are positional; remove '" + a.key + ":'");
@@ -715,8 +712,7 @@ private:
       if (it != scope.end())
         return it->second;
       if (inst.bindings.count(e.text)) {
-        diags.error(e.loc, "'" + e.text + "' is a layer; apply it to a tensor, as in '" +
-                               e.text + "(x)'");
+        diags.error(e.loc, "'" + e.text + "' is a layer; apply it to a tensor, as in '" + e.text + "(x)'");
         return -1;
       }
       if (inst.env.count(e.text)) {
@@ -733,8 +729,9 @@ private:
         if (m.lhs->kind != Expr::Kind::Name || !inst.bindings.count(m.lhs->text) ||
             inst.bindings[m.lhs->text].kind != Binding::Kind::Layer ||
             inst.bindings[m.lhs->text].layer.prim != Prim::Embedding || m.text != "attend") {
-          diags.error(m.loc, "'." + m.text + "' is not a method here; the only method is "
-                             "'.attend' of an embedding layer");
+          diags.error(m.loc, "'." + m.text +
+                                 "' is not a method here; the only method is "
+                                 "'.attend' of an embedding layer");
           return -1;
         }
         if (flowArgs(e, inst, scope, in) < 0)
@@ -779,8 +776,10 @@ private:
         return applyFunction(callee, in, e.loc);
       }
       if (isLayerName(callee) || sema.decls.lookup(callee)) {
-        diags.error(e.loc, "'" + callee + "(…)' makes a layer: bind it to a name first, as in "
-                           "'proj = " + callee + "(…)', then apply 'proj(x)'");
+        diags.error(e.loc, "'" + callee +
+                               "(…)' makes a layer: bind it to a name first, as in "
+                               "'proj = " +
+                               callee + "(…)', then apply 'proj(x)'");
         return -1;
       }
       unknownName(callee, e.lhs->loc, scopeNames(inst, scope));
@@ -813,8 +812,9 @@ private:
       diags.error(e.loc, "'repeat(…)' makes layers: bind it to a name first, then apply it");
       return -1;
     case Expr::Kind::Member:
-      diags.error(e.loc, "'." + e.text + "' is not a tensor: parameters are read only by the layer "
-                         "that owns them (the one method is '.attend(x)' of an embedding)");
+      diags.error(e.loc, "'." + e.text +
+                             "' is not a tensor: parameters are read only by the layer "
+                             "that owns them (the one method is '.attend(x)' of an embedding)");
       return -1;
     case Expr::Kind::Unary:
       diags.error(e.loc, "'" + e.text + "' cannot be applied to a tensor; subtract two tensors instead");
@@ -828,8 +828,7 @@ private:
 
   void unknownName(const std::string &name, ast::Loc loc, const std::vector<std::string> &names) {
     std::string best = closestMatch(name, names);
-    diags.error(loc, "unknown name '" + name + "'" +
-                         (best.empty() ? "" : "; did you mean '" + best + "'?"));
+    diags.error(loc, "unknown name '" + name + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
   }
 
   int applyBinding(Binding &b, const std::vector<int> &in, ast::Loc loc, BlockInst &inst) {
@@ -843,7 +842,7 @@ private:
         diags.error(loc, "a repeated block takes one input");
         return -1;
       }
-      bool top = currentLayer < 0 && b.firstLayer >= 0;  // a trunk repeat, not nested in one
+      bool top = currentLayer < 0 && b.firstLayer >= 0; // a trunk repeat, not nested in one
       int x = in[0];
       for (size_t i = 0; i < b.repeat.size(); ++i) {
         if (top)
@@ -853,9 +852,8 @@ private:
         if (y < 0)
           return -1;
         if (!(typeOf(y) == before)) {
-          diags.error(loc, "a repeated block must return what it takes: '" +
-                               b.repeat[i]->decl->name + "' maps " + before.str() + " to " +
-                               typeOf(y).str());
+          diags.error(loc, "a repeated block must return what it takes: '" + b.repeat[i]->decl->name + "' maps " +
+                               before.str() + " to " + typeOf(y).str());
           return -1;
         }
         x = y;
@@ -871,8 +869,8 @@ private:
   int applyFunction(const std::string &fn, const std::vector<int> &in, ast::Loc loc) {
     size_t arity = fn == "cross_entropy" ? 2 : 1;
     if (in.size() != arity) {
-      diags.error(loc, "'" + fn + "' takes " + std::to_string(arity) + " input" +
-                           (arity == 1 ? "" : "s") + ", not " + std::to_string(in.size()));
+      diags.error(loc, "'" + fn + "' takes " + std::to_string(arity) + " input" + (arity == 1 ? "" : "s") + ", not " +
+                           std::to_string(in.size()));
       return -1;
     }
     GraphOp op;
@@ -891,13 +889,11 @@ private:
     if (fn == "cross_entropy") {
       ValueType u = typeOf(in[1]);
       if (t.kind != ValueType::Kind::Hidden || u.kind != ValueType::Kind::Tokens) {
-        diags.error(loc, "'cross_entropy' expects (logits, targets), but got " + t.str() +
-                             " and " + u.str());
+        diags.error(loc, "'cross_entropy' expects (logits, targets), but got " + t.str() + " and " + u.str());
         return -1;
       }
       if (model.vocab && t.features != model.vocab) {
-        diags.error(loc, "the logits have " + std::to_string(t.features) +
-                             " classes but the token embedding has " +
+        diags.error(loc, "the logits have " + std::to_string(t.features) + " classes but the token embedding has " +
                              std::to_string(model.vocab) + " rows (the vocabulary)");
         return -1;
       }
@@ -955,8 +951,8 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
   }
   std::function<void(const Expr &)> names = [&](const Expr &e) {
     auto known = [&](const std::string &n) {
-      return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) ||
-             isFunctionName(n) || decls.lookup(n);
+      return defined.count(n) || n == "true" || n == "false" || n == "none" || isLayerName(n) || isFunctionName(n) ||
+             decls.lookup(n);
     };
     auto unknown = [&](const std::string &n, ast::Loc at) {
       std::vector<std::string> cands(defined.begin(), defined.end());
@@ -992,18 +988,17 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
       names(*e.lhs);
       const ast::Decl *b = decls.lookup(e.text);
       if (!b || b->kind != ast::Decl::Kind::Block) {
-        std::string best = closestMatch(e.text, decls.names([](const ast::Decl &d) {
-          return d.kind == ast::Decl::Kind::Block;
-        }));
-        diags.error(e.unitLoc, "unknown block '" + e.text + "'" +
-                                   (best.empty() ? "" : "; did you mean '" + best + "'?"));
+        std::string best =
+            closestMatch(e.text, decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Block; }));
+        diags.error(e.unitLoc,
+                    "unknown block '" + e.text + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
       }
       for (const ast::Arg &a : e.args)
         names(*a.value);
       return;
     }
     default:
-      return;  // numbers, strings, words, lists (logical dims)
+      return; // numbers, strings, words, lists (logical dims)
     }
   };
   bool returned = false;
@@ -1030,18 +1025,17 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     return std::nullopt;
   const ast::Decl *decl = decls.lookup(name);
   if (!decl || decl->kind != ast::Decl::Kind::Model) {
-    std::vector<std::string> names =
-        decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Model; });
+    std::vector<std::string> names = decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Model; });
     std::string best = closestMatch(name, names);
-    auto d = diags.error(use, "unknown model '" + name + "'" +
-                                  (best.empty() ? "" : "; did you mean '" + best + "'?"));
+    auto d = diags.error(use, "unknown model '" + name + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
     if (decl)
       d.note(decl->nameLoc, "'" + name + "' is a " + ast::declKindName(decl->kind) + ", not a model");
     return std::nullopt;
   }
   if (!decl->alias && !decl->params.empty()) {
-    diags.error(use, "model '" + name + "' is a family with parameters; name a concrete model, as in 'model my_" +
-                         name + " = " + name + "(…)'")
+    diags
+        .error(use, "model '" + name + "' is a family with parameters; name a concrete model, as in 'model my_" + name +
+                        " = " + name + "(…)'")
         .note(decl->nameLoc, "declared here");
     failedModels.insert(name);
     return std::nullopt;
@@ -1086,9 +1080,8 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     }
     body = decls.lookup(a.lhs->text);
     if (!body || body->kind != ast::Decl::Kind::Model || body->alias) {
-      std::vector<std::string> names = decls.names([](const ast::Decl &d) {
-        return d.kind == ast::Decl::Kind::Model && !d.alias;
-      });
+      std::vector<std::string> names =
+          decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Model && !d.alias; });
       std::string best = closestMatch(a.lhs->text, names);
       diags.error(a.lhs->loc, "unknown model family '" + a.lhs->text + "'" +
                                   (best.empty() ? "" : "; did you mean '" + best + "'?"));
@@ -1121,8 +1114,7 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
       for (const ast::Stmt &st : body->body)
         if (st.kind == ast::Stmt::Kind::Return)
           at = st.value->loc;
-      diags.error(at, "model '" + name + "' must return the loss (a scalar, from cross_entropy), not " +
-                          t.str());
+      diags.error(at, "model '" + name + "' must return the loss (a scalar, from cross_entropy), not " + t.str());
       result = -1;
     }
   }

@@ -14,8 +14,7 @@ class RetrievalCheck {
 public:
   RetrievalCheck(Sema &sema, const ast::Decl &decl)
       : sema(sema), diags(sema.diags), decl(decl), what("retrieval '" + decl.name + "'"),
-        sec(sema, decl.entries, what,
-            {"corpus", "chunk", "embed", "index", "search", "rerank", "guard", "store"}) {
+        sec(sema, decl.entries, what, {"corpus", "chunk", "embed", "index", "search", "rerank", "guard", "store"}) {
     r.name = decl.name;
     r.loc = decl.nameLoc;
     r.baseDir = sema.baseDir(decl.loc);
@@ -38,8 +37,7 @@ public:
 private:
   /// The value of `key`, one of `kinds` called with arguments (a bare name is a
   /// call without them); std::nullopt when absent or wrong (then reported).
-  std::optional<Value> call(const char *key, const std::vector<std::string> &kinds, bool required,
-                            const char *example);
+  std::optional<Value> call(const char *key, const std::vector<std::string> &kinds, bool required, const char *example);
   void modelArg(Value &v, int &out);
   void posInt(std::map<std::string, Value> &a, const char *key, int64_t &out);
   void checkCorpus();
@@ -62,8 +60,8 @@ private:
 
 } // namespace
 
-std::optional<Value> RetrievalCheck::call(const char *key, const std::vector<std::string> &kinds,
-                                                bool required, const char *example) {
+std::optional<Value> RetrievalCheck::call(const char *key, const std::vector<std::string> &kinds, bool required,
+                                          const char *example) {
   const Expr *e = sec.value(key);
   if (!e) {
     if (required && !sec.get(key)) {
@@ -139,8 +137,9 @@ void RetrievalCheck::checkCorpus() {
 
 void RetrievalCheck::checkChunk() {
   if (auto v = call("chunk", {"tokens", "sentences", "paragraphs"}, false, "tokens(256, overlap: 32)")) {
-    r.chunk.kind = v->s == "tokens" ? sema::ChunkKind::Tokens
-                   : v->s == "sentences" ? sema::ChunkKind::Sentences : sema::ChunkKind::Paragraphs;
+    r.chunk.kind = v->s == "tokens"      ? sema::ChunkKind::Tokens
+                   : v->s == "sentences" ? sema::ChunkKind::Sentences
+                                         : sema::ChunkKind::Paragraphs;
     if (auto a = bindArgs(sema, {v->s, {{"size", v->s == "tokens"}, {"overlap", false}}}, *v)) {
       posInt(*a, "size", r.chunk.size);
       if (a->count("overlap")) {
@@ -216,8 +215,9 @@ void RetrievalCheck::checkIndex() {
 
 void RetrievalCheck::checkSearch() {
   if (auto v = call("search", {"hybrid", "vector", "keyword"}, false, "hybrid(vector: 0.7, keyword: 0.3, top: 20)")) {
-    r.search.kind = v->s == "hybrid" ? sema::SearchKind::Hybrid
-                    : v->s == "vector" ? sema::SearchKind::Vector : sema::SearchKind::Keyword;
+    r.search.kind = v->s == "hybrid"   ? sema::SearchKind::Hybrid
+                    : v->s == "vector" ? sema::SearchKind::Vector
+                                       : sema::SearchKind::Keyword;
     Signature sig{v->s, {{"top", false}}};
     if (v->s == "hybrid")
       sig.params = {{"vector", false}, {"keyword", false}, {"top", false}, {"fusion", false}, {"k", false}};

@@ -10,9 +10,7 @@
 using namespace plan;
 using namespace plan::lang;
 
-Sema::Sema(Diags &diags, std::vector<ast::File> files) : diags(diags) {
-  program.files = std::move(files);
-}
+Sema::Sema(Diags &diags, std::vector<ast::File> files) : diags(diags) { program.files = std::move(files); }
 
 std::string Sema::baseDir(ast::Loc loc) const {
   // The file's real directory, so an executable started anywhere finds relative paths.
@@ -50,8 +48,7 @@ std::optional<sema::Program> Sema::run() {
 }
 
 std::optional<sema::Program> plan::lang::analyzeBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                                       const std::string &displayPath,
-                                                       const FrontendOptions &options,
+                                                       const std::string &displayPath, const FrontendOptions &options,
                                                        Diags &diags) {
   auto files = loadFiles(std::move(buffer), displayPath, options, diags);
   if (!files)
@@ -60,8 +57,8 @@ std::optional<sema::Program> plan::lang::analyzeBuffer(std::unique_ptr<llvm::Mem
   return sema.run();
 }
 
-std::optional<sema::Program> plan::lang::analyzeFile(const std::string &mainPath,
-                                                     const FrontendOptions &options, Diags &diags) {
+std::optional<sema::Program> plan::lang::analyzeFile(const std::string &mainPath, const FrontendOptions &options,
+                                                     Diags &diags) {
   auto buffer = readMainFile(mainPath, diags);
   if (!buffer)
     return std::nullopt;

@@ -17,8 +17,7 @@ namespace plan::lang {
 
 /// Whether `name = e` binds a layer (a primitive layer, a block, or `repeat(n) b`)
 /// rather than computing a tensor; names assigned before the statement shadow.
-bool isLayerBinding(const DeclTable &decls, const ast::Expr &e,
-                    const std::set<std::string> &definedBefore);
+bool isLayerBinding(const DeclTable &decls, const ast::Expr &e, const std::set<std::string> &definedBefore);
 
 /// A compile-time value: the result of evaluating a constant expression.
 struct Value {
@@ -26,17 +25,17 @@ struct Value {
   Kind kind = Kind::Error;
   ast::Loc loc;
   int64_t i = 0;
-  double f = 0;  ///< Float; Quantity in base units
+  double f = 0; ///< Float; Quantity in base units
   bool b = false;
-  std::string s;  ///< String text; Name/Word text; Call callee; Quantity unit as written
+  std::string s; ///< String text; Name/Word text; Call callee; Quantity unit as written
   units::Dim dim = units::Dim::Bytes;
   struct Item {
-    std::string key;  ///< empty: positional
+    std::string key; ///< empty: positional
     ast::Loc keyLoc;
     Value *operator->() { return value.get(); }
     std::shared_ptr<Value> value;
   };
-  std::vector<Item> items;  ///< List items, Call arguments
+  std::vector<Item> items; ///< List items, Call arguments
 
   bool isError() const { return kind == Kind::Error; }
   static Value error() { return Value(); }
@@ -76,12 +75,11 @@ struct Signature {
     std::string name;
     bool required = false;
   };
-  std::string name;  ///< for diagnostics: "linear", "adamw", …
+  std::string name; ///< for diagnostics: "linear", "adamw", …
   std::vector<Param> params;
 };
 /// Returns name → argument value; std::nullopt on error (already reported).
-std::optional<std::map<std::string, Value>> bindArgs(Sema &sema, const Signature &sig,
-                                                     const Value &call);
+std::optional<std::map<std::string, Value>> bindArgs(Sema &sema, const Signature &sig, const Value &call);
 
 class Sema {
 public:
@@ -104,11 +102,9 @@ public:
   /// An identifier-like value (a name or a digit-led word such as `1f1b`).
   std::optional<std::string> toWord(const Value &v, llvm::StringRef what);
   /// One of `choices`; a `did you mean` otherwise.
-  std::optional<std::string> toChoice(const Value &v, llvm::StringRef what,
-                                      const std::vector<std::string> &choices);
+  std::optional<std::string> toChoice(const Value &v, llvm::StringRef what, const std::vector<std::string> &choices);
   /// A name or a list of names.
-  std::optional<std::vector<std::pair<std::string, ast::Loc>>>
-  toNameList(const Value &v, llvm::StringRef what);
+  std::optional<std::vector<std::pair<std::string, ast::Loc>>> toNameList(const Value &v, llvm::StringRef what);
   void typeError(const Value &v, llvm::StringRef what, llvm::StringRef expected);
 
   // --- Models.cpp: instantiation.
@@ -118,10 +114,10 @@ public:
   void checkBodyNames(const ast::Decl &decl);
 
   // --- One file per declaration kind.
-  void checkMesh(const ast::Decl &decl);       // Mesh.cpp
-  void checkTrain(const ast::Decl &decl);      // Train.cpp, with TrainCheck (Train.h)
-  void checkRetrieval(const ast::Decl &decl);  // Retrieval.cpp
-  void checkGenerate(const ast::Decl &decl);   // Generate.cpp
+  void checkMesh(const ast::Decl &decl);      // Mesh.cpp
+  void checkTrain(const ast::Decl &decl);     // Train.cpp, with TrainCheck (Train.h)
+  void checkRetrieval(const ast::Decl &decl); // Retrieval.cpp
+  void checkGenerate(const ast::Decl &decl);  // Generate.cpp
 
   /// The real directory of the file holding `loc`, against which a plan's
   /// relative paths resolve at run time.

@@ -9,9 +9,8 @@ using ast::Expr;
 TrainCheck::TrainCheck(Sema &sema, const ast::Decl &decl)
     : sema(sema), diags(sema.diags), decl(decl), what("train '" + decl.name + "'"),
       sec(sema, decl.entries, what,
-          {"model", "mesh", "data", "val", "batch", "micro", "seq", "parallel", "shard",
-           "precision", "loss_scale", "recompute", "optimizer", "schedule", "clip", "steps",
-           "seed", "eval", "checkpoint"}) {
+          {"model", "mesh", "data", "val", "batch", "micro", "seq", "parallel", "shard", "precision", "loss_scale",
+           "recompute", "optimizer", "schedule", "clip", "steps", "seed", "eval", "checkpoint"}) {
   t.name = decl.name;
   t.loc = decl.nameLoc;
   t.baseDir = sema.baseDir(decl.loc);
@@ -76,14 +75,12 @@ void TrainCheck::checkModelAndMesh() {
           mesh = &sema.program.meshes[i];
         }
       if (!meshDecl || meshDecl->kind != ast::Decl::Kind::Mesh) {
-        std::string best = closestMatch(*name, sema.decls.names([](const ast::Decl &d) {
-          return d.kind == ast::Decl::Kind::Mesh;
-        }));
-        diags.error(e->loc, "unknown mesh '" + *name + "'" +
-                                (best.empty() ? "" : "; did you mean '" + best + "'?"));
+        std::string best =
+            closestMatch(*name, sema.decls.names([](const ast::Decl &d) { return d.kind == ast::Decl::Kind::Mesh; }));
+        diags.error(e->loc, "unknown mesh '" + *name + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"));
         ok = false;
       } else if (!mesh) {
-        ok = false;  // the mesh itself has errors, already reported
+        ok = false; // the mesh itself has errors, already reported
       }
     }
 }

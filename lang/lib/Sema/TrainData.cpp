@@ -16,8 +16,7 @@ void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out) {
     return;
   }
   if (v.kind != Value::Kind::Call || v.s != "tokens" || v.items.empty()) {
-    sema.typeError(v, std::string("'") + key + "' of " + what,
-                   "token files, as in tokens(\"data/train.bin\")");
+    sema.typeError(v, std::string("'") + key + "' of " + what, "token files, as in tokens(\"data/train.bin\")");
     ok = false;
     return;
   }
@@ -58,8 +57,8 @@ bool TrainCheck::intKey(const char *key, int64_t &out, bool required, int64_t mi
     return false;
   }
   if (*i < minimum) {
-    diags.error(e->loc, std::string("'") + key + "' of " + what + " must be at least " +
-                            std::to_string(minimum) + ", not " + std::to_string(*i));
+    diags.error(e->loc, std::string("'") + key + "' of " + what + " must be at least " + std::to_string(minimum) +
+                            ", not " + std::to_string(*i));
     ok = false;
     return false;
   }
@@ -88,8 +87,8 @@ void TrainCheck::checkAccumulation() {
       }
     }
     int64_t per;
-    if (t.micro > 0 && !__builtin_mul_overflow(t.micro, t.dataParallel, &per) && per > 0 &&
-        t.batch % per == 0 && t.batch >= per)
+    if (t.micro > 0 && !__builtin_mul_overflow(t.micro, t.dataParallel, &per) && per > 0 && t.batch % per == 0 &&
+        t.batch >= per)
       t.accumulation = t.batch / per;
   }
 }
@@ -100,14 +99,14 @@ void TrainCheck::checkSeq() {
       if (model->maxSeq > 0) {
         t.seq = model->maxSeq;
       } else {
-        diags.error(decl.nameLoc, what + " needs 'seq': model '" + model->name +
-                                      "' has no positional table to take it from");
+        diags.error(decl.nameLoc,
+                    what + " needs 'seq': model '" + model->name + "' has no positional table to take it from");
         ok = false;
       }
     } else if (haveSeq && model->maxSeq > 0 && t.seq > model->maxSeq) {
-      diags.error(sec.get("seq")->loc, "seq " + std::to_string(t.seq) + " exceeds the " +
-                                           std::to_string(model->maxSeq) +
-                                           " positions of model '" + model->name + "'")
+      diags
+          .error(sec.get("seq")->loc, "seq " + std::to_string(t.seq) + " exceeds the " + std::to_string(model->maxSeq) +
+                                          " positions of model '" + model->name + "'")
           .note(model->loc, "model declared here");
       ok = false;
     }

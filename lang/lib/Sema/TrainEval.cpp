@@ -9,8 +9,7 @@ using ast::Expr;
 void TrainCheck::checkEval() {
   if (const ast::Entry *ev = sec.section("eval")) {
     Section s(sema, ev->children, "the eval section", {"every", "batches"});
-    for (auto [key, out] : {std::pair<const char *, int64_t *>{"every", &t.evalEvery},
-                            {"batches", &t.evalBatches}}) {
+    for (auto [key, out] : {std::pair<const char *, int64_t *>{"every", &t.evalEvery}, {"batches", &t.evalBatches}}) {
       const Expr *e = s.value(key);
       if (!e) {
         if (!s.get(key))

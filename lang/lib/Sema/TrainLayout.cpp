@@ -30,8 +30,9 @@ void TrainCheck::checkShard() {
           std::string list;
           for (size_t i = 0; i < dims.size(); ++i)
             list += (i ? ", " : "") + dims[i];
-          diags.error(it.keyLoc, "model '" + model->name + "' has no logical dim '" + it.key + "'" +
-                                     (best.empty() ? "" : "; did you mean '" + best + "'?"))
+          diags
+              .error(it.keyLoc, "model '" + model->name + "' has no logical dim '" + it.key + "'" +
+                                    (best.empty() ? "" : "; did you mean '" + best + "'?"))
               .note("its logical dims are " + list);
           ok = false;
           continue;
@@ -42,12 +43,12 @@ void TrainCheck::checkShard() {
         } else if (*w == "_" || *w == "none") {
           t.shard[it.key] = "";
         } else if (*w != t.parallel.tensorAxis) {
-          auto d = diags.error(it.value->loc,
-                               t.parallel.tensorAxis.empty()
-                                   ? "logical dim '" + it.key + "' is mapped to '" + *w +
-                                         "', but the plan has no tensor axis to split it over"
-                                   : "logical dim '" + it.key + "' can be split only over the tensor axis '" +
-                                         t.parallel.tensorAxis + "', not '" + *w + "'");
+          auto d =
+              diags.error(it.value->loc, t.parallel.tensorAxis.empty()
+                                             ? "logical dim '" + it.key + "' is mapped to '" + *w +
+                                                   "', but the plan has no tensor axis to split it over"
+                                             : "logical dim '" + it.key + "' can be split only over the tensor axis '" +
+                                                   t.parallel.tensorAxis + "', not '" + *w + "'");
           d.note("write '_' to replicate it; sharding over the data axis is what zero = 3 does");
           ok = false;
         } else {
@@ -60,8 +61,7 @@ void TrainCheck::checkShard() {
 
 void TrainCheck::checkLayoutRules() {
   if (mesh && haveBatch && t.micro > 0) {
-    std::string axis = "the tensor axis '" + t.parallel.tensorAxis + "' (" +
-                       std::to_string(t.tensorParallel) + ")";
+    std::string axis = "the tensor axis '" + t.parallel.tensorAxis + "' (" + std::to_string(t.tensorParallel) + ")";
     for (const sema::Violation &v : sema::checkLayout(model, sema::layoutOf(t))) {
       ok = false;
       std::string value = std::to_string(v.value), divisor = std::to_string(v.divisor);
@@ -75,8 +75,7 @@ void TrainCheck::checkLayoutRules() {
         }
         auto d = diags.error(sec.get("batch")->loc,
                              "batch " + value + " is not a whole multiple of micro × data-parallel size = " +
-                                 std::to_string(t.micro) + " × " + std::to_string(t.dataParallel) +
-                                 " = " + divisor);
+                                 std::to_string(t.micro) + " × " + std::to_string(t.dataParallel) + " = " + divisor);
         if (sec.get("micro"))
           d.note(sec.get("micro")->loc, "micro is set here");
         if (!dataLocs.empty())
@@ -85,13 +84,14 @@ void TrainCheck::checkLayoutRules() {
         break;
       }
       case sema::Violation::Kind::Heads:
-        diags.error(tensorLoc, "the " + value + " heads of attention '" + v.op->layer +
-                                   "' are not divisible by " + axis)
+        diags
+            .error(tensorLoc, "the " + value + " heads of attention '" + v.op->layer + "' are not divisible by " + axis)
             .note(v.op->bindingLoc, "the attention is declared here");
         break;
       case sema::Violation::Kind::KvHeads:
-        diags.error(tensorLoc, "the " + value + " kv_heads of attention '" + v.op->layer +
-                                   "' are not divisible by " + axis)
+        diags
+            .error(tensorLoc,
+                   "the " + value + " kv_heads of attention '" + v.op->layer + "' are not divisible by " + axis)
             .note(v.op->bindingLoc, "the attention is declared here")
             .note("grouped-query attention splits whole key/value heads over the tensor axis");
         break;
@@ -120,36 +120,37 @@ void TrainCheck::checkLayoutRules() {
         for (const std::string &d : v.param->dims)
           if (t.shard.count(d) && t.shard.at(d) == t.parallel.tensorAxis && !sema::defaultTensorDims().count(d))
             keep = d;
-        diags.error(tensorLoc, "'" + v.param->path + "' would be split over " + axis + " on both " + dims +
-                                   "; a tensor is split along one dim")
+        diags
+            .error(tensorLoc, "'" + v.param->path + "' would be split over " + axis + " on both " + dims +
+                                  "; a tensor is split along one dim")
             .note(v.param->loc, "the parameter is declared here")
             .note("split only one of them: map '" + keep + "' to '_' in 'shard' (or leave it out of 'shard')");
         break;
       }
       case sema::Violation::Kind::Sequence:
-        diags.error(sequenceLoc, "seq " + value + " is not divisible by " + axis +
-                                     ", which sequence parallel splits it over");
+        diags.error(sequenceLoc,
+                    "seq " + value + " is not divisible by " + axis + ", which sequence parallel splits it over");
         break;
       case sema::Violation::Kind::StagesUneven:
         diags.error(pipelineLoc, value + " pipeline stages do not divide evenly over the " + divisor +
                                      " ranks of axis '" + t.parallel.pipelineAxis + "'");
         break;
       case sema::Violation::Kind::StagesNeedInterleaved:
-        diags.error(pipelineLoc, value + " stages on a pipeline axis of " + divisor +
-                                     " need schedule: interleaved");
+        diags.error(pipelineLoc, value + " stages on a pipeline axis of " + divisor + " need schedule: interleaved");
         break;
       case sema::Violation::Kind::InterleavedTooFewStages:
-        diags.error(pipelineLoc, "an interleaved schedule needs at least two stages per rank: stages ≥ " +
-                                     divisor);
+        diags.error(pipelineLoc, "an interleaved schedule needs at least two stages per rank: stages ≥ " + divisor);
         break;
       case sema::Violation::Kind::LayersFewerThanStages:
-        diags.error(pipelineLoc, "model '" + model->name + "' has " + value +
-                                     " repeated layers, fewer than the " + divisor + " pipeline stages")
+        diags
+            .error(pipelineLoc, "model '" + model->name + "' has " + value + " repeated layers, fewer than the " +
+                                    divisor + " pipeline stages")
             .note(model->loc, "model declared here");
         break;
       case sema::Violation::Kind::MicroBatchesFewerThanStages:
-        diags.error(pipelineLoc, "each step has " + value + (v.value == 1 ? " micro-batch" : " micro-batches") +
-                                     " per pipeline, fewer than its " + divisor + " pipeline ranks")
+        diags
+            .error(pipelineLoc, "each step has " + value + (v.value == 1 ? " micro-batch" : " micro-batches") +
+                                    " per pipeline, fewer than its " + divisor + " pipeline ranks")
             .note("micro-batches = batch / (micro × data-parallel size); raise batch or lower micro");
         break;
       case sema::Violation::Kind::InterleavedMicroBatches:

@@ -10,8 +10,8 @@ void TrainCheck::checkOptimizer() {
   if (const Expr *e = sec.value("optimizer")) {
     Value v = sema.eval(*e, nullptr);
     if (v.kind == Value::Kind::Call && v.s == "adamw") {
-      if (auto args = bindArgs(sema, {"adamw", {{"lr", true}, {"betas", false}, {"eps", false},
-                                                {"weight_decay", false}}}, v)) {
+      if (auto args =
+              bindArgs(sema, {"adamw", {{"lr", true}, {"betas", false}, {"eps", false}, {"weight_decay", false}}}, v)) {
         auto &a = *args;
         if (auto lr = sema.toFloat(a["lr"], "'lr'")) {
           t.optimizer.lr = *lr;
@@ -85,14 +85,16 @@ void TrainCheck::checkSchedule() {
     if (kind != "constant" && kind != "linear" && kind != "cosine") {
       if (!v.isError()) {
         std::string best = closestMatch(kind, {"constant", "linear", "cosine"});
-        diags.error(e->loc, "unknown schedule" + (kind.empty() ? std::string() : " '" + kind + "'") +
-                                (best.empty() ? "" : "; did you mean '" + best + "'?"))
+        diags
+            .error(e->loc, "unknown schedule" + (kind.empty() ? std::string() : " '" + kind + "'") +
+                               (best.empty() ? "" : "; did you mean '" + best + "'?"))
             .note("schedules are constant, linear(warmup: N, min_lr: x) and cosine(warmup: N, min_lr: x)");
       }
       ok = false;
     } else {
       t.schedule.kind = kind == "constant" ? sema::LRSchedule::Constant
-                        : kind == "linear" ? sema::LRSchedule::Linear : sema::LRSchedule::Cosine;
+                        : kind == "linear" ? sema::LRSchedule::Linear
+                                           : sema::LRSchedule::Cosine;
       if (v.kind == Value::Kind::Call) {
         Signature sig{kind, {{"warmup", false}, {"min_lr", false}}};
         if (kind == "constant")
@@ -123,8 +125,8 @@ void TrainCheck::checkSchedule() {
         }
       }
       if (t.steps > 0 && t.schedule.warmup > t.steps) {
-        diags.error(e->loc, "warmup of " + std::to_string(t.schedule.warmup) +
-                                " steps is longer than the " + std::to_string(t.steps) + " steps of training");
+        diags.error(e->loc, "warmup of " + std::to_string(t.schedule.warmup) + " steps is longer than the " +
+                                std::to_string(t.steps) + " steps of training");
         ok = false;
       }
     }

@@ -11,8 +11,7 @@ void TrainCheck::checkParallel() {
   if (parallelEntry) {
     Section par(sema, parallelEntry->children, "the parallel section",
                 {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket"});
-    auto names = [&](const char *key, const char *role, std::vector<std::string> &out,
-                     std::vector<ast::Loc> *locs) {
+    auto names = [&](const char *key, const char *role, std::vector<std::string> &out, std::vector<ast::Loc> *locs) {
       const Expr *e = par.value(key);
       if (!e)
         return;
@@ -93,7 +92,7 @@ void TrainCheck::checkPipeline(const Section &par) {
     if (v.kind == Value::Kind::Name) {
       t.parallel.pipelineAxis = v.s;
       uses.push_back({v.s, "pipeline", v.loc});
-      t.parallel.stages = 0;  // the axis size, below
+      t.parallel.stages = 0; // the axis size, below
     } else if (v.kind == Value::Kind::Call) {
       t.parallel.pipelineAxis = v.s;
       uses.push_back({v.s, "pipeline", v.loc});
@@ -106,12 +105,11 @@ void TrainCheck::checkPipeline(const Section &par) {
             ok = false;
         }
         if (args->count("schedule")) {
-          auto s = sema.toChoice((*args)["schedule"], "pipeline schedule",
-                                 {"gpipe", "1f1b", "interleaved"});
+          auto s = sema.toChoice((*args)["schedule"], "pipeline schedule", {"gpipe", "1f1b", "interleaved"});
           if (!s)
             ok = false;
           else
-            t.parallel.schedule = *s == "gpipe" ? sema::PipelineSchedule::GPipe
+            t.parallel.schedule = *s == "gpipe"  ? sema::PipelineSchedule::GPipe
                                   : *s == "1f1b" ? sema::PipelineSchedule::OneFOneB
                                                  : sema::PipelineSchedule::Interleaved;
         }
@@ -140,16 +138,15 @@ void TrainCheck::checkAxisRoles() {
         std::string list;
         for (size_t i = 0; i < axisNames.size(); ++i)
           list += (i ? ", " : "") + axisNames[i];
-        diags.error(u.loc, "unknown mesh axis '" + u.axis + "'" +
-                               (best.empty() ? "" : "; did you mean '" + best + "'?"))
+        diags
+            .error(u.loc, "unknown mesh axis '" + u.axis + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"))
             .note(mesh->loc, "mesh '" + mesh->name + "' has the axes " + list);
         ok = false;
         continue;
       }
       auto [it, inserted] = byAxis.insert({u.axis, &u});
       if (!inserted) {
-        diags.error(u.loc, "mesh axis '" + u.axis + "' is used by two roles, " +
-                               it->second->role + " and " + u.role)
+        diags.error(u.loc, "mesh axis '" + u.axis + "' is used by two roles, " + it->second->role + " and " + u.role)
             .note(it->second->loc, "first used for " + it->second->role + " here")
             .note("each mesh axis has exactly one role: data, tensor, pipeline or replicate");
         ok = false;
@@ -157,12 +154,11 @@ void TrainCheck::checkAxisRoles() {
     }
     for (const sema::MeshAxis &a : mesh->axes)
       if (!byAxis.count(a.name) && !suggestedAxes.count(a.name)) {
-        diags.error(parallelEntry ? parallelEntry->loc : decl.nameLoc,
-                    "mesh axis '" + a.name + "' (size " + std::to_string(a.size) +
-                        ") has no role in " + what)
+        diags
+            .error(parallelEntry ? parallelEntry->loc : decl.nameLoc,
+                   "mesh axis '" + a.name + "' (size " + std::to_string(a.size) + ") has no role in " + what)
             .note(a.loc, "declared here")
-            .note("use it for data, tensor or pipeline, or write 'replicate = " + a.name +
-                  "' to keep copies on it");
+            .note("use it for data, tensor or pipeline, or write 'replicate = " + a.name + "' to keep copies on it");
         ok = false;
       }
     auto size = [&](const std::string &n) -> int64_t {
@@ -206,16 +202,19 @@ void TrainCheck::checkParallelRules() {
                             "promise to complete (not implemented in this version of planc)"
                           : "";
     if (!why.empty()) {
-      diags.error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
-                             "gathers), but " + why)
+      diags
+          .error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
+                            "gathers), but " +
+                                why)
           .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline, no sequence parallelism with "
                 "ZeRO-1 and, on a cuda mesh, no tensor axis; write 'bucket = none' or leave it out");
       ok = false;
     }
   }
   if (t.parallel.zero > 0 && t.parallel.dataAxes.empty() && parallelEntry) {
-    diags.error(zeroLoc, "zero = " + std::to_string(t.parallel.zero) +
-                             " shards over the data axis, but the plan has none")
+    diags
+        .error(zeroLoc,
+               "zero = " + std::to_string(t.parallel.zero) + " shards over the data axis, but the plan has none")
         .note("add 'data = <axis>' to the parallel section");
     ok = false;
   }

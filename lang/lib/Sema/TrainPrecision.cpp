@@ -14,8 +14,7 @@ void TrainCheck::checkPrecision() {
     if (!p)
       ok = false;
     else
-      t.precision = *p == "fp32" ? sema::Precision::FP32
-                    : *p == "bf16" ? sema::Precision::BF16 : sema::Precision::FP16;
+      t.precision = *p == "fp32" ? sema::Precision::FP32 : *p == "bf16" ? sema::Precision::BF16 : sema::Precision::FP16;
   }
   if (t.precision == sema::Precision::FP16)
     t.lossScale = sema::LossScale::Dynamic;
@@ -49,7 +48,8 @@ void TrainCheck::checkPrecision() {
     if (!r)
       ok = false;
     else
-      t.recompute = *r == "none" ? sema::Recompute::None
-                    : *r == "full" ? sema::Recompute::Full : sema::Recompute::Selective;
+      t.recompute = *r == "none"   ? sema::Recompute::None
+                    : *r == "full" ? sema::Recompute::Full
+                                   : sema::Recompute::Selective;
   }
 }

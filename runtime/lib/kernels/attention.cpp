@@ -153,13 +153,13 @@ struct Attn {
   /// cos and sin of position s, frequency i at [s * D/2 + i]; empty without rope.
   std::vector<float> cos, sin;
 
-  Attn(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
-       float theta, const char *name)
-      : B(B), S(S), H(H), KVH(KVH), D(D), causal(causal != 0), row((H + 2 * KVH) * D),
-        group(KVH > 0 ? H / KVH : 0), scale(1.0 / std::sqrt(double(D))) {
+  Attn(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope, float theta,
+       const char *name)
+      : B(B), S(S), H(H), KVH(KVH), D(D), causal(causal != 0), row((H + 2 * KVH) * D), group(KVH > 0 ? H / KVH : 0),
+        scale(1.0 / std::sqrt(double(D))) {
     if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH != 0)
-      fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld (H must be a multiple of KVH)",
-            name, (long long)B, (long long)S, (long long)H, (long long)KVH, (long long)D);
+      fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld (H must be a multiple of KVH)", name, (long long)B,
+            (long long)S, (long long)H, (long long)KVH, (long long)D);
     if (!rope)
       return;
     if (D % 2 != 0)
@@ -178,9 +178,7 @@ struct Attn {
   }
 
   bool rope() const { return !cos.empty(); }
-  const float *q(const float *qkv, int64_t b, int64_t s, int64_t h) const {
-    return qkv + (b * S + s) * row + h * D;
-  }
+  const float *q(const float *qkv, int64_t b, int64_t s, int64_t h) const { return qkv + (b * S + s) * row + h * D; }
   const float *k(const float *qkv, int64_t b, int64_t s, int64_t g) const {
     return qkv + (b * S + s) * row + (H + g) * D;
   }
@@ -261,10 +259,9 @@ struct Attn {
   /// softmax of each row over the keys its query sees; the masked keys get 0.
   /// With inv, the rows are left unnormalised (exp(score - max)) and inv[i] is
   /// 1 / row i's sum, for the caller to apply to a narrower product.
-  void probs(const float *Q, const float *K, int64_t r0, int64_t M, int64_t N, float *P,
-             float *inv = nullptr) const {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, Q + r0 * D,
-                int(D), K, int(D), 0.0f, P, int(N));
+  void probs(const float *Q, const float *K, int64_t r0, int64_t M, int64_t N, float *P, float *inv = nullptr) const {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, Q + r0 * D, int(D), K, int(D),
+                0.0f, P, int(N));
     for (int64_t i = 0; i < M; ++i) {
       float *p = P + i * N;
       int64_t T = std::min(keys(r0 + i), N);
@@ -282,8 +279,8 @@ struct Attn {
 
 extern "C" {
 
-void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH,
-                   int64_t D, int32_t causal, int32_t rope, float rope_theta) {
+void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                   int32_t causal, int32_t rope, float rope_theta) {
   Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa");
   if (B == 0 || S == 0)
     return;
@@ -300,8 +297,8 @@ void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H
           a.probs(Q.data(), K.data(), r0, M, N, P.data(), inv.data());
           // O[r0, r0 + M) = P V[0, N), straight into out's rows, then normalised.
           float *O = out + (b * S + r0) * ldo + h * D;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), 1.0f,
-                      P.data(), int(N), V.data(), int(D), 0.0f, O, int(ldo));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), 1.0f, P.data(), int(N),
+                      V.data(), int(D), 0.0f, O, int(ldo));
           for (int64_t i = 0; i < M; ++i)
             scaleBy(O + i * ldo, D, inv[size_t(i)]);
         }
@@ -309,8 +306,8 @@ void planrt_k_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H
     }
 }
 
-void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B, int64_t n, int64_t T,
-                          int64_t pos, int64_t H, int64_t KVH, int64_t D, int32_t rope, float rope_theta) {
+void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B, int64_t n, int64_t T, int64_t pos,
+                          int64_t H, int64_t KVH, int64_t D, int32_t rope, float rope_theta) {
   // The rotation tables span the window; the chunk's rows are indexed here.
   Attn a(B, T, H, KVH, D, /*causal=*/1, rope, rope_theta, "planrt_k_sdpa_cached");
   if (n < 0 || pos < 0 || pos + n > T)
@@ -326,8 +323,7 @@ void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B,
     for (int64_t s = 0; s < n; ++s)
       for (int64_t g = 0; g < KVH; ++g) {
         a.rotate(chunk(b, s) + (H + g) * D, C + (pos + s) * crow + g * D, pos + s);
-        std::memcpy(C + (pos + s) * crow + (KVH + g) * D, chunk(b, s) + (H + KVH + g) * D,
-                    size_t(D) * sizeof(float));
+        std::memcpy(C + (pos + s) * crow + (KVH + g) * D, chunk(b, s) + (H + KVH + g) * D, size_t(D) * sizeof(float));
       }
   }
   std::vector<float> Q(size_t(n * D)), P(size_t(n * N));
@@ -341,8 +337,8 @@ void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B,
       }
       // P = Q K[0, N)^T straight from the cache rows, then each query's softmax over
       // the keys up to its position.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(N), int(D), 1.0f, Q.data(), int(D),
-                  C + g * D, int(crow), 0.0f, P.data(), int(N));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(N), int(D), 1.0f, Q.data(), int(D), C + g * D,
+                  int(crow), 0.0f, P.data(), int(N));
       for (int64_t i = 0; i < n; ++i) {
         float *p = P.data() + i * N;
         int64_t keys = pos + i + 1;
@@ -355,16 +351,15 @@ void planrt_k_sdpa_cached(const float *qkv, float *cache, float *out, int64_t B,
   }
 }
 
-void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S,
-                       int64_t H, int64_t KVH, int64_t D, int32_t causal, int32_t rope,
-                       float rope_theta) {
+void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H, int64_t KVH,
+                       int64_t D, int32_t causal, int32_t rope, float rope_theta) {
   Attn a(B, S, H, KVH, D, causal, rope, rope_theta, "planrt_k_sdpa_bwd");
   if (B == 0 || S == 0)
     return;
   const int64_t ldo = H * D, block = std::min(kAttnBlock, S);
   const float fscale = float(a.scale);
-  std::vector<float> K(size_t(S * D)), V(size_t(S * D)), Q(size_t(S * D)), dK(size_t(S * D)),
-      dV(size_t(S * D)), dQ(size_t(block * D)), P(size_t(block * S)), dP(size_t(block * S));
+  std::vector<float> K(size_t(S * D)), V(size_t(S * D)), Q(size_t(S * D)), dK(size_t(S * D)), dV(size_t(S * D)),
+      dQ(size_t(block * D)), P(size_t(block * S)), dP(size_t(block * S));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KVH; ++g) {
       a.gatherKV(qkv, b, g, K.data(), V.data());
@@ -378,12 +373,12 @@ void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t
           const float *dOb = dO + r0 * ldo;
           a.probs(Q.data(), K.data(), r0, M, N, P.data());
           // dV[0, N) += P^T dO.
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f,
-                      P.data(), int(N), dOb, int(ldo), 1.0f, dV.data(), int(D));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f, P.data(), int(N), dOb,
+                      int(ldo), 1.0f, dV.data(), int(D));
           // dP = dO V^T; then dS = P (dP - rowsum(P dP)) in place (0 where masked,
           // since P is).
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, dOb,
-                      int(ldo), V.data(), int(D), 0.0f, dP.data(), int(N));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(D), 1.0f, dOb, int(ldo), V.data(),
+                      int(D), 0.0f, dP.data(), int(N));
           for (int64_t i = 0; i < M; ++i) {
             const float *p = &P[size_t(i * N)];
             float *ds = &dP[size_t(i * N)];
@@ -394,10 +389,10 @@ void planrt_k_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t
               ds[t] = 0.0f;
           }
           // dQ = dS K / sqrt(D); dK[0, N) += dS^T Q (Q carries the scale already).
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), fscale,
-                      dP.data(), int(N), K.data(), int(D), 0.0f, dQ.data(), int(D));
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f,
-                      dP.data(), int(N), Q.data() + r0 * D, int(D), 1.0f, dK.data(), int(D));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(N), fscale, dP.data(), int(N),
+                      K.data(), int(D), 0.0f, dQ.data(), int(D));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(D), int(M), 1.0f, dP.data(), int(N),
+                      Q.data() + r0 * D, int(D), 1.0f, dK.data(), int(D));
           for (int64_t i = 0; i < M; ++i)
             a.unrotate(&dQ[size_t(i * D)], dqkv + (b * S + r0 + i) * a.row + h * D, r0 + i);
         }

@@ -11,8 +11,7 @@ using planrt::kernels::badIndex;
 
 extern "C" {
 
-void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows,
-                            int64_t V) {
+void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V) {
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float *lr = logits + r * V;
@@ -28,8 +27,8 @@ void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *
   *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
 }
 
-void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets,
-                                float *dlogits, int64_t rows, int64_t V) {
+void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
+                                int64_t rows, int64_t V) {
   double scale = rows > 0 ? double(*dloss) / double(rows) : 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float *lr = logits + r * V;

@@ -10,8 +10,7 @@ using planrt::kernels::badIndex;
 
 extern "C" {
 
-void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int64_t rows,
-                        int64_t C, int64_t V) {
+void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int64_t rows, int64_t C, int64_t V) {
   for (int64_t r = 0; r < rows; ++r) {
     int64_t id = ids[r];
     if (id < 0 || id >= V)
@@ -20,8 +19,7 @@ void planrt_k_embedding(const float *table, const int32_t *ids, float *out, int6
   }
 }
 
-void planrt_k_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows,
-                            int64_t C, int64_t V) {
+void planrt_k_embedding_bwd(const float *dout, const int32_t *ids, float *dtable, int64_t rows, int64_t C, int64_t V) {
   for (int64_t r = 0; r < rows; ++r)
     if (ids[r] < 0 || ids[r] >= V)
       badIndex("embedding id", ids[r], V);

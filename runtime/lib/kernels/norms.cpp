@@ -35,8 +35,7 @@ double rmsRstd(const float *x, int64_t C, float eps) {
 
 extern "C" {
 
-void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows,
-                        int64_t C, float eps) {
+void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y, int64_t rows, int64_t C, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * C;
     float *yr = y + r * C;
@@ -49,8 +48,8 @@ void planrt_k_layernorm(const float *x, const float *w, const float *b, float *y
   }
 }
 
-void planrt_k_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                            float *db, int64_t rows, int64_t C, float eps) {
+void planrt_k_layernorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw, float *db,
+                            int64_t rows, int64_t C, float eps) {
   std::vector<double> dwAcc(size_t(C), 0.0), dbAcc(size_t(C), 0.0), xhat(C);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * C, *dyr = dy + r * C;
@@ -86,8 +85,8 @@ void planrt_k_rmsnorm(const float *x, const float *w, float *y, int64_t rows, in
   }
 }
 
-void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                          int64_t rows, int64_t C, float eps) {
+void planrt_k_rmsnorm_bwd(const float *dy, const float *x, const float *w, float *dx, float *dw, int64_t rows,
+                          int64_t C, float eps) {
   std::vector<double> dwAcc(size_t(C), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * C, *dyr = dy + r * C;

@@ -34,8 +34,7 @@ int64_t groupSize(int32_t axis) {
 
 /// Runs call(mesh, mask) on the active step's group along `axis`, watched by the watchdog
 /// as `text`; a failure is fatal, naming it.
-template <typename F>
-void collective(int32_t axis, const std::string &text, F call) {
+template <typename F> void collective(int32_t axis, const std::string &text, F call) {
   planrt::Waiting w(*gActive, text);
   if (call(gActive->mesh, 1u << unsigned(axis))) {
     std::string msg = text + ": " + planrt_last_error();
@@ -86,12 +85,10 @@ void planrt_k_all_gather_seq(const float *x, float *out, int64_t B, int64_t n, i
   // The collective gives the ranks' slices one after another; the sequence interleaves
   // them per batch row.
   std::vector<float> blocks(static_cast<size_t>(count * group));
-  planrt::collective(axis,
-                     "sequence-parallel all_gather of " + std::to_string(count) + " floats over mesh axis " +
-                         std::to_string(axis),
-                     [&](planrt_mesh *mesh, unsigned mask) {
-                       return planrt_all_gather(mesh, mask, x, count, blocks.data());
-                     });
+  planrt::collective(
+      axis,
+      "sequence-parallel all_gather of " + std::to_string(count) + " floats over mesh axis " + std::to_string(axis),
+      [&](planrt_mesh *mesh, unsigned mask) { return planrt_all_gather(mesh, mask, x, count, blocks.data()); });
   for (int64_t k = 0; k < group; ++k)
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(out + (b * n * group + k * n) * C, blocks.data() + k * count + b * n * C,
@@ -107,12 +104,11 @@ void planrt_k_reduce_scatter_seq(const float *x, float *out, int64_t B, int64_t 
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(blocks.data() + k * count + b * n * C, x + (b * n * group + k * n) * C,
                   size_t(n * C) * sizeof(float));
-  planrt::collective(axis,
-                     "sequence-parallel reduce_scatter of " + std::to_string(count * group) +
-                         " floats over mesh axis " + std::to_string(axis),
-                     [&](planrt_mesh *mesh, unsigned mask) {
-                       return planrt_reduce_scatter(mesh, mask, blocks.data(), count, out);
-                     });
+  planrt::collective(
+      axis,
+      "sequence-parallel reduce_scatter of " + std::to_string(count * group) + " floats over mesh axis " +
+          std::to_string(axis),
+      [&](planrt_mesh *mesh, unsigned mask) { return planrt_reduce_scatter(mesh, mask, blocks.data(), count, out); });
 }
 
 void planrt_k_sequence_slice(const float *x, float *out, int64_t B, int64_t T, int64_t C, int64_t offset, int64_t n) {
@@ -122,8 +118,7 @@ void planrt_k_sequence_slice(const float *x, float *out, int64_t B, int64_t T, i
     std::memcpy(out + b * n * C, x + (b * T + offset) * C, size_t(n * C) * sizeof(float));
 }
 
-void planrt_k_sequence_unslice(const float *dy, float *dx, int64_t B, int64_t T, int64_t C, int64_t offset,
-                               int64_t n) {
+void planrt_k_sequence_unslice(const float *dy, float *dx, int64_t B, int64_t T, int64_t C, int64_t offset, int64_t n) {
   if (offset < 0 || offset + n > T)
     planrt::badId("sequence slice end", offset + n, T + 1);
   std::fill(dx, dx + B * T * C, 0.0f);

@@ -51,9 +51,9 @@ struct Memory {
 /// One unit of the model (embedding, layer i, head) on the rank that holds it.
 struct LayerRow {
   std::string name;
-  int rank = 0;  ///< pipeline rank
-  int64_t paramElements = 0;  ///< on one device (after tensor splitting)
-  Memory memory;              ///< activations: per micro-batch, before in-flight scaling
+  int rank = 0;              ///< pipeline rank
+  int64_t paramElements = 0; ///< on one device (after tensor splitting)
+  Memory memory;             ///< activations: per micro-batch, before in-flight scaling
 };
 
 struct BufferRow {
@@ -63,29 +63,29 @@ struct BufferRow {
 
 /// Bytes one rank sends (= receives) per optimizer step for one collective on one axis.
 struct CommRow {
-  std::string collective;  ///< all_reduce, all_gather, reduce_scatter, send_recv
-  std::string axis;        ///< data, tensor, pipeline
-  std::string purpose;     ///< "gradients", "layer outputs", …
-  int64_t bytes = 0;       ///< sent by one rank per step
-  int64_t calls = 0;       ///< per step
-  int64_t ranks = 0;       ///< in the collective
-  double seconds = 0;      ///< alpha-beta time
+  std::string collective; ///< all_reduce, all_gather, reduce_scatter, send_recv
+  std::string axis;       ///< data, tensor, pipeline
+  std::string purpose;    ///< "gradients", "layer outputs", …
+  int64_t bytes = 0;      ///< sent by one rank per step
+  int64_t calls = 0;      ///< per step
+  int64_t ranks = 0;      ///< in the collective
+  double seconds = 0;     ///< alpha-beta time
   double exposedSeconds = 0;
-  std::string link;        ///< node or network
+  std::string link; ///< node or network
 };
 
 struct TraceEvent {
-  std::string name, stream;  ///< stream: compute, tensor, data, pipeline, bubble
-  double start = 0, duration = 0;  ///< seconds
+  std::string name, stream;       ///< stream: compute, tensor, data, pipeline, bubble
+  double start = 0, duration = 0; ///< seconds
 };
 
 struct Estimate {
-  int64_t params = 0;            ///< model parameters
-  int64_t maxRankParams = 0;     ///< the most parameter elements a device holds whole (its stage's, its tensor share)
+  int64_t params = 0;        ///< model parameters
+  int64_t maxRankParams = 0; ///< the most parameter elements a device holds whole (its stage's, its tensor share)
   int64_t devices = 0;
-  int worstRank = 0;             ///< pipeline rank with the largest memory total
-  Memory perDevice;              ///< that rank
-  std::vector<Memory> perRank;   ///< by pipeline rank
+  int worstRank = 0;           ///< pipeline rank with the largest memory total
+  Memory perDevice;            ///< that rank
+  std::vector<Memory> perRank; ///< by pipeline rank
   std::vector<LayerRow> layers;
   std::vector<BufferRow> buffers;  ///< of the worst rank
   std::vector<CommRow> comm;       ///< the rank that communicates most
@@ -95,11 +95,11 @@ struct Estimate {
   double computeSeconds = 0, memorySeconds = 0, bubbleSeconds = 0, optimizerSeconds = 0;
   double tensorCommSeconds = 0, dataCommSeconds = 0, pipelineCommSeconds = 0;
   double stepSeconds = 0, tokensPerSecond = 0, mfu = 0;
-  double peakFlops = 0;            ///< per device, as used
+  double peakFlops = 0; ///< per device, as used
   std::string bottleneck;
   std::optional<int64_t> deviceMemory;
   bool fits() const { return !deviceMemory || perDevice.total() <= *deviceMemory; }
-  std::vector<TraceEvent> trace;  ///< one step of the slowest pipeline rank
+  std::vector<TraceEvent> trace; ///< one step of the slowest pipeline rank
   int traceRank = 0;
 };
 
@@ -108,8 +108,8 @@ struct Estimate {
 /// innermost, unless `axisRoles` gives the mesh's own order of roles. The Chrome
 /// trace is built only when `withTrace` is set.
 Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
-                  const std::vector<std::string> &axisRoles = {},
-                  const Calibration &cal = Calibration::defaults(), bool withTrace = false);
+                  const std::vector<std::string> &axisRoles = {}, const Calibration &cal = Calibration::defaults(),
+                  bool withTrace = false);
 
 /// The roles of the mesh's axes in order ("data", "tensor", "pipeline",
 /// "replicate"), for link placement.
@@ -139,22 +139,20 @@ bool buildable(const sema::Layout &layout, const Estimate &estimate);
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,
 /// recompute modes, micro-batch sizes and sequence parallelism that pass the
 /// static rules; returns those that fit, fastest first.
-std::vector<Candidate> search(const sema::Model &model, const sema::Mesh &mesh,
-                              const sema::Layout &base, const SearchOptions &options = {},
-                              const Calibration &cal = Calibration::defaults());
+std::vector<Candidate> search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
+                              const SearchOptions &options = {}, const Calibration &cal = Calibration::defaults());
 
 /// Formatting: human tables, JSON (fields documented in docs/EXPLAIN.md), and a
 /// Chrome trace of one step.
 std::string formatBytes(double bytes);
-std::string renderText(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
-                       const sema::Layout &layout, bool perLayer);
-std::string renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
-                       const sema::Layout &layout);
+std::string renderText(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
+                       bool perLayer);
+std::string renderJson(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout);
 std::string renderTrace(const Estimate &e);
 /// `unbuilt`: how many more layouts fit that the code generator refuses, which the search
 /// leaves out (SearchOptions::buildableOnly).
-std::string renderSearch(const std::vector<Candidate> &candidates, size_t total,
-                         const sema::Model &model, const sema::Mesh &mesh, size_t unbuilt = 0);
+std::string renderSearch(const std::vector<Candidate> &candidates, size_t total, const sema::Model &model,
+                         const sema::Mesh &mesh, size_t unbuilt = 0);
 /// A ready-to-paste `parallel { … }` block (and mesh axes) for a layout.
 std::string parallelBlock(const sema::Layout &layout);
 

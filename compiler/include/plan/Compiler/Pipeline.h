@@ -20,11 +20,11 @@ std::optional<Stage> parseStage(const std::string &name);
 std::string stageNames();
 
 struct PipelineOptions {
-  std::string entry;  ///< keep only this declaration (and what it references)
+  std::string entry; ///< keep only this declaration (and what it references)
   /// The llvm stage's target: "cpu", "cuda", or "cuda-host" (the CUDA target's kernels
   /// run by host loops); the ptx stage is always the CUDA target's, as PTX text.
   std::string target = "cpu";
-  std::string cudaArch = "sm_90";  ///< the CUDA target's GPU architecture
+  std::string cudaArch = "sm_90"; ///< the CUDA target's GPU architecture
 };
 
 /// Adds the passes that take a freshly generated `plan` module to `stage`.

@@ -11,8 +11,7 @@ namespace plan {
 
 /// Builds a module with one `plan` op per declaration of the main file (file 0)
 /// and every declaration those reference, each located at its source.
-mlir::OwningOpRef<mlir::ModuleOp> genPlanModule(const sema::Program &program,
-                                                const lang::Diags &diags);
+mlir::OwningOpRef<mlir::ModuleOp> genPlanModule(const sema::Program &program, const lang::Diags &diags);
 
 /// A path written in a plan, resolved against the plan file's directory (the
 /// `base_dir` attribute of its declaration); absolute and empty paths stay.

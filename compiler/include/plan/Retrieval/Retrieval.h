@@ -29,7 +29,6 @@ mlir::FailureOr<Models> emitModels(mlir::ModuleOp module, pl::RetrievalOp r);
 /// of planrt_retrieval_main_manifest, paths resolved against the plan's directory.
 std::string manifest(pl::RetrievalOp r, const Models &models);
 
-
 } // namespace plan::retrieval
 
 #endif // PLAN_RETRIEVAL_RETRIEVAL_H

@@ -26,8 +26,7 @@ mlir::LogicalResult emitObject(mlir::ModuleOp module, const std::string &path, s
 /// `extraLibraries` (the CUDA target's libplanrt_cuda) are linked first, from the same
 /// directory.
 mlir::LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                         std::string &error, bool retrieval = false,
-                         llvm::ArrayRef<std::string> extraLibraries = {});
+                         std::string &error, bool retrieval = false, llvm::ArrayRef<std::string> extraLibraries = {});
 
 /// Registers the dialects, interfaces and translations the target needs.
 void registerTarget(mlir::DialectRegistry &registry);

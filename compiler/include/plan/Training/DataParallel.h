@@ -19,10 +19,10 @@ namespace plan::training {
 /// equal, aligned pieces: data-parallel rank r owns piece r of every group. The
 /// padding stays zero.
 struct FlatLayout {
-  std::vector<int64_t> offset;   ///< per parameter
+  std::vector<int64_t> offset; ///< per parameter
   int64_t groupBegin[2] = {0, 0};
   int64_t groupEnd[2] = {0, 0};
-  int64_t total = 0;             ///< floats per full buffer
+  int64_t total = 0; ///< floats per full buffer
   int64_t shards = 1;
   int64_t groupFloats(int g) const { return groupEnd[g] - groupBegin[g]; }
   /// Floats of group g that one rank owns.
@@ -63,9 +63,9 @@ std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &flo
 struct DataCollective {
   Collective kind;
   std::string purpose;
-  int64_t floats;  ///< the full buffer (summed over both optimizer groups)
-  int64_t times;   ///< per optimizer step
-  int64_t calls;   ///< calls per time (one per optimizer group for the big buffers)
+  int64_t floats; ///< the full buffer (summed over both optimizer groups)
+  int64_t times;  ///< per optimizer step
+  int64_t calls;  ///< calls per time (one per optimizer group for the big buffers)
 };
 
 /// What one optimizer step communicates over a data axis of `d` ranks with ZeRO

@@ -19,7 +19,7 @@ struct FlatTensor {
   std::string name;
   mlir::RankedTensorType type;
   int64_t offset = 0, count = 0;
-  unsigned arg = 0;  ///< its argument in the function the entry inlines
+  unsigned arg = 0; ///< its argument in the function the entry inlines
 };
 
 /// Inlines the single block of `callee` at the builder's point, arguments

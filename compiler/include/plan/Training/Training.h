@@ -14,8 +14,7 @@ namespace plan::training {
 /// Clones `forward` as `name` with batch and sequence made static: the token
 /// arguments become tensor<batch x seq x i32> and every activation's leading
 /// [batch, seq] extents follow. Inserted after `forward`.
-mlir::func::FuncOp specialize(mlir::func::FuncOp forward, llvm::StringRef name, int64_t batch,
-                              int64_t seq);
+mlir::func::FuncOp specialize(mlir::func::FuncOp forward, llvm::StringRef name, int64_t batch, int64_t seq);
 
 /// Mixed precision on a target that computes in f32: rounds every parameter as it
 /// is read and every activation (not the scalar loss) to `to` (bf16 or f16) with

@@ -33,8 +33,8 @@ public:
   Call &ptr(Value buffer) {
     auto mt = cast<MemRefType>(buffer.getType());
     if (!memref::isStaticShapeAndContiguousRowMajor(mt)) {
-      Value copy = memref::AllocOp::create(b, loc, MemRefType::get(mt.getShape(), mt.getElementType()),
-                                           b.getI64IntegerAttr(64));
+      Value copy =
+          memref::AllocOp::create(b, loc, MemRefType::get(mt.getShape(), mt.getElementType()), b.getI64IntegerAttr(64));
       memref::CopyOp::create(b, loc, buffer, copy);
       buffer = copy;
     }
@@ -99,9 +99,22 @@ enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
 /// precision (kGemmPrecisionAttr) for the targets that read it.
 void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, int64_t n, int64_t k, Value a,
           int64_t lda, Value bm, int64_t ldb, Value c, int64_t ldc) {
-  func::CallOp call =
-      Call(b, op).i32(kRowMajor).i32(transA ? kTrans : kNoTrans).i32(transB ? kTrans : kNoTrans).i32(m).i32(n)
-          .i32(k).f32(1.0).ptr(a).i32(lda).ptr(bm).i32(ldb).f32(0.0).ptr(c).i32(ldc).emit("cblas_sgemm");
+  func::CallOp call = Call(b, op)
+                          .i32(kRowMajor)
+                          .i32(transA ? kTrans : kNoTrans)
+                          .i32(transB ? kTrans : kNoTrans)
+                          .i32(m)
+                          .i32(n)
+                          .i32(k)
+                          .f32(1.0)
+                          .ptr(a)
+                          .i32(lda)
+                          .ptr(bm)
+                          .i32(ldb)
+                          .f32(0.0)
+                          .ptr(c)
+                          .i32(ldc)
+                          .emit("cblas_sgemm");
   if (Attribute precision = op->getAttr(kGemmPrecisionAttr))
     call->setAttr(kGemmPrecisionAttr, precision);
 }
@@ -119,9 +132,9 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
       })
       .Case([&](nn::MatmulWGradOp o) {
         int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getDy(), 2);
-        if (o.getTransposeW())  // dw[n, k] = dyᵀ · x
+        if (o.getTransposeW()) // dw[n, k] = dyᵀ · x
           gemm(b, op, true, false, n, k, m, in[1], n, in[0], k, out[0], k);
-        else  // dw[k, n] = xᵀ · dy
+        else // dw[k, n] = xᵀ · dy
           gemm(b, op, true, false, k, n, m, in[0], k, in[1], n, out[0], n);
         return success();
       })
@@ -136,8 +149,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
       })
       .Case([&](nn::EmbeddingGradOp o) {
         Call c(b, op);
-        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 0));
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1)).i64(dim(o.getResult(), 0));
         if (o.getOffset())
           c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice_bwd);
         else
@@ -145,38 +157,85 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
         return success();
       })
       .Case([&](nn::AllReduceOp o) {
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(cast<ShapedType>(o.getX().getType()).getNumElements())
-            .i32(o.getAxis()).i32(o.getReduce() == "max").emit(rt::Fn::planrt_k_all_reduce);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(cast<ShapedType>(o.getX().getType()).getNumElements())
+            .i32(o.getAxis())
+            .i32(o.getReduce() == "max")
+            .emit(rt::Fn::planrt_k_all_reduce);
         return success();
       })
       .Case([&](nn::AllGatherOp o) {
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
-            .i32(o.getAxis()).emit(rt::Fn::planrt_k_all_gather_seq);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(dim(o.getX(), 0))
+            .i64(dim(o.getX(), 1))
+            .i64(dim(o.getX(), 2))
+            .i32(o.getAxis())
+            .emit(rt::Fn::planrt_k_all_gather_seq);
         return success();
       })
       .Case([&](nn::ReduceScatterOp o) {
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 2)).i32(o.getAxis()).emit(rt::Fn::planrt_k_reduce_scatter_seq);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(dim(o.getResult(), 0))
+            .i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 2))
+            .i32(o.getAxis())
+            .emit(rt::Fn::planrt_k_reduce_scatter_seq);
         return success();
       })
       .Case([&](nn::SequenceSliceOp o) {
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getX(), 0)).i64(dim(o.getX(), 1)).i64(dim(o.getX(), 2))
-            .value(in[1]).i64(dim(o.getResult(), 1)).emit(rt::Fn::planrt_k_sequence_slice);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(dim(o.getX(), 0))
+            .i64(dim(o.getX(), 1))
+            .i64(dim(o.getX(), 2))
+            .value(in[1])
+            .i64(dim(o.getResult(), 1))
+            .emit(rt::Fn::planrt_k_sequence_slice);
         return success();
       })
       .Case([&](nn::SequenceUnsliceOp o) {
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getResult(), 0)).i64(dim(o.getResult(), 1))
-            .i64(dim(o.getResult(), 2)).value(in[1]).i64(dim(o.getX(), 1)).emit(rt::Fn::planrt_k_sequence_unslice);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(dim(o.getResult(), 0))
+            .i64(dim(o.getResult(), 1))
+            .i64(dim(o.getResult(), 2))
+            .value(in[1])
+            .i64(dim(o.getX(), 1))
+            .emit(rt::Fn::planrt_k_sequence_unslice);
         return success();
       })
       .Case([&](nn::VocabParallelCrossEntropyOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).ptr(out[1]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).value(in[2]).i32(o.getAxis()).emit(rt::Fn::planrt_k_cross_entropy_vp);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(out[0])
+            .ptr(out[1])
+            .i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2))
+            .value(in[2])
+            .i32(o.getAxis())
+            .emit(rt::Fn::planrt_k_cross_entropy_vp);
         return success();
       })
       .Case([&](nn::VocabParallelCrossEntropyGradOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(out[0]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).value(in[4]).emit(rt::Fn::planrt_k_cross_entropy_vp_bwd);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(in[2])
+            .ptr(in[3])
+            .ptr(out[0])
+            .i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2))
+            .value(in[4])
+            .emit(rt::Fn::planrt_k_cross_entropy_vp_bwd);
         return success();
       })
       .Case([&](nn::LayerNormOp o) {
@@ -186,47 +245,103 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
           c.ptr(in[2]);
         else
           c.null();
-        c.ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble())
+        c.ptr(out[0])
+            .i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2))
+            .f32(o.getEps().convertToDouble())
             .emit(rt::Fn::planrt_k_layernorm);
         return success();
       })
       .Case([&](nn::LayerNormGradOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).ptr(out[2]).i64(rows(o.getX()))
-            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_layernorm_bwd);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(in[2])
+            .ptr(out[0])
+            .ptr(out[1])
+            .ptr(out[2])
+            .i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2))
+            .f32(o.getEps().convertToDouble())
+            .emit(rt::Fn::planrt_k_layernorm_bwd);
         return success();
       })
       .Case([&](nn::RMSNormOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getX())).i64(dim(o.getX(), 2))
-            .f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_rmsnorm);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(out[0])
+            .i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2))
+            .f32(o.getEps().convertToDouble())
+            .emit(rt::Fn::planrt_k_rmsnorm);
         return success();
       })
       .Case([&](nn::RMSNormGradOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).i64(rows(o.getX()))
-            .i64(dim(o.getX(), 2)).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_rmsnorm_bwd);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(in[2])
+            .ptr(out[0])
+            .ptr(out[1])
+            .i64(rows(o.getX()))
+            .i64(dim(o.getX(), 2))
+            .f32(o.getEps().convertToDouble())
+            .emit(rt::Fn::planrt_k_rmsnorm_bwd);
         return success();
       })
       .Case([&](nn::SDPAOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
-        Call(b, op).ptr(in[0]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h).i64(kv)
-            .i64(dim(o.getResult(), 2) / h).i32(o.getCausal()).i32(o.getRope())
-            .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(dim(o.getQkv(), 0))
+            .i64(dim(o.getQkv(), 1))
+            .i64(h)
+            .i64(kv)
+            .i64(dim(o.getResult(), 2) / h)
+            .i32(o.getCausal())
+            .i32(o.getRope())
+            .f32(o.getRopeTheta().convertToDouble())
+            .emit(rt::Fn::planrt_k_sdpa);
         return success();
       })
       .Case([&](nn::SDPAGradOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1)).i64(h)
-            .i64(kv).i64(dim(o.getDy(), 2) / h).i32(o.getCausal()).i32(o.getRope())
-            .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa_bwd);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(out[0])
+            .i64(dim(o.getQkv(), 0))
+            .i64(dim(o.getQkv(), 1))
+            .i64(h)
+            .i64(kv)
+            .i64(dim(o.getDy(), 2) / h)
+            .i32(o.getCausal())
+            .i32(o.getRope())
+            .f32(o.getRopeTheta().convertToDouble())
+            .emit(rt::Fn::planrt_k_sdpa_bwd);
         return success();
       })
       .Case([&](nn::CrossEntropyOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getLogits())).i64(dim(o.getLogits(), 2))
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(out[0])
+            .i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2))
             .emit(rt::Fn::planrt_k_cross_entropy);
         return success();
       })
       .Case([&](nn::CrossEntropyGradOp o) {
-        Call(b, op).ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).i64(rows(o.getLogits()))
-            .i64(dim(o.getLogits(), 2)).emit(rt::Fn::planrt_k_cross_entropy_bwd);
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(in[1])
+            .ptr(in[2])
+            .ptr(out[0])
+            .i64(rows(o.getLogits()))
+            .i64(dim(o.getLogits(), 2))
+            .emit(rt::Fn::planrt_k_cross_entropy_bwd);
         return success();
       })
       .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
@@ -234,8 +349,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
 
 /// Reads every operand, writes only fresh result buffers.
 template <typename OpTy>
-struct LibraryCallModel
-    : public BufferizableOpInterface::ExternalModel<LibraryCallModel<OpTy>, OpTy> {
+struct LibraryCallModel : public BufferizableOpInterface::ExternalModel<LibraryCallModel<OpTy>, OpTy> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &, const AnalysisState &) const { return true; }
   bool bufferizesToMemoryWrite(Operation *, OpOperand &, const AnalysisState &) const { return false; }
   AliasingValueList getAliasingValues(Operation *, OpOperand &, const AnalysisState &) const { return {}; }
@@ -250,7 +364,7 @@ struct LibraryCallModel
                                     "which fixes batch and sequence), not "
                                  << t;
     for (Value v : op->getOperands()) {
-      if (!isa<TensorType>(v.getType())) {  // a scalar (an offset) is passed as it is
+      if (!isa<TensorType>(v.getType())) { // a scalar (an offset) is passed as it is
         in.push_back(v);
         continue;
       }
@@ -305,16 +419,26 @@ struct SDPACachedModel : public BufferizableOpInterface::ExternalModel<SDPACache
     if (!memref::isStaticShapeAndContiguousRowMajor(cast<MemRefType>(cache->getType())))
       return op->emitOpError() << "needs its cache in a contiguous row-major buffer";
     int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
-    Call(rewriter, op).ptr(*qkv).ptr(*cache).ptr(out).i64(dim(o.getQkv(), 0)).i64(dim(o.getQkv(), 1))
-        .i64(dim(o.getCache(), 1)).value(o.getOffset()).i64(h).i64(kv).i64(t.getDimSize(2) / h).i32(o.getRope())
-        .f32(o.getRopeTheta().convertToDouble()).emit(rt::Fn::planrt_k_sdpa_cached);
+    Call(rewriter, op)
+        .ptr(*qkv)
+        .ptr(*cache)
+        .ptr(out)
+        .i64(dim(o.getQkv(), 0))
+        .i64(dim(o.getQkv(), 1))
+        .i64(dim(o.getCache(), 1))
+        .value(o.getOffset())
+        .i64(h)
+        .i64(kv)
+        .i64(t.getDimSize(2) / h)
+        .i32(o.getRope())
+        .f32(o.getRopeTheta().convertToDouble())
+        .emit(rt::Fn::planrt_k_sdpa_cached);
     replaceOpWithBufferizedValues(rewriter, op, {out, *cache});
     return success();
   }
 };
 
-template <typename... Ops>
-void attach(MLIRContext *ctx) {
+template <typename... Ops> void attach(MLIRContext *ctx) {
   (Ops::template attachInterface<LibraryCallModel<Ops>>(*ctx), ...);
 }
 
@@ -322,12 +446,10 @@ void attach(MLIRContext *ctx) {
 
 void plan::registerLibraryCallModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
-    attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp,
-           nn::LayerNormGradOp, nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp,
-           nn::CrossEntropyGradOp, nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp,
-           nn::SequenceUnsliceOp,
-           nn::VocabParallelCrossEntropyOp,
-           nn::VocabParallelCrossEntropyGradOp>(ctx);
+    attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp, nn::LayerNormGradOp,
+           nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp, nn::CrossEntropyGradOp,
+           nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp, nn::SequenceUnsliceOp,
+           nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp>(ctx);
     nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });
 }

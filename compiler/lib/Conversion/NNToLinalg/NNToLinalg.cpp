@@ -4,8 +4,8 @@
 // (GEMMs through BLAS, attention, normalisations, embedding, cross-entropy)
 // stay and are bufferized into calls (LibraryCalls.cpp).
 #include "plan/Conversion/Passes.h"
-#include "plan/Target/RuntimeABI.h"
 #include "plan/Dialect/NN/IR/NN.h"
+#include "plan/Target/RuntimeABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,15 +37,15 @@ SmallVector<Value> generic(OpBuilder &b, Location loc, ValueRange ins, ArrayRef<
                            ArrayRef<utils::IteratorType> iters, ArrayRef<Value> inits, BodyFn body) {
   SmallVector<Value> outs;
   for (auto [i, t] : llvm::enumerate(outTypes))
-    outs.push_back(i < inits.size() && inits[i] ? inits[i]
-                                                : Value(tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType())));
+    outs.push_back(i < inits.size() && inits[i]
+                       ? inits[i]
+                       : Value(tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType())));
   SmallVector<AffineMap> maps(inMaps);
   maps.append(outMaps.begin(), outMaps.end());
   SmallVector<Type> types(outTypes.begin(), outTypes.end());
-  auto op = linalg::GenericOp::create(b, loc, types, ins, outs, maps, iters,
-                                      [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                        linalg::YieldOp::create(nb, nl, body(nb, nl, args));
-                                      });
+  auto op = linalg::GenericOp::create(
+      b, loc, types, ins, outs, maps, iters,
+      [&](OpBuilder &nb, Location nl, ValueRange args) { linalg::YieldOp::create(nb, nl, body(nb, nl, args)); });
   return SmallVector<Value>(op->getResults());
 }
 
@@ -96,19 +96,19 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
         return V{rt::callFunc(b, loc, module, rt::Fn::planrt_k_axis_coord, ValueRange{axis}).getResult(0)};
       })
       .Case([&](nn::AddOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()}, [](OpBuilder &b, Location l, ValueRange a) {
-          return V{arith::AddFOp::create(b, l, a[0], a[1])};
-        })};
+        return V{elementwise(
+            b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()},
+            [](OpBuilder &b, Location l, ValueRange a) { return V{arith::AddFOp::create(b, l, a[0], a[1])}; })};
       })
       .Case([&](nn::SubOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()}, [](OpBuilder &b, Location l, ValueRange a) {
-          return V{arith::SubFOp::create(b, l, a[0], a[1])};
-        })};
+        return V{elementwise(
+            b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()},
+            [](OpBuilder &b, Location l, ValueRange a) { return V{arith::SubFOp::create(b, l, a[0], a[1])}; })};
       })
       .Case([&](nn::MulOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()}, [](OpBuilder &b, Location l, ValueRange a) {
-          return V{arith::MulFOp::create(b, l, a[0], a[1])};
-        })};
+        return V{elementwise(
+            b, loc, type(o.getResult()), {o.getLhs(), o.getRhs()},
+            [](OpBuilder &b, Location l, ValueRange a) { return V{arith::MulFOp::create(b, l, a[0], a[1])}; })};
       })
       .Case([&](nn::ScaleOp o) {
         double f = o.getFactor().convertToDouble();
@@ -119,7 +119,7 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
       .Case([&](nn::RoundOp o) {
         Type to = o.getTo();
         return V{elementwise(b, loc, type(o.getResult()), {o.getX()}, [&](OpBuilder &b, Location l, ValueRange a) {
-          Value narrow = arith::TruncFOp::create(b, l, to, a[0]);  // to nearest even
+          Value narrow = arith::TruncFOp::create(b, l, to, a[0]); // to nearest even
           return V{arith::ExtFOp::create(b, l, a[0].getType(), narrow)};
         })};
       })
@@ -137,21 +137,24 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
         })};
       })
       .Case([&](nn::GeluGradOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
-          // d/dx 0.5·x·(1 + t) = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)
-          Type t = a[1].getType();
-          Value x = a[1], th = geluTanh(b, l, x);
-          Value one = cst(b, l, t, 1.0), half = cst(b, l, t, 0.5);
-          Value sech2 = arith::SubFOp::create(b, l, one, arith::MulFOp::create(b, l, th, th));
-          Value dinner = arith::MulFOp::create(
-              b, l, cst(b, l, t, std::sqrt(2.0 / M_PI)),
-              arith::AddFOp::create(b, l, one, arith::MulFOp::create(b, l, cst(b, l, t, 3 * 0.044715),
-                                                                      arith::MulFOp::create(b, l, x, x))));
-          Value d = arith::AddFOp::create(
-              b, l, arith::MulFOp::create(b, l, half, arith::AddFOp::create(b, l, one, th)),
-              arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, half, x), arith::MulFOp::create(b, l, sech2, dinner)));
-          return V{arith::MulFOp::create(b, l, a[0], d)};
-        })};
+        return V{
+            elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
+              // d/dx 0.5·x·(1 + t) = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)
+              Type t = a[1].getType();
+              Value x = a[1], th = geluTanh(b, l, x);
+              Value one = cst(b, l, t, 1.0), half = cst(b, l, t, 0.5);
+              Value sech2 = arith::SubFOp::create(b, l, one, arith::MulFOp::create(b, l, th, th));
+              Value dinner = arith::MulFOp::create(
+                  b, l, cst(b, l, t, std::sqrt(2.0 / M_PI)),
+                  arith::AddFOp::create(
+                      b, l, one,
+                      arith::MulFOp::create(b, l, cst(b, l, t, 3 * 0.044715), arith::MulFOp::create(b, l, x, x))));
+              Value d =
+                  arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, half, arith::AddFOp::create(b, l, one, th)),
+                                        arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, half, x),
+                                                              arith::MulFOp::create(b, l, sech2, dinner)));
+              return V{arith::MulFOp::create(b, l, a[0], d)};
+            })};
       })
       .Case([&](nn::SiluOp o) {
         return V{elementwise(b, loc, type(o.getResult()), {o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
@@ -159,14 +162,17 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
         })};
       })
       .Case([&](nn::SiluGradOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
-          // σ(x)·(1 + x·(1 − σ(x)))
-          Type t = a[1].getType();
-          Value s = sigmoid(b, l, a[1]), one = cst(b, l, t, 1.0);
-          Value d = arith::MulFOp::create(
-              b, l, s, arith::AddFOp::create(b, l, one, arith::MulFOp::create(b, l, a[1], arith::SubFOp::create(b, l, one, s))));
-          return V{arith::MulFOp::create(b, l, a[0], d)};
-        })};
+        return V{
+            elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
+              // σ(x)·(1 + x·(1 − σ(x)))
+              Type t = a[1].getType();
+              Value s = sigmoid(b, l, a[1]), one = cst(b, l, t, 1.0);
+              Value d = arith::MulFOp::create(
+                  b, l, s,
+                  arith::AddFOp::create(b, l, one,
+                                        arith::MulFOp::create(b, l, a[1], arith::SubFOp::create(b, l, one, s))));
+              return V{arith::MulFOp::create(b, l, a[0], d)};
+            })};
       })
       .Case([&](nn::ReluOp o) {
         return V{elementwise(b, loc, type(o.getResult()), {o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
@@ -174,27 +180,30 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
         })};
       })
       .Case([&](nn::ReluGradOp o) {
-        return V{elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
-          Value zero = cst(b, l, a[1].getType(), 0.0);
-          Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[1], zero);
-          return V{arith::SelectOp::create(b, l, pos, a[0], zero)};
-        })};
+        return V{
+            elementwise(b, loc, type(o.getResult()), {o.getDy(), o.getX()}, [](OpBuilder &b, Location l, ValueRange a) {
+              Value zero = cst(b, l, a[1].getType(), 0.0);
+              Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[1], zero);
+              return V{arith::SelectOp::create(b, l, pos, a[0], zero)};
+            })};
       })
       .Case([&](nn::BiasAddOp o) {
         RankedTensorType t = type(o.getResult());
         AffineMap id = b.getMultiDimIdentityMap(3);
         AffineMap last = AffineMap::get(3, 0, {b.getAffineDimExpr(2)}, b.getContext());
         SmallVector<utils::IteratorType> iters(3, utils::IteratorType::parallel);
-        return generic(b, loc, {o.getX(), o.getBias()}, {id, last}, {t}, {id}, iters, {},
-                       [](OpBuilder &b, Location l, ValueRange a) { return V{arith::AddFOp::create(b, l, a[0], a[1])}; });
+        return generic(
+            b, loc, {o.getX(), o.getBias()}, {id, last}, {t}, {id}, iters, {},
+            [](OpBuilder &b, Location l, ValueRange a) { return V{arith::AddFOp::create(b, l, a[0], a[1])}; });
       })
       .Case([&](nn::SumRowsOp o) {
         AffineMap id = b.getMultiDimIdentityMap(3);
         AffineMap last = AffineMap::get(3, 0, {b.getAffineDimExpr(2)}, b.getContext());
         using I = utils::IteratorType;
-        return generic(b, loc, {o.getX()}, {id}, {type(o.getResult())}, {last}, {I::reduction, I::reduction, I::parallel},
-                       {zeroFilled(b, loc, type(o.getResult()))},
-                       [](OpBuilder &b, Location l, ValueRange a) { return V{arith::AddFOp::create(b, l, a[1], a[0])}; });
+        return generic(
+            b, loc, {o.getX()}, {id}, {type(o.getResult())}, {last}, {I::reduction, I::reduction, I::parallel},
+            {zeroFilled(b, loc, type(o.getResult()))},
+            [](OpBuilder &b, Location l, ValueRange a) { return V{arith::AddFOp::create(b, l, a[1], a[0])}; });
       })
       .Case([&](nn::SumSquaresOp o) {
         // Accumulated in f64: an f32 running sum over millions of squares stops
@@ -212,7 +221,8 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
                               Value sq = arith::MulFOp::create(b, l, x, x);
                               return V{arith::AddFOp::create(b, l, a[1], sq, fm)};
                             })[0];
-        Value narrow = arith::TruncFOp::create(b, loc, b.getF32Type(), tensor::ExtractOp::create(b, loc, sum, ValueRange{}));
+        Value narrow =
+            arith::TruncFOp::create(b, loc, b.getF32Type(), tensor::ExtractOp::create(b, loc, sum, ValueRange{}));
         return V{tensor::FromElementsOp::create(b, loc, type(o.getResult()), ValueRange{narrow})};
       })
       .Case([&](nn::PositionsOp o) {
@@ -234,32 +244,34 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
         auto c64 = [&](double v) { return cst(b, loc, b.getF64Type(), v); };
         double wd = o.getWeightDecay().convertToDouble(), b1 = o.getBeta1().convertToDouble(),
                b2 = o.getBeta2().convertToDouble(), eps = o.getEps().convertToDouble();
-        Value decay = narrow(arith::SubFOp::create(b, loc, c64(1.0), arith::MulFOp::create(b, loc, o.getLr(), c64(wd))));
+        Value decay =
+            narrow(arith::SubFOp::create(b, loc, c64(1.0), arith::MulFOp::create(b, loc, o.getLr(), c64(wd))));
         Value stepSize = narrow(arith::DivFOp::create(b, loc, o.getLr(), o.getBc1()));
         Value bc2Sqrt = narrow(math::SqrtOp::create(b, loc, o.getBc2()));
         Value scale = o.getGradScale();
         RankedTensorType t = type(o.getParam());
         AffineMap id = b.getMultiDimIdentityMap(t.getRank());
         SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
-        return generic(b, loc, {o.getParam(), o.getGrad(), o.getM(), o.getV()}, {id, id, id, id}, {t, t, t}, {id, id, id},
-                       iters, {}, [&](OpBuilder &b, Location l, ValueRange a) {
-                         auto c = [&](double v) { return cst(b, l, f32, v); };
-                         Value g = arith::MulFOp::create(b, l, a[1], scale);
-                         Value p = arith::MulFOp::create(b, l, a[0], decay);
-                         Value m = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(b1)),
-                                                         arith::MulFOp::create(b, l, g, c(1 - b1)));
-                         Value v = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[3], c(b2)),
-                                                   arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, g, g), c(1 - b2)));
-                         Value denom = arith::AddFOp::create(
-                             b, l, arith::DivFOp::create(b, l, math::SqrtOp::create(b, l, v), bc2Sqrt), c(eps));
-                         Value upd = arith::MulFOp::create(b, l, stepSize, arith::DivFOp::create(b, l, m, denom));
-                         Value np = arith::SubFOp::create(b, l, p, upd);
-                         if (Value apply = o.getApply())
-                           return V{arith::SelectOp::create(b, l, apply, np, a[0]),
-                                    arith::SelectOp::create(b, l, apply, m, a[2]),
-                                    arith::SelectOp::create(b, l, apply, v, a[3])};
-                         return V{np, m, v};
-                       });
+        return generic(
+            b, loc, {o.getParam(), o.getGrad(), o.getM(), o.getV()}, {id, id, id, id}, {t, t, t}, {id, id, id}, iters,
+            {}, [&](OpBuilder &b, Location l, ValueRange a) {
+              auto c = [&](double v) { return cst(b, l, f32, v); };
+              Value g = arith::MulFOp::create(b, l, a[1], scale);
+              Value p = arith::MulFOp::create(b, l, a[0], decay);
+              Value m = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(b1)),
+                                              arith::MulFOp::create(b, l, g, c(1 - b1)));
+              Value v =
+                  arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[3], c(b2)),
+                                        arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, g, g), c(1 - b2)));
+              Value denom = arith::AddFOp::create(
+                  b, l, arith::DivFOp::create(b, l, math::SqrtOp::create(b, l, v), bc2Sqrt), c(eps));
+              Value upd = arith::MulFOp::create(b, l, stepSize, arith::DivFOp::create(b, l, m, denom));
+              Value np = arith::SubFOp::create(b, l, p, upd);
+              if (Value apply = o.getApply())
+                return V{arith::SelectOp::create(b, l, apply, np, a[0]), arith::SelectOp::create(b, l, apply, m, a[2]),
+                         arith::SelectOp::create(b, l, apply, v, a[3])};
+              return V{np, m, v};
+            });
       })
       .Default([](Operation *) { return V{}; });
 }

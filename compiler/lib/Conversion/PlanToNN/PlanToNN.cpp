@@ -84,8 +84,7 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     };
     auto hidden = [&](Value w, bool transposed) {
       auto wt = cast<RankedTensorType>(w.getType());
-      return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                                    wt.getDimSize(transposed ? 0 : 1)},
+      return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic, wt.getDimSize(transposed ? 0 : 1)},
                                    wt.getElementType());
     };
     auto linear = [&](Value x, Value w, Value bias) -> Value {
@@ -100,8 +99,7 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     case pl::LayerKind::linear:
       return linear(in[0], ps[0], ps.size() > 1 ? ps[1] : Value());
     case pl::LayerKind::layernorm:
-      return nn::LayerNormOp::create(b, loc, type, in[0], ps[0], ps.size() > 1 ? ps[1] : Value(),
-                                     f64("eps", 1e-5));
+      return nn::LayerNormOp::create(b, loc, type, in[0], ps[0], ps.size() > 1 ? ps[1] : Value(), f64("eps", 1e-5));
     case pl::LayerKind::rmsnorm:
       return nn::RMSNormOp::create(b, loc, type, in[0], ps[0], f64("eps", 1e-6));
     case pl::LayerKind::attention: {
@@ -113,10 +111,9 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
       auto kv = apply->getAttrOfType<IntegerAttr>("kv_heads");
       auto causal = apply->getAttrOfType<BoolAttr>("causal");
       auto rope = apply->getAttrOfType<BoolAttr>("rope");
-      Value o = nn::SDPAOp::create(b, loc, type, qkv, heads, kv,
-                                   causal && causal.getValue() ? b.getUnitAttr() : UnitAttr(),
-                                   rope && rope.getValue() ? b.getUnitAttr() : UnitAttr(),
-                                   f64("rope_theta", 10000.0));
+      Value o =
+          nn::SDPAOp::create(b, loc, type, qkv, heads, kv, causal && causal.getValue() ? b.getUnitAttr() : UnitAttr(),
+                             rope && rope.getValue() ? b.getUnitAttr() : UnitAttr(), f64("rope_theta", 10000.0));
       return linear(o, cProjW, cProjB);
     }
     case pl::LayerKind::gelu:

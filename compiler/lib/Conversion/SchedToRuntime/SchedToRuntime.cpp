@@ -57,7 +57,8 @@ private:
       Location loc = op.getLoc();
       b.setInsertionPoint(&op);
       if (auto loop = dyn_cast<sched::MicroLoopOp>(op)) {
-        Value lo = arith::ConstantIndexOp::create(b, loc, 0), hi = arith::ConstantIndexOp::create(b, loc, loop.getCount()),
+        Value lo = arith::ConstantIndexOp::create(b, loc, 0),
+              hi = arith::ConstantIndexOp::create(b, loc, loop.getCount()),
               one = arith::ConstantIndexOp::create(b, loc, 1);
         auto forOp = scf::ForOp::create(b, loc, lo, hi, one);
         Block &body = loop.getBody().front();
@@ -88,7 +89,8 @@ private:
       Value m;
       if (auto x = dyn_cast<sched::FillOp>(op)) {
         Value v = arith::ConstantOp::create(b, loc, x.getValueAttr());
-        call(loc, rt::Fn::planrt_sched_fill, {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
+        call(loc, rt::Fn::planrt_sched_fill,
+             {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
       } else if (auto x = dyn_cast<sched::AllocOp>(op)) {
         call(loc, rt::Fn::planrt_sched_alloc, {buf(loc, x.getBufferAttr())});
       } else if (auto x = dyn_cast<sched::FreeOp>(op)) {
@@ -112,8 +114,9 @@ private:
                   i64(loc, start.getSourceOffset()), i64(loc, start.getCount()), buf(loc, start.getDestAttr()),
                   i64(loc, start.getDestOffset()), i64(loc, start.getBegin()), i64(loc, start.getSize())});
           }
-        call(loc, rt::Fn::planrt_sched_grad, {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
-                                        buf(loc, x.getStateAttr())});
+        call(loc, rt::Fn::planrt_sched_grad,
+             {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),
+              buf(loc, x.getStateAttr())});
       } else if (auto x = dyn_cast<sched::ForwardOp>(op)) {
         call(loc, rt::Fn::planrt_sched_forward,
              {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
@@ -175,11 +178,13 @@ private:
              {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
               buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset()), i32(loc, x.getAccumulate() ? 1 : 0)});
       } else if (auto x = dyn_cast<sched::SendOp>(op)) {
-        call(loc, rt::Fn::planrt_sched_send, {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
-                                        buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
+        call(loc, rt::Fn::planrt_sched_send,
+             {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()), buf(loc, x.getBufferAttr()),
+              i64(loc, x.getOffset()), i64(loc, x.getCount())});
       } else if (auto x = dyn_cast<sched::RecvOp>(op)) {
-        call(loc, rt::Fn::planrt_sched_recv, {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()),
-                                        buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount())});
+        call(loc, rt::Fn::planrt_sched_recv,
+             {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()), buf(loc, x.getBufferAttr()),
+              i64(loc, x.getOffset()), i64(loc, x.getCount())});
       } else {
         continue;
       }

@@ -17,17 +17,17 @@
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/IR/LegacyPassManager.h"
@@ -65,18 +65,23 @@ static void registerPipelinePasses() {
 void buildLoweringPipeline(OpPassManager &pm, const std::string &loops) {
   registerPipelinePasses();
   std::string pipeline =
-      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,cse,"
-      "one-shot-bufferize,cse,canonicalize," + loops + ","
-      "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
+      "cse,"
+      "one-shot-bufferize,cse,canonicalize," +
+      loops +
+      ","
+      "plan-approximate-tanh,arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-"
+      "metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm{use-generic-functions=1},"
-      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-main";
+      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-"
+      "main";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CPU lowering pipeline does not parse");
 }
 
 void registerTarget(DialectRegistry &registry) {
-  registry.insert<linalg::LinalgDialect, memref::MemRefDialect, bufferization::BufferizationDialect,
-                  scf::SCFDialect, cf::ControlFlowDialect, LLVM::LLVMDialect, affine::AffineDialect>();
+  registry.insert<linalg::LinalgDialect, memref::MemRefDialect, bufferization::BufferizationDialect, scf::SCFDialect,
+                  cf::ControlFlowDialect, LLVM::LLVMDialect, affine::AffineDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -104,9 +109,9 @@ LogicalResult emitObject(ModuleOp module, const std::string &path, std::string &
   for (auto &f : llvm::sys::getHostCPUFeatures())
     features.AddFeature(f.first(), f.second);
   llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features.getString(), options, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(triple, llvm::sys::getHostCPUName(),
+                                                                      features.getString(), options, llvm::Reloc::PIC_,
+                                                                      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   ir->setTargetTriple(triple);
   ir->setDataLayout(tm->createDataLayout());
 
@@ -154,8 +159,8 @@ static std::string runtimeDir(const std::string &plancPath) {
   return PLANC_RUNTIME_DIR;
 }
 
-LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath,
-                   std::string &error, bool retrieval, ArrayRef<std::string> extraLibraries) {
+LogicalResult link(const std::string &object, const std::string &exe, const std::string &plancPath, std::string &error,
+                   bool retrieval, ArrayRef<std::string> extraLibraries) {
   auto cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     error = "no C compiler driver ('cc') on PATH to link with";

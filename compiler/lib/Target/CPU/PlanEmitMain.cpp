@@ -29,11 +29,13 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToEnd(m.getBody());
-      LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_cuda_start), rt::llvmFuncType(&getContext(), rt::Fn::planrt_cuda_start));
+      LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_cuda_start),
+                               rt::llvmFuncType(&getContext(), rt::Fn::planrt_cuda_start));
     }
     Block *entry = b.getInsertionBlock();
     Block *failed = main.addBlock(), *started = main.addBlock();
-    auto rc = rt::callLLVMFunc(b, loc, m, rt::Fn::planrt_cuda_start, ValueRange{entry->getArgument(0), entry->getArgument(1)});
+    auto rc = rt::callLLVMFunc(b, loc, m, rt::Fn::planrt_cuda_start,
+                               ValueRange{entry->getArgument(0), entry->getArgument(1)});
     Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
     Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc.getResult(), zero);
     LLVM::CondBrOp::create(b, loc, bad, failed, started);
@@ -59,7 +61,7 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     Location loc = m.getLoc();
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
     auto i32 = b.getI32Type();
-    static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq", "planc_update",
+    static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq",  "planc_update",
                                     "planc_eval",     "planc_step", "planc_gather", "planc_release"};
     // A pipeline-parallel executable has per-stage entry points instead of the four
     // whole-model ones: planc_stages lists (forward, backward, update) of each stage.
@@ -67,7 +69,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     while (m.lookupSymbol("planc_fwd_s" + std::to_string(stages)))
       ++stages;
     auto perModel = [&](StringRef sym) {
-      return stages > 0 && (sym == "planc_grad" || sym == "planc_sumsq" || sym == "planc_update" || sym == "planc_eval");
+      return stages > 0 &&
+             (sym == "planc_grad" || sym == "planc_sumsq" || sym == "planc_update" || sym == "planc_eval");
     };
     for (const char *sym : entries)
       if (!perModel(sym) && !m.lookupSymbol(sym)) {
@@ -94,7 +97,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
         }
       LLVM::ReturnOp::create(b, loc, v);
     }
-    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_train_main), rt::llvmFuncType(&getContext(), rt::Fn::planrt_train_main));
+    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_train_main),
+                             rt::llvmFuncType(&getContext(), rt::Fn::planrt_train_main));
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);
     b.setInsertionPointToStart(e);
@@ -115,8 +119,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
   void emitModels(OpBuilder &b, ModuleOp m, Location loc) {
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
     auto st = LLVM::LLVMStructType::getLiteral(&getContext(), {ptr, ptr, ptr, ptr});
-    auto g = LLVM::GlobalOp::create(b, loc, st, /*isConstant=*/true, LLVM::Linkage::Internal,
-                                    "planc_retrieval_models", Attribute());
+    auto g = LLVM::GlobalOp::create(b, loc, st, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_retrieval_models",
+                                    Attribute());
     OpBuilder::InsertionGuard guard(b);
     b.createBlock(&g.getInitializerRegion());
     Value v = LLVM::UndefOp::create(b, loc, st);
@@ -137,7 +141,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     auto ptr = LLVM::LLVMPointerType::get(&getContext());
     auto i32 = b.getI32Type();
     emitModels(b, m, loc);
-    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_retrieval_main_manifest), rt::llvmFuncType(&getContext(), rt::Fn::planrt_retrieval_main_manifest));
+    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_retrieval_main_manifest),
+                             rt::llvmFuncType(&getContext(), rt::Fn::planrt_retrieval_main_manifest));
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);
     b.setInsertionPointToStart(e);
@@ -163,10 +168,12 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
         return signalPassFailure();
       }
     bool grounded = m.lookupSymbol("planc_retrieval_manifest") != nullptr;
-    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_generate_main), rt::llvmFuncType(&getContext(), rt::Fn::planrt_generate_main));
+    LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_generate_main),
+                             rt::llvmFuncType(&getContext(), rt::Fn::planrt_generate_main));
     if (grounded) {
       emitModels(b, m, loc);
-      LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_retrieval_ground), rt::llvmFuncType(&getContext(), rt::Fn::planrt_retrieval_ground));
+      LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_retrieval_ground),
+                               rt::llvmFuncType(&getContext(), rt::Fn::planrt_retrieval_ground));
     }
     auto main = LLVM::LLVMFuncOp::create(b, loc, "main", LLVM::LLVMFunctionType::get(i32, {i32, ptr}));
     Block *e = main.addEntryBlock(b);

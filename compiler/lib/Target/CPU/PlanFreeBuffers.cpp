@@ -43,7 +43,7 @@ struct PlanFreeBuffers : plan::impl::PlanFreeBuffersBase<PlanFreeBuffers> {
       // address (a library call takes the pointer that
       // memref.extract_aligned_pointer_as_index gives, through casts).
       Operation *last = a;
-      SmallVector<std::pair<Value, bool>> worklist{{a.getResult(), false}};  // (value, is an address)
+      SmallVector<std::pair<Value, bool>> worklist{{a.getResult(), false}}; // (value, is an address)
       llvm::SmallPtrSet<Value, 16> seen;
       while (!worklist.empty()) {
         auto [v, address] = worklist.pop_back_val();

@@ -136,7 +136,7 @@ private:
       if (isa<memref::StoreOp, memref::LoadOp>(op))
         return;
       if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
-        ok = false;  // other writes (atomics, calls): not analysed
+        ok = false; // other writes (atomics, calls): not analysed
     });
     return ok && !stored.empty();
   }
@@ -161,8 +161,7 @@ private:
 
   /// gpu.launch of ⌈total / 256⌉ blocks of 256 threads named `<function>_<kind><n>`;
   /// `body` fills the part that runs when the thread's linear id is below `total`.
-  void launch(OpBuilder &b, Location loc, Value total, StringRef kind,
-              function_ref<void(OpBuilder &, Value)> body) {
+  void launch(OpBuilder &b, Location loc, Value total, StringRef kind, function_ref<void(OpBuilder &, Value)> body) {
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     Value threads = arith::ConstantIndexOp::create(b, loc, kThreads);
     Value blocks = arith::CeilDivSIOp::create(b, loc, total, threads);
@@ -175,8 +174,8 @@ private:
     Block &entry = l.getBody().front();
     b.setInsertionPointToStart(&entry);
     Value width = arith::ConstantIndexOp::create(b, loc, kThreads);
-    Value id = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, l.getBlockIds().x, width),
-                                     l.getThreadIds().x);
+    Value id =
+        arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, l.getBlockIds().x, width), l.getThreadIds().x);
     Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id, total);
     auto guardIf = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
     b.setInsertionPointToStart(&guardIf.getThenRegion().front());
@@ -306,9 +305,9 @@ private:
   /// A loop that sums into one element: `acc[c] = acc[c] + v(i)` with a reassociable
   /// addition, `v` pure but for loads from other buffers (a sum of squares, a mean).
   struct Reduction {
-    memref::LoadOp load;    ///< acc[c]
-    arith::AddFOp add;      ///< acc[c] + v(i)
-    memref::StoreOp store;  ///< acc[c] = …
+    memref::LoadOp load;   ///< acc[c]
+    arith::AddFOp add;     ///< acc[c] + v(i)
+    memref::StoreOp store; ///< acc[c] = …
     explicit operator bool() const { return bool(add); }
   };
 
@@ -360,8 +359,8 @@ private:
     Location loc = loop.getLoc();
     Type t = r.add.getType();
     Value zero = arith::ConstantIndexOp::create(b, loc, 0), one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, loop.getUpperBound(),
-                                                                        loop.getLowerBound()), zero);
+    Value span =
+        arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, loop.getUpperBound(), loop.getLowerBound()), zero);
     Value n = arith::CeilDivSIOp::create(b, loc, span, loop.getStep());
     Value parts = arith::ConstantIndexOp::create(b, loc, kPartials);
     auto partials = memref::AllocOp::create(b, loc, MemRefType::get({kPartials}, t));
@@ -370,8 +369,8 @@ private:
       auto strided = scf::ForOp::create(
           b, loc, id, n, parts, ValueRange{init}, [&](OpBuilder &in, Location l, Value j, ValueRange sum) {
             IRMapping map;
-            map.map(loop.getInductionVar(),
-                    arith::AddIOp::create(in, l, loop.getLowerBound(), arith::MulIOp::create(in, l, j, loop.getStep())));
+            map.map(loop.getInductionVar(), arith::AddIOp::create(in, l, loop.getLowerBound(),
+                                                                  arith::MulIOp::create(in, l, j, loop.getStep())));
             for (Operation &op : loop.getBody()->without_terminator())
               if (&op != r.load.getOperation() && &op != r.add.getOperation() && &op != r.store.getOperation())
                 in.clone(op, map);

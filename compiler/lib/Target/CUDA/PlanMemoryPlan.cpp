@@ -99,10 +99,13 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
                                        b.getFunctionType({b.getI64Type()}, {region}));
       decl.setPrivate();
       for (FunctionPlan &p : plans)
-        rewrite(p, [&](OpBuilder &b, Location loc) -> Value {
-          Value bytes = arith::ConstantIntOp::create(b, loc, p.arena, 64);
-          return func::CallOp::create(b, loc, decl, ValueRange{bytes}).getResult(0);
-        }, /*own=*/false);
+        rewrite(
+            p,
+            [&](OpBuilder &b, Location loc) -> Value {
+              Value bytes = arith::ConstantIntOp::create(b, loc, p.arena, 64);
+              return func::CallOp::create(b, loc, decl, ValueRange{bytes}).getResult(0);
+            },
+            /*own=*/false);
     }
     llvm::json::Object memory{
         {key::alignment, kAlign}, {key::state_bytes, state}, {key::step_bytes, step}, {key::arenas, std::move(arenas)}};

@@ -19,9 +19,7 @@ void NNDialect::initialize() {
 #include "plan/Dialect/NN/IR/NNOps.cpp.inc"
 
 /// Two extents agree when equal or when either is dynamic.
-static bool agree(int64_t a, int64_t b) {
-  return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b);
-}
+static bool agree(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
 
 static RankedTensorType ranked(Value v) { return cast<RankedTensorType>(v.getType()); }
 
@@ -51,8 +49,8 @@ LogicalResult MatmulOp::verify() {
   int64_t k = getTransposeW() ? w.getDimSize(1) : w.getDimSize(0);
   int64_t n = getTransposeW() ? w.getDimSize(0) : w.getDimSize(1);
   if (!agree(x.getDimSize(2), k))
-    return emitOpError() << "contracts " << x.getDimSize(2) << " input features with a weight of "
-                         << k << (getTransposeW() ? " columns" : " rows");
+    return emitOpError() << "contracts " << x.getDimSize(2) << " input features with a weight of " << k
+                         << (getTransposeW() ? " columns" : " rows");
   if (!sameRows(x, out) || !agree(out.getDimSize(2), n))
     return emitOpError() << "result must be [batch, seq, " << n << "], not " << out;
   return success();
@@ -60,9 +58,8 @@ LogicalResult MatmulOp::verify() {
 
 LogicalResult BiasAddOp::verify() {
   if (!agree(ranked(getBias()).getDimSize(0), ranked(getX()).getDimSize(2)))
-    return emitOpError() << "bias of " << ranked(getBias()).getDimSize(0)
-                         << " elements for activations of " << ranked(getX()).getDimSize(2)
-                         << " features";
+    return emitOpError() << "bias of " << ranked(getBias()).getDimSize(0) << " elements for activations of "
+                         << ranked(getX()).getDimSize(2) << " features";
   return success();
 }
 
@@ -88,18 +85,16 @@ LogicalResult RMSNormOp::verify() {
 static LogicalResult verifyAttention(Operation *op, int64_t heads, int64_t kv, RankedTensorType qkv,
                                      RankedTensorType out, bool rope, double theta) {
   if (heads < 1 || kv < 1 || heads % kv != 0)
-    return op->emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and "
-                             << kv;
+    return op->emitOpError() << "needs heads ≥ 1 and kv_heads ≥ 1 dividing them, not " << heads << " and " << kv;
   int64_t d = out.getDimSize(2);
   if (ShapedType::isDynamic(d))
     return op->emitOpError() << "result width must be static (a multiple of the " << heads << " heads)";
   if (d % heads != 0)
-    return op->emitOpError() << "result width " << d << " must be a static multiple of the " << heads
-                             << " heads";
+    return op->emitOpError() << "result width " << d << " must be a static multiple of the " << heads << " heads";
   int64_t hd = d / heads;
   if (!agree(qkv.getDimSize(2), (heads + 2 * kv) * hd))
-    return op->emitOpError() << "packed q, k, v must be (heads + 2·kv_heads)·head_dim = "
-                             << (heads + 2 * kv) * hd << " wide, not " << qkv.getDimSize(2);
+    return op->emitOpError() << "packed q, k, v must be (heads + 2·kv_heads)·head_dim = " << (heads + 2 * kv) * hd
+                             << " wide, not " << qkv.getDimSize(2);
   if (!sameRows(qkv, out))
     return op->emitOpError() << "result rows must match the input's";
   if (rope && hd % 2 != 0)
@@ -116,13 +111,11 @@ LogicalResult SDPAOp::verify() {
 
 LogicalResult SDPACachedOp::verify() {
   RankedTensorType qkv = ranked(getQkv()), cache = ranked(getCache()), out = ranked(getResult());
-  if (failed(verifyAttention(*this, getHeads(), getKvHeads(), qkv, out, getRope(),
-                             getRopeTheta().convertToDouble())))
+  if (failed(verifyAttention(*this, getHeads(), getKvHeads(), qkv, out, getRope(), getRopeTheta().convertToDouble())))
     return failure();
   int64_t hd = out.getDimSize(2) / getHeads();
   if (!agree(cache.getDimSize(0), qkv.getDimSize(0)))
-    return emitOpError() << "cache batch " << cache.getDimSize(0) << " differs from the chunk's "
-                         << qkv.getDimSize(0);
+    return emitOpError() << "cache batch " << cache.getDimSize(0) << " differs from the chunk's " << qkv.getDimSize(0);
   if (!agree(cache.getDimSize(2), 2 * getKvHeads() * hd))
     return emitOpError() << "cache rows must be 2·kv_heads·head_dim = " << 2 * getKvHeads() * hd
                          << " wide (keys then values), not " << cache.getDimSize(2);
@@ -206,8 +199,8 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult VocabParallelCrossEntropyOp::verify() {
   RankedTensorType logits = ranked(getLogits()), targets = ranked(getTargets()), lse = ranked(getLse());
   if (!sameRows(logits, targets) || !sameRows(logits, lse))
-    return emitOpError() << "targets " << targets << " and log-sum-exp " << lse
-                         << " must match the rows of the logits " << logits;
+    return emitOpError() << "targets " << targets << " and log-sum-exp " << lse << " must match the rows of the logits "
+                         << logits;
   // Its VJP gives the log-sum-exp no gradient: only the gradient op may read it.
   for (Operation *user : getLse().getUsers())
     if (!isa<VocabParallelCrossEntropyGradOp>(user))

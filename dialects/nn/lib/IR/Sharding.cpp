@@ -68,7 +68,9 @@ struct BiasAddSharding : ShardingInterface::ExternalModel<BiasAddSharding, nn::B
 
 /// db [f] = Σ_{b,s} dy [b, s, f]; loops (b, s, f).
 struct SumRowsSharding : ShardingInterface::ExternalModel<SumRowsSharding, nn::SumRowsOp> {
-  SmallVector<Iter> getLoopIteratorTypes(Operation *) const { return {Iter::reduction, Iter::reduction, Iter::parallel}; }
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
+    return {Iter::reduction, Iter::reduction, Iter::parallel};
+  }
   SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *) const {
     return {ReductionKind::Sum, ReductionKind::Sum};
   }
@@ -104,11 +106,8 @@ struct PositionsSharding : ShardingInterface::ExternalModel<PositionsSharding, n
 /// x [B, S, H], weight [H] (and bias [H]) → [B, S, H]; loops (b, s, h). The statistics are
 /// over h, so a split of h would need them reduced over it: nn-tensor-parallel refuses such
 /// a layout, and the layouts planc builds split the batch and the sequence only.
-template <typename Norm>
-struct NormSharding : ShardingInterface::ExternalModel<NormSharding<Norm>, Norm> {
-  SmallVector<Iter> getLoopIteratorTypes(Operation *) const {
-    return {Iter::parallel, Iter::parallel, Iter::parallel};
-  }
+template <typename Norm> struct NormSharding : ShardingInterface::ExternalModel<NormSharding<Norm>, Norm> {
+  SmallVector<Iter> getLoopIteratorTypes(Operation *) const { return {Iter::parallel, Iter::parallel, Iter::parallel}; }
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     MLIRContext *ctx = op->getContext();
     SmallVector<AffineMap> maps{map(ctx, 3, {0, 1, 2})};
@@ -149,8 +148,7 @@ struct CrossEntropySharding : ShardingInterface::ExternalModel<CrossEntropyShard
   }
 };
 
-template <typename... Ops>
-void elementwise(MLIRContext *ctx) {
+template <typename... Ops> void elementwise(MLIRContext *ctx) {
   (Ops::template attachInterface<ElementwiseShardingInterface<Ops>>(*ctx), ...);
 }
 

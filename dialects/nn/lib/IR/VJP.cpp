@@ -22,8 +22,8 @@ LogicalResult PositionsOp::buildVJP(OpBuilder &, ArrayRef<Value>, SmallVectorImp
 
 LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
   // dx = dy · wᵀ is a matmul with the other transposition of the same weight.
-  auto dx = MatmulOp::create(b, getLoc(), getX().getType(), dy[0], getW(),
-                             getTransposeW() ? UnitAttr() : b.getUnitAttr());
+  auto dx =
+      MatmulOp::create(b, getLoc(), getX().getType(), dy[0], getW(), getTransposeW() ? UnitAttr() : b.getUnitAttr());
   auto dw = MatmulWGradOp::create(b, getLoc(), getW().getType(), getX(), dy[0], getTransposeWAttr());
   grads.assign({dx, dw});
   return success();
@@ -35,8 +35,8 @@ LogicalResult BiasAddOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorI
 }
 
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  auto g = LayerNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(),
-                                    getWeight().getType(), dy[0], getX(), getWeight(), getEpsAttr());
+  auto g = LayerNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), getWeight().getType(), dy[0],
+                                   getX(), getWeight(), getEpsAttr());
   grads.assign({g.getDx(), g.getDweight()});
   if (getBias())
     grads.push_back(g.getDbias());
@@ -44,14 +44,15 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
 }
 
 LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  auto g = RMSNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), dy[0], getX(), getWeight(), getEpsAttr());
+  auto g = RMSNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), dy[0], getX(), getWeight(),
+                                 getEpsAttr());
   grads.assign({g.getDx(), g.getDweight()});
   return success();
 }
 
 LogicalResult SDPAOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  grads.assign({SDPAGradOp::create(b, getLoc(), getQkv().getType(), dy[0], getQkv(), getHeadsAttr(),
-                              getKvHeadsAttr(), getCausalAttr(), getRopeAttr(), getRopeThetaAttr())});
+  grads.assign({SDPAGradOp::create(b, getLoc(), getQkv().getType(), dy[0], getQkv(), getHeadsAttr(), getKvHeadsAttr(),
+                                   getCausalAttr(), getRopeAttr(), getRopeThetaAttr())});
   return success();
 }
 
@@ -89,12 +90,14 @@ LogicalResult SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<
 }
 
 LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  grads.assign({MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getRhs()), MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getLhs())});
+  grads.assign({MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getRhs()),
+                MulOp::create(b, getLoc(), dy[0].getType(), dy[0], getLhs())});
   return success();
 }
 
 LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(), getTargets()), Value()});
+  grads.assign(
+      {CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(), getTargets()), Value()});
   return success();
 }
 
@@ -119,8 +122,7 @@ LogicalResult AllReduceBackwardOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, Sm
   return success();
 }
 
-LogicalResult VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy,
-                                                    SmallVectorImpl<Value> &grads) {
+LogicalResult VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
   // The log-sum-exp is kept for this gradient only (the verifier sees to it): it gets none.
   grads.assign({VocabParallelCrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), dy[0], getLogits(),
                                                         getTargets(), getLse(), getOffset()),

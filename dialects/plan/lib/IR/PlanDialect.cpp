@@ -25,18 +25,15 @@ void PlanDialect::initialize() {
       >();
 }
 
-LogicalResult AxisAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringAttr name,
-                               int64_t size) {
+LogicalResult AxisAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringAttr name, int64_t size) {
   if (!name || name.getValue().empty())
     return emitError() << "a mesh axis needs a name";
   if (size < 1)
-    return emitError() << "mesh axis '" << name.getValue() << "' has size " << size
-                       << "; sizes are at least 1";
+    return emitError() << "mesh axis '" << name.getValue() << "' has size " << size << "; sizes are at least 1";
   return success();
 }
 
-static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, ArrayAttr names,
-                                 StringRef what) {
+static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, ArrayAttr names, StringRef what) {
   if (!names)
     return emitError() << what << " must be a list of axis names";
   for (Attribute a : names)
@@ -45,12 +42,10 @@ static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, A
   return success();
 }
 
-LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr data,
-                                   int64_t zero, StringAttr tensor, StringAttr pipeline,
-                                   int64_t stages, PipelineSchedule schedule, BoolAttr sequence,
-                                   ArrayAttr replicate, int64_t bucket) {
-  if (failed(verifyNames(emitError, data, "'data'")) ||
-      failed(verifyNames(emitError, replicate, "'replicate'")))
+LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr data, int64_t zero,
+                                   StringAttr tensor, StringAttr pipeline, int64_t stages, PipelineSchedule schedule,
+                                   BoolAttr sequence, ArrayAttr replicate, int64_t bucket) {
+  if (failed(verifyNames(emitError, data, "'data'")) || failed(verifyNames(emitError, replicate, "'replicate'")))
     return failure();
   if (zero < 0 || zero > 3)
     return emitError() << "ZeRO stage must be 0, 1, 2 or 3, not " << zero;

@@ -16,8 +16,8 @@ using namespace plan::pl;
 
 /// An enum attribute as a bare keyword (`layernorm`, `normal`).
 template <typename EnumAttrT, typename Enum>
-static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr,
-                                    std::optional<Enum> (*symbolize)(StringRef), StringRef what) {
+static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr, std::optional<Enum> (*symbolize)(StringRef),
+                                    StringRef what) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
@@ -74,18 +74,15 @@ LogicalResult MeshOp::verify() {
       return emitOpError() << "axis sizes overflow";
   }
   if (product != getNumDevices())
-    return emitOpError() << "axes multiply to " << product << " but the mesh has "
-                         << getNumDevices() << " devices";
+    return emitOpError() << "axes multiply to " << product << " but the mesh has " << getNumDevices() << " devices";
   if (getMemory() && *getMemory() <= 0)
     return emitOpError() << "memory must be positive";
-  if ((getPeak() && !(getPeak()->convertToDouble() > 0)) ||
-      (getHbm() && !(getHbm()->convertToDouble() > 0)))
+  if ((getPeak() && !(getPeak()->convertToDouble() > 0)) || (getHbm() && !(getHbm()->convertToDouble() > 0)))
     return emitOpError() << "hardware figures must be positive";
   if (auto links = getLinks())
     for (NamedAttribute l : *links)
       if (!isa<FloatAttr>(l.getValue()))
-        return emitOpError() << "link '" << l.getName().getValue()
-                             << "' must be a bandwidth in bytes/s (f64)";
+        return emitOpError() << "link '" << l.getName().getValue() << "' must be a bandwidth in bytes/s (f64)";
   return success();
 }
 
@@ -116,10 +113,8 @@ LogicalResult ModelOp::verify() {
 
 LogicalResult ModelOp::verifyRegions() {
   Block &body = getBodyBlock();
-  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                      IntegerType::get(getContext(), 32));
-  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != tokens ||
-      body.getArgument(1).getType() != tokens)
+  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, IntegerType::get(getContext(), 32));
+  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != tokens || body.getArgument(1).getType() != tokens)
     return emitOpError() << "takes two arguments, tokens and targets, of type " << tokens;
   int64_t total = 0;
   for (ParamOp p : body.getOps<ParamOp>()) {
@@ -128,16 +123,14 @@ LogicalResult ModelOp::verifyRegions() {
       return emitOpError() << "parameter count overflows";
   }
   if (total != getNumParamsAttr().getInt())
-    return emitOpError() << "num_params is " << getNumParams() << " but its parameters hold "
-                         << total << " elements";
+    return emitOpError() << "num_params is " << getNumParams() << " but its parameters hold " << total << " elements";
   return success();
 }
 
 LogicalResult ParamOp::verify() {
   RankedTensorType type = getTensorType();
   if (static_cast<int64_t>(getDims().size()) != type.getRank())
-    return emitOpError() << "names " << getDims().size() << " logical dims for a rank-"
-                         << type.getRank() << " tensor";
+    return emitOpError() << "names " << getDims().size() << " logical dims for a rank-" << type.getRank() << " tensor";
   for (int64_t d : type.getShape())
     if (d < 1)
       return emitOpError() << "has an empty dimension";
@@ -180,11 +173,10 @@ LogicalResult ApplyOp::verify() {
   Arity a = arityOf(getKind());
   StringRef name = stringifyLayerKind(getKind());
   if (getInputs().size() != a.inputs)
-    return emitOpError() << "'" << name << "' takes " << a.inputs << " input(s), not "
-                         << getInputs().size();
+    return emitOpError() << "'" << name << "' takes " << a.inputs << " input(s), not " << getInputs().size();
   if (getParams().size() < a.minParams || getParams().size() > a.maxParams)
-    return emitOpError() << "'" << name << "' reads " << a.minParams << " to " << a.maxParams
-                         << " parameters, not " << getParams().size();
+    return emitOpError() << "'" << name << "' reads " << a.minParams << " to " << a.maxParams << " parameters, not "
+                         << getParams().size();
   if (getKind() == LayerKind::attention && getParams().size() != 2 && getParams().size() != 4)
     return emitOpError() << "attention reads its c_attn and c_proj weights, with or without both biases "
                             "(2 or 4 parameters), not "
@@ -192,8 +184,7 @@ LogicalResult ApplyOp::verify() {
   if (getKind() == LayerKind::attention) {
     auto heads = (*this)->getAttrOfType<IntegerAttr>("heads");
     auto kv = (*this)->getAttrOfType<IntegerAttr>("kv_heads");
-    if (!heads || !kv || heads.getInt() < 1 || kv.getInt() < 1 ||
-        heads.getInt() % kv.getInt() != 0)
+    if (!heads || !kv || heads.getInt() < 1 || kv.getInt() < 1 || heads.getInt() % kv.getInt() != 0)
       return emitOpError() << "attention needs 'heads' and 'kv_heads', with kv_heads dividing heads";
   }
   if (getKind() == LayerKind::cross_entropy &&
@@ -222,15 +213,13 @@ LogicalResult ApplyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t in = lastDim(getInputs()[0].getType()), out = lastDim(getType());
   switch (getKind()) {
   case LayerKind::linear:
-    if (w.size() != 2 || (in != ShapedType::kDynamic && in != w[0]) ||
-        (out != ShapedType::kDynamic && out != w[1]))
-      return emitOpError() << "linear weight " << params[0].getTensorType()
-                           << " does not map " << getInputs()[0].getType() << " to " << getType();
+    if (w.size() != 2 || (in != ShapedType::kDynamic && in != w[0]) || (out != ShapedType::kDynamic && out != w[1]))
+      return emitOpError() << "linear weight " << params[0].getTensorType() << " does not map "
+                           << getInputs()[0].getType() << " to " << getType();
     break;
   case LayerKind::embedding:
     if (w.size() != 2 || (out != ShapedType::kDynamic && out != w[1]))
-      return emitOpError() << "embedding weight " << params[0].getTensorType()
-                           << " does not produce " << getType();
+      return emitOpError() << "embedding weight " << params[0].getTensorType() << " does not produce " << getType();
     break;
   case LayerKind::layernorm:
   case LayerKind::rmsnorm:
@@ -250,8 +239,10 @@ LogicalResult ApplyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult TrainOp::verify() {
   for (auto [name, v] : {std::pair<StringRef, int64_t>{"batch", getBatch()},
-                         {"micro", getMicro()}, {"seq", getSeq()},
-                         {"accumulation", getAccumulation()}, {"steps", getSteps()}})
+                         {"micro", getMicro()},
+                         {"seq", getSeq()},
+                         {"accumulation", getAccumulation()},
+                         {"steps", getSteps()}})
     if (v < 1)
       return emitOpError() << "'" << name << "' must be at least 1, not " << v;
   if (!(getLr().convertToDouble() > 0))
@@ -302,15 +293,12 @@ LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   for (Attribute a : par.getReplicate())
     if (failed(use(cast<StringAttr>(a).getValue(), "replicate")))
       return failure();
-  if (failed(use(par.getTensor().getValue(), "tensor")) ||
-      failed(use(par.getPipeline().getValue(), "pipeline")))
+  if (failed(use(par.getTensor().getValue(), "tensor")) || failed(use(par.getPipeline().getValue(), "pipeline")))
     return failure();
   if (getBatch() != getMicro() * dp * getAccumulation())
-    return emitOpError() << "batch " << getBatch() << " != micro " << getMicro()
-                         << " × data-parallel size " << dp << " × accumulation "
-                         << getAccumulation();
-  if (!par.getPipeline().getValue().empty() &&
-      par.getStages() % mesh.getAxisSize(par.getPipeline().getValue()) != 0)
+    return emitOpError() << "batch " << getBatch() << " != micro " << getMicro() << " × data-parallel size " << dp
+                         << " × accumulation " << getAccumulation();
+  if (!par.getPipeline().getValue().empty() && par.getStages() % mesh.getAxisSize(par.getPipeline().getValue()) != 0)
     return emitOpError() << "pipeline stages do not divide over the pipeline axis";
   if (maxSeq > 0 && getSeqAttr().getInt() > maxSeq)
     return emitOpError() << "seq " << getSeq() << " exceeds the model's " << maxSeq << " positions";

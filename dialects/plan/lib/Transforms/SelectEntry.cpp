@@ -24,8 +24,7 @@ struct SelectEntry : plan::pl::impl::PlanSelectEntryBase<SelectEntry> {
       std::string names;
       for (Operation &op : module.getOps())
         if (isa<TrainOp, RetrievalOp, GenerateOp>(op))
-          names += (names.empty() ? "" : ", ") +
-                   SymbolTable::getSymbolName(&op).getValue().str();
+          names += (names.empty() ? "" : ", ") + SymbolTable::getSymbolName(&op).getValue().str();
       InFlightDiagnostic diag = module.emitError();
       if (!entryOp)
         diag << "no declaration named '" << entry << "'";
@@ -47,8 +46,7 @@ struct SelectEntry : plan::pl::impl::PlanSelectEntryBase<SelectEntry> {
           keep.insert(def);
     }
     for (Operation &op : llvm::make_early_inc_range(module.getOps()))
-      if (op.getDialect() == op.getContext()->getLoadedDialect<PlanDialect>() &&
-          !keep.contains(&op))
+      if (op.getDialect() == op.getContext()->getLoadedDialect<PlanDialect>() && !keep.contains(&op))
         op.erase();
   }
 };

@@ -120,8 +120,8 @@ LogicalResult checkRange(Operation *op, SymbolTableCollection &tables, FlatSymbo
                                << " only, outside a sched.on region of that stage";
   }
   if (offset < 0 || count < 0 || offset + count > buffer.getFloats())
-    return op->emitOpError() << "range [" << offset << ", " << offset + count << ") lies outside " << name
-                             << " of " << buffer.getFloats() << " floats";
+    return op->emitOpError() << "range [" << offset << ", " << offset + count << ") lies outside " << name << " of "
+                             << buffer.getFloats() << " floats";
   return success();
 }
 
@@ -145,8 +145,8 @@ FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
 /// `part`[partOffset] (a reduce-scatter's source and destination, an all-gather's
 /// destination and source): both ranges in their buffers, the slice in the whole one.
 LogicalResult checkSlice(Operation *op, SymbolTableCollection &tables, ArrayAttr axes, FlatSymbolRefAttr whole,
-                         int64_t wholeOffset, FlatSymbolRefAttr part, int64_t partOffset, int64_t count,
-                         int64_t begin, int64_t size, StringRef sliced) {
+                         int64_t wholeOffset, FlatSymbolRefAttr part, int64_t partOffset, int64_t count, int64_t begin,
+                         int64_t size, StringRef sliced) {
   FailureOr<int64_t> n = groupSize(op, axes);
   if (failed(n) || failed(checkRange(op, tables, whole, wholeOffset, count * *n)) ||
       failed(checkRange(op, tables, part, partOffset, count)))
@@ -165,8 +165,7 @@ LogicalResult checkSliceStart(Operation *op, int64_t begin, int64_t size, int64_
   return success();
 }
 
-LogicalResult checkPieces(Operation *op, SymbolTableCollection &tables, ArrayAttr buffers,
-                          ArrayRef<int64_t> offsets) {
+LogicalResult checkPieces(Operation *op, SymbolTableCollection &tables, ArrayAttr buffers, ArrayRef<int64_t> offsets) {
   for (auto [b, off] : llvm::zip(buffers, offsets))
     if (failed(checkRange(op, tables, cast<FlatSymbolRefAttr>(b), off, 0)))
       return failure();
@@ -262,8 +261,8 @@ LogicalResult ReduceScatterStartOp::verify() {
   return success();
 }
 LogicalResult ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &t) {
-  return checkSlice(*this, t, getAxes(), getSourceAttr(), getSourceOffset(), getDestAttr(), getDestOffset(),
-                    getCount(), getBegin(), getSize(), "scattered");
+  return checkSlice(*this, t, getAxes(), getSourceAttr(), getSourceOffset(), getDestAttr(), getDestOffset(), getCount(),
+                    getBegin(), getSize(), "scattered");
 }
 LogicalResult AllGatherStartOp::verify() {
   if (failed(checkSliceStart(*this, getBegin(), getSize(), getDestOffset(), "destination")))
@@ -286,8 +285,8 @@ LogicalResult AllGatherStartOp::verify() {
                    : isa<FillOp>(op) ? cast<FillOp>(op).getBufferAttr()
                                      : FlatSymbolRefAttr();
     if (touched == getDestAttr()) {
-      InFlightDiagnostic d = emitOpError() << "writes " << getDestAttr() << " while '"
-                                           << op->getName().getStringRef() << "' touches it before the sched.grad";
+      InFlightDiagnostic d = emitOpError() << "writes " << getDestAttr() << " while '" << op->getName().getStringRef()
+                                           << "' touches it before the sched.grad";
       d.attachNote(op->getLoc()) << "here";
       return d;
     }
@@ -295,8 +294,8 @@ LogicalResult AllGatherStartOp::verify() {
   return success();
 }
 LogicalResult AllGatherStartOp::verifySymbolUses(SymbolTableCollection &t) {
-  return checkSlice(*this, t, getAxes(), getDestAttr(), getDestOffset(), getSourceAttr(), getSourceOffset(),
-                    getCount(), getBegin(), getSize(), "gathered");
+  return checkSlice(*this, t, getAxes(), getDestAttr(), getDestOffset(), getSourceAttr(), getSourceOffset(), getCount(),
+                    getBegin(), getSize(), "gathered");
 }
 
 LogicalResult GradOp::verify() {

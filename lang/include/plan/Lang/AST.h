@@ -31,16 +31,16 @@ struct Arg {
 
 struct Expr {
   enum class Kind {
-    Number,  ///< `42`, `3e-4`, `80 GiB`, `450 GB/s`
-    Word,    ///< a digit-led word that is not a number, e.g. `1f1b`
-    String,  ///< `"…"`, escapes resolved
-    Name,    ///< an identifier
-    List,    ///< `[a, b]` or `[dp: 2, tp: 4]`
-    Call,    ///< `f(x, key: v)`
-    Member,  ///< `wte.attend`
-    Unary,   ///< `-x`
-    Binary,  ///< `a * b`
-    Repeat,  ///< `repeat(n) block(args)`
+    Number, ///< `42`, `3e-4`, `80 GiB`, `450 GB/s`
+    Word,   ///< a digit-led word that is not a number, e.g. `1f1b`
+    String, ///< `"…"`, escapes resolved
+    Name,   ///< an identifier
+    List,   ///< `[a, b]` or `[dp: 2, tp: 4]`
+    Call,   ///< `f(x, key: v)`
+    Member, ///< `wte.attend`
+    Unary,  ///< `-x`
+    Binary, ///< `a * b`
+    Repeat, ///< `repeat(n) block(args)`
   };
   Kind kind;
   Loc loc;
@@ -73,13 +73,13 @@ struct Param {
   Loc loc;
   std::string type;
   Loc typeLoc;
-  ExprPtr defaultValue;  ///< may be null
+  ExprPtr defaultValue; ///< may be null
 };
 
 struct Stmt {
   enum class Kind { Assign, Return };
   Kind kind;
-  std::string name;  ///< Assign: the target name
+  std::string name; ///< Assign: the target name
   Loc loc;
   ExprPtr value;
 };
@@ -88,8 +88,8 @@ struct Stmt {
 struct Entry {
   std::string key;
   Loc loc;
-  ExprPtr value;                ///< null for a nested section
-  std::vector<Entry> children;  ///< a nested section's entries
+  ExprPtr value;               ///< null for a nested section
+  std::vector<Entry> children; ///< a nested section's entries
   bool isSection = false;
 };
 
@@ -97,8 +97,8 @@ struct Decl {
   enum class Kind { Block, Model, Mesh, Train, Retrieval, Generate };
   Kind kind;
   std::string name;
-  Loc loc;      ///< the keyword
-  Loc nameLoc;  ///< the name
+  Loc loc;     ///< the keyword
+  Loc nameLoc; ///< the name
   // block / model with a body
   std::vector<Param> params;
   std::vector<std::pair<std::string, Loc>> inputs;
@@ -118,7 +118,7 @@ struct Import {
 /// One parsed file.
 struct File {
   uint32_t id = 0;
-  std::string path;  ///< as shown in diagnostics
+  std::string path; ///< as shown in diagnostics
   std::vector<Import> imports;
   std::vector<Decl> decls;
 };

@@ -28,8 +28,7 @@ namespace plan::lang {
 class SourceFiles {
 public:
   /// Adds a buffer; returns its file id (the index used in ast::Loc).
-  uint32_t add(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &displayPath,
-               const std::string &identity);
+  uint32_t add(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &displayPath, const std::string &identity);
   llvm::SourceMgr &sourceMgr() { return mgr; }
   const std::string &path(uint32_t id) const { return files[id].display; }
   const std::string &identity(uint32_t id) const { return files[id].identity; }
@@ -42,7 +41,7 @@ private:
   struct FileInfo {
     std::string display, identity;
     unsigned bufferId;
-    std::string raw;  ///< the bytes as read; the SourceMgr holds a displayable copy
+    std::string raw; ///< the bytes as read; the SourceMgr holds a displayable copy
   };
   llvm::SourceMgr mgr;
   std::vector<FileInfo> files;
@@ -71,7 +70,7 @@ public:
 private:
   std::optional<mlir::InFlightDiagnostic> diag;
   const Diags *owner = nullptr;
-  std::vector<std::pair<ast::Loc, std::string>> context;  ///< innermost first
+  std::vector<std::pair<ast::Loc, std::string>> context; ///< innermost first
 };
 
 /// Emits located diagnostics, counting errors and dropping exact repeats (a
@@ -107,16 +106,14 @@ public:
   DiagnosticPrinter(mlir::MLIRContext &ctx, SourceFiles &files, llvm::raw_ostream &os);
 
 private:
-  void print(mlir::Location loc, mlir::DiagnosticSeverity severity, llvm::StringRef message,
-             bool isNote);
+  void print(mlir::Location loc, mlir::DiagnosticSeverity severity, llvm::StringRef message, bool isNote);
   SourceFiles &files;
   llvm::raw_ostream &os;
   mlir::ScopedDiagnosticHandler handler;
 };
 
 /// "did you mean": the closest candidate within a small edit distance, or "".
-std::string closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates,
-                         unsigned maxDistance = 0);
+std::string closestMatch(llvm::StringRef name, const std::vector<std::string> &candidates, unsigned maxDistance = 0);
 
 } // namespace plan::lang
 

@@ -20,14 +20,14 @@ inline const std::set<std::string> &defaultTensorDims() {
 }
 
 struct Layout {
-  int64_t data = 1;      ///< data-parallel size (product of the data axes)
-  int64_t tensor = 1;    ///< tensor-parallel size
-  int64_t pipeline = 1;  ///< pipeline ranks
-  int64_t stages = 1;    ///< pipeline stages (pipeline × virtual stages per rank)
+  int64_t data = 1;     ///< data-parallel size (product of the data axes)
+  int64_t tensor = 1;   ///< tensor-parallel size
+  int64_t pipeline = 1; ///< pipeline ranks
+  int64_t stages = 1;   ///< pipeline stages (pipeline × virtual stages per rank)
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
-  bool sequence = false;  ///< sequence parallel over the tensor axis
+  bool sequence = false; ///< sequence parallel over the tensor axis
   int zero = 0;
-  int64_t bucketBytes = 0;  ///< DDP gradient buckets (Parallel::bucketBytes); 0: one all-reduce
+  int64_t bucketBytes = 0; ///< DDP gradient buckets (Parallel::bucketBytes); 0: one all-reduce
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   int64_t batch = 1, micro = 1, seq = 1;
@@ -48,25 +48,25 @@ Layout layoutOf(const Train &train);
 /// one, the graph op or parameter that breaks it.
 struct Violation {
   enum class Kind {
-    Heads,                      ///< attention heads % tensor
-    KvHeads,                    ///< attention kv_heads % tensor
-    Dim,                        ///< a tensor-split parameter dim % tensor
-    Sequence,                   ///< seq % tensor under sequence parallelism
-    StagesUneven,               ///< stages % pipeline
-    StagesNeedInterleaved,      ///< stages != pipeline without an interleaved schedule
-    InterleavedTooFewStages,    ///< interleaved with fewer than 2 stages per rank
+    Heads,                   ///< attention heads % tensor
+    KvHeads,                 ///< attention kv_heads % tensor
+    Dim,                     ///< a tensor-split parameter dim % tensor
+    Sequence,                ///< seq % tensor under sequence parallelism
+    StagesUneven,            ///< stages % pipeline
+    StagesNeedInterleaved,   ///< stages != pipeline without an interleaved schedule
+    InterleavedTooFewStages, ///< interleaved with fewer than 2 stages per rank
     LayersFewerThanStages,
     MicroBatchesFewerThanStages,
-    InterleavedMicroBatches,    ///< interleaved needs micro-batches % pipeline == 0
-    BatchNotDivisible,          ///< batch % (micro × data) or batch < micro × data
-    DoubleSplit,                ///< a parameter would be split on two dims over the tensor axis
+    InterleavedMicroBatches, ///< interleaved needs micro-batches % pipeline == 0
+    BatchNotDivisible,       ///< batch % (micro × data) or batch < micro × data
+    DoubleSplit,             ///< a parameter would be split on two dims over the tensor axis
   };
   Kind kind;
   const GraphOp *op = nullptr;
   const Parameter *param = nullptr;
   size_t dimIndex = 0;
-  int64_t value = 0;    ///< the count that does not divide (heads, dim size, layers, …)
-  int64_t divisor = 0;  ///< what it should divide by / exceed
+  int64_t value = 0;   ///< the count that does not divide (heads, dim size, layers, …)
+  int64_t divisor = 0; ///< what it should divide by / exceed
 };
 
 /// Every rule of `layout` that `model` breaks (without a model, only the rules

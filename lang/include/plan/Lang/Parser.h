@@ -21,8 +21,7 @@ struct SyntaxDiag {
 /// Parses `text` (the contents of file `fileId`) into `out`. Returns false and
 /// appends to `diags` on any lexical or syntax error; `out` is then incomplete.
 /// Never throws, whatever the input.
-bool parse(const std::string &text, uint32_t fileId, ast::File &out,
-           std::vector<SyntaxDiag> &diags);
+bool parse(const std::string &text, uint32_t fileId, ast::File &out, std::vector<SyntaxDiag> &diags);
 
 } // namespace plan::lang
 

@@ -23,21 +23,34 @@ const char *initName(Init i);
 
 /// One trainable tensor of a model.
 struct Parameter {
-  std::string path;                 ///< `h.3.attn.c_attn.weight`; the checkpoint name
+  std::string path; ///< `h.3.attn.c_attn.weight`; the checkpoint name
   std::vector<int64_t> shape;
   DType dtype = DType::F32;
-  std::vector<std::string> dims;    ///< logical dim per axis: vocab, embed, qkv, heads, mlp…
+  std::vector<std::string> dims; ///< logical dim per axis: vocab, embed, qkv, heads, mlp…
   Init init = Init::Normal;
-  double initStd = 0.02;            ///< for Init::Normal
-  bool residualProjection = false;  ///< output projection feeding a residual add
-  ast::Loc loc;                     ///< the binding that created it
+  double initStd = 0.02;           ///< for Init::Normal
+  bool residualProjection = false; ///< output projection feeding a residual add
+  ast::Loc loc;                    ///< the binding that created it
   int64_t numElements() const;
 };
 
 /// The forward graph's primitive operations (one `nn` op each, later).
 enum class OpKind {
-  Embedding, Attend, Linear, LayerNorm, RMSNorm, Attention,
-  Gelu, Silu, Relu, Dropout, CrossEntropy, Positions, Add, Sub, Mul,
+  Embedding,
+  Attend,
+  Linear,
+  LayerNorm,
+  RMSNorm,
+  Attention,
+  Gelu,
+  Silu,
+  Relu,
+  Dropout,
+  CrossEntropy,
+  Positions,
+  Add,
+  Sub,
+  Mul,
 };
 const char *opKindName(OpKind k);
 
@@ -45,10 +58,8 @@ const char *opKindName(OpKind k);
 struct ValueType {
   enum class Kind { Tokens, Positions, Hidden, Scalar };
   Kind kind = Kind::Hidden;
-  int64_t features = 0;  ///< Hidden: the last dimension
-  bool operator==(const ValueType &o) const {
-    return kind == o.kind && features == o.features;
-  }
+  int64_t features = 0; ///< Hidden: the last dimension
+  bool operator==(const ValueType &o) const { return kind == o.kind && features == o.features; }
   std::string str() const;
 };
 
@@ -59,20 +70,20 @@ constexpr int kFirstOpValue = 2;
 
 struct GraphOp {
   OpKind kind;
-  std::string layer;          ///< the layer's path (`h.0.attn`); empty for free ops
-  std::vector<int> operands;  ///< value ids
-  std::vector<int> params;    ///< indices into Model::params
+  std::string layer;         ///< the layer's path (`h.0.attn`); empty for free ops
+  std::vector<int> operands; ///< value ids
+  std::vector<int> params;   ///< indices into Model::params
   ValueType result;
   // Attributes, by kind.
-  int64_t heads = 0, kvHeads = 0;  ///< attention
+  int64_t heads = 0, kvHeads = 0; ///< attention
   bool causal = false, rope = false;
   double ropeTheta = 10000.0;
-  double eps = 0;                  ///< norms
-  double p = 0;                    ///< dropout
-  int64_t inFeatures = 0, outFeatures = 0;  ///< linear, embedding (rows, cols)
-  int layerIndex = -1;             ///< index within the model's repeated trunk, or -1
-  ast::Loc loc;                    ///< the expression that applied it
-  ast::Loc bindingLoc;             ///< the binding that declared the layer
+  double eps = 0;                          ///< norms
+  double p = 0;                            ///< dropout
+  int64_t inFeatures = 0, outFeatures = 0; ///< linear, embedding (rows, cols)
+  int layerIndex = -1;                     ///< index within the model's repeated trunk, or -1
+  ast::Loc loc;                            ///< the expression that applied it
+  ast::Loc bindingLoc;                     ///< the binding that declared the layer
 };
 
 struct Model {
@@ -80,10 +91,10 @@ struct Model {
   ast::Loc loc;
   std::vector<Parameter> params;
   std::vector<GraphOp> ops;
-  int result = -1;          ///< value id of the loss
-  int64_t vocab = 0;        ///< rows of the embedding applied to the tokens
-  int64_t maxSeq = 0;       ///< rows of the positional table (0: no limit)
-  int64_t layers = 0;       ///< repeated units in the trunk (pipeline stages split these)
+  int result = -1;    ///< value id of the loss
+  int64_t vocab = 0;  ///< rows of the embedding applied to the tokens
+  int64_t maxSeq = 0; ///< rows of the positional table (0: no limit)
+  int64_t layers = 0; ///< repeated units in the trunk (pipeline stages split these)
   int64_t numParameters() const;
   /// Attention layers with their head counts, for divisibility checks.
   std::vector<const GraphOp *> attentions() const;
@@ -105,10 +116,10 @@ struct Mesh {
   int64_t perNode = 1;
   int64_t nodes = 1;
   std::vector<MeshAxis> axes;
-  std::optional<int64_t> memoryBytes;       ///< per device
-  std::optional<double> peakFlops;          ///< FLOP/s, per device
-  std::optional<double> hbmBytesPerSecond;  ///< per device
-  std::map<std::string, double> links;      ///< link name → bytes/s per device
+  std::optional<int64_t> memoryBytes;      ///< per device
+  std::optional<double> peakFlops;         ///< FLOP/s, per device
+  std::optional<double> hbmBytesPerSecond; ///< per device
+  std::map<std::string, double> links;     ///< link name → bytes/s per device
   int64_t devices() const { return perNode * nodes; }
   const MeshAxis *axis(const std::string &name) const;
 };
@@ -126,11 +137,11 @@ const char *lrScheduleName(LRSchedule s);
 struct Parallel {
   std::vector<std::string> dataAxes;
   int zero = 0;
-  std::string tensorAxis;     ///< empty: none
-  std::string pipelineAxis;   ///< empty: none
-  int64_t stages = 1;         ///< pipeline stages (axis size × virtual stages)
+  std::string tensorAxis;   ///< empty: none
+  std::string pipelineAxis; ///< empty: none
+  int64_t stages = 1;       ///< pipeline stages (axis size × virtual stages)
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
-  bool sequence = false;      ///< sequence parallel over the tensor axis
+  bool sequence = false; ///< sequence parallel over the tensor axis
   std::vector<std::string> replicate;
   /// DDP gradient buckets: at most this many bytes of gradients per all-reduce, each
   /// started as the last micro-batch's backward pass finishes its gradients; 0 = one
@@ -146,22 +157,21 @@ struct Parallel {
 /// (`bucket_cap_mb`) for DDP, ZeRO-1 and ZeRO-3 (`data` ranks > 1, ZeRO 0, 1 or 3, no
 /// tensor or pipeline split) on a cuda mesh; none otherwise (a cpu mesh's collectives run on the cores the backward
 /// pass uses; under tensor parallelism NCCL would run two communicators at once).
-int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks,
-                           int64_t pipelineRanks);
+int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks, int64_t pipelineRanks);
 
 struct Train {
   std::string name;
   ast::Loc loc;
-  int model = -1;  ///< index into Program::models
-  int mesh = -1;   ///< index into Program::meshes
-  std::vector<std::string> data, val;  ///< token file paths or globs
-  int64_t batch = 0;  ///< global sequences per optimizer step
-  int64_t micro = 0;  ///< sequences per data-parallel rank per micro-step
+  int model = -1;                     ///< index into Program::models
+  int mesh = -1;                      ///< index into Program::meshes
+  std::vector<std::string> data, val; ///< token file paths or globs
+  int64_t batch = 0;                  ///< global sequences per optimizer step
+  int64_t micro = 0;                  ///< sequences per data-parallel rank per micro-step
   int64_t seq = 0;
-  int64_t dataParallel = 1;  ///< product of the data axes
+  int64_t dataParallel = 1; ///< product of the data axes
   int64_t tensorParallel = 1;
   int64_t pipelineParallel = 1;
-  int64_t accumulation = 1;  ///< batch / (micro × dataParallel)
+  int64_t accumulation = 1; ///< batch / (micro × dataParallel)
   Parallel parallel;
   /// logical dim → mesh axis ("" = replicated), after defaults and overrides.
   std::map<std::string, std::string> shard;
@@ -177,10 +187,10 @@ struct Train {
     int64_t warmup = 0;
     double minLr = 0;
   } schedule;
-  double clip = 0;  ///< global gradient-norm clip; 0 = off
+  double clip = 0; ///< global gradient-norm clip; 0 = off
   int64_t steps = 0;
   int64_t seed = 1337;
-  int64_t evalEvery = 0, evalBatches = 0;  ///< 0 = no eval
+  int64_t evalEvery = 0, evalBatches = 0; ///< 0 = no eval
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string checkpointDir;
   /// The plan file's directory, against which relative paths resolve at run time.
@@ -196,16 +206,23 @@ enum class Metric { InnerProduct, L2 };
 struct Retrieval {
   std::string name;
   ast::Loc loc;
-  std::vector<std::string> corpus;  ///< globs
-  std::string manifest;             ///< empty when `manifest: none` was written
-  struct { ChunkKind kind = ChunkKind::Tokens; int64_t size = 256, overlap = 0; } chunk;
+  std::vector<std::string> corpus; ///< globs
+  std::string manifest;            ///< empty when `manifest: none` was written
+  struct {
+    ChunkKind kind = ChunkKind::Tokens;
+    int64_t size = 256, overlap = 0;
+  } chunk;
   struct {
     EmbedKind kind = EmbedKind::Hashing;
     int64_t dim = 384;
     int model = -1;
     std::string checkpoint, pool = "mean";
   } embed;
-  struct { std::string factory = "Flat"; Metric metric = Metric::InnerProduct; int64_t nprobe = 1; } index;
+  struct {
+    std::string factory = "Flat";
+    Metric metric = Metric::InnerProduct;
+    int64_t nprobe = 1;
+  } index;
   struct {
     SearchKind kind = SearchKind::Hybrid;
     double vectorWeight = 0.5, keywordWeight = 0.5;
@@ -213,7 +230,12 @@ struct Retrieval {
     Fusion fusion = Fusion::Weighted;
     int64_t rrfK = 60;
   } search;
-  struct { bool enabled = false; int model = -1; std::string checkpoint; int64_t top = 5; } rerank;
+  struct {
+    bool enabled = false;
+    int model = -1;
+    std::string checkpoint;
+    int64_t top = 5;
+  } rerank;
   bool quarantine = true;
   std::string store;
   std::string baseDir;
@@ -224,19 +246,19 @@ struct Generate {
   ast::Loc loc;
   int model = -1;
   std::string checkpoint;
-  int context = -1;  ///< index into Program::retrievals, or -1
+  int context = -1; ///< index into Program::retrievals, or -1
   int64_t maxTokens = 128;
   double temperature = 1.0;
-  int64_t topK = 0;  ///< 0 = off
+  int64_t topK = 0; ///< 0 = off
   int64_t seed = 1337;
-  int64_t window = 0;  ///< positions the key/value cache holds: the model's context unless set
+  int64_t window = 0; ///< positions the key/value cache holds: the model's context unless set
   std::string baseDir;
 };
 
 /// Everything sema accepted, across the main file and its imports.
 struct Program {
-  std::vector<ast::File> files;  ///< parsed files, main file first
-  std::vector<Model> models;     ///< every concrete model (no free parameters)
+  std::vector<ast::File> files; ///< parsed files, main file first
+  std::vector<Model> models;    ///< every concrete model (no free parameters)
   std::vector<Mesh> meshes;
   std::vector<Train> trains;
   std::vector<Retrieval> retrievals;

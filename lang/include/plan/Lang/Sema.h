@@ -17,8 +17,8 @@
 namespace plan::lang {
 
 struct FrontendOptions {
-  std::vector<std::string> includeDirs;  ///< `-I DIR`, searched after the importer's dir
-  std::string stdlibDir;                 ///< the installed stdlib; see defaultStdlibDir()
+  std::vector<std::string> includeDirs; ///< `-I DIR`, searched after the importer's dir
+  std::string stdlibDir;                ///< the installed stdlib; see defaultStdlibDir()
 };
 
 /// The stdlib next to the executable (`<prefix>/share/planc/stdlib`), else
@@ -27,18 +27,16 @@ std::string defaultStdlibDir(const char *argv0);
 
 /// Loads, parses and checks `mainPath` and everything it imports. Returns the
 /// program when no error was reported.
-std::optional<sema::Program> analyzeFile(const std::string &mainPath,
-                                         const FrontendOptions &options, Diags &diags);
+std::optional<sema::Program> analyzeFile(const std::string &mainPath, const FrontendOptions &options, Diags &diags);
 
 /// Same, for source text already in memory (fuzzing, tests). Relative imports
 /// resolve against `displayPath`'s directory.
-std::optional<sema::Program> analyzeBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                           const std::string &displayPath,
+std::optional<sema::Program> analyzeBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer, const std::string &displayPath,
                                            const FrontendOptions &options, Diags &diags);
 
 /// Parses `mainPath` and its imports without checking them (`emit --stage ast`).
-std::optional<std::vector<ast::File>> parseFiles(const std::string &mainPath,
-                                                 const FrontendOptions &options, Diags &diags);
+std::optional<std::vector<ast::File>> parseFiles(const std::string &mainPath, const FrontendOptions &options,
+                                                 Diags &diags);
 
 } // namespace plan::lang
 

@@ -17,7 +17,7 @@ const char *example(Dim d);
 
 struct Unit {
   Dim dim;
-  double factor;  ///< multiplier to the base unit (B, B/s, FLOP/s, s)
+  double factor; ///< multiplier to the base unit (B, B/s, FLOP/s, s)
 };
 
 /// Looks up a unit as written (`GiB`, `GB/s`, `TFLOP/s`, `ms`); case-sensitive.
