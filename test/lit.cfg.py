@@ -18,3 +18,6 @@ config.environment["TERM"] = "dumb"
 config.environment.pop("PLANC_STDLIB", None)
 config.substitutions.append(("%stdlib", config.planc_stdlib_dir))
 config.substitutions.append(("%examples", os.path.join(config.planc_src_root, "examples")))
+# MLIR's runner support library, for the tests that execute lowered IR with mlir-runner.
+config.substitutions.append(("%mlir_c_runner_utils",
+                             os.path.join(os.path.dirname(config.llvm_tools_dir), "lib", "libmlir_c_runner_utils.so")))

@@ -92,7 +92,7 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     cubin.chip = options.cudaArch;
     cuda::buildLoweringPipeline(pm, cubin);
   } else if (stage == Stage::LLVM && options.target == "cuda-host") {
-    cuda::buildHostEmulationPipeline(pm);
+    cuda::buildHostEmulationPipeline(pm, options.hostOrder);
   } else if (stage == Stage::LLVM) {
     cpu::buildLoweringPipeline(pm);
   }

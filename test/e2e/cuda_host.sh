@@ -2,7 +2,8 @@
 # --target cuda-host: the CUDA target's program — every loop a kernel of plan-gpu-map-loops,
 # launched over blocks of 256 threads — run by host loops, against the CPU target on the
 # same layouts: one process (fp32 and bf16), tensor 2 with sequence parallelism, pipeline
-# 2 with 1F1B, ZeRO-1 on data 2, and DDP, ZeRO-1 and ZeRO-3 with buckets on data 2. 20 steps each; the losses and gradient norms must
+# 2 with 1F1B, ZeRO-1 on data 2, and DDP, ZeRO-1 and ZeRO-3 with buckets on data 2, each also
+# with every launch's blocks and threads run last first (the race audit). 20 steps each; the losses and gradient norms must
 # agree within 1e-6 (the same arithmetic in another loop order), and the executable's
 # arena (the memory plan in its manifest) must hold all the run used, waste at most 5 %
 # against the CPU target's peak, and agree with planc explain (-15 %/+25 %). This checks the kernel
@@ -17,10 +18,12 @@ rm -rf *.jsonl *.plan exe_*
 source "$ROOT/test/e2e/dp_plan.sh"
 
 # same LABEL RANKS DP_PLAN_ARGS…: the layout built for cpu and for cuda-host, run, compared.
+# With HOST_ORDER=reverse the cuda-host executable runs every launch's blocks and threads
+# last first (--cuda-host-order reverse): a race between threads would change its results.
 same() {
   local label=$1 ranks=$2
   shift 2
-  TARGET=cpu dp_plan "c_$label" "$@"
+  TARGET=cpu HOST_ORDER= dp_plan "c_$label" "$@"
   TARGET=cuda-host dp_plan "h_$label" "$@"
   for t in c h; do
     if [[ $ranks -eq 1 ]]; then "./exe_${t}_$label" --log "${t}_$label.jsonl" --quiet
@@ -64,6 +67,17 @@ same dp2_zero1 2 2 4 1 20
 BUCKET="16 KiB" same dp2_buckets 2 2 2 0 20  # DDP buckets: planrt_grad_ready between kernels
 BUCKET="16 KiB" same dp2_zero1_buckets 2 2 2 1 20  # ZeRO-1 buckets: reduce-scatter slices
 BUCKET="16 KiB" same dp2_zero3_buckets 2 2 2 3 20  # ZeRO-3 buckets: planrt_params_ready between kernels
+# The race audit: the same layouts with every launch's threads and blocks run last first.
+for layout in "one 1 1 8 0 20" "bf16 1 1 8 0 20 bf16" "tp2_sp 2 1 8 0 20 fp32 none 2 true" \
+              "pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b" "dp2_zero1 2 2 4 1 20"; do
+  set -- $layout
+  label=$1
+  shift
+  HOST_ORDER=reverse same "rev_$label" "$@"
+done
+for z in 0 1 3; do
+  BUCKET="16 KiB" HOST_ORDER=reverse same "rev_dp2_z${z}_buckets" 2 2 2 $z 20
+done
 # The emitted code: no linalg loop left outside a launch before the launches become loops.
 "$PLANC" emit c_one.plan --stage llvm --target cuda-host > host.ll
 grep -q 'llvm.call @cblas_sgemm' host.ll || { echo "FAIL: cuda-host does not use the CPU's GEMM" >&2; exit 1; }

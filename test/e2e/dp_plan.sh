@@ -35,5 +35,5 @@ train $1 {
   seed      = 11
 }
 EOF
-  "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
+  "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"} ${HOST_ORDER:+--cuda-host-order "$HOST_ORDER"}
 }

@@ -54,6 +54,9 @@ options:
   --cuda-arch sm_NN[,sm_NN]  (cuda target, emit --stage ptx) the GPU architectures, sm_80 or
                              later (default sm_90: H100, H200; sm_80: A100); several make
                              one fat binary with a cubin for each
+  --cuda-host-order forward|reverse  (cuda-host target) the order each launch's blocks and
+                             threads run in; reverse runs them last first, so that a race
+                             between threads changes the results (default forward)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -66,7 +69,8 @@ options:
 )";
 
 struct Options {
-  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu", cudaArch = "sm_90";
+  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu", cudaArch = "sm_90",
+                                                                   hostOrder = "forward";
   std::vector<std::string> includeDirs, runArgs;
   bool printAfterAll = false, summary = false, json = false, searchLayouts = false, perLayer = false;
 };
@@ -170,6 +174,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerProgram(const Options &opts, Stage stage,
   pipeline.entry = opts.entry;
   pipeline.target = opts.target;
   pipeline.cudaArch = opts.cudaArch;
+  pipeline.hostOrder = opts.hostOrder;
   buildPipeline(pm, stage, pipeline);
   if (failed(pm.run(*module)))
     return nullptr;
@@ -501,20 +506,22 @@ int main(int argc, char **argv) {
     } else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) {
       opts.includeDirs.push_back(a.substr(2));
     } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" || a == "--target" ||
-               a == "--cuda-arch") {
+               a == "--cuda-arch" || a == "--cuda-host-order") {
       auto v = value(a.c_str());
       if (!v)
         return 2;
-      std::string &out = a == "--stage"       ? opts.stage
-                         : a == "--entry"     ? opts.entry
-                         : a == "-o"          ? opts.output
-                         : a == "--dump-ir"   ? opts.dumpDir
-                         : a == "--cuda-arch" ? opts.cudaArch
-                                              : opts.target;
+      std::string &out = a == "--stage"             ? opts.stage
+                         : a == "--entry"           ? opts.entry
+                         : a == "-o"                ? opts.output
+                         : a == "--dump-ir"         ? opts.dumpDir
+                         : a == "--cuda-arch"       ? opts.cudaArch
+                         : a == "--cuda-host-order" ? opts.hostOrder
+                                                    : opts.target;
       out = *v;
     } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
                takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target) ||
-               takeInline("--cuda-arch", opts.cudaArch) || takeInline("--trace", opts.trace)) {
+               takeInline("--cuda-arch", opts.cudaArch) || takeInline("--trace", opts.trace) ||
+               takeInline("--cuda-host-order", opts.hostOrder)) {
     } else if (a == "--print-ir-after-all") {
       opts.printAfterAll = true;
     } else if (a == "--summary") {
@@ -565,5 +572,9 @@ int main(int argc, char **argv) {
   }
   if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "cuda-host")
     return usageError("unknown target '" + opts.target + "'; the targets are cpu, cuda and cuda-host");
+  if (opts.hostOrder != "forward" && opts.hostOrder != "reverse")
+    return usageError("--cuda-host-order '" + opts.hostOrder + "' is neither forward nor reverse");
+  if (opts.hostOrder != "forward" && opts.target != "cuda-host")
+    return usageError("--cuda-host-order applies to --target cuda-host only");
   return run(opts, argv[0]);
 }

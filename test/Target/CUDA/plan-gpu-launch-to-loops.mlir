@@ -3,6 +3,23 @@
 // z to 0 and the grid and block sizes to the launch's operands; a launch with a barrier is
 // refused (its threads would not meet).
 // RUN: planc-opt %s -split-input-file -plan-gpu-launch-to-loops -verify-diagnostics | FileCheck %s
+// order=reverse (the race audit): iteration i of each loop runs block / thread n - 1 - i.
+// RUN: planc-opt %s -split-input-file -plan-gpu-launch-to-loops=order=reverse -verify-diagnostics | FileCheck %s --check-prefix=REV
+// RUN: not planc-opt %s -split-input-file -plan-gpu-launch-to-loops=order=sideways 2>&1 | FileCheck %s --check-prefix=ORDER
+
+// REV-LABEL: func.func @launch(
+// REV-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)
+// REV: %[[C256:.*]] = arith.constant 256 : index
+// REV: %[[ONE:.*]] = arith.constant 1 : index
+// REV: scf.for %[[BI:.*]] = %{{.*}} to %[[G]] step %[[ONE]] {
+// REV-NEXT: scf.for %[[TI:.*]] = %{{.*}} to %[[C256]] step %[[ONE]] {
+// REV-NEXT: %[[BLAST:.*]] = arith.subi %[[G]], %[[ONE]] : index
+// REV-NEXT: %[[BX:.*]] = arith.subi %[[BLAST]], %[[BI]] : index
+// REV-NEXT: %[[TLAST:.*]] = arith.subi %[[C256]], %[[ONE]] : index
+// REV-NEXT: %[[TX:.*]] = arith.subi %[[TLAST]], %[[TI]] : index
+// REV-NEXT: %[[B:.*]] = arith.muli %[[BX]], %[[C256]] : index
+// REV-NEXT: %[[I:.*]] = arith.addi %[[B]], %[[TX]] : index
+// ORDER: plan-gpu-launch-to-loops: order 'sideways' is neither forward nor reverse
 
 // CHECK-LABEL: func.func @launch(
 // CHECK-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)

@@ -25,6 +25,9 @@ struct PipelineOptions {
   /// run by host loops); the ptx stage is always the CUDA target's, as PTX text.
   std::string target = "cpu";
   std::string cudaArch = "sm_90"; ///< the CUDA target's GPU architecture
+  /// cuda-host: the order its launches' blocks and threads run in ("forward" or
+  /// "reverse", the audit for races between threads).
+  std::string hostOrder = "forward";
 };
 
 /// Adds the passes that take a freshly generated `plan` module to `stage`.

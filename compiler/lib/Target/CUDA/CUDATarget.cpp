@@ -97,10 +97,11 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
     llvm::report_fatal_error("planc: the CUDA lowering pipeline does not parse");
 }
 
-void buildHostEmulationPipeline(OpPassManager &pm) {
+void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   registerPipelinePasses();
   cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),func.func(convert-linalg-to-parallel-loops),"
-                                 "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops");
+                                 "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops{order=" +
+                                     order + "}");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

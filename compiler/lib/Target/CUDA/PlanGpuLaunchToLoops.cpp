@@ -18,7 +18,13 @@ using namespace plan;
 namespace {
 
 struct PlanGpuLaunchToLoops : plan::impl::PlanGpuLaunchToLoopsBase<PlanGpuLaunchToLoops> {
+  using PlanGpuLaunchToLoopsBase::PlanGpuLaunchToLoopsBase;
+
   void runOnOperation() override {
+    if (order != "forward" && order != "reverse") {
+      getOperation().emitError() << "plan-gpu-launch-to-loops: order '" << order << "' is neither forward nor reverse";
+      return signalPassFailure();
+    }
     SmallVector<gpu::LaunchOp> launches;
     getOperation().walk([&](gpu::LaunchOp l) { launches.push_back(l); });
     for (gpu::LaunchOp l : launches) {
@@ -42,10 +48,18 @@ struct PlanGpuLaunchToLoops : plan::impl::PlanGpuLaunchToLoopsBase<PlanGpuLaunch
       gpu::KernelDim3 ids[] = {l.getBlockIds(), l.getThreadIds(), l.getGridSize(), l.getBlockSize()};
       Value sizes[2][3] = {{l.getGridSizeX(), l.getGridSizeY(), l.getGridSizeZ()},
                            {l.getBlockSizeX(), l.getBlockSizeY(), l.getBlockSizeZ()}};
-      map.map(ids[0].x, blocks.getInductionVar());
+      // In reverse, iteration i runs block (thread) n - 1 - i.
+      auto id = [&](scf::ForOp loop) -> Value {
+        if (order == "forward")
+          return loop.getInductionVar();
+        Value last = arith::SubIOp::create(b, loc, loop.getUpperBound(), one);
+        return arith::SubIOp::create(b, loc, last, loop.getInductionVar());
+      };
+      Value blockId = id(blocks);
+      map.map(ids[0].x, blockId);
       map.map(ids[0].y, zero);
       map.map(ids[0].z, zero);
-      map.map(ids[1].x, threads.getInductionVar());
+      map.map(ids[1].x, id(threads));
       map.map(ids[1].y, zero);
       map.map(ids[1].z, zero);
       for (int i = 0; i < 2; ++i) {

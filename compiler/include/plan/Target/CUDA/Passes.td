@@ -107,7 +107,10 @@ def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {
     and threads on the host, the body inlined with the block and thread ids
     bound to the loop variables (y and z to 0): the launch's semantics for a
     kernel without barriers or shared memory, which `plan-gpu-map-loops`'
-    kernels are (`--target cuda-host`). A barrier is refused.
+    kernels are (`--target cuda-host`). A barrier is refused. With `order=reverse`
+    (`planc build --target cuda-host --cuda-host-order reverse`) the blocks and the
+    threads run last first: the audit for races between threads, since a GPU promises
+    no order.
 
     ```mlir
     gpu.launch blocks(%bx, ...) in (%gx = %nb, ...) threads(%tx, ...) in (%sx = %nt, ...) { ... }
@@ -115,6 +118,11 @@ def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {
     scf.for %bx = %c0 to %nb step %c1 { scf.for %tx = %c0 to %nt step %c1 { ... } }
     ```
   }];
+  let options = [
+    Option<"order", "order", "std::string", /*default=*/"\"forward\"",
+           "forward, or reverse: the blocks and the threads of every launch run last first, so "
+           "a kernel whose result depends on the order of its threads (a race) gives another result">
+  ];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }
 
