@@ -49,6 +49,91 @@ static Value makeInt(int64_t v, ast::Loc loc) {
   return r;
 }
 
+/// `lhs op rhs`: integers exactly (overflow and inexact division are errors), floats,
+/// and quantities scaled by numbers or added to quantities of the same dimension.
+Value Sema::evalBinary(const Expr &e, const Env *env) {
+  Value a = eval(*e.lhs, env);
+  Value b = eval(*e.rhs, env);
+  if (a.isError() || b.isError())
+    return Value::error();
+  char op = e.text[0];
+  if (a.kind == Value::Kind::Int && b.kind == Value::Kind::Int) {
+    int64_t out = 0;
+    bool overflow = false;
+    switch (op) {
+    case '+':
+      overflow = __builtin_add_overflow(a.i, b.i, &out);
+      break;
+    case '-':
+      overflow = __builtin_sub_overflow(a.i, b.i, &out);
+      break;
+    case '*':
+      overflow = __builtin_mul_overflow(a.i, b.i, &out);
+      break;
+    case '/':
+    case '%':
+      if (b.i == 0) {
+        diags.error(e.loc, "division by zero").note(b.loc, "the divisor is 0");
+        return Value::error();
+      }
+      if (a.i == INT64_MIN && b.i == -1) {
+        overflow = true;
+        break;
+      }
+      if (op == '%') {
+        out = a.i % b.i;
+      } else {
+        if (a.i % b.i != 0) {
+          diags
+              .error(e.loc, "inexact integer division: " + std::to_string(a.i) + " / " + std::to_string(b.i) +
+                                " leaves a remainder of " + std::to_string(a.i % b.i))
+              .note("integer expressions must divide exactly; change an operand");
+          return Value::error();
+        }
+        out = a.i / b.i;
+      }
+      break;
+    }
+    if (overflow) {
+      diags.error(e.loc, "integer overflow in '" + e.text + "'");
+      return Value::error();
+    }
+    return makeInt(out, e.loc);
+  }
+  bool aNum = a.kind == Value::Kind::Int || a.kind == Value::Kind::Float;
+  bool bNum = b.kind == Value::Kind::Int || b.kind == Value::Kind::Float;
+  double x = aNum || a.kind == Value::Kind::Quantity ? a.f : 0;
+  double y = bNum || b.kind == Value::Kind::Quantity ? b.f : 0;
+  // Floats, and quantities scaled by numbers or added to the same dimension.
+  if ((aNum && bNum) || (a.kind == Value::Kind::Quantity && bNum && (op == '*' || op == '/')) ||
+      (aNum && b.kind == Value::Kind::Quantity && op == '*') ||
+      (a.kind == Value::Kind::Quantity && b.kind == Value::Kind::Quantity && a.dim == b.dim &&
+       (op == '+' || op == '-'))) {
+    if (op == '%') {
+      diags.error(e.loc, "'%' needs two integers");
+      return Value::error();
+    }
+    if (op == '/' && y == 0) {
+      diags.error(e.loc, "division by zero");
+      return Value::error();
+    }
+    Value r2 = a.kind == Value::Kind::Quantity ? a : b.kind == Value::Kind::Quantity ? b : a;
+    r2.kind = (a.kind == Value::Kind::Quantity || b.kind == Value::Kind::Quantity) ? Value::Kind::Quantity
+                                                                                   : Value::Kind::Float;
+    r2.f = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
+    r2.loc = e.loc;
+    if (!std::isfinite(r2.f)) {
+      diags.error(e.loc, "arithmetic overflow");
+      return Value::error();
+    }
+    return r2;
+  }
+  auto d = diags.error(e.loc, "cannot apply '" + e.text + "' to " + a.describe() + " and " + b.describe());
+  if (a.kind == Value::Kind::Quantity && b.kind == Value::Kind::Name && b.s == "s" && op == '/')
+    d.note("a rate is written without spaces, as in '450 GB/s'");
+  return Value::error();
+}
+
 Value Sema::eval(const Expr &e, const Env *env) {
   Value r;
   r.loc = e.loc;
@@ -162,88 +247,8 @@ Value Sema::eval(const Expr &e, const Env *env) {
     diags.error(e.loc, "cannot negate " + v.describe());
     return Value::error();
   }
-  case Expr::Kind::Binary: {
-    Value a = eval(*e.lhs, env);
-    Value b = eval(*e.rhs, env);
-    if (a.isError() || b.isError())
-      return Value::error();
-    char op = e.text[0];
-    if (a.kind == Value::Kind::Int && b.kind == Value::Kind::Int) {
-      int64_t out = 0;
-      bool overflow = false;
-      switch (op) {
-      case '+':
-        overflow = __builtin_add_overflow(a.i, b.i, &out);
-        break;
-      case '-':
-        overflow = __builtin_sub_overflow(a.i, b.i, &out);
-        break;
-      case '*':
-        overflow = __builtin_mul_overflow(a.i, b.i, &out);
-        break;
-      case '/':
-      case '%':
-        if (b.i == 0) {
-          diags.error(e.loc, "division by zero").note(b.loc, "the divisor is 0");
-          return Value::error();
-        }
-        if (a.i == INT64_MIN && b.i == -1) {
-          overflow = true;
-          break;
-        }
-        if (op == '%') {
-          out = a.i % b.i;
-        } else {
-          if (a.i % b.i != 0) {
-            diags
-                .error(e.loc, "inexact integer division: " + std::to_string(a.i) + " / " + std::to_string(b.i) +
-                                  " leaves a remainder of " + std::to_string(a.i % b.i))
-                .note("integer expressions must divide exactly; change an operand");
-            return Value::error();
-          }
-          out = a.i / b.i;
-        }
-        break;
-      }
-      if (overflow) {
-        diags.error(e.loc, "integer overflow in '" + e.text + "'");
-        return Value::error();
-      }
-      return makeInt(out, e.loc);
-    }
-    bool aNum = a.kind == Value::Kind::Int || a.kind == Value::Kind::Float;
-    bool bNum = b.kind == Value::Kind::Int || b.kind == Value::Kind::Float;
-    double x = aNum || a.kind == Value::Kind::Quantity ? a.f : 0;
-    double y = bNum || b.kind == Value::Kind::Quantity ? b.f : 0;
-    // Floats, and quantities scaled by numbers or added to the same dimension.
-    if ((aNum && bNum) || (a.kind == Value::Kind::Quantity && bNum && (op == '*' || op == '/')) ||
-        (aNum && b.kind == Value::Kind::Quantity && op == '*') ||
-        (a.kind == Value::Kind::Quantity && b.kind == Value::Kind::Quantity && a.dim == b.dim &&
-         (op == '+' || op == '-'))) {
-      if (op == '%') {
-        diags.error(e.loc, "'%' needs two integers");
-        return Value::error();
-      }
-      if (op == '/' && y == 0) {
-        diags.error(e.loc, "division by zero");
-        return Value::error();
-      }
-      Value r2 = a.kind == Value::Kind::Quantity ? a : b.kind == Value::Kind::Quantity ? b : a;
-      r2.kind = (a.kind == Value::Kind::Quantity || b.kind == Value::Kind::Quantity) ? Value::Kind::Quantity
-                                                                                     : Value::Kind::Float;
-      r2.f = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
-      r2.loc = e.loc;
-      if (!std::isfinite(r2.f)) {
-        diags.error(e.loc, "arithmetic overflow");
-        return Value::error();
-      }
-      return r2;
-    }
-    auto d = diags.error(e.loc, "cannot apply '" + e.text + "' to " + a.describe() + " and " + b.describe());
-    if (a.kind == Value::Kind::Quantity && b.kind == Value::Kind::Name && b.s == "s" && op == '/')
-      d.note("a rate is written without spaces, as in '450 GB/s'");
-    return Value::error();
-  }
+  case Expr::Kind::Binary:
+    return evalBinary(e, env);
   case Expr::Kind::Member:
     diags.error(e.loc, "'." + e.text + "' is not a constant expression");
     return Value::error();

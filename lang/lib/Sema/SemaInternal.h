@@ -93,6 +93,7 @@ public:
 
   // --- Eval.cpp: constants.
   Value eval(const ast::Expr &e, const Env *env);
+  Value evalBinary(const ast::Expr &e, const Env *env);
   std::optional<int64_t> toInt(const Value &v, llvm::StringRef what);
   std::optional<int64_t> toPositiveInt(const Value &v, llvm::StringRef what);
   std::optional<double> toFloat(const Value &v, llvm::StringRef what);

@@ -122,40 +122,10 @@ void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, i
 int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
 int64_t rows(Value v) { return dim(v, 0) * dim(v, 1); }
 
-/// Emits the call of one op given its operand and result buffers.
-LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
+/// Emits the call of a tensor-parallel op (its collectives, sequence slices and the
+/// vocabulary-parallel loss) given its operand and result buffers.
+LogicalResult emitTensorParallelCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](nn::MatmulOp o) {
-        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getResult(), 2);
-        gemm(b, op, false, o.getTransposeW(), m, n, k, in[0], k, in[1], o.getTransposeW() ? k : n, out[0], n);
-        return success();
-      })
-      .Case([&](nn::MatmulWGradOp o) {
-        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getDy(), 2);
-        if (o.getTransposeW()) // dw[n, k] = dyᵀ · x
-          gemm(b, op, true, false, n, k, m, in[1], n, in[0], k, out[0], k);
-        else // dw[k, n] = xᵀ · dy
-          gemm(b, op, true, false, k, n, m, in[0], k, in[1], n, out[0], n);
-        return success();
-      })
-      .Case([&](nn::EmbeddingOp o) {
-        Call c(b, op);
-        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1)).i64(dim(o.getTable(), 0));
-        if (o.getOffset())
-          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice);
-        else
-          c.emit(rt::Fn::planrt_k_embedding);
-        return success();
-      })
-      .Case([&](nn::EmbeddingGradOp o) {
-        Call c(b, op);
-        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1)).i64(dim(o.getResult(), 0));
-        if (o.getOffset())
-          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice_bwd);
-        else
-          c.emit(rt::Fn::planrt_k_embedding_bwd);
-        return success();
-      })
       .Case([&](nn::AllReduceOp o) {
         Call(b, op)
             .ptr(in[0])
@@ -236,6 +206,45 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .i64(dim(o.getLogits(), 2))
             .value(in[4])
             .emit(rt::Fn::planrt_k_cross_entropy_vp_bwd);
+        return success();
+      })
+      .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
+}
+
+/// Emits the call of one op given its operand and result buffers: GEMMs, embeddings,
+/// normalisations, attention and the loss here, the tensor-parallel ops in
+/// emitTensorParallelCall.
+LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](nn::MatmulOp o) {
+        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getResult(), 2);
+        gemm(b, op, false, o.getTransposeW(), m, n, k, in[0], k, in[1], o.getTransposeW() ? k : n, out[0], n);
+        return success();
+      })
+      .Case([&](nn::MatmulWGradOp o) {
+        int64_t m = rows(o.getX()), k = dim(o.getX(), 2), n = dim(o.getDy(), 2);
+        if (o.getTransposeW()) // dw[n, k] = dyᵀ · x
+          gemm(b, op, true, false, n, k, m, in[1], n, in[0], k, out[0], k);
+        else // dw[k, n] = xᵀ · dy
+          gemm(b, op, true, false, k, n, m, in[0], k, in[1], n, out[0], n);
+        return success();
+      })
+      .Case([&](nn::EmbeddingOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getTable(), 1)).i64(dim(o.getTable(), 0));
+        if (o.getOffset())
+          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice);
+        else
+          c.emit(rt::Fn::planrt_k_embedding);
+        return success();
+      })
+      .Case([&](nn::EmbeddingGradOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).i64(rows(o.getIds())).i64(dim(o.getResult(), 1)).i64(dim(o.getResult(), 0));
+        if (o.getOffset())
+          c.value(in[2]).emit(rt::Fn::planrt_k_embedding_slice_bwd);
+        else
+          c.emit(rt::Fn::planrt_k_embedding_bwd);
         return success();
       })
       .Case([&](nn::LayerNormOp o) {
@@ -344,7 +353,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .emit(rt::Fn::planrt_k_cross_entropy_bwd);
         return success();
       })
-      .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
+      .Default([&](Operation *op) { return emitTensorParallelCall(b, op, in, out); });
 }
 
 /// Reads every operand, writes only fresh result buffers.
