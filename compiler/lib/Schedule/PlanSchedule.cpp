@@ -50,9 +50,9 @@ struct StepShape {
 };
 
 LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, StepShape &s) {
-  FailureOr<llvm::json::Value> value = attrToJson(global.getValue());
+  FailureOr<llvm::json::Value> value = manifestJson(global);
   if (failed(value))
-    return global.emitOpError() << "planc_manifest holds an attribute that is not a JSON value";
+    return failure();
   root = std::move(*value);
   auto bad = [&](const Twine &what) {
     return global.emitOpError() << "planc_manifest " << what << " (plan-train-abi writes it)";
@@ -802,7 +802,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
       return signalPassFailure();
     Builder builder(module, global.getLoc(), shape);
     root.getAsObject()->insert({key::schedule, builder.build()});
-    global.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), root)));
+    setManifestJson(global, root);
   }
 };
 

@@ -40,6 +40,17 @@ Attribute plan::jsonToAttr(MLIRContext *ctx, const llvm::json::Value &value) {
   llvm_unreachable("a JSON value of no kind");
 }
 
+FailureOr<llvm::json::Value> plan::manifestJson(sched::ManifestOp op) {
+  FailureOr<llvm::json::Value> root = attrToJson(op.getValue());
+  if (failed(root))
+    return op.emitOpError() << op.getSymName() << " holds an attribute that is not a JSON value";
+  return root;
+}
+
+void plan::setManifestJson(sched::ManifestOp op, const llvm::json::Value &root) {
+  op.setValueAttr(cast<DictionaryAttr>(jsonToAttr(op.getContext(), root)));
+}
+
 FailureOr<llvm::json::Value> plan::attrToJson(Attribute attr) {
   if (isa<UnitAttr>(attr))
     return llvm::json::Value(nullptr);

@@ -7,6 +7,8 @@
 #ifndef PLAN_TRAINING_MANIFEST_H
 #define PLAN_TRAINING_MANIFEST_H
 
+#include "plan/Dialect/Sched/IR/Sched.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -27,6 +29,13 @@ mlir::Attribute jsonToAttr(mlir::MLIRContext *ctx, const llvm::json::Value &valu
 
 /// The JSON value of an attribute that jsonToAttr made; failure for any other.
 mlir::FailureOr<llvm::json::Value> attrToJson(mlir::Attribute attr);
+
+/// What a sched.manifest holds, as JSON; an error on the op if it holds an attribute
+/// that is not a JSON value.
+mlir::FailureOr<llvm::json::Value> manifestJson(sched::ManifestOp op);
+
+/// Replaces what a sched.manifest holds by `root`, a JSON object.
+void setManifestJson(sched::ManifestOp op, const llvm::json::Value &root);
 
 } // namespace plan
 

@@ -16,11 +16,9 @@ namespace {
 struct PlanEmitManifest : plan::impl::PlanEmitManifestBase<PlanEmitManifest> {
   void runOnOperation() override {
     for (sched::ManifestOp op : llvm::make_early_inc_range(getOperation().getOps<sched::ManifestOp>())) {
-      FailureOr<llvm::json::Value> root = attrToJson(op.getValue());
-      if (failed(root)) {
-        op.emitOpError() << op.getSymName() << " holds an attribute that is not a JSON value";
+      FailureOr<llvm::json::Value> root = manifestJson(op);
+      if (failed(root))
         return signalPassFailure();
-      }
       std::string text;
       llvm::raw_string_ostream os(text);
       os << *root;

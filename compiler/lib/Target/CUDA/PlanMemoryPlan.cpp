@@ -58,11 +58,9 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
         });
       return;
     }
-    FailureOr<llvm::json::Value> root = attrToJson(manifest.getValue());
-    if (failed(root)) {
-      manifest.emitOpError() << "planc_manifest holds an attribute that is not a JSON value";
+    FailureOr<llvm::json::Value> root = manifestJson(manifest);
+    if (failed(root))
       return signalPassFailure();
-    }
     llvm::json::Object *schedule = root->getAsObject() ? root->getAsObject()->getObject(key::schedule) : nullptr;
     llvm::json::Array *table = schedule ? schedule->getArray(key::buffers) : nullptr;
     if (!table) {
@@ -114,7 +112,7 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
       memory[key::stage_step_bytes] = llvm::json::Array(stageStep);
     }
     (*root->getAsObject())[key::memory] = std::move(memory);
-    manifest.setValueAttr(cast<DictionaryAttr>(jsonToAttr(&getContext(), *root)));
+    setManifestJson(manifest, *root);
   }
 
   /// The state part: each buffer of the step program's table gets its `offset`, the
