@@ -1,6 +1,7 @@
 # lit configuration for planc: FileCheck tests of the front end, the dialects,
 # their passes and the planc driver.
 import os
+import sys
 import lit.formats
 
 config.name = "planc"
@@ -21,3 +22,5 @@ config.substitutions.append(("%examples", os.path.join(config.planc_src_root, "e
 # MLIR's runner support library, for the tests that execute lowered IR with mlir-runner.
 config.substitutions.append(("%mlir_c_runner_utils",
                              os.path.join(os.path.dirname(config.llvm_tools_dir), "lib", "libmlir_c_runner_utils.so")))
+# The Python that runs lit, for the tests' checker scripts.
+config.substitutions.append(("%python", sys.executable))

@@ -85,13 +85,13 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,"
       "gpu-kernel-outlining," +
       attach +
-      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
+      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{" +
       binary + "}," + (fat ? "plan-cuda-fatbin," : "") +
       "arith-expand{include-bf16=true},convert-math-to-llvm,convert-math-to-libm,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "finalize-memref-to-llvm{use-generic-functions=1},convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-      "gpu-to-llvm{use-bare-pointers-for-host=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-main{backend="
+      "gpu-to-llvm{use-bare-pointers-for-host=1 use-bare-pointers-for-kernels=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-main{backend="
       "cuda}";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CUDA lowering pipeline does not parse");
