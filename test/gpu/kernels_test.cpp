@@ -194,6 +194,11 @@ TEST(CudaKernels, Attention) {
   attention(2, 37, 4, 4, 16, 0, 0); // bidirectional (embedders)
   attention(2, 29, 6, 2, 32, 1, 1); // llama: grouped-query, rope
   attention(1, 16, 2, 1, 64, 1, 1);
+  attention(1, 150, 2, 2, 16, 0, 0); // the tiles: two query blocks, three key tiles, ragged
+  attention(1, 70, 2, 2, 64, 1, 0);
+  attention(1, 40, 4, 1, 128, 0, 1);
+  attention(1, 33, 2, 1, 48, 1, 1);
+  attention(1, 20, 2, 1, 256, 1, 0);
   const int64_t B = 4, S = 1024, H = 12, D = 64;
   Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
   bench("sdpa B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
