@@ -105,7 +105,7 @@ size_t deviceFree() {
   return free;
 }
 
-const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree};
+const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {
@@ -140,6 +140,7 @@ void finish(const char *what) {
                   (long long)theFlag->bound);
     die(what, buf);
   }
+  profileMark(what);
 }
 
 } // namespace planrt::cuda
@@ -222,7 +223,18 @@ void mgpuStreamDestroy(void *) {}
 
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
                       int32_t shared, void *, void **params, void **, size_t) {
-  if (gx <= 0 || gy <= 0 || gz <= 0 || bx <= 0 || by <= 0 || bz <= 0)
+  if (gx < 0 || gy < 0 || gz < 0 || bx <= 0 || by <= 0 || bz <= 0) {
+    std::lock_guard<std::mutex> lock(kernelMutex);
+    auto it = kernelNames.find(function);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "grid %lld x %lld x %lld of blocks %lld x %lld x %lld", (long long)gx,
+                  (long long)gy, (long long)gz, (long long)bx, (long long)by, (long long)bz);
+    die(("generated kernel " + (it == kernelNames.end() ? std::string("?") : it->second) + ": a negative grid or an "
+         "empty block")
+            .c_str(),
+        buf);
+  }
+  if (gx == 0 || gy == 0 || gz == 0)
     return; // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
   cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
                                    dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
@@ -236,6 +248,11 @@ void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, int
       what = "generated kernel " + (it == kernelNames.end() ? std::string("?") : it->second);
     }
     check(e, what.c_str());
+  }
+  if (profiling()) {
+    std::lock_guard<std::mutex> lock(kernelMutex);
+    auto it = kernelNames.find(function);
+    profileMark(it == kernelNames.end() ? "generated kernel" : it->second.c_str());
   }
 }
 

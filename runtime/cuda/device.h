@@ -26,6 +26,14 @@ struct IndexError {
 /// The device-visible flag (managed memory).
 IndexError *indexError();
 
+/// The backend's fill (fill.cu): count floats at ptr set to value on the device.
+void deviceFill(void *ptr, float value, size_t count);
+
+/// PLANRT_CUDA_PROFILE (profile.cpp): whether it is set, and the end of an operation
+/// (the wall time since the previous end is charged to `what`).
+bool profiling();
+void profileMark(const char *what);
+
 /// Makes NCCL the runtime's collectives on device memory (nccl.cpp).
 void installCollectives();
 

@@ -169,5 +169,11 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
   checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, B, p.x, A, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");
-  planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
+  if (!planrt::cuda::profiling())
+    return planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
+  // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT".
+  char name[128];
+  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c", kComputes[compute].name, m, n, k,
+                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N');
+  planrt::cuda::finish(name);
 }

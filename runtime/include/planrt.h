@@ -275,6 +275,9 @@ typedef struct {
   /* The bytes alloc can still hand out (a GPU's free memory), or 0 when unknown;
    * NULL for a backend that cannot say. */
   size_t (*available)(void);
+  /* Sets `count` floats at ptr (memory from alloc) to value where the memory is
+   * (a kernel on the device), returning when done; NULL: the host writes them. */
+  void (*fill)(void *ptr, float value, size_t count);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -286,6 +289,8 @@ void planrt_mem_reset_peak(void);
  * optimizer state, the step's buffers, tokens): `bytes` on the backend at a 256-byte
  * boundary (NULL if they cannot be had), counted; planrt_mem_free takes NULL. */
 void *planrt_mem_alloc(size_t bytes);
+/* `count` floats at ptr (the backend's memory) set to value by the backend's fill. */
+void planrt_mem_fill(void *ptr, float value, size_t count);
 void planrt_mem_free(void *ptr);
 uint64_t planrt_mem_held(void);
 /* The most bytes held at once since the process started, the runtime's and the

@@ -8,7 +8,9 @@
 #include "planrt.h"
 #include "status.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +36,14 @@ void raise(std::atomic<uint64_t> &peak, uint64_t now) {
 }
 
 void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr};
+void hostFill(void *ptr, float value, size_t count) {
+  float *p = static_cast<float *>(ptr);
+  if (value == 0.0f && !std::signbit(value))
+    std::memset(p, 0, count * sizeof(float));
+  else
+    std::fill(p, p + count, value);
+}
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -82,6 +91,12 @@ void _mlir_memref_to_llvm_free(void *ptr) { release(ptr, live); }
 
 void *planrt_mem_alloc(size_t bytes) { return allocate(bytes, 256, held); }
 void planrt_mem_free(void *ptr) { release(ptr, held); }
+void planrt_mem_fill(void *ptr, float value, size_t count) {
+  if (!ptr || count == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  (b->fill ? b->fill : hostFill)(ptr, value, count);
+}
 
 void planrt_set_backend(const planrt_backend *b) { backend.store(b ? b : &kHost); }
 const planrt_backend *planrt_get_backend(void) { return backend.load(); }
@@ -115,7 +130,7 @@ void *planrt_arena_reserve(uint64_t stateBytes, uint64_t stepBytes) {
                  b->name);
     return nullptr;
   }
-  std::memset(p, 0, stateBytes); // the step region is the step functions' scratch
+  planrt_mem_fill(p, 0.0f, stateBytes / sizeof(float)); // the step region is the step functions' scratch
   arena = {static_cast<unsigned char *>(p), stateBytes, stepBytes};
   return p;
 }

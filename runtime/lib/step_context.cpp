@@ -16,14 +16,13 @@ namespace planrt {
 Floats allocateFloats(int64_t n) {
   size_t bytes = size_t(n) * sizeof(float);
   void *p = planrt_mem_alloc(bytes);
-  if (p)
-    std::memset(p, 0, bytes);
+  planrt_mem_fill(p, 0.0f, size_t(n));
   return Floats(static_cast<float *>(p));
 }
 
 bool Buffer::allocate() {
   if (place) {
-    std::memset(place, 0, size_t(floats) * sizeof(float));
+    planrt_mem_fill(place, 0.0f, size_t(floats));
     data = place;
   } else {
     owned = allocateFloats(floats);
@@ -190,7 +189,7 @@ extern "C" {
 
 void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value) {
   if (float *p = ctx->range(buf, offset, count, "fill"))
-    std::fill(p, p + count, value);
+    planrt_mem_fill(p, value, size_t(count));
 }
 
 void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf) {
