@@ -1,6 +1,6 @@
 // LayerNorm and RMSNorm with their backward on the device (lib/kernels/norms.cpp's
 // planrt_k_layernorm*, planrt_k_rmsnorm*): a warp per row for y and dx; dw and db summed
-// over the rows by a thread per column, in row order.
+// over the rows in two stages (chunks of rows, then each column's chunks in order).
 #include "common.cuh"
 
 using namespace planrt::cuda;
@@ -71,21 +71,66 @@ __global__ void layernormBwdRows(const float *dy, const float *x, const float *w
   }
 }
 
-/// dw[c] = Σ_r dy·xhat and db[c] = Σ_r dy (rmsnorm: mean 0, no db): a thread per column.
-__global__ void normColumnSums(const float *dy, const float *x, const double *stats, float *dw, float *db, int64_t rows,
-                               int64_t C) {
-  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+/// Rows per partial sum of the column sums: the first stage gives a thread to each
+/// (column, chunk of kChunkRows rows), the second sums a column's chunks in order.
+constexpr int64_t kChunkRows = 64;
+
+/// Stage one: part[p][c] = Σ over rows [p kChunkRows, (p + 1) kChunkRows) of dy·xhat (and
+/// of dy in part[chunks + p][c] when db is wanted), in double.
+__global__ void normColumnPartials(const float *dy, const float *x, const double *stats, double *part, bool withDb,
+                                   int64_t rows, int64_t C) {
+  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, p = blockIdx.y, chunks = gridDim.y;
   if (c >= C)
     return;
+  int64_t end = (p + 1) * kChunkRows < rows ? (p + 1) * kChunkRows : rows;
   double dwAcc = 0, dbAcc = 0;
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = p * kChunkRows; r < end; ++r) {
     double xhat = (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
     dwAcc += dy[r * C + c] * xhat;
     dbAcc += dy[r * C + c];
   }
+  part[p * C + c] = dwAcc;
+  if (withDb)
+    part[(chunks + p) * C + c] = dbAcc;
+}
+
+/// Stage two: dw[c] (and db[c]) = the column's chunks summed in order, rounded to float.
+__global__ void normColumnTotals(const double *part, float *dw, float *db, int64_t chunks, int64_t C) {
+  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C)
+    return;
+  double dwAcc = 0, dbAcc = 0;
+  for (int64_t p = 0; p < chunks; ++p) {
+    dwAcc += part[p * C + c];
+    if (db)
+      dbAcc += part[(chunks + p) * C + c];
+  }
   dw[c] = float(dwAcc);
   if (db)
     db[c] = float(dbAcc);
+}
+
+/// dw[c] = Σ_r dy·xhat and db[c] = Σ_r dy (rmsnorm: mean 0, no db), two-stage: the same
+/// bits on every run.
+void normColumnSums(const float *dy, const float *x, const double *stats, float *dw, float *db, int64_t rows,
+                    int64_t C, const char *what) {
+  if (C <= 0)
+    return;
+  int64_t chunks = rows > 0 ? (rows + kChunkRows - 1) / kChunkRows : 1;
+  if (chunks > 65535) { // a grid's y: 4M rows
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s: %lld rows, more than the %lld the column sums take", what, (long long)rows,
+                  (long long)(65535 * kChunkRows));
+    check(cudaErrorInvalidValue, buf);
+  }
+  double *part = scratch<double>((db ? 2 : 1) * chunks * C, what);
+  if (rows > 0)
+    normColumnPartials<<<dim3(blocksForItems(C), unsigned(chunks)), 256, 0, stream()>>>(dy, x, stats, part,
+                                                                                           db != nullptr, rows, C);
+  else
+    check(cudaMemsetAsync(part, 0, size_t((db ? 2 : 1) * chunks * C) * sizeof(double), stream()), what);
+  normColumnTotals<<<blocksForItems(C), 256, 0, stream()>>>(part, dw, db, chunks, C);
+  release(part);
 }
 
 __global__ void rmsnormFwd(const float *x, const float *w, float *y, int64_t rows, int64_t C, float eps) {
@@ -134,8 +179,7 @@ void planrt_cuda_layernorm_bwd(const float *dy, const float *x, const float *w, 
   double *stats = scratch<double>(2 * rows, "cudaMallocAsync (layernorm backward)");
   if (rows > 0)
     layernormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows, C, eps);
-  if (C > 0)
-    normColumnSums<<<blocksForItems(C), 256, 0, stream()>>>(dy, x, stats, dw, db, rows, C);
+  normColumnSums(dy, x, stats, dw, db, rows, C, "planrt_cuda_layernorm_bwd");
   release(stats);
   finish("planrt_cuda_layernorm_bwd");
 }
@@ -151,8 +195,7 @@ void planrt_cuda_rmsnorm_bwd(const float *dy, const float *x, const float *w, fl
   double *stats = scratch<double>(2 * rows, "cudaMallocAsync (rmsnorm backward)");
   if (rows > 0)
     rmsnormBwdRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(dy, x, w, dx, stats, rows, C, eps);
-  if (C > 0)
-    normColumnSums<<<blocksForItems(C), 256, 0, stream()>>>(dy, x, stats, dw, nullptr, rows, C);
+  normColumnSums(dy, x, stats, dw, nullptr, rows, C, "planrt_cuda_rmsnorm_bwd");
   release(stats);
   finish("planrt_cuda_rmsnorm_bwd");
 }
