@@ -7,6 +7,7 @@
 // host, with the parallel loops inside them launched. Kernels are named
 // <function>_<loop|copy|serial><n> in the gpu.module @planc_kernels.
 // RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s
+// RUN: planc-opt %s -split-input-file -plan-gpu-map-loops=chunk-sums=false -verify-diagnostics | FileCheck %s --check-prefix=WHOLE
 
 // CHECK-LABEL: func.func @two_d(
 // CHECK-SAME: %[[A:.*]]: memref<64x100xf32>, %[[B:.*]]: memref<64x100xf32>)
@@ -145,6 +146,62 @@ func.func @bias_grad(%x: memref<16x8xf32>, %out: memref<8xf32>) {
       %s = arith.addf %o, %v : f32
       memref.store %s, %out[%c] : memref<8xf32>
       scf.reduce
+    }
+  }
+  return
+}
+
+// -----
+
+// The same over 4 x 50 rows (more than one chunk of 64): each (column, chunk) sums its
+// rows from zero, in the nest's order (the serial indices delinearised from one linear
+// index), into partials[chunk * 8 + column]; then each column adds its four partials, in
+// order, to its element. With chunk-sums=false: one thread per column over every row.
+// CHECK-LABEL: func.func @bias_grad_chunked(
+// CHECK-SAME: %[[X:.*]]: memref<4x50x8xf32>, %[[OUT:.*]]: memref<8xf32>)
+// CHECK: %[[PART:.*]] = memref.alloc() : memref<32xf32>
+// CHECK: gpu.launch {{.*}} function(@bias_grad_chunked_partial0)
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: arith.cmpi ult, %[[ID]], %c32 : index
+// CHECK: arith.remui %[[ID]], %[[N:.*]] : index
+// CHECK: %[[CHUNK:.*]] = arith.divui %[[ID]], %[[N]] : index
+// CHECK: %[[BEGIN:.*]] = arith.muli %[[CHUNK]], %c64 : index
+// CHECK: %[[END0:.*]] = arith.addi %[[BEGIN]], %c64 : index
+// CHECK: %[[END:.*]] = arith.minui %[[END0]], %c200 : index
+// CHECK: %[[SUM:.*]] = scf.for %[[Q:.*]] = %[[BEGIN]] to %[[END]] step %{{.*}} iter_args(%[[S:.*]] = %{{.*}}) -> (f32)
+// CHECK: arith.remui %[[Q]], %[[C50:.*]] : index
+// CHECK: arith.divui %[[Q]], %[[C50]] : index
+// CHECK: memref.load %[[X]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<4x50x8xf32>
+// CHECK: %[[W:.*]] = arith.mulf
+// CHECK: arith.addf %[[S]], %[[W]] : f32
+// CHECK: memref.store %[[SUM]], %[[PART]][%[[ID]]]
+// CHECK: gpu.launch {{.*}} function(@bias_grad_chunked_loop1)
+// CHECK: %[[ACC0:.*]] = memref.load %[[OUT]]
+// CHECK: %[[TOTAL:.*]] = scf.for %{{.*}} = %{{.*}} to %c4{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[ACC0]])
+// CHECK: memref.load %[[PART]]
+// CHECK: memref.store %[[TOTAL]], %[[OUT]]
+// CHECK: memref.dealloc %[[PART]]
+// WHOLE-LABEL: func.func @bias_grad_chunked(
+// WHOLE: gpu.launch {{.*}} function(@bias_grad_chunked_loop0)
+// WHOLE-NOT: partial
+// WHOLE: return
+func.func @bias_grad_chunked(%x: memref<4x50x8xf32>, %out: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %c50 = arith.constant 50 : index
+  scf.for %b = %c0 to %c4 step %c1 {
+    scf.for %r = %c0 to %c50 step %c1 {
+      %k = arith.constant 2.0 : f32
+      scf.parallel (%c) = (%c0) to (%c8) step (%c1) {
+        %v = memref.load %x[%b, %r, %c] : memref<4x50x8xf32>
+        %w = arith.mulf %v, %k : f32
+        %o = memref.load %out[%c] : memref<8xf32>
+        %s = arith.addf %o, %w : f32
+        memref.store %s, %out[%c] : memref<8xf32>
+        scf.reduce
+      }
     }
   }
   return

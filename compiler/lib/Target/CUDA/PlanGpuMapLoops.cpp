@@ -8,6 +8,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -29,6 +30,8 @@ constexpr int64_t kThreads = 256;
 constexpr const char *kKernelModule = "planc_kernels";
 
 struct PlanGpuMapLoops : plan::impl::PlanGpuMapLoopsBase<PlanGpuMapLoops> {
+  using PlanGpuMapLoopsBase::PlanGpuMapLoopsBase;
+
   void runOnOperation() override {
     for (func::FuncOp f : getOperation().getOps<func::FuncOp>()) {
       if (f.isDeclaration())
@@ -60,8 +63,12 @@ private:
     if (auto c = dyn_cast<memref::CopyOp>(op))
       return mapCopy(c);
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
-      if (scf::ParallelOp inner = parallelInside(loop))
+      if (scf::ParallelOp inner = parallelInside(loop)) {
+        if (chunkSums)
+          if (Accumulation acc = accumulationAround(loop, inner))
+            return mapChunked(loop, inner, acc);
         return mapAround(loop, inner);
+      }
       if (Reduction r = reductionOf(loop)) {
         mapReduction(loop, r);
         return success();
@@ -282,6 +289,158 @@ private:
       inlineBody(in, clone, ivs);
       clone.erase();
     });
+    outer.erase();
+    return success();
+  }
+
+  /// Serial iterations per partial sum of a chunked accumulation.
+  static constexpr int64_t kChunk = 64;
+
+  /// Serial loops (outermost first, constant bounds) around a parallel loop (constant
+  /// bounds) whose body adds into an element its iteration owns: the element's indices
+  /// are the parallel loop's induction variables or values from outside the nest.
+  struct Accumulation {
+    SmallVector<scf::ForOp> serial;
+    SmallVector<int64_t> serialSizes, parallelSizes;
+    memref::LoadOp load;   ///< acc[c]
+    arith::AddFOp add;     ///< acc[c] + v(r, c)
+    memref::StoreOp store; ///< acc[c] = …
+    explicit operator bool() const { return bool(add); }
+  };
+
+  static std::optional<int64_t> constantTrips(Value lb, Value ub, Value step) {
+    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return std::nullopt;
+    return *u > *l ? (*u - *l + *s - 1) / *s : 0;
+  }
+
+  static Accumulation accumulationAround(scf::ForOp outer, scf::ParallelOp inner) {
+    Accumulation a;
+    for (Operation *op = inner->getParentOp(); op != outer->getParentOp(); op = op->getParentOp()) {
+      auto f = cast<scf::ForOp>(op);
+      std::optional<int64_t> n = constantTrips(f.getLowerBound(), f.getUpperBound(), f.getStep());
+      if (!n)
+        return {};
+      a.serial.insert(a.serial.begin(), f);
+      a.serialSizes.insert(a.serialSizes.begin(), *n);
+    }
+    for (auto [lb, ub, step] : llvm::zip(inner.getLowerBound(), inner.getUpperBound(), inner.getStep())) {
+      std::optional<int64_t> n = constantTrips(lb, ub, step);
+      if (!n)
+        return {};
+      a.parallelSizes.push_back(*n);
+    }
+    int64_t serialTotal = 1;
+    for (int64_t n : a.serialSizes)
+      serialTotal *= n;
+    if (serialTotal <= kChunk)
+      return {}; // one chunk: nothing to gain
+    Block *body = inner.getBody();
+    auto store = dyn_cast_or_null<memref::StoreOp>(body->getTerminator()->getPrevNode());
+    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+      return {};
+    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
+    if (!add || add->getBlock() != body)
+      return {};
+    for (Value operand : {add.getLhs(), add.getRhs()})
+      if (auto l = operand.getDefiningOp<memref::LoadOp>())
+        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()) && l->hasOneUse())
+          a.load = l;
+    if (!a.load)
+      return {};
+    for (Value index : store.getIndices())
+      if (!llvm::is_contained(inner.getInductionVars(), index) &&
+          !index.getParentRegion()->isProperAncestor(&outer.getRegion()))
+        return {};
+    for (Operation &op : body->without_terminator()) {
+      if (&op == a.load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
+        continue;
+      if (auto l = dyn_cast<memref::LoadOp>(op)) {
+        if (l.getMemRef() == store.getMemRef())
+          return {};
+        continue;
+      }
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return {};
+    }
+    a.add = add;
+    a.store = store;
+    return a;
+  }
+
+  /// The constants of the serial loops' bodies cloned at b (the parallel body uses them).
+  static void cloneConstants(OpBuilder &b, Accumulation &a, IRMapping &map) {
+    for (scf::ForOp f : a.serial)
+      for (Operation &op : f.getBody()->without_terminator())
+        if (op.hasTrait<OpTrait::ConstantLike>())
+          b.clone(op, map);
+  }
+
+  static Value indexConstant(OpBuilder &b, Location loc, int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  /// An accumulation as two launches: P · N threads (N parallel iterations, P chunks of
+  /// kChunk serial iterations in the nest's order) each summing its chunk from zero into
+  /// partials[p N + j]; then N threads each adding its P partials, in order, to its element.
+  LogicalResult mapChunked(scf::ForOp outer, scf::ParallelOp inner, Accumulation a) {
+    OpBuilder b(outer);
+    Location loc = outer.getLoc();
+    Type t = a.add.getType();
+    int64_t n = 1, m = 1;
+    for (int64_t s : a.parallelSizes)
+      n *= s;
+    for (int64_t s : a.serialSizes)
+      m *= s;
+    int64_t chunks = (m + kChunk - 1) / kChunk;
+    SmallVector<Value> parallelSizes, serialSizes;
+    for (int64_t s : a.parallelSizes)
+      parallelSizes.push_back(indexConstant(b, loc, s));
+    for (int64_t s : a.serialSizes)
+      serialSizes.push_back(indexConstant(b, loc, s));
+    Value nV = indexConstant(b, loc, n), mV = indexConstant(b, loc, m), kV = indexConstant(b, loc, kChunk);
+    Value chunksV = indexConstant(b, loc, chunks), zero = indexConstant(b, loc, 0), one = indexConstant(b, loc, 1);
+    auto partials = memref::AllocOp::create(b, loc, MemRefType::get({chunks * n}, t));
+    Value other = a.add.getLhs() == a.load.getResult() ? a.add.getRhs() : a.add.getLhs();
+    launch(b, loc, indexConstant(b, loc, chunks * n), "partial", [&](OpBuilder &b, Value id) {
+      Value j = arith::RemUIOp::create(b, loc, id, nV), p = arith::DivUIOp::create(b, loc, id, nV);
+      IRMapping outerMap;
+      cloneConstants(b, a, outerMap);
+      SmallVector<Value> pivs = inductionValues(b, loc, j, parallelSizes, inner);
+      Value begin = arith::MulIOp::create(b, loc, p, kV);
+      Value end = arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, begin, kV), mV);
+      Value init = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 0.0));
+      auto sum = scf::ForOp::create(
+          b, loc, begin, end, one, ValueRange{init}, [&](OpBuilder &in, Location l, Value q, ValueRange s) {
+            IRMapping map = outerMap;
+            map.map(inner.getInductionVars(), pivs);
+            for (auto [f, i] : llvm::zip(a.serial, delinearize(in, l, q, serialSizes)))
+              map.map(f.getInductionVar(),
+                      arith::AddIOp::create(in, l, f.getLowerBound(), arith::MulIOp::create(in, l, i, f.getStep())));
+            for (Operation &op : inner.getBody()->without_terminator())
+              if (&op != a.load.getOperation() && &op != a.add.getOperation() && &op != a.store.getOperation())
+                in.clone(op, map);
+            Value v = map.lookupOrDefault(other);
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, s[0], v, a.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, sum.getResult(0), partials, ValueRange{id});
+    });
+    launch(b, loc, nV, "loop", [&](OpBuilder &b, Value j) {
+      IRMapping map;
+      cloneConstants(b, a, map);
+      map.map(inner.getInductionVars(), inductionValues(b, loc, j, parallelSizes, inner));
+      SmallVector<Value> idx;
+      for (Value i : a.store.getIndices())
+        idx.push_back(map.lookupOrDefault(i));
+      Value acc0 = memref::LoadOp::create(b, loc, a.store.getMemRef(), idx);
+      auto total = scf::ForOp::create(
+          b, loc, zero, chunksV, one, ValueRange{acc0}, [&](OpBuilder &in, Location l, Value p, ValueRange acc) {
+            Value at = arith::AddIOp::create(in, l, arith::MulIOp::create(in, l, p, nV), j);
+            Value part = memref::LoadOp::create(in, l, partials, ValueRange{at});
+            scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, acc[0], part, a.add.getFastmath())));
+          });
+      memref::StoreOp::create(b, loc, total.getResult(0), a.store.getMemRef(), idx);
+    });
+    memref::DeallocOp::create(b, loc, partials);
     outer.erase();
     return success();
   }

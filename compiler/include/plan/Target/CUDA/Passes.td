@@ -54,6 +54,15 @@ def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
     reassociable addition becomes strided partial sums then one thread adding
     them. Constant globals a kernel reads are fetched inside it.
 
+    With `chunk-sums` (the default), serial loops around a parallel loop whose
+    every iteration adds into its own element (a bias gradient: for each row,
+    for all columns, `acc[c] = acc[c] + x[r, c]`) become two launches: one
+    thread per (column, chunk of 64 serial iterations) summing its chunk from
+    zero, then one thread per column adding the chunks, in order, to the
+    element. The sums are reassociated: the CUDA target adds in another order
+    than the CPU target (as cuBLAS does in its GEMMs), the same order on every
+    run. `chunk-sums=false` keeps one thread per column over every iteration.
+
     ```mlir
     scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... }
     // becomes
@@ -62,6 +71,10 @@ def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"chunkSums", "chunk-sums", "bool", /*default=*/"true",
+           "Sum the serial iterations around an owning parallel accumulation in chunks, then the chunks">,
+  ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];
 }
