@@ -6,7 +6,8 @@
 //
 // Each row (a query, or in the keys' backward a key) is held by `split` adjacent threads
 // (a power of two, split · kPerThread ≥ D): thread `lane` of the row holds elements
-// lane, lane + split, lane + 2 split, … of its vectors in registers. Dot products are the
+// 4 lane … 4 lane + 3, 4 (lane + split) …, … of its vectors in registers, and reads the
+// same elements of a shared row as 16-byte loads. Dot products are the
 // threads' partial sums added by xor shuffles. The other side (keys and values, or
 // queries and output gradients) goes through shared memory in tiles of `tile` rows, each
 // element read by all the rows of the block at once (a broadcast). Every sum has a fixed
@@ -46,9 +47,10 @@ struct View {
 
 struct Shape {
   int64_t B, S, H, KVH, D, group;
+  int ld;    ///< floats per row of a shared tile: D rounded up to a multiple of 4
   int split; ///< threads per row
   int rows;  ///< rows per block: kThreads / split
-  int tile;  ///< rows of a shared tile: a multiple of kChunk, at most 64, tile · D ≤ kTileFloats
+  int tile;  ///< rows of a shared tile: a multiple of kChunk, at most 64, tile · ld ≤ kTileFloats
   bool causal;
   float scale;
   View q, k, v; ///< q and k: the roped copy when rope is on
@@ -63,36 +65,51 @@ SIMT_DEVICE Slot slotOf(const Shape &a) {
   return {t / a.split, t % a.split};
 }
 
+/// Element i of a lane's registers: the lanes of a row take turns by groups of four
+/// (lane 0 elements 0-3, lane 1 elements 4-7, …), so that a lane reads its elements of a
+/// shared row as 16-byte loads, and the row's lanes read adjacent ones.
+SIMT_DEVICE int elementOf(const Shape &a, int lane, int i) { return 4 * (lane + a.split * (i / 4)) + i % 4; }
+
 /// x = the lane's elements of src · scale (zeros past D, or all zeros without src).
 SIMT_DEVICE void loadRow(const Shape &a, int lane, const float *src, float scale, float *x) {
   SIMT_UNROLL
   for (int i = 0; i < kPerThread; ++i) {
-    int d = lane + a.split * i;
+    int d = elementOf(a, lane, i);
     x[i] = src && d < a.D ? src[d] * scale : 0.0f;
   }
 }
 
-/// The row's x · y (x in the lanes' registers, y one row of a shared tile).
+/// The row's x · y (x in the lanes' registers, y one row of a shared tile, zero past D).
 SIMT_DEVICE float dotRow(const Shape &a, int lane, const float *x, const float *y) {
   float acc = 0.0f;
   SIMT_UNROLL
-  for (int i = 0; i < kPerThread; ++i) {
-    int d = lane + a.split * i;
-    if (d < a.D)
-      acc += x[i] * y[d];
+  for (int i = 0; i < kPerThread; i += 4) {
+    int d = elementOf(a, lane, i);
+    if (d < a.ld) {
+      simt::Vec4 v = simt::load4(y + d);
+      acc += x[i] * v.x;
+      acc += x[i + 1] * v.y;
+      acc += x[i + 2] * v.z;
+      acc += x[i + 3] * v.w;
+    }
   }
   for (int o = 1; o < a.split; o <<= 1)
     acc += simt::shuffleXor(acc, o);
   return acc;
 }
 
-/// acc += w · y over the lane's elements (y one row of a shared tile).
+/// acc += w · y over the lane's elements (y one row of a shared tile, zero past D).
 SIMT_DEVICE void axpyRow(const Shape &a, int lane, float w, const float *y, float *acc) {
   SIMT_UNROLL
-  for (int i = 0; i < kPerThread; ++i) {
-    int d = lane + a.split * i;
-    if (d < a.D)
-      acc[i] += w * y[d];
+  for (int i = 0; i < kPerThread; i += 4) {
+    int d = elementOf(a, lane, i);
+    if (d < a.ld) {
+      simt::Vec4 v = simt::load4(y + d);
+      acc[i] += w * v.x;
+      acc[i + 1] += w * v.y;
+      acc[i + 2] += w * v.z;
+      acc[i + 3] += w * v.w;
+    }
   }
 }
 
@@ -100,20 +117,19 @@ SIMT_DEVICE void axpyRow(const Shape &a, int lane, float w, const float *y, floa
 SIMT_DEVICE void storeRow(const Shape &a, int lane, const float *x, float scale, float *dst) {
   SIMT_UNROLL
   for (int i = 0; i < kPerThread; ++i) {
-    int d = lane + a.split * i;
+    int d = elementOf(a, lane, i);
     if (d < a.D)
       dst[d] = x[i] * scale;
   }
 }
 
-/// tile[a.tile][D] = rows [r0, r0 + n) of v's head (b, head) · scale, the rest zeros
-/// (so that masked keys multiply zeros, never stale values).
+/// tile[a.tile][ld] = rows [r0, r0 + n) of v's head (b, head) · scale, the rest zeros
+/// (so that masked keys multiply zeros, never stale values, and the padding past D too).
 SIMT_DEVICE void loadTile(const Shape &a, const View &v, int64_t b, int64_t head, int64_t r0, int n, float scale,
                           float *tile) {
-  int D = int(a.D);
-  for (int e = simt::threadIndex(); e < a.tile * D; e += kThreads) {
-    int r = e / D, d = e % D;
-    tile[e] = r < n ? v.at(a.S, a.D, b, r0 + r, head)[d] * scale : 0.0f;
+  for (int e = simt::threadIndex(); e < a.tile * a.ld; e += kThreads) {
+    int r = e / a.ld, d = e % a.ld;
+    tile[e] = r < n && d < a.D ? v.at(a.S, a.D, b, r0 + r, head)[d] * scale : 0.0f;
   }
 }
 
@@ -126,7 +142,7 @@ SIMT_DEVICE int64_t keysEnd(const Shape &a, int64_t s0) {
 /// maximum score and 1 / Σ exp(score − maximum) into stats (unless null), the row
 /// (b, h, s) at index (b H + h) S + s.
 SIMT_GLOBAL void forward(Shape a, View out, float *stats) {
-  float *K = simt::dynamicShared<float>(), *V = K + a.tile * a.D;
+  float *K = simt::dynamicShared<float>(), *V = K + a.tile * a.ld;
   Slot me = slotOf(a);
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * a.rows, s = s0 + me.row;
   int64_t g = h / a.group;
@@ -146,7 +162,7 @@ SIMT_GLOBAL void forward(Shape a, View out, float *stats) {
       float score[kChunk], top = -INFINITY;
       SIMT_UNROLL
       for (int j = 0; j < kChunk; ++j) {
-        float x = dotRow(a, me.lane, q, K + (c + j) * a.D);
+        float x = dotRow(a, me.lane, q, K + (c + j) * a.ld);
         bool seen = c + j < n && (!a.causal || t0 + c + j <= s);
         score[j] = seen ? x : -INFINITY;
         top = fmaxf(top, score[j]);
@@ -161,7 +177,7 @@ SIMT_GLOBAL void forward(Shape a, View out, float *stats) {
       for (int j = 0; j < kChunk; ++j) {
         float p = expf(score[j] - next);
         l += p;
-        axpyRow(a, me.lane, p, V + (c + j) * a.D, o);
+        axpyRow(a, me.lane, p, V + (c + j) * a.ld, o);
       }
       m = next;
     }
@@ -182,7 +198,7 @@ SIMT_GLOBAL void forward(Shape a, View out, float *stats) {
 /// stats: delta = dout · out, then dq = scale · Σ_t p_t (dout · v_t − delta) k_t (in the
 /// roped space when rope is on); each row's delta into deltas.
 SIMT_GLOBAL void backwardQuery(Shape a, View out, View dout, const float *stats, float *deltas, View dq) {
-  float *K = simt::dynamicShared<float>(), *V = K + a.tile * a.D;
+  float *K = simt::dynamicShared<float>(), *V = K + a.tile * a.ld;
   Slot me = slotOf(a);
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * a.rows, s = s0 + me.row;
   int64_t g = h / a.group, row = (b * a.H + h) * a.S + s;
@@ -207,10 +223,10 @@ SIMT_GLOBAL void backwardQuery(Shape a, View out, View dout, const float *stats,
     loadTile(a, a.v, b, g, t0, n, 1.0f, V);
     simt::syncBlock();
     for (int j = 0; j < n; ++j) {
-      float x = dotRow(a, me.lane, q, K + j * a.D), dp = dotRow(a, me.lane, dO, V + j * a.D);
+      float x = dotRow(a, me.lane, q, K + j * a.ld), dp = dotRow(a, me.lane, dO, V + j * a.ld);
       bool seen = live && (!a.causal || t0 + j <= s);
       float p = seen ? expf(x - m) * inv : 0.0f;
-      axpyRow(a, me.lane, p * (dp - delta), K + j * a.D, acc);
+      axpyRow(a, me.lane, p * (dp - delta), K + j * a.ld, acc);
     }
   }
   if (!live)
@@ -224,7 +240,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, View out, View dout, const float *stats,
 /// of each key head's group and the queries that see the key: dv_t = Σ p dout and
 /// dk_t = Σ p (dout · v_t − delta) · scale · q (in the roped space when rope is on).
 SIMT_GLOBAL void backwardKeyValue(Shape a, View dout, const float *stats, const float *deltas, View dk, View dv) {
-  float *Q = simt::dynamicShared<float>(), *dO = Q + a.tile * a.D, *rowStats = dO + a.tile * a.D;
+  float *Q = simt::dynamicShared<float>(), *dO = Q + a.tile * a.ld, *rowStats = dO + a.tile * a.ld;
   Slot me = slotOf(a);
   int64_t b = simt::blockIndex(2), g = simt::blockIndex(1), t0 = simt::blockIndex(0) * a.rows, t = t0 + me.row;
   bool live = t < a.S;
@@ -247,11 +263,11 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, View dout, const float *stats, const 
       }
       simt::syncBlock();
       for (int j = 0; j < n; ++j) {
-        float x = dotRow(a, me.lane, k, Q + j * a.D), dp = dotRow(a, me.lane, v, dO + j * a.D);
+        float x = dotRow(a, me.lane, k, Q + j * a.ld), dp = dotRow(a, me.lane, v, dO + j * a.ld);
         bool seen = live && (!a.causal || s0 + j >= t);
         float p = seen ? expf(x - rowStats[3 * j]) * rowStats[3 * j + 1] : 0.0f;
-        axpyRow(a, me.lane, p, dO + j * a.D, dV);
-        axpyRow(a, me.lane, p * (dp - rowStats[3 * j + 2]), Q + j * a.D, dK);
+        axpyRow(a, me.lane, p, dO + j * a.ld, dV);
+        axpyRow(a, me.lane, p * (dp - rowStats[3 * j + 2]), Q + j * a.ld, dK);
       }
     }
   if (!live)
@@ -317,9 +333,10 @@ inline Shape shapeOf(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bo
                      float *rot) {
   Shape a{};
   a.B = B, a.S = S, a.H = H, a.KVH = KVH, a.D = D, a.group = H / KVH;
-  a.split = splitFor(D);
+  a.ld = int((D + 3) / 4 * 4);
+  a.split = splitFor(a.ld);
   a.rows = kThreads / a.split;
-  int tile = int(kTileFloats / D) / kChunk * kChunk;
+  int tile = kTileFloats / a.ld / kChunk * kChunk;
   a.tile = tile > 64 ? 64 : tile;
   a.causal = causal;
   a.scale = float(1.0 / std::sqrt(double(D)));
@@ -351,7 +368,7 @@ void sdpa(L &launch, const float *qkv, float *out, int64_t B, int64_t S, int64_t
   Shape a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
   float *table = nullptr, *rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
   a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
-  size_t shared = size_t(2 * a.tile * D) * sizeof(float);
+  size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
   launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, forward, a, View{out, H * D, 0}, (float *)nullptr);
   if (rope) {
     launch.free(rot);
@@ -370,7 +387,7 @@ void sdpaBackward(L &launch, const float *dout, const float *qkv, float *dqkv, i
   int64_t row = (H + 2 * KVH) * D, rowsTotal = B * H * S;
   float *out = launch.alloc(B * S * H * D), *stats = launch.alloc(2 * rowsTotal), *deltas = launch.alloc(rowsTotal);
   View outView{out, H * D, 0}, doutView{const_cast<float *>(dout), H * D, 0};
-  size_t shared = size_t(2 * a.tile * D) * sizeof(float);
+  size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
   launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, forward, a, outView, stats);
   launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, backwardQuery, a, outView, doutView,
              (const float *)stats, deltas, View{dqkv, row, 0});

@@ -22,6 +22,14 @@
 #define SIMT_GLOBAL __global__
 
 namespace planrt::simt {
+struct Vec4 {
+  float x, y, z, w;
+};
+/// Four floats at p, a multiple of 16 bytes, as one 16-byte load.
+SIMT_DEVICE Vec4 load4(const float *p) {
+  float4 v = *reinterpret_cast<const float4 *>(p);
+  return {v.x, v.y, v.z, v.w};
+}
 SIMT_DEVICE int threadIndex() { return int(threadIdx.x); }
 SIMT_DEVICE int64_t blockIndex(int axis) { return axis == 0 ? blockIdx.x : axis == 1 ? blockIdx.y : blockIdx.z; }
 SIMT_DEVICE void syncBlock() { __syncthreads(); }
@@ -35,6 +43,7 @@ template <class T> SIMT_DEVICE T *dynamicShared() {
 #else // PLANRT_SIMT_EMULATE
 
 #include <condition_variable>
+#include <stdexcept>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -78,6 +87,14 @@ struct ThreadState {
 };
 inline thread_local ThreadState self;
 
+struct Vec4 {
+  float x, y, z, w;
+};
+inline Vec4 load4(const float *p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    throw std::logic_error("simt::load4: an address not a multiple of 16 bytes");
+  return {p[0], p[1], p[2], p[3]};
+}
 inline int threadIndex() { return self.thread; }
 inline int64_t blockIndex(int axis) { return self.index[axis]; }
 inline void syncBlock() { self.block->wait(); }
