@@ -3,7 +3,10 @@
 // wall time from one synchronisation to the next is the time of the operation that
 // ended it: its kernels, and the host work before it (a host fill of managed memory, the
 // page migrations it causes). At exit FILE gets one line per operation, slowest first:
-// calls, total milliseconds, milliseconds per call and share of the total.
+// calls, total milliseconds, milliseconds per call, the longest call and share of the
+// total (test/gpu/profile_summary.py sums them by kind). The first operation after the
+// start carries the start-up (parameters initialised, data opened): its longest call
+// shows it.
 #include "device.h"
 
 #include <algorithm>
@@ -22,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Entry {
   int64_t calls = 0;
-  double seconds = 0;
+  double seconds = 0, longest = 0;
 };
 
 struct Profile {
@@ -44,10 +47,10 @@ struct Profile {
       std::fprintf(stderr, "planrt: warning: PLANRT_CUDA_PROFILE: cannot write %s\n", path.c_str());
       return;
     }
-    std::fprintf(f, "# operation calls total_ms ms_per_call share\n");
+    std::fprintf(f, "# operation calls total_ms ms_per_call max_ms share\n");
     for (auto &[name, e] : rows)
-      std::fprintf(f, "%s %lld %.3f %.4f %.4f\n", name.c_str(), (long long)e.calls, e.seconds * 1e3,
-                   e.seconds * 1e3 / double(e.calls), total > 0 ? e.seconds / total : 0.0);
+      std::fprintf(f, "%s %lld %.3f %.4f %.4f %.4f\n", name.c_str(), (long long)e.calls, e.seconds * 1e3,
+                   e.seconds * 1e3 / double(e.calls), e.longest * 1e3, total > 0 ? e.seconds / total : 0.0);
     std::fprintf(f, "# total %.3f ms\n", total * 1e3);
     std::fclose(f);
   }
@@ -76,8 +79,10 @@ void profileMark(const char *what) {
   std::lock_guard<std::mutex> lock(p->mutex);
   Clock::time_point now = Clock::now();
   Entry &e = p->entries[what];
+  double dt = std::chrono::duration<double>(now - p->last).count();
   ++e.calls;
-  e.seconds += std::chrono::duration<double>(now - p->last).count();
+  e.seconds += dt;
+  e.longest = dt > e.longest ? dt : e.longest;
   p->last = now;
 }
 

@@ -2,7 +2,8 @@
 # Makes what test/gpu/run_all.sh needs on a GPU machine that has CUDA, CMake and PyTorch
 # but neither LLVM/MLIR, ANTLR nor MPI (so no planc): the executables of the GPU tests,
 # built here for both targets from the same plans, the libraries they load that such a
-# machine lacks, the data, and `planc explain` of each plan. CUDA's own libraries
+# machine lacks, the data, `planc explain` of each plan and the CPU target's losses on
+# the checks (ref/). CUDA's own libraries
 # (libcudart, libcublasLt, libnccl) are the GPU machine's.
 #
 #   test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]     (defaults: build/bin/planc, gpu-bundle)
@@ -53,6 +54,17 @@ for p in tiny_check gpt2s_check gpt2s_bf16_check gpt2s_bench; do
   "$PLANC" explain "plans/$p.plan" --json > "explain_$p.json"
 done
 cp "$KTEST" .
+
+# The CPU target's losses for run_all.sh's section 2, run here so that the GPU machine's
+# time goes to the GPU (REFS=0 leaves them to run_all.sh). About 5 minutes on 2 cores.
+if [[ ${REFS:-1} != 0 ]]; then
+  mkdir -p ref
+  for p in tiny_check gpt2s_check gpt2s_bf16_check; do
+    d=data/gpt2_tokens.bin
+    [[ $p == tiny_check ]] && d=data/train.bin
+    "./cpu_$p" --data "$d" --log "ref/cpu_$p.jsonl" --quiet > /dev/null
+  done
+fi
 
 # Libraries: what the executables load, less the C library, the C++ runtime and CUDA's.
 for exe in cuda_* cpu_* planc-cuda-kernels-test; do

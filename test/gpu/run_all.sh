@@ -10,22 +10,30 @@
 #      memory the runtime and the generated code held at once) and the arena its manifest
 #      reserves (plan-memory-plan) against `planc explain`'s per-device total;
 #   4. benchmark: gpt2_small (124M), batch 8 × 1024, bf16: planc's tokens/s and MFU
-#      against PyTorch eager and torch.compile (test/gpu/torch_gpt.py) in the same run.
-# Results go to OUT_DIR/gpu_results.md (and the logs beside it); the exit status is 1
+#      against PyTorch eager and torch.compile (test/gpu/torch_gpt.py) in the same run;
+#   5. where the benchmark's time goes (PLANRT_CUDA_PROFILE, profile_summary.py);
+#   6. deep_checks.sh: step-0 gradients against the CPU's, compute-sanitizer memcheck and
+#      racecheck, tensor-core instructions and spills of libplanrt_cuda.
+# Section 2 uses the CPU target's losses the bundle carries (bundle.sh ran them where it
+# was made) and runs the CPU executables only when they are missing.
+# Results go to OUT_DIR/gpu_results.md and OUT_DIR/deep_results.md, the logs to
+# OUT_DIR/logs.tgz (the device tool brings back 8 files at most); the exit status is 1
 # if any check failed.
 #
 #   test/gpu/run_all.sh [BUNDLE_DIR|BUNDLE.tar.xz [OUT_DIR]]   (defaults: gpu-bundle, $OUT or gpu-results)
-# CHECKS="tiny_check" limits sections 2 and 3 to those plans; BENCH=0 skips section 4.
+# CHECKS="tiny_check" limits sections 2 and 3 to those plans; BENCH=0 skips sections 4
+# and 5, DEEP=0 section 6.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=$(realpath "${1:-$ROOT/gpu-bundle}")
 if [[ -f "$B" && "$B" == *.tar.xz ]]; then  # the carried form: unpack beside /tmp
   mkdir -p /tmp/planc-gpu && tar -C /tmp/planc-gpu -xJf "$B" && B=/tmp/planc-gpu/$(basename "$B" .tar.xz)
 fi
-OUTDIR=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
+RESULTS=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
 [[ -x "$B/planc-cuda-kernels-test" ]] || { echo "run_all.sh: no bundle at $B (make one with test/gpu/bundle.sh)" >&2; exit 2; }
+OUTDIR="$RESULTS/logs"
 mkdir -p "$OUTDIR"
-R="$OUTDIR/gpu_results.md"
+R="$RESULTS/gpu_results.md"
 PY=${PYTHON:-python3}
 CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
 # libcudart, libcublasLt and libnccl: the toolkit's, else the ones PyTorch's wheels carry.
@@ -57,8 +65,12 @@ data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt
 CHECKS=${CHECKS:-tiny_check gpt2s_check gpt2s_bf16_check}
 for p in $CHECKS; do
   ok=1
-  OMP_NUM_THREADS=16 ./cpu_$p --data "$(data $p)" --log "$OUTDIR/cpu_$p.jsonl" > "$OUTDIR/cpu_$p.out" 2>&1 ||
-    { fail "cpu_$p"; ok=0; }
+  if [[ -s "$B/ref/cpu_$p.jsonl" ]]; then
+    cp "$B/ref/cpu_$p.jsonl" "$OUTDIR/cpu_$p.jsonl"
+  else
+    OMP_NUM_THREADS=16 ./cpu_$p --data "$(data $p)" --log "$OUTDIR/cpu_$p.jsonl" > "$OUTDIR/cpu_$p.out" 2>&1 ||
+      { fail "cpu_$p"; ok=0; }
+  fi
   ./cuda_$p --data "$(data $p)" --log "$OUTDIR/cuda_$p.jsonl" > "$OUTDIR/cuda_$p.out" 2>&1 ||
     { fail "cuda_$p (see cuda_$p.out)"; ok=0; }
   [[ $ok == 1 ]] || continue
@@ -93,9 +105,21 @@ print(f"| {sys.argv[3]} | {peak / 2**20:.1f} | {arena / 2**20:.1f} | {pred / 2**
 PY
 done
 
-if [[ ${BENCH:-1} == 0 ]]; then cat "$R"; exit $failed; fi
+finish() {
+  if [[ ${DEEP:-1} != 0 ]]; then
+    echo -e "\n## 6. Deep checks: see deep_results.md\n" >> "$R"
+    "$ROOT/test/gpu/deep_checks.sh" "$B" "$OUTDIR" > "$OUTDIR/deep.log" 2>&1 || fail "deep checks (see deep_results.md)"
+    mv "$OUTDIR/deep_results.md" "$RESULTS/" 2>/dev/null
+  fi
+  rm -f "$OUTDIR"/*.safetensors
+  tar -C "$RESULTS" -czf "$RESULTS/logs.tgz" logs && rm -rf "$OUTDIR"
+  cat "$R"
+  exit $failed
+}
+if [[ ${BENCH:-1} == 0 ]]; then finish; fi
 echo -e "\n## 4. Benchmark: gpt2_small, batch 8 x 1024, bf16 (median of steps 5-29)\n" >> "$R"
-./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
+PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" \
+  > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
 for mode in eager compile; do
   $PY "$ROOT/test/gpu/torch_gpt.py" --mode $mode --batch 8 --seq 1024 --steps 30 --precision bf16 \
     > "$OUTDIR/torch_$mode.json" 2> "$OUTDIR/torch_$mode.err" || fail "torch $mode (see torch_$mode.err)"
@@ -139,5 +163,6 @@ for n, tok, m in rows:
         print(f"| {n} | {tok:,.0f} | {100 * m:.1f} % | {ratio} |")
 PY
 echo -e "\nreference: llm.c, about 470K tokens/s per H100 for GPT-2 124M (from its 8xH100 runs)" >> "$R"
-cat "$R"
-exit $failed
+echo -e "\n## 5. Where the benchmark's time goes (PLANRT_CUDA_PROFILE, 30 steps and the start-up)\n" >> "$R"
+[[ -s "$OUTDIR/profile.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile.txt" 30 >> "$R"
+finish

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU checks beyond run_all.sh, on the same bundle (test/gpu/bundle.sh):
+#   1. step-0 gradients (--save-grads) of the CUDA target against the CPU target's, tensor
+#      by tensor (compare_grads.py: relative L2 error per tensor), for tiny and gpt2_small
+#      in fp32;
+#   2. compute-sanitizer memcheck (2 steps) and racecheck (1 step) on the tiny plan;
+#   3. the tensor-core instructions (HMMA/HGMMA) in each libplanrt_cuda kernel's SASS, and
+#      each kernel's registers, stack and spills (cuobjdump -res-usage).
+# Results go to OUT_DIR/deep_results.md; exit status 1 if a check failed.
+#
+#   test/gpu/deep_checks.sh BUNDLE_DIR [OUT_DIR]
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=$(realpath "$1")
+OUTDIR=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
+mkdir -p "$OUTDIR"
+R="$OUTDIR/deep_results.md"
+PY=${PYTHON:-python3}
+CUDA_BIN=${CUDA_HOME:-/usr/local/cuda}/bin
+WHEELS=$($PY -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH="$B/lib:${CUDA_HOME:-/usr/local/cuda}/lib64:${WHEELS:+$WHEELS:}${LD_LIBRARY_PATH:-}"
+export PATH="$CUDA_BIN:$PATH"
+failed=0
+fail() { echo "FAIL: $*" | tee -a "$R"; failed=1; }
+cd "$B"
+data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
+
+echo "# planc GPU deep checks" > "$R"
+echo -e "\n## 1. Step-0 gradients, CUDA against CPU (fp32)\n" >> "$R"
+for p in tiny_check gpt2s_check; do
+  echo -e "### $p\n" >> "$R"
+  OMP_NUM_THREADS=16 timeout 120 ./cpu_$p --steps 1 --quiet --data "$(data $p)" --save-grads "$OUTDIR/grads_cpu_$p.safetensors" \
+    > "$OUTDIR/grads_cpu_$p.out" 2>&1 || { fail "cpu_$p --save-grads"; continue; }
+  timeout 120 ./cuda_$p --steps 1 --quiet --data "$(data $p)" --save-grads "$OUTDIR/grads_cuda_$p.safetensors" \
+    > "$OUTDIR/grads_cuda_$p.out" 2>&1 || { fail "cuda_$p --save-grads (see grads_cuda_$p.out)"; continue; }
+  $PY "$ROOT/test/gpu/compare_grads.py" "$OUTDIR/grads_cpu_$p.safetensors" "$OUTDIR/grads_cuda_$p.safetensors" \
+    --rtol 1e-4 >> "$R" || fail "$p: step-0 gradients differ"
+  rm -f "$OUTDIR"/grads_*_"$p".safetensors
+done
+
+echo -e "\n## 2. compute-sanitizer on the tiny plan\n" >> "$R"
+for tool in memcheck racecheck; do
+  steps=2; [[ $tool == racecheck ]] && steps=1
+  timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 --print-limit 20 \
+    ./cuda_tiny_check --steps $steps --quiet --data "$(data tiny_check)" > "$OUTDIR/sanitizer_$tool.txt" 2>&1
+  rc=$?
+  echo "- $tool: exit $rc; $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$OUTDIR/sanitizer_$tool.txt" | tr '\n' ' ')" >> "$R"
+  [[ $rc == 0 ]] || fail "compute-sanitizer $tool (exit $rc, see sanitizer_$tool.txt)"
+done
+
+echo -e "\n## 3. libplanrt_cuda: tensor-core instructions and resources per kernel\n" >> "$R"
+LIB="$B/lib/libplanrt_cuda.so"
+cuobjdump -sass "$LIB" > "$OUTDIR/sass.txt" 2>&1
+echo '```' >> "$R"
+awk '/Function :/{f=$3} /HMMA|HGMMA/{n[f]++} END{for (k in n) print n[k], k}' "$OUTDIR/sass.txt" | sort -k2 >> "$R"
+echo "total HMMA/HGMMA: $(grep -cE 'HMMA|HGMMA' "$OUTDIR/sass.txt")" >> "$R"
+cuobjdump -res-usage "$LIB" 2>&1 | grep -E 'Function|REG|STACK' | paste - - | awk '{print}' | head -80 > "$OUTDIR/res_usage.txt"
+grep -E 'STACK:[1-9]' "$OUTDIR/res_usage.txt" >> "$R" || echo "no kernel uses a stack frame" >> "$R"
+echo '```' >> "$R"
+gzip -f "$OUTDIR/sass.txt"
+cat "$R"
+exit $failed
