@@ -8,6 +8,7 @@
 #include "planrt.h"
 #include "planrt_cuda.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,7 +106,7 @@ size_t deviceFree() {
   return free;
 }
 
-const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill};
+const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill, counters};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {
@@ -114,9 +115,11 @@ struct Module {
   cudaLibrary_t library = nullptr;
   std::unordered_map<std::string, cudaKernel_t> kernels;
 };
-/// Kernel names, for errors.
+/// "generated kernel <name>" of each kernel, for errors and the profile (the map's nodes
+/// stay put: pointers to its strings stay valid), and the last one launched.
 std::mutex kernelMutex;
 std::unordered_map<const void *, std::string> kernelNames;
+std::atomic<const std::string *> lastKernel{nullptr};
 
 } // namespace
 
@@ -130,8 +133,13 @@ void check(cudaError_t e, const char *what) {
   die(what, detail.c_str());
 }
 
-void finish(const char *what) {
+namespace {
+std::atomic<uint64_t> syncCount{0}, launchCount{0};
+
+/// Waits for the stream; then checks it and the index flag, `what` naming the work.
+void syncStream(const char *what) {
   check(cudaGetLastError(), what);
+  ++syncCount;
   check(cudaStreamSynchronize(theStream), what);
   if (theFlag && theFlag->kind != 0) {
     char buf[160];
@@ -141,6 +149,17 @@ void finish(const char *what) {
     die(what, buf);
   }
   profileMark(what);
+}
+} // namespace
+
+void finish(const char *what) {
+  ++launchCount; // a library call: its kernels, GEMM or collective
+  syncStream(what);
+}
+
+void counters(uint64_t *hostSyncs, uint64_t *launches) {
+  *hostSyncs = syncCount.load();
+  *launches = launchCount.load();
 }
 
 } // namespace planrt::cuda
@@ -213,12 +232,17 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   check(cudaLibraryGetKernel(&k, m->library, name), what.c_str());
   m->kernels[name] = k;
   std::lock_guard<std::mutex> lock(kernelMutex);
-  kernelNames[reinterpret_cast<const void *>(k)] = name;
+  kernelNames[reinterpret_cast<const void *>(k)] = std::string("generated kernel ") + name;
   return reinterpret_cast<void *>(k);
 }
 
 void *mgpuStreamCreate(void) { return theStream; }
-void mgpuStreamSynchronize(void *) { finish("a generated kernel"); }
+// gpu-to-llvm follows every launch by a synchronisation of its stream: the launch
+// itself returns at once, the wait is charged to the kernel it waits for.
+void mgpuStreamSynchronize(void *) {
+  const std::string *last = lastKernel.load();
+  syncStream(last ? last->c_str() : "a generated kernel");
+}
 void mgpuStreamDestroy(void *) {}
 
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
@@ -229,8 +253,8 @@ void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, int
     char buf[200];
     std::snprintf(buf, sizeof buf, "grid %lld x %lld x %lld of blocks %lld x %lld x %lld", (long long)gx,
                   (long long)gy, (long long)gz, (long long)bx, (long long)by, (long long)bz);
-    die(("generated kernel " + (it == kernelNames.end() ? std::string("?") : it->second) + ": a negative grid or an "
-         "empty block")
+    die(((it == kernelNames.end() ? std::string("generated kernel ?") : it->second) +
+         ": a negative grid or an empty block")
             .c_str(),
         buf);
   }
@@ -238,22 +262,15 @@ void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, int
     return; // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
   cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
                                    dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
-  if (e == cudaSuccess)
-    e = cudaStreamSynchronize(theStream);
-  if (e != cudaSuccess) {
-    std::string what;
-    {
-      std::lock_guard<std::mutex> lock(kernelMutex);
-      auto it = kernelNames.find(function);
-      what = "generated kernel " + (it == kernelNames.end() ? std::string("?") : it->second);
-    }
-    check(e, what.c_str());
-  }
-  if (profiling()) {
+  const std::string *name = nullptr;
+  {
     std::lock_guard<std::mutex> lock(kernelMutex);
     auto it = kernelNames.find(function);
-    profileMark(it == kernelNames.end() ? "generated kernel" : it->second.c_str());
+    name = it == kernelNames.end() ? nullptr : &it->second;
   }
+  lastKernel.store(name);
+  ++launchCount;
+  check(e, name ? name->c_str() : "generated kernel ?");
 }
 
 } // extern "C"

@@ -13,8 +13,12 @@ namespace planrt::cuda {
 cudaStream_t stream();
 /// Prints "planrt: error: rank R: <what>: <CUDA error>" and exits 1 unless e is success.
 void check(cudaError_t e, const char *what);
-/// Waits for the stream, then checks it and the index flag; `what` names the call.
+/// The end of a library call: counted as a launch; waits for the stream, then checks it
+/// and the index flag; `what` names the call.
 void finish(const char *what);
+/// Host synchronisations and launches (generated kernels and library calls) since the
+/// start: the backend's counters, which the training log reports per step.
+void counters(uint64_t *hostSyncs, uint64_t *launches);
 
 /// What a kernel found out of range: kind 0 none, 1 an embedding id, 2 a
 /// cross-entropy target; the first one found wins.

@@ -278,6 +278,10 @@ typedef struct {
   /* Sets `count` floats at ptr (memory from alloc) to value where the memory is
    * (a kernel on the device), returning when done; NULL: the host writes them. */
   void (*fill)(void *ptr, float value, size_t count);
+  /* Host synchronisations with the device and kernel launches (library calls counted
+   * once) since the start, which the training log reports per step; NULL for a backend
+   * with neither. */
+  void (*counters)(uint64_t *host_syncs, uint64_t *launches);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);

@@ -9,6 +9,8 @@
 struct planrt_log {
   FILE *file = nullptr;
   std::string path;
+  /// The backend's counters at the previous step line.
+  uint64_t syncs = 0, launches = 0;
 };
 
 namespace {
@@ -30,6 +32,8 @@ planrt_status planrt_log_open(const char *path, planrt_log **out) {
   if (!f)
     return planrt::fail(PLANRT_ERR_IO, "%s: cannot open the log: %s", path, std::strerror(errno));
   *out = new planrt_log{f, path};
+  if (const planrt_backend *b = planrt_get_backend(); b->counters) // the first step line counts from here
+    b->counters(&(*out)->syncs, &(*out)->launches);
   return PLANRT_OK;
 }
 
@@ -58,8 +62,18 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
       ", \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}",
       (unsigned long long)(comm ? comm[0] : 0), (unsigned long long)(comm ? comm[1] : 0),
       (unsigned long long)(comm ? comm[2] : 0), (unsigned long long)(comm ? comm[3] : 0));
-  std::fprintf(f, ", \"mem_peak_bytes\": %llu, \"mem_device_peak_bytes\": %llu}\n", (unsigned long long)memPeak,
+  std::fprintf(f, ", \"mem_peak_bytes\": %llu, \"mem_device_peak_bytes\": %llu", (unsigned long long)memPeak,
                (unsigned long long)devicePeak);
+  // A device backend's synchronisations and launches since the previous step line.
+  if (const planrt_backend *b = planrt_get_backend(); b->counters) {
+    uint64_t syncs = 0, launches = 0;
+    b->counters(&syncs, &launches);
+    std::fprintf(f, ", \"host_syncs\": %llu, \"launches\": %llu", (unsigned long long)(syncs - log->syncs),
+                 (unsigned long long)(launches - log->launches));
+    log->syncs = syncs;
+    log->launches = launches;
+  }
+  std::fputs("}\n", f);
   return flushLine(log);
 }
 

@@ -464,7 +464,7 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
     }
     // More than one device: one process per device, started by mpirun (or srun).
     if (m.dataParallel * m.tensorParallel * m.pipeline > 1) {
-      if (planrt_status s = planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh)) {
+      if (planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh) != PLANRT_OK) {
         std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
         return kExitError;
       }

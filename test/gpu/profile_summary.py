@@ -24,12 +24,10 @@ def main():
         rows.append((name, calls, total, longest))
     kinds, calls = collections.Counter(), collections.Counter()
     for name, c, t, _ in rows:
-        if name.startswith("planc_"):
+        if name.startswith("generated kernel planc_"):
             kind = "generated kernels (" + name.split("_")[1] + ")"
         elif name.startswith("planrt_cuda_gemm"):
             kind = "GEMMs (cuBLASLt)"
-        elif name == "a generated kernel":
-            kind = "stream synchronisations after generated launches"
         else:
             kind = name
         kinds[kind] += t

@@ -530,3 +530,46 @@ TEST(RuntimeMemoryDeathTest, AStepFunctionNeedingMoreThanTheStepRegionStops) {
       },
       testing::ExitedWithCode(1), "a step function needs 2048 bytes of the step region, which has 1024");
 }
+
+// A device backend's counters (host synchronisations, launches) reach the training log
+// as per-step differences, counted from the log's opening; the CPU backend has none and
+// its lines have no such fields.
+namespace {
+uint64_t fakeSyncs = 0, fakeLaunches = 0;
+void fakeCounters(uint64_t *syncs, uint64_t *launches) {
+  *syncs = fakeSyncs;
+  *launches = fakeLaunches;
+}
+const planrt_backend kCountingDevice = {"test-device", heapAlloc, std::free, nullptr, nullptr, fakeCounters};
+
+std::vector<std::string> lines(const std::string &path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
+} // namespace
+
+TEST(RuntimeLog, DeviceCountersArePerStep) {
+  TempDir dir;
+  uint64_t comm[4] = {0, 0, 0, 0};
+  planrt_set_backend(&kCountingDevice);
+  fakeSyncs = 100, fakeLaunches = 900; // the start-up: not in the first step
+  planrt_log *log = nullptr;
+  ASSERT_EQ(planrt_log_open((dir / "a.jsonl").c_str(), &log), PLANRT_OK) << planrt_last_error();
+  fakeSyncs += 3, fakeLaunches += 40;
+  ASSERT_EQ(planrt_log_step(log, 1, 2.5, 1e-3, 1.0, 10.0, comm, 1, 2), PLANRT_OK);
+  fakeSyncs += 4, fakeLaunches += 41;
+  ASSERT_EQ(planrt_log_step(log, 2, 2.4, 1e-3, 1.0, 10.0, comm, 1, 2), PLANRT_OK);
+  planrt_log_close(log);
+  planrt_set_backend(nullptr);
+  std::vector<std::string> l = lines(dir / "a.jsonl");
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_NE(l[0].find("\"host_syncs\": 3, \"launches\": 40}"), std::string::npos) << l[0];
+  EXPECT_NE(l[1].find("\"host_syncs\": 4, \"launches\": 41}"), std::string::npos) << l[1];
+  ASSERT_EQ(planrt_log_open((dir / "b.jsonl").c_str(), &log), PLANRT_OK);
+  ASSERT_EQ(planrt_log_step(log, 1, 2.5, 1e-3, 1.0, 10.0, comm, 1, 2), PLANRT_OK);
+  planrt_log_close(log);
+  EXPECT_EQ(lines(dir / "b.jsonl")[0].find("host_syncs"), std::string::npos);
+}
