@@ -3,7 +3,8 @@
 # launched over blocks of 256 threads — run by host loops, against the CPU target on the
 # same layouts: one process (fp32 and bf16), tensor 2 with sequence parallelism, pipeline
 # 2 with 1F1B, ZeRO-1 on data 2, and DDP, ZeRO-1 and ZeRO-3 with buckets on data 2, each also
-# with every launch's blocks and threads run last first (the race audit). 20 steps each; the losses and gradient norms must
+# with every launch's blocks and threads run last first, and the first five in a seeded
+# shuffle (the race audits). 20 steps each; the losses and gradient norms must
 # agree within 1e-6 (the same arithmetic in another loop order), and the executable's
 # arena (the memory plan in its manifest) must hold all the run used, waste at most 5 %
 # against the CPU target's peak, and agree with planc explain (-15 %/+25 %). This checks the kernel
@@ -77,6 +78,16 @@ for layout in "one 1 1 8 0 20" "bf16 1 1 8 0 20 bf16" "tp2_sp 2 1 8 0 20 fp32 no
 done
 for z in 0 1 3; do
   BUCKET="16 KiB" HOST_ORDER=reverse same "rev_dp2_z${z}_buckets" 2 2 2 $z 20
+done
+# And in a seeded shuffle (another seed per layout): neither in order nor last first.
+seed=11
+for layout in "one 1 1 8 0 20" "bf16 1 1 8 0 20 bf16" "tp2_sp 2 1 8 0 20 fp32 none 2 true" \
+              "pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b" "dp2_zero1 2 2 4 1 20"; do
+  set -- $layout
+  label=$1
+  shift
+  HOST_ORDER=shuffle:$seed same "shuf_$label" "$@"
+  seed=$((seed + 1))
 done
 # The emitted code: no linalg loop left outside a launch before the launches become loops.
 "$PLANC" emit c_one.plan --stage llvm --target cuda-host > host.ll

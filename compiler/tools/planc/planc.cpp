@@ -54,9 +54,10 @@ options:
   --cuda-arch sm_NN[,sm_NN]  (cuda target, emit --stage ptx) the GPU architectures, sm_80 or
                              later (default sm_90: H100, H200; sm_80: A100); several make
                              one fat binary with a cubin for each
-  --cuda-host-order forward|reverse  (cuda-host target) the order each launch's blocks and
-                             threads run in; reverse runs them last first, so that a race
-                             between threads changes the results (default forward)
+  --cuda-host-order forward|reverse|shuffle[:SEED]  (cuda-host target) the order each
+                             launch's blocks and threads run in; reverse runs them last
+                             first, shuffle in an order drawn from SEED (default 1), so that
+                             a race between threads changes the results (default forward)
   --entry NAME               the declaration to compile or emit
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
@@ -74,6 +75,14 @@ struct Options {
   std::vector<std::string> includeDirs, runArgs;
   bool printAfterAll = false, summary = false, json = false, searchLayouts = false, perLayer = false;
 };
+
+/// forward, reverse, shuffle or shuffle:SEED (0 <= SEED <= 10^9).
+bool validHostOrder(llvm::StringRef order) {
+  if (order == "forward" || order == "reverse" || order == "shuffle")
+    return true;
+  uint64_t seed = 0;
+  return order.consume_front("shuffle:") && !order.getAsInteger(10, seed) && seed <= 1000000000;
+}
 
 int usageError(const std::string &msg) {
   llvm::errs() << "planc: error: " << msg << "\n"
@@ -572,8 +581,9 @@ int main(int argc, char **argv) {
   }
   if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "cuda-host")
     return usageError("unknown target '" + opts.target + "'; the targets are cpu, cuda and cuda-host");
-  if (opts.hostOrder != "forward" && opts.hostOrder != "reverse")
-    return usageError("--cuda-host-order '" + opts.hostOrder + "' is neither forward nor reverse");
+  if (!validHostOrder(opts.hostOrder))
+    return usageError("--cuda-host-order '" + opts.hostOrder +
+                      "' is neither forward, reverse nor shuffle[:SEED] (SEED a number from 0 to 1000000000)");
   if (opts.hostOrder != "forward" && opts.target != "cuda-host")
     return usageError("--cuda-host-order applies to --target cuda-host only");
   return run(opts, argv[0]);

@@ -1,10 +1,15 @@
-// The race audit of plan-gpu-launch-to-loops (order=reverse, `--cuda-host-order reverse`)
+// The race audits of plan-gpu-launch-to-loops (order=reverse and order=shuffle,
+// `--cuda-host-order reverse|shuffle:SEED`)
 // catches a kernel whose result depends on the order of its threads: thread 0 writes
 // x[0] = 42 and thread 1 copies x[0] to x[1] with no barrier between them, a race on a
 // GPU. Run in order, thread 1 sees 42; run last first, it sees 0, so e2e-cuda-host's
 // bitwise comparison against the CPU target would fail for such a kernel.
 // RUN: planc-opt %s -plan-gpu-launch-to-loops | mlir-opt -convert-scf-to-cf -finalize-memref-to-llvm -convert-arith-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_c_runner_utils | FileCheck %s --check-prefix=FORWARD
 // RUN: planc-opt %s -plan-gpu-launch-to-loops=order=reverse | mlir-opt -convert-scf-to-cf -finalize-memref-to-llvm -convert-arith-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_c_runner_utils | FileCheck %s --check-prefix=REVERSE
+// A seeded shuffle of two threads runs them one way or the other by the seed: seed 1
+// runs thread 1 first (0), seed 2 thread 0 first (42).
+// RUN: planc-opt %s -plan-gpu-launch-to-loops="order=shuffle seed=1" | mlir-opt -convert-scf-to-cf -finalize-memref-to-llvm -convert-arith-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_c_runner_utils | FileCheck %s --check-prefix=REVERSE
+// RUN: planc-opt %s -plan-gpu-launch-to-loops="order=shuffle seed=2" | mlir-opt -convert-scf-to-cf -finalize-memref-to-llvm -convert-arith-to-llvm -convert-cf-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_c_runner_utils | FileCheck %s --check-prefix=FORWARD
 // FORWARD: {{^}}42{{$}}
 // REVERSE: {{^}}0{{$}}
 func.func @main() {

@@ -6,6 +6,24 @@
 // order=reverse (the race audit): iteration i of each loop runs block / thread n - 1 - i.
 // RUN: planc-opt %s -split-input-file -plan-gpu-launch-to-loops=order=reverse -verify-diagnostics | FileCheck %s --check-prefix=REV
 // RUN: not planc-opt %s -split-input-file -plan-gpu-launch-to-loops=order=sideways 2>&1 | FileCheck %s --check-prefix=ORDER
+// order=shuffle seed=7: iteration i runs (a i + 7) mod n, a = 1073741831 (a prime the seed picks).
+// RUN: planc-opt %s -split-input-file -plan-gpu-launch-to-loops="order=shuffle seed=7" -verify-diagnostics | FileCheck %s --check-prefix=SHUF
+// RUN: not planc-opt %s -split-input-file -plan-gpu-launch-to-loops="order=shuffle seed=-1" 2>&1 | FileCheck %s --check-prefix=SEED
+
+// SHUF-LABEL: func.func @launch(
+// SHUF-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)
+// SHUF: %[[C256:.*]] = arith.constant 256 : index
+// SHUF: scf.for %[[BI:.*]] = %{{.*}} to %[[G]] step %{{.*}} {
+// SHUF-NEXT: scf.for %[[TI:.*]] = %{{.*}} to %[[C256]] step %{{.*}} {
+// SHUF-NEXT: %[[A:.*]] = arith.constant 1073741831 : index
+// SHUF-NEXT: %[[C:.*]] = arith.constant 7 : index
+// SHUF-NEXT: %[[AI:.*]] = arith.muli %[[A]], %[[BI]] : index
+// SHUF-NEXT: %[[AIC:.*]] = arith.addi %[[AI]], %[[C]] : index
+// SHUF-NEXT: %[[BX:.*]] = arith.remui %[[AIC]], %[[G]] : index
+// SHUF: %[[TX:.*]] = arith.remui %{{.*}}, %[[C256]] : index
+// SHUF-NEXT: %[[B:.*]] = arith.muli %[[BX]], %[[C256]] : index
+// SHUF-NEXT: %[[I:.*]] = arith.addi %[[B]], %[[TX]] : index
+// SEED: plan-gpu-launch-to-loops: seed -1 is negative
 
 // REV-LABEL: func.func @launch(
 // REV-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)
@@ -19,7 +37,7 @@
 // REV-NEXT: %[[TX:.*]] = arith.subi %[[TLAST]], %[[TI]] : index
 // REV-NEXT: %[[B:.*]] = arith.muli %[[BX]], %[[C256]] : index
 // REV-NEXT: %[[I:.*]] = arith.addi %[[B]], %[[TX]] : index
-// ORDER: plan-gpu-launch-to-loops: order 'sideways' is neither forward nor reverse
+// ORDER: plan-gpu-launch-to-loops: order 'sideways' is neither forward, reverse nor shuffle
 
 // CHECK-LABEL: func.func @launch(
 // CHECK-SAME: %[[X:.*]]: memref<1000xf32>, %[[G:.*]]: index)

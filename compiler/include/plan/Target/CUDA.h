@@ -36,8 +36,9 @@ void buildLoweringPipeline(mlir::OpPassManager &pm, const TargetOptions &options
 /// each launch then executed as host loops over its blocks and threads
 /// (plan-gpu-launch-to-loops), with the CPU's library kernels. It checks the kernel
 /// mapping against the CPU target where no GPU is.
-/// `order` is plan-gpu-launch-to-loops': "forward", or "reverse" (every launch's blocks
-/// and threads last first, the audit for races between threads).
+/// `order` is plan-gpu-launch-to-loops': "forward", "reverse" (every launch's blocks
+/// and threads last first), "shuffle" or "shuffle:SEED" (in an order drawn from the seed):
+/// the audits for races between threads.
 void buildHostEmulationPipeline(mlir::OpPassManager &pm, const std::string &order = "forward");
 
 /// The PTX of every gpu.binary of a module lowered with format "isa", each preceded by

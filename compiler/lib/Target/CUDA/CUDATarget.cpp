@@ -99,9 +99,13 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
 
 void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   registerPipelinePasses();
+  // shuffle:SEED is order=shuffle with that seed.
+  StringRef name = order, seed = "1";
+  if (name.starts_with("shuffle:"))
+    std::tie(name, seed) = name.split(':');
   cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),func.func(convert-linalg-to-parallel-loops),"
                                  "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops{order=" +
-                                     order + "}");
+                                     name.str() + " seed=" + seed.str() + "}");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

@@ -7,6 +7,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <iterator>
+
 namespace plan {
 #define GEN_PASS_DEF_PLANGPULAUNCHTOLOOPS
 #include "plan/Target/CUDA/Passes.h.inc"
@@ -17,12 +19,24 @@ using namespace plan;
 
 namespace {
 
+/// A prime above 2^30, chosen by the seed: coprime with every grid and block size below it
+/// (so i -> (a i + seed) mod n is a permutation), and a i + seed fits in 64 bits for i < 2^31.
+int64_t shuffleMultiplier(int64_t seed) {
+  static const int64_t primes[] = {1073741827, 1073741831, 1073741833, 1073741839, 1073741843, 1073741857};
+  return primes[seed % int64_t(std::size(primes))];
+}
+
 struct PlanGpuLaunchToLoops : plan::impl::PlanGpuLaunchToLoopsBase<PlanGpuLaunchToLoops> {
   using PlanGpuLaunchToLoopsBase::PlanGpuLaunchToLoopsBase;
 
   void runOnOperation() override {
-    if (order != "forward" && order != "reverse") {
-      getOperation().emitError() << "plan-gpu-launch-to-loops: order '" << order << "' is neither forward nor reverse";
+    if (order != "forward" && order != "reverse" && order != "shuffle") {
+      getOperation().emitError() << "plan-gpu-launch-to-loops: order '" << order
+                                 << "' is neither forward, reverse nor shuffle";
+      return signalPassFailure();
+    }
+    if (seed < 0) {
+      getOperation().emitError() << "plan-gpu-launch-to-loops: seed " << int64_t(seed) << " is negative";
       return signalPassFailure();
     }
     SmallVector<gpu::LaunchOp> launches;
@@ -48,12 +62,17 @@ struct PlanGpuLaunchToLoops : plan::impl::PlanGpuLaunchToLoopsBase<PlanGpuLaunch
       gpu::KernelDim3 ids[] = {l.getBlockIds(), l.getThreadIds(), l.getGridSize(), l.getBlockSize()};
       Value sizes[2][3] = {{l.getGridSizeX(), l.getGridSizeY(), l.getGridSizeZ()},
                            {l.getBlockSizeX(), l.getBlockSizeY(), l.getBlockSizeZ()}};
-      // In reverse, iteration i runs block (thread) n - 1 - i.
+      // In reverse, iteration i runs block (thread) n - 1 - i; shuffled, (a i + seed) mod n.
       auto id = [&](scf::ForOp loop) -> Value {
+        Value i = loop.getInductionVar(), n = loop.getUpperBound();
         if (order == "forward")
-          return loop.getInductionVar();
-        Value last = arith::SubIOp::create(b, loc, loop.getUpperBound(), one);
-        return arith::SubIOp::create(b, loc, last, loop.getInductionVar());
+          return i;
+        if (order == "reverse")
+          return arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, n, one), i);
+        Value a = arith::ConstantIndexOp::create(b, loc, shuffleMultiplier(seed));
+        Value c = arith::ConstantIndexOp::create(b, loc, seed);
+        Value ai = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, a, i), c);
+        return arith::RemUIOp::create(b, loc, ai, n);
       };
       Value blockId = id(blocks);
       map.map(ids[0].x, blockId);

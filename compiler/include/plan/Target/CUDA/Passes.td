@@ -123,7 +123,10 @@ def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {
     kernels are (`--target cuda-host`). A barrier is refused. With `order=reverse`
     (`planc build --target cuda-host --cuda-host-order reverse`) the blocks and the
     threads run last first: the audit for races between threads, since a GPU promises
-    no order.
+    no order. With `order=shuffle` they run in a seeded order
+    (`--cuda-host-order shuffle:SEED`): iteration i runs (a i + seed) mod n, a a prime
+    (chosen by the seed) larger than any grid, so every block and thread runs once,
+    in an order unlike either of the others.
 
     ```mlir
     gpu.launch blocks(%bx, ...) in (%gx = %nb, ...) threads(%tx, ...) in (%sx = %nt, ...) { ... }
@@ -133,8 +136,10 @@ def PlanGpuLaunchToLoops : Pass<"plan-gpu-launch-to-loops", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"order", "order", "std::string", /*default=*/"\"forward\"",
-           "forward, or reverse: the blocks and the threads of every launch run last first, so "
-           "a kernel whose result depends on the order of its threads (a race) gives another result">
+           "forward; reverse: the blocks and the threads of every launch run last first, so "
+           "a kernel whose result depends on the order of its threads (a race) gives another result; "
+           "shuffle: in a seeded order">,
+    Option<"seed", "seed", "int64_t", /*default=*/"1", "The shuffle's seed (order=shuffle)">
   ];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }
