@@ -1,9 +1,15 @@
 // Scaled dot-product attention and its backward on the device (lib/kernels/attention.cpp's
 // planrt_k_sdpa*): causal or not, grouped-query heads, rope. The kernels are
-// flash_attention.cuh's (tiled, online softmax, fp32); this file launches them on the
-// runtime's stream with stream-ordered scratch memory.
+// flash_attention.cuh's (tiled, online softmax, fp32 on CUDA cores) or, with
+// PLANRT_CUDA_ATTENTION=mma and a head dimension up to 128, flash_attention_mma.cuh's
+// (the same algorithm on the tensor cores, split TF32: not yet run on a GPU, so not the
+// default); this file launches them on the runtime's stream with stream-ordered scratch
+// memory.
 #include "common.cuh"
-#include "flash_attention.cuh"
+#include "flash_attention_mma.cuh"
+
+#include <cstdlib>
+#include <cstring>
 
 #include <utility>
 
@@ -17,6 +23,8 @@ struct DeviceLaunch {
   const char *name;
   template <class... P, class... A>
   void run(unsigned gx, unsigned gy, unsigned gz, size_t shared, void (*kernel)(P...), A &&...args) {
+    if (shared > 48 * 1024) // beyond the default: up to 227 KiB on sm_90, 163 KiB on sm_80
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)), name);
     kernel<<<dim3(gx, gy, gz), attn::kThreads, shared, stream()>>>(std::forward<A>(args)...);
     check(cudaGetLastError(), name);
   }
@@ -37,6 +45,12 @@ void checkShape(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t
   }
 }
 
+/// Whether this call runs on the tensor cores: PLANRT_CUDA_ATTENTION=mma and D ≤ 128.
+bool tensorCores(int64_t D) {
+  const char *v = std::getenv("PLANRT_CUDA_ATTENTION");
+  return v && std::strcmp(v, "mma") == 0 && D <= attn::mma::kMaxD;
+}
+
 } // namespace
 
 extern "C" {
@@ -45,7 +59,10 @@ void planrt_cuda_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_
                       int32_t causal, int32_t rope, float rope_theta) {
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa");
   DeviceLaunch launch{"planrt_cuda_sdpa"};
-  attn::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  if (tensorCores(D))
+    attn::mma::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  else
+    attn::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
   finish("planrt_cuda_sdpa");
 }
 
@@ -53,7 +70,10 @@ void planrt_cuda_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int6
                           int64_t KVH, int64_t D, int32_t causal, int32_t rope, float rope_theta) {
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa_bwd");
   DeviceLaunch launch{"planrt_cuda_sdpa_bwd"};
-  attn::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  if (tensorCores(D))
+    attn::mma::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  else
+    attn::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
   finish("planrt_cuda_sdpa_bwd");
 }
 

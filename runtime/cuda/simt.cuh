@@ -1,11 +1,13 @@
 // The few SIMT primitives libplanrt_cuda's tiled kernels use — thread and block
-// indices, the block barrier, the warp's xor shuffle, dynamic shared memory, and the
-// launch — written once for two builds:
-//   - nvcc (libplanrt_cuda): each is the CUDA built-in it names;
+// indices, the block barrier, the warp's xor shuffle, dynamic shared memory, a 16-byte
+// load, the warp's TF32 mma.sync, and the launch — written once for two builds:
+//   - nvcc (libplanrt_cuda): each is the CUDA built-in or PTX instruction it names;
 //   - a host C++ compiler with PLANRT_SIMT_EMULATE defined (the gtest
-//     planc-simt-tests): each block's threads run as host threads with a real barrier,
-//     so the kernels' indexing, masking and reductions are tested on a machine without
-//     a GPU, against the CPU kernels, before any GPU runs them.
+//     planc-simt-tests): each block's threads run as coroutines that switch at every
+//     barrier, shuffles and mma exchange values through the block, and mma computes the
+//     product from the fragment layout PTX documents, so the kernels' indexing, masking,
+//     fragments and reductions are tested on a machine without a GPU, against the CPU
+//     kernels, before any GPU runs them.
 // A kernel written on these must reach every barrier and shuffle with all the threads
 // of its block (uniform control flow), which the emulation needs and CUDA's full-mask
 // shuffles require anyway.
@@ -38,14 +40,30 @@ template <class T> SIMT_DEVICE T *dynamicShared() {
   extern __shared__ __align__(16) unsigned char simtShared[];
   return reinterpret_cast<T *>(simtShared);
 }
+SIMT_DEVICE float fromBits(uint32_t u) { return __uint_as_float(u); }
+/// x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), as its bits.
+SIMT_DEVICE uint32_t toTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+/// d += A · B on the tensor cores for one warp (mma.sync m16n8k8, TF32 operands, fp32
+/// accumulation). With lane = 4 g + t: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]
+/// (A 16 x 8); b = B[t][g], B[t+4][g] (B 8 x 8); d[q] = D[g + 8 (q / 2)][2 t + q % 2].
+SIMT_DEVICE void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 } // namespace planrt::simt
 
 #else // PLANRT_SIMT_EMULATE
 
-#include <condition_variable>
+#include <cstring>
+#include <functional>
 #include <stdexcept>
-#include <mutex>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 
 #define SIMT_DEVICE inline
@@ -57,35 +75,76 @@ struct Grid {
   unsigned x = 1, y = 1, z = 1;
 };
 
-/// One emulated block: its barrier, its shared memory and the shuffles' exchange slots.
+/// One emulated block: its threads as coroutines (ucontext) on the calling host thread,
+/// its shared memory, and the exchange slots of shuffles and mma. A barrier switches to
+/// the next thread in turn; when the last one arrives the first runs on: every thread
+/// has then reached the barrier, as CUDA's __syncthreads promises, and nothing runs
+/// concurrently (the same order on every run).
 struct Block {
-  explicit Block(int threads, size_t sharedBytes) : threads(threads), shared(sharedBytes), slots(threads) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    unsigned gen = generation;
-    if (++arrived == threads) {
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lock, [&] { return generation != gen; });
-    }
-  }
-  int threads;
+  Block(int threads, size_t sharedBytes, std::function<void()> body)
+      : threads(threads), shared(sharedBytes), slots(size_t(threads)), fragments(size_t(threads) * 6),
+        contexts(size_t(threads)), stacks(size_t(threads) * kStack), done(size_t(threads), false),
+        body(std::move(body)) {}
+  static constexpr size_t kStack = size_t(256) << 10;
+
+  int threads, current = 0;
   std::vector<unsigned char> shared;
   std::vector<float> slots;
-  std::mutex mutex;
-  std::condition_variable cv;
-  int arrived = 0;
-  unsigned generation = 0;
+  std::vector<uint32_t> fragments; ///< each thread's a[4] and b[2] of an mma
+  std::vector<ucontext_t> contexts;
+  ucontext_t caller;
+  std::vector<char> stacks;
+  std::vector<bool> done;
+  std::function<void()> body;
+  int64_t index[3] = {0, 0, 0};
+
+  /// The next thread that has not returned after `from`, or -1.
+  int nextLive(int from) const {
+    for (int i = 1; i <= threads; ++i) {
+      int t = (from + i) % threads;
+      if (!done[size_t(t)])
+        return t;
+    }
+    return -1;
+  }
+  void wait() {
+    int me = current, next = nextLive(me);
+    if (next == me || next < 0)
+      return;
+    current = next;
+    swapcontext(&contexts[size_t(me)], &contexts[size_t(next)]);
+  }
+  void run();
 };
 
-struct ThreadState {
-  Block *block = nullptr;
-  int thread = 0;
-  int64_t index[3] = {0, 0, 0};
-};
-inline thread_local ThreadState self;
+inline Block *theBlock = nullptr;
+
+inline void threadEntry() {
+  Block &b = *theBlock;
+  b.body();
+  int me = b.current;
+  b.done[size_t(me)] = true;
+  int next = b.nextLive(me);
+  if (next < 0) {
+    setcontext(&b.caller);
+  } else {
+    b.current = next;
+    setcontext(&b.contexts[size_t(next)]);
+  }
+}
+
+inline void Block::run() {
+  for (int t = 0; t < threads; ++t) {
+    ucontext_t &c = contexts[size_t(t)];
+    getcontext(&c);
+    c.uc_stack.ss_sp = stacks.data() + size_t(t) * kStack;
+    c.uc_stack.ss_size = kStack;
+    c.uc_link = nullptr;
+    makecontext(&c, threadEntry, 0);
+  }
+  current = 0;
+  swapcontext(&caller, &contexts[0]);
+}
 
 struct Vec4 {
   float x, y, z, w;
@@ -95,41 +154,79 @@ inline Vec4 load4(const float *p) {
     throw std::logic_error("simt::load4: an address not a multiple of 16 bytes");
   return {p[0], p[1], p[2], p[3]};
 }
-inline int threadIndex() { return self.thread; }
-inline int64_t blockIndex(int axis) { return self.index[axis]; }
-inline void syncBlock() { self.block->wait(); }
+inline int threadIndex() { return theBlock->current; }
+inline int64_t blockIndex(int axis) { return theBlock->index[axis]; }
+inline void syncBlock() { theBlock->wait(); }
 /// Lane (thread ^ mask) of the same warp: masks below 32 keep the warp, as CUDA's.
 inline float shuffleXor(float v, int mask) {
-  Block &b = *self.block;
-  b.slots[self.thread] = v;
+  Block &b = *theBlock;
+  int me = b.current;
+  b.slots[size_t(me)] = v;
   b.wait();
-  float r = b.slots[self.thread ^ mask];
+  float r = b.slots[size_t(me ^ mask)];
   b.wait();
   return r;
 }
-template <class T> T *dynamicShared() { return reinterpret_cast<T *>(self.block->shared.data()); }
+template <class T> T *dynamicShared() { return reinterpret_cast<T *>(theBlock->shared.data()); }
+
+inline float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+/// cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (the magnitude's bits).
+inline uint32_t toTf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u + 0x1000u) & 0xFFFFE000u;
+}
+/// mma.sync m16n8k8 TF32 over the calling thread's warp, with the fragments of the CUDA
+/// version: every lane posts its a and b, then computes its four elements of D from the
+/// warp's A and B (products in double, summed in k order, rounded once).
+inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  Block &blk = *theBlock;
+  int me = blk.current;
+  uint32_t *mine = &blk.fragments[size_t(me) * 6];
+  for (int i = 0; i < 4; ++i)
+    mine[i] = a[i];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  blk.wait();
+  int lane = me % 32, base = me - lane, g = lane / 4, t = lane % 4;
+  auto A = [&](int r, int k) { // A[r][k]: lane 4 (r % 8) + k % 4, register (r >= 8) + 2 (k >= 4)
+    return fromBits(blk.fragments[size_t(base + 4 * (r % 8) + k % 4) * 6 + (r >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]);
+  };
+  auto B = [&](int k, int n) { // B[k][n]: lane 4 n + k % 4, register 4 + (k >= 4)
+    return fromBits(blk.fragments[size_t(base + 4 * n + k % 4) * 6 + 4 + (k >= 4 ? 1 : 0)]);
+  };
+  float out[4];
+  for (int q = 0; q < 4; ++q) {
+    int r = g + 8 * (q / 2), c = 2 * t + q % 2;
+    double acc = d[q];
+    for (int k = 0; k < 8; ++k)
+      acc += double(A(r, k)) * double(B(k, c));
+    out[q] = float(acc);
+  }
+  blk.wait();
+  for (int q = 0; q < 4; ++q)
+    d[q] = out[q];
+}
 
 /// Runs kernel(args...) over the grid, one block after another, each block's threads
-/// as host threads.
+/// as coroutines.
 template <class Kernel, class... Args>
 void launch(Grid grid, int threads, size_t sharedBytes, Kernel kernel, Args... args) {
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        Block block(threads, sharedBytes);
-        std::vector<std::thread> pool;
-        pool.reserve(size_t(threads));
-        for (int t = 0; t < threads; ++t)
-          pool.emplace_back([&, t] {
-            self.block = &block;
-            self.thread = t;
-            self.index[0] = x;
-            self.index[1] = y;
-            self.index[2] = z;
-            kernel(args...);
-          });
-        for (std::thread &th : pool)
-          th.join();
+        Block block(threads, sharedBytes, [&] { kernel(args...); });
+        block.index[0] = x;
+        block.index[1] = y;
+        block.index[2] = z;
+        Block *outer = theBlock;
+        theBlock = &block;
+        block.run();
+        theBlock = outer;
       }
 }
 

@@ -3,7 +3,8 @@
 #   1. step-0 gradients (--save-grads) of the CUDA target against the CPU target's, tensor
 #      by tensor (compare_grads.py: relative L2 error per tensor), for tiny and gpt2_small
 #      in fp32;
-#   2. compute-sanitizer memcheck (2 steps) and racecheck (1 step) on the tiny plan;
+#   2. compute-sanitizer memcheck (2 steps) and racecheck (1 step) on the tiny plan, with
+#      each attention kernel (PLANRT_CUDA_ATTENTION simt and mma);
 #   3. the tensor-core instructions (HMMA/HGMMA) in each libplanrt_cuda kernel's SASS, and
 #      each kernel's registers, stack and spills (cuobjdump -res-usage).
 # Results go to OUT_DIR/deep_results.md; exit status 1 if a check failed.
@@ -39,13 +40,16 @@ for p in tiny_check gpt2s_check; do
 done
 
 echo -e "\n## 2. compute-sanitizer on the tiny plan\n" >> "$R"
-for tool in memcheck racecheck; do
-  steps=2; [[ $tool == racecheck ]] && steps=1
-  timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 --print-limit 20 \
-    ./cuda_tiny_check --steps $steps --quiet --data "$(data tiny_check)" > "$OUTDIR/sanitizer_$tool.txt" 2>&1
-  rc=$?
-  echo "- $tool: exit $rc; $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$OUTDIR/sanitizer_$tool.txt" | tr '\n' ' ')" >> "$R"
-  [[ $rc == 0 ]] || fail "compute-sanitizer $tool (exit $rc, see sanitizer_$tool.txt)"
+for att in simt mma; do
+  for tool in memcheck racecheck; do
+    steps=2; [[ $tool == racecheck ]] && steps=1
+    log="$OUTDIR/sanitizer_${tool}_$att.txt"
+    PLANRT_CUDA_ATTENTION=$att timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 --print-limit 20 \
+      ./cuda_tiny_check --steps $steps --quiet --data "$(data tiny_check)" > "$log" 2>&1
+    rc=$?
+    echo "- $tool, attention $att: exit $rc; $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')" >> "$R"
+    [[ $rc == 0 ]] || fail "compute-sanitizer $tool, attention $att (exit $rc, see $(basename "$log"))"
+  done
 done
 
 echo -e "\n## 3. libplanrt_cuda: tensor-core instructions and resources per kernel\n" >> "$R"

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -204,6 +205,26 @@ TEST(CudaKernels, Attention) {
   bench("sdpa B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
   bench("sdpa_bwd B4 S1024 H12 D64 causal",
         [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
+}
+
+// The tensor-core kernels (PLANRT_CUDA_ATTENTION=mma, D up to 128): the same checks.
+TEST(CudaKernels, AttentionOnTensorCores) {
+  NEED_GPU();
+  setenv("PLANRT_CUDA_ATTENTION", "mma", 1);
+  attention(2, 37, 4, 4, 16, 1, 0);
+  attention(2, 37, 4, 4, 16, 0, 0);
+  attention(2, 29, 6, 2, 32, 1, 1);
+  attention(1, 16, 2, 1, 64, 1, 1);
+  attention(1, 150, 2, 2, 16, 0, 0);
+  attention(1, 70, 2, 2, 64, 1, 0);
+  attention(1, 40, 4, 1, 128, 0, 1);
+  attention(1, 33, 2, 1, 48, 1, 1);
+  const int64_t B = 4, S = 1024, H = 12, D = 64;
+  Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
+  bench("sdpa (mma) B4 S1024 H12 D64 causal", [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
+  bench("sdpa_bwd (mma) B4 S1024 H12 D64 causal",
+        [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
+  unsetenv("PLANRT_CUDA_ATTENTION");
 }
 
 TEST(CudaKernels, EmbeddingAndCrossEntropy) {

@@ -71,10 +71,13 @@ for p in $CHECKS; do
     OMP_NUM_THREADS=16 ./cpu_$p --data "$(data $p)" --log "$OUTDIR/cpu_$p.jsonl" > "$OUTDIR/cpu_$p.out" 2>&1 ||
       { fail "cpu_$p"; ok=0; }
   fi
-  ./cuda_$p --data "$(data $p)" --log "$OUTDIR/cuda_$p.jsonl" > "$OUTDIR/cuda_$p.out" 2>&1 ||
-    { fail "cuda_$p (see cuda_$p.out)"; ok=0; }
   [[ $ok == 1 ]] || continue
-  $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/cuda_$p.jsonl" "$p" >> "$R" <<'PY' || fail "$p: CUDA losses differ from the CPU's"
+  # Each plan with the default attention kernels and with the tensor-core ones (mma).
+  for att in simt mma; do
+    run=cuda_$p; [[ $att == mma ]] && run=cuda_${p}_mma
+    PLANRT_CUDA_ATTENTION=$att ./cuda_$p --data "$(data $p)" --log "$OUTDIR/$run.jsonl" > "$OUTDIR/$run.out" 2>&1 ||
+      { fail "$run (see $run.out)"; continue; }
+    $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/$run.jsonl" "$p" "$att" >> "$R" <<'PY' || fail "$run: CUDA losses differ from the CPU's"
 import json, sys
 def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"loss"' in l]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
@@ -82,9 +85,11 @@ worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 final = abs(a[-1] - b[-1]) / abs(a[-1])
 ok = len(a) == len(b) >= 20 and worst <= 2e-2 and final <= 1e-2
 prec = "bf16" if "bf16" in sys.argv[3] else "fp32"
-print(f"| {sys.argv[3]} | {prec} | {worst:.2e} | {a[-1]:.5f} / {b[-1]:.5f} | {'yes' if ok else 'NO'} |")
+name = sys.argv[3] + (" (attention: mma)" if sys.argv[4] == "mma" else "")
+print(f"| {name} | {prec} | {worst:.2e} | {a[-1]:.5f} / {b[-1]:.5f} | {'yes' if ok else 'NO'} |")
 sys.exit(0 if ok else 1)
 PY
+  done
 done
 
 echo -e "\n## 3. Device memory peak against planc explain\n" >> "$R"
@@ -120,6 +125,9 @@ if [[ ${BENCH:-1} == 0 ]]; then finish; fi
 echo -e "\n## 4. Benchmark: gpt2_small, batch 8 x 1024, bf16 (median of steps 5-29)\n" >> "$R"
 PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" \
   > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
+PLANRT_CUDA_ATTENTION=mma PLANRT_CUDA_PROFILE="$OUTDIR/profile_mma.txt" ./cuda_gpt2s_bench \
+  --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_mma.jsonl" > "$OUTDIR/bench_mma.out" 2>&1 ||
+  fail "cuda_gpt2s_bench with PLANRT_CUDA_ATTENTION=mma (see bench_mma.out)"
 for mode in eager compile; do
   $PY "$ROOT/test/gpu/torch_gpt.py" --mode $mode --batch 8 --seq 1024 --steps 30 --precision bf16 \
     > "$OUTDIR/torch_$mode.json" 2> "$OUTDIR/torch_$mode.err" || fail "torch $mode (see torch_$mode.err)"
@@ -139,12 +147,13 @@ peak = 989e12
 L, S, d = 12, 1024, 768
 def mfu(tok, params): return tok * (6 * params + 6 * L * S * d) / peak
 rows = []
-try:
-    steps = [json.loads(l) for l in open(os.path.join(out, "bench.jsonl")) if '"loss"' in l]
-    tok = statistics.median(s["tokens_per_s"] for s in steps[5:])
-    rows.append(("planc (CUDA target)", tok, mfu(tok, e["params"])))
-except Exception as x:
-    rows.append(("planc (CUDA target)", None, None))
+for log, label in (("bench.jsonl", "planc (CUDA target)"), ("bench_mma.jsonl", "planc (CUDA target, attention: mma)")):
+    try:
+        steps = [json.loads(l) for l in open(os.path.join(out, log)) if '"loss"' in l]
+        tok = statistics.median(s["tokens_per_s"] for s in steps[5:])
+        rows.append((label, tok, mfu(tok, e["params"])))
+    except Exception as x:
+        rows.append((label, None, None))
 for mode in ("eager", "compile"):
     try:
         t = json.load(open(os.path.join(out, f"torch_{mode}.json")))
@@ -165,4 +174,6 @@ PY
 echo -e "\nreference: llm.c, about 470K tokens/s per H100 for GPT-2 124M (from its 8xH100 runs)" >> "$R"
 echo -e "\n## 5. Where the benchmark's time goes (PLANRT_CUDA_PROFILE, 30 steps and the start-up)\n" >> "$R"
 [[ -s "$OUTDIR/profile.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile.txt" 30 >> "$R"
+echo -e "\nWith PLANRT_CUDA_ATTENTION=mma:\n" >> "$R"
+[[ -s "$OUTDIR/profile_mma.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile_mma.txt" 30 >> "$R"
 finish

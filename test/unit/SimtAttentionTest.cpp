@@ -6,7 +6,7 @@
 // over threads (D = 16 … 256, and D = 48, not a power of two), grouped-query heads, the
 // causal mask and rope. A GPU runs the same source (planc-cuda-kernels-test).
 #define PLANRT_SIMT_EMULATE 1
-#include "flash_attention.cuh"
+#include "flash_attention_mma.cuh"
 
 #include "planrt_kernels.h"
 
@@ -47,18 +47,29 @@ double relDiff(const std::vector<float> &a, const std::vector<float> &ref) {
   return std::sqrt(num / den);
 }
 
-void compare(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, bool rope) {
+/// The kernels compared: CUDA cores (flash_attention.cuh) or tensor cores (_mma.cuh).
+enum class Kernels { Simt, Mma };
+
+void compare(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, bool rope,
+             Kernels kernels = Kernels::Simt) {
   SCOPED_TRACE(testing::Message() << "B " << B << " S " << S << " H " << H << " KVH " << KVH << " D " << D
-                                  << " causal " << causal << " rope " << rope);
+                                  << " causal " << causal << " rope " << rope << " mma "
+                                  << (kernels == Kernels::Mma));
   int64_t row = (H + 2 * KVH) * D;
   std::vector<float> qkv = random(B * S * row, 1), dout = random(B * S * H * D, 2);
   std::vector<float> out(size_t(B * S * H * D)), outRef(out.size()), dqkv(size_t(B * S * row), NAN),
       dqkvRef(dqkv.size());
   HostLaunch launch;
-  attn::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+  if (kernels == Kernels::Mma)
+    attn::mma::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+  else
+    attn::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   planrt_k_sdpa(qkv.data(), outRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   EXPECT_LT(relDiff(out, outRef), 2e-6);
-  attn::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+  if (kernels == Kernels::Mma)
+    attn::mma::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+  else
+    attn::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkvRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   EXPECT_LT(relDiff(dqkv, dqkvRef), 1e-5); // NaN (an element never written) fails too
 }
@@ -77,6 +88,20 @@ TEST(SimtAttention, GroupedQueryWithRope) {
 
 TEST(SimtAttention, WidestHead) {
   compare(1, 20, 2, 1, 256, true, false); // split 8, tile 16
+}
+
+// The tensor-core kernels, through an emulated mma.sync with the documented fragment
+// layout, on split TF32 operands: fp32's accuracy, every ND (D 16, 32, 64, 128, and 48
+// padded to 64), ragged tiles and blocks (S 70: two blocks of 64 queries and keys).
+TEST(SimtAttention, TensorCoresCausalAndNot) {
+  compare(1, 70, 2, 2, 64, true, false, Kernels::Mma);
+  compare(1, 37, 2, 2, 16, false, false, Kernels::Mma);
+}
+
+TEST(SimtAttention, TensorCoresGroupedQueryWithRope) {
+  compare(1, 29, 4, 2, 32, true, true, Kernels::Mma);
+  compare(1, 33, 2, 1, 48, true, true, Kernels::Mma);
+  compare(1, 20, 2, 1, 128, false, true, Kernels::Mma);
 }
 
 TEST(SimtAttention, DeterministicBits) {
