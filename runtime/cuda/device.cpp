@@ -106,7 +106,7 @@ size_t deviceFree() {
   return free;
 }
 
-const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill, counters};
+const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill, counters, deviceAdd};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

@@ -30,8 +30,10 @@ struct IndexError {
 /// The device-visible flag (managed memory).
 IndexError *indexError();
 
-/// The backend's fill (fill.cu): count floats at ptr set to value on the device.
+/// The backend's fill and add (fill.cu): count floats at ptr set to value, and
+/// to[i] += from[i], on the device.
 void deviceFill(void *ptr, float value, size_t count);
+void deviceAdd(float *to, const float *from, size_t count);
 
 /// PLANRT_CUDA_PROFILE (profile.cpp): whether it is set, and the end of an operation
 /// (the wall time since the previous end is charged to `what`).

@@ -1,6 +1,7 @@
-// The CUDA backend's fill (planrt_backend.fill): the runtime's zeroing of gradients and
-// buffers and its other fills run on the device, so that no host write pulls managed
-// pages to the host inside a step.
+// The CUDA backend's fill and add (planrt_backend.fill, .add): the runtime's zeroing of
+// gradients and buffers, its other fills, and its accumulation of a reduce-scatter into a
+// ZeRO-2 gradient shard run on the device, so that no host access pulls managed pages to
+// the host inside a step.
 #include "common.cuh"
 
 #include <cstring>
@@ -12,9 +13,24 @@ __global__ void fillFloats(float *p, float value, size_t n) {
     p[i] = value;
 }
 
+__global__ void addFloats(float *to, const float *from, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    to[i] += from[i];
+}
+
+unsigned gridFor(size_t count) {
+  size_t blocks = (count + 255) / 256;
+  return unsigned(blocks < 65535 ? blocks : 65535);
+}
+
 } // namespace
 
 namespace planrt::cuda {
+
+void deviceAdd(float *to, const float *from, size_t count) {
+  addFloats<<<gridFor(count), 256, 0, stream()>>>(to, from, count);
+  finish("planrt_mem_add");
+}
 
 void deviceFill(void *ptr, float value, size_t count) {
   uint32_t bits;
@@ -22,9 +38,7 @@ void deviceFill(void *ptr, float value, size_t count) {
   if (bits == 0) {
     check(cudaMemsetAsync(ptr, 0, count * sizeof(float), stream()), "planrt_mem_fill (cudaMemsetAsync)");
   } else {
-    size_t blocks = (count + 255) / 256;
-    fillFloats<<<unsigned(blocks < 65535 ? blocks : 65535), 256, 0, stream()>>>(static_cast<float *>(ptr), value,
-                                                                                   count);
+    fillFloats<<<gridFor(count), 256, 0, stream()>>>(static_cast<float *>(ptr), value, count);
   }
   finish("planrt_mem_fill");
 }

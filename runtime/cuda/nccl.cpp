@@ -3,7 +3,8 @@
 // first collective — rank 0 of the group draws the unique id and MPI broadcasts it —
 // so every rank of the group makes it at the same call. A group whose ranks share a GPU
 // (NCCL needs one per rank: several processes on one GPU, as on a one-GPU machine) and
-// a buffer in host memory (a loss summed on the host) decline, and MPI moves them.
+// a buffer in host memory (a loss summed on the host) decline, and MPI moves them; each
+// such fallback is said on stderr, once per collective.
 #include "device.h"
 
 #include "planrt.h"
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,16 +90,26 @@ bool onDevice(const void *p) {
 }
 
 /// The group's NCCL communicator when every buffer is on the device, else null (MPI).
-ncclComm_t usable(const void *mpiComm, std::initializer_list<const void *> buffers) {
+/// A buffer in host memory sends `what` through MPI: said once per collective on stderr,
+/// since it is a slow path (a sum the runtime keeps on the host, for one).
+ncclComm_t usable(const void *mpiComm, std::initializer_list<const void *> buffers, const char *what) {
   for (const void *b : buffers)
-    if (!onDevice(b))
+    if (!onDevice(b)) {
+      static std::set<std::string> said;
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (said.insert(what).second)
+        std::fprintf(stderr,
+                     "planrt: note: rank %d: %s of a buffer in host memory (%p) goes through MPI, not NCCL\n", rank,
+                     what, b);
       return nullptr;
+    }
   Group &g = groupOf(mpiComm);
   return g.nccl ? g.comm : nullptr;
 }
 
 int allReduce(const void *mpiComm, float *buf, int64_t count, int max) {
-  ncclComm_t c = usable(mpiComm, {buf});
+  ncclComm_t c = usable(mpiComm, {buf}, "all-reduce");
   if (!c)
     return 1;
   checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, planrt::cuda::stream()),
@@ -107,7 +119,7 @@ int allReduce(const void *mpiComm, float *buf, int64_t count, int max) {
 }
 
 int allGather(const void *mpiComm, const float *send, int64_t count, float *recv) {
-  ncclComm_t c = usable(mpiComm, {send, recv});
+  ncclComm_t c = usable(mpiComm, {send, recv}, "all-gather");
   if (!c)
     return 1;
   checkNccl(ncclAllGather(send, recv, size_t(count), ncclFloat, c, planrt::cuda::stream()), "ncclAllGather");
@@ -116,7 +128,7 @@ int allGather(const void *mpiComm, const float *send, int64_t count, float *recv
 }
 
 int reduceScatter(const void *mpiComm, const float *send, int64_t count, float *recv) {
-  ncclComm_t c = usable(mpiComm, {send, recv});
+  ncclComm_t c = usable(mpiComm, {send, recv}, "reduce-scatter");
   if (!c)
     return 1;
   checkNccl(ncclReduceScatter(send, recv, size_t(count), ncclFloat, ncclSum, c, planrt::cuda::stream()),
@@ -126,7 +138,7 @@ int reduceScatter(const void *mpiComm, const float *send, int64_t count, float *
 }
 
 int sendTo(const void *mpiComm, int64_t peer, const float *buf, int64_t count) {
-  ncclComm_t c = usable(mpiComm, {buf});
+  ncclComm_t c = usable(mpiComm, {buf}, "send");
   if (!c)
     return 1;
   checkNccl(ncclSend(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclSend");
@@ -135,7 +147,7 @@ int sendTo(const void *mpiComm, int64_t peer, const float *buf, int64_t count) {
 }
 
 int recvFrom(const void *mpiComm, int64_t peer, float *buf, int64_t count) {
-  ncclComm_t c = usable(mpiComm, {buf});
+  ncclComm_t c = usable(mpiComm, {buf}, "receive");
   if (!c)
     return 1;
   checkNccl(ncclRecv(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclRecv");
@@ -145,7 +157,7 @@ int recvFrom(const void *mpiComm, int64_t peer, float *buf, int64_t count) {
 
 int sendRecv(const void *mpiComm, int64_t to, const float *send, int64_t count, int64_t from, float *recv,
              int64_t recvCount) {
-  ncclComm_t c = usable(mpiComm, {send, recv});
+  ncclComm_t c = usable(mpiComm, {send, recv}, "send-receive");
   if (!c)
     return 1;
   // Both halves in one group: NCCL runs them together, as MPI_Sendrecv.
@@ -199,7 +211,7 @@ template <class Work> void *afterCompute(Work work) {
 
 /// A DDP bucket's all-reduce on the communication stream.
 int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void **handle) {
-  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {buf}) : nullptr;
+  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {buf}, "all-reduce (bucket)") : nullptr;
   if (!c)
     return 1;
   *handle = afterCompute([&](cudaStream_t s) {
@@ -216,7 +228,7 @@ int allReduceStart(const void *mpiComm, float *buf, int64_t count, int max, void
 template <class Part>
 int perRootSlice(const void *mpiComm, const float *send, float *recv, int64_t count, int64_t begin, int64_t size,
                  void **handle, Part part) {
-  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {send, recv}) : nullptr;
+  ncclComm_t c = concurrentManagedAccess() ? usable(mpiComm, {send, recv}, "bucket collective") : nullptr;
   if (!c)
     return 1;
   int me = 0, n = 0;

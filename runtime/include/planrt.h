@@ -282,6 +282,9 @@ typedef struct {
    * once) since the start, which the training log reports per step; NULL for a backend
    * with neither. */
   void (*counters)(uint64_t *host_syncs, uint64_t *launches);
+  /* to[i] += from[i] for i < count, where the memory is (both from alloc), returning when
+   * done; NULL: the host adds. */
+  void (*add)(float *to, const float *from, size_t count);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -295,6 +298,8 @@ void planrt_mem_reset_peak(void);
 void *planrt_mem_alloc(size_t bytes);
 /* `count` floats at ptr (the backend's memory) set to value by the backend's fill. */
 void planrt_mem_fill(void *ptr, float value, size_t count);
+/* to[i] += from[i] for i < count (the backend's memory) by the backend's add. */
+void planrt_mem_add(float *to, const float *from, size_t count);
 void planrt_mem_free(void *ptr);
 uint64_t planrt_mem_held(void);
 /* The most bytes held at once since the process started, the runtime's and the

@@ -43,7 +43,11 @@ void hostFill(void *ptr, float value, size_t count) {
   else
     std::fill(p, p + count, value);
 }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill};
+void hostAdd(float *to, const float *from, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    to[i] += from[i];
+}
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, hostAdd};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -96,6 +100,12 @@ void planrt_mem_fill(void *ptr, float value, size_t count) {
     return;
   const planrt_backend *b = backend.load();
   (b->fill ? b->fill : hostFill)(ptr, value, count);
+}
+void planrt_mem_add(float *to, const float *from, size_t count) {
+  if (count == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  (b->add ? b->add : hostAdd)(to, from, count);
 }
 
 void planrt_set_backend(const planrt_backend *b) { backend.store(b ? b : &kHost); }

@@ -196,18 +196,14 @@ void TrainCheck::checkParallelRules() {
                       : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
-                      : mesh && mesh->kind == sema::DeviceKind::CUDA && t.tensorParallel > 1
-                          ? "on a cuda mesh with tensor parallelism the buckets' NCCL collectives would run "
-                            "beside the tensor-parallel ones on a second communicator, which NCCL does not "
-                            "promise to complete (not implemented in this version of planc)"
                           : "";
     if (!why.empty()) {
       diags
           .error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
                             "gathers), but " +
                                 why)
-          .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline, no sequence parallelism with "
-                "ZeRO-1 and, on a cuda mesh, no tensor axis; write 'bucket = none' or leave it out");
+          .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline and no sequence parallelism with "
+                "ZeRO-1 (and, built for --target cuda, no tensor axis); write 'bucket = none' or leave it out");
       ok = false;
     }
   }

@@ -79,7 +79,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   std::string binary = "format=" + (fat ? std::string("bin") : options.format) +
                        (options.format == "isa" ? "" : " toolkit=" + toolkitDir());
   std::string pipeline =
-      "plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
+      "plan-cuda-check-buckets,plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
       "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
       "plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"

@@ -4,6 +4,19 @@
 
 include "mlir/Pass/PassBase.td"
 
+def PlanCudaCheckBuckets : Pass<"plan-cuda-check-buckets", "mlir::ModuleOp"> {
+  let summary = "Refuse non-blocking (bucketed) collectives beside tensor parallelism on the CUDA target";
+  let description = [{
+    On the CUDA target a bucket's collective (`sched.all_reduce_start`,
+    `sched.all_gather_start`, `sched.reduce_scatter_start`) runs on NCCL on a
+    communication stream while the step's kernels, tensor-parallel collectives
+    included, run on the compute stream: two NCCL communicators at once, which
+    NCCL does not promise to complete. A program with both (the manifest's
+    `tensor_parallel` above 1) is an error at the first such collective, whatever
+    the mesh's device kind; the CPU target runs the same program on MPI.
+  }];
+}
+
 def PlanGemmPrecision : Pass<"plan-gemm-precision", "mlir::ModuleOp"> {
   let summary = "Mark each GEMM with the precision its operands are exact in (bf16, fp16), or TF32 under mixed precision";
   let description = [{
