@@ -60,7 +60,7 @@ void planrt_cuda_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa");
   DeviceLaunch launch{"planrt_cuda_sdpa"};
   if (tensorCores(D))
-    attn::mma::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+    attn::sdpa<attn::mma::Kernels>(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
   else
     attn::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
   finish("planrt_cuda_sdpa");
@@ -71,7 +71,8 @@ void planrt_cuda_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int6
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa_bwd");
   DeviceLaunch launch{"planrt_cuda_sdpa_bwd"};
   if (tensorCores(D))
-    attn::mma::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+    attn::sdpaBackward<attn::mma::Kernels>(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0,
+                                           rope_theta);
   else
     attn::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
   finish("planrt_cuda_sdpa_bwd");

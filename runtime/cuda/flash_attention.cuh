@@ -138,6 +138,29 @@ SIMT_DEVICE int64_t keysEnd(const Shape &a, int64_t s0) {
   return a.causal ? (s0 + a.rows < a.S ? s0 + a.rows : a.S) : a.S;
 }
 
+/// The key and value tiles of key head (b, g) from key t0 (at most a.tile keys, none from
+/// `end` on) into K and V, between barriers; returns how many keys they hold.
+SIMT_DEVICE int loadKeys(const Shape &a, int64_t b, int64_t g, int64_t t0, int64_t end, float *K, float *V) {
+  int n = int(end - t0 < a.tile ? end - t0 : a.tile);
+  simt::syncBlock();
+  loadTile(a, a.k, b, g, t0, n, 1.0f, K);
+  loadTile(a, a.v, b, g, t0, n, 1.0f, V);
+  simt::syncBlock();
+  return n;
+}
+
+/// rowStats[3 e …] = the maximum, 1 / sum and delta of query row s0 + e of head (b, h),
+/// for e < n (the keys' backward pass reads them per query).
+SIMT_DEVICE void loadRowStats(const Shape &a, int64_t b, int64_t h, int64_t s0, int n, const float *stats,
+                              const float *deltas, float *rowStats) {
+  for (int e = simt::threadIndex(); e < n; e += kThreads) {
+    int64_t row = (b * a.H + h) * a.S + s0 + e;
+    rowStats[3 * e] = stats[2 * row];
+    rowStats[3 * e + 1] = stats[2 * row + 1];
+    rowStats[3 * e + 2] = deltas[row];
+  }
+}
+
 /// Forward over grid (query blocks, H, B): out (unless its p is null) and each row's
 /// maximum score and 1 / Σ exp(score − maximum) into stats (unless null), the row
 /// (b, h, s) at index (b H + h) S + s.
@@ -153,11 +176,7 @@ SIMT_GLOBAL void forward(Shape a, View out, float *stats) {
   float m = -INFINITY, l = 0.0f;
   int64_t end = keysEnd(a, s0);
   for (int64_t t0 = 0; t0 < end; t0 += a.tile) {
-    int n = int(end - t0 < a.tile ? end - t0 : a.tile);
-    simt::syncBlock();
-    loadTile(a, a.k, b, g, t0, n, 1.0f, K);
-    loadTile(a, a.v, b, g, t0, n, 1.0f, V);
-    simt::syncBlock();
+    int n = loadKeys(a, b, g, t0, end, K, V);
     for (int c = 0; c < n; c += kChunk) {
       float score[kChunk], top = -INFINITY;
       SIMT_UNROLL
@@ -217,11 +236,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, View out, View dout, const float *stats,
   float m = live ? stats[2 * row] : 0.0f, inv = live ? stats[2 * row + 1] : 0.0f;
   int64_t end = keysEnd(a, s0);
   for (int64_t t0 = 0; t0 < end; t0 += a.tile) {
-    int n = int(end - t0 < a.tile ? end - t0 : a.tile);
-    simt::syncBlock();
-    loadTile(a, a.k, b, g, t0, n, 1.0f, K);
-    loadTile(a, a.v, b, g, t0, n, 1.0f, V);
-    simt::syncBlock();
+    int n = loadKeys(a, b, g, t0, end, K, V);
     for (int j = 0; j < n; ++j) {
       float x = dotRow(a, me.lane, q, K + j * a.ld), dp = dotRow(a, me.lane, dO, V + j * a.ld);
       bool seen = live && (!a.causal || t0 + j <= s);
@@ -255,12 +270,7 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, View dout, const float *stats, const 
       simt::syncBlock();
       loadTile(a, a.q, b, h, s0, n, a.scale, Q);
       loadTile(a, dout, b, h, s0, n, 1.0f, dO);
-      for (int e = simt::threadIndex(); e < n; e += kThreads) {
-        int64_t row = (b * a.H + h) * a.S + s0 + e;
-        rowStats[3 * e] = stats[2 * row];
-        rowStats[3 * e + 1] = stats[2 * row + 1];
-        rowStats[3 * e + 2] = deltas[row];
-      }
+      loadRowStats(a, b, h, s0, n, stats, deltas, rowStats);
       simt::syncBlock();
       for (int j = 0; j < n; ++j) {
         float x = dotRow(a, me.lane, k, Q + j * a.ld), dp = dotRow(a, me.lane, v, dO + j * a.ld);
@@ -360,50 +370,100 @@ template <class L> float *ropeCopy(L &launch, const Shape &a, const float *qkv, 
   return rot;
 }
 
-template <class L>
+/// A call's shape, with q and k read from a roped copy when rope is on; the copy and its
+/// table are freed with it.
+template <class L> struct Prepared {
+  Prepared(L &launch, const float *qkv, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+           bool rope, float theta)
+      : launch(launch) {
+    a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
+    rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
+    a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
+  }
+  Prepared(const Prepared &) = delete;
+  Prepared &operator=(const Prepared &) = delete;
+  ~Prepared() {
+    if (rot) {
+      launch.free(rot);
+      launch.free(table);
+    }
+  }
+  /// dqkv's query and key gradients rotated back, when rope is on.
+  void unrope(float *dqkv) {
+    if (rot)
+      launch.run(blocksOf(a.B * a.S * (a.H + a.KVH) * (a.D / 2), kThreads), 1, 1, 0, ropeBackward, a, dqkv,
+                 (a.H + 2 * a.KVH) * a.D, (const float *)table);
+  }
+  L &launch;
+  Shape a;
+  float *table = nullptr, *rot = nullptr;
+};
+
+/// The backward pass's scratch: the forward's output recomputed, each row's statistics and
+/// delta; and the views of out and dout.
+template <class L> struct BackwardScratch {
+  BackwardScratch(L &launch, const Shape &a, const float *dout) : launch(launch) {
+    int64_t rows = a.B * a.H * a.S;
+    out = launch.alloc(rows * a.D);
+    stats = launch.alloc(2 * rows);
+    deltas = launch.alloc(rows);
+    outView = View{out, a.H * a.D, 0};
+    doutView = View{const_cast<float *>(dout), a.H * a.D, 0};
+  }
+  BackwardScratch(const BackwardScratch &) = delete;
+  BackwardScratch &operator=(const BackwardScratch &) = delete;
+  ~BackwardScratch() {
+    launch.free(out);
+    launch.free(stats);
+    launch.free(deltas);
+  }
+  L &launch;
+  float *out, *stats, *deltas;
+  View outView, doutView;
+};
+
+/// The CUDA-core kernels of a call (flash_attention_mma.cuh's Kernels has the tensor cores'):
+/// the forward pass into out and stats, and the backward pass from the scratch the forward
+/// filled.
+struct Kernels {
+  template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
+    size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
+    launch.run(blocksOf(a.S, a.rows), unsigned(a.H), unsigned(a.B), shared, forward, a, out, stats);
+  }
+  template <class L>
+  static void backwardPass(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
+    int64_t row = (a.H + 2 * a.KVH) * a.D;
+    size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
+    launch.run(blocksOf(a.S, a.rows), unsigned(a.H), unsigned(a.B), shared, backwardQuery, a, t.outView, t.doutView,
+               (const float *)t.stats, t.deltas, View{dqkv, row, 0});
+    launch.run(blocksOf(a.S, a.rows), unsigned(a.KVH), unsigned(a.B), shared + size_t(3 * a.tile) * sizeof(float),
+               backwardKeyValue, a, t.doutView, (const float *)t.stats, (const float *)t.deltas,
+               View{dqkv, row, a.H}, View{dqkv, row, a.H + a.KVH});
+  }
+};
+
+/// planrt_k_sdpa with kernels K (Kernels, or mma::Kernels).
+template <class K = Kernels, class L>
 void sdpa(L &launch, const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
           bool causal, bool rope, float theta) {
   if (B * S == 0)
     return;
-  Shape a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
-  float *table = nullptr, *rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
-  a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
-  size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
-  launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, forward, a, View{out, H * D, 0}, (float *)nullptr);
-  if (rope) {
-    launch.free(rot);
-    launch.free(table);
-  }
+  Prepared<L> p(launch, qkv, B, S, H, KVH, D, causal, rope, theta);
+  K::forwardPass(launch, p.a, View{out, H * D, 0}, nullptr);
 }
 
-template <class L>
+/// planrt_k_sdpa_bwd with kernels K: the forward recomputed (its output and row
+/// statistics), then the backward pass.
+template <class K = Kernels, class L>
 void sdpaBackward(L &launch, const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
                   int64_t KVH, int64_t D, bool causal, bool rope, float theta) {
   if (B * S == 0)
     return;
-  Shape a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
-  float *table = nullptr, *rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
-  a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
-  int64_t row = (H + 2 * KVH) * D, rowsTotal = B * H * S;
-  float *out = launch.alloc(B * S * H * D), *stats = launch.alloc(2 * rowsTotal), *deltas = launch.alloc(rowsTotal);
-  View outView{out, H * D, 0}, doutView{const_cast<float *>(dout), H * D, 0};
-  size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
-  launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, forward, a, outView, stats);
-  launch.run(blocksOf(S, a.rows), unsigned(H), unsigned(B), shared, backwardQuery, a, outView, doutView,
-             (const float *)stats, deltas, View{dqkv, row, 0});
-  launch.run(blocksOf(S, a.rows), unsigned(KVH), unsigned(B), shared + size_t(3 * a.tile) * sizeof(float),
-             backwardKeyValue, a, doutView, (const float *)stats, (const float *)deltas, View{dqkv, row, H},
-             View{dqkv, row, H + KVH});
-  if (rope)
-    launch.run(blocksOf(B * S * (H + KVH) * (D / 2), kThreads), 1, 1, 0, ropeBackward, a, dqkv, row,
-               (const float *)table);
-  launch.free(out);
-  launch.free(stats);
-  launch.free(deltas);
-  if (rope) {
-    launch.free(rot);
-    launch.free(table);
-  }
+  Prepared<L> p(launch, qkv, B, S, H, KVH, D, causal, rope, theta);
+  BackwardScratch<L> t(launch, p.a, dout);
+  K::forwardPass(launch, p.a, t.outView, t.stats);
+  K::backwardPass(launch, p.a, t, dqkv);
+  p.unrope(dqkv);
 }
 
 } // namespace planrt::attention

@@ -100,10 +100,39 @@ SIMT_DEVICE float rowSum(float v) {
   return v + simt::shuffleXor(v, 2);
 }
 
+/// The warp's 16 x 8 ND result acc, each row times scale[its half], into the rows r0 + …
+/// (below S) of v's head (b, head), columns below D.
+template <int ND>
+SIMT_DEVICE void storeResult(const Shape &a, const Lane &me, const float (&acc)[ND][4], const float (&scale)[2],
+                             const View &v, int64_t b, int64_t r0, int64_t head) {
+  SIMT_UNROLL
+  for (int q = 0; q < 4; ++q) {
+    int64_t s = r0 + rowOf(me, q);
+    if (s >= a.S)
+      continue;
+    float *dst = v.at(a.S, a.D, b, s, head);
+    SIMT_UNROLL
+    for (int nd = 0; nd < ND; ++nd)
+      if (colOf(me, nd, q) < a.D)
+        dst[colOf(me, nd, q)] = acc[nd][q] * scale[q / 2];
+  }
+}
+
 /// Shared floats of each kernel, by tile row stride ld.
 inline size_t forwardShared(int ld) { return size_t(3 * kRows * ld + kWarps * 16 * kScratch) * sizeof(float); }
 inline size_t backwardShared(int ld) {
   return size_t(4 * kRows * ld + kWarps * 16 * kScratch + 3 * kKeys) * sizeof(float);
+}
+
+/// The key and value tiles of key head (b, g) from key t0 (at most kKeys, none from `end`
+/// on) into K and V, between barriers; returns how many keys they hold.
+SIMT_DEVICE int loadKeys(const Shape &a, int ld, int64_t b, int64_t g, int64_t t0, int64_t end, float *K, float *V) {
+  int n = int(end - t0 < kKeys ? end - t0 : kKeys);
+  simt::syncBlock();
+  fillTile(a, a.k, b, g, t0, n, 1.0f, K, ld, kKeys);
+  fillTile(a, a.v, b, g, t0, n, 1.0f, V, ld, kKeys);
+  simt::syncBlock();
+  return n;
 }
 
 /// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out and each row's maximum
@@ -118,11 +147,7 @@ template <int ND> SIMT_GLOBAL void forward(Shape a, int ld, View out, float *sta
   zero(o);
   int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
   for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = int(end - t0 < kKeys ? end - t0 : kKeys);
-    simt::syncBlock();
-    fillTile(a, a.k, b, g, t0, n, 1.0f, K, ld, kKeys);
-    fillTile(a, a.v, b, g, t0, n, 1.0f, V, ld, kKeys);
-    simt::syncBlock();
+    int n = loadKeys(a, ld, b, g, t0, end, K, V);
     float s[kKeys / 8][4];
     zero(s);
     warpMma(Qw, ld, 1, K, 1, ld, ND * 8, s);
@@ -161,20 +186,13 @@ template <int ND> SIMT_GLOBAL void forward(Shape a, int ld, View out, float *sta
     warpMma(Pw, kScratch, 1, V, ld, 1, kKeys, o);
   }
   float inv[2] = {1.0f / rowSum(l[0]), 1.0f / rowSum(l[1])};
-  SIMT_UNROLL
-  for (int q = 0; q < 4; ++q) {
-    int64_t s = s0 + rowOf(me, q);
-    if (s >= a.S)
-      continue;
-    float *os = out.at(a.S, a.D, b, s, h);
-    SIMT_UNROLL
-    for (int nd = 0; nd < ND; ++nd)
-      if (colOf(me, nd, q) < a.D)
-        os[colOf(me, nd, q)] = o[nd][q] * inv[q / 2];
-    if (stats && me.t == 0 && q % 2 == 0) {
+  storeResult(a, me, o, inv, out, b, s0, h);
+  for (int r = 0; r < 2; ++r) {
+    int64_t s = s0 + rowOf(me, 2 * r);
+    if (stats && me.t == 0 && s < a.S) {
       int64_t row = (b * a.H + h) * a.S + s;
-      stats[2 * row] = m[q / 2];
-      stats[2 * row + 1] = inv[q / 2];
+      stats[2 * row] = m[r];
+      stats[2 * row + 1] = inv[r];
     }
   }
 }
@@ -216,11 +234,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, c
   zero(acc);
   int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
   for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = int(end - t0 < kKeys ? end - t0 : kKeys);
-    simt::syncBlock();
-    fillTile(a, a.k, b, g, t0, n, 1.0f, K, ld, kKeys);
-    fillTile(a, a.v, b, g, t0, n, 1.0f, V, ld, kKeys);
-    simt::syncBlock();
+    int n = loadKeys(a, ld, b, g, t0, end, K, V);
     float s[kKeys / 8][4], dp[kKeys / 8][4];
     zero(s);
     zero(dp);
@@ -239,17 +253,8 @@ SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, c
     simt::syncBlock();
     warpMma(Pw, kScratch, 1, K, ld, 1, kKeys, acc);
   }
-  SIMT_UNROLL
-  for (int q = 0; q < 4; ++q) {
-    int64_t s = s0 + rowOf(me, q);
-    if (s >= a.S)
-      continue;
-    float *ds = dq.at(a.S, a.D, b, s, h);
-    SIMT_UNROLL
-    for (int nd = 0; nd < ND; ++nd)
-      if (colOf(me, nd, q) < a.D)
-        ds[colOf(me, nd, q)] = acc[nd][q] * a.scale;
-  }
+  const float scale[2] = {a.scale, a.scale};
+  storeResult(a, me, acc, scale, dq, b, s0, h);
 }
 
 /// The keys' and values' gradients over grid (key blocks of 64, KVH, B), over the query
@@ -275,12 +280,7 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, int ld, View dout, const float *stats
       simt::syncBlock();
       fillTile(a, a.q, b, h, s0, n, a.scale, Q, ld, kKeys);
       fillTile(a, dout, b, h, s0, n, 1.0f, dO, ld, kKeys);
-      for (int e = simt::threadIndex(); e < n; e += kThreads) {
-        int64_t row = (b * a.H + h) * a.S + s0 + e;
-        rowStats[3 * e] = stats[2 * row];
-        rowStats[3 * e + 1] = stats[2 * row + 1];
-        rowStats[3 * e + 2] = deltas[row];
-      }
+      loadRowStats(a, b, h, s0, n, stats, deltas, rowStats);
       simt::syncBlock();
       float st[kKeys / 8][4], dpt[kKeys / 8][4];
       zero(st);
@@ -309,19 +309,9 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, int ld, View dout, const float *stats
       simt::syncBlock();
       warpMma(Pw, kScratch, 1, Q, ld, 1, kKeys, dK); // dK += dS^T (scale q)
     }
-  SIMT_UNROLL
-  for (int q = 0; q < 4; ++q) {
-    int64_t t = t0 + rowOf(me, q);
-    if (t >= a.S)
-      continue;
-    float *ks = dk.at(a.S, a.D, b, t, g), *vs = dv.at(a.S, a.D, b, t, g);
-    SIMT_UNROLL
-    for (int nd = 0; nd < ND; ++nd)
-      if (colOf(me, nd, q) < a.D) {
-        ks[colOf(me, nd, q)] = dK[nd][q];
-        vs[colOf(me, nd, q)] = dV[nd][q];
-      }
-  }
+  const float one[2] = {1.0f, 1.0f};
+  storeResult(a, me, dK, one, dk, b, t0, g);
+  storeResult(a, me, dV, one, dv, b, t0, g);
 }
 
 // ---- Host side, through flash_attention.cuh's launcher L.
@@ -376,49 +366,18 @@ void backwardAs(L &launch, const Shape &a, View dout, const float *stats, const 
   } break;                                                                                                             \
   }
 
-/// planrt_k_sdpa on the tensor cores (D ≤ kMaxD).
-template <class L>
-void sdpa(L &launch, const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-          bool causal, bool rope, float theta) {
-  if (B * S == 0)
-    return;
-  Shape a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
-  float *table = nullptr, *rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
-  a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
-  PLANRT_MMA_DISPATCH(blocksFor(D), (forwardAs<N>(launch, a, View{out, H * D, 0}, (float *)nullptr)))
-  if (rope) {
-    launch.free(rot);
-    launch.free(table);
+/// The tensor cores' kernels of a call (D ≤ kMaxD), for flash_attention.cuh's sdpa and
+/// sdpaBackward; the rows' deltas by a kernel of their own.
+struct Kernels {
+  template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<N>(launch, a, out, stats)))
   }
-}
-
-/// planrt_k_sdpa_bwd on the tensor cores (D ≤ kMaxD).
-template <class L>
-void sdpaBackward(L &launch, const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
-                  int64_t KVH, int64_t D, bool causal, bool rope, float theta) {
-  if (B * S == 0)
-    return;
-  Shape a = shapeOf(B, S, H, KVH, D, causal, qkv, nullptr);
-  float *table = nullptr, *rot = rope ? ropeCopy(launch, a, qkv, theta, &table) : nullptr;
-  a = shapeOf(B, S, H, KVH, D, causal, qkv, rot);
-  int64_t rowsTotal = B * H * S;
-  float *out = launch.alloc(B * S * H * D), *stats = launch.alloc(2 * rowsTotal), *deltas = launch.alloc(rowsTotal);
-  View outView{out, H * D, 0}, doutView{const_cast<float *>(dout), H * D, 0};
-  int nd = blocksFor(D);
-  PLANRT_MMA_DISPATCH(nd, (forwardAs<N>(launch, a, outView, stats)))
-  launch.run(blocksOf(rowsTotal, kThreads), 1, 1, 0, rowDeltas, a, outView, doutView, deltas);
-  PLANRT_MMA_DISPATCH(nd, (backwardAs<N>(launch, a, doutView, stats, deltas, dqkv)))
-  if (rope)
-    launch.run(blocksOf(B * S * (H + KVH) * (D / 2), kThreads), 1, 1, 0, ropeBackward, a, dqkv, (H + 2 * KVH) * D,
-               (const float *)table);
-  launch.free(out);
-  launch.free(stats);
-  launch.free(deltas);
-  if (rope) {
-    launch.free(rot);
-    launch.free(table);
+  template <class L>
+  static void backwardPass(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
+    launch.run(blocksOf(a.B * a.H * a.S, kThreads), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<N>(launch, a, t.doutView, t.stats, t.deltas, dqkv)))
   }
-}
+};
 
 #undef PLANRT_MMA_DISPATCH
 

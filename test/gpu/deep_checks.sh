@@ -16,13 +16,7 @@ B=$(realpath "$1")
 OUTDIR=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
 mkdir -p "$OUTDIR"
 R="$OUTDIR/deep_results.md"
-PY=${PYTHON:-python3}
-CUDA_BIN=${CUDA_HOME:-/usr/local/cuda}/bin
-WHEELS=$($PY -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
-export LD_LIBRARY_PATH="$B/lib:${CUDA_HOME:-/usr/local/cuda}/lib64:${WHEELS:+$WHEELS:}${LD_LIBRARY_PATH:-}"
-export PATH="$CUDA_BIN:$PATH"
-failed=0
-fail() { echo "FAIL: $*" | tee -a "$R"; failed=1; }
+source "$ROOT/test/gpu/env.sh"
 cd "$B"
 data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
 

@@ -34,13 +34,7 @@ RESULTS=$(realpath -m "${2:-${OUT:-$ROOT/gpu-results}}")
 OUTDIR="$RESULTS/logs"
 mkdir -p "$OUTDIR"
 R="$RESULTS/gpu_results.md"
-PY=${PYTHON:-python3}
-CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
-# libcudart, libcublasLt and libnccl: the toolkit's, else the ones PyTorch's wheels carry.
-WHEELS=$($PY -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
-export LD_LIBRARY_PATH="$B/lib:$CUDA_LIB:${WHEELS:+$WHEELS:}${LD_LIBRARY_PATH:-}"
-failed=0
-fail() { echo "FAIL: $*" | tee -a "$R"; failed=1; }
+source "$ROOT/test/gpu/env.sh"
 
 {
   echo "# planc GPU results"

@@ -61,13 +61,14 @@ void compare(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causa
       dqkvRef(dqkv.size());
   HostLaunch launch;
   if (kernels == Kernels::Mma)
-    attn::mma::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+    attn::sdpa<attn::mma::Kernels>(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   else
     attn::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   planrt_k_sdpa(qkv.data(), outRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   EXPECT_LT(relDiff(out, outRef), 2e-6);
   if (kernels == Kernels::Mma)
-    attn::mma::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+    attn::sdpaBackward<attn::mma::Kernels>(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal,
+                                           rope, 10000.0f);
   else
     attn::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkvRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);

@@ -293,6 +293,45 @@ private:
     return success();
   }
 
+  /// An addition into one element: `acc[c] = acc[c] + v`.
+  struct Reduction {
+    memref::LoadOp load;   ///< acc[c]
+    arith::AddFOp add;     ///< acc[c] + v
+    memref::StoreOp store; ///< acc[c] = …
+    explicit operator bool() const { return bool(add); }
+  };
+
+  /// The addition `body` ends with — its last store before the terminator is a float
+  /// `acc[c] = acc[c] + v`, the load of acc[c] used once — when everything else in it
+  /// computes v: pure ops and loads of other buffers. Null members otherwise.
+  static Reduction accumulationIn(Block *body) {
+    auto store = dyn_cast_or_null<memref::StoreOp>(body->getTerminator()->getPrevNode());
+    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+      return {};
+    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
+    if (!add || add->getBlock() != body)
+      return {};
+    memref::LoadOp load;
+    for (Value operand : {add.getLhs(), add.getRhs()})
+      if (auto l = operand.getDefiningOp<memref::LoadOp>())
+        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()))
+          load = l;
+    if (!load || !load->hasOneUse())
+      return {};
+    for (Operation &op : body->without_terminator()) {
+      if (&op == load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
+        continue;
+      if (auto l = dyn_cast<memref::LoadOp>(op)) {
+        if (l.getMemRef() == store.getMemRef())
+          return {};
+        continue;
+      }
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return {};
+    }
+    return {load, add, store};
+  }
+
   /// Serial iterations per partial sum of a chunked accumulation.
   static constexpr int64_t kChunk = 64;
 
@@ -336,36 +375,16 @@ private:
       serialTotal *= n;
     if (serialTotal <= kChunk)
       return {}; // one chunk: nothing to gain
-    Block *body = inner.getBody();
-    auto store = dyn_cast_or_null<memref::StoreOp>(body->getTerminator()->getPrevNode());
-    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+    Reduction r = accumulationIn(inner.getBody());
+    if (!r)
       return {};
-    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
-    if (!add || add->getBlock() != body)
-      return {};
-    for (Value operand : {add.getLhs(), add.getRhs()})
-      if (auto l = operand.getDefiningOp<memref::LoadOp>())
-        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()) && l->hasOneUse())
-          a.load = l;
-    if (!a.load)
-      return {};
-    for (Value index : store.getIndices())
+    for (Value index : r.store.getIndices())
       if (!llvm::is_contained(inner.getInductionVars(), index) &&
           !index.getParentRegion()->isProperAncestor(&outer.getRegion()))
         return {};
-    for (Operation &op : body->without_terminator()) {
-      if (&op == a.load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
-        continue;
-      if (auto l = dyn_cast<memref::LoadOp>(op)) {
-        if (l.getMemRef() == store.getMemRef())
-          return {};
-        continue;
-      }
-      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
-        return {};
-    }
-    a.add = add;
-    a.store = store;
+    a.load = r.load;
+    a.add = r.add;
+    a.store = r.store;
     return a;
   }
 
@@ -461,48 +480,18 @@ private:
     return success();
   }
 
-  /// A loop that sums into one element: `acc[c] = acc[c] + v(i)` with a reassociable
-  /// addition, `v` pure but for loads from other buffers (a sum of squares, a mean).
-  struct Reduction {
-    memref::LoadOp load;   ///< acc[c]
-    arith::AddFOp add;     ///< acc[c] + v(i)
-    memref::StoreOp store; ///< acc[c] = …
-    explicit operator bool() const { return bool(add); }
-  };
-
+  /// A loop that sums into one element (`acc[c] = acc[c] + v(i)`, c defined outside it)
+  /// with a reassociable addition: a sum of squares, a mean.
   static Reduction reductionOf(scf::ForOp loop) {
     if (!loop->use_empty() || loop.getNumRegionIterArgs() != 0)
       return {};
-    Block *body = loop.getBody();
-    auto store = dyn_cast<memref::StoreOp>(body->getTerminator()->getPrevNode());
-    if (!store || !isa<FloatType>(store.getValueToStore().getType()))
+    Reduction r = accumulationIn(loop.getBody());
+    if (!r || !bitEnumContainsAll(r.add.getFastmath(), arith::FastMathFlags::reassoc))
       return {};
-    auto add = store.getValueToStore().getDefiningOp<arith::AddFOp>();
-    if (!add || add->getBlock() != body || !bitEnumContainsAll(add.getFastmath(), arith::FastMathFlags::reassoc))
-      return {};
-    memref::LoadOp load;
-    for (Value operand : {add.getLhs(), add.getRhs()})
-      if (auto l = operand.getDefiningOp<memref::LoadOp>())
-        if (l.getMemRef() == store.getMemRef() && llvm::equal(l.getIndices(), store.getIndices()))
-          load = l;
-    if (!load || !load->hasOneUse())
-      return {};
-    for (Value index : store.getIndices())
+    for (Value index : r.store.getIndices())
       if (!index.getParentRegion()->isProperAncestor(&loop.getRegion()))
         return {};
-    // Everything else computes v(i): pure ops and loads of other buffers.
-    for (Operation &op : body->without_terminator()) {
-      if (&op == load.getOperation() || &op == add.getOperation() || &op == store.getOperation())
-        continue;
-      if (auto l = dyn_cast<memref::LoadOp>(op)) {
-        if (l.getMemRef() == store.getMemRef())
-          return {};
-        continue;
-      }
-      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
-        return {};
-    }
-    return {load, add, store};
+    return r;
   }
 
   /// Threads of the first stage of a reduction: each sums a strided share of the
