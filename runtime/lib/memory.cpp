@@ -140,7 +140,7 @@ void *planrt_arena_reserve(uint64_t stateBytes, uint64_t stepBytes) {
                  b->name);
     return nullptr;
   }
-  planrt_mem_fill(p, 0.0f, stateBytes / sizeof(float)); // the step region is the step functions' scratch
+  planrt_mem_fill(p, 0.0f, (stateBytes + 3) / sizeof(float)); // the step region is the step functions' scratch
   arena = {static_cast<unsigned char *>(p), stateBytes, stepBytes};
   return p;
 }
