@@ -283,7 +283,7 @@ typedef struct {
    * with neither. */
   void (*counters)(uint64_t *host_syncs, uint64_t *launches);
   /* to[i] += from[i] for i < count, where the memory is (both from alloc), returning when
-   * done; NULL: the host adds. */
+   * done; NULL: the host adds (and the runtime keeps its temporaries on the host). */
   void (*add)(float *to, const float *from, size_t count);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);

@@ -47,7 +47,7 @@ void hostAdd(float *to, const float *from, size_t count) {
   for (size_t i = 0; i < count; ++i)
     to[i] += from[i];
 }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, hostAdd};
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in

@@ -434,15 +434,22 @@ void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src
   planrt::Waiting w(*ctx, describe("reduce_scatter", ctx->buffers[size_t(src)], src_offset, count * n, mask));
   if (!accumulate)
     return ctx->failWith(planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, to));
-  // The sum lands beside the shard, where the shard is (the device's memory on CUDA: NCCL
-  // reduces into it, and the shard is added to there), then is added to the shard.
-  planrt::Floats sum = planrt::allocateFloats(count);
-  if (!sum)
-    return ctx->failWith(fail(PLANRT_ERR_ARG, "reduce_scatter: cannot allocate %lld floats for the sum to add",
-                              (long long)count));
-  if (planrt_status s = planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, sum.get()))
+  // The sum, then added to the shard. On a device backend (one with its own add: CUDA) the
+  // sum is device memory, which NCCL reduces into and the device adds from — outside the
+  // arena, not yet in the memory plan; on the host, a vector.
+  if (planrt_get_backend()->add) {
+    planrt::Floats sum = planrt::allocateFloats(count);
+    if (!sum)
+      return ctx->failWith(fail(PLANRT_ERR_ARG, "reduce_scatter: cannot allocate %lld floats for the sum to add",
+                                (long long)count));
+    if (planrt_status s = planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, sum.get()))
+      return ctx->failWith(s);
+    return planrt_mem_add(to, sum.get(), size_t(count));
+  }
+  std::vector<float> sum(static_cast<size_t>(count));
+  if (planrt_status s = planrt_reduce_scatter(ctx->mesh, unsigned(mask), from, count, sum.data()))
     return ctx->failWith(s);
-  planrt_mem_add(to, sum.get(), size_t(count));
+  planrt_mem_add(to, sum.data(), size_t(count));
 }
 
 void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count) {

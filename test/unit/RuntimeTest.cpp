@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -572,4 +573,38 @@ TEST(RuntimeLog, DeviceCountersArePerStep) {
   ASSERT_EQ(planrt_log_step(log, 1, 2.5, 1e-3, 1.0, 10.0, comm, 1, 2), PLANRT_OK);
   planrt_log_close(log);
   EXPECT_EQ(lines(dir / "b.jsonl")[0].find("host_syncs"), std::string::npos);
+}
+
+// The backend's fill and add: the host's by default, a device backend's own when it has
+// them (the CUDA backend's are kernels).
+namespace {
+int fakeFills = 0, fakeAdds = 0;
+void fakeFill(void *p, float v, size_t n) {
+  ++fakeFills;
+  std::fill(static_cast<float *>(p), static_cast<float *>(p) + n, v);
+}
+void fakeAdd(float *to, const float *from, size_t n) {
+  ++fakeAdds;
+  for (size_t i = 0; i < n; ++i)
+    to[i] += from[i];
+}
+const planrt_backend kFillingDevice = {"test-device", heapAlloc, std::free, nullptr, fakeFill, nullptr, fakeAdd};
+} // namespace
+
+TEST(RuntimeMemory, FillAndAddGoThroughTheBackend) {
+  std::vector<float> a(5, 1.0f), b = {1, 2, 3, 4, 5};
+  planrt_mem_fill(a.data(), 0.0f, 5); // the host's: memset for +0.0
+  EXPECT_EQ(a, std::vector<float>(5, 0.0f));
+  planrt_mem_fill(a.data(), -0.0f, 2); // -0.0 is not all zero bits
+  EXPECT_TRUE(std::signbit(a[0]) && std::signbit(a[1]) && !std::signbit(a[2]));
+  planrt_mem_add(a.data(), b.data(), 5);
+  EXPECT_EQ(a, b);
+  planrt_set_backend(&kFillingDevice);
+  planrt_mem_fill(a.data(), 2.5f, 5);
+  planrt_mem_add(a.data(), b.data(), 5);
+  planrt_mem_fill(nullptr, 1.0f, 5); // nothing to fill: not the backend's business
+  planrt_set_backend(nullptr);
+  EXPECT_EQ(fakeFills, 1);
+  EXPECT_EQ(fakeAdds, 1);
+  EXPECT_EQ(a, (std::vector<float>{3.5f, 4.5f, 5.5f, 6.5f, 7.5f}));
 }
