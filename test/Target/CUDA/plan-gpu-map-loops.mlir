@@ -2,8 +2,8 @@
 // blocks of 256 threads, n the product of its trip counts, the thread's linear id
 // delinearised row-major (last dimension fastest) and guarded by id < n; a memref.copy
 // becomes a launch of one thread per element; a sum into one element with a reassociable
-// addition (a sum of squares) becomes 32768 threads of strided partial sums then one
-// thread adding them; any other serial loop nest that stores becomes a launch of one thread; loops that call or allocate stay on the
+// addition (a sum of squares) becomes 32768 threads of strided partial sums, 128 threads
+// each adding 256 of them, then one thread adding those; any other serial loop nest that stores becomes a launch of one thread; loops that call or allocate stay on the
 // host, with the parallel loops inside them launched. Kernels are named
 // <function>_<loop|copy|serial><n> in the gpu.module @planc_kernels.
 // RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s
@@ -264,11 +264,20 @@ func.func @global(%out: memref<8xf32>) {
 // CHECK: %[[NEXT:.*]] = arith.addf %[[P]], %{{.*}} fastmath<reassoc> : f64
 // CHECK: scf.yield %[[NEXT]] : f64
 // CHECK: memref.store %[[SUM]], %[[PARTS]][%{{.*}}] : memref<32768xf64>
-// CHECK: gpu.launch {{.*}} function(@sumsq_serial1)
+// CHECK: %[[COMB:.*]] = memref.alloc() : memref<128xf64>
+// CHECK: gpu.launch {{.*}} function(@sumsq_combine1)
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: %[[BEGIN:.*]] = arith.muli %[[ID]], %c256
+// CHECK: %[[END:.*]] = arith.addi %[[BEGIN]], %c256
+// CHECK: %[[C:.*]] = scf.for %{{.*}} = %[[BEGIN]] to %[[END]] step %{{.*}} iter_args
+// CHECK: memref.load %[[PARTS]]
+// CHECK: memref.store %[[C]], %[[COMB]][%[[ID]]] : memref<128xf64>
+// CHECK: gpu.launch {{.*}} function(@sumsq_serial2)
 // CHECK: %[[A0:.*]] = memref.load %[[ACC]][] : memref<f64>
 // CHECK: %[[T:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[A0]]) -> (f64) {
-// CHECK: memref.load %[[PARTS]]
+// CHECK: memref.load %[[COMB]]
 // CHECK: memref.store %[[T]], %[[ACC]][] : memref<f64>
+// CHECK: memref.dealloc %[[COMB]]
 // CHECK: memref.dealloc %[[PARTS]]
 func.func @sumsq(%x: memref<1000xf32>, %acc: memref<f64>) {
   %c0 = arith.constant 0 : index

@@ -494,14 +494,16 @@ private:
     return r;
   }
 
-  /// Threads of the first stage of a reduction: each sums a strided share of the
-  /// iterations; one thread then adds the partial sums to the element.
-  static constexpr int64_t kPartials = 32768;
+  /// Threads of the first stage of a reduction, each summing a strided share of the
+  /// iterations; of the second, each summing kPartials / kCombined of the first's sums;
+  /// one thread then adds the second's to the element.
+  static constexpr int64_t kPartials = 32768, kCombined = 128;
 
-  /// A reduction loop as two kernels: kPartials threads each summing every
-  /// kPartials-th iteration into a partial sum (from 0), then one thread adding the
-  /// partial sums, in order, to the element. The addition is reassociable
-  /// (`fastmath<reassoc>`), so the order may change.
+  /// A reduction loop as three kernels: kPartials threads each summing every
+  /// kPartials-th iteration into a partial sum (from 0), kCombined threads each summing
+  /// 256 of those in order, then one thread adding the kCombined sums, in order, to the
+  /// element. The addition is reassociable (`fastmath<reassoc>`), so the order may change;
+  /// it is the same on every run.
   void mapReduction(scf::ForOp loop, Reduction r) {
     OpBuilder b(loop);
     Location loc = loop.getLoc();
@@ -527,15 +529,32 @@ private:
           });
       memref::StoreOp::create(b, loc, strided.getResult(0), partials, ValueRange{id});
     });
+    // Stage two: kCombined threads, each summing its kPartials / kCombined partial sums in order.
+    auto combined = memref::AllocOp::create(b, loc, MemRefType::get({kCombined}, t));
+    Value per = arith::ConstantIndexOp::create(b, loc, kPartials / kCombined);
+    launch(b, loc, arith::ConstantIndexOp::create(b, loc, kCombined), "combine", [&](OpBuilder &b, Value id) {
+      Value begin = arith::MulIOp::create(b, loc, id, per), end = arith::AddIOp::create(b, loc, begin, per);
+      Value init = arith::ConstantOp::create(b, loc, b.getFloatAttr(t, 0.0));
+      auto sum = scf::ForOp::create(b, loc, begin, end, one, ValueRange{init},
+                                    [&](OpBuilder &in, Location l, Value k, ValueRange acc) {
+                                      Value p = memref::LoadOp::create(in, l, partials, ValueRange{k});
+                                      scf::YieldOp::create(
+                                          in, l, Value(arith::AddFOp::create(in, l, acc[0], p, r.add.getFastmath())));
+                                    });
+      memref::StoreOp::create(b, loc, sum.getResult(0), combined, ValueRange{id});
+    });
+    // Stage three: one thread adding the kCombined sums, in order, to the element.
     launch(b, loc, one, "serial", [&](OpBuilder &b, Value) {
       Value acc0 = memref::LoadOp::create(b, loc, r.store.getMemRef(), r.store.getIndices());
+      Value count = arith::ConstantIndexOp::create(b, loc, kCombined);
       auto total = scf::ForOp::create(
-          b, loc, zero, parts, one, ValueRange{acc0}, [&](OpBuilder &in, Location l, Value k, ValueRange acc) {
-            Value p = memref::LoadOp::create(in, l, partials, ValueRange{k});
+          b, loc, zero, count, one, ValueRange{acc0}, [&](OpBuilder &in, Location l, Value k, ValueRange acc) {
+            Value p = memref::LoadOp::create(in, l, combined, ValueRange{k});
             scf::YieldOp::create(in, l, Value(arith::AddFOp::create(in, l, acc[0], p, r.add.getFastmath())));
           });
       memref::StoreOp::create(b, loc, total.getResult(0), r.store.getMemRef(), r.store.getIndices());
     });
+    memref::DeallocOp::create(b, loc, combined);
     memref::DeallocOp::create(b, loc, partials);
     loop.erase();
   }
