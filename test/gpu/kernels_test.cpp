@@ -255,6 +255,11 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   Ids bt(R);
   for (int64_t r = 0; r < R; ++r)
     bt.p[r] = int32_t(r % W);
+  Buf demb(int64_t(W) * 768), dy(int64_t(8192) * 768);
+  Ids tokens(8192);
+  for (int64_t r = 0; r < 8192; ++r)
+    tokens.p[r] = int32_t(g() % uint32_t(W));
+  bench("embedding_bwd 8192x768 of 50257", [&] { planrt_cuda_embedding_bwd(dy.p, tokens.p, demb.p, 8192, 768, W); });
   bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W); });
   bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
 }
