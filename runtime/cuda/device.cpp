@@ -247,30 +247,26 @@ void mgpuStreamDestroy(void *) {}
 
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz,
                       int32_t shared, void *, void **params, void **, size_t) {
-  if (gx < 0 || gy < 0 || gz < 0 || bx <= 0 || by <= 0 || bz <= 0) {
-    std::lock_guard<std::mutex> lock(kernelMutex);
-    auto it = kernelNames.find(function);
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "grid %lld x %lld x %lld of blocks %lld x %lld x %lld", (long long)gx,
-                  (long long)gy, (long long)gz, (long long)bx, (long long)by, (long long)bz);
-    die(((it == kernelNames.end() ? std::string("generated kernel ?") : it->second) +
-         ": a negative grid or an empty block")
-            .c_str(),
-        buf);
-  }
-  if (gx == 0 || gy == 0 || gz == 0)
-    return; // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
-  cudaError_t e = cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
-                                   dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream);
   const std::string *name = nullptr;
   {
     std::lock_guard<std::mutex> lock(kernelMutex);
     auto it = kernelNames.find(function);
     name = it == kernelNames.end() ? nullptr : &it->second;
   }
+  const char *what = name ? name->c_str() : "generated kernel ?";
+  if (gx < 0 || gy < 0 || gz < 0 || bx <= 0 || by <= 0 || bz <= 0) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "grid %lld x %lld x %lld of blocks %lld x %lld x %lld", (long long)gx,
+                  (long long)gy, (long long)gz, (long long)bx, (long long)by, (long long)bz);
+    die((std::string(what) + ": a negative grid or an empty block").c_str(), buf);
+  }
   lastKernel.store(name);
+  if (gx == 0 || gy == 0 || gz == 0)
+    return; // an empty loop: nothing to launch (CUDA refuses a zero-sized grid)
   ++launchCount;
-  check(e, name ? name->c_str() : "generated kernel ?");
+  check(cudaLaunchKernel(function, dim3(unsigned(gx), unsigned(gy), unsigned(gz)),
+                         dim3(unsigned(bx), unsigned(by), unsigned(bz)), params, size_t(shared), theStream),
+        what);
 }
 
 } // extern "C"

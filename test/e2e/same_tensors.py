@@ -9,13 +9,18 @@ import json
 import struct
 
 
-def load(path):
-    """Every tensor of a safetensors file: name -> its raw bytes."""
+def read(path):
+    """A safetensors file as (its JSON header, {name: raw bytes of the tensor})."""
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     head = json.loads(raw[8:8 + n])
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in head.items() if k != "__metadata__"}
+    return head, {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+                  for k, v in head.items() if k != "__metadata__"}
+
+
+def load(path):
+    """Every tensor of a safetensors file: name -> its raw bytes."""
+    return read(path)[1]
 
 
 def same(a, b, what):

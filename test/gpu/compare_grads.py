@@ -6,24 +6,21 @@
 Prints one Markdown row per tensor: its shape, the relative L2 error of OTHER against
 REFERENCE (||b - a|| / ||a||), the largest absolute difference, and the cosine between
 the two. Exit status 1 if any tensor's relative L2 error exceeds R (default 1e-3), if a
-tensor is missing or its shape differs. Reads safetensors itself (F32, F16, BF16) with
-numpy alone, so it runs on a bare GPU machine and here alike.
+tensor is missing or its shape differs. Reads safetensors with test/e2e/same_tensors.py's
+reader and numpy alone (F32, F16, BF16), so it runs on a bare GPU machine and here alike.
 """
-import argparse, json, struct, sys
+import argparse, os, sys
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from same_tensors import read  # noqa: E402
 
 
 def load(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
+    header, raws = read(path)
     out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        raw = data[a:b]
+    for name, raw in raws.items():
+        t = header[name]
         if t["dtype"] == "F32":
             x = np.frombuffer(raw, dtype="<f4")
         elif t["dtype"] == "F16":
