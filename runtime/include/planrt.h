@@ -75,6 +75,9 @@ const char *planrt_st_metadata(const planrt_st *st, const char *key);
  * tensor or a different dtype or shape is PLANRT_ERR_MISMATCH naming both. */
 planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank, const int64_t *shape,
                              void *dst);
+/* Tensor `name` as it is in the file (its dtype, shape and bytes, valid until
+ * planrt_st_close); PLANRT_ERR_MISMATCH naming it when the file lacks it. */
+planrt_status planrt_st_find(const planrt_st *st, const char *name, planrt_tensor *out);
 void planrt_st_close(planrt_st *st);
 
 /* ---- Parameter initialisation. Element j of parameter `param` is a function of

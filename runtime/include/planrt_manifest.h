@@ -69,6 +69,7 @@ inline constexpr char num_floats[] = "num_floats";
 inline constexpr char offset[] = "offset";
 inline constexpr char params[] = "params";
 inline constexpr char parts[] = "parts";
+inline constexpr char path[] = "path";
 inline constexpr char pipeline[] = "pipeline";
 inline constexpr char plan[] = "plan";
 inline constexpr char precision[] = "precision";

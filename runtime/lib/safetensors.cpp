@@ -285,6 +285,20 @@ const char *planrt_st_metadata(const planrt_st *st, const char *key) {
   return it == st->metadata.end() ? nullptr : it->second.c_str();
 }
 
+planrt_status planrt_st_find(const planrt_st *st, const char *name, planrt_tensor *out) {
+  if (!st || !name || !out)
+    return fail(PLANRT_ERR_ARG, "planrt_st_find: bad argument");
+  const planrt_st::Entry *e = st->find(name);
+  if (!e)
+    return fail(PLANRT_ERR_MISMATCH, "%s: no tensor '%s' in the checkpoint", st->path.c_str(), name);
+  out->name = e->name.c_str();
+  out->dtype = e->dtype->dtype;
+  out->rank = int(e->shape.size());
+  out->shape = e->shape.data();
+  out->data = st->bytes.data() + st->dataStart + e->begin;
+  return PLANRT_OK;
+}
+
 planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank, const int64_t *shape,
                              void *dst) {
   if (!st || !name || !dst || rank < 0 || (rank && !shape))

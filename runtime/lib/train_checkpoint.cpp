@@ -2,6 +2,7 @@
 // usable before step 0, --init and --save-init, checkpoints (one file, or sharded over
 // the ranks) and resuming from them under any layout, --save-grads and --export's
 // consolidated checkpoint.
+#include "pretrained.h"
 #include "trainer.h"
 
 #include <algorithm>
@@ -126,16 +127,14 @@ planrt_status Trainer::read(planrt_st *st, const std::string &name, const Param 
   return planrt_st_read(st, name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), dst);
 }
 
-planrt_status Trainer::loadParams(const std::string &file, float *P) {
-  planrt_st *st = nullptr;
-  if (planrt_status s = planrt_st_open(file.c_str(), &st))
+planrt_status Trainer::loadParams(const std::string &path, const std::string &format, float *P) {
+  std::unique_ptr<Pretrained> base;
+  if (planrt_status s = Pretrained::open(path, format, base))
     return s;
-  planrt_status s = PLANRT_OK;
   for (const Param &p : m.params)
-    if ((s = read(st, p.name, p, P + p.fullOffset)))
-      break;
-  planrt_st_close(st);
-  return s;
+    if (planrt_status s = base->read(p.name, p.fullShape, P + p.fullOffset))
+      return s;
+  return PLANRT_OK;
 }
 
 std::vector<planrt::FlatParam> Trainer::flatLayout(bool whole) const {

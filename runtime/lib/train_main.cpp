@@ -246,9 +246,13 @@ planrt_status Trainer::initialState() {
   if (!o.resume.empty())
     return resume();
   std::vector<float> P(size_t(m.fullFloats), 0.0f);
-  if (!o.init.empty()) {
-    if (planrt_status s = loadParams(o.init, P.data()))
+  if (!o.init.empty() || !m.initPath.empty()) {
+    // --init FILE overrides the plan's `init = checkpoint(…)`.
+    bool flag = !o.init.empty();
+    if (planrt_status s = loadParams(flag ? o.init : m.initPath, flag ? "planc" : m.initFormat, P.data()))
       return s;
+    if (!flag)
+      progress.line("initialised from " + m.initPath + " (" + m.initFormat + ")");
   } else {
     for (size_t i = 0; i < m.params.size(); ++i) {
       const Param &p = m.params[i];

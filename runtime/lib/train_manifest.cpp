@@ -287,6 +287,13 @@ void readTrainRun(const json &train, Manifest &m) {
     m.checkpointEvery = integer(c, key::every, "train.checkpoint", 0, kMaxSteps);
     m.checkpointKeep = integer(c, key::keep, "train.checkpoint", 0, std::numeric_limits<int>::max());
   }
+  if (train.contains(key::init)) {
+    const json &i = train[key::init];
+    m.initPath = text(i, key::path, "train.init");
+    m.initFormat = text(i, key::format, "train.init");
+    if (m.initPath.empty() || (m.initFormat != "planc" && m.initFormat != "hf"))
+      throw Malformed{"train.init needs a path and the format planc or hf"};
+  }
   if (train.contains(key::loss_scale)) {
     const json &l = train[key::loss_scale];
     m.lossScaleKind = text(l, key::kind, "train.loss_scale");

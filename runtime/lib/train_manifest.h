@@ -79,6 +79,9 @@ struct Manifest {
   std::vector<std::string> data, val;
   int64_t evalEvery = 0, evalBatches = 0;
   std::string checkpointDir;
+  /// `init = checkpoint(…)`: the base parameters' path and format (planc or hf); empty:
+  /// none.
+  std::string initPath, initFormat;
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string lossScaleKind = "none"; ///< "none", "dynamic" or "static" (fp16)
   double lossScaleInit = 1;

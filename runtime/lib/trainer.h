@@ -160,7 +160,9 @@ private:
   /// Reads `name` (f32, the whole parameter's shape) from st into dst.
   static planrt_status read(planrt_st *st, const std::string &name, const Param &p, float *dst);
 
-  planrt_status loadParams(const std::string &file, float *P);
+  /// Every parameter of this rank's stage, whole, from a file or directory
+  /// (Pretrained: `planc` or `hf` names).
+  planrt_status loadParams(const std::string &path, const std::string &format, float *P);
 
   /// This rank's flat layout (shardedSave), or that of whole parameters (shardedLoad).
   std::vector<planrt::FlatParam> flatLayout(bool whole = false) const;

@@ -234,7 +234,8 @@ private:
         f64(t.optimizer.beta1), f64(t.optimizer.beta2), f64(t.optimizer.eps), f64(t.optimizer.weightDecay),
         LRScheduleAttr::get(ctx, *symbolizeLRSchedule(sema::lrScheduleName(t.schedule.kind))), i64(t.schedule.warmup),
         f64(t.schedule.minLr), f64(t.clip), i64(t.steps), i64(t.seed), i64(t.evalEvery), i64(t.evalBatches),
-        i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir));
+        i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir),
+        t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format));
   }
 
   void genRetrieval(const sema::Retrieval &r) {

@@ -145,6 +145,9 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                        {key::eps, train.getEps().convertToDouble()},
                        {key::precision, pl::stringifyPrecision(train.getPrecision())},
                        {key::loss_scale, lossScale(train)}};
+  if (std::optional<StringRef> init = train.getInitPath())
+    t[key::init] = llvm::json::Object{{key::path, resolvePlanPath(base, *init)},
+                                      {key::format, train.getInitFormat().value_or("planc")}};
   llvm::json::Array axes, sizes, data;
   if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr()))
     for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>()) {

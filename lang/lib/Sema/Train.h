@@ -1,7 +1,7 @@
 // The check of one train declaration, cut along the sections of sema::Train; its
 // functions live in Train.cpp (order, model, mesh), TrainData.cpp,
-// TrainParallel.cpp, TrainLayout.cpp, TrainPrecision.cpp, TrainOptimizer.cpp and
-// TrainEval.cpp.
+// TrainParallel.cpp, TrainLayout.cpp, TrainPrecision.cpp, TrainOptimizer.cpp,
+// TrainEval.cpp and TrainFineTune.cpp.
 #ifndef PLAN_LANG_LIB_SEMA_TRAIN_H
 #define PLAN_LANG_LIB_SEMA_TRAIN_H
 
@@ -70,6 +70,10 @@ private:
   // TrainEval.cpp
   void checkEval();
   void checkCheckpoint();
+
+  // TrainFineTune.cpp
+  /// `init = checkpoint(PATH, format: planc | hf)`.
+  void checkInit();
 
   Sema &sema;
   Diags &diags;

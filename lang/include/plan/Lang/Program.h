@@ -193,6 +193,12 @@ struct Train {
   int64_t evalEvery = 0, evalBatches = 0; ///< 0 = no eval
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string checkpointDir;
+  /// `init = checkpoint(PATH, format: …)`: the parameters loaded before step 0 (a
+  /// safetensors file, a checkpoint directory's latest step, a Hugging Face model
+  /// directory or its sharded index); empty path: none.
+  struct {
+    std::string path, format = "planc";
+  } init;
   /// The plan file's directory, against which relative paths resolve at run time.
   std::string baseDir;
 };

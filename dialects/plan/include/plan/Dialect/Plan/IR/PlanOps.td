@@ -174,7 +174,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     explicit: `micro` is the per-rank micro-batch, `accumulation` the derived
     gradient-accumulation steps (`batch = micro × data-parallel size ×
     accumulation`), `shard` maps logical dims to the tensor axis ("" =
-    replicated). Relative paths resolve against `base_dir`.
+    replicated). Relative paths resolve against `base_dir`. `init_path` and
+    `init_format` (`planc` or `hf`) name the pretrained parameters loaded before
+    step 0 (`init = checkpoint(…)`).
 
     ```mlir
     plan.train @t {model = @tiny, mesh = @cpu4, batch = 32 : i64, micro = 4 : i64,
@@ -213,7 +215,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     I64Attr:$checkpoint_every,
     I64Attr:$checkpoint_keep,
     StrAttr:$checkpoint_dir,
-    StrAttr:$base_dir);
+    StrAttr:$base_dir,
+    OptionalAttr<StrAttr>:$init_path,
+    OptionalAttr<StrAttr>:$init_format);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
