@@ -58,8 +58,10 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
     select.entry = options.entry;
     pm.addPass(pl::createPlanSelectEntry(select));
   }
-  if (stage >= Stage::NN)
+  if (stage >= Stage::NN) {
     pm.addPass(createConvertPlanToNN());
+    pm.addPass(createPlanLoRA());
+  }
   // The layout stages branch off after nn: the global program annotated with the
   // layout (upstream shard dialect, propagated), and the per-rank forward functions.
   if (stage == Stage::Sharded) {

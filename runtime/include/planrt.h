@@ -86,6 +86,9 @@ void planrt_st_close(planrt_st *st);
  * layout. Normal values come from Box-Muller over a counter-based generator. */
 planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, double mean, double std, uint64_t seed,
                                  uint64_t param);
+/* Uniform in (−bound, bound), element j from (seed, param, j) as planrt_init_normal. */
+planrt_status planrt_init_uniform(float *dst, int64_t count, int64_t offset, double bound, uint64_t seed,
+                                  uint64_t param);
 planrt_status planrt_init_fill(float *dst, int64_t count, float value);
 
 /* ---- The device mesh over MPI: one process per device, rank → coordinates

@@ -30,6 +30,16 @@ planrt_status planrt_init_normal(float *dst, int64_t count, int64_t offset, doub
   return PLANRT_OK;
 }
 
+planrt_status planrt_init_uniform(float *dst, int64_t count, int64_t offset, double bound, uint64_t seed,
+                                  uint64_t param) {
+  if ((count && !dst) || count < 0 || offset < 0 || !(bound >= 0))
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_init_uniform: bad argument");
+  uint64_t key = mix(seed ^ mix(param + 0x632be59bd9b4e019ull));
+  for (int64_t i = 0; i < count; ++i)
+    dst[i] = float(bound * (2.0 * open01(mix(key ^ (2 * uint64_t(offset + i)))) - 1.0));
+  return PLANRT_OK;
+}
+
 planrt_status planrt_init_fill(float *dst, int64_t count, float value) {
   if ((count && !dst) || count < 0)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_init_fill: bad argument");

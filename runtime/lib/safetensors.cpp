@@ -257,7 +257,10 @@ planrt_status planrt_st_open(const char *path, planrt_st **out) {
   std::vector<const planrt_st::Entry *> order;
   for (const auto &e : st->entries)
     order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](auto *a, auto *b) { return a->begin < b->begin; });
+  // An empty tensor (a ZeRO piece of an empty optimizer group) shares its offset with the
+  // next one: it comes first.
+  std::sort(order.begin(), order.end(),
+            [](auto *a, auto *b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
   uint64_t at = 0;
   for (const auto *e : order) {
     if (e->begin != at)
@@ -301,7 +304,7 @@ planrt_status planrt_st_find(const planrt_st *st, const char *name, planrt_tenso
 
 planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype dtype, int rank, const int64_t *shape,
                              void *dst) {
-  if (!st || !name || !dst || rank < 0 || (rank && !shape))
+  if (!st || !name || rank < 0 || (rank && !shape))
     return fail(PLANRT_ERR_ARG, "planrt_st_read: bad argument");
   const planrt_st::Entry *e = st->find(name);
   if (!e)
@@ -312,6 +315,10 @@ planrt_status planrt_st_read(const planrt_st *st, const char *name, planrt_dtype
   if (!want || want != e->dtype || expected != found)
     return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s in the checkpoint but the model expects %s %s",
                 st->path.c_str(), name, e->dtype->name, found.c_str(), want ? want->name : "?", expected.c_str());
+  if (e->end == e->begin) // an empty tensor: nothing to copy, and dst may be null
+    return PLANRT_OK;
+  if (!dst)
+    return fail(PLANRT_ERR_ARG, "planrt_st_read: null destination for tensor '%s'", name);
   std::memcpy(dst, st->bytes.data() + st->dataStart + e->begin, e->end - e->begin);
   return PLANRT_OK;
 }

@@ -90,6 +90,12 @@ planrt_status Trainer::prepareOutputs() {
   if (!o.exportFile.empty())
     if (planrt_status s = probeWritable(parentOf(o.exportFile), "directory of --export"))
       return s;
+  if ((o.merge || !o.exportAdapters.empty()) && m.frozen.empty())
+    return fail(PLANRT_ERR_ARG, "%s needs adapters (adapt = lora(…) in the plan); plan '%s' trains every parameter",
+                o.merge ? "--merge" : "--export-adapters", m.plan.c_str());
+  if (!o.exportAdapters.empty())
+    if (planrt_status s = probeWritable(parentOf(o.exportAdapters), "directory of --export-adapters"))
+      return s;
   if (!o.log.empty() && rank0)
     if (planrt_status s = planrt_log_open(o.log.c_str(), &log))
       return s;
@@ -165,7 +171,8 @@ planrt_status Trainer::resume() {
       return s;
     std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(st, planrt_st_close);
     for (const char *key :
-         {"format", "step", "plan", "model", "loss_scale", "loss_scale_good_steps", "optimizer_steps"})
+         {"format", "step", "plan", "model", "loss_scale", "loss_scale_good_steps", "optimizer_steps", "base",
+          "base_sha256"})
       if (const char *v = planrt_st_metadata(st, key))
         meta[key] = v;
     if (meta["format"] != "planc-ckpt-1")
@@ -202,6 +209,8 @@ planrt_status Trainer::resume() {
       return fail(PLANRT_ERR_FORMAT, "%s: the metadata loss_scale '%s' / loss_scale_good_steps '%s' are not valid",
                   file.c_str(), meta["loss_scale"].c_str(), meta["loss_scale_good_steps"].c_str());
   }
+  if (planrt_status s = initFrozen(&meta))
+    return s;
   distributeWhole(P.data(), M.data(), V.data());
   start = *step;
   progress.line("resuming from " + file + " at step " + std::to_string(start));
@@ -218,6 +227,8 @@ std::vector<std::string> Trainer::metadata(const char *format, int64_t step) con
     std::snprintf(applied, sizeof applied, "%.9g", double(state[5]));
     meta.insert(meta.end(), {"loss_scale", scale, "loss_scale_good_steps", good, "optimizer_steps", applied});
   }
+  std::vector<std::string> base = baseMetadata();
+  meta.insert(meta.end(), base.begin(), base.end());
   return meta;
 }
 
@@ -262,7 +273,7 @@ planrt_status Trainer::wholeModel(const float *P, const float *M, const float *V
 }
 
 planrt_status Trainer::saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
-                                  std::vector<std::string> extra) {
+                                  std::vector<std::string> extra, bool withBase) {
   std::vector<float> store[3];
   std::vector<WholeTensor> whole;
   if (planrt_status s = wholeModel(buf, nullptr, nullptr, store, whole))
@@ -272,6 +283,9 @@ planrt_status Trainer::saveParams(const std::string &file, const char *format, c
   std::vector<planrt_tensor> tensors;
   for (const WholeTensor &t : whole)
     tensors.push_back({t.p->name.c_str(), PLANRT_F32, int(t.p->fullShape.size()), t.p->fullShape.data(), t.data[0]});
+  if (withBase)
+    for (const planrt_tensor &t : frozenTensors())
+      tensors.push_back(t);
   std::vector<std::string> meta = metadata(format, step);
   meta.insert(meta.end(), extra.begin(), extra.end());
   std::vector<const char *> mp = pointers(meta);
@@ -350,8 +364,25 @@ planrt_status Trainer::exportConsolidated(const std::string &file) {
     return s;
   if (planrt_status s = wholeModel(P.data(), M.data(), V.data(), store, whole))
     return s;
+  std::vector<float> base;
+  if (o.merge)
+    if (planrt_status s = frozenFromBuffer(base))
+      return s;
   if (!rank0)
     return PLANRT_OK;
+  if (!o.exportAdapters.empty()) {
+    if (planrt_status s = exportAdapters(o.exportAdapters, whole))
+      return s;
+    progress.line("exported the adapters to " + o.exportAdapters, true);
+  }
+  if (file.empty())
+    return PLANRT_OK;
+  if (o.merge) {
+    if (planrt_status s = exportMerged(file, whole, std::move(base)))
+      return s;
+    progress.line("exported the merged model to " + file, true);
+    return PLANRT_OK;
+  }
   std::vector<planrt_tensor> tensors = consolidated(whole, keep);
   std::vector<std::string> meta = metadata("planc-ckpt-1", std::max(start, lastStep));
   std::vector<const char *> mp = pointers(meta);

@@ -128,7 +128,7 @@ int Trainer::error(planrt_status) {
 }
 
 int Trainer::finish() {
-  if (!o.exportFile.empty())
+  if (!o.exportFile.empty() || !o.exportAdapters.empty())
     if (planrt_status s = exportConsolidated(o.exportFile))
       return error(s);
   return 0;
@@ -246,8 +246,9 @@ planrt_status Trainer::initialState() {
   if (!o.resume.empty())
     return resume();
   std::vector<float> P(size_t(m.fullFloats), 0.0f);
-  if (!o.init.empty() || !m.initPath.empty()) {
-    // --init FILE overrides the plan's `init = checkpoint(…)`.
+  // --init FILE overrides the plan's `init = checkpoint(…)`, which under adapters holds
+  // the frozen base only (the adapters are drawn).
+  if (!o.init.empty() || (!m.initPath.empty() && m.frozen.empty())) {
     bool flag = !o.init.empty();
     if (planrt_status s = loadParams(flag ? o.init : m.initPath, flag ? "planc" : m.initFormat, P.data()))
       return s;
@@ -256,16 +257,21 @@ planrt_status Trainer::initialState() {
   } else {
     for (size_t i = 0; i < m.params.size(); ++i) {
       const Param &p = m.params[i];
-      planrt_status s = p.init == "normal"
-                            ? planrt_init_normal(P.data() + p.fullOffset, p.fullCount, 0, 0.0, p.std, m.seed,
-                                                 uint64_t(p.index >= 0 ? p.index : int64_t(i)))
-                            : planrt_init_fill(P.data() + p.fullOffset, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
+      // Adapters draw from the streams after the frozen base's (which a plan without
+      // adapters gives the same parameters).
+      uint64_t stream = uint64_t(p.index >= 0 ? p.index : int64_t(i + m.frozen.size()));
+      planrt_status s =
+          p.init == "normal"    ? planrt_init_normal(P.data() + p.fullOffset, p.fullCount, 0, 0.0, p.std, m.seed, stream)
+          : p.init == "uniform" ? planrt_init_uniform(P.data() + p.fullOffset, p.fullCount, 0, p.std, m.seed, stream)
+                                : planrt_init_fill(P.data() + p.fullOffset, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
       if (s)
         return s;
     }
   }
+  if (planrt_status s = initFrozen())
+    return s;
   if (!o.saveInit.empty())
-    if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}))
+    if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}, /*withBase=*/true))
       return s;
   distributeWhole(P.data(), nullptr, nullptr);
   return PLANRT_OK;

@@ -73,8 +73,10 @@ void readSplit(const json &sp, const std::string &where, Param &p) {
   p.fullShape[size_t(p.splitDim)] = total;
 }
 
-/// One entry of params, at JSON path `where`; m holds the ones before it.
-Param readParam(const json &pj, std::string where, const Manifest &m) {
+/// One entry of params (or frozen), at JSON path `where`; m holds the ones before it;
+/// it must end by float `end` of the params buffer (num_floats when 0).
+Param readParam(const json &pj, std::string where, const Manifest &m, int64_t end = 0) {
+  end = end ? end : m.numFloats;
   Param p;
   p.name = text(pj, key::name, where);
   if (p.name.empty())
@@ -96,17 +98,17 @@ Param readParam(const json &pj, std::string where, const Manifest &m) {
   if (p.count != elements)
     throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " + std::to_string(elements) +
                     " elements"};
-  if (p.offset + p.count > m.numFloats)
-    throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past num_floats " +
-                    std::to_string(m.numFloats)};
+  if (p.offset + p.count > end)
+    throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past float " +
+                    std::to_string(end) + " (num_floats" + (end == m.numFloats ? ")" : " + frozen_floats)")};
   p.init = text(pj, key::init, where);
-  if (p.init == "normal") {
+  if (p.init == "normal" || p.init == "uniform") {
     const json &s = field(pj, key::std, where);
     if (!s.is_number() || !(s.get<double>() >= 0) || !std::isfinite(s.get<double>()))
       throw Malformed{where + ".std is " + s.dump() + ", not a finite number ≥ 0"};
     p.std = s.get<double>();
   } else if (p.init != "zeros" && p.init != "ones") {
-    throw Malformed{where + ".init is '" + p.init + "'; expected normal, zeros or ones"};
+    throw Malformed{where + ".init is '" + p.init + "'; expected normal, uniform, zeros or ones"};
   }
   for (const Param &q : m.params)
     if (q.name == p.name)
@@ -117,6 +119,8 @@ Param readParam(const json &pj, std::string where, const Manifest &m) {
   p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
   if (pj.contains(key::index))
     p.index = integer(pj, key::index, where, 0, kMaxDim);
+  if (pj.contains(key::adapts))
+    p.adapts = text(pj, key::adapts, where);
   if (pj.contains(key::replica)) {
     if (!pj[key::replica].is_boolean())
       throw Malformed{where + ".replica is not true or false"};
@@ -141,6 +145,41 @@ void readParams(const json &lay, const std::string &in, Manifest &m) {
   for (size_t i = 1; i < order.size(); ++i)
     if (order[i - 1]->offset + order[i - 1]->count > order[i]->offset)
       throw Malformed{"parameters '" + order[i - 1]->name + "' and '" + order[i]->name + "' overlap"};
+}
+
+/// A fine-tuning plan's frozen base and its adapters' settings (none without `adapt`).
+void readFrozen(const json &root, Manifest &m) {
+  if (!root.contains(key::frozen))
+    return;
+  m.frozenFloats = integer(root, key::frozen_floats, "the manifest", 1, kMaxFloats);
+  const json &frozen = root[key::frozen];
+  if (!frozen.is_array() || frozen.empty())
+    throw Malformed{"frozen is not a non-empty array"};
+  std::vector<Param> trained = std::move(m.params);
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    std::string where = "frozen[" + std::to_string(i) + "]";
+    Param p = readParam(frozen[i], where, m, m.numFloats + m.frozenFloats);
+    if (p.offset < m.numFloats || p.offset + p.count > m.numFloats + m.frozenFloats)
+      throw Malformed{where + " does not lie after num_floats, within frozen_floats"};
+    m.params.push_back(std::move(p)); // readParam's duplicate-name check covers both tables
+  }
+  m.frozen = std::move(m.params);
+  m.params = std::move(trained);
+  for (const Param &p : m.params)
+    for (const Param &q : m.frozen)
+      if (p.name == q.name)
+        throw Malformed{"parameter '" + p.name + "' is both trained and frozen"};
+  if (!root.contains(key::adapt))
+    throw Malformed{"frozen parameters without adapt"};
+  const json &a = root[key::adapt];
+  if (text(a, key::kind, "adapt") != "lora")
+    throw Malformed{"adapt.kind is not lora"};
+  m.adapt.rank = integer(a, key::rank, "adapt", 1, kMaxDim);
+  const json &alpha = field(a, key::alpha, "adapt");
+  if (!alpha.is_number() || !(alpha.get<double>() > 0))
+    throw Malformed{"adapt.alpha is not a positive number"};
+  m.adapt.alpha = alpha.get<double>();
+  m.adapt.targets = texts(a, key::targets, "adapt");
 }
 
 /// train's shape of the step: batch, its split, steps, seed, vocabulary, ZeRO stage.
@@ -231,6 +270,15 @@ void placeWholeParams(Manifest &m) {
     at += p.fullCount;
   }
   m.fullFloats = m.tensorParallel > 1 ? at : m.numFloats;
+  at = 0;
+  for (Param &p : m.frozen) {
+    if (p.splitDim >= 0 && p.parts != m.tensorParallel)
+      throw Malformed{"frozen parameter '" + p.name + "' is split in " + std::to_string(p.parts) +
+                      " parts over a tensor axis of " + std::to_string(m.tensorParallel)};
+    p.fullOffset = at;
+    at += p.fullCount;
+  }
+  m.frozenFullFloats = at;
 }
 
 /// The step program's buffers, checked against the flat layout and the ZeRO sharding.
@@ -269,8 +317,8 @@ void readSchedule(const json &root, Manifest &m) {
         throw Malformed{"schedule buffer '" + b.name + "' must be persistent"};
   int64_t piece =
       m.sharded ? (m.groupEnd[0] - m.groupBegin[0] + m.groupEnd[1] - m.groupBegin[1]) / m.dataParallel : m.numFloats;
-  if (floatsOf(m.bufferName("params")) != m.numFloats || floatsOf(m.bufferName("grads")) != m.numFloats ||
-      floatsOf("state") != 8 || floatsOf(m.master) != piece || floatsOf(m.bufferName("exp_avg")) != piece ||
+  if (floatsOf(m.bufferName("params")) != m.numFloats + m.frozenFloats || floatsOf(m.bufferName("grads")) != m.numFloats ||
+      floatsOf("state") != 8 || floatsOf(m.master) != piece + (m.sharded ? 0 : m.frozenFloats) || floatsOf(m.bufferName("exp_avg")) != piece ||
       floatsOf(m.bufferName("exp_avg_sq")) != piece)
     throw Malformed{"schedule.buffers do not have the sizes of the flat layout"};
 }
@@ -358,6 +406,7 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     std::string in;
     const json &lay = readPipeline(root, stage, m, in);
     readParams(lay, in, m);
+    readFrozen(root, m);
     const json &train = field(root, key::train, "the manifest");
     readTrainShape(train, m);
     readGroups(lay, m);

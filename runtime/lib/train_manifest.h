@@ -37,6 +37,8 @@ struct Param {
   /// stream), and whether it is a copy of one an earlier stage owns (a tied embedding).
   int64_t index = -1;
   bool replica = false;
+  /// A LoRA adapter: the path of the weight it adapts (`h.0.attn.c_attn.weight`).
+  std::string adapts;
 };
 
 /// A buffer of the step program's table.
@@ -51,6 +53,17 @@ struct Manifest {
   std::string plan, model;
   int64_t numFloats = 0;
   std::vector<Param> params;
+  /// A fine-tuning plan's frozen base (`adapt`): in the params buffer after numFloats
+  /// (offsets from 0 of that buffer), never written by the step; whole, one after
+  /// another in frozenFullFloats. Empty without adapters.
+  std::vector<Param> frozen;
+  int64_t frozenFloats = 0, frozenFullFloats = 0;
+  /// `adapt = lora(…)`: rank 0 without.
+  struct {
+    int64_t rank = 0;
+    double alpha = 0;
+    std::vector<std::string> targets;
+  } adapt;
   int64_t groupBegin[2] = {0, 0}, groupEnd[2] = {0, 0};
   std::vector<std::string> axes;
   std::vector<int64_t> sizes;

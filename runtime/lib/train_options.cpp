@@ -26,6 +26,10 @@ const char kUsage[] = "usage: %s [options]\n"
                       "  --save-grads FILE      write the accumulated gradient of the first step to FILE\n"
                       "  --export FILE          at the end, write one consolidated checkpoint (parameters\n"
                       "                         and optimizer state, Hugging Face names) to FILE\n"
+                      "  --merge                with --export, under adapters: the base with the trained\n"
+                      "                         adapters merged in, under the base's names\n"
+                      "  --export-adapters FILE at the end, the adapters in PEFT's layout and names, with\n"
+                      "                         adapter_config.json beside FILE\n"
                       "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
                       "                         it (default 300)\n"
                       "  --quiet                no progress or evaluation lines; errors and the final\n"
@@ -46,6 +50,8 @@ enum class Arg {
   CheckpointEvery,
   SaveGrads,
   Export,
+  ExportAdapters,
+  Merge,
   CommTimeout,
   Quiet,
   Help
@@ -67,6 +73,8 @@ const Flag kFlags[] = {{"--steps", Arg::Steps, true},
                        {"--checkpoint-every", Arg::CheckpointEvery, true},
                        {"--save-grads", Arg::SaveGrads, true},
                        {"--export", Arg::Export, true},
+                       {"--export-adapters", Arg::ExportAdapters, true},
+                       {"--merge", Arg::Merge, false},
                        {"--comm-timeout", Arg::CommTimeout, true},
                        {"--quiet", Arg::Quiet, false},
                        {"--help", Arg::Help, false},
@@ -152,6 +160,12 @@ int parseOptions(int argc, char **argv, Options &o) {
     case Arg::Export:
       o.exportFile = value;
       break;
+    case Arg::ExportAdapters:
+      o.exportAdapters = value;
+      break;
+    case Arg::Merge:
+      o.merge = true;
+      break;
     case Arg::CommTimeout: {
       std::optional<int64_t> n = count(value);
       if (!n || *n < 1)
@@ -169,6 +183,8 @@ int parseOptions(int argc, char **argv, Options &o) {
   }
   if (!o.init.empty() && !o.resume.empty())
     return usageError("--init and --resume cannot be combined: a checkpoint holds the parameters");
+  if (o.merge && o.exportFile.empty())
+    return usageError("--merge needs --export FILE, which it changes into the merged model");
   return 0;
 }
 

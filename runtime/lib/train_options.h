@@ -15,10 +15,10 @@ constexpr int kExitUsage = 2;
 
 struct Options {
   std::optional<int64_t> steps, checkpointEvery;
-  std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile;
+  std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile, exportAdapters;
   double commTimeout = 300;
   std::vector<std::string> data, val;
-  bool quiet = false, help = false;
+  bool quiet = false, help = false, merge = false;
 };
 
 /// Fills `o`; returns 0, or the exit status after printing the error.

@@ -13,6 +13,7 @@
 #include "train_progress.h"
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -186,7 +187,7 @@ private:
   /// Writes one buffer of whole parameters (or gradients) under the parameter names:
   /// rank 0 writes, after gathering the other pipeline stages' (collective).
   planrt_status saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
-                           std::vector<std::string> extra);
+                           std::vector<std::string> extra, bool withBase = false);
 
   /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state),
   /// from buffers of whole parameters.
@@ -196,8 +197,31 @@ private:
 
   planrt_status checkpoint(int64_t s);
 
-  /// --export: one checkpoint file in the single-device format, whatever the layout.
+  /// --export: one checkpoint file in the single-device format, whatever the layout
+  /// (with --merge under adapters: the merged model); --export-adapters.
   planrt_status exportConsolidated(const std::string &file);
+
+  // ---- A fine-tuning plan's frozen base (train_frozen.cpp).
+
+  /// Draws or loads the frozen base (--init, the plan's init checkpoint, or the seed)
+  /// into frozenWhole and this rank's pieces into params. On resume, `resumed` holds
+  /// the checkpoint's metadata, whose base must be this run's.
+  planrt_status initFrozen(const std::map<std::string, std::string> *resumed = nullptr);
+  /// The whole frozen base as tensors (for --save-init).
+  std::vector<planrt_tensor> frozenTensors() const;
+  /// base, base_sha256, lora_rank and lora_alpha metadata, when there are adapters.
+  std::vector<std::string> baseMetadata() const;
+  /// The whole frozen base as the params buffers hold it now (collective under tensor
+  /// parallelism): what the steps read, which nothing may have written.
+  planrt_status frozenFromBuffer(std::vector<float> &whole);
+  /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
+  planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
+                             std::vector<float> base);
+  /// --export-adapters FILE: PEFT's safetensors and adapter_config.json.
+  planrt_status exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters);
+
+  std::vector<float> frozenWhole;
+  std::string baseFile, baseSha256;
 
   // ---- The run's state.
 

@@ -51,9 +51,10 @@ func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32
 func.func @m(%tok: tensor<2x4xi32>, %tgt: tensor<2x4xi32>, %wte: tensor<16x8xf32> {nn.param = "wte.weight"})
     -> tensor<f32> attributes {nn.model} {
   %x = nn.embedding %wte, %tok : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
-  // expected-error @+1 {{'nn.scale' op has no VJP: it cannot be differentiated}}
-  %s = nn.scale %x {factor = 2.0 : f64} : tensor<2x4x8xf32>
-  %l = nn.matmul %s, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // expected-error @+1 {{'nn.sum_rows' op has no VJP: it cannot be differentiated}}
+  %s = nn.sum_rows %x : tensor<2x4x8xf32> -> tensor<8xf32>
+  %b = nn.bias_add %x, %s : tensor<2x4x8xf32>, tensor<8xf32>
+  %l = nn.matmul %b, %wte {transpose_w} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %loss = nn.cross_entropy %l, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

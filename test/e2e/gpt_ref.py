@@ -348,7 +348,8 @@ def load_params(model, tensors, source, allow_extra_prefix=("optimizer.",)):
 
 
 def params_numpy(model):
-    return {n: p.detach().float().numpy().copy() for n, p in model.named_parameters()}
+    """What trains (a LoRA model's adapters, else every parameter), as float32 arrays."""
+    return {n: p.detach().float().numpy().copy() for n, p in trainable(model)}
 
 
 # ---------------------------------------------------------------------------- training
@@ -366,9 +367,14 @@ def lr_at(step, lr, steps, schedule="cosine", warmup=0, min_lr=0.0):
     raise ValueError("unknown schedule %r" % schedule)
 
 
+def trainable(model):
+    """(name, parameter) of what trains: all of them, but a LoRA model's frozen base."""
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
 def make_optimizer(model, args):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    decay = [p for _, p in trainable(model) if p.dim() >= 2]
+    no_decay = [p for _, p in trainable(model) if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": args.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
@@ -377,7 +383,7 @@ def make_optimizer(model, args):
 
 def load_optimizer_state(model, opt, tensors, step, source):
     """Restores exp_avg/exp_avg_sq ("optimizer.exp_avg.<name>") and the step count."""
-    for name, p in model.named_parameters():
+    for name, p in trainable(model):
         st = {}
         for key in ("exp_avg", "exp_avg_sq"):
             full = "optimizer.%s.%s" % (key, name)
@@ -392,7 +398,7 @@ def load_optimizer_state(model, opt, tensors, step, source):
 
 def optimizer_tensors(model, opt):
     out = {}
-    for name, p in model.named_parameters():
+    for name, p in trainable(model):
         st = opt.state.get(p, {})
         for key in ("exp_avg", "exp_avg_sq"):
             t = st.get(key, torch.zeros_like(p))
@@ -427,7 +433,7 @@ def train(args, log=print, make_model=None):
     if resume:
         load_optimizer_state(model, opt, tensors, start, resume)
     data = TokenData(args.data, args.seed, args.vocab)
-    params = list(model.parameters())
+    params = [p for _, p in trainable(model)]
     run_steps = getattr(args, "run_steps", None)
     if run_steps is None:
         run_steps = args.steps - start
@@ -443,7 +449,7 @@ def train(args, log=print, make_model=None):
         loss_value = total / accum
         if s == start and args.grads_out:
             write_safetensors(args.grads_out, {n: p.grad.detach().float().numpy().copy()
-                                               for n, p in model.named_parameters()}, {"step": str(s)})
+                                               for n, p in trainable(model)}, {"step": str(s)})
         if args.clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, args.clip)
         else:

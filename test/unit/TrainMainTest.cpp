@@ -830,7 +830,7 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "format 'planc-train-9'");
   m = json::parse(good);
   m["params"][1]["offset"] = kNumFloats - 8;
-  expectError(m.dump(), "params[1] ('lm_head.bias') ends at float 296, past num_floats 288");
+  expectError(m.dump(), "params[1] ('lm_head.bias') ends at float 296, past float 288 (num_floats)");
   m = json::parse(good);
   m["params"][0]["count"] = 3;
   expectError(m.dump(), "params[0] ('wte.weight').count is 3 but its shape has 256 elements");

@@ -224,6 +224,11 @@ private:
     LossScale lossScale = t.lossScale == sema::LossScale::None      ? LossScale::none
                           : t.lossScale == sema::LossScale::Dynamic ? LossScale::dynamic
                                                                     : LossScale::fixed;
+    DictionaryAttr adapt;
+    if (t.adapt.rank > 0)
+      adapt = b.getDictionaryAttr({b.getNamedAttr("rank", i64(t.adapt.rank)), b.getNamedAttr("alpha", f64(t.adapt.alpha)),
+                                   b.getNamedAttr("targets", strs(t.adapt.targets)),
+                                   b.getNamedAttr("matrices", strs(t.adapt.matrices))});
     TrainOp::create(
         b, loc(t.loc), str(t.name), sym(program.models[t.model].name), sym(program.meshes[t.mesh].name), strs(t.data),
         strs(t.val), i64(t.batch), i64(t.micro), i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),
@@ -235,7 +240,8 @@ private:
         LRScheduleAttr::get(ctx, *symbolizeLRSchedule(sema::lrScheduleName(t.schedule.kind))), i64(t.schedule.warmup),
         f64(t.schedule.minLr), f64(t.clip), i64(t.steps), i64(t.seed), i64(t.evalEvery), i64(t.evalBatches),
         i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir),
-        t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format));
+        t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format),
+        adapt);
   }
 
   void genRetrieval(const sema::Retrieval &r) {

@@ -33,6 +33,7 @@ struct StageShape {
   /// earlier stage owns (a tied embedding).
   SmallVector<std::tuple<std::string, int64_t, int64_t, bool>> params;
   int64_t activation = 0; ///< floats of the activation it hands on
+  int64_t frozen = 0;     ///< floats of a fine-tuning plan's frozen base, after the layout in params
 };
 
 /// What the schedule needs from the manifest.
@@ -121,6 +122,9 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
       else
         merged.push_back({offset, count});
     st.replicated = std::move(merged);
+    st.frozen = from.getInteger(key::frozen_floats).value_or(0);
+    if (st.frozen < 0 || (st.frozen > 0 && s.zero >= 3 && s.d > 1))
+      return bad("has a frozen base under ZeRO-3, or a negative frozen_floats");
     training::FlatLayout &l = st.layout;
     l.total = *total;
     l.shards = s.d;
@@ -257,7 +261,8 @@ private:
     const training::FlatLayout &l = layout(k);
     Bufs &x = bufs.emplace_back();
     int64_t pieces = sharded ? l.shardTotal() : l.total;
-    x.params = buffer("params", l.total, zero3 ? "transient" : "persistent", stage);
+    // A fine-tuning plan's frozen base lies after the trained parameters in params.
+    x.params = buffer("params", l.total + s.stages[size_t(k)].frozen, zero3 ? "transient" : "persistent", stage);
     x.grads = buffer("grads", l.total, zero2 ? "transient" : "step", stage);
     if (sharded) {
       x.paramShard = buffer("param_shard", pieces, "persistent", stage);

@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <functional>
 #include <map>
@@ -65,7 +66,7 @@ void emulatePrecision(func::FuncOp forward, FloatType to) {
   Block &body = forward.getBody().front();
   b.setInsertionPointToStart(&body);
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-    if (forward.getArgAttr(i, "nn.param") && rounded(body.getArgument(i)))
+    if (parameterPath(forward, i) && rounded(body.getArgument(i)))
       round(body.getArgument(i), forward.getLoc());
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (isa<nn::RoundOp>(op))
@@ -99,7 +100,7 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
     for (size_t i = 0; i < order.size(); ++i)
       for (Value v : order[i]->getOperands())
         if (auto arg = dyn_cast<BlockArgument>(v))
-          if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.param"))
+          if (auto name = parameterPath(forward, arg.getArgNumber()))
             if (int64_t l = layerOf(name.getValue()); l >= 0) {
               auto [it, inserted] = span.try_emplace(l, i, i);
               it->second.second = std::max(it->second.second, i);
@@ -282,6 +283,14 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
     outs.push_back(adjoint.count(arg) ? adjoint[arg] : zeros(b, grad.getLoc(), arg.getType()));
   }
   func::ReturnOp::create(b, ret.getLoc(), outs);
+  // What no result needs is dropped: the gradients of what is not differentiated (a
+  // fine-tuning plan's frozen base: no weight-gradient GEMM, no accumulation).
+  SmallVector<Operation *> ops;
+  for (Operation &op : body->without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
   return grad;
 }
 

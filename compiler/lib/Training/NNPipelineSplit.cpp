@@ -27,7 +27,7 @@ FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   int64_t layers = 0;
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param"))
+    if (auto name = training::parameterPath(f, i))
       layers = std::max(layers, training::layerOf(name.getValue()) + 1);
   if (layers < stages)
     return f.emitOpError() << "has " << layers << (layers == 1 ? " layer" : " layers") << ", fewer than the " << stages
@@ -38,7 +38,7 @@ FailureOr<SmallVector<func::FuncOp>> training::splitPipeline(func::FuncOp f, int
   // Each op runs on the latest stage among its layer parameters and its operands.
   DenseMap<Value, int64_t> stageOf;
   for (BlockArgument a : body.getArguments()) {
-    auto name = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "nn.param");
+    auto name = training::parameterPath(f, a.getArgNumber());
     int64_t layer = name ? training::layerOf(name.getValue()) : -1;
     stageOf[a] = layer >= 0 ? stageOfLayer(layer) : -1; // -1: usable anywhere
   }

@@ -58,7 +58,7 @@ public:
 
 private:
   StringRef paramName(unsigned arg) {
-    auto name = f.getArgAttrOfType<StringAttr>(arg, "nn.param");
+    auto name = training::parameterPath(f, arg);
     return name ? name.getValue() : StringRef("?");
   }
 
@@ -67,7 +67,7 @@ private:
     Block &body = f.getBody().front();
     for (BlockArgument a : body.getArguments()) {
       auto names = f.getArgAttrOfType<ArrayAttr>(a.getArgNumber(), "nn.dims");
-      if (!f.getArgAttr(a.getArgNumber(), "nn.param") || !names)
+      if (!training::parameterPath(f, a.getArgNumber()) || !names)
         continue;
       auto type = cast<RankedTensorType>(a.getType());
       int64_t split = -1;
@@ -209,6 +209,18 @@ private:
         blockSizes[a.getArgNumber()] = blocks;
       v = bias.getX();
     }
+    // LoRA (plan-lora): x·W + s·((x·a)·b); b's columns are packed as W's.
+    if (auto add = v.getDefiningOp<nn::AddOp>()) {
+      Value update = add.getRhs();
+      if (auto scale = update.getDefiningOp<nn::ScaleOp>())
+        update = scale.getX();
+      auto up = update.getDefiningOp<nn::MatmulOp>();
+      auto b = up ? dyn_cast<BlockArgument>(up.getW()) : BlockArgument();
+      if (!b)
+        return unsupported(op, "its packed q, k, v are a sum that is not a low-rank update of a matmul");
+      blockSizes[b.getArgNumber()] = blocks;
+      v = add.getLhs();
+    }
     auto mm = v.getDefiningOp<nn::MatmulOp>();
     auto w = mm ? dyn_cast<BlockArgument>(mm.getW()) : BlockArgument();
     if (!w)
@@ -309,7 +321,7 @@ private:
           layout[op->getResult(0)] = lay(op->getOperand(0));
           return success();
         })
-        .Case<nn::GeluOp, nn::SiluOp, nn::ReluOp>([&](Operation *) {
+        .Case<nn::GeluOp, nn::SiluOp, nn::ReluOp, nn::ScaleOp>([&](Operation *) {
           op->getResult(0).setType(op->getOperand(0).getType());
           layout[op->getResult(0)] = lay(op->getOperand(0));
           return success();

@@ -84,7 +84,7 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
                                                int64_t(train.getSeqAttr().getInt()));
       LogicalResult partitioned = training::partitionTensorParallel(copy, tp.axis, tp.size, tp.dims, tp.sequence);
       for (unsigned i = 0; i < copy.getNumArguments(); ++i)
-        if (auto param = copy.getArgAttrOfType<StringAttr>(i, "nn.param"))
+        if (auto param = training::parameterPath(copy, i))
           if (auto split = copy.getArgAttrOfType<DictionaryAttr>(i, "nn.split"))
             splits[param.getValue()] = split;
       copy.erase();
@@ -103,7 +103,7 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
       if (succeeded(stages))
         for (auto [k, stage] : llvm::enumerate(*stages)) {
           for (unsigned i = 0; i < stage.getNumArguments(); ++i)
-            if (auto param = stage.getArgAttrOfType<StringAttr>(i, "nn.param"))
+            if (auto param = training::parameterPath(stage, i))
               stagesOf[param.getValue()].push_back(int64_t(k));
           stage.erase();
         }
@@ -126,7 +126,7 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
       if (!type)
         continue;
       SmallVector<shard::GridAxesAttr> split(type.getRank(), shard::GridAxesAttr::get(ctx, ArrayRef<int16_t>{}));
-      auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.param");
+      auto param = training::parameterPath(f, arg.getArgNumber());
       if (!param) { // tokens or targets: the batch over the data axes
         if (!dataAxes.empty())
           split[0] = shard::GridAxesAttr::get(ctx, dataAxes);

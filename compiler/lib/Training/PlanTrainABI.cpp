@@ -67,12 +67,16 @@ struct StageTable {
   SmallVector<int64_t> index; ///< each parameter's position in the whole model
   SmallVector<bool> replica;  ///< a copy of a parameter an earlier stage owns
   int64_t activation = 0;     ///< floats of the activation the stage hands on
+  /// A fine-tuning plan's frozen base (nn.frozen): read from P after the trained
+  /// parameters' layout (offsets from layout.total), never written, no gradient.
+  SmallVector<Param> frozen;
+  int64_t frozenFloats = 0;
 };
 
-llvm::json::Array paramTable(const StageTable &st) {
+llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
   func::FuncOp fwd = st.fwd;
   llvm::json::Array ps;
-  for (auto [i, p] : llvm::enumerate(st.params)) {
+  for (auto [i, p] : llvm::enumerate(frozen ? st.frozen : st.params)) {
     unsigned arg = p.arg;
     llvm::json::Array shape;
     for (int64_t d : p.type.getShape())
@@ -93,9 +97,11 @@ llvm::json::Array paramTable(const StageTable &st) {
                                              {key::parts, cast<IntegerAttr>(split.get(key::parts)).getInt()},
                                              {key::blocks, std::move(blocks)}};
     }
-    if (!st.index.empty())
+    if (auto base = fwd.getArgAttrOfType<StringAttr>(arg, "nn.adapter"))
+      entry[key::adapts] = base.getValue();
+    if (!frozen && !st.index.empty()) // the frozen base is not numbered by pipeline stage
       entry[key::index] = st.index[i];
-    if (!st.replica.empty() && st.replica[i])
+    if (!frozen && !st.replica.empty() && st.replica[i])
       entry[key::replica] = true;
     ps.push_back(std::move(entry));
   }
@@ -168,6 +174,19 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                           {key::groups, groupsOf(layout)},
                           {key::params, std::move(ps)},
                           {key::train, std::move(t)}};
+  if (!first.frozen.empty()) {
+    root[key::frozen] = paramTable(first, /*frozen=*/true);
+    root[key::frozen_floats] = first.frozenFloats;
+  }
+  if (DictionaryAttr adapt = train.getAdaptAttr()) {
+    llvm::json::Array targets;
+    for (Attribute a : cast<ArrayAttr>(adapt.get("targets")))
+      targets.push_back(cast<StringAttr>(a).getValue());
+    root[key::adapt] = llvm::json::Object{{key::kind, "lora"},
+                                          {key::rank, cast<IntegerAttr>(adapt.get("rank")).getInt()},
+                                          {key::alpha, cast<FloatAttr>(adapt.get("alpha")).getValueAsDouble()},
+                                          {key::targets, std::move(targets)}};
+  }
   if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
     root[key::pipeline] = llvm::json::Object{
         {key::axis, pp.axis}, {key::size, pp.size}, {key::schedule, pl::stringifyPipelineSchedule(pp.schedule)}};
@@ -210,6 +229,13 @@ LogicalResult checkSupported(pl::TrainOp train) {
                                << "') is not implemented in this version of planc (nor by DeepSpeed or "
                                   "Megatron): use ZeRO-1 or DDP over the data axes";
   }
+  if (train.getAdaptAttr() && pp.size > 1)
+    return train.emitError() << "adapters ('adapt') with pipeline parallelism (axis '" << pp.axis
+                             << "') are not implemented in this version of planc; use data and tensor parallelism";
+  if (train.getAdaptAttr() && training::dataParallelSize(train) > 1 && par.getZero() >= 3)
+    return train.emitError() << "adapters ('adapt') with ZeRO-3 are not implemented in this version of planc: the "
+                                "frozen base is replicated, so ZeRO-3 would shard only the adapters; use ZeRO-1 or "
+                                "2, which shard the adapters' gradients and optimizer state";
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
@@ -252,6 +278,15 @@ public:
     st.layout = training::layoutOf(types, d);
     for (auto [p, offset] : llvm::zip(st.params, st.layout.offset))
       p.offset = offset;
+    // The frozen base after the trained parameters, each at a multiple of 16 floats.
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.frozen")) {
+        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
+        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std"))
+          return fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
+        st.frozen.push_back({name.str(), type, st.layout.total + st.frozenFloats, type.getNumElements(), i});
+        st.frozenFloats += (type.getNumElements() + 15) / 16 * 16;
+      }
     return st;
   }
 
@@ -260,7 +295,7 @@ public:
   /// loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
   void grad(const StageTable &st, func::FuncOp grad) {
     OpBuilder::InsertionGuard g(b);
-    auto f = entry("planc_grad", {flatTy(st), flatTy(st), tokTy(st), tokTy(st), scalarTy(), statsTy()});
+    auto f = entry("planc_grad", {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), scalarTy(), statsTy()});
     Block &e = f.getBody().front();
     SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), Value());
     if (scaled)
@@ -499,7 +534,7 @@ public:
   /// planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
   void eval(const StageTable &st) {
     OpBuilder::InsertionGuard g(b);
-    auto f = entry("planc_eval", {flatTy(st), tokTy(st), tokTy(st), scalarTy()});
+    auto f = entry("planc_eval", {paramsTy(st), tokTy(st), tokTy(st), scalarTy()});
     Block &e = f.getBody().front();
     SmallVector<Value> outs =
         inlineBody(b, st.fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), Value()));
@@ -527,7 +562,7 @@ public:
     Type outTy = last ? scalarTy() : actTy(fwd.getResultTypes()[0]);
     {
       OpBuilder::InsertionGuard g1(b);
-      auto f = entry("planc_fwd" + suffix, {flatTy(st), tokTy(st), tokTy(st), inTy, outTy});
+      auto f = entry("planc_fwd" + suffix, {paramsTy(st), tokTy(st), tokTy(st), inTy, outTy});
       Block &e = f.getBody().front();
       SmallVector<Value> outs =
           inlineBody(b, fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3)));
@@ -541,7 +576,7 @@ public:
     {
       OpBuilder::InsertionGuard g2(b);
       auto f = entry("planc_bwd" + suffix,
-                     {flatTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy, scalarTy(), statsTy()});
+                     {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy, scalarTy(), statsTy()});
       Block &e = f.getBody().front();
       SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
       if (last && scaled)
@@ -561,6 +596,10 @@ public:
 private:
   using Groups = SmallVector<int>;
   MemRefType flatTy(const StageTable &st) { return MemRefType::get({st.layout.total}, b.getF32Type()); }
+  /// P: the trained parameters' layout, then the frozen base.
+  MemRefType paramsTy(const StageTable &st) {
+    return MemRefType::get({st.layout.total + st.frozenFloats}, b.getF32Type());
+  }
   MemRefType tokTy(const StageTable &st) {
     func::FuncOp fwd = st.fwd;
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
@@ -611,10 +650,13 @@ private:
     Flat params(b, loc, P);
     SmallVector<Value> args;
     auto param = st.params.begin();
+    auto frozen = st.frozen.begin();
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i) {
       Type t = fwd.getArgument(i).getType();
       if (fwd.getArgAttr(i, "nn.param")) {
         args.push_back(params.read(*param++));
+      } else if (fwd.getArgAttr(i, "nn.frozen")) {
+        args.push_back(params.read(*frozen++));
       } else if (fwd.getArgAttr(i, "nn.activation")) {
         args.push_back(Flat(b, loc, in).read(activation(t)));
       } else {

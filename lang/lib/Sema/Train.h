@@ -74,6 +74,10 @@ private:
   // TrainFineTune.cpp
   /// `init = checkpoint(PATH, format: planc | hf)`.
   void checkInit();
+  /// `adapt = lora(rank, alpha, targets, dropout)`: the matrices it adapts.
+  void checkAdapt();
+  /// `quantize = nf4(…)`: needs adapt.
+  void checkQuantize();
 
   Sema &sema;
   Diags &diags;

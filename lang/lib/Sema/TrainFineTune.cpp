@@ -66,3 +66,140 @@ void TrainCheck::checkInit() {
       ok = false;
   }
 }
+
+namespace {
+/// The weight matrices LoRA can adapt: those that `linear` and `attention` bindings
+/// multiply their input by (not embeddings, not a tied head).
+std::vector<std::string> adaptableMatrices(const sema::Model &model) {
+  std::vector<std::string> out;
+  for (const sema::GraphOp &op : model.ops) {
+    std::vector<int> ws;
+    if (op.kind == sema::OpKind::Linear && !op.params.empty())
+      ws = {op.params[0]};
+    else if (op.kind == sema::OpKind::Attention && op.params.size() >= 2)
+      ws = {op.params[0], op.params[op.params.size() == 4 ? 2 : 1]};
+    for (int w : ws)
+      if (std::find(out.begin(), out.end(), model.params[size_t(w)].path) == out.end())
+        out.push_back(model.params[size_t(w)].path);
+  }
+  return out;
+}
+
+/// Whether `path` without `.weight` ends with `target` at a component boundary.
+bool matches(const std::string &path, const std::string &target) {
+  std::string p = path;
+  if (p.size() > 7 && p.compare(p.size() - 7, 7, ".weight") == 0)
+    p.resize(p.size() - 7);
+  if (p.size() < target.size() || p.compare(p.size() - target.size(), target.size(), target) != 0)
+    return false;
+  return p.size() == target.size() || p[p.size() - target.size() - 1] == '.';
+}
+} // namespace
+
+void TrainCheck::checkAdapt() {
+  const Expr *e = sec.value("adapt");
+  if (!e)
+    return;
+  Value v = sema.eval(*e, nullptr);
+  if (v.isError()) {
+    ok = false;
+    return;
+  }
+  if (v.kind != Value::Kind::Call || v.s != "lora") {
+    sema.typeError(v, "'adapt' of " + what, "low-rank adapters, as in lora(rank: 8, alpha: 16, targets: [c_attn])");
+    ok = false;
+    return;
+  }
+  auto args = bindArgs(sema, {"lora", {{"rank", true}, {"alpha", false}, {"targets", true}, {"dropout", false}}}, v);
+  if (!args) {
+    ok = false;
+    return;
+  }
+  auto &a = *args;
+  std::optional<int64_t> rank = sema.toPositiveInt(a["rank"], "the rank of 'lora'");
+  std::optional<double> alpha = a.count("alpha") ? sema.toFloat(a["alpha"], "the alpha of 'lora'")
+                                                 : std::optional<double>(rank ? double(*rank) : 1.0);
+  if (!rank || !alpha) {
+    ok = false;
+    return;
+  }
+  if (!(*alpha > 0)) {
+    diags.error(a["alpha"].loc, "the alpha of 'lora' must be positive");
+    ok = false;
+  }
+  if (a.count("dropout")) {
+    std::optional<double> p = sema.toFloat(a["dropout"], "the dropout of 'lora'");
+    if (!p) {
+      ok = false;
+    } else if (*p != 0) {
+      diags.error(a["dropout"].loc, "LoRA dropout is not implemented in this version of planc; write dropout: 0 "
+                                    "(or leave it out)");
+      ok = false;
+    }
+  }
+  // Targets: names (c_attn) or strings ("attn.c_proj"), each matching at least one matrix.
+  Value &list = a["targets"];
+  std::vector<std::pair<std::string, ast::Loc>> targets;
+  std::vector<Value::Item> items =
+      list.kind == Value::Kind::List ? list.items : std::vector<Value::Item>{{"", list.loc, std::make_shared<Value>(list)}};
+  for (const Value::Item &it : items) {
+    if (!it.key.empty() || (it.value->kind != Value::Kind::Name && it.value->kind != Value::Kind::String)) {
+      sema.typeError(*it.value, "a target of 'lora'", "a layer name, as in c_attn or \"attn.c_proj\"");
+      ok = false;
+      return;
+    }
+    targets.push_back({it.value->s, it.value->loc});
+  }
+  if (targets.empty()) {
+    diags.error(list.loc, "'lora' needs at least one target");
+    ok = false;
+    return;
+  }
+  if (!model)
+    return;
+  std::vector<std::string> candidates = adaptableMatrices(*model), matched;
+  for (auto &[target, loc] : targets) {
+    bool any = false;
+    for (const std::string &path : candidates)
+      if (matches(path, target)) {
+        any = true;
+        if (std::find(matched.begin(), matched.end(), path) == matched.end())
+          matched.push_back(path);
+      }
+    if (!any) {
+      std::vector<std::string> names;
+      for (const std::string &path : candidates) {
+        std::string p = path.substr(0, path.size() - (path.size() > 7 ? 7 : 0));
+        names.push_back(p.substr(p.find_last_of('.') == std::string::npos ? 0 : p.find_last_of('.') + 1));
+      }
+      std::string best = closestMatch(target, names);
+      auto d = diags.error(loc, "LoRA target '" + target + "' matches no weight matrix of model '" + model->name + "'" +
+                                    (best.empty() ? "" : "; did you mean '" + best + "'?"));
+      d.note(model->loc, "its linear and attention weights are named like '" +
+                             (candidates.empty() ? std::string("(none)") : candidates.front()) + "'");
+      ok = false;
+    }
+    t.adapt.targets.push_back(target);
+  }
+  // Keep the model's order, for a stable parameter order.
+  for (const std::string &path : candidates)
+    if (std::find(matched.begin(), matched.end(), path) != matched.end())
+      t.adapt.matrices.push_back(path);
+  t.adapt.rank = *rank;
+  t.adapt.alpha = *alpha;
+}
+
+void TrainCheck::checkQuantize() {
+  const ast::Entry *q = sec.get("quantize");
+  if (!q)
+    return;
+  if (!sec.get("adapt")) {
+    diags.error(q->loc, "'quantize' stores the frozen base of a fine-tuning plan quantized, so it needs 'adapt', as in "
+                        "'adapt = lora(rank: 8, targets: [c_attn])' (QLoRA)");
+    ok = false;
+    return;
+  }
+  diags.error(q->loc, "'quantize' (QLoRA's NF4 storage of the frozen base) is not implemented in this version of "
+                      "planc; train the adapters over the base in the plan's precision by leaving it out");
+  ok = false;
+}

@@ -69,6 +69,22 @@ def NNPipelineSplit : Pass<"nn-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["plan::nn::NNDialect"];
 }
 
+def PlanLoRA : Pass<"plan-lora", "mlir::ModuleOp"> {
+  let summary = "Low-rank adapters on a fine-tuning plan's model; its base frozen";
+  let description = [{
+    For each `plan.train @t` with `adapt` (`adapt = lora(rank: R, alpha: A, …)`),
+    whose model has been expanded to nn: `@t_lora`, a copy of the model in which
+    every weight matrix `W` named in `adapt.matrices` is read as
+    `x·W + (A/R)·((x·a)·b)` — `a` [in, R] (`<path>.lora_a`, uniform in ±1/√in
+    from the seed, as PEFT) and `b` [R, out] (`<path>.lora_b`, zeros, so the
+    first step's loss is the base model's) new arguments marked `nn.param` — and
+    every argument of the original model is marked `nn.frozen` instead: no
+    gradient, no optimizer state, never written. The plan then trains `@t_lora`.
+    A matrix the model never multiplies by (untransposed) is an error.
+  }];
+  let dependentDialects = ["plan::nn::NNDialect"];
+}
+
 def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
   let summary = "The forward, gradient and optimizer-update functions of each train plan";
   let description = [{

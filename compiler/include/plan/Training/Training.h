@@ -102,6 +102,15 @@ BufferLayout layoutOf(llvm::ArrayRef<mlir::RankedTensorType> params, int64_t sha
 int64_t dataParallelSize(pl::TrainOp train);
 /// The number of devices of a train plan's mesh.
 int64_t deviceCount(pl::TrainOp train);
+/// The path of argument i of a model function when it is a parameter: `nn.param`
+/// (trained) or `nn.frozen` (the base of a fine-tuning plan: read, never written);
+/// null for any other argument.
+inline mlir::StringAttr parameterPath(mlir::func::FuncOp f, unsigned i) {
+  if (auto p = f.getArgAttrOfType<mlir::StringAttr>(i, "nn.param"))
+    return p;
+  return f.getArgAttrOfType<mlir::StringAttr>(i, "nn.frozen");
+}
+
 /// Whether a parameter of this type gets weight decay (group 0).
 inline bool decayed(mlir::RankedTensorType t) { return t.getRank() >= 2; }
 

@@ -84,6 +84,11 @@ LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> dy, SmallVectorImpl<V
   return success();
 }
 
+LogicalResult ScaleOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({ScaleOp::create(b, getLoc(), dy[0].getType(), dy[0], getFactorAttr())});
+  return success();
+}
+
 LogicalResult SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
   grads.assign({dy[0], ScaleOp::create(b, getLoc(), dy[0].getType(), dy[0], b.getF64FloatAttr(-1.0))});
   return success();

@@ -199,6 +199,14 @@ struct Train {
   struct {
     std::string path, format = "planc";
   } init;
+  /// `adapt = lora(rank: R, alpha: A, targets: […])`: low-rank adapters on the weight
+  /// matrices whose paths end with a target (`matrices`, in the model's order); every
+  /// other parameter is frozen. rank 0: no adapters.
+  struct {
+    int64_t rank = 0;
+    double alpha = 0;
+    std::vector<std::string> targets, matrices;
+  } adapt;
   /// The plan file's directory, against which relative paths resolve at run time.
   std::string baseDir;
 };

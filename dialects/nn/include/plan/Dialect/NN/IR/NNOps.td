@@ -453,9 +453,12 @@ def NN_RoundOp : NN_FwdOp<"round", [AllTypesMatch<["x", "result"]>]> {
 // of their own (no higher derivatives).
 //===----------------------------------------------------------------------===//
 
-def NN_ScaleOp : NN_Op<"scale", [AllTypesMatch<["x", "result"]>]> {
+def NN_ScaleOp : NN_FwdOp<"scale", [AllTypesMatch<["x", "result"]>]> {
   let summary = "Multiplies every element by a constant";
   let description = [{
+    Used by the VJPs, and forward by LoRA's alpha / rank (plan-lora); its own VJP
+    scales the cotangent by the same constant.
+
     ```mlir
     %y = nn.scale %x {factor = -1.0 : f64} : tensor<?x?x64xf32>
     ```

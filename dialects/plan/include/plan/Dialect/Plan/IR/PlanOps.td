@@ -176,7 +176,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     accumulation`), `shard` maps logical dims to the tensor axis ("" =
     replicated). Relative paths resolve against `base_dir`. `init_path` and
     `init_format` (`planc` or `hf`) name the pretrained parameters loaded before
-    step 0 (`init = checkpoint(…)`).
+    step 0 (`init = checkpoint(…)`). `adapt` (`adapt = lora(…)`) holds the LoRA
+    `rank` and `alpha`, the `targets` as written and the weight `matrices` they
+    matched (plan-lora adds the adapters and freezes every other parameter).
 
     ```mlir
     plan.train @t {model = @tiny, mesh = @cpu4, batch = 32 : i64, micro = 4 : i64,
@@ -217,7 +219,8 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     StrAttr:$checkpoint_dir,
     StrAttr:$base_dir,
     OptionalAttr<StrAttr>:$init_path,
-    OptionalAttr<StrAttr>:$init_format);
+    OptionalAttr<StrAttr>:$init_format,
+    OptionalAttr<DictionaryAttr>:$adapt);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -1,0 +1,195 @@
+// A fine-tuning plan's frozen base (trainer.h): drawn or loaded whole, this rank's
+// pieces written after the trained parameters in the params buffer, never written
+// again; the pointer to it that checkpoints carry; the merged and PEFT exports.
+#include "pretrained.h"
+#include "sharded.h"
+#include "trainer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace planrt::train {
+
+planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resumed) {
+  if (m.frozen.empty())
+    return PLANRT_OK;
+  frozenWhole.assign(size_t(m.frozenFullFloats), 0.0f);
+  // --init FILE holds the base and the adapters (planc names); else the plan's init
+  // checkpoint; else the seed, with the streams a plan without adapters gives them.
+  std::string path = !o.init.empty() ? o.init : m.initPath;
+  if (!path.empty()) {
+    std::unique_ptr<Pretrained> base;
+    if (planrt_status s = Pretrained::open(path, o.init.empty() ? m.initFormat : "planc", base))
+      return s;
+    for (const Param &p : m.frozen)
+      if (planrt_status s = base->read(p.name, p.fullShape, frozenWhole.data() + p.fullOffset))
+        return s;
+    baseFile = base->source();
+    if (planrt_status s = planrt::sha256File(baseFile, baseSha256))
+      return s;
+  } else {
+    for (size_t i = 0; i < m.frozen.size(); ++i) {
+      const Param &p = m.frozen[i];
+      float *dst = frozenWhole.data() + p.fullOffset;
+      planrt_status s = p.init == "normal"
+                            ? planrt_init_normal(dst, p.fullCount, 0, 0.0, p.std, m.seed, uint64_t(i))
+                            : planrt_init_fill(dst, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
+      if (s)
+        return s;
+    }
+  }
+  // A resumed run must train over the base its checkpoint was trained over.
+  if (resumed && resumed->count("base_sha256") && resumed->at("base_sha256") != baseSha256)
+    return fail(PLANRT_ERR_MISMATCH,
+                "the checkpoint's adapters were trained over the base %s (sha256 %s), but this run's base is %s "
+                "(sha256 %s)",
+                resumed->count("base") ? resumed->at("base").c_str() : "?", resumed->at("base_sha256").c_str(),
+                baseFile.empty() ? "drawn from the seed" : baseFile.c_str(),
+                baseSha256.empty() ? "none" : baseSha256.c_str());
+  float *P = data(params);
+  int64_t c = tensorCoord();
+  for (const Param &p : m.frozen)
+    runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+      std::memcpy(P + p.offset + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
+    });
+  return PLANRT_OK;
+}
+
+std::vector<planrt_tensor> Trainer::frozenTensors() const {
+  std::vector<planrt_tensor> out;
+  for (const Param &p : m.frozen)
+    out.push_back(
+        {p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), frozenWhole.data() + p.fullOffset});
+  return out;
+}
+
+std::vector<std::string> Trainer::baseMetadata() const {
+  if (m.frozen.empty())
+    return {};
+  return {"base", baseFile.empty() ? "seed " + std::to_string(m.seed) : baseFile, "base_sha256", baseSha256,
+          "lora_rank", std::to_string(m.adapt.rank), "lora_alpha", std::to_string(m.adapt.alpha)};
+}
+
+namespace {
+/// W + scale · a·b for W [in, out], a [in, R], b [R, out].
+void merge(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale) {
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < rank; ++r)
+        sum += double(a[i * rank + r]) * double(b[r * out + j]);
+      w[i * out + j] = float(double(w[i * out + j]) + scale * sum);
+    }
+}
+} // namespace
+
+planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
+  whole.assign(size_t(m.frozenFullFloats), 0.0f);
+  const float *P = data(params);
+  if (!tensorParallel()) {
+    for (const Param &p : m.frozen)
+      std::memcpy(whole.data() + p.fullOffset, P + p.offset, size_t(p.count) * sizeof(float));
+    return PLANRT_OK;
+  }
+  std::vector<float> all(size_t(m.frozenFloats * m.tensorParallel));
+  {
+    planrt::Waiting w(ctx, "all_gather over the tensor axis of the frozen base");
+    if (planrt_status s = planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), P + m.numFloats, m.frozenFloats,
+                                            all.data()))
+      return s;
+  }
+  for (int64_t c = 0; c < m.tensorParallel; ++c)
+    for (const Param &p : m.frozen)
+      runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+        std::memcpy(whole.data() + p.fullOffset + w, all.data() + c * m.frozenFloats + (p.offset - m.numFloats) + l,
+                    size_t(n) * sizeof(float));
+      });
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
+                                    std::vector<float> merged) {
+  std::map<std::string, const float *> byName;
+  for (const WholeTensor &t : adapters)
+    byName[t.p->name] = t.data[0];
+  double scale = m.adapt.alpha / double(m.adapt.rank);
+  for (const Param &p : m.frozen) {
+    std::string base = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".weight") == 0
+                           ? p.name.substr(0, p.name.size() - 7)
+                           : p.name;
+    auto a = byName.find(base + ".lora_a"), b = byName.find(base + ".lora_b");
+    if (a == byName.end() || b == byName.end())
+      continue;
+    merge(merged.data() + p.fullOffset, a->second, b->second, p.fullShape[0], p.fullShape[1], m.adapt.rank, scale);
+  }
+  std::vector<planrt_tensor> tensors;
+  for (const Param &p : m.frozen)
+    tensors.push_back(
+        {p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), merged.data() + p.fullOffset});
+  std::vector<std::string> meta = metadata("planc-params-1", lastStep);
+  meta.insert(meta.end(), {"merged", "lora"});
+  std::vector<const char *> mp = pointers(meta);
+  return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
+}
+
+planrt_status Trainer::exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters) {
+  // PEFT's layout: lora_A.weight [R, in] and lora_B.weight [out, R] (nn.Linear's [out, in]),
+  // under `base_model.model.` + the Hugging Face module path.
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> store;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::string> modules;
+  for (const WholeTensor &t : adapters) {
+    const Param &p = *t.p;
+    if (p.adapts.rfind("layers.", 0) == 0)
+      return fail(PLANRT_ERR_ARG,
+                  "--export-adapters: '%s' adapts a llama-family weight, whose fused c_attn has no PEFT module of "
+                  "its own in this version of planc; --export FILE --merge writes the merged model",
+                  p.name.c_str());
+    bool isA = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_a") == 0;
+    std::string module = p.name.substr(0, p.name.size() - 7);
+    int64_t rows = p.fullShape[0], cols = p.fullShape[1];
+    std::vector<float> tr(size_t(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        tr[size_t(j * rows + i)] = t.data[0][i * cols + j];
+    names.push_back("base_model.model.transformer." + module + (isA ? ".lora_A.weight" : ".lora_B.weight"));
+    store.push_back(std::move(tr));
+    shapes.push_back({cols, rows});
+    std::string leaf = module.substr(module.find_last_of('.') + 1);
+    if (std::find(modules.begin(), modules.end(), leaf) == modules.end())
+      modules.push_back(leaf);
+  }
+  std::vector<planrt_tensor> tensors;
+  for (size_t i = 0; i < names.size(); ++i)
+    tensors.push_back({names[i].c_str(), PLANRT_F32, 2, shapes[i].data(), store[i].data()});
+  std::vector<std::string> meta{"format", "pt"};
+  std::vector<const char *> mp = pointers(meta);
+  if (planrt_status s = planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
+    return s;
+  nlohmann::ordered_json config = {{"peft_type", "LORA"},
+                                   {"task_type", "CAUSAL_LM"},
+                                   {"base_model_name_or_path", baseFile},
+                                   {"r", m.adapt.rank},
+                                   {"lora_alpha", m.adapt.alpha},
+                                   {"lora_dropout", 0.0},
+                                   {"target_modules", modules},
+                                   {"fan_in_fan_out", true},
+                                   {"bias", "none"}};
+  std::string dir = file.find_last_of('/') == std::string::npos ? "." : file.substr(0, file.find_last_of('/'));
+  std::string path = dir + "/adapter_config.json", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << config.dump(2) << "\n";
+    if (!out.flush())
+      return fail(PLANRT_ERR_IO, "%s: cannot write: %s", tmp.c_str(), std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail(PLANRT_ERR_IO, "%s: cannot rename into place: %s", path.c_str(), std::strerror(errno));
+  return PLANRT_OK;
+}
+
+} // namespace planrt::train

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# LoRA fine-tuning (adapt = lora(…)) against PyTorch, one process, fp32.
+#
+#   test/e2e/lora_vs_torch.sh PLANC_BIN WORKDIR
+#
+# A base tiny GPT is trained 3 steps and exported; a plan fine-tunes it with rank-4
+# adapters on c_attn, c_proj (both) and c_fc (`init = checkpoint(base)`), 20 steps with
+# accumulation 2, warm-up + cosine, clipping and weight decay, saving its initial state
+# (base and adapters), the first step's gradients (adapters only), a last checkpoint and
+# the merged model. test/e2e/lora_ref.py (PEFT's LoRA written in PyTorch) trains from the
+# same state on the same batches. Checks: losses rtol 1e-4, adapter gradients rtol 1e-3,
+# final adapters; step 0's loss equals the base model's bitwise; the checkpoint holds
+# the adapters alone and points at the base (path, sha256); the merged export's tensors
+# that no adapter touches are the base's bitwise (the step never wrote them) and the
+# adapted ones are W + (alpha/rank)·a·b of the final adapters; the PEFT export's names,
+# shapes and adapter_config.json.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" lora-vs-torch "$@"
+RANK=4 ALPHA=8 TARGETS=c_attn,c_proj,c_fc
+BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
+LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
+
+cd "$WORK"
+rm -rf ./*
+"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" >/dev/null
+
+echo "== the base model"
+cat > base.plan <<EOF
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train base {
+  model = tiny  mesh = cpu1  data = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ  parallel { data = dp }
+  optimizer = adamw(lr: 1e-3)  steps = 3  seed = $SEED
+}
+EOF
+"$PLANC" build base.plan -o base >/dev/null
+./base --quiet --export base_ckpt.safetensors
+
+echo "== planc: LoRA over it"
+cat > tune.plan <<EOF
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train tune {
+  model     = tiny
+  mesh      = cpu1
+  init      = checkpoint("base_ckpt.safetensors")
+  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, c_fc])
+  data      = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ
+  parallel  { data = dp }
+  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
+  clip      = $CLIP
+  steps     = $STEPS
+  seed      = $SEED
+  checkpoint { every: $STEPS, dir: "ckpt", keep: 1 }
+}
+EOF
+"$PLANC" build tune.plan -o tune >/dev/null
+mkdir -p peft
+./tune --quiet --save-init init.safetensors --save-grads grads.safetensors --log log.jsonl \
+  --export merged.safetensors --merge --export-adapters peft/adapter_model.safetensors
+./base --quiet --steps 1 --init base_ckpt.safetensors --log base0.jsonl
+
+echo "== torch reference"
+"$PY" "$HERE/lora_ref.py" train --rank "$RANK" --alpha "$ALPHA" --targets "$TARGETS" \
+  --init init.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
+  --steps "$STEPS" --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
+  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+  --out ref.json --grads-out ref_grads.safetensors --final-out ref_final.safetensors --quiet
+
+CKPT=$(printf 'ckpt/step-%08d.safetensors' "$STEPS")
+"$PY" "$HERE/compare_training.py" --planc-log log.jsonl --ref ref.json \
+  --planc-grads grads.safetensors --ref-grads ref_grads.safetensors \
+  --planc-params "$CKPT" --ref-params ref_final.safetensors --min-steps "$STEPS"
+
+echo "== base, checkpoint and exports"
+HERE_DIR="$HERE" "$PY" - "$CKPT" "$RANK" "$ALPHA" <<'EOF'
+import hashlib, json, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HERE_DIR"])
+from gpt_ref import read_safetensors
+from same_tensors import load
+ckpt, rank, alpha = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+first = lambda f: next(json.loads(l)["loss"] for l in open(f) if '"step": 0' in l)
+assert first("log.jsonl") == first("base0.jsonl"), ("step 0 != the base model's", first("log.jsonl"), first("base0.jsonl"))
+print("step 0 loss equals the base model's:", first("log.jsonl"))
+init, _ = read_safetensors("init.safetensors")
+base, _ = read_safetensors("base_ckpt.safetensors")
+c, meta = read_safetensors(ckpt)
+adapters = sorted(k for k in init if ".lora_" in k)
+assert len(adapters) == 16, adapters
+assert sorted(k for k in c if not k.startswith("optimizer.")) == adapters, sorted(c)
+assert meta["base"].endswith("base_ckpt.safetensors"), meta
+assert meta["base_sha256"] == hashlib.sha256(open("base_ckpt.safetensors", "rb").read()).hexdigest(), meta
+print("checkpoint: the %d adapters and their moments, base %s" % (len(adapters), meta["base_sha256"][:12]))
+raw_init, raw_merged = load("init.safetensors"), load("merged.safetensors")
+merged, _ = read_safetensors("merged.safetensors")
+params = sorted(k for k in init if ".lora_" not in k)
+assert sorted(merged) == params, sorted(merged)
+for k in params:
+    assert np.array_equal(np.asarray(init[k]), np.asarray(base[k])), k  # init = the base checkpoint
+    p = k[:-len(".weight")]
+    if p + ".lora_a" in c:
+        w = np.asarray(init[k], np.float64) + alpha / rank * (np.asarray(c[p + ".lora_a"], np.float64) @ np.asarray(c[p + ".lora_b"], np.float64))
+        err = np.max(np.abs(np.asarray(merged[k], np.float64) - w)) / np.max(np.abs(w))
+        assert err < 1e-6, (k, err)
+    else:
+        assert raw_merged[k] == raw_init[k], k
+print("merged: %d tensors; untouched ones bitwise the base's, adapted ones W + (alpha/r)·a·b" % len(params))
+peft, _ = read_safetensors("peft/adapter_model.safetensors")
+cfg = json.load(open("peft/adapter_config.json"))
+assert cfg["peft_type"] == "LORA" and cfg["r"] == rank and cfg["lora_alpha"] == alpha, cfg
+assert sorted(cfg["target_modules"]) == ["c_attn", "c_fc", "c_proj"], cfg
+for k in adapters:
+    module, which = k.rsplit(".", 1)
+    name = "base_model.model.transformer." + module + (".lora_A.weight" if which == "lora_a" else ".lora_B.weight")
+    assert np.array_equal(np.asarray(peft[name]), np.asarray(c[k]).T), name
+print("PEFT export: %d tensors, lora_A [r, in] and lora_B [out, r]" % len(peft))
+EOF
+echo "PASS: LoRA matches PyTorch over $STEPS steps; the base is untouched"
