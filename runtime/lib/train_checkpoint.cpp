@@ -93,9 +93,12 @@ planrt_status Trainer::prepareOutputs() {
   if ((o.merge || !o.exportAdapters.empty()) && m.frozen.empty())
     return fail(PLANRT_ERR_ARG, "%s needs adapters (adapt = lora(…) in the plan); plan '%s' trains every parameter",
                 o.merge ? "--merge" : "--export-adapters", m.plan.c_str());
-  if (!o.exportAdapters.empty())
+  if (!o.exportAdapters.empty()) {
     if (planrt_status s = probeWritable(parentOf(o.exportAdapters), "directory of --export-adapters"))
       return s;
+    if (planrt_status s = checkPeftNames())
+      return s;
+  }
   if (!o.log.empty() && rank0)
     if (planrt_status s = planrt_log_open(o.log.c_str(), &log))
       return s;

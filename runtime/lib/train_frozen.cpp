@@ -135,20 +135,27 @@ planrt_status Trainer::exportMerged(const std::string &file, const std::vector<W
   return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
 }
 
+planrt_status Trainer::checkPeftNames() const {
+  for (const Param &p : m.params)
+    if (p.adapts.rfind("layers.", 0) == 0)
+      return fail(PLANRT_ERR_ARG,
+                  "--export-adapters: '%s' adapts a llama-family weight, whose fused c_attn has no PEFT module of "
+                  "its own in this version of planc; --export FILE --merge writes the merged model",
+                  p.name.c_str());
+  return PLANRT_OK;
+}
+
 planrt_status Trainer::exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters) {
   // PEFT's layout: lora_A.weight [R, in] and lora_B.weight [out, R] (nn.Linear's [out, in]),
   // under `base_model.model.` + the Hugging Face module path.
+  if (planrt_status s = checkPeftNames())
+    return s;
   std::vector<std::string> names;
   std::vector<std::vector<float>> store;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::string> modules;
   for (const WholeTensor &t : adapters) {
     const Param &p = *t.p;
-    if (p.adapts.rfind("layers.", 0) == 0)
-      return fail(PLANRT_ERR_ARG,
-                  "--export-adapters: '%s' adapts a llama-family weight, whose fused c_attn has no PEFT module of "
-                  "its own in this version of planc; --export FILE --merge writes the merged model",
-                  p.name.c_str());
     bool isA = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_a") == 0;
     std::string module = p.name.substr(0, p.name.size() - 7);
     int64_t rows = p.fullShape[0], cols = p.fullShape[1];

@@ -217,6 +217,8 @@ private:
   /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
   planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
                              std::vector<float> base);
+  /// Whether every adapter has a PEFT module name (the llama family's fused c_attn has none).
+  planrt_status checkPeftNames() const;
   /// --export-adapters FILE: PEFT's safetensors and adapter_config.json.
   planrt_status exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters);
 

@@ -120,4 +120,12 @@ for k in adapters:
     assert np.array_equal(np.asarray(peft[name]), np.asarray(c[k]).T), name
 print("PEFT export: %d tensors, lora_A [r, in] and lora_B [out, r]" % len(peft))
 EOF
+if out=$(./base --quiet --steps 1 --export x.safetensors --merge 2>&1); then
+  echo "lora-vs-torch: FAIL: --merge without adapters ran" >&2
+  exit 1
+fi
+grep -q -- "--merge needs adapters (adapt = lora(…) in the plan)" <<<"$out" || {
+  echo "lora-vs-torch: FAIL: unexpected error for --merge without adapters: $out" >&2
+  exit 1
+}
 echo "PASS: LoRA matches PyTorch over $STEPS steps; the base is untouched"
