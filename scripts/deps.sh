@@ -13,12 +13,17 @@ packages=(
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
   libssl-dev                                                      # sha256 in the retrieval runtime
   libmpich-dev mpich                                              # processes and CPU collectives
+  libicu-dev                                                      # Unicode regexes of the BPE tokenizer
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The tokenizer's independent reference runs on Node.js and npm: Debian's, unless a node
+# and npm are already there (another distribution's nodejs bundles npm and conflicts with
+# Debian's npm package).
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#packages[@]} packages present"
   exit 0

@@ -32,6 +32,11 @@ typedef struct planrt_data planrt_data;
  * ids are checked against vocab (if > 0) as windows are read. */
 planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed, int64_t vocab,
                                planrt_data **out);
+/* The same over text files, each tokenized when opened with the Hugging Face byte-level
+ * BPE `tokenizer` (a tokenizer.json path; NULL: token files); a tokenizer with more ids
+ * than `vocab` is an error. */
+planrt_status planrt_data_open_text(const char *const *patterns, size_t count, const char *tokenizer, uint64_t seed,
+                                    int64_t vocab, planrt_data **out);
 /* Total tokens over all files. */
 uint64_t planrt_data_tokens(const planrt_data *data);
 /* Global sample `index` (step × batch + position in the global batch): a window of

@@ -1,5 +1,6 @@
 // Token data: nanoGPT raw uint16 files and llm.c headered files, memory-mapped,
 // sampled deterministically from (seed, global sample index).
+#include "bpe.h"
 #include "random.h"
 #include "status.h"
 
@@ -7,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <iterator>
 #include <glob.h>
 #include <memory>
 #include <string>
@@ -26,10 +29,13 @@ constexpr size_t kLlmcHeaderInts = 256;
 struct TokenFile {
   std::string path;
   const uint16_t *tokens = nullptr;
+  /// A text file tokenized at open (text(…, tokenizer: bpe(…))): its ids, held here.
+  std::shared_ptr<const std::vector<uint32_t>> text;
   uint64_t count = 0;
   void *map = nullptr;
   size_t mapSize = 0;
   uint64_t headerBytes = 0;
+  uint32_t at(uint64_t i) const { return text ? (*text)[i] : tokens[i]; }
 };
 
 /// Whether a file that lacks the llm.c magic still starts like an llm.c header: a
@@ -135,17 +141,38 @@ struct planrt_data {
     return PLANRT_OK;
   }
 
+  /// A text file, tokenized with `bpe` into ids held in memory.
+  planrt_status openText(const std::string &path, const planrt::tokenizer::Bpe &bpe) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad())
+      return fail(PLANRT_ERR_IO, "%s: cannot read: %s", path.c_str(), std::strerror(errno));
+    if (bytes.empty())
+      return fail(PLANRT_ERR_FORMAT, "%s: empty text file", path.c_str());
+    std::vector<int32_t> ids = bpe.encode(bytes);
+    auto held = std::make_shared<std::vector<uint32_t>>(ids.begin(), ids.end());
+    TokenFile f;
+    f.path = path;
+    f.count = held->size();
+    f.text = std::move(held);
+    total += f.count;
+    files.push_back(std::move(f));
+    return PLANRT_OK;
+  }
+
   /// Copies window [offset, offset + seq + 1) of file f into tokens/targets, checking ids.
   planrt_status copy(const TokenFile &f, uint64_t offset, int64_t seq, int32_t *tokens, int32_t *targets) const {
     // Validate the whole window first: a failed call writes nothing.
     for (int64_t i = 0; vocab > 0 && i <= seq; ++i) {
-      uint16_t t = f.tokens[offset + uint64_t(i)];
-      if (t >= vocab)
+      uint32_t t = f.at(offset + uint64_t(i));
+      if (t >= uint64_t(vocab))
         return fail(PLANRT_ERR_FORMAT, "%s: token %u at position %llu is outside the vocabulary of %lld",
                     f.path.c_str(), unsigned(t), (unsigned long long)(offset + uint64_t(i)), (long long)vocab);
     }
     for (int64_t i = 0; i <= seq; ++i) {
-      uint16_t t = f.tokens[offset + uint64_t(i)];
+      int32_t t = int32_t(f.at(offset + uint64_t(i)));
       if (i < seq)
         tokens[i] = t;
       if (i > 0)
@@ -159,8 +186,22 @@ extern "C" {
 
 planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64_t seed, int64_t vocab,
                                planrt_data **out) {
+  return planrt_data_open_text(patterns, count, nullptr, seed, vocab, out);
+}
+
+planrt_status planrt_data_open_text(const char *const *patterns, size_t count, const char *tokenizer, uint64_t seed,
+                                    int64_t vocab, planrt_data **out) {
   if (!out || (count && !patterns))
     return fail(PLANRT_ERR_ARG, "planrt_data_open: null argument");
+  std::unique_ptr<planrt::tokenizer::Bpe> bpe;
+  if (tokenizer) {
+    std::string error;
+    if (!(bpe = planrt::tokenizer::Bpe::load(tokenizer, error)))
+      return fail(PLANRT_ERR_FORMAT, "%s", error.c_str());
+    if (vocab > 0 && bpe->vocabSize() > vocab)
+      return fail(PLANRT_ERR_FORMAT, "%s: the tokenizer has %lld ids but the model's vocabulary has %lld", tokenizer,
+                  (long long)bpe->vocabSize(), (long long)vocab);
+  }
   auto data = std::make_unique<planrt_data>();
   data->seed = seed;
   data->vocab = vocab;
@@ -169,7 +210,7 @@ planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64
     int rc = glob(patterns[i], GLOB_ERR, nullptr, &g);
     if (rc == GLOB_NOMATCH) {
       globfree(&g);
-      return fail(PLANRT_ERR_IO, "%s: no such token file", patterns[i]);
+      return fail(PLANRT_ERR_IO, "%s: no such %s file", patterns[i], bpe ? "text" : "token");
     }
     if (rc != 0) {
       globfree(&g);
@@ -179,7 +220,7 @@ planrt_status planrt_data_open(const char *const *patterns, size_t count, uint64
     globfree(&g);
     std::sort(paths.begin(), paths.end());
     for (const std::string &p : paths)
-      if (planrt_status s = data->openFile(p))
+      if (planrt_status s = bpe ? data->openText(p, *bpe) : data->openFile(p))
         return s;
   }
   if (data->files.empty())

@@ -189,9 +189,9 @@ planrt_status Pretrained::read(const std::string &name, const std::vector<int64_
     return fail(PLANRT_ERR_MISMATCH, "%s: the model's tensor '%s' is not in the checkpoint%s", described.c_str(),
                 name.c_str(), hf ? "" : " (for Hugging Face names, write format: hf)");
   if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
-    return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s in the checkpoint but the model's '%s' is %s",
-                described.c_str(), name.c_str(), shapeText(t->shape, t->rank).c_str(), name.c_str(),
-                shapeText(shape.data(), int(shape.size())).c_str());
+    return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s in the checkpoint but the model's '%s' is %s",
+                described.c_str(), name.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
+                name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
   return toF32(*t, described, dst);
 }
 
@@ -200,9 +200,9 @@ planrt_status Pretrained::readHf(const std::string &name, const std::vector<int6
   for (const char *prefix : {"transformer.", "model."})
     if (const planrt_tensor *t = find(prefix + name)) {
       if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
-        return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s%s' is %s in the checkpoint but the model's '%s' is %s",
-                    described.c_str(), prefix, name.c_str(), shapeText(t->shape, t->rank).c_str(), name.c_str(),
-                    shapeText(shape.data(), int(shape.size())).c_str());
+        return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s%s' is %s %s in the checkpoint but the model's '%s' is %s",
+                    described.c_str(), prefix, name.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
+                    name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
       return toF32(*t, described, dst);
     }
   // Llama: Meta's module names (planc's llama family) onto LlamaForCausalLM's.
@@ -237,9 +237,9 @@ planrt_status Pretrained::readHf(const std::string &name, const std::vector<int6
                   "%s: the model's tensor '%s' is not in the checkpoint (as '%s', '%s' or Hugging Face's '%s')",
                   described.c_str(), name.c_str(), name.c_str(), ("transformer." + name).c_str(), direct.c_str());
     if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
-      return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s in the checkpoint but the model's '%s' is %s",
-                  described.c_str(), direct.c_str(), shapeText(t->shape, t->rank).c_str(), name.c_str(),
-                  shapeText(shape.data(), int(shape.size())).c_str());
+      return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s in the checkpoint but the model's '%s' is %s",
+                  described.c_str(), direct.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
+                  name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
     return toF32(*t, described, dst);
   }
   if (!transposed.empty())

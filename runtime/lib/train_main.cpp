@@ -183,7 +183,9 @@ planrt_status Trainer::openData() {
   std::vector<const char *> patterns;
   for (const std::string &f : trainFiles)
     patterns.push_back(f.c_str());
-  if (planrt_status s = planrt_data_open(patterns.data(), patterns.size(), m.seed, m.vocab, &train))
+  // --data replaces the plan's files by files of the same kind.
+  if (planrt_status s = planrt_data_open_text(patterns.data(), patterns.size(),
+                                              m.dataText ? m.tokenizer.c_str() : nullptr, m.seed, m.vocab, &train))
     return s;
   ctx.train = train;
   ctx.tokens.resize(size_t(m.micro * m.seq));
@@ -196,7 +198,8 @@ planrt_status Trainer::openData() {
     patterns.clear();
     for (const std::string &f : valFiles)
       patterns.push_back(f.c_str());
-    if (planrt_status s = planrt_data_open(patterns.data(), patterns.size(), m.seed, m.vocab, &val))
+    if (planrt_status s = planrt_data_open_text(patterns.data(), patterns.size(),
+                                                m.valText ? m.tokenizer.c_str() : nullptr, m.seed, m.vocab, &val))
       return s;
     // Windows are consecutive: if the last one exists, all do.
     uint64_t last = uint64_t(m.evalBatches * m.micro * m.dataParallel - 1);

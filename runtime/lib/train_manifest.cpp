@@ -327,6 +327,15 @@ void readSchedule(const json &root, Manifest &m) {
 void readTrainRun(const json &train, Manifest &m) {
   m.data = texts(train, key::data, "train");
   m.val = train.contains(key::val) ? texts(train, key::val, "train") : std::vector<std::string>{};
+  if (train.contains(key::tokenizer)) {
+    m.tokenizer = text(train, key::tokenizer, "train");
+    for (auto [k, flag] : {std::pair<const char *, bool *>{key::data_text, &m.dataText}, {key::val_text, &m.valText}})
+      if (train.contains(k)) {
+        if (!train[k].is_boolean())
+          throw Malformed{std::string("train.") + k + " is not true or false"};
+        *flag = train[k].get<bool>();
+      }
+  }
   m.evalEvery = train.contains(key::eval_every) ? integer(train, key::eval_every, "train", 0, kMaxSteps) : 0;
   m.evalBatches = train.contains(key::eval_batches) ? integer(train, key::eval_batches, "train", 0, kMaxDim) : 0;
   if (train.contains(key::checkpoint)) {

@@ -90,6 +90,9 @@ struct Manifest {
   }
   uint64_t seed = 0;
   std::vector<std::string> data, val;
+  /// data = text(…) / val = text(…): text files tokenized with `tokenizer` at open.
+  bool dataText = false, valText = false;
+  std::string tokenizer;
   int64_t evalEvery = 0, evalBatches = 0;
   std::string checkpointDir;
   /// `init = checkpoint(…)`: the base parameters' path and format (planc or hf); empty:

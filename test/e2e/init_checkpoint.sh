@@ -101,7 +101,7 @@ for p in llama_from_gpt wide_from_tiny gpt_hf_as_planc; do
   "$PLANC" build $p.plan -o $p >/dev/null
 done
 expect_run_error llama_from_gpt "hf_gpt2/model.safetensors" "'tok_embeddings.weight'" "'model.embed_tokens.weight'"
-expect_run_error wide_from_tiny "'transformer.wte.weight' is [256, 64] in the checkpoint" "'wte.weight' is [256, 128]"
+expect_run_error wide_from_tiny "'transformer.wte.weight' is F32 [256, 64] in the checkpoint" "'wte.weight' is [256, 128]"
 expect_run_error gpt_hf_as_planc "'wte.weight' is not in the checkpoint" "format: hf"
 plan missing "" tiny 'init = checkpoint("no/such/dir", format: hf)'
 if out=$("$PLANC" check missing.plan 2>&1); then fail "planc check accepted a missing checkpoint"; fi

@@ -674,7 +674,7 @@ TEST(TrainMain, InitWithAWrongShapeNamesTheTensor) {
   Result r = run(f.dir, manifest(f.config()), {"--init", file});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("planrt: error: rank 0: " + file +
-                       ": tensor 'wte.weight' is F32 [16, 8] in the checkpoint but the model expects F32 [16, 16]"),
+                       ": tensor 'wte.weight' is F32 [16, 8] in the checkpoint but the model's 'wte.weight' is [16, 16]"),
             std::string::npos)
       << r.err;
   // A missing tensor is named too.
@@ -838,8 +838,8 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   m["params"][1]["offset"] = 200;
   expectError(m.dump(), "parameters 'wte.weight' and 'lm_head.bias' overlap");
   m = json::parse(good);
-  m["params"][0]["init"] = "uniform";
-  expectError(m.dump(), "params[0] ('wte.weight').init is 'uniform'");
+  m["params"][0]["init"] = "xavier";
+  expectError(m.dump(), "params[0] ('wte.weight').init is 'xavier'; expected normal, uniform, zeros or ones");
   m = json::parse(good);
   m["train"]["batch"] = 6;
   expectError(m.dump(), "train.batch 6 is not micro × accumulation × data_parallel = 8");

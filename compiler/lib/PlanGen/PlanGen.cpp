@@ -241,7 +241,8 @@ private:
         f64(t.schedule.minLr), f64(t.clip), i64(t.steps), i64(t.seed), i64(t.evalEvery), i64(t.evalBatches),
         i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir),
         t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format),
-        adapt);
+        adapt, t.tokenizer.empty() ? StringAttr() : str(t.tokenizer), t.dataText ? b.getUnitAttr() : UnitAttr(),
+        t.valText ? b.getUnitAttr() : UnitAttr());
   }
 
   void genRetrieval(const sema::Retrieval &r) {

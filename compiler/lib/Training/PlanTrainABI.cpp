@@ -13,6 +13,7 @@
 #include "plan/Training/Manifest.h"
 #include "plan/Training/Passes.h"
 #include "plan/Training/Training.h"
+#include "bpe.h"
 #include "planrt_manifest.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -151,6 +152,11 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                        {key::eps, train.getEps().convertToDouble()},
                        {key::precision, pl::stringifyPrecision(train.getPrecision())},
                        {key::loss_scale, lossScale(train)}};
+  if (std::optional<StringRef> tokenizer = train.getTokenizer()) {
+    t[key::tokenizer] = resolvePlanPath(base, *tokenizer);
+    t[key::data_text] = train.getDataText();
+    t[key::val_text] = train.getValText();
+  }
   if (std::optional<StringRef> init = train.getInitPath())
     t[key::init] = llvm::json::Object{{key::path, resolvePlanPath(base, *init)},
                                       {key::format, train.getInitFormat().value_or("planc")}};
@@ -773,6 +779,20 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     if (!vocab) {
       train.emitOpError() << "needs its model's nn.vocab attribute (set by convert-plan-to-nn)";
       return signalPassFailure();
+    }
+    // A plan over text: its tokenizer must load and fit the model's vocabulary.
+    if (std::optional<StringRef> tokenizer = train.getTokenizer()) {
+      std::string path = resolvePlanPath(train.getBaseDir(), *tokenizer), error;
+      std::unique_ptr<planrt::tokenizer::Bpe> bpe = planrt::tokenizer::Bpe::load(path, error);
+      if (!bpe) {
+        train.emitError() << error;
+        return signalPassFailure();
+      }
+      if (bpe->vocabSize() > vocab.getInt()) {
+        train.emitError() << path << ": the tokenizer has " << bpe->vocabSize() << " ids but model '"
+                          << train.getModel() << "' has a vocabulary of " << vocab.getInt();
+        return signalPassFailure();
+      }
     }
     Location trainLoc = train.getLoc();
     auto root = cast<DictionaryAttr>(jsonToAttr(&getContext(), manifest(train, tables, vocab.getInt())));

@@ -10,7 +10,7 @@ TrainCheck::TrainCheck(Sema &sema, const ast::Decl &decl)
     : sema(sema), diags(sema.diags), decl(decl), what("train '" + decl.name + "'"),
       sec(sema, decl.entries, what,
           {"model", "mesh", "data", "val", "batch", "micro", "seq", "parallel", "shard", "precision", "loss_scale",
-           "recompute", "optimizer", "schedule", "clip", "steps", "seed", "eval", "checkpoint", "init", "adapt", "quantize"}) {
+           "recompute", "optimizer", "schedule", "clip", "steps", "seed", "eval", "checkpoint", "init", "adapt", "quantize", "tokenizer"}) {
   t.name = decl.name;
   t.loc = decl.nameLoc;
   t.baseDir = sema.baseDir(decl.loc);

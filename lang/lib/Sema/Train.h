@@ -31,8 +31,12 @@ private:
   void checkModelAndMesh();
 
   // TrainData.cpp
-  void tokenFiles(const char *key, std::vector<std::string> &out);
-  /// data and val.
+  /// tokens("…", …) or text("…", …, tokenizer: bpe("…")) of `key`; `text` says which.
+  void tokenFiles(const char *key, std::vector<std::string> &out, bool &text);
+  /// A bpe("tokenizer.json") value: its path, checked to exist; sets t.tokenizer, which
+  /// one plan has one of.
+  bool tokenizerOf(const Value &v);
+  /// data, val and tokenizer.
   void checkData();
   /// An integer key of at least `minimum`; whether it was set and valid.
   bool intKey(const char *key, int64_t &out, bool required, int64_t minimum);

@@ -2,11 +2,38 @@
 // step and seed counts, and the accumulation they imply.
 #include "Train.h"
 
+#include <sys/stat.h>
+
 using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
 
-void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out) {
+bool TrainCheck::tokenizerOf(const Value &v) {
+  if (v.kind != Value::Kind::Call || v.s != "bpe" || v.items.size() != 1 || !v.items[0].key.empty()) {
+    sema.typeError(v, "a tokenizer", "a Hugging Face byte-level BPE tokenizer, as in bpe(\"tokenizer.json\")");
+    return false;
+  }
+  std::optional<std::string> path = sema.toString(*v.items[0].value, "the path of 'bpe'");
+  if (!path)
+    return false;
+  std::string full = path->empty() || (*path)[0] == '/' || t.baseDir.empty() ? *path : t.baseDir + "/" + *path;
+  struct stat st;
+  if (path->empty() || ::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    diags.error(v.items[0].value->loc, "no tokenizer file at '" + full + "'")
+        .note(v.items[0].value->loc, "bpe(PATH) takes a Hugging Face tokenizer.json; relative paths start at the "
+                                     "plan's directory");
+    return false;
+  }
+  if (!t.tokenizer.empty() && t.tokenizer != *path) {
+    diags.error(v.loc, "a plan tokenizes with one tokenizer; this one is '" + *path + "', another is '" +
+                           t.tokenizer + "'");
+    return false;
+  }
+  t.tokenizer = *path;
+  return true;
+}
+
+void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out, bool &text) {
   const Expr *e = sec.value(key);
   if (!e)
     return;
@@ -15,21 +42,36 @@ void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out) {
     ok = false;
     return;
   }
-  if (v.kind != Value::Kind::Call || v.s != "tokens" || v.items.empty()) {
-    sema.typeError(v, std::string("'") + key + "' of " + what, "token files, as in tokens(\"data/train.bin\")");
+  text = v.kind == Value::Kind::Call && v.s == "text";
+  if (v.kind != Value::Kind::Call || (v.s != "tokens" && !text) || v.items.empty()) {
+    sema.typeError(v, std::string("'") + key + "' of " + what,
+                   "token files, as in tokens(\"data/train.bin\"), or text files, as in text(\"corpus/*.txt\", "
+                   "tokenizer: bpe(\"tokenizer.json\"))");
     ok = false;
     return;
   }
+  bool haveTokenizer = false;
   for (const Value::Item &it : v.items) {
+    if (text && it.key == "tokenizer") {
+      haveTokenizer = tokenizerOf(*it.value);
+      ok = ok && haveTokenizer;
+      continue;
+    }
     if (!it.key.empty()) {
-      diags.error(it.keyLoc, "'tokens' takes file paths or globs only");
+      diags.error(it.keyLoc, std::string("'") + v.s + "' takes file paths or globs" +
+                                 (text ? " and 'tokenizer: bpe(…)'" : " only"));
       ok = false;
       continue;
     }
-    if (auto s = sema.toString(*it.value, "a token file"))
+    if (auto s = sema.toString(*it.value, text ? "a text file" : "a token file"))
       out.push_back(*s);
     else
       ok = false;
+  }
+  if (text && !haveTokenizer && t.tokenizer.empty() && ok) {
+    diags.error(v.loc, "text(…) needs a tokenizer: write text(\"…\", tokenizer: bpe(\"tokenizer.json\")) or "
+                       "'tokenizer = bpe(\"tokenizer.json\")'");
+    ok = false;
   }
 }
 
@@ -38,8 +80,14 @@ void TrainCheck::checkData() {
     diags.error(decl.nameLoc, what + " needs 'data', as in 'data = tokens(\"data/train.bin\")'");
     ok = false;
   }
-  tokenFiles("data", t.data);
-  tokenFiles("val", t.val);
+  // The plan's tokenizer first: text(…) without one of its own uses it.
+  if (const Expr *e = sec.value("tokenizer")) {
+    Value v = sema.eval(*e, nullptr);
+    if (v.isError() || !tokenizerOf(v))
+      ok = false;
+  }
+  tokenFiles("data", t.data, t.dataText);
+  tokenFiles("val", t.val, t.valText);
 }
 
 bool TrainCheck::intKey(const char *key, int64_t &out, bool required, int64_t minimum) {

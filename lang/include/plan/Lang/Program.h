@@ -165,6 +165,10 @@ struct Train {
   int model = -1;                     ///< index into Program::models
   int mesh = -1;                      ///< index into Program::meshes
   std::vector<std::string> data, val; ///< token file paths or globs
+  /// data = text(…) / val = text(…): text files, tokenized at load with `tokenizer` (a
+  /// Hugging Face tokenizer.json, `tokenizer = bpe(…)` or text's `tokenizer:`).
+  bool dataText = false, valText = false;
+  std::string tokenizer;
   int64_t batch = 0;                  ///< global sequences per optimizer step
   int64_t micro = 0;                  ///< sequences per data-parallel rank per micro-step
   int64_t seq = 0;

@@ -179,6 +179,8 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     step 0 (`init = checkpoint(…)`). `adapt` (`adapt = lora(…)`) holds the LoRA
     `rank` and `alpha`, the `targets` as written and the weight `matrices` they
     matched (plan-lora adds the adapters and freezes every other parameter).
+    `data_text` / `val_text`: `data` / `val` are text files, which the executable
+    tokenizes at load with `tokenizer` (a Hugging Face tokenizer.json).
 
     ```mlir
     plan.train @t {model = @tiny, mesh = @cpu4, batch = 32 : i64, micro = 4 : i64,
@@ -220,7 +222,10 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     StrAttr:$base_dir,
     OptionalAttr<StrAttr>:$init_path,
     OptionalAttr<StrAttr>:$init_format,
-    OptionalAttr<DictionaryAttr>:$adapt);
+    OptionalAttr<DictionaryAttr>:$adapt,
+    OptionalAttr<StrAttr>:$tokenizer,
+    UnitAttr:$data_text,
+    UnitAttr:$val_text);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
