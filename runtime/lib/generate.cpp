@@ -3,6 +3,7 @@
 // checkpoint by name, builds the prompt (grounded on a retrieval graph when the
 // plan names one), fills the key/value cache in chunks and samples one token at a
 // time. docs/GENERATE.md is its specification.
+#include "bpe.h"
 #include "decoder.h"
 #include "planrt_manifest.h"
 #include "random.h"
@@ -31,6 +32,10 @@ constexpr int kExitUsage = 2;
 
 struct GenManifest {
   std::string generate, checkpoint, context;
+  std::string tokenizer; ///< a tokenizer.json: text prompts and output; empty: bytes (vocab 256)
+  std::unique_ptr<planrt::tokenizer::Bpe> bpe;
+  /// Whether prompts and output are text: through the tokenizer, or bytes.
+  bool text() const { return bpe || model.vocab == 256; }
   planrt::ModelLayout model;
   int64_t maxTokens = 0, topK = 0;
   double temperature = 0;
@@ -56,6 +61,8 @@ planrt_status parseManifest(const char *source, GenManifest &m) {
     m.topK = integer(j, "top_k", top, 0, int64_t(1) << 31);
     m.temperature = real(j, "temperature", top, 0, 1e30);
     m.seed = uint64_t(integer(j, "seed", top, 0, INT64_MAX));
+    if (j.contains("tokenizer"))
+      m.tokenizer = text(j, "tokenizer", top);
   });
 }
 
@@ -68,7 +75,8 @@ struct Options {
 
 const char *kUsage =
     "usage: %s [PROMPT] [options]\n"
-    "  PROMPT                 the text to continue (bytes, for a model over 256 byte tokens)\n"
+    "  PROMPT                 the text to continue (through the plan's tokenizer, or bytes for a\n"
+    "                         model over 256 byte tokens)\n"
     "  --prompt-file FILE     read the prompt from FILE\n"
     "  --tokens \"ID ID ...\"   the prompt as token ids (any vocabulary)\n"
     "  --max-tokens N         tokens to generate (the plan's max_tokens)\n"
@@ -269,7 +277,7 @@ std::optional<int> buildPrompt(const char *argv0, const GenManifest &m, const Op
       p = end;
     }
   } else {
-    if (m.model.vocab != 256) {
+    if (!m.text()) {
       std::fprintf(stderr,
                    "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
                    "tokenizer for it; pass the prompt as token ids with --tokens\n",
@@ -290,8 +298,11 @@ std::optional<int> buildPrompt(const char *argv0, const GenManifest &m, const Op
       std::free(prompt);
       std::free(json);
     }
-    for (unsigned char c : promptText)
-      tokens.push_back(int32_t(c));
+    if (m.bpe)
+      tokens = m.bpe->encode(promptText);
+    else
+      for (unsigned char c : promptText)
+        tokens.push_back(int32_t(c));
   }
   if (tokens.empty())
     return usageError(argv0, "the prompt is empty: there is nothing to continue");
@@ -360,7 +371,9 @@ void printResult(const GenManifest &m, const Options &o, const Sampling &s, cons
   const int64_t W = m.model.window, V = m.model.vocab;
   const std::vector<int32_t> &out = g.out;
   std::string text;
-  if (V == 256)
+  if (m.bpe)
+    text = m.bpe->decode(out);
+  else if (V == 256)
     for (int32_t id : out)
       text.push_back(char(id));
   if (o.json) {
@@ -378,14 +391,14 @@ void printResult(const GenManifest &m, const Options &o, const Sampling &s, cons
            {"prefill_s", g.prefillS},
            {"decode_s", g.decodeS},
            {"tokens_per_s", g.decodeS > 0 ? double(out.size()) / g.decodeS : 0.0}};
-    if (V == 256) {
+    if (m.text()) {
       j["text"] = text;
       j["prompt"] = promptText;
     }
     if (!report.empty())
       j["context"] = json::parse(report, nullptr, false);
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
-  } else if (V == 256) {
+  } else if (m.text()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
   } else {
@@ -409,6 +422,13 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
   if (parseManifest(manifestText, m) != PLANRT_OK) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return kExitError;
+  }
+  if (!m.tokenizer.empty()) {
+    std::string error;
+    if (!(m.bpe = planrt::tokenizer::Bpe::load(m.tokenizer, error))) {
+      std::fprintf(stderr, "planrt: error: generate '%s': %s\n", m.generate.c_str(), error.c_str());
+      return kExitError;
+    }
   }
   Options o;
   if (std::optional<int> rc = parseOptions(argc, argv, argv0, o))

@@ -119,6 +119,34 @@ assert len(a) == len(b) == 6 and [key(r) for r in a] == [key(r) for r in b], ([k
 print("text(…) and tokens(…) of the same text: losses and validation loss bitwise equal:", [key(r)[1] for r in a[:5]])
 EOF
 
+echo "== generation through the tokenizer"
+sed -i 's|^  optimizer = adamw(lr: 1e-3)  steps = 5  seed = 3|&\n  checkpoint { every: 5, dir: "ckpt" }|' from_text.plan
+cat >> from_text.plan <<EOF
+generate talk {
+  model = g512  checkpoint = "ckpt"  tokenizer = bpe("tokenizer.json")
+  max_tokens = 20  temperature = 0
+}
+EOF
+"$PLANC" build from_text.plan --entry from_text -o from_text >/dev/null
+./from_text --quiet
+"$PLANC" build from_text.plan --entry talk -o talk >/dev/null
+./talk --json "The licensee may" > talk.json
+./talk "The licensee may" > talk.txt
+printf 'The licensee may' > prompt.txt
+"$TOKENIZE" tokenizer.json prompt.txt > prompt.ids
+"$PY" - "$TOKENIZE" <<'EOF'
+import json, subprocess, sys
+j = json.load(open("talk.json"))
+prompt = [int(t) for t in open("prompt.ids").read().split()]
+assert j["prompt_tokens"] == len(prompt), (j["prompt_tokens"], prompt)
+text = subprocess.run([sys.argv[1], "--decode", "tokenizer.json", "-"], input=" ".join(map(str, j["tokens"])),
+                      capture_output=True, text=True, check=True).stdout
+assert j["text"] == text and j["prompt"] == "The licensee may", (j["text"], text, j["prompt"])
+assert open("talk.txt").read() == text + "\n", (open("talk.txt").read(), text)
+print("generate: the prompt's %d tokens and the %d generated ones go through the tokenizer: %r"
+      % (len(prompt), len(j["tokens"]), text))
+EOF
+
 echo "== bad inputs"
 expect() { # WHAT COMMAND... ; the pattern in $PATTERN
   local what=$1 out

@@ -267,7 +267,8 @@ private:
   void genGenerate(const sema::Generate &g) {
     GenerateOp::create(b, loc(g.loc), str(g.name), sym(program.models[g.model].name), str(g.checkpoint),
                        g.context >= 0 ? sym(program.retrievals[g.context].name) : FlatSymbolRefAttr(), i64(g.maxTokens),
-                       f64(g.temperature), i64(g.topK), i64(g.seed), i64(g.window), str(g.baseDir));
+                       f64(g.temperature), i64(g.topK), i64(g.seed), i64(g.window), str(g.baseDir),
+                       g.tokenizer.empty() ? StringAttr() : str(g.tokenizer));
   }
 };
 

@@ -9,7 +9,7 @@ using ast::Expr;
 void Sema::checkGenerate(const ast::Decl &decl) {
   std::string what = "generate '" + decl.name + "'";
   Section sec(*this, decl.entries, what,
-              {"model", "checkpoint", "context", "max_tokens", "temperature", "top_k", "seed", "window"});
+              {"model", "checkpoint", "context", "max_tokens", "temperature", "top_k", "seed", "window", "tokenizer"});
   sema::Generate g;
   g.name = decl.name;
   g.loc = decl.nameLoc;
@@ -121,6 +121,12 @@ void Sema::checkGenerate(const ast::Decl &decl) {
                                     program.models[size_t(g.model)].name + "' has no positional table to bound them");
       ok = false;
     }
+  }
+  if (const Expr *e = sec.value("tokenizer")) {
+    if (auto path = bpePath(eval(*e, nullptr), g.baseDir))
+      g.tokenizer = *path;
+    else
+      ok = false;
   }
   if (ok && diags.errorCount() == 0)
     program.generates.push_back(std::move(g));

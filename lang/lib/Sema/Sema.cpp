@@ -2,6 +2,8 @@
 // own file (Models, Mesh, Train*, Retrieval, Generate); loading is Imports.cpp.
 #include "SemaInternal.h"
 
+#include <sys/stat.h>
+
 #include "Imports.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -11,6 +13,25 @@ using namespace plan;
 using namespace plan::lang;
 
 Sema::Sema(Diags &diags, std::vector<ast::File> files) : diags(diags) { program.files = std::move(files); }
+
+std::optional<std::string> Sema::bpePath(const Value &v, const std::string &base) {
+  if (v.kind != Value::Kind::Call || v.s != "bpe" || v.items.size() != 1 || !v.items[0].key.empty()) {
+    typeError(v, "a tokenizer", "a Hugging Face byte-level BPE tokenizer, as in bpe(\"tokenizer.json\")");
+    return std::nullopt;
+  }
+  std::optional<std::string> path = toString(*v.items[0].value, "the path of 'bpe'");
+  if (!path)
+    return std::nullopt;
+  std::string full = path->empty() || (*path)[0] == '/' || base.empty() ? *path : base + "/" + *path;
+  struct stat st;
+  if (path->empty() || ::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    diags.error(v.items[0].value->loc, "no tokenizer file at '" + full + "'")
+        .note(v.items[0].value->loc, "bpe(PATH) takes a Hugging Face tokenizer.json; relative paths start at the "
+                                     "plan's directory");
+    return std::nullopt;
+  }
+  return path;
+}
 
 std::string Sema::baseDir(ast::Loc loc) const {
   // The file's real directory, so an executable started anywhere finds relative paths.

@@ -107,6 +107,9 @@ public:
   /// A name or a list of names.
   std::optional<std::vector<std::pair<std::string, ast::Loc>>> toNameList(const Value &v, llvm::StringRef what);
   void typeError(const Value &v, llvm::StringRef what, llvm::StringRef expected);
+  /// A `bpe("tokenizer.json")` value: its path as written, once the file is found
+  /// (relative to `baseDir`); an error at the value otherwise.
+  std::optional<std::string> bpePath(const Value &v, const std::string &baseDir);
 
   // --- Models.cpp: instantiation.
   /// The index into program.models of a concrete model, instantiating it once.

@@ -2,28 +2,14 @@
 // step and seed counts, and the accumulation they imply.
 #include "Train.h"
 
-#include <sys/stat.h>
-
 using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
 
 bool TrainCheck::tokenizerOf(const Value &v) {
-  if (v.kind != Value::Kind::Call || v.s != "bpe" || v.items.size() != 1 || !v.items[0].key.empty()) {
-    sema.typeError(v, "a tokenizer", "a Hugging Face byte-level BPE tokenizer, as in bpe(\"tokenizer.json\")");
-    return false;
-  }
-  std::optional<std::string> path = sema.toString(*v.items[0].value, "the path of 'bpe'");
+  std::optional<std::string> path = sema.bpePath(v, t.baseDir);
   if (!path)
     return false;
-  std::string full = path->empty() || (*path)[0] == '/' || t.baseDir.empty() ? *path : t.baseDir + "/" + *path;
-  struct stat st;
-  if (path->empty() || ::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    diags.error(v.items[0].value->loc, "no tokenizer file at '" + full + "'")
-        .note(v.items[0].value->loc, "bpe(PATH) takes a Hugging Face tokenizer.json; relative paths start at the "
-                                     "plan's directory");
-    return false;
-  }
   if (!t.tokenizer.empty() && t.tokenizer != *path) {
     diags.error(v.loc, "a plan tokenizes with one tokenizer; this one is '" + *path + "', another is '" +
                            t.tokenizer + "'");

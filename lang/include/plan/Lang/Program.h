@@ -270,6 +270,7 @@ struct Generate {
   int64_t topK = 0; ///< 0 = off
   int64_t seed = 1337;
   int64_t window = 0; ///< positions the key/value cache holds: the model's context unless set
+  std::string tokenizer; ///< a Hugging Face tokenizer.json: text prompts and output; empty: bytes
   std::string baseDir;
 };
 

@@ -299,7 +299,8 @@ def Plan_GenerateOp : Plan_Op<"generate", [Symbol,
     I64Attr:$top_k,
     I64Attr:$seed,
     I64Attr:$window,
-    StrAttr:$base_dir);
+    StrAttr:$base_dir,
+    OptionalAttr<StrAttr>:$tokenizer);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
