@@ -13,7 +13,8 @@
 # the adapters alone and points at the base (path, sha256); the merged export's tensors
 # that no adapter touches are the base's bitwise (the step never wrote them) and the
 # adapted ones are W + (alpha/rank)·a·b of the final adapters; the PEFT export's names,
-# shapes and adapter_config.json.
+# shapes and adapter_config.json; the merged model, run by PyTorch's GPT-2 (gpt_ref.py eval), gives
+# the run's validation loss.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" lora-vs-torch "$@"
@@ -48,6 +49,8 @@ train tune {
   init      = checkpoint("base_ckpt.safetensors")
   adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, c_fc])
   data      = tokens("data/train.bin")
+  val       = tokens("data/val.bin")
+  eval      { every: $STEPS, batches: 2 }
   batch = $BATCH  micro = $MICRO  seq = $SEQ
   parallel  { data = dp }
   optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
@@ -120,6 +123,10 @@ for k in adapters:
     assert np.array_equal(np.asarray(peft[name]), np.asarray(c[k]).T), name
 print("PEFT export: %d tensors, lora_A [r, in] and lora_B [out, r]" % len(peft))
 EOF
+echo "== the merged model in PyTorch's GPT-2 gives the run's validation loss"
+VAL=$("$PY" -c "import json; print([json.loads(l)['val_loss'] for l in open('log.jsonl') if 'val_loss' in l][-1])")
+"$PY" "$HERE/gpt_ref.py" eval --ckpt merged.safetensors --data "$WORK/data/val.bin" --windows 0:$((2 * MICRO)) \
+  --micro "$MICRO" --seq "$SEQ" --expect "$VAL" --rtol 1e-5
 if out=$(./base --quiet --steps 1 --export x.safetensors --merge 2>&1); then
   echo "lora-vs-torch: FAIL: --merge without adapters ran" >&2
   exit 1

@@ -7,7 +7,6 @@
 // checkpoint's table, every layer's cache in one array); the manifest the
 // runtime reads (docs/GENERATE.md) and, for grounding, the retrieval graph's
 // manifest become constants. `plan-emit-main` adds the `main`.
-#include "bpe.h"
 #include "plan/Compiler/PlanGen.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Generate/Decode.h"
@@ -99,18 +98,10 @@ struct PlanGenerateABI : plan::impl::PlanGenerateABIBase<PlanGenerateABI> {
         {"seed", int64_t(gen.getSeedAttr().getInt())},
         {"context", context ? llvm::json::Value(context.getSymName()) : llvm::json::Value(nullptr)}};
     if (std::optional<StringRef> tokenizer = gen.getTokenizer()) {
-      std::string path = resolvePlanPath(gen.getBaseDir(), *tokenizer), error;
-      std::unique_ptr<planrt::tokenizer::Bpe> bpe = planrt::tokenizer::Bpe::load(path, error);
-      if (!bpe) {
-        gen.emitError() << error;
+      FailureOr<std::string> path = checkTokenizer(gen, gen.getBaseDir(), *tokenizer, vocab.getInt(), gen.getModel());
+      if (failed(path))
         return signalPassFailure();
-      }
-      if (bpe->vocabSize() > vocab.getInt()) {
-        gen.emitError() << path << ": the tokenizer has " << bpe->vocabSize() << " ids but model '"
-                        << gen.getModel() << "' has a vocabulary of " << vocab.getInt();
-        return signalPassFailure();
-      }
-      root["tokenizer"] = path;
+      root["tokenizer"] = *path;
     }
     for (auto &kv : decode::layoutJson(model, params, vocab.getInt(), window, chunk, *prefill))
       root.try_emplace(kv.first, std::move(kv.second));

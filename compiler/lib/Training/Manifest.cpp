@@ -1,4 +1,6 @@
 // The manifests: their JSON values as attributes and back, and their string constants.
+#include "bpe.h"
+#include "plan/Compiler/PlanGen.h"
 #include "plan/Training/Manifest.h"
 
 using namespace mlir;
@@ -83,4 +85,16 @@ FailureOr<llvm::json::Value> plan::attrToJson(Attribute attr) {
     return llvm::json::Value(std::move(out));
   }
   return failure();
+}
+
+mlir::FailureOr<std::string> plan::checkTokenizer(mlir::Operation *op, llvm::StringRef baseDir, llvm::StringRef path,
+                                                  int64_t vocab, llvm::StringRef model) {
+  std::string full = resolvePlanPath(baseDir, path), error;
+  std::unique_ptr<planrt::tokenizer::Bpe> bpe = planrt::tokenizer::Bpe::load(full, error);
+  if (!bpe)
+    return op->emitError() << error;
+  if (bpe->vocabSize() > vocab)
+    return op->emitError() << full << ": the tokenizer has " << bpe->vocabSize() << " ids but model '" << model
+                           << "' has a vocabulary of " << vocab;
+  return full;
 }

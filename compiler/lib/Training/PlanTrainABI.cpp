@@ -13,7 +13,6 @@
 #include "plan/Training/Manifest.h"
 #include "plan/Training/Passes.h"
 #include "plan/Training/Training.h"
-#include "bpe.h"
 #include "planrt_manifest.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -781,19 +780,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       return signalPassFailure();
     }
     // A plan over text: its tokenizer must load and fit the model's vocabulary.
-    if (std::optional<StringRef> tokenizer = train.getTokenizer()) {
-      std::string path = resolvePlanPath(train.getBaseDir(), *tokenizer), error;
-      std::unique_ptr<planrt::tokenizer::Bpe> bpe = planrt::tokenizer::Bpe::load(path, error);
-      if (!bpe) {
-        train.emitError() << error;
+    if (std::optional<StringRef> tokenizer = train.getTokenizer())
+      if (failed(checkTokenizer(train, train.getBaseDir(), *tokenizer, vocab.getInt(), train.getModel())))
         return signalPassFailure();
-      }
-      if (bpe->vocabSize() > vocab.getInt()) {
-        train.emitError() << path << ": the tokenizer has " << bpe->vocabSize() << " ids but model '"
-                          << train.getModel() << "' has a vocabulary of " << vocab.getInt();
-        return signalPassFailure();
-      }
-    }
     Location trainLoc = train.getLoc();
     auto root = cast<DictionaryAttr>(jsonToAttr(&getContext(), manifest(train, tables, vocab.getInt())));
 

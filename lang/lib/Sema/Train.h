@@ -76,6 +76,9 @@ private:
   void checkCheckpoint();
 
   // TrainFineTune.cpp
+  /// The arguments of `key = sig.name(…)`, matched to `sig`; nothing when the key is
+  /// absent or in error (reported: a value that is not that call, saying `expected`).
+  std::optional<std::map<std::string, Value>> callKey(const char *key, const Signature &sig, const char *expected);
   /// `init = checkpoint(PATH, format: planc | hf)`.
   void checkInit();
   /// `adapt = lora(rank, alpha, targets, dropout)`: the matrices it adapts.

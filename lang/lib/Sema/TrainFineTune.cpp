@@ -18,25 +18,26 @@ std::string resolved(const std::string &base, const std::string &path) {
 }
 } // namespace
 
-void TrainCheck::checkInit() {
-  const Expr *e = sec.value("init");
+std::optional<std::map<std::string, Value>> TrainCheck::callKey(const char *key, const Signature &sig,
+                                                                 const char *expected) {
+  const Expr *e = sec.value(key);
   if (!e)
-    return;
+    return std::nullopt;
   Value v = sema.eval(*e, nullptr);
-  if (v.isError()) {
-    ok = false;
+  if (!v.isError() && (v.kind != Value::Kind::Call || v.s != sig.name))
+    sema.typeError(v, std::string("'") + key + "' of " + what, expected);
+  std::optional<std::map<std::string, Value>> args;
+  if (v.kind == Value::Kind::Call && v.s == sig.name)
+    args = bindArgs(sema, sig, v);
+  ok = ok && args.has_value();
+  return args;
+}
+
+void TrainCheck::checkInit() {
+  auto args = callKey("init", {"checkpoint", {{"path", true}, {"format", false}}},
+                      "a checkpoint, as in checkpoint(\"ckpt/base\", format: hf)");
+  if (!args)
     return;
-  }
-  if (v.kind != Value::Kind::Call || v.s != "checkpoint") {
-    sema.typeError(v, "'init' of " + what, "a checkpoint, as in checkpoint(\"ckpt/base\", format: hf)");
-    ok = false;
-    return;
-  }
-  auto args = bindArgs(sema, {"checkpoint", {{"path", true}, {"format", false}}}, v);
-  if (!args) {
-    ok = false;
-    return;
-  }
   auto &a = *args;
   std::optional<std::string> path = sema.toString(a["path"], "the path of 'checkpoint'");
   if (!path) {
@@ -97,24 +98,10 @@ bool matches(const std::string &path, const std::string &target) {
 } // namespace
 
 void TrainCheck::checkAdapt() {
-  const Expr *e = sec.value("adapt");
-  if (!e)
+  auto args = callKey("adapt", {"lora", {{"rank", true}, {"alpha", false}, {"targets", true}, {"dropout", false}}},
+                      "low-rank adapters, as in lora(rank: 8, alpha: 16, targets: [c_attn])");
+  if (!args)
     return;
-  Value v = sema.eval(*e, nullptr);
-  if (v.isError()) {
-    ok = false;
-    return;
-  }
-  if (v.kind != Value::Kind::Call || v.s != "lora") {
-    sema.typeError(v, "'adapt' of " + what, "low-rank adapters, as in lora(rank: 8, alpha: 16, targets: [c_attn])");
-    ok = false;
-    return;
-  }
-  auto args = bindArgs(sema, {"lora", {{"rank", true}, {"alpha", false}, {"targets", true}, {"dropout", false}}}, v);
-  if (!args) {
-    ok = false;
-    return;
-  }
   auto &a = *args;
   std::optional<int64_t> rank = sema.toPositiveInt(a["rank"], "the rank of 'lora'");
   std::optional<double> alpha = a.count("alpha") ? sema.toFloat(a["alpha"], "the alpha of 'lora'")

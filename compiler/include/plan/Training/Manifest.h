@@ -37,6 +37,12 @@ mlir::FailureOr<llvm::json::Value> manifestJson(sched::ManifestOp op);
 /// Replaces what a sched.manifest holds by `root`, a JSON object.
 void setManifestJson(sched::ManifestOp op, const llvm::json::Value &root);
 
+/// A plan's tokenizer (`tokenizer = bpe(…)`): `path` resolved against `baseDir`, which
+/// must load as a byte-level BPE with at most `vocab` ids (model `model`'s vocabulary);
+/// an error at `op` naming the file otherwise. Returns the resolved path.
+mlir::FailureOr<std::string> checkTokenizer(mlir::Operation *op, llvm::StringRef baseDir, llvm::StringRef path,
+                                            int64_t vocab, llvm::StringRef model);
+
 } // namespace plan
 
 #endif
