@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+using plan::test::TempDir;
 using planrt::train::Pretrained;
 
 namespace {
