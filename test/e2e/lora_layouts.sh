@@ -5,7 +5,8 @@
 # tensor parallelism 2 (with and without sequence parallelism) and data 2 × tensor 2 with
 # ZeRO-1: each layout's per-step loss within rtol 1e-5 of one process (TESTING.md). The
 # adapters split with their base matrices under tensor parallelism (b column-split with a
-# column-parallel W, a row-split with a row-parallel one). Then: a ZeRO-2 run killed at a
+# column-parallel W, a row-split with a row-parallel one). One process and tensor 2 built
+# for --target cuda-host are bitwise the CPU target's. Then: a ZeRO-2 run killed at a
 # checkpoint and resumed is bitwise the uninterrupted one (the checkpoint holds the
 # adapters and points at the base), and ZeRO-3 and pipelines are refused at build time.
 #
@@ -22,7 +23,7 @@ ADAPT='  adapt     = lora(rank: 4, alpha: 8, targets: [c_attn, c_proj, c_fc])'
 lora() {
   PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 fp32 none "${5:-1}" "${6:-false}"
   sed -i "s|^  data .*|&\\n$ADAPT|" "$1.plan"
-  "$PLANC" build "$1.plan" -o "exe_$1"
+  "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
   local ranks=$(( $2 * ${5:-1} ))
   if [[ $ranks -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet "${@:7}"
@@ -50,6 +51,17 @@ for name in sys.argv[2:]:
     if len(got) != 20 or worst > 1e-5:
         sys.exit(f"lora-layouts: FAIL: {name}: worst rel diff {worst:.2e} over {len(got)} steps")
     print(f"{name:12s} 20 steps, worst rel diff {worst:.2e} of one process")
+PYEOF
+
+echo "== --target cuda-host (the CUDA target's kernels on host loops): bitwise the CPU target"
+TARGET=cuda-host lora single_ch 1 8 0
+TARGET=cuda-host lora tp2_ch 1 8 0 2
+"$PY" - <<'PYEOF'
+import json
+loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]
+for cpu, host in (("single", "single_ch"), ("tp2", "tp2_ch")):
+    assert loss(cpu) == loss(host), (cpu, loss(cpu), loss(host))
+    print(f"{host}: 20 steps bitwise the CPU target's {cpu}")
 PYEOF
 
 echo "== resume: ZeRO-2 on 4 ranks, stopped at step 10"
