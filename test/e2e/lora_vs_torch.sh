@@ -14,7 +14,8 @@
 # that no adapter touches are the base's bitwise (the step never wrote them) and the
 # adapted ones are W + (alpha/rank)·a·b of the final adapters; the PEFT export's names,
 # shapes and adapter_config.json; the merged model, run by PyTorch's GPT-2 (gpt_ref.py eval), gives
-# the run's validation loss.
+# the run's validation loss. Then a small Llama with adapters on c_attn, c_proj, gate, up and
+# down against the same reference over llama_ref.py's model: losses and adapter gradients.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" lora-vs-torch "$@"
@@ -127,6 +128,36 @@ echo "== the merged model in PyTorch's GPT-2 gives the run's validation loss"
 VAL=$("$PY" -c "import json; print([json.loads(l)['val_loss'] for l in open('log.jsonl') if 'val_loss' in l][-1])")
 "$PY" "$HERE/gpt_ref.py" eval --ckpt merged.safetensors --data "$WORK/data/val.bin" --windows 0:$((2 * MICRO)) \
   --micro "$MICRO" --seq "$SEQ" --expect "$VAL" --rtol 1e-5
+echo "== the llama family: rotary embeddings, grouped-query attention, SwiGLU"
+cat > tune_llama.plan <<EOF
+import "models/llama.plan"
+import "meshes/cpu_local.plan"
+model tl = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
+train tune_llama {
+  model     = tl
+  mesh      = cpu1
+  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, gate, up, down])
+  data      = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ
+  parallel  { data = dp }
+  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
+  clip      = $CLIP
+  steps     = 10
+  seed      = $SEED
+}
+EOF
+"$PLANC" build tune_llama.plan -o tune_llama >/dev/null
+./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
+"$PY" "$HERE/lora_ref.py" train --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128 \
+  --rank "$RANK" --alpha "$ALPHA" --targets c_attn,c_proj,gate,up,down \
+  --init llama_init.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
+  --steps 10 --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
+  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+  --out llama_ref.json --grads-out llama_ref_grads.safetensors --quiet
+"$PY" "$HERE/compare_training.py" --planc-log llama.jsonl --ref llama_ref.json \
+  --planc-grads llama_grads.safetensors --ref-grads llama_ref_grads.safetensors --min-steps 10
+
 if out=$(./base --quiet --steps 1 --export x.safetensors --merge 2>&1); then
   echo "lora-vs-torch: FAIL: --merge without adapters ran" >&2
   exit 1
