@@ -97,6 +97,7 @@ planrt_status Pretrained::openFile(const std::string &file) {
   if (planrt_status s = planrt_st_open(file.c_str(), &st))
     return s;
   files.push_back(st);
+  paths.push_back(file);
   for (size_t i = 0; i < planrt_st_count(st); ++i) {
     planrt_tensor t;
     if (planrt_status s = planrt_st_find(st, planrt_st_name(st, i), &t))
@@ -118,6 +119,7 @@ planrt_status Pretrained::openIndex(const std::string &index) {
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return fail(PLANRT_ERR_FORMAT, "%s: not a safetensors index: no 'weight_map' object", index.c_str());
+  paths.push_back(index);
   std::string dir = index.substr(0, index.find_last_of('/') == std::string::npos ? 0 : index.find_last_of('/') + 1);
   std::map<std::string, bool> shards;
   for (auto &[name, file] : j["weight_map"].items()) {
@@ -173,6 +175,20 @@ planrt_status Pretrained::open(const std::string &path, const std::string &forma
   if (s)
     return s;
   out = std::move(p);
+  return PLANRT_OK;
+}
+
+planrt_status Pretrained::digest(std::string &hex) const {
+  if (paths.size() == 1)
+    return sha256File(paths[0], hex);
+  std::string lines;
+  for (const std::string &p : paths) {
+    std::string one;
+    if (planrt_status s = sha256File(p, one))
+      return s;
+    lines += p.substr(p.find_last_of('/') + 1) + " " + one + "\n";
+  }
+  hex = sha256Text(lines);
   return PLANRT_OK;
 }
 

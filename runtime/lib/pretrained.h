@@ -41,6 +41,10 @@ public:
 
   /// What was opened, for messages: the file, or the directory and the file it chose.
   const std::string &source() const { return described; }
+  /// The sha256 of what was read: the file's, or for a sharded index the sha256 of each
+  /// file's name and sha256 (the index's, then every shard's, in order), so that a changed
+  /// shard changes it.
+  planrt_status digest(std::string &hex) const;
 
 private:
   Pretrained() = default;
@@ -57,6 +61,7 @@ private:
   bool hf = false;
   std::string described;
   std::vector<planrt_st *> files;
+  std::vector<std::string> paths; ///< the index (if any), then each file opened
   std::map<std::string, planrt_tensor> tensors;
 };
 

@@ -58,6 +58,29 @@ planrt_status fsyncPath(const std::string &path) {
 
 } // namespace
 
+namespace {
+/// The digest of `ctx` as 64 hex digits.
+std::string finalHex(EVP_MD_CTX *ctx) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned i = 0; i < len; ++i) {
+    hex.push_back(digits[md[i] >> 4]);
+    hex.push_back(digits[md[i] & 15]);
+  }
+  return hex;
+}
+} // namespace
+
+std::string sha256Text(const std::string &text) {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX *)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx.get(), text.data(), text.size());
+  return finalHex(ctx.get());
+}
+
 planrt_status sha256File(const std::string &path, std::string &hex) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
@@ -72,15 +95,7 @@ planrt_status sha256File(const std::string &path, std::string &hex) {
   std::fclose(f);
   if (bad)
     return fail(PLANRT_ERR_IO, "%s: read error", path.c_str());
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  static const char digits[] = "0123456789abcdef";
-  hex.clear();
-  for (unsigned i = 0; i < len; ++i) {
-    hex.push_back(digits[md[i] >> 4]);
-    hex.push_back(digits[md[i] & 15]);
-  }
+  hex = finalHex(ctx.get());
   return PLANRT_OK;
 }
 

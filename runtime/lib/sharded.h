@@ -94,6 +94,8 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
 
 /// The sha256 of a file, as 64 hex digits.
 planrt_status sha256File(const std::string &path, std::string &hex);
+/// The sha256 of a string, as 64 hex digits.
+std::string sha256Text(const std::string &text);
 
 } // namespace planrt
 

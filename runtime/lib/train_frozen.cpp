@@ -28,7 +28,7 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
       if (planrt_status s = base->read(p.name, p.fullShape, frozenWhole.data() + p.fullOffset))
         return s;
     baseFile = base->source();
-    if (planrt_status s = planrt::sha256File(baseFile, baseSha256))
+    if (planrt_status s = base->digest(baseSha256))
       return s;
   } else {
     for (size_t i = 0; i < m.frozen.size(); ++i) {

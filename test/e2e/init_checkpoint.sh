@@ -10,7 +10,8 @@
 # buffers; F32) and Llama's (q/k/v/o, gate/up/down as [out, in]; BF16, two shards and an
 # index). Plans that init from those must start from exactly the original parameters
 # (the Llama's rounded to bf16 by torch), and train exactly as `--init` of the original
-# file does. A planc checkpoint directory loads its latest step. Then the bad inputs: a
+# file does. A planc checkpoint directory loads its latest step. Adapters over the sharded
+# base resume, and refuse to once a shard has changed. Then the bad inputs: a
 # checkpoint of another model, of another size, a missing path (a located compile error).
 set -euo pipefail
 
@@ -83,6 +84,23 @@ a, b = losses("gpt_hf.jsonl"), losses("gpt_flag.jsonl")
 assert len(a) == 3 and a == b, ("init from hf vs --init of the same weights", a, b)
 print("init tensors equal; losses bitwise equal:", a)
 EOF
+
+echo "== adapters over a sharded Hugging Face base: a changed shard is refused on resume"
+plan llama_lora "$LLAMA" tl 'init = checkpoint("hf_llama/model.safetensors.index.json", format: hf)
+  adapt = lora(rank: 2, targets: [c_attn])
+  checkpoint { every: 1, dir: "lora_ckpt" }'
+"$PLANC" build llama_lora.plan -o llama_lora >/dev/null
+./llama_lora --steps 1 --quiet
+./llama_lora --steps 2 --quiet --resume lora_ckpt
+"$PY" - <<EOF
+# Flip the low bit of the last byte of the second shard: still a valid file, another base.
+p = "hf_llama/model-00002-of-00002.safetensors"
+b = bytearray(open(p, "rb").read()); b[-1] ^= 1; open(p, "wb").write(bytes(b))
+EOF
+if out=$(./llama_lora --steps 3 --quiet --resume lora_ckpt 2>&1); then fail "resumed over a changed shard"; fi
+grep -q "the checkpoint's adapters were trained over the base .*model.safetensors.index.json" <<<"$out" ||
+  fail "expected the base's sha256 mismatch: $out"
+echo "ok: $(head -1 <<<"$out" | cut -c1-160)…"
 
 echo "== bad inputs"
 expect_run_error() { # EXE PATTERN...
