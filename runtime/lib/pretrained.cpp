@@ -204,27 +204,27 @@ planrt_status Pretrained::read(const std::string &name, const std::vector<int64_
   if (!t)
     return fail(PLANRT_ERR_MISMATCH, "%s: the model's tensor '%s' is not in the checkpoint%s", described.c_str(),
                 name.c_str(), hf ? "" : " (for Hugging Face names, write format: hf)");
-  if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
+  return convert(*t, name, shape, dst);
+}
+
+planrt_status Pretrained::convert(const planrt_tensor &t, const std::string &name, const std::vector<int64_t> &shape,
+                                  float *dst) const {
+  if (shapeText(t.shape, t.rank) != shapeText(shape.data(), int(shape.size())))
     return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s in the checkpoint but the model's '%s' is %s",
-                described.c_str(), name.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
-                name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
-  return toF32(*t, described, dst);
+                described.c_str(), t.name, dtypeName(t.dtype), shapeText(t.shape, t.rank).c_str(), name.c_str(),
+                shapeText(shape.data(), int(shape.size())).c_str());
+  return toF32(t, described, dst);
 }
 
 planrt_status Pretrained::readHf(const std::string &name, const std::vector<int64_t> &shape, float *dst) const {
   // GPT-2: planc's names are GPT2LMHeadModel's without its `transformer.` prefix.
   for (const char *prefix : {"transformer.", "model."})
-    if (const planrt_tensor *t = find(prefix + name)) {
-      if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
-        return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s%s' is %s %s in the checkpoint but the model's '%s' is %s",
-                    described.c_str(), prefix, name.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
-                    name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
-      return toF32(*t, described, dst);
-    }
+    if (const planrt_tensor *t = find(prefix + name))
+      return convert(*t, name, shape, dst);
   // Llama: Meta's module names (planc's llama family) onto LlamaForCausalLM's.
   static const std::regex layer(R"(layers\.(\d+)\.(.+))");
   std::smatch m;
-  std::string direct, hfName;
+  std::string direct;
   std::vector<std::string> transposed;
   if (name == "tok_embeddings.weight") {
     direct = "model.embed_tokens.weight";
@@ -252,11 +252,7 @@ planrt_status Pretrained::readHf(const std::string &name, const std::vector<int6
       return fail(PLANRT_ERR_MISMATCH,
                   "%s: the model's tensor '%s' is not in the checkpoint (as '%s', '%s' or Hugging Face's '%s')",
                   described.c_str(), name.c_str(), name.c_str(), ("transformer." + name).c_str(), direct.c_str());
-    if (shapeText(t->shape, t->rank) != shapeText(shape.data(), int(shape.size())))
-      return fail(PLANRT_ERR_MISMATCH, "%s: tensor '%s' is %s %s in the checkpoint but the model's '%s' is %s",
-                  described.c_str(), direct.c_str(), dtypeName(t->dtype), shapeText(t->shape, t->rank).c_str(),
-                  name.c_str(), shapeText(shape.data(), int(shape.size())).c_str());
-    return toF32(*t, described, dst);
+    return convert(*t, name, shape, dst);
   }
   if (!transposed.empty())
     return readTransposed(name, shape, transposed, dst);

@@ -52,6 +52,10 @@ private:
   planrt_status openIndex(const std::string &index);
   /// The checkpoint's tensor `name`, or nullptr when no file holds it.
   const planrt_tensor *find(const std::string &name) const;
+  /// Tensor t as the model's `name` of `shape` into dst: PLANRT_ERR_MISMATCH naming both
+  /// when the shapes differ.
+  planrt_status convert(const planrt_tensor &t, const std::string &name, const std::vector<int64_t> &shape,
+                        float *dst) const;
   planrt_status readHf(const std::string &name, const std::vector<int64_t> &shape, float *dst) const;
   /// Rows of the [out, in] tensors `parts` concatenated, then transposed into dst,
   /// [in, Σ out] (planc's layout of nn.Linear weights).

@@ -14,6 +14,10 @@ using namespace plan::lang;
 
 Sema::Sema(Diags &diags, std::vector<ast::File> files) : diags(diags) { program.files = std::move(files); }
 
+std::string Sema::resolvePath(const std::string &base, const std::string &path) {
+  return path.empty() || path[0] == '/' || base.empty() ? path : base + "/" + path;
+}
+
 std::optional<std::string> Sema::bpePath(const Value &v, const std::string &base) {
   if (v.kind != Value::Kind::Call || v.s != "bpe" || v.items.size() != 1 || !v.items[0].key.empty()) {
     typeError(v, "a tokenizer", "a Hugging Face byte-level BPE tokenizer, as in bpe(\"tokenizer.json\")");
@@ -22,7 +26,7 @@ std::optional<std::string> Sema::bpePath(const Value &v, const std::string &base
   std::optional<std::string> path = toString(*v.items[0].value, "the path of 'bpe'");
   if (!path)
     return std::nullopt;
-  std::string full = path->empty() || (*path)[0] == '/' || base.empty() ? *path : base + "/" + *path;
+  std::string full = resolvePath(base, *path);
   struct stat st;
   if (path->empty() || ::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     diags.error(v.items[0].value->loc, "no tokenizer file at '" + full + "'")

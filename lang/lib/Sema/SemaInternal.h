@@ -110,6 +110,8 @@ public:
   /// A `bpe("tokenizer.json")` value: its path as written, once the file is found
   /// (relative to `baseDir`); an error at the value otherwise.
   std::optional<std::string> bpePath(const Value &v, const std::string &baseDir);
+  /// `path` as the executable resolves it: relative paths against the plan's directory.
+  static std::string resolvePath(const std::string &baseDir, const std::string &path);
 
   // --- Models.cpp: instantiation.
   /// The index into program.models of a concrete model, instantiating it once.

@@ -1,5 +1,6 @@
 // Fine-tuning a pretrained model (EXTENSIONS.md §1): where its parameters come from
-// (`init = checkpoint(…)`), and the keys this version refuses by name.
+// (`init = checkpoint(…)`), the adapters that train over it (`adapt = lora(…)`), and
+// `quantize`, which this version refuses by name.
 #include "Train.h"
 
 #include <sys/stat.h>
@@ -7,16 +8,6 @@
 using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
-
-namespace {
-/// The path as the executable will resolve it: relative paths against the plan's
-/// directory.
-std::string resolved(const std::string &base, const std::string &path) {
-  if (path.empty() || path[0] == '/' || base.empty())
-    return path;
-  return base + "/" + path;
-}
-} // namespace
 
 std::optional<std::map<std::string, Value>> TrainCheck::callKey(const char *key, const Signature &sig,
                                                                  const char *expected) {
@@ -49,7 +40,7 @@ void TrainCheck::checkInit() {
     ok = false;
     return;
   }
-  std::string full = resolved(t.baseDir, *path);
+  std::string full = Sema::resolvePath(t.baseDir, *path);
   struct stat st;
   if (::stat(full.c_str(), &st) != 0) {
     diags.error(a["path"].loc, "no checkpoint at '" + full + "': no such file or directory")
