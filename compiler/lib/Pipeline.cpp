@@ -61,6 +61,7 @@ void plan::buildPipeline(mlir::PassManager &pm, Stage stage, const PipelineOptio
   if (stage >= Stage::NN) {
     pm.addPass(createConvertPlanToNN());
     pm.addPass(createPlanLoRA());
+    pm.addPass(createPlanQuantize());
   }
   // The layout stages branch off after nn: the global program annotated with the
   // layout (upstream shard dialect, propagated), and the per-rank forward functions.

@@ -1,9 +1,13 @@
 // A fine-tuning plan's frozen base (trainer.h): drawn or loaded whole, this rank's
 // pieces written after the trained parameters in the params buffer, never written
-// again; the pointer to it that checkpoints carry; the merged and PEFT exports.
+// again (QLoRA: quantized to NF4 as it is written); the pointer to it that checkpoints
+// carry; the merged and PEFT exports.
+#include "kernels/nf4.h"
 #include "pretrained.h"
 #include "sharded.h"
 #include "trainer.h"
+
+#include "planrt_kernels.h"
 
 #include <nlohmann/json.hpp>
 
@@ -52,9 +56,13 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
   float *P = data(params);
   int64_t c = tensorCoord();
   for (const Param &p : m.frozen)
-    runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
-      std::memcpy(P + p.offset + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
-    });
+    if (p.nf4.block) // QLoRA: quantized here, the same way on every rank and every run
+      nf4::quantize(frozenWhole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl,
+                    reinterpret_cast<uint8_t *>(P + p.offset));
+    else
+      runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+        std::memcpy(P + p.offset + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
+      });
   return PLANRT_OK;
 }
 
@@ -91,7 +99,10 @@ planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
   const float *P = data(params);
   if (!tensorParallel()) {
     for (const Param &p : m.frozen)
-      std::memcpy(whole.data() + p.fullOffset, P + p.offset, size_t(p.count) * sizeof(float));
+      if (p.nf4.block) // QLoRA: the matrix the steps used
+        planrt_k_dequant_nf4(P + p.offset, whole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl);
+      else
+        std::memcpy(whole.data() + p.fullOffset, P + p.offset, size_t(p.count) * sizeof(float));
     return PLANRT_OK;
   }
   std::vector<float> all(size_t(m.frozenFloats * m.tensorParallel));

@@ -4,6 +4,7 @@
 
 #include "manifest_json.h"
 #include "planrt_manifest.h"
+#include "planrt_nf4.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,6 +76,23 @@ void readSplit(const json &sp, const std::string &where, Param &p) {
 
 /// One entry of params (or frozen), at JSON path `where`; m holds the ones before it;
 /// it must end by float `end` of the params buffer (num_floats when 0).
+/// A QLoRA base matrix's NF4 storage (planrt_nf4.h): its block, double quantization and
+/// the floats it takes in the params buffer, which must be the layout's.
+void readNf4(const json &q, const std::string &where, Param &p) {
+  if (p.shape.size() != 2)
+    throw Malformed{where + " is stored as NF4 but is not a matrix"};
+  p.nf4.block = integer(q, key::block, where + ".nf4", 1, 4096);
+  const json &dbl = field(q, key::double_quant, where + ".nf4");
+  if (!dbl.is_boolean())
+    throw Malformed{where + ".nf4.double_quant is not true or false"};
+  p.nf4.dbl = dbl.get<bool>();
+  p.nf4.floats = integer(q, key::floats, where + ".nf4", 1, kMaxFloats);
+  int64_t expected = planrt_nf4_bytes(p.count, p.nf4.block, p.nf4.dbl) / 4;
+  if (p.nf4.floats != expected)
+    throw Malformed{where + ".nf4.floats is " + std::to_string(p.nf4.floats) + " but its NF4 storage takes " +
+                    std::to_string(expected)};
+}
+
 Param readParam(const json &pj, std::string where, const Manifest &m, int64_t end = 0) {
   end = end ? end : m.numFloats;
   Param p;
@@ -98,8 +116,10 @@ Param readParam(const json &pj, std::string where, const Manifest &m, int64_t en
   if (p.count != elements)
     throw Malformed{where + ".count is " + std::to_string(p.count) + " but its shape has " + std::to_string(elements) +
                     " elements"};
-  if (p.offset + p.count > end)
-    throw Malformed{where + " ends at float " + std::to_string(p.offset + p.count) + ", past float " +
+  if (pj.contains(key::nf4))
+    readNf4(pj[key::nf4], where, p);
+  if (p.offset + p.stored() > end)
+    throw Malformed{where + " ends at float " + std::to_string(p.offset + p.stored()) + ", past float " +
                     std::to_string(end) + " (num_floats" + (end == m.numFloats ? ")" : " + frozen_floats)")};
   p.init = text(pj, key::init, where);
   if (p.init == "normal" || p.init == "uniform") {
@@ -159,7 +179,7 @@ void readFrozen(const json &root, Manifest &m) {
   for (size_t i = 0; i < frozen.size(); ++i) {
     std::string where = "frozen[" + std::to_string(i) + "]";
     Param p = readParam(frozen[i], where, m, m.numFloats + m.frozenFloats);
-    if (p.offset < m.numFloats || p.offset + p.count > m.numFloats + m.frozenFloats)
+    if (p.offset < m.numFloats || p.offset + p.stored() > m.numFloats + m.frozenFloats)
       throw Malformed{where + " does not lie after num_floats, within frozen_floats"};
     m.params.push_back(std::move(p)); // readParam's duplicate-name check covers both tables
   }

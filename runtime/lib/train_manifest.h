@@ -39,6 +39,15 @@ struct Param {
   bool replica = false;
   /// A LoRA adapter: the path of the weight it adapts (`h.0.attn.c_attn.weight`).
   std::string adapts;
+  /// A QLoRA base matrix (frozen): stored as NF4 in `floats` floats at `offset`
+  /// (planrt_nf4.h), in blocks of `block`, double-quantized if `dbl`; block 0: as floats.
+  struct {
+    int64_t block = 0;
+    bool dbl = false;
+    int64_t floats = 0;
+  } nf4;
+  /// The floats it takes in the params buffer.
+  int64_t stored() const { return nf4.block ? nf4.floats : count; }
 };
 
 /// A buffer of the step program's table.

@@ -9,6 +9,8 @@
 # for --target cuda-host are bitwise the CPU target's. Then: a ZeRO-2 run killed at a
 # checkpoint and resumed is bitwise the uninterrupted one (the checkpoint holds the
 # adapters and points at the base), and ZeRO-3 and pipelines are refused at build time.
+# Last, QLoRA (quantize = nf4(…)) on one process, accumulation, DDP and ZeRO-2, and
+# --target cuda-host bitwise the CPU target.
 #
 #   test/e2e/lora_layouts.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -90,4 +92,26 @@ for name in zero3 pipe; do
   }
   echo "refused: $name: $(grep -m1 error: <<<"$out")"
 done
-echo "PASS: LoRA gives one process's losses on every layout it builds"
+echo "== QLoRA (the base stored as NF4) on the data-parallel layouts, and cuda-host bitwise"
+ADAPT="$ADAPT"'\n  quantize  = nf4(block: 64, double: true)'
+lora q_single 1 8 0
+lora q_accum4 1 2 0
+lora q_ddp 4 2 0
+lora q_zero2 4 1 2
+TARGET=cuda-host lora q_single_ch 1 8 0
+"$PY" - q_single q_accum4 q_ddp q_zero2 <<'PYEOF'
+import json, sys
+loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]
+ref = loss(sys.argv[1])
+assert len(ref) == 20, ref
+assert ref != loss("single"), "QLoRA gave LoRA's losses: the base was not quantized"
+for name in sys.argv[2:]:
+    got = loss(name)
+    worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+    if len(got) != 20 or worst > 1e-5:
+        sys.exit(f"lora-layouts: FAIL: {name}: worst rel diff {worst:.2e} over {len(got)} steps")
+    print(f"{name:12s} 20 steps, worst rel diff {worst:.2e} of one process")
+assert loss("q_single_ch") == ref, ("cuda-host", loss("q_single_ch"), ref)
+print("q_single_ch: 20 steps bitwise the CPU target's q_single")
+PYEOF
+echo "PASS: LoRA and QLoRA give one process's losses on every layout they build"

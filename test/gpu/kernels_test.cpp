@@ -4,9 +4,11 @@
 // GPU: without one every test is skipped (planrt_cuda_start says why). Each test also
 // times the device kernel (median of 20 calls) and prints it: the micro-benchmark.
 // Run by test/gpu/run_all.sh.
+#include "kernels/nf4.h"
 #include "planrt.h"
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
+#include "planrt_nf4.h"
 
 #include <cblas.h>
 #include <gtest/gtest.h>
@@ -262,6 +264,24 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   bench("embedding_bwd 8192x768 of 50257", [&] { planrt_cuda_embedding_bwd(dy.p, tokens.p, demb.p, 8192, 768, W); });
   bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W); });
   bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
+}
+
+TEST(CudaKernels, DequantizeNf4) {
+  NEED_GPU();
+  for (int dbl : {0, 1}) {
+    const int64_t n = 3 * 64 * 300 + 17; // three groups of blocks, a partial last block
+    Buf w(n), q(planrt_nf4_bytes(n, 64, dbl) / 4), out(n), outr(n);
+    fill(w, 21, 0.02f);
+    planrt::nf4::quantize(w.p, n, 64, dbl != 0, reinterpret_cast<uint8_t *>(q.p));
+    planrt_k_dequant_nf4(q.p, outr.p, n, 64, dbl);
+    planrt_cuda_dequant_nf4(q.p, out.p, n, 64, dbl);
+    EXPECT_EQ(std::memcmp(out.p, outr.p, size_t(n) * 4), 0) << "double " << dbl; // bitwise
+  }
+  // Llama 3 70B's largest matrix, 8192 × 28672 (the quantized bytes are left as zeros).
+  const int64_t n = int64_t(8192) * 28672;
+  Buf q(planrt_nf4_bytes(n, 64, 1) / 4), out(n);
+  std::memset(q.p, 0, size_t(q.n) * 4);
+  bench("dequant_nf4 8192x28672 double", [&] { planrt_cuda_dequant_nf4(q.p, out.p, n, 64, 1); });
 }
 
 } // namespace

@@ -225,10 +225,18 @@ private:
                           : t.lossScale == sema::LossScale::Dynamic ? LossScale::dynamic
                                                                     : LossScale::fixed;
     DictionaryAttr adapt;
-    if (t.adapt.rank > 0)
-      adapt = b.getDictionaryAttr({b.getNamedAttr("rank", i64(t.adapt.rank)), b.getNamedAttr("alpha", f64(t.adapt.alpha)),
-                                   b.getNamedAttr("targets", strs(t.adapt.targets)),
-                                   b.getNamedAttr("matrices", strs(t.adapt.matrices))});
+    if (t.adapt.rank > 0) {
+      SmallVector<NamedAttribute> entries{
+          b.getNamedAttr("rank", i64(t.adapt.rank)), b.getNamedAttr("alpha", f64(t.adapt.alpha)),
+          b.getNamedAttr("targets", strs(t.adapt.targets)), b.getNamedAttr("matrices", strs(t.adapt.matrices))};
+      if (t.adapt.quantize.block > 0)
+        entries.push_back(b.getNamedAttr(
+            "quantize", b.getDictionaryAttr({b.getNamedAttr("format", str("nf4")),
+                                             b.getNamedAttr("block", i64(t.adapt.quantize.block)),
+                                             b.getNamedAttr("double", b.getBoolAttr(t.adapt.quantize.dbl)),
+                                             b.getNamedAttr("matrices", strs(t.adapt.quantize.matrices))})));
+      adapt = b.getDictionaryAttr(entries);
+    }
     TrainOp::create(
         b, loc(t.loc), str(t.name), sym(program.models[t.model].name), sym(program.meshes[t.mesh].name), strs(t.data),
         strs(t.val), i64(t.batch), i64(t.micro), i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),

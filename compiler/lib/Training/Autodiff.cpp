@@ -66,7 +66,7 @@ void emulatePrecision(func::FuncOp forward, FloatType to) {
   Block &body = forward.getBody().front();
   b.setInsertionPointToStart(&body);
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-    if (parameterPath(forward, i) && rounded(body.getArgument(i)))
+    if (parameterPath(forward, i) && !forward.getArgAttr(i, "nn.quant") && rounded(body.getArgument(i)))
       round(body.getArgument(i), forward.getLoc());
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (isa<nn::RoundOp>(op))
@@ -122,8 +122,10 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
       out.erase(op);
   // ...except a sequence-parallel gather, which the backward pass repeats in every mode
   // rather than keep the whole sequence (Megatron's sequence parallelism; `planc explain`).
+  // A QLoRA base matrix is dequantized again too: keeping every dequantized matrix for
+  // the backward pass would hold the base unquantized.
   for (Operation *op : order)
-    if (isa<nn::AllGatherOp>(op))
+    if (isa<nn::AllGatherOp, nn::DequantizeNF4Op>(op))
       out.insert(op);
   // Mixed precision rounds every value as it is made: a recomputed value is rounded again
   // rather than kept rounded.

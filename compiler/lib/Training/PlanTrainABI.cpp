@@ -78,13 +78,19 @@ llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
   llvm::json::Array ps;
   for (auto [i, p] : llvm::enumerate(frozen ? st.frozen : st.params)) {
     unsigned arg = p.arg;
+    // A QLoRA base matrix (plan-quantize): its shape, and the floats of its NF4 storage.
+    auto quant = fwd.getArgAttrOfType<DictionaryAttr>(arg, "nn.quant");
+    ArrayRef<int64_t> dims = quant ? quant.getAs<DenseI64ArrayAttr>("shape").asArrayRef() : p.type.getShape();
     llvm::json::Array shape;
-    for (int64_t d : p.type.getShape())
+    int64_t count = 1;
+    for (int64_t d : dims) {
       shape.push_back(d);
+      count *= d;
+    }
     llvm::json::Object entry{{key::name, p.name},
                              {key::shape, std::move(shape)},
                              {key::offset, p.offset},
-                             {key::count, p.count},
+                             {key::count, count},
                              {key::init, fwd.getArgAttrOfType<StringAttr>(arg, "nn.init").getValue()},
                              {key::std, fwd.getArgAttrOfType<FloatAttr>(arg, "nn.std").getValueAsDouble()}};
     // A tensor-parallel piece: `shape` is this rank's; dim `dim` of the full tensor is
@@ -99,6 +105,10 @@ llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
     }
     if (auto base = fwd.getArgAttrOfType<StringAttr>(arg, "nn.adapter"))
       entry[key::adapts] = base.getValue();
+    if (quant)
+      entry[key::nf4] = llvm::json::Object{{key::block, quant.getAs<IntegerAttr>("block").getInt()},
+                                           {key::double_quant, quant.getAs<BoolAttr>("double").getValue()},
+                                           {key::floats, p.count}};
     if (!frozen && !st.index.empty()) // the frozen base is not numbered by pipeline stage
       entry[key::index] = st.index[i];
     if (!frozen && !st.replica.empty() && st.replica[i])

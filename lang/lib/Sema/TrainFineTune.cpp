@@ -1,6 +1,6 @@
 // Fine-tuning a pretrained model (EXTENSIONS.md §1): where its parameters come from
 // (`init = checkpoint(…)`), the adapters that train over it (`adapt = lora(…)`), and
-// `quantize`, which this version refuses by name.
+// the NF4 storage of its frozen base (`quantize = nf4(…)`, QLoRA).
 #include "Train.h"
 
 #include <sys/stat.h>
@@ -177,7 +177,44 @@ void TrainCheck::checkQuantize() {
     ok = false;
     return;
   }
-  diags.error(q->loc, "'quantize' (QLoRA's NF4 storage of the frozen base) is not implemented in this version of "
-                      "planc; train the adapters over the base in the plan's precision by leaving it out");
-  ok = false;
+  auto args = callKey("quantize", {"nf4", {{"block", false}, {"double", false}}},
+                      "NF4 storage, as in nf4(block: 64, double: true)");
+  if (!args)
+    return;
+  auto &a = *args;
+  int64_t block = 64;
+  if (a.count("block")) {
+    std::optional<int64_t> b = sema.toPositiveInt(a["block"], "the block of 'nf4'");
+    if (!b) {
+      ok = false;
+      return;
+    }
+    if (*b % 2 != 0 || *b > 4096) {
+      diags.error(a["block"].loc, "the block of 'nf4' must be even and at most 4096 (QLoRA uses 64), not " +
+                                      std::to_string(*b));
+      ok = false;
+      return;
+    }
+    block = *b;
+  }
+  if (a.count("double")) {
+    std::optional<bool> d = sema.toBool(a["double"], "the 'double' of 'nf4'");
+    if (!d) {
+      ok = false;
+      return;
+    }
+    t.adapt.quantize.dbl = *d;
+  }
+  // Each tensor-parallel rank would quantize its own piece: blocks and scales unlike
+  // one device's, so the same plan would train over another base.
+  if (!t.parallel.tensorAxis.empty()) {
+    diags.error(q->loc, "'quantize' with tensor parallelism (axis '" + t.parallel.tensorAxis +
+                            "') is not implemented in this version of planc: the base is quantized whole, so it "
+                            "must be whole on every rank; use data parallelism (with ZeRO-1 or 2) instead");
+    ok = false;
+    return;
+  }
+  t.adapt.quantize.block = block;
+  if (model)
+    t.adapt.quantize.matrices = adaptableMatrices(*model);
 }

@@ -321,3 +321,17 @@ func.func @strided(%xm: memref<2x3x8xf32, strided<[48, 16, 1]>>, %wm: memref<8x2
   %r = bufferization.to_buffer %y : tensor<2x3x24xf32> to memref<2x3x24xf32>
   return %r : memref<2x3x24xf32>
 }
+
+// planrt_k_dequant_nf4(q, w, n, block, double): QLoRA's matrix made from its storage.
+// CHECK-LABEL: func.func @dequantize_nf4(
+// CHECK: %[[W:.*]] = memref.alloc() {alignment = 64 : i64} : memref<128x128xf32>
+// CHECK: %[[N:.*]] = arith.constant 16384 : i64
+// CHECK: %[[BLOCK:.*]] = arith.constant 64 : i64
+// CHECK: %[[DBL:.*]] = arith.constant 1 : i32
+// CHECK: call @planrt_k_dequant_nf4(%{{.*}}, %{{.*}}, %[[N]], %[[BLOCK]], %[[DBL]])
+func.func @dequantize_nf4(%qm: memref<2114xf32>, %o: memref<128x128xf32>) {
+  %q = bufferization.to_tensor %qm restrict : memref<2114xf32> to tensor<2114xf32>
+  %w = nn.dequantize_nf4 %q {block = 64 : i64, double_quant} : tensor<2114xf32> -> tensor<128x128xf32>
+  bufferization.materialize_in_destination %w in restrict writable %o : (tensor<128x128xf32>, memref<128x128xf32>) -> ()
+  return
+}

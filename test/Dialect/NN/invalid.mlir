@@ -110,3 +110,19 @@ func.func @f(%qkv: tensor<1x1x24xf32>, %cache: tensor<1x16x16xf32>, %pos: i64) {
   %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 3 : i64} : tensor<1x1x24xf32>, tensor<1x16x16xf32> -> tensor<1x1x8xf32>
   return
 }
+
+// -----
+
+func.func @f(%q: tensor<2000xf32>) -> tensor<128x128xf32> {
+  // expected-error @+1 {{stores 'tensor<128x128xf32>' in blocks of 64 with double quantization in 2114 words (planrt_nf4.h), not 'tensor<2000xf32>'}}
+  %w = nn.dequantize_nf4 %q {block = 64 : i64, double_quant} : tensor<2000xf32> -> tensor<128x128xf32>
+  return %w : tensor<128x128xf32>
+}
+
+// -----
+
+func.func @f(%q: tensor<2114xf32>) -> tensor<128x128xf32> {
+  // expected-error @+1 {{block must be at least 1, not 0}}
+  %w = nn.dequantize_nf4 %q {block = 0 : i64, double_quant} : tensor<2114xf32> -> tensor<128x128xf32>
+  return %w : tensor<128x128xf32>
+}

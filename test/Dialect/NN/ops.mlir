@@ -51,3 +51,12 @@ func.func @decode(%tokens: tensor<1x1xi32>, %qkv: tensor<1x1x24xf32>, %cache: te
   %o, %c = nn.sdpa_cached %qkv, %cache, %pos {heads = 2 : i64, kv_heads = 2 : i64, rope} : tensor<1x1x24xf32>, tensor<1x16x16xf32> -> tensor<1x1x8xf32>
   return %p, %o, %c : tensor<1x1xi32>, tensor<1x1x8xf32>, tensor<1x16x16xf32>
 }
+
+// QLoRA: a 128×128 matrix in blocks of 64 with double quantization takes 2114 words.
+func.func @dequantize(%q: tensor<2114xf32>, %s: tensor<2304xf32>) -> (tensor<128x128xf32>, tensor<128x128xf32>) {
+  // CHECK: nn.dequantize_nf4 %{{.*}} {block = 64 : i64, double_quant} : tensor<2114xf32> -> tensor<128x128xf32>
+  %w = nn.dequantize_nf4 %q {block = 64 : i64, double_quant} : tensor<2114xf32> -> tensor<128x128xf32>
+  // CHECK: nn.dequantize_nf4 %{{.*}} {block = 64 : i64} : tensor<2304xf32> -> tensor<128x128xf32>
+  %v = nn.dequantize_nf4 %s {block = 64 : i64} : tensor<2304xf32> -> tensor<128x128xf32>
+  return %w, %v : tensor<128x128xf32>, tensor<128x128xf32>
+}

@@ -85,6 +85,22 @@ def PlanLoRA : Pass<"plan-lora", "mlir::ModuleOp"> {
   let dependentDialects = ["plan::nn::NNDialect"];
 }
 
+def PlanQuantize : Pass<"plan-quantize", "mlir::ModuleOp"> {
+  let summary = "QLoRA: a fine-tuning plan's frozen base matrices stored as NF4";
+  let description = [{
+    For each `plan.train @t` whose `adapt` has `quantize` (`quantize = nf4(block:
+    B, double: D)`), after `plan-lora`: every frozen argument of its model named in
+    `quantize.matrices` becomes the 1-D f32 tensor of its NF4 storage
+    (runtime/include/planrt_nf4.h; marked `nn.quant` with the format, block,
+    double quantization and the matrix's shape), and an `nn.dequantize_nf4` just
+    before its first use makes the matrix again. The runtime quantizes the loaded
+    base into that storage; the autodiff dequantizes again in the backward pass, so
+    at most a few dequantized matrices are alive at once. A named matrix that is not
+    a frozen 2-D argument is an error.
+  }];
+  let dependentDialects = ["plan::nn::NNDialect"];
+}
+
 def PlanTrainStep : Pass<"plan-train-step", "mlir::ModuleOp"> {
   let summary = "The forward, gradient and optimizer-update functions of each train plan";
   let description = [{

@@ -247,6 +247,16 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
           c.emit(rt::Fn::planrt_k_embedding_bwd);
         return success();
       })
+      .Case([&](nn::DequantizeNF4Op o) {
+        Call(b, op)
+            .ptr(in[0])
+            .ptr(out[0])
+            .i64(o.getResult().getType().getNumElements())
+            .i64(o.getBlock())
+            .i32(o.getDoubleQuant())
+            .emit(rt::Fn::planrt_k_dequant_nf4);
+        return success();
+      })
       .Case([&](nn::LayerNormOp o) {
         Call c(b, op);
         c.ptr(in[0]).ptr(in[1]);
@@ -458,7 +468,7 @@ void plan::registerLibraryCallModels(DialectRegistry &registry) {
     attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp, nn::LayerNormGradOp,
            nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp, nn::CrossEntropyGradOp,
            nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp, nn::SequenceUnsliceOp,
-           nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp>(ctx);
+           nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp, nn::DequantizeNF4Op>(ctx);
     nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });
 }

@@ -37,7 +37,8 @@ constexpr std::pair<rt::Fn, rt::Fn> kDeviceKernels[] = {
     {rt::Fn::planrt_k_embedding, rt::Fn::planrt_cuda_embedding},
     {rt::Fn::planrt_k_embedding_bwd, rt::Fn::planrt_cuda_embedding_bwd},
     {rt::Fn::planrt_k_cross_entropy, rt::Fn::planrt_cuda_cross_entropy},
-    {rt::Fn::planrt_k_cross_entropy_bwd, rt::Fn::planrt_cuda_cross_entropy_bwd}};
+    {rt::Fn::planrt_k_cross_entropy_bwd, rt::Fn::planrt_cuda_cross_entropy_bwd},
+    {rt::Fn::planrt_k_dequant_nf4, rt::Fn::planrt_cuda_dequant_nf4}};
 // The renaming is sound only while each pair's C prototypes are the same.
 static_assert(std::is_same_v<decltype(planrt_k_layernorm), decltype(planrt_cuda_layernorm)>);
 static_assert(std::is_same_v<decltype(planrt_k_layernorm_bwd), decltype(planrt_cuda_layernorm_bwd)>);
@@ -49,6 +50,7 @@ static_assert(std::is_same_v<decltype(planrt_k_embedding), decltype(planrt_cuda_
 static_assert(std::is_same_v<decltype(planrt_k_embedding_bwd), decltype(planrt_cuda_embedding_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_cross_entropy), decltype(planrt_cuda_cross_entropy)>);
 static_assert(std::is_same_v<decltype(planrt_k_cross_entropy_bwd), decltype(planrt_cuda_cross_entropy_bwd)>);
+static_assert(std::is_same_v<decltype(planrt_k_dequant_nf4), decltype(planrt_cuda_dequant_nf4)>);
 
 /// Whether `callee` is one of libplanrt_cuda's device kernels.
 bool isDeviceKernel(StringRef callee) {

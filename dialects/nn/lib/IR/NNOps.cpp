@@ -1,5 +1,6 @@
 // The `nn` dialect: registration and shape verifiers.
 #include "plan/Dialect/NN/IR/NN.h"
+#include "planrt_nf4.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -35,6 +36,20 @@ LogicalResult EmbeddingOp::verify() {
                          << table.getDimSize(1) << "], not " << out;
   if (out.getElementType() != table.getElementType())
     return emitOpError() << "result element type must be the table's";
+  return success();
+}
+
+LogicalResult DequantizeNF4Op::verify() {
+  RankedTensorType q = ranked(getQ()), w = ranked(getResult());
+  if (!w.hasStaticShape() || !w.getElementType().isF32())
+    return emitOpError() << "result must be a static f32 matrix, not " << w;
+  if (getBlock() < 1)
+    return emitOpError() << "block must be at least 1, not " << getBlock();
+  int64_t bytes = planrt_nf4_bytes(w.getNumElements(), getBlock(), getDoubleQuant());
+  if (!q.hasStaticShape() || q.getNumElements() * 4 != bytes)
+    return emitOpError() << "stores " << w << " in blocks of " << getBlock()
+                         << (getDoubleQuant() ? " with double quantization" : "") << " in " << bytes / 4
+                         << " words (planrt_nf4.h), not " << q;
   return success();
 }
 

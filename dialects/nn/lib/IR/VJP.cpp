@@ -15,6 +15,11 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
   return success();
 }
 
+LogicalResult DequantizeNF4Op::buildVJP(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
+  grads.assign({Value()}); // the frozen base has no gradient
+  return success();
+}
+
 LogicalResult PositionsOp::buildVJP(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &grads) {
   grads.assign(getNumOperands(), Value());
   return success();

@@ -210,6 +210,14 @@ struct Train {
     int64_t rank = 0;
     double alpha = 0;
     std::vector<std::string> targets, matrices;
+    /// `quantize = nf4(block: B, double: D)` (QLoRA): every linear and attention
+    /// weight of the base (`matrices`, in the model's order) stored as NF4 in blocks of
+    /// B, its block scales quantized again if D. block 0: not quantized.
+    struct {
+      int64_t block = 0;
+      bool dbl = true;
+      std::vector<std::string> matrices;
+    } quantize;
   } adapt;
   /// The plan file's directory, against which relative paths resolve at run time.
   std::string baseDir;

@@ -448,6 +448,28 @@ def NN_RoundOp : NN_FwdOp<"round", [AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def NN_DequantizeNF4Op : NN_FwdOp<"dequantize_nf4"> {
+  let summary = "A QLoRA base matrix made fp32 from its NF4 storage where it is used";
+  let description = [{
+    `q` holds the bytes of a matrix quantized as 4-bit NormalFloat in blocks of
+    `block` values, with double quantization of the block scales if `double_quant`
+    (runtime/include/planrt_nf4.h defines the layout; `q` has as many f32 elements
+    as the layout has 4-byte words). The result is the matrix dequantized, of the
+    shape the result type gives. plan-quantize inserts one before each use of a
+    frozen base matrix of a `quantize = nf4(…)` plan; the autodiff makes it again
+    in the backward pass rather than keep the dequantized copy. No gradient flows
+    to `q` (the base is frozen).
+
+    ```mlir
+    %w = nn.dequantize_nf4 %q {block = 64, double_quant} : tensor<2114xf32> -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<[F32], [1]>:$q, I64Attr:$block, UnitAttr:$double_quant);
+  let results = (outs NN_Matrix:$result);
+  let assemblyFormat = "$q attr-dict `:` type($q) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops: what the VJPs of the forward ops are made of. They have no VJP
 // of their own (no higher derivatives).

@@ -178,7 +178,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     `init_format` (`planc` or `hf`) name the pretrained parameters loaded before
     step 0 (`init = checkpoint(…)`). `adapt` (`adapt = lora(…)`) holds the LoRA
     `rank` and `alpha`, the `targets` as written and the weight `matrices` they
-    matched (plan-lora adds the adapters and freezes every other parameter).
+    matched (plan-lora adds the adapters and freezes every other parameter), and
+    with `quantize = nf4(…)` a `quantize` dictionary: `format` "nf4", `block`,
+    `double` and the base `matrices` stored quantized (plan-quantize).
     `data_text` / `val_text`: `data` / `val` are text files, which the executable
     tokenizes at load with `tokenizer` (a Hugging Face tokenizer.json).
 

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# QLoRA (adapt = lora(…) with quantize = nf4(…)) against an independent NF4 and PyTorch.
+#
+#   test/e2e/qlora_vs_torch.sh PLANC_BIN WORKDIR
+#
+# A base tiny GPT is trained 3 steps and exported; a plan fine-tunes it with rank-4
+# adapters on c_attn and c_fc over its base stored as NF4 (block 64, double
+# quantization), 20 steps with accumulation 2, warm-up + cosine, clipping and weight
+# decay. test/e2e/nf4_ref.py, the paper's NF4 and double quantization written
+# independently in the test, quantizes and dequantizes the base's linear and attention
+# weights; test/e2e/lora_ref.py (PEFT's LoRA in PyTorch) trains over those dequantized
+# weights from the same adapters on the same batches. Checks: losses rtol 1e-4, adapter
+# gradients rtol 1e-3; step 0's loss is bitwise the loss of the dequantized base model;
+# --save-init writes the base as loaded (full precision); the merged export's unadapted
+# quantized matrices (c_proj) are bitwise nf4_ref.py's dequantization, the adapted ones
+# that plus (alpha/r)·a·b, and embeddings, norms and biases the base's bitwise. Then the
+# same without double quantization, and a small Llama (every projection and the output
+# head quantized) against lora_ref.py's llama family.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" qlora-vs-torch "$@"
+RANK=4 ALPHA=8
+BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
+LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
+GPT_MATRICES='\.(c_attn|c_proj|c_fc)\.weight$'
+
+cd "$WORK"
+rm -rf ./*
+"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" >/dev/null
+
+echo "== the base model"
+cat > base.plan <<EOF
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train base {
+  model = tiny  mesh = cpu1  data = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ  parallel { data = dp }
+  optimizer = adamw(lr: 1e-3)  steps = 3  seed = $SEED
+}
+EOF
+"$PLANC" build base.plan -o base >/dev/null
+./base --quiet --export base_ckpt.safetensors
+
+# qlora_plan NAME DOUBLE: a QLoRA plan over base_ckpt.safetensors.
+qlora_plan() {
+  cat > "$1.plan" <<EOF
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train $1 {
+  model     = tiny
+  mesh      = cpu1
+  init      = checkpoint("base_ckpt.safetensors")
+  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_fc])
+  quantize  = nf4(block: 64, double: $2)
+  data      = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ
+  parallel  { data = dp }
+  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
+  clip      = $CLIP
+  steps     = $STEPS
+  seed      = $SEED
+}
+EOF
+  "$PLANC" build "$1.plan" -o "$1" >/dev/null
+}
+
+# against_torch NAME DOUBLE: trains the plan, and lora_ref.py over nf4_ref.py's
+# dequantization of its initial state; compares losses and adapter gradients.
+against_torch() {
+  ./"$1" --quiet --save-init "$1_init.safetensors" --save-grads "$1_grads.safetensors" --log "$1.jsonl" \
+    --export "$1_merged.safetensors" --merge
+  "$PY" "$HERE/nf4_ref.py" dequantize --in "$1_init.safetensors" --out "$1_deq.safetensors" \
+    --match "$GPT_MATRICES" --block 64 --double "$2"
+  "$PY" "$HERE/lora_ref.py" train --rank "$RANK" --alpha "$ALPHA" --targets c_attn,c_fc \
+    --init "$1_deq.safetensors" --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
+    --steps "$STEPS" --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
+    --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+    --out "$1_ref.json" --grads-out "$1_ref_grads.safetensors" --quiet
+  "$PY" "$HERE/compare_training.py" --planc-log "$1.jsonl" --ref "$1_ref.json" \
+    --planc-grads "$1_grads.safetensors" --ref-grads "$1_ref_grads.safetensors" --min-steps "$STEPS"
+}
+
+echo "== planc: QLoRA (NF4, double quantization) against PyTorch on nf4_ref.py's weights"
+qlora_plan tune true
+against_torch tune 1
+
+echo "== step 0 is the dequantized base model's loss; the exports"
+"$PY" "$HERE/nf4_ref.py" dequantize --in base_ckpt.safetensors --out base_deq.safetensors \
+  --match "$GPT_MATRICES" --block 64 --double 1
+./base --quiet --steps 1 --init base_deq.safetensors --log base0.jsonl
+HERE_DIR="$HERE" "$PY" - "$RANK" "$ALPHA" <<'EOF'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HERE_DIR"])
+from gpt_ref import read_safetensors
+from same_tensors import load
+rank, alpha = int(sys.argv[1]), float(sys.argv[2])
+first = lambda f: next(json.loads(l)["loss"] for l in open(f) if '"step": 0' in l)
+assert first("tune.jsonl") == first("base0.jsonl"), ("step 0 != the dequantized base's", first("tune.jsonl"), first("base0.jsonl"))
+print("step 0 loss equals the dequantized base model's:", first("tune.jsonl"))
+init, _ = read_safetensors("tune_init.safetensors")
+base, _ = read_safetensors("base_ckpt.safetensors")
+deq, _ = read_safetensors("tune_deq.safetensors")
+merged, _ = read_safetensors("tune_merged.safetensors")
+raw_base, raw_deq, raw_merged = load("base_ckpt.safetensors"), load("tune_deq.safetensors"), load("tune_merged.safetensors")
+params = sorted(k for k in init if ".lora_" not in k)
+assert sorted(merged) == params == sorted(k for k in base if not k.startswith("optimizer.")), sorted(merged)
+quantized = 0
+for k in params:
+    assert np.array_equal(np.asarray(init[k]), np.asarray(base[k])), k  # --save-init: the base as loaded
+    module = k[: -len(".weight")] if k.endswith(".weight") else None
+    if module and module.rsplit(".", 1)[-1] in ("c_attn", "c_proj", "c_fc"):
+        quantized += 1
+        assert not np.array_equal(np.asarray(deq[k]), np.asarray(base[k])), k
+        if module.endswith(("c_attn", "c_fc")):
+            continue  # adapted: checked below against the final checkpoint's adapters
+        assert raw_merged[k] == raw_deq[k], ("not nf4_ref.py's dequantization", k)
+    else:
+        assert raw_merged[k] == raw_base[k], ("changed though not quantized", k)
+assert quantized == 8, quantized
+print("merged: the unadapted NF4 matrices bitwise nf4_ref.py's; embeddings, norms and biases the base's")
+EOF
+
+echo "== without double quantization"
+qlora_plan tune_single false
+against_torch tune_single 0
+
+echo "== the llama family, the output head quantized too"
+cat > tune_llama.plan <<EOF
+import "models/llama.plan"
+import "meshes/cpu_local.plan"
+model tl = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
+train tune_llama {
+  model     = tl
+  mesh      = cpu1
+  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, down])
+  quantize  = nf4(block: 64, double: true)
+  data      = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ
+  parallel  { data = dp }
+  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  clip      = $CLIP
+  steps     = 10
+  seed      = $SEED
+}
+EOF
+"$PLANC" build tune_llama.plan -o tune_llama >/dev/null
+./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
+"$PY" "$HERE/nf4_ref.py" dequantize --in llama_init.safetensors --out llama_deq.safetensors \
+  --match '\.(c_attn|c_proj|gate|up|down)\.weight$|^output\.weight$' --block 64 --double 1
+"$PY" "$HERE/lora_ref.py" train --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128 \
+  --rank "$RANK" --alpha "$ALPHA" --targets c_attn,down \
+  --init llama_deq.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
+  --steps 10 --seed "$SEED" --lr "$LR" --schedule constant --warmup 0 --min-lr "$LR" \
+  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+  --out llama_ref.json --grads-out llama_ref_grads.safetensors --quiet
+"$PY" "$HERE/compare_training.py" --planc-log llama.jsonl --ref llama_ref.json \
+  --planc-grads llama_grads.safetensors --ref-grads llama_ref_grads.safetensors --min-steps 10
+echo "PASS: QLoRA matches PyTorch over the independently dequantized base"
