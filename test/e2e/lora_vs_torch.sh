@@ -19,26 +19,8 @@
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" lora-vs-torch "$@"
-RANK=4 ALPHA=8 TARGETS=c_attn,c_proj,c_fc
-BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
-LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
-
-cd "$WORK"
-rm -rf ./*
-"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" >/dev/null
-
-echo "== the base model"
-cat > base.plan <<EOF
-import "models/gpt.plan"
-import "meshes/cpu_local.plan"
-train base {
-  model = tiny  mesh = cpu1  data = tokens("data/train.bin")
-  batch = $BATCH  micro = $MICRO  seq = $SEQ  parallel { data = dp }
-  optimizer = adamw(lr: 1e-3)  steps = 3  seed = $SEED
-}
-EOF
-"$PLANC" build base.plan -o base >/dev/null
-./base --quiet --export base_ckpt.safetensors
+source "$HERE/lora_setup.sh"
+TARGETS=c_attn,c_proj,c_fc
 
 echo "== planc: LoRA over it"
 cat > tune.plan <<EOF
@@ -69,16 +51,10 @@ mkdir -p peft
 ./base --quiet --steps 1 --init base_ckpt.safetensors --log base0.jsonl
 
 echo "== torch reference"
-"$PY" "$HERE/lora_ref.py" train --rank "$RANK" --alpha "$ALPHA" --targets "$TARGETS" \
-  --init init.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
-  --steps "$STEPS" --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
-  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
-  --out ref.json --grads-out ref_grads.safetensors --final-out ref_final.safetensors --quiet
+lora_ref ref init.safetensors "$TARGETS" "$STEPS" --final-out ref_final.safetensors
 
 CKPT=$(printf 'ckpt/step-%08d.safetensors' "$STEPS")
-"$PY" "$HERE/compare_training.py" --planc-log log.jsonl --ref ref.json \
-  --planc-grads grads.safetensors --ref-grads ref_grads.safetensors \
-  --planc-params "$CKPT" --ref-params ref_final.safetensors --min-steps "$STEPS"
+lora_compare log.jsonl grads.safetensors ref "$STEPS" --planc-params "$CKPT" --ref-params ref_final.safetensors
 
 echo "== base, checkpoint and exports"
 HERE_DIR="$HERE" "$PY" - "$CKPT" "$RANK" "$ALPHA" <<'EOF'
@@ -149,14 +125,9 @@ train tune_llama {
 EOF
 "$PLANC" build tune_llama.plan -o tune_llama >/dev/null
 ./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
-"$PY" "$HERE/lora_ref.py" train --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128 \
-  --rank "$RANK" --alpha "$ALPHA" --targets c_attn,c_proj,gate,up,down \
-  --init llama_init.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
-  --steps 10 --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
-  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
-  --out llama_ref.json --grads-out llama_ref_grads.safetensors --quiet
-"$PY" "$HERE/compare_training.py" --planc-log llama.jsonl --ref llama_ref.json \
-  --planc-grads llama_grads.safetensors --ref-grads llama_ref_grads.safetensors --min-steps 10
+lora_ref llama_ref llama_init.safetensors c_attn,c_proj,gate,up,down 10 \
+  --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128
+lora_compare llama.jsonl llama_grads.safetensors llama_ref 10
 
 if out=$(./base --quiet --steps 1 --export x.safetensors --merge 2>&1); then
   echo "lora-vs-torch: FAIL: --merge without adapters ran" >&2

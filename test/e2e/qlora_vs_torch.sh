@@ -19,27 +19,8 @@
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" qlora-vs-torch "$@"
-RANK=4 ALPHA=8
-BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
-LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
+source "$HERE/lora_setup.sh"
 GPT_MATRICES='\.(c_attn|c_proj|c_fc)\.weight$'
-
-cd "$WORK"
-rm -rf ./*
-"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" >/dev/null
-
-echo "== the base model"
-cat > base.plan <<EOF
-import "models/gpt.plan"
-import "meshes/cpu_local.plan"
-train base {
-  model = tiny  mesh = cpu1  data = tokens("data/train.bin")
-  batch = $BATCH  micro = $MICRO  seq = $SEQ  parallel { data = dp }
-  optimizer = adamw(lr: 1e-3)  steps = 3  seed = $SEED
-}
-EOF
-"$PLANC" build base.plan -o base >/dev/null
-./base --quiet --export base_ckpt.safetensors
 
 # qlora_plan NAME DOUBLE: a QLoRA plan over base_ckpt.safetensors.
 qlora_plan() {
@@ -72,13 +53,8 @@ against_torch() {
     --export "$1_merged.safetensors" --merge
   "$PY" "$HERE/nf4_ref.py" dequantize --in "$1_init.safetensors" --out "$1_deq.safetensors" \
     --match "$GPT_MATRICES" --block 64 --double "$2"
-  "$PY" "$HERE/lora_ref.py" train --rank "$RANK" --alpha "$ALPHA" --targets c_attn,c_fc \
-    --init "$1_deq.safetensors" --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
-    --steps "$STEPS" --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
-    --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
-    --out "$1_ref.json" --grads-out "$1_ref_grads.safetensors" --quiet
-  "$PY" "$HERE/compare_training.py" --planc-log "$1.jsonl" --ref "$1_ref.json" \
-    --planc-grads "$1_grads.safetensors" --ref-grads "$1_ref_grads.safetensors" --min-steps "$STEPS"
+  lora_ref "$1_ref" "$1_deq.safetensors" c_attn,c_fc "$STEPS"
+  lora_compare "$1.jsonl" "$1_grads.safetensors" "$1_ref" "$STEPS"
 }
 
 echo "== planc: QLoRA (NF4, double quantization) against PyTorch on nf4_ref.py's weights"
@@ -140,6 +116,7 @@ train tune_llama {
   batch = $BATCH  micro = $MICRO  seq = $SEQ
   parallel  { data = dp }
   optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
   clip      = $CLIP
   steps     = 10
   seed      = $SEED
@@ -149,12 +126,7 @@ EOF
 ./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
 "$PY" "$HERE/nf4_ref.py" dequantize --in llama_init.safetensors --out llama_deq.safetensors \
   --match '\.(c_attn|c_proj|gate|up|down)\.weight$|^output\.weight$' --block 64 --double 1
-"$PY" "$HERE/lora_ref.py" train --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128 \
-  --rank "$RANK" --alpha "$ALPHA" --targets c_attn,down \
-  --init llama_deq.safetensors --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
-  --steps 10 --seed "$SEED" --lr "$LR" --schedule constant --warmup 0 --min-lr "$LR" \
-  --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
-  --out llama_ref.json --grads-out llama_ref_grads.safetensors --quiet
-"$PY" "$HERE/compare_training.py" --planc-log llama.jsonl --ref llama_ref.json \
-  --planc-grads llama_grads.safetensors --ref-grads llama_ref_grads.safetensors --min-steps 10
+lora_ref llama_ref llama_deq.safetensors c_attn,down 10 \
+  --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128
+lora_compare llama.jsonl llama_grads.safetensors llama_ref 10
 echo "PASS: QLoRA matches PyTorch over the independently dequantized base"

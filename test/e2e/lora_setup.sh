@@ -1,0 +1,46 @@
+# Sourced by the fine-tuning scripts that run against lora_ref.py (lora_vs_torch.sh,
+# qlora_vs_torch.sh), after ref_args.sh: the shared run settings, a fresh WORK with the
+# text data and a base tiny GPT trained 3 steps (base, base_ckpt.safetensors), and
+#
+#   lora_ref OUT INIT TARGETS STEPS [ARG…]   lora_ref.py train from INIT on the same batches
+#                                            and schedule (OUT.json, OUT_grads.safetensors);
+#                                            ARGs: --family llama …, --final-out …
+#   lora_compare LOG GRADS OUT STEPS [ARG…]  compare_training.py of a planc run's log and
+#                                            --save-grads file against lora_ref's OUT
+RANK=4 ALPHA=8
+BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
+LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
+
+cd "$WORK"
+rm -rf ./*
+"$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" >/dev/null
+
+echo "== the base model"
+cat > base.plan <<EOF
+import "models/gpt.plan"
+import "meshes/cpu_local.plan"
+train base {
+  model = tiny  mesh = cpu1  data = tokens("data/train.bin")
+  batch = $BATCH  micro = $MICRO  seq = $SEQ  parallel { data = dp }
+  optimizer = adamw(lr: 1e-3)  steps = 3  seed = $SEED
+}
+EOF
+"$PLANC" build base.plan -o base >/dev/null
+./base --quiet --export base_ckpt.safetensors
+
+lora_ref() {
+  local out=$1 init=$2 targets=$3 steps=$4
+  shift 4
+  "$PY" "$HERE/lora_ref.py" train --rank "$RANK" --alpha "$ALPHA" --targets "$targets" \
+    --init "$init" --data "$WORK/data/train.bin" --batch "$BATCH" --micro "$MICRO" --seq "$SEQ" \
+    --steps "$steps" --seed "$SEED" --lr "$LR" --schedule "$SCHEDULE" --warmup "$WARMUP" --min-lr "$MIN_LR" \
+    --clip "$CLIP" --weight-decay "$WD" --beta1 "$BETA1" --beta2 "$BETA2" --eps "$EPS" \
+    --out "$out.json" --grads-out "${out}_grads.safetensors" --quiet "$@"
+}
+
+lora_compare() {
+  local log=$1 grads=$2 out=$3 steps=$4
+  shift 4
+  "$PY" "$HERE/compare_training.py" --planc-log "$log" --ref "$out.json" \
+    --planc-grads "$grads" --ref-grads "${out}_grads.safetensors" --min-steps "$steps" "$@"
+}
