@@ -7,6 +7,8 @@
 #                                            ARGs: --family llama …, --final-out …
 #   lora_compare LOG GRADS OUT STEPS [ARG…]  compare_training.py of a planc run's log and
 #                                            --save-grads file against lora_ref's OUT
+#   lora_keys                                a train block's batch, layout, optimizer,
+#                                            schedule, clipping and seed lines, as lora_ref's
 RANK=4 ALPHA=8
 BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
 LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
@@ -43,4 +45,15 @@ lora_compare() {
   shift 4
   "$PY" "$HERE/compare_training.py" --planc-log "$log" --ref "$out.json" \
     --planc-grads "$grads" --ref-grads "${out}_grads.safetensors" --min-steps "$steps" "$@"
+}
+
+lora_keys() {
+  cat <<EOF
+  batch = $BATCH  micro = $MICRO  seq = $SEQ
+  parallel  { data = dp }
+  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
+  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
+  clip      = $CLIP
+  seed      = $SEED
+EOF
 }

@@ -34,13 +34,8 @@ train tune {
   data      = tokens("data/train.bin")
   val       = tokens("data/val.bin")
   eval      { every: $STEPS, batches: 2 }
-  batch = $BATCH  micro = $MICRO  seq = $SEQ
-  parallel  { data = dp }
-  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
-  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
-  clip      = $CLIP
+$(lora_keys)
   steps     = $STEPS
-  seed      = $SEED
   checkpoint { every: $STEPS, dir: "ckpt", keep: 1 }
 }
 EOF
@@ -114,13 +109,8 @@ train tune_llama {
   mesh      = cpu1
   adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, gate, up, down])
   data      = tokens("data/train.bin")
-  batch = $BATCH  micro = $MICRO  seq = $SEQ
-  parallel  { data = dp }
-  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
-  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
-  clip      = $CLIP
+$(lora_keys)
   steps     = 10
-  seed      = $SEED
 }
 EOF
 "$PLANC" build tune_llama.plan -o tune_llama >/dev/null

@@ -34,13 +34,8 @@ train $1 {
   adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_fc])
   quantize  = nf4(block: 64, double: $2)
   data      = tokens("data/train.bin")
-  batch = $BATCH  micro = $MICRO  seq = $SEQ
-  parallel  { data = dp }
-  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
-  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
-  clip      = $CLIP
+$(lora_keys)
   steps     = $STEPS
-  seed      = $SEED
 }
 EOF
   "$PLANC" build "$1.plan" -o "$1" >/dev/null
@@ -113,13 +108,8 @@ train tune_llama {
   adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, down])
   quantize  = nf4(block: 64, double: true)
   data      = tokens("data/train.bin")
-  batch = $BATCH  micro = $MICRO  seq = $SEQ
-  parallel  { data = dp }
-  optimizer = adamw(lr: $LR, betas: [$BETA1, $BETA2], eps: $EPS, weight_decay: $WD)
-  schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
-  clip      = $CLIP
+$(lora_keys)
   steps     = 10
-  seed      = $SEED
 }
 EOF
 "$PLANC" build tune_llama.plan -o tune_llama >/dev/null
