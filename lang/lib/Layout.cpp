@@ -24,6 +24,11 @@ Layout plan::sema::layoutOf(const Train &t) {
     for (auto &[dim, axis] : t.shard)
       if (axis == t.parallel.tensorAxis)
         l.tensorDims.insert(dim);
+  l.adapt.rank = t.adapt.rank;
+  l.adapt.matrices.insert(t.adapt.matrices.begin(), t.adapt.matrices.end());
+  l.adapt.quantized.insert(t.adapt.quantize.matrices.begin(), t.adapt.quantize.matrices.end());
+  l.adapt.nf4Block = t.adapt.quantize.block;
+  l.adapt.nf4Double = t.adapt.quantize.dbl;
   return l;
 }
 

@@ -26,6 +26,7 @@ lora() {
   PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 fp32 none "${5:-1}" "${6:-false}"
   sed -i "s|^  data .*|&\\n$ADAPT|" "$1.plan"
   "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
+  "$PLANC" explain --json "$1.plan" > "$1.explain.json"
   local ranks=$(( $2 * ${5:-1} ))
   if [[ $ranks -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet "${@:7}"
@@ -42,22 +43,7 @@ lora zero2 4 1 2
 lora tp2 1 8 0 2
 lora tp2_sp 1 8 0 2 true
 lora dp2_tp2 2 4 1 2
-# same_losses REF NAME…: each NAME's 20 losses within rtol 1e-5 of REF's (TESTING.md).
-same_losses() {
-  "$PY" - "$@" <<'PYEOF'
-import json, sys
-loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]
-ref = loss(sys.argv[1])
-assert len(ref) == 20, ref
-for name in sys.argv[2:]:
-    got = loss(name)
-    worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-    if len(got) != 20 or worst > 1e-5:
-        sys.exit(f"lora-layouts: FAIL: {name}: worst rel diff {worst:.2e} over {len(got)} steps")
-    print(f"{name:12s} 20 steps, worst rel diff {worst:.2e} of one process")
-PYEOF
-}
-same_losses single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2
 
 echo "== --target cuda-host (the CUDA target's kernels on host loops): bitwise the CPU target"
 TARGET=cuda-host lora single_ch 1 8 0
@@ -103,7 +89,7 @@ lora q_accum4 1 2 0
 lora q_ddp 4 2 0
 lora q_zero2 4 1 2
 TARGET=cuda-host lora q_single_ch 1 8 0
-same_losses q_single q_accum4 q_ddp q_zero2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2
 "$PY" - <<'PYEOF'
 import json
 loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]

@@ -11,6 +11,7 @@
 
 #include "plan/Compiler/CostModel.h"
 #include "plan/Training/DataParallel.h"
+#include "planrt_nf4.h"
 
 #include <gtest/gtest.h>
 
@@ -105,6 +106,52 @@ TEST(CostModel, ZeroPaperModelStates) {
             int64_t(2 * 7.5e9 + 14 * 7.5e9 / 64));
   EXPECT_EQ(z3.estimate.perDevice.params + z3.estimate.perDevice.grads + z3.estimate.perDevice.optimizer,
             int64_t(16 * 7.5e9 / 64));
+}
+
+// LoRA (Hu et al. 2021) over ZeroPaperModelStates' 7.5B model, rank 8 on both
+// projections, ZeRO-1 on 64 ranks: only the adapters' r·(in + out) elements train, so
+// gradients (bf16) and AdamW's 12 bytes (sharded) are theirs, and the data-parallel
+// traffic is theirs; the base is frozen in fp32. QLoRA (Dettmers et al. 2023) stores the
+// projections as NF4: 4.127 bits per parameter with double quantization at block 64.
+TEST(CostModel, AdaptersTrainAloneOverAFrozenBase) {
+  auto adapted = [](const std::string &quantize) {
+    std::string text = zeroPlan(1);
+    std::string at = "  optimizer = adamw(lr: 1e-4)\n";
+    text.replace(text.find(at), at.size(),
+                 at + "  adapt = lora(rank: 8, targets: [a, b])\n" + (quantize.empty() ? "" : "  " + quantize + "\n"));
+    return planned(text);
+  };
+  Planned full = planned(zeroPlan(1)), lora = adapted(""), qlora = adapted("quantize = nf4(block: 64, double: true)");
+  ASSERT_TRUE(full.train && lora.train && qlora.train);
+  const int64_t matrix = 2'500'000'000, trainable = 2 * 8 * (50'000 + 50'000);
+  const cost::Estimate &e = lora.estimate;
+  EXPECT_EQ(e.params, 3 * matrix);
+  EXPECT_EQ(e.trainableParams, trainable);
+  EXPECT_EQ(e.frozenParams, 3 * matrix);
+  EXPECT_EQ(e.quantizedParams, 0);
+  EXPECT_EQ(e.frozenBytes, 3 * 4 * matrix); // fp32; 2.5e9 is a multiple of 16
+  EXPECT_EQ(e.perDevice.params, e.frozenBytes + 2 * trainable);
+  EXPECT_EQ(e.perDevice.grads, 2 * trainable);
+  EXPECT_EQ(e.perDevice.optimizer, 12 * ((trainable + 63) / 64));
+  // The gradients' reduce-scatter and the parameters' all-gather move the adapters alone.
+  EXPECT_GT(dataBytes(e), 0);
+  EXPECT_LT(dataBytes(e), 4 * trainable);
+  EXPECT_GT(dataBytes(full.estimate), 1000 * dataBytes(e));
+  // No weight-gradient GEMM for the frozen projections: model FLOPs 2× their forward,
+  // not 3×, plus the adapters'.
+  EXPECT_LT(e.modelFlopsPerStep, 0.7 * full.estimate.modelFlopsPerStep);
+  // QLoRA: the two projections as NF4 (planrt_nf4.h), the embedding as it was.
+  const cost::Estimate &q = qlora.estimate;
+  int64_t nf4 = planrt_nf4_bytes(matrix, 64, 1);
+  EXPECT_EQ(q.quantizedParams, 2 * matrix);
+  EXPECT_EQ(q.quantizedBytes, 2 * ((nf4 / 4 + 15) / 16 * 16 * 4));
+  EXPECT_EQ(q.frozenBytes, q.quantizedBytes + 4 * matrix);
+  EXPECT_NEAR(8.0 * double(q.quantizedBytes) / double(2 * matrix), 4.127, 0.001);
+  EXPECT_EQ(q.perDevice.params - q.frozenBytes, e.perDevice.params - e.frozenBytes);
+  bool dequantized = false;
+  for (const cost::BufferRow &b : q.buffers)
+    dequantized = dequantized || (b.name == "a dequantized NF4 weight (fp32)" && b.bytes == 4 * matrix);
+  EXPECT_TRUE(dequantized);
 }
 
 TEST(CostModel, RingVolumes) {

@@ -5,6 +5,7 @@
 // axis crosses. docs/EXPLAIN.md states every formula and its source.
 #include "plan/Compiler/CostModel.h"
 #include "plan/Training/DataParallel.h"
+#include "planrt_nf4.h"
 
 #include <algorithm>
 #include <cmath>
@@ -59,6 +60,7 @@ struct TensorColl {
 struct OpCost {
   double fwdFlops = 0, bwdFlops = 0, fwdBytes = 0, bwdBytes = 0;
   double modelFwdFlops = 0; ///< unsplit matmul FLOPs, full attention (per micro-batch)
+  double modelBwdFlops = -1; ///< the same of the backward pass; -1: twice the forward's
   bool matmul = false;
   double saved = 0;                              ///< bytes kept for backward, recompute none
   double savedSelective = 0;                     ///< under selective recompute
@@ -126,7 +128,12 @@ private:
   std::vector<OpCost> costs;
   std::vector<Split> split;   ///< per value id
   std::set<int> columnInputs; ///< values already gathered for a column-parallel matmul
+  std::set<int> regathered;   ///< ...and gathered again in the backward pass for a weight gradient
   std::set<int> savedInputs;  ///< values already kept for a matmul's backward
+  /// Per value: whether its gradient is computed, i.e. a trained parameter is upstream of
+  /// it (under `adapt` the activations before the first adapter have none: nn-autodiff
+  /// drops what no gradient needs, and the collectives of that backward with it).
+  std::vector<bool> needsGrad;
   int64_t width = 0;          ///< features crossing a pipeline boundary
 
   // --- placement -----------------------------------------------------------
@@ -235,6 +242,107 @@ private:
         n /= t;
     return n;
   }
+  // --- fine-tuning (adapt, quantize) -----------------------------------------
+  bool lora() const { return l.adapt.rank > 0; }
+  bool adapted(int pr) const { return lora() && l.adapt.matrices.count(model.params[pr].path); }
+  /// Whether parameter pr, or an adapter of it, trains.
+  bool trains(int pr) const { return !lora() || adapted(pr); }
+  bool quantized(int pr) const {
+    return lora() && l.adapt.nf4Block > 0 && l.adapt.quantized.count(model.params[pr].path);
+  }
+  /// What trains of parameter pr on one tensor rank, piece by piece as the executable
+  /// lays it out: the parameter; under `adapt`, an adapted weight [in, out]'s adapters a
+  /// [in, r] and b [r, out] (each split where its base is: plan-lora, nn-tensor-parallel),
+  /// and nothing of any other.
+  std::vector<int64_t> trainedPieces(int pr) const {
+    if (!lora())
+      return {localElems(pr)};
+    if (!adapted(pr))
+      return {};
+    const std::vector<int64_t> &shape = model.params[pr].shape;
+    int64_t r = l.adapt.rank;
+    return {shape[0] * r / (splitsDim(pr, 0) ? t : 1), r * shape[1] / (splitsDim(pr, 1) ? t : 1)};
+  }
+  /// Whether each of those pieces is whole on every tensor rank.
+  std::vector<bool> trainedWhole(int pr) const {
+    if (!lora())
+      return {localElems(pr) == model.params[pr].numElements()};
+    if (!adapted(pr))
+      return {};
+    return {!splitsDim(pr, 0), !splitsDim(pr, 1)};
+  }
+  int64_t trainedElems(int pr) const {
+    int64_t n = 0;
+    for (int64_t e : trainedPieces(pr))
+      n += e;
+    return n;
+  }
+  /// Bytes of parameter pr's frozen copy on one device (0 when it trains): fp32, or its
+  /// NF4 storage (planrt_nf4.h) when quantized; each padded to 16 floats, as
+  /// plan-train-abi places the frozen base after the trained layout.
+  int64_t frozenBytes(int pr) const {
+    if (!lora())
+      return 0;
+    int64_t n = localElems(pr);
+    int64_t floats = quantized(pr) ? planrt_nf4_bytes(n, l.adapt.nf4Block, l.adapt.nf4Double) / 4 : n;
+    return (floats + 15) / 16 * 16 * 4;
+  }
+  /// A matmul by weight pr (k → n over `tokens` rows) under `adapt`: a frozen weight has
+  /// no weight gradient, so the backward pass computes the input's alone (`baseBwd`
+  /// becomes the forward's FLOPs) and keeps nothing of the input for it (returns false);
+  /// LoRA adds x·a then ·b (and twice that backward) and keeps x·a; a quantized weight is
+  /// dequantized before the forward and again before the backward. `inSplit`: how the
+  /// matmul's input is split. Returns whether the matmul keeps its input.
+  bool fineTune(OpCost &c, int pr, Split inSplit, double tokens, double k, double n, double baseFwd, double &baseBwd,
+                double &modelBwd) {
+    if (!lora())
+      return true;
+    baseBwd = baseFwd;
+    modelBwd += 2 * tokens * k * n;
+    if (quantized(pr)) {
+      double local = double(localElems(pr));
+      double bytes = double(planrt_nf4_bytes(localElems(pr), l.adapt.nf4Block, l.adapt.nf4Double)) + 4 * local;
+      c.fwdBytes += bytes;
+      c.bwdBytes += bytes;
+    }
+    if (!adapted(pr))
+      return false;
+    double r = double(l.adapt.rank);
+    double kk = splitsDim(pr, 0) ? k / double(t) : k, nn = splitsDim(pr, 1) ? n / double(t) : n;
+    double f = 2 * tokens * r * (kk + nn);
+    c.fwdFlops += f;
+    c.bwdFlops += 2 * f;
+    c.modelFwdFlops += 2 * tokens * r * (k + n);
+    modelBwd += 4 * tokens * r * (k + n);
+    c.fwdBytes += tokens * (4 * r + 3 * nn) * act; // x·a and its scaling, ·b, the sum
+    c.bwdBytes += 2 * tokens * (4 * r + 3 * nn) * act;
+    c.saved += tokens * r * storedAct;
+    c.savedSelective += tokens * r * storedAct;
+    adapterCollectives(c, pr, inSplit, tokens * r * wireAct);
+    return true;
+  }
+  /// The adapter's two matmuls as nn-tensor-parallel splits them, x·a of `xaBytes`: a [in,
+  /// r] is split where W's rows are (row-parallel: x·a is a partial sum, all-reduced, or
+  /// reduce-scattered under sequence parallelism and its gradient gathered); b [r, out]
+  /// where W's columns are (column-parallel: the gradient of x·a reduced, and x·a gathered
+  /// in the forward pass and again for b's gradient when it is split by sequence).
+  void adapterCollectives(OpCost &c, int pr, Split inSplit, double xaBytes) {
+    Split xa = inSplit == Split::Sequence ? Split::Sequence : Split::Replicated;
+    if (splitsDim(pr, 0)) {
+      xa = l.sequence ? Split::Sequence : Split::Replicated;
+      c.fwdColls.push_back({l.sequence ? Coll::ReduceScatter : Coll::AllReduce, xaBytes, "LoRA x·a"});
+      if (l.sequence)
+        c.bwdColls.push_back({Coll::AllGather, xaBytes, "LoRA x·a"});
+    }
+    if (!splitsDim(pr, 1))
+      return;
+    if (xa == Split::Sequence) {
+      c.fwdColls.push_back({Coll::AllGather, xaBytes, "LoRA x·a"});
+      c.bwdColls.push_back({Coll::AllGather, xaBytes, "LoRA x·a"});
+    }
+    c.bwdColls.push_back({xa == Split::Sequence ? Coll::ReduceScatter : Coll::AllReduce, xaBytes, "LoRA x·a"});
+  }
+
   bool producedByElementwise(int v) const {
     if (v < sema::kFirstOpValue)
       return false;
@@ -243,35 +351,54 @@ private:
   }
 
   /// The collectives around a column-parallel matmul reading `in`, and the state of its input.
-  void columnInput(OpCost &c, int in, const char *what) {
+  /// `weightGrad`: whether the matmul's weight gradient reads its input (the weight
+  /// trains; an adapter's a reads x as the forward pass split it, not gathered).
+  void columnInput(OpCost &c, int in, const char *what, bool weightGrad) {
     // Column-parallel matmuls that read the same value (SwiGLU's gate and up) share
     // one gather, and their input gradients are summed before one reduction.
+    double full = double(b) * s * typeOf(in).features * wireAct;
+    bool sequence = split[in] == Split::Sequence;
+    if (sequence && weightGrad && regathered.insert(in).second)
+      c.bwdColls.push_back({Coll::AllGather, full, what}); // re-gather the input for dW
     if (!columnInputs.insert(in).second)
       return;
-    double full = double(b) * s * typeOf(in).features * wireAct;
-    if (split[in] == Split::Sequence) {
+    if (sequence)
       c.fwdColls.push_back({Coll::AllGather, full, what});
-      c.bwdColls.push_back({Coll::AllGather, full, what}); // re-gather the input for dW
-      c.bwdColls.push_back({Coll::ReduceScatter, full, what});
-    } else {
-      c.bwdColls.push_back({Coll::AllReduce, full, what});
-    }
+    if (needsGrad[in])
+      c.bwdColls.push_back({sequence ? Coll::ReduceScatter : Coll::AllReduce, full, what});
   }
   /// The collectives after a row-parallel matmul producing `features`.
-  Split rowOutput(OpCost &c, int64_t features, const char *what) {
+  /// `backward`: whether the op's backward pass runs (its output's gradient is read).
+  Split rowOutput(OpCost &c, int64_t features, const char *what, bool backward) {
     double full = double(b) * s * features * wireAct;
     if (l.sequence) {
       c.fwdColls.push_back({Coll::ReduceScatter, full, what});
-      c.bwdColls.push_back({Coll::AllGather, full, what});
+      if (backward)
+        c.bwdColls.push_back({Coll::AllGather, full, what});
       return Split::Sequence;
     }
     c.fwdColls.push_back({Coll::AllReduce, full, what});
     return Split::Replicated;
   }
 
+  /// needsGrad: a value's gradient is made when a trained parameter is upstream of it.
+  void markGradients() {
+    const auto &ops = model.ops;
+    needsGrad.assign(ops.size() + sema::kFirstOpValue, false);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      bool g = false;
+      for (int v : ops[i].operands)
+        g = g || needsGrad[size_t(v)];
+      for (int pr : ops[i].params)
+        g = g || trains(pr);
+      needsGrad[i + sema::kFirstOpValue] = g;
+    }
+  }
+
   void analyseOps() {
     const auto &ops = model.ops;
     split.assign(ops.size() + sema::kFirstOpValue, Split::Replicated);
+    markGradients();
     costs.resize(ops.size());
     bool tp = t > 1;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -286,7 +413,8 @@ private:
         double full = double(b) * s * op.outFeatures * wireAct;
         if (vocab && l.sequence) {
           c.fwdColls.push_back({Coll::ReduceScatter, full, "embedding output"});
-          c.bwdColls.push_back({Coll::AllGather, full, "embedding output"});
+          if (trains(op.params[0]))
+            c.bwdColls.push_back({Coll::AllGather, full, "embedding output"});
         } else if (vocab) {
           c.fwdColls.push_back({Coll::AllReduce, full, "embedding output"});
         }
@@ -310,11 +438,11 @@ private:
         c.modelFwdFlops = flops;
         c.matmul = true;
         if (col) {
-          columnInput(c, in, attend ? "head input" : "column-parallel input");
+          columnInput(c, in, attend ? "head input" : "column-parallel input", !lora());
           split[out] = Split::Feature;
           flops /= t;
         } else if (row) {
-          split[out] = rowOutput(c, int64_t(n), "row-parallel output");
+          split[out] = rowOutput(c, int64_t(n), "row-parallel output", needsGrad[in] || trains(w));
           flops /= t;
         } else {
           split[out] = split[in];
@@ -325,8 +453,12 @@ private:
         double inStored = col && split[in] == Split::Replicated ? tokens * k : elems(in);
         c.fwdBytes = inStored * act + elems(out) * act + wBytes;
         c.bwdBytes = 2 * c.fwdBytes;
+        double modelBwd = 0;
+        bool keeps = fineTune(c, w, split[in], tokens, k, n, flops, c.bwdFlops, modelBwd);
+        if (lora())
+          c.modelBwdFlops = modelBwd;
         // Matmuls reading the same value (SwiGLU's gate and up) keep it once.
-        c.saved = savedInputs.insert(in).second ? inStored * storedAct : 0;
+        c.saved += keeps && savedInputs.insert(in).second ? inStored * storedAct : 0;
         c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
         if (producedByElementwise(in)) {
           c.selectiveFlops = cal.elementwiseFlops * inStored;
@@ -347,8 +479,9 @@ private:
         double div = heads ? double(t) : 1.0;
         double coreRun = (op.causal ? 0.5 : 1.0) * core / div;
         if (heads) {
-          columnInput(c, in, "attention input");
-          split[out] = rowOutput(c, int64_t(dm), "attention output");
+          int qkvW = op.params[0], outW = op.params[op.params.size() == 4 ? 2 : 1];
+          columnInput(c, in, "attention input", !lora());
+          split[out] = rowOutput(c, int64_t(dm), "attention output", needsGrad[in] || trains(qkvW) || trains(outW));
         } else {
           split[out] = split[in];
         }
@@ -360,8 +493,19 @@ private:
         double wBytes = (dm * qkv + dm * dm) * paramBytes / div;
         c.fwdBytes = (inStored + qkvE + 2 * attnOut + elems(out)) * act + wBytes;
         c.bwdBytes = 2 * c.fwdBytes;
-        c.saved = (inStored + qkvE + attnOut) * storedAct + lse;
-        c.savedSelective = (inStored + qkvE) * storedAct;
+        // Under `adapt`, each projection as a matmul of its own (fineTune): the input
+        // kept for c_attn's weight gradient, the attention's output for c_proj's.
+        double inProj = 2 * tokens * dm * qkv / div, outProj = 2 * tokens * dm * dm / div;
+        double modelBwd = 2 * core, bwdIn = 2 * inProj, bwdOut = 2 * outProj;
+        bool keepIn = fineTune(c, op.params[0], split[in], tokens, dm, qkv, inProj, bwdIn, modelBwd);
+        bool keepOut = fineTune(c, op.params[op.params.size() == 4 ? 2 : 1], heads ? Split::Feature : split[in], tokens,
+                                dm, dm, outProj, bwdOut, modelBwd);
+        if (lora()) {
+          c.bwdFlops = bwdIn + bwdOut + 2.5 * coreRun;
+          c.modelBwdFlops = modelBwd;
+        }
+        c.saved += ((keepIn ? inStored : 0) + qkvE + (keepOut ? attnOut : 0)) * storedAct + lse;
+        c.savedSelective += ((keepIn ? inStored : 0) + qkvE) * storedAct;
         c.selectiveFlops = coreRun;
         c.selectiveBytes = (qkvE + attnOut) * act;
         break;
@@ -426,6 +570,8 @@ private:
       if (!c.savedSelective && c.saved && op.kind != OpKind::Attend && op.kind != OpKind::Linear &&
           op.kind != OpKind::Attention)
         c.savedSelective = c.saved;
+      if (c.modelBwdFlops < 0)
+        c.modelBwdFlops = 2 * c.modelFwdFlops;
     }
   }
 
@@ -464,25 +610,39 @@ private:
         if (paramUnit[pr] == -2)
           paramUnit[pr] = opUnit[i];
     rankReplicatedElems.assign(p, 0);
+    rankFrozenBytes.assign(p, 0);
+    rankQuantizedBytes.assign(p, 0);
+    std::vector<int64_t> rankDequantized(p, 0); // the largest quantized weight, fp32
+    std::map<int, int64_t> unitTrained, unitFrozen;
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
-      int64_t n = localElems(int(pr));
-      bool whole = n == model.params[pr].numElements();
+      int i = int(pr);
+      std::vector<int64_t> pieces = trainedPieces(i);
+      std::vector<bool> whole = trainedWhole(i);
+      int64_t trained = trainedElems(i), frozen = frozenBytes(i);
       for (int r : paramRanks[pr]) {
-        rankElems[r] += n;
-        if (whole)
-          rankReplicatedElems[r] += n;
+        rankElems[r] += trained;
+        for (size_t k = 0; k < pieces.size(); ++k)
+          if (whole[k])
+            rankReplicatedElems[r] += pieces[k];
+        rankFrozenBytes[r] += frozen;
+        if (quantized(i)) {
+          rankQuantizedBytes[r] += frozen;
+          rankDequantized[r] = std::max(rankDequantized[r], 4 * localElems(i));
+        }
       }
       LayerRow &row = units[paramUnit[pr]];
-      row.paramElements += n;
+      row.paramElements += localElems(i);
+      unitTrained[paramUnit[pr]] += trained;
+      unitFrozen[paramUnit[pr]] += frozen;
     }
     int64_t largestUnit = 0;
     for (auto &[u, row] : units) {
       row.name = unitName(u);
-      largestUnit = std::max(largestUnit, row.paramElements);
+      largestUnit = std::max(largestUnit, unitTrained[u]);
     }
 
     // Activations per micro-batch, per rank and per unit.
-    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
+    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0), inFlightGrads(p, 0);
     std::map<int, double> unitAct;
     std::map<int, int> unitRank;
     std::map<int, double> unitInput; // the unit's input, for full recompute
@@ -506,6 +666,11 @@ private:
         actRank[opRank[i]] += bytes;
       }
       logitsRank[opRank[i]] += c.logits;
+      // An op's backward holds its output's gradient and makes its input's (fp32).
+      if (!ops[i].operands.empty() && typeOf(ops[i].operands[0]).kind == ValueType::Kind::Hidden &&
+          typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
+        inFlightGrads[opRank[i]] =
+            std::max(inFlightGrads[opRank[i]], 4 * (elems(ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
     }
     if (l.recompute == sema::Recompute::Full)
       for (auto &[u, bytes] : unitInput) {
@@ -532,7 +697,7 @@ private:
       Memory &mem = e.perRank[r];
       int64_t n = rankElems[r];
       int64_t shard = d > 1 ? (n + d - 1) / d : n;
-      mem.params = int64_t((l.zero >= 3 ? shard : n) * paramBytes);
+      mem.params = int64_t((l.zero >= 3 ? shard : n) * paramBytes) + rankFrozenBytes[r];
       mem.grads = int64_t((l.zero >= 2 ? shard : n) * gradBytes);
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
@@ -548,17 +713,25 @@ private:
         // The backward pass starts with the cross-entropy's gradient beside them.
         bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsRank[r]))});
       }
+      // Then, with nearly every activation still kept, each op's gradients: more than the
+      // logits' where the MLP is wider than the vocabulary.
+      double grads = inFlightGrads[r] - 2 * logitsRank[r];
+      if (grads > 0)
+        bufs.push_back({"an op's gradients in the backward pass (fp32)", int64_t(std::llround(grads))});
       // And ends holding every parameter's gradient (added to the gradient buffer once
       // the pass is done, plan-train-abi) beside its first layer's activations: more than
       // its start when the activations are small next to the parameters. (An upper
       // bound: a pipeline stage's measured peak is below it, docs/EXPLAIN.md §10.)
       double end = 4.0 * double(n) + firstAct[r];
-      double start = double(mem.activations) + 2 * logitsRank[r];
+      double start = double(mem.activations) + std::max(2 * logitsRank[r], inFlightGrads[r]);
       if (end > start)
         bufs.push_back(
             {"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
+      // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
+      if (rankDequantized[r] > 0)
+        bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
-      heldBeyondModelStates(n, shard, mem, bufs);
+      heldBeyondModelStates(n, shard, mem.params - rankFrozenBytes[r], mem, bufs);
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
@@ -574,14 +747,16 @@ private:
       }
     }
     e.perDevice = e.perRank[e.worstRank];
+    countTrained(e);
     for (auto &[u, row] : units) {
-      row.memory.params = int64_t(row.paramElements * paramBytes);
-      row.memory.grads = int64_t(row.paramElements * gradBytes);
-      row.memory.optimizer = int64_t(row.paramElements * optBytes);
+      int64_t trained = unitTrained[u];
+      row.memory.params = int64_t(trained * paramBytes) + unitFrozen[u];
+      row.memory.grads = int64_t(trained * gradBytes);
+      row.memory.optimizer = int64_t(trained * optBytes);
       if (d > 1) {
-        int64_t shard = (row.paramElements + d - 1) / d;
+        int64_t shard = (trained + d - 1) / d;
         if (l.zero >= 3)
-          row.memory.params = int64_t(shard * paramBytes);
+          row.memory.params = int64_t(shard * paramBytes) + unitFrozen[u];
         if (l.zero >= 2)
           row.memory.grads = int64_t(shard * gradBytes);
         if (l.zero >= 1)
@@ -594,8 +769,20 @@ private:
     tiedElems = 0;
     for (size_t pr = 0; pr < model.params.size(); ++pr)
       if (paramRanks[pr].size() > 1)
-        tiedElems += localElems(int(pr));
+        tiedElems += trainedElems(int(pr));
     largestUnitElems = largestUnit;
+  }
+  /// The trained, frozen and quantized parameters (whole), and the worst rank's frozen bytes.
+  void countTrained(Estimate &e) const {
+    e.frozenBytes = rankFrozenBytes[e.worstRank];
+    e.quantizedBytes = rankQuantizedBytes[e.worstRank];
+    for (size_t pr = 0; pr < model.params.size(); ++pr) {
+      const sema::Parameter &param = model.params[pr];
+      int64_t whole = lora() && adapted(int(pr)) ? l.adapt.rank * (param.shape[0] + param.shape[1]) : 0;
+      e.trainableParams += lora() ? whole : param.numElements();
+      e.frozenParams += lora() ? param.numElements() : 0;
+      e.quantizedParams += quantized(int(pr)) ? param.numElements() : 0;
+    }
   }
   /// What this version's executables hold beyond the model states of the ZeRO paper
   /// (params, grads and optimizer above, with mixed precision's fp32 master copy in the
@@ -604,10 +791,12 @@ private:
   /// ZeRO-2 and 3 the gradients of each micro-batch before their reduce-scatter — and,
   /// under ZeRO, the update's parameter and gradient shards in fp32 beside Adam's two
   /// moments. The rows add up to that state minus the model states.
-  void heldBeyondModelStates(int64_t n, int64_t shard, const Memory &mem, std::vector<BufferRow> &bufs) const {
+  /// `trainedParams`: the parameters' bytes less the frozen base's.
+  void heldBeyondModelStates(int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
+                             std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
     int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard + 8 * shard : 8 * n);
-    int64_t extra = held - (mem.params + mem.grads + mem.optimizer);
+    int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
     auto add = [&](const char *name, int64_t bytes) {
       bytes = std::min(bytes, extra);
       if (bytes > 0) {
@@ -623,7 +812,8 @@ private:
                                              : "parameters and gradients kept in fp32, and the update's shards",
         extra);
   }
-  std::vector<int64_t> rankParamElems, rankReplicatedElems;
+  std::vector<int64_t> rankParamElems, rankReplicatedElems; ///< trained elements
+  std::vector<int64_t> rankFrozenBytes, rankQuantizedBytes;  ///< under `adapt`
   std::vector<std::set<int>> paramRanks; ///< the pipeline ranks that hold each parameter
   int64_t tiedElems = 0, largestUnitElems = 0;
   int64_t replicatedElems(int64_t rank) const { return rankReplicatedElems[rank]; }
@@ -678,8 +868,9 @@ private:
   }
 
   /// Each op's compute and tensor-parallel collectives per micro-batch, on the pipeline
-  /// rank that runs it (rt), with the forward FLOPs of the model and of the hardware.
-  void opTimes(std::vector<RankTime> &rt, double &modelFwd, double &hardware) {
+  /// rank that runs it (rt), with the model FLOPs (forward and backward) and the
+  /// hardware's.
+  void opTimes(std::vector<RankTime> &rt, double &modelFlops, double &hardware) {
     const auto &ops = model.ops;
     std::set<size_t> notRepeated = notRepeatedOps();
     bool full = l.recompute == sema::Recompute::Full;
@@ -687,7 +878,7 @@ private:
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpCost &c = costs[i];
       RankTime &r = rt[opRank[i]];
-      modelFwd += c.modelFwdFlops;
+      modelFlops += c.modelFwdFlops + c.modelBwdFlops;
       double f = roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
       double bw = roofline(c.bwdFlops, c.bwdBytes, c.matmul, r);
       double hw = c.fwdFlops + c.bwdFlops;
@@ -741,10 +932,11 @@ private:
     std::vector<bool> decayed;
     for (size_t k = 0; k < model.params.size(); ++k) {
       size_t pr = reverse ? model.params.size() - 1 - k : k;
-      if (paramRanks[pr].count(int(commRank))) {
-        owned.push_back((localElems(int(pr)) + 15) / 16 * 16);
-        decayed.push_back(model.params[pr].shape.size() >= 2);
-      }
+      if (paramRanks[pr].count(int(commRank)))
+        for (int64_t n : trainedPieces(int(pr))) {
+          owned.push_back((n + 15) / 16 * 16);
+          decayed.push_back(lora() || model.params[pr].shape.size() >= 2);
+        }
     }
     std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
     Buckets out;
@@ -783,10 +975,11 @@ private:
       std::vector<int64_t> counts;
       std::vector<bool> decay;
       for (size_t pr = 0; pr < model.params.size(); ++pr)
-        if (paramRanks[pr].count(int(commRank))) {
-          counts.push_back(localElems(int(pr)));
-          decay.push_back(model.params[pr].shape.size() >= 2);
-        }
+        if (paramRanks[pr].count(int(commRank)))
+          for (int64_t n : trainedPieces(int(pr))) {
+            counts.push_back(n);
+            decay.push_back(lora() || model.params[pr].shape.size() >= 2); // adapters are matrices
+          }
       flat = training::flatLayout(counts, decay, d);
     }
     // Emulated precision on the CPU keeps f32 buffers, and communicates them.
@@ -916,8 +1109,8 @@ private:
 
   void time(Estimate &e) {
     std::vector<RankTime> rt(p);
-    double modelFwd = 0, hardware = 0;
-    opTimes(rt, modelFwd, hardware);
+    double modelFlops = 0, hardware = 0;
+    opTimes(rt, modelFlops, hardware);
     // Pipeline sends: activations forward, gradients backward, at each of v boundaries.
     double boundary = double(b) * s * width * act / (l.sequence && t > 1 ? t : 1);
     if (p > 1) {
@@ -968,8 +1161,9 @@ private:
     e.stepSeconds = pipelined + dpExposed + pipelineSums + tensorStep + e.optimizerSeconds;
     double tokens = double(l.batch) * double(l.seq);
     e.tokensPerSecond = tokens / e.stepSeconds;
-    // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention.
-    e.modelFlopsPerStep = 3 * modelFwd * double(mb) * double(d) / 1.0;
+    // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention; under
+    // `adapt`, a frozen weight's backward computes the input gradient alone (2 ×).
+    e.modelFlopsPerStep = modelFlops * double(mb) * double(d);
     e.hardwareFlopsPerStep = hardware * double(mb) * double(d) * double(t);
     e.mfu = e.modelFlopsPerStep / (e.stepSeconds * double(mesh.devices()) * peak);
 

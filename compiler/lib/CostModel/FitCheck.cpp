@@ -14,9 +14,7 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
       continue;
     const sema::Mesh &mesh = program.meshes[t.mesh];
     const sema::Model &model = program.models[t.model];
-    // The cost model does not model adapters over a frozen base (it would count every
-    // parameter's gradient and optimizer state): such plans are not held to it.
-    if (!mesh.memoryBytes || t.adapt.rank > 0)
+    if (!mesh.memoryBytes)
       continue;
     sema::Layout layout = sema::layoutOf(t);
     cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh));

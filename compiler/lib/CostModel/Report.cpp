@@ -71,13 +71,29 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   os << "; zero " << l.zero << "; " << sema::precisionName(l.precision) << "; recompute "
      << sema::recomputeName(l.recompute) << (l.sequence ? "; sequence parallel" : "") << "\n";
   os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x " << l.microBatches()
-     << " micro-batches; seq " << l.seq << "\n\n";
+     << " micro-batches; seq " << l.seq << "\n";
+  if (l.adapt.rank > 0) {
+    os << "fine-tuning: LoRA rank " << l.adapt.rank << " on " << l.adapt.matrices.size() << " weights: "
+       << e.trainableParams << " parameters train, " << e.frozenParams << " are frozen";
+    if (l.adapt.nf4Block > 0)
+      os << " (" << e.quantizedParams << " stored as NF4, block " << l.adapt.nf4Block
+         << (l.adapt.nf4Double ? ", double quantization" : "") << ")";
+    os << "\n";
+  }
+  os << "\n";
 
   os << "memory per device (pipeline rank " << e.worstRank << ", the largest):\n";
   auto row = [&](const char *name, int64_t bytes) {
     os << llvm::formatv("  {0,-14} {1,14}\n", name, formatBytes(double(bytes)));
   };
   row("parameters", e.perDevice.params);
+  if (l.adapt.rank > 0) {
+    // The frozen base, and its NF4 part, are in the parameters' bytes.
+    os << llvm::formatv("    {0,-12} {1,14}\n", "trainable", formatBytes(double(e.perDevice.params - e.frozenBytes)));
+    os << llvm::formatv("    {0,-12} {1,14}\n", "frozen", formatBytes(double(e.frozenBytes - e.quantizedBytes)));
+    if (l.adapt.nf4Block > 0)
+      os << llvm::formatv("    {0,-12} {1,14}\n", "quantized", formatBytes(double(e.quantizedBytes)));
+  }
   row("gradients", e.perDevice.grads);
   row("optimizer", e.perDevice.optimizer);
   row("activations", e.perDevice.activations);
@@ -164,6 +180,16 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
       {"mesh", mesh.name},
       {"devices", e.devices},
       {"params", e.params},
+      {"adapt", l.adapt.rank > 0 ? llvm::json::Value(Object{{"rank", l.adapt.rank},
+                                                            {"nf4_block", l.adapt.nf4Block},
+                                                            {"nf4_double", l.adapt.nf4Block > 0 && l.adapt.nf4Double},
+                                                            {"trainable_params", e.trainableParams},
+                                                            {"frozen_params", e.frozenParams},
+                                                            {"quantized_params", e.quantizedParams},
+                                                            {"trainable_bytes", e.perDevice.params - e.frozenBytes},
+                                                            {"frozen_bytes", e.frozenBytes - e.quantizedBytes},
+                                                            {"quantized_bytes", e.quantizedBytes}})
+                                 : llvm::json::Value(nullptr)},
       {"layout", Object{{"data", l.data},
                         {"tensor", l.tensor},
                         {"pipeline", l.pipeline},

@@ -209,12 +209,9 @@ private:
         blockSizes[a.getArgNumber()] = blocks;
       v = bias.getX();
     }
-    // LoRA (plan-lora): x·W + s·((x·a)·b); b's columns are packed as W's.
+    // LoRA (plan-lora): x·W + (s·(x·a))·b; b's columns are packed as W's.
     if (auto add = v.getDefiningOp<nn::AddOp>()) {
-      Value update = add.getRhs();
-      if (auto scale = update.getDefiningOp<nn::ScaleOp>())
-        update = scale.getX();
-      auto up = update.getDefiningOp<nn::MatmulOp>();
+      auto up = add.getRhs().getDefiningOp<nn::MatmulOp>();
       auto b = up ? dyn_cast<BlockArgument>(up.getW()) : BlockArgument();
       if (!b)
         return unsupported(op, "its packed q, k, v are a sum that is not a low-rank update of a matmul");

@@ -94,7 +94,8 @@ struct PlanLoRA : plan::impl::PlanLoRABase<PlanLoRA> {
     return success();
   }
 
-  /// y = x·W becomes y + scale·((x·a)·b), with a and b new trainable arguments.
+  /// y = x·W becomes y + (scale·(x·a))·b, with a and b new trainable arguments: scaled
+  /// at rank width, so that neither pass makes a scaled copy of an output-wide value.
   void addAdapter(OpBuilder &b, func::FuncOp f, nn::MatmulOp m, BlockArgument w, StringRef path, int64_t rank,
                   double scale) {
     auto wt = cast<RankedTensorType>(w.getType());
@@ -124,9 +125,9 @@ struct PlanLoRA : plan::impl::PlanLoRABase<PlanLoRA> {
     shape.back() = rank;
     auto xat = RankedTensorType::get(shape, yt.getElementType());
     Value xa = nn::MatmulOp::create(b, loc, xat, m.getX(), a, /*transpose_w=*/false);
-    Value xab = nn::MatmulOp::create(b, loc, yt, xa, bm, /*transpose_w=*/false);
-    Value scaled = nn::ScaleOp::create(b, loc, yt, xab, b.getF64FloatAttr(scale));
-    Value sum = nn::AddOp::create(b, loc, yt, m.getResult(), scaled);
+    Value scaled = nn::ScaleOp::create(b, loc, xat, xa, b.getF64FloatAttr(scale));
+    Value update = nn::MatmulOp::create(b, loc, yt, scaled, bm, /*transpose_w=*/false);
+    Value sum = nn::AddOp::create(b, loc, yt, m.getResult(), update);
     m.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
   }
 };

@@ -303,14 +303,6 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
     return 1;
   }
   const sema::Train &t = *trains.front();
-  if (t.adapt.rank > 0) {
-    // The cost model counts every parameter as trained: its memory, communication and
-    // time would be wrong for adapters over a frozen base.
-    llvm::errs() << "planc: error: train '" << t.name
-                 << "' fine-tunes adapters ('adapt'), which 'planc explain' does not model in this version of "
-                    "planc (it would count gradients, optimizer state and communication for every parameter)\n";
-    return 1;
-  }
   const sema::Model &model = program->models[t.model];
   const sema::Mesh &mesh = program->meshes[t.mesh];
   sema::Layout layout = sema::layoutOf(t);

@@ -81,6 +81,12 @@ struct TraceEvent {
 
 struct Estimate {
   int64_t params = 0;        ///< model parameters
+  /// Fine-tuning (`adapt`): the adapters' elements, which train, and the model's, which
+  /// are frozen, of them those stored as NF4 (`quantize`); without `adapt` every
+  /// parameter trains. The frozen base's bytes on the worst rank, and their NF4 part, are
+  /// in perDevice.params.
+  int64_t trainableParams = 0, frozenParams = 0, quantizedParams = 0;
+  int64_t frozenBytes = 0, quantizedBytes = 0;
   int64_t maxRankParams = 0; ///< the most parameter elements a device holds whole (its stage's, its tensor share)
   int64_t devices = 0;
   int worstRank = 0;           ///< pipeline rank with the largest memory total
@@ -133,7 +139,8 @@ struct SearchOptions {
 
 /// Whether this version of planc builds an executable for a layout it estimated: not
 /// the interleaved schedule (plan-train-abi), nor a data-parallel collective of more
-/// than training::kMaxCollectiveFloats (plan-schedule).
+/// than training::kMaxCollectiveFloats (plan-schedule), nor adapters under ZeRO-3 or a
+/// pipeline, nor NF4 with a tensor axis.
 bool buildable(const sema::Layout &layout, const Estimate &estimate);
 
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,

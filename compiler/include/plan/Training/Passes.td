@@ -75,7 +75,7 @@ def PlanLoRA : Pass<"plan-lora", "mlir::ModuleOp"> {
     For each `plan.train @t` with `adapt` (`adapt = lora(rank: R, alpha: A, …)`),
     whose model has been expanded to nn: `@t_lora`, a copy of the model in which
     every weight matrix `W` named in `adapt.matrices` is read as
-    `x·W + (A/R)·((x·a)·b)` — `a` [in, R] (`<path>.lora_a`, uniform in ±1/√in
+    `x·W + ((A/R)·(x·a))·b` — `a` [in, R] (`<path>.lora_a`, uniform in ±1/√in
     from the seed, as PEFT) and `b` [R, out] (`<path>.lora_b`, zeros, so the
     first step's loss is the base model's) new arguments marked `nn.param` — and
     every argument of the original model is marked `nn.frozen` instead: no

@@ -33,6 +33,16 @@ struct Layout {
   int64_t batch = 1, micro = 1, seq = 1;
   /// Logical dims split over the tensor axis (vocab, qkv, heads, mlp by default).
   std::set<std::string> tensorDims;
+  /// Fine-tuning (`adapt`, `quantize`): LoRA adapters of `rank` on the weights in
+  /// `matrices`, every parameter of the model frozen; the weights in `quantized` stored
+  /// as NF4 in blocks of `nf4Block` (0: none), double-quantized if `nf4Double`. rank 0:
+  /// every parameter trains.
+  struct {
+    int64_t rank = 0;
+    std::set<std::string> matrices, quantized;
+    int64_t nf4Block = 0;
+    bool nf4Double = true;
+  } adapt;
 
   int64_t devices() const { return data * tensor * pipeline; }
   /// Micro-batches per optimizer step per pipeline: batch / (micro × data).
