@@ -84,6 +84,7 @@ inline constexpr char path[] = "path";
 inline constexpr char pipeline[] = "pipeline";
 inline constexpr char plan[] = "plan";
 inline constexpr char precision[] = "precision";
+inline constexpr char qkv[] = "qkv";
 inline constexpr char rank[] = "rank";
 inline constexpr char replica[] = "replica";
 inline constexpr char schedule[] = "schedule";

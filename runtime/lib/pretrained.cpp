@@ -216,13 +216,30 @@ planrt_status Pretrained::convert(const planrt_tensor &t, const std::string &nam
   return toF32(t, described, dst);
 }
 
+std::vector<std::string> hfLlamaModules(const std::string &module) {
+  static const std::regex layer(R"(layers\.(\d+)\.(attention|feed_forward)\.(c_attn|c_proj|gate|up|down))");
+  std::smatch m;
+  if (module == "output")
+    return {"lm_head"};
+  if (!std::regex_match(module, m, layer))
+    return {};
+  std::string at = "model.layers." + m[1].str() + ".", leaf = m[3].str();
+  if (m[2].str() == "attention" && leaf == "c_attn")
+    return {at + "self_attn.q_proj", at + "self_attn.k_proj", at + "self_attn.v_proj"};
+  if (m[2].str() == "attention" && leaf == "c_proj")
+    return {at + "self_attn.o_proj"};
+  if (m[2].str() == "feed_forward" && (leaf == "gate" || leaf == "up" || leaf == "down"))
+    return {at + "mlp." + leaf + "_proj"};
+  return {};
+}
+
 planrt_status Pretrained::readHf(const std::string &name, const std::vector<int64_t> &shape, float *dst) const {
   // GPT-2: planc's names are GPT2LMHeadModel's without its `transformer.` prefix.
   for (const char *prefix : {"transformer.", "model."})
     if (const planrt_tensor *t = find(prefix + name))
       return convert(*t, name, shape, dst);
   // Llama: Meta's module names (planc's llama family) onto LlamaForCausalLM's.
-  static const std::regex layer(R"(layers\.(\d+)\.(.+))");
+  static const std::regex norm(R"(layers\.(\d+)\.(attention|ffn)_norm\.weight)");
   std::smatch m;
   std::string direct;
   std::vector<std::string> transposed;
@@ -230,21 +247,12 @@ planrt_status Pretrained::readHf(const std::string &name, const std::vector<int6
     direct = "model.embed_tokens.weight";
   } else if (name == "norm.weight") {
     direct = "model.norm.weight";
-  } else if (name == "output.weight") {
-    transposed = {"lm_head.weight"};
-  } else if (std::regex_match(name, m, layer)) {
-    std::string at = "model.layers." + m[1].str() + ".", rest = m[2].str();
-    if (rest == "attention_norm.weight")
-      direct = at + "input_layernorm.weight";
-    else if (rest == "ffn_norm.weight")
-      direct = at + "post_attention_layernorm.weight";
-    else if (rest == "attention.c_attn.weight")
-      transposed = {at + "self_attn.q_proj.weight", at + "self_attn.k_proj.weight", at + "self_attn.v_proj.weight"};
-    else if (rest == "attention.c_proj.weight")
-      transposed = {at + "self_attn.o_proj.weight"};
-    else if (rest == "feed_forward.gate.weight" || rest == "feed_forward.up.weight" ||
-             rest == "feed_forward.down.weight")
-      transposed = {at + "mlp." + rest.substr(13, rest.size() - 13 - 7) + "_proj.weight"};
+  } else if (std::regex_match(name, m, norm)) {
+    direct = "model.layers." + m[1].str() +
+             (m[2].str() == "attention" ? ".input_layernorm.weight" : ".post_attention_layernorm.weight");
+  } else if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
+    for (const std::string &module : hfLlamaModules(name.substr(0, name.size() - 7)))
+      transposed.push_back(module + ".weight");
   }
   if (!direct.empty()) {
     const planrt_tensor *t = find(direct);

@@ -73,6 +73,13 @@ private:
 /// dtype other than F32, BF16 or F16.
 planrt_status toF32(const planrt_tensor &t, const std::string &file, float *dst);
 
+/// The modules of Hugging Face's LlamaForCausalLM a llama-family weight of planc is made
+/// of, by its module path (its name without `.weight`): `layers.3.attention.c_attn` is
+/// `model.layers.3.self_attn.q_proj`, `…k_proj` and `…v_proj` (their rows stacked as its
+/// columns), `layers.3.feed_forward.gate` `model.layers.3.mlp.gate_proj`, `output`
+/// `lm_head`; empty for any other name.
+std::vector<std::string> hfLlamaModules(const std::string &module);
+
 } // namespace planrt::train
 
 #endif // PLANRT_LIB_PRETRAINED_H

@@ -146,40 +146,73 @@ planrt_status Trainer::exportMerged(const std::string &file, const std::vector<W
   return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
 }
 
+std::vector<Trainer::PeftModule> Trainer::peftModules(const Param &b) const {
+  std::string module = b.name.substr(0, b.name.size() - std::string(".lora_b").size());
+  int64_t out = b.fullShape[1];
+  if (module.rfind("layers.", 0) != 0 && module != "output") // GPT-2: Conv1D modules
+    return {{"transformer." + module, 0, out}};
+  std::vector<std::string> hf = hfLlamaModules(module);
+  if (hf.size() == 1)
+    return {{hf[0], 0, out}};
+  if (hf.size() != 3 || b.qkv.size() != 3)
+    return {};
+  return {{hf[0], 0, b.qkv[0]}, {hf[1], b.qkv[0], b.qkv[1]}, {hf[2], b.qkv[0] + b.qkv[1], b.qkv[2]}};
+}
+
 planrt_status Trainer::checkPeftNames() const {
   for (const Param &p : m.params)
-    if (p.adapts.rfind("layers.", 0) == 0)
+    if (!p.adapts.empty() && p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_b") == 0 &&
+        peftModules(p).empty())
       return fail(PLANRT_ERR_ARG,
-                  "--export-adapters: '%s' adapts a llama-family weight, whose fused c_attn has no PEFT module of "
-                  "its own in this version of planc; --export FILE --merge writes the merged model",
-                  p.name.c_str());
+                  "--export-adapters: '%s' adapts '%s', which has no Hugging Face module of its own; "
+                  "--export FILE --merge writes the merged model",
+                  p.name.c_str(), p.adapts.c_str());
   return PLANRT_OK;
 }
 
 planrt_status Trainer::exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters) {
   // PEFT's layout: lora_A.weight [R, in] and lora_B.weight [out, R] (nn.Linear's [out, in]),
-  // under `base_model.model.` + the Hugging Face module path.
+  // under `base_model.model.` + the Hugging Face module path; a fused q/k/v projection's
+  // adapter is its three modules', lora_A shared and lora_B split by rows.
   if (planrt_status s = checkPeftNames())
     return s;
-  std::vector<std::string> names;
+  std::map<std::string, const WholeTensor *> byName;
+  for (const WholeTensor &t : adapters)
+    byName[t.p->name] = &t;
+  std::vector<std::string> names, modules;
   std::vector<std::vector<float>> store;
   std::vector<std::vector<int64_t>> shapes;
-  std::vector<std::string> modules;
-  for (const WholeTensor &t : adapters) {
-    const Param &p = *t.p;
-    bool isA = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_a") == 0;
-    std::string module = p.name.substr(0, p.name.size() - 7);
-    int64_t rows = p.fullShape[0], cols = p.fullShape[1];
-    std::vector<float> tr(size_t(rows * cols));
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        tr[size_t(j * rows + i)] = t.data[0][i * cols + j];
-    names.push_back("base_model.model.transformer." + module + (isA ? ".lora_A.weight" : ".lora_B.weight"));
-    store.push_back(std::move(tr));
-    shapes.push_back({cols, rows});
-    std::string leaf = module.substr(module.find_last_of('.') + 1);
-    if (std::find(modules.begin(), modules.end(), leaf) == modules.end())
-      modules.push_back(leaf);
+  bool llama = false;
+  auto add = [&](const std::string &name, std::vector<float> data, int64_t rows, int64_t cols) {
+    names.push_back(name);
+    store.push_back(std::move(data));
+    shapes.push_back({rows, cols});
+  };
+  for (const WholeTensor &bt : adapters) {
+    const Param &b = *bt.p;
+    if (b.name.size() <= 7 || b.name.compare(b.name.size() - 7, 7, ".lora_b") != 0)
+      continue;
+    std::string module = b.name.substr(0, b.name.size() - 7);
+    auto at = byName.find(module + ".lora_a");
+    if (at == byName.end())
+      return fail(PLANRT_ERR_MISMATCH, "--export-adapters: '%s' has no '%s.lora_a'", b.name.c_str(), module.c_str());
+    int64_t in = at->second->p->fullShape[0], rank = b.fullShape[0], out = b.fullShape[1];
+    const float *a = at->second->data[0], *bv = bt.data[0];
+    for (const PeftModule &pm : peftModules(b)) {
+      std::vector<float> A(size_t(rank * in)), B(size_t(pm.count * rank));
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t r = 0; r < rank; ++r)
+          A[size_t(r * in + i)] = a[i * rank + r];
+      for (int64_t r = 0; r < rank; ++r)
+        for (int64_t j = 0; j < pm.count; ++j)
+          B[size_t(j * rank + r)] = bv[r * out + pm.first + j];
+      add("base_model.model." + pm.name + ".lora_A.weight", std::move(A), rank, in);
+      add("base_model.model." + pm.name + ".lora_B.weight", std::move(B), pm.count, rank);
+      std::string leaf = pm.name.substr(pm.name.find_last_of('.') + 1);
+      if (std::find(modules.begin(), modules.end(), leaf) == modules.end())
+        modules.push_back(leaf);
+      llama = llama || pm.name.rfind("transformer.", 0) != 0;
+    }
   }
   std::vector<planrt_tensor> tensors;
   for (size_t i = 0; i < names.size(); ++i)
@@ -195,7 +228,7 @@ planrt_status Trainer::exportAdapters(const std::string &file, const std::vector
                                    {"lora_alpha", m.adapt.alpha},
                                    {"lora_dropout", 0.0},
                                    {"target_modules", modules},
-                                   {"fan_in_fan_out", true},
+                                   {"fan_in_fan_out", !llama}, // GPT-2's Conv1D is [in, out]
                                    {"bias", "none"}};
   std::string dir = file.find_last_of('/') == std::string::npos ? "." : file.substr(0, file.find_last_of('/'));
   std::string path = dir + "/adapter_config.json", tmp = path + ".tmp";

@@ -141,6 +141,18 @@ Param readParam(const json &pj, std::string where, const Manifest &m, int64_t en
     p.index = integer(pj, key::index, where, 0, kMaxDim);
   if (pj.contains(key::adapts))
     p.adapts = text(pj, key::adapts, where);
+  if (pj.contains(key::qkv)) {
+    const json &q = pj[key::qkv];
+    int64_t sum = 0;
+    for (const json &w : q.is_array() ? q : json::array()) {
+      if (!w.is_number_integer() || w.get<int64_t>() < 1)
+        throw Malformed{where + ".qkv holds " + w.dump() + ", not a width"};
+      p.qkv.push_back(w.get<int64_t>());
+      sum += p.qkv.back();
+    }
+    if (p.qkv.size() != 3 || p.fullShape.size() != 2 || sum != p.fullShape[1])
+      throw Malformed{where + ".qkv is not three widths that make up its columns"};
+  }
   if (pj.contains(key::replica)) {
     if (!pj[key::replica].is_boolean())
       throw Malformed{where + ".replica is not true or false"};

@@ -37,8 +37,10 @@ struct Param {
   /// stream), and whether it is a copy of one an earlier stage owns (a tied embedding).
   int64_t index = -1;
   bool replica = false;
-  /// A LoRA adapter: the path of the weight it adapts (`h.0.attn.c_attn.weight`).
+  /// A LoRA adapter: the path of the weight it adapts (`h.0.attn.c_attn.weight`); for the b
+  /// of a fused q, k, v projection, the widths of q, k and v in its columns.
   std::string adapts;
+  std::vector<int64_t> qkv;
   /// A QLoRA base matrix (frozen): stored as NF4 in `floats` floats at `offset`
   /// (planrt_nf4.h), in blocks of `block`, double-quantized if `dbl`; block 0: as floats.
   struct {

@@ -217,7 +217,15 @@ private:
   /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
   planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
                              std::vector<float> base);
-  /// Whether every adapter has a PEFT module name (the llama family's fused c_attn has none).
+  /// A Hugging Face module an adapter's b ([R, out]) stands for, and its columns of b.
+  struct PeftModule {
+    std::string name;
+    int64_t first, count;
+  };
+  /// GPT-2's module under `transformer.`, or LlamaForCausalLM's (a fused c_attn's three,
+  /// split by the qkv widths plan-lora records); empty when it has none.
+  std::vector<PeftModule> peftModules(const Param &b) const;
+  /// Whether every adapter has a PEFT module name.
   planrt_status checkPeftNames() const;
   /// --export-adapters FILE: PEFT's safetensors and adapter_config.json.
   planrt_status exportAdapters(const std::string &file, const std::vector<WholeTensor> &adapters);

@@ -482,8 +482,8 @@ def parse_range(text):
     return int(first), int(count)
 
 
-def load_checkpoint_model(args):
-    model = model_from_args(args)
+def load_checkpoint_model(args, make_model=None):
+    model = (make_model or model_from_args)(args)
     tensors, meta = read_safetensors(args.ckpt)
     load_params(model, tensors, args.ckpt)
     if args.double:
@@ -491,8 +491,9 @@ def load_checkpoint_model(args):
     return model, meta
 
 
-def evaluate(args):
-    model, meta = load_checkpoint_model(args)
+def evaluate(args, make_model=None):
+    """Loss over data windows of a checkpoint (also llama_ref.py's, with its make_model)."""
+    model, meta = load_checkpoint_model(args, make_model)
     seq = args.seq or args.context
     data = TokenData(args.data, args.seed, args.vocab)
     if bool(args.windows) == bool(args.samples):
@@ -574,6 +575,18 @@ def add_model_args(p):
     p.add_argument("--double", action="store_true", help="compute in float64 (a tighter reference)")
 
 
+def add_eval_args(e):
+    """The data and windows of `eval` (also llama_ref.py's)."""
+    e.add_argument("--data", action="append", required=True)
+    e.add_argument("--seq", type=int, default=0)
+    e.add_argument("--windows", help="FIRST:COUNT evaluation windows (offsets 0, seq, 2 seq, … in file order)")
+    e.add_argument("--samples", help="FIRST:COUNT training samples (the seeded sampler)")
+    e.add_argument("--seed", type=int, default=1337)
+    e.add_argument("--micro", type=int, default=8, help="sequences per forward pass")
+    e.add_argument("--expect", type=float, help="fail unless the loss is within --rtol of this")
+    e.add_argument("--rtol", type=float, default=1e-4)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -590,14 +603,7 @@ def main(argv=None):
         add_model_args(e)
         e.add_argument("--ckpt", required=True, help="safetensors with every parameter (optimizer.* ignored)")
         if name == "eval":
-            e.add_argument("--data", action="append", required=True)
-            e.add_argument("--seq", type=int, default=0)
-            e.add_argument("--windows", help="FIRST:COUNT evaluation windows (offsets 0, seq, 2 seq, … in file order)")
-            e.add_argument("--samples", help="FIRST:COUNT training samples (the seeded sampler)")
-            e.add_argument("--seed", type=int, default=1337)
-            e.add_argument("--micro", type=int, default=8, help="sequences per forward pass")
-            e.add_argument("--expect", type=float, help="fail unless the loss is within --rtol of this")
-            e.add_argument("--rtol", type=float, default=1e-4)
+            add_eval_args(e)
         else:
             e.add_argument("--tokens", required=True, help="comma-separated token ids")
             e.add_argument("--targets", help="comma-separated targets: also print the mean cross-entropy")

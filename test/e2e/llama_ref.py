@@ -33,6 +33,8 @@ Command line:
       --steps 20 --lr 3e-3 --schedule cosine --warmup 5 --min-lr 3e-4 --clip 1.0 \\
       --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --seed 1337 --out losses.json \\
       [--grads-out grads.safetensors] [--final-out params.safetensors] [--double]
+  llama_ref.py eval --ckpt params.safetensors MODEL... --data val.bin --windows 0:4 --micro 2 \\
+      --seq 32 [--expect LOSS --rtol R]   (gpt_ref.py eval's loss, for this model)
   llama_ref.py forward --ckpt params.safetensors MODEL... --tokens 1,2,3 --out acts.safetensors
       (every layer's intermediate activations, for locating a disagreement)
 """
@@ -223,6 +225,12 @@ def main(argv=None):
     t.add_argument("--init", required=True, help="initial parameters (safetensors, planc names)")
     gpt_ref.add_train_args(t)
 
+    e = sub.add_parser("eval", help="loss over data windows of a checkpoint")
+    add_model_args(e)
+    e.add_argument("--ckpt", required=True, help="safetensors with every parameter, planc names")
+    e.add_argument("--context", type=int, default=64, help="the default --seq")
+    gpt_ref.add_eval_args(e)
+
     f = sub.add_parser("forward", help="intermediate activations of one token sequence")
     add_model_args(f)
     f.add_argument("--ckpt", required=True)
@@ -234,6 +242,8 @@ def main(argv=None):
         if args.cmd == "train":
             train(args, log=None if args.quiet else print)
             return 0
+        if args.cmd == "eval":
+            return gpt_ref.evaluate(args, make_model=model_from_args)
         return forward_cmd(args)
     except (FormatError, FileNotFoundError, ValueError) as e:
         print("llama_ref.py: error: %s" % e, file=sys.stderr)

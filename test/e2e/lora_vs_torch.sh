@@ -15,7 +15,9 @@
 # adapted ones are W + (alpha/rank)·a·b of the final adapters; the PEFT export's names,
 # shapes and adapter_config.json; the merged model, run by PyTorch's GPT-2 (gpt_ref.py eval), gives
 # the run's validation loss. Then a small Llama with adapters on c_attn, c_proj, gate, up and
-# down against the same reference over llama_ref.py's model: losses and adapter gradients.
+# down against the same reference over llama_ref.py's model: losses and adapter gradients; its
+# merged export gives its validation loss in llama_ref.py, and its PEFT export is under
+# Hugging Face's module names (the fused c_attn's adapter as q_proj's, k_proj's and v_proj's).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" lora-vs-torch "$@"
@@ -109,15 +111,65 @@ train tune_llama {
   mesh      = cpu1
   adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, gate, up, down])
   data      = tokens("data/train.bin")
+  val       = tokens("data/val.bin")
+  eval      { every: 10, batches: 2 }
 $(lora_keys)
   steps     = 10
 }
 EOF
 "$PLANC" build tune_llama.plan -o tune_llama >/dev/null
-./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
+mkdir -p llama_peft
+./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl \
+  --export llama_merged.safetensors --merge --export-adapters llama_peft/adapter_model.safetensors
 lora_ref llama_ref llama_init.safetensors c_attn,c_proj,gate,up,down 10 \
   --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128
 lora_compare llama.jsonl llama_grads.safetensors llama_ref 10
+echo "== the merged Llama in PyTorch gives the run's validation loss; the PEFT export"
+VAL=$("$PY" -c "import json; print([json.loads(l)['val_loss'] for l in open('llama.jsonl') if 'val_loss' in l][-1])")
+"$PY" "$HERE/llama_ref.py" eval --ckpt llama_merged.safetensors --depth 2 --heads 4 --kv-heads 2 --width 64 \
+  --hidden 128 --data "$WORK/data/val.bin" --windows 0:$((2 * MICRO)) --micro "$MICRO" --seq "$SEQ" \
+  --expect "$VAL" --rtol 1e-5
+HERE_DIR="$HERE" "$PY" - "$RANK" "$ALPHA" <<'EOF'
+# Hugging Face's Llama names each projection: the fused c_attn's adapter is q_proj's, k_proj's
+# and v_proj's, one lora_A shared and lora_B split by rows (4 heads and 2 kv heads of 16).
+# W_hf + (alpha/r)·B·A of each must be the merged export's columns, transposed.
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HERE_DIR"])
+from gpt_ref import read_safetensors
+rank, alpha = int(sys.argv[1]), float(sys.argv[2])
+peft, _ = read_safetensors("llama_peft/adapter_model.safetensors")
+init, _ = read_safetensors("llama_init.safetensors")
+merged, _ = read_safetensors("llama_merged.safetensors")
+cfg = json.load(open("llama_peft/adapter_config.json"))
+assert cfg["fan_in_fan_out"] is False and cfg["r"] == rank and cfg["lora_alpha"] == alpha, cfg
+assert sorted(cfg["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                "down_proj"]), cfg
+modules = {
+    "attention.c_attn": [("self_attn.q_proj", 0, 64), ("self_attn.k_proj", 64, 96), ("self_attn.v_proj", 96, 128)],
+    "attention.c_proj": [("self_attn.o_proj", 0, 64)],
+    "feed_forward.gate": [("mlp.gate_proj", 0, 128)],
+    "feed_forward.up": [("mlp.up_proj", 0, 128)],
+    "feed_forward.down": [("mlp.down_proj", 0, 64)],
+}
+seen = 0
+for layer in range(2):
+    for planc, parts in modules.items():
+        w = np.asarray(init["layers.%d.%s.weight" % (layer, planc)], np.float64)
+        m = np.asarray(merged["layers.%d.%s.weight" % (layer, planc)], np.float64)
+        for hf, lo, hi in parts:
+            name = "base_model.model.model.layers.%d.%s" % (layer, hf)
+            A = np.asarray(peft[name + ".lora_A.weight"], np.float64)
+            B = np.asarray(peft[name + ".lora_B.weight"], np.float64)
+            assert A.shape == (rank, w.shape[0]) and B.shape == (hi - lo, rank), (name, A.shape, B.shape)
+            want = m[:, lo:hi].T
+            got = w[:, lo:hi].T + alpha / rank * B @ A
+            err = np.max(np.abs(got - want)) / np.max(np.abs(want))
+            assert err < 1e-6, (name, err)
+            seen += 2
+assert seen == len(peft), (seen, sorted(peft))
+print("PEFT export of the Llama: %d tensors under Hugging Face's module names, W + (alpha/r)·B·A = the merged weights" % seen)
+EOF
 
 if out=$(./base --quiet --steps 1 --export x.safetensors --merge 2>&1); then
   echo "lora-vs-torch: FAIL: --merge without adapters ran" >&2

@@ -22,6 +22,23 @@ using namespace plan;
 
 namespace {
 
+/// The widths of q, k and v in the columns of a matmul that feeds an attention's packed
+/// input (directly or through its bias), or none.
+SmallVector<int64_t> packedQkv(nn::MatmulOp m) {
+  Value v = m.getResult();
+  if (v.hasOneUse())
+    if (auto bias = dyn_cast<nn::BiasAddOp>(*v.getUsers().begin()))
+      v = bias.getResult();
+  if (!v.hasOneUse())
+    return {};
+  auto sdpa = dyn_cast<nn::SDPAOp>(*v.getUsers().begin());
+  if (!sdpa)
+    return {};
+  int64_t heads = int64_t(sdpa.getHeads()), kv = int64_t(sdpa.getKvHeads());
+  int64_t width = cast<RankedTensorType>(m.getType()).getShape().back(), hd = width / (heads + 2 * kv);
+  return {heads * hd, kv * hd, kv * hd};
+}
+
 /// The adapter's path for a weight: `h.0.attn.c_attn.weight` → `h.0.attn.c_attn.lora_a`.
 std::string adapterPath(StringRef weight, StringRef which) {
   StringRef base = weight.ends_with(".weight") ? weight.drop_back(7) : weight;
@@ -118,6 +135,9 @@ struct PlanLoRA : plan::impl::PlanLoRABase<PlanLoRA> {
     Value a = addArg(RankedTensorType::get({in, rank}, wt.getElementType()), "lora_a", dim(0), lora, "uniform",
                      1.0 / std::sqrt(double(in)));
     Value bm = addArg(RankedTensorType::get({rank, out}, wt.getElementType()), "lora_b", lora, dim(1), "zeros", 0.0);
+    // A fused q, k, v projection: its exports name the three (Hugging Face's q_proj, …).
+    if (SmallVector<int64_t> qkv = packedQkv(m); !qkv.empty())
+      f.setArgAttr(cast<BlockArgument>(bm).getArgNumber(), "nn.qkv", b.getDenseI64ArrayAttr(qkv));
     b.setInsertionPointAfter(m);
     Location loc = m.getLoc();
     auto yt = cast<RankedTensorType>(m.getType());

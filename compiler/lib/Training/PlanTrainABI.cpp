@@ -105,6 +105,12 @@ llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
     }
     if (auto base = fwd.getArgAttrOfType<StringAttr>(arg, "nn.adapter"))
       entry[key::adapts] = base.getValue();
+    if (auto qkv = fwd.getArgAttrOfType<DenseI64ArrayAttr>(arg, "nn.qkv")) {
+      llvm::json::Array widths;
+      for (int64_t w : qkv.asArrayRef())
+        widths.push_back(w);
+      entry[key::qkv] = std::move(widths);
+    }
     if (quant)
       entry[key::nf4] = llvm::json::Object{{key::block, quant.getAs<IntegerAttr>("block").getInt()},
                                            {key::double_quant, quant.getAs<BoolAttr>("double").getValue()},
