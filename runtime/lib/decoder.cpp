@@ -1,11 +1,17 @@
-// Decoder: a compiled decoding entry, its parameters from a training checkpoint
-// and its key/value cache (decoder.h).
+// Decoder: a compiled decoding entry, its parameters from a training checkpoint (or
+// from a fine-tuning run's adapters over its base) and its key/value cache (decoder.h).
 #include "decoder.h"
 
+#include "kernels/nf4.h"
+#include "pretrained.h"
 #include "sharded.h"
+
+#include "planrt_kernels.h"
+#include "planrt_nf4.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -53,6 +59,67 @@ void readModelLayout(const json &j, const std::string &where, ModelLayout &m) {
   }
 }
 
+namespace {
+
+/// The metadata `key` of a checkpoint, or "".
+std::string metadata(const planrt_st *f, const char *key) {
+  const char *v = planrt_st_metadata(f, key);
+  return v ? v : "";
+}
+
+/// A fine-tuning run's checkpoint (train_frozen.cpp's baseMetadata) holds its adapters
+/// alone and points at the base they were trained over: the model is that base, verified
+/// by its sha256 (and under QLoRA made what the run trained over: quantized to NF4 and
+/// back), with W + (alpha/rank)·a·b for each adapted weight.
+planrt_status loadAdapted(const ModelLayout &m, planrt_st *f, const std::string &file, float *P) {
+  std::string base = metadata(f, "base"), sha = metadata(f, "base_sha256");
+  if (base.rfind("seed ", 0) == 0)
+    return fail(PLANRT_ERR_ARG,
+                "%s: its adapters were trained over a base drawn from the %s, not a file; write the model with "
+                "the training executable's --export FILE --merge and load that",
+                file.c_str(), base.c_str());
+  std::unique_ptr<train::Pretrained> pre;
+  if (planrt_status s = train::Pretrained::open(base, metadata(f, "base_format").empty() ? "planc" : metadata(f, "base_format"),
+                                         pre))
+    return s;
+  std::string digest;
+  if (planrt_status s = pre->digest(digest))
+    return s;
+  if (digest != sha)
+    return fail(PLANRT_ERR_MISMATCH, "%s: its adapters were trained over %s with sha256 %s, but that file's is now %s",
+                file.c_str(), base.c_str(), sha.c_str(), digest.c_str());
+  double rank = std::strtod(metadata(f, "lora_rank").c_str(), nullptr);
+  double scale = std::strtod(metadata(f, "lora_alpha").c_str(), nullptr) / rank;
+  std::string nf4 = "," + metadata(f, "nf4_weights") + ",";
+  int64_t block = std::strtoll(metadata(f, "nf4_block").c_str(), nullptr, 10);
+  bool dbl = metadata(f, "nf4_double") == "1";
+  for (const ModelParam &p : m.params) {
+    float *w = P + p.offset;
+    if (planrt_status s = pre->read(p.name, p.shape, w))
+      return s;
+    if (block > 0 && nf4.find("," + p.name + ",") != std::string::npos) {
+      std::vector<float> q(size_t(planrt_nf4_bytes(p.count, block, dbl) / 4));
+      nf4::quantize(w, p.count, block, dbl, reinterpret_cast<uint8_t *>(q.data()));
+      planrt_k_dequant_nf4(q.data(), w, p.count, block, dbl);
+    }
+    std::string module = p.name.size() > 7 ? p.name.substr(0, p.name.size() - 7) : p.name;
+    planrt_tensor t;
+    if (p.shape.size() != 2 || planrt_st_find(f, (module + ".lora_a").c_str(), &t) != PLANRT_OK)
+      continue;
+    int64_t r = int64_t(rank), in = p.shape[0], out = p.shape[1];
+    std::vector<float> a(size_t(in * r)), b(size_t(r * out));
+    int64_t as[2] = {in, r}, bs[2] = {r, out};
+    if (planrt_status s = planrt_st_read(f, (module + ".lora_a").c_str(), PLANRT_F32, 2, as, a.data()))
+      return s;
+    if (planrt_status s = planrt_st_read(f, (module + ".lora_b").c_str(), PLANRT_F32, 2, bs, b.data()))
+      return s;
+    train::mergeLora(w, a.data(), b.data(), in, out, r, scale);
+  }
+  return PLANRT_OK;
+}
+
+} // namespace
+
 planrt_status loadModelParams(const ModelLayout &m, const std::string &path, const std::string &who, float *P,
                               std::string &used) {
   struct stat st {};
@@ -79,6 +146,9 @@ planrt_status loadModelParams(const ModelLayout &m, const std::string &path, con
   if (planrt_status s = planrt_st_open(file.c_str(), &f))
     return s;
   std::unique_ptr<planrt_st, void (*)(planrt_st *)> guard(f, planrt_st_close);
+  // Adapters, not a merged export (which carries the run's metadata too).
+  if (planrt_st_metadata(f, "lora_rank") && !planrt_st_metadata(f, "merged"))
+    return loadAdapted(m, f, file, P);
   for (const ModelParam &p : m.params)
     if (planrt_status s =
             planrt_st_read(f, p.name.c_str(), PLANRT_F32, int(p.shape.size()), p.shape.data(), P + p.offset))

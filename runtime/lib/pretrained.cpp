@@ -216,6 +216,16 @@ planrt_status Pretrained::convert(const planrt_tensor &t, const std::string &nam
   return toF32(t, described, dst);
 }
 
+void mergeLora(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale) {
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < rank; ++r)
+        sum += double(a[i * rank + r]) * double(b[r * out + j]);
+      w[i * out + j] = float(double(w[i * out + j]) + scale * sum);
+    }
+}
+
 std::vector<std::string> hfLlamaModules(const std::string &module) {
   static const std::regex layer(R"(layers\.(\d+)\.(attention|feed_forward)\.(c_attn|c_proj|gate|up|down))");
   std::smatch m;

@@ -73,6 +73,10 @@ private:
 /// dtype other than F32, BF16 or F16.
 planrt_status toF32(const planrt_tensor &t, const std::string &file, float *dst);
 
+/// w [in, out] += scale · a·b for a [in, rank] and b [rank, out] (LoRA's update, summed in
+/// double): what --merge writes and what a model loaded from adapters reads.
+void mergeLora(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale);
+
 /// The modules of Hugging Face's LlamaForCausalLM a llama-family weight of planc is made
 /// of, by its module path (its name without `.weight`): `layers.3.attention.c_attn` is
 /// `model.layers.3.self_attn.q_proj`, `…k_proj` and `…v_proj` (their rows stacked as its

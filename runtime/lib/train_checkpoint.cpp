@@ -316,9 +316,13 @@ std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> 
 planrt_status Trainer::checkFinite(int64_t s) {
   int ids[3] = {master, expAvg, expAvgSq};
   const char *what[3] = {"parameters", "optimizer.exp_avg", "optimizer.exp_avg_sq"};
-  for (int k = 0; k < 3; ++k)
-    if (planrt_status st = planrt_check_finite(data(ids[k]), m.buffers[size_t(ids[k])].floats, uint64_t(s), what[k]))
+  for (int k = 0; k < 3; ++k) {
+    // The trained parameters: not the frozen base after them (its QLoRA storage is NF4
+    // codes, not floats, and nothing writes it).
+    int64_t n = m.buffers[size_t(ids[k])].floats - (ids[k] == params ? m.frozenFloats : 0);
+    if (planrt_status st = planrt_check_finite(data(ids[k]), n, uint64_t(s), what[k]))
       return st;
+  }
   return PLANRT_OK;
 }
 

@@ -77,22 +77,24 @@ std::vector<planrt_tensor> Trainer::frozenTensors() const {
 std::vector<std::string> Trainer::baseMetadata() const {
   if (m.frozen.empty())
     return {};
-  return {"base", baseFile.empty() ? "seed " + std::to_string(m.seed) : baseFile, "base_sha256", baseSha256,
-          "lora_rank", std::to_string(m.adapt.rank), "lora_alpha", std::to_string(m.adapt.alpha)};
-}
-
-namespace {
-/// W + scale · a·b for W [in, out], a [in, R], b [R, out].
-void merge(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale) {
-  for (int64_t i = 0; i < in; ++i)
-    for (int64_t j = 0; j < out; ++j) {
-      double sum = 0;
-      for (int64_t r = 0; r < rank; ++r)
-        sum += double(a[i * rank + r]) * double(b[r * out + j]);
-      w[i * out + j] = float(double(w[i * out + j]) + scale * sum);
+  std::vector<std::string> meta{"base",        baseFile.empty() ? "seed " + std::to_string(m.seed) : baseFile,
+                                 "base_sha256", baseSha256,
+                                 "base_format", o.init.empty() ? m.initFormat : "planc",
+                                 "lora_rank",   std::to_string(m.adapt.rank),
+                                 "lora_alpha",  std::to_string(m.adapt.alpha)};
+  // QLoRA: the weights the adapters were trained over are these, dequantized.
+  std::string quantized;
+  const Param *any = nullptr;
+  for (const Param &p : m.frozen)
+    if (p.nf4.block) {
+      quantized += (quantized.empty() ? "" : ",") + p.name;
+      any = &p;
     }
+  if (any)
+    meta.insert(meta.end(), {"nf4_weights", quantized, "nf4_block", std::to_string(any->nf4.block), "nf4_double",
+                             any->nf4.dbl ? "1" : "0"});
+  return meta;
 }
-} // namespace
 
 planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
   whole.assign(size_t(m.frozenFullFloats), 0.0f);
@@ -134,7 +136,8 @@ planrt_status Trainer::exportMerged(const std::string &file, const std::vector<W
     auto a = byName.find(base + ".lora_a"), b = byName.find(base + ".lora_b");
     if (a == byName.end() || b == byName.end())
       continue;
-    merge(merged.data() + p.fullOffset, a->second, b->second, p.fullShape[0], p.fullShape[1], m.adapt.rank, scale);
+    mergeLora(merged.data() + p.fullOffset, a->second, b->second, p.fullShape[0], p.fullShape[1], m.adapt.rank,
+              scale);
   }
   std::vector<planrt_tensor> tensors;
   for (const Param &p : m.frozen)

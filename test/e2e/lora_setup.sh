@@ -9,6 +9,10 @@
 #                                            --save-grads file against lora_ref's OUT
 #   lora_keys                                a train block's batch, layout, optimizer,
 #                                            schedule, clipping and seed lines, as lora_ref's
+#   same_generation CKPT MERGED              a tiny-GPT generate executable gives the same
+#                                            tokens and log-probabilities from a run's
+#                                            checkpoint (its adapters applied to the base it
+#                                            points at) as from its merged export
 RANK=4 ALPHA=8
 BATCH=4 MICRO=2 SEQ=32 STEPS=20 SEED=1337
 LR=3e-3 SCHEDULE=cosine WARMUP=5 MIN_LR=3e-4 CLIP=1.0 WD=0.1 BETA1=0.9 BETA2=0.95 EPS=1e-8
@@ -55,5 +59,24 @@ lora_keys() {
   schedule  = $SCHEDULE(warmup: $WARMUP, min_lr: $MIN_LR)
   clip      = $CLIP
   seed      = $SEED
+EOF
+}
+
+same_generation() {
+  cat > gen.plan <<EOF
+import "models/gpt.plan"
+generate gen {
+  model = tiny  checkpoint = "$1"  max_tokens = 24  temperature = 0
+}
+EOF
+  "$PLANC" build gen.plan -o gen >/dev/null
+  ./gen --tokens "10 20 30 40" --json > gen_adapters.json
+  ./gen --tokens "10 20 30 40" --checkpoint "$2" --json > gen_merged.json
+  "$PY" - <<'EOF'
+import json
+a, b = json.load(open("gen_adapters.json")), json.load(open("gen_merged.json"))
+assert a["tokens"] == b["tokens"] and a["logprobs"] == b["logprobs"], (a, b)
+print("generation from the adapters over their base = from the merged export: %d tokens, the same "
+      "log-probabilities" % len(a["tokens"]))
 EOF
 }

@@ -14,7 +14,8 @@
 # that no adapter touches are the base's bitwise (the step never wrote them) and the
 # adapted ones are W + (alpha/rank)·a·b of the final adapters; the PEFT export's names,
 # shapes and adapter_config.json; the merged model, run by PyTorch's GPT-2 (gpt_ref.py eval), gives
-# the run's validation loss. Then a small Llama with adapters on c_attn, c_proj, gate, up and
+# the run's validation loss; a generate executable reads the checkpoint's adapters over the base
+# they point at as it reads the merged export (and refuses a base whose sha256 changed). Then a small Llama with adapters on c_attn, c_proj, gate, up and
 # down against the same reference over llama_ref.py's model: losses and adapter gradients; its
 # merged export gives its validation loss in llama_ref.py, and its PEFT export is under
 # Hugging Face's module names (the fused c_attn's adapter as q_proj's, k_proj's and v_proj's).
@@ -101,6 +102,18 @@ echo "== the merged model in PyTorch's GPT-2 gives the run's validation loss"
 VAL=$("$PY" -c "import json; print([json.loads(l)['val_loss'] for l in open('log.jsonl') if 'val_loss' in l][-1])")
 "$PY" "$HERE/gpt_ref.py" eval --ckpt merged.safetensors --data "$WORK/data/val.bin" --windows 0:$((2 * MICRO)) \
   --micro "$MICRO" --seq "$SEQ" --expect "$VAL" --rtol 1e-5
+echo "== generation from the checkpoint's adapters, applied to the base they point at"
+same_generation ckpt merged.safetensors
+cp base_ckpt.safetensors base_saved.safetensors
+"$PY" -c "f = open('base_ckpt.safetensors', 'r+b'); f.seek(-1, 2); b = f.read(1); f.seek(-1, 2); f.write(bytes([b[0] ^ 1]))"
+if out=$(./gen --tokens "10 20 30 40" 2>&1); then
+  fail "generation over a changed base ran"
+fi
+grep -q "its adapters were trained over .*base_ckpt.safetensors with sha256 .*, but that file's is now" <<<"$out" ||
+  fail "unexpected error for a changed base: $out"
+mv base_saved.safetensors base_ckpt.safetensors
+echo "refused: a changed base: $out"
+
 echo "== the llama family: rotary embeddings, grouped-query attention, SwiGLU"
 cat > tune_llama.plan <<EOF
 import "models/llama.plan"

@@ -13,7 +13,9 @@
 # gradients rtol 1e-3; step 0's loss is bitwise the loss of the dequantized base model;
 # --save-init writes the base as loaded (full precision); the merged export's unadapted
 # quantized matrices (c_proj) are bitwise nf4_ref.py's dequantization, the adapted ones
-# that plus (alpha/r)·a·b, and embeddings, norms and biases the base's bitwise. Then the
+# that plus (alpha/r)·a·b, and embeddings, norms and biases the base's bitwise; a generate
+# executable reading the checkpoint (the base quantized and dequantized as the run did, the
+# adapters applied) gives the merged export's tokens and log-probabilities. Then the
 # same without double quantization, and a small Llama (every projection and the output
 # head quantized) against lora_ref.py's llama family.
 set -euo pipefail
@@ -36,6 +38,7 @@ train $1 {
   data      = tokens("data/train.bin")
 $(lora_keys)
   steps     = $STEPS
+  checkpoint { every: $STEPS, dir: "ckpt_$1", keep: 1 }
 }
 EOF
   "$PLANC" build "$1.plan" -o "$1" >/dev/null
@@ -92,6 +95,9 @@ for k in params:
 assert quantized == 8, quantized
 print("merged: the unadapted NF4 matrices bitwise nf4_ref.py's; embeddings, norms and biases the base's")
 EOF
+
+echo "== generation from the QLoRA checkpoint: the base quantized as the run did, the adapters applied"
+same_generation ckpt_tune tune_merged.safetensors
 
 echo "== without double quantization"
 qlora_plan tune_single false
