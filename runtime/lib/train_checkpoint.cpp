@@ -277,18 +277,21 @@ planrt_status Trainer::wholeModel(const float *P, const float *M, const float *V
 
 planrt_status Trainer::saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
                                   std::vector<std::string> extra, bool withBase) {
-  std::vector<float> store[3];
+  std::vector<float> store[3], frozenStore;
   std::vector<WholeTensor> whole;
+  std::vector<FrozenTensor> frozen;
   if (planrt_status s = wholeModel(buf, nullptr, nullptr, store, whole))
     return s;
+  if (withBase)
+    if (planrt_status s = wholeFrozen(frozenWhole, frozenStore, frozen))
+      return s;
   if (!rank0)
     return PLANRT_OK;
   std::vector<planrt_tensor> tensors;
   for (const WholeTensor &t : whole)
     tensors.push_back({t.p->name.c_str(), PLANRT_F32, int(t.p->fullShape.size()), t.p->fullShape.data(), t.data[0]});
-  if (withBase)
-    for (const planrt_tensor &t : frozenTensors())
-      tensors.push_back(t);
+  for (const FrozenTensor &t : frozen)
+    tensors.push_back({t.p->name.c_str(), PLANRT_F32, int(t.p->fullShape.size()), t.p->fullShape.data(), t.data});
   std::vector<std::string> meta = metadata(format, step);
   meta.insert(meta.end(), extra.begin(), extra.end());
   std::vector<const char *> mp = pointers(meta);
@@ -371,10 +374,14 @@ planrt_status Trainer::exportConsolidated(const std::string &file) {
     return s;
   if (planrt_status s = wholeModel(P.data(), M.data(), V.data(), store, whole))
     return s;
-  std::vector<float> base;
-  if (o.merge)
+  std::vector<float> base, baseStore;
+  std::vector<FrozenTensor> frozen;
+  if (o.merge) {
     if (planrt_status s = frozenFromBuffer(base))
       return s;
+    if (planrt_status s = wholeFrozen(base, baseStore, frozen))
+      return s;
+  }
   if (!rank0)
     return PLANRT_OK;
   if (!o.exportAdapters.empty()) {
@@ -385,7 +392,7 @@ planrt_status Trainer::exportConsolidated(const std::string &file) {
   if (file.empty())
     return PLANRT_OK;
   if (o.merge) {
-    if (planrt_status s = exportMerged(file, whole, std::move(base)))
+    if (planrt_status s = exportMerged(file, whole, frozen))
       return s;
     progress.line("exported the merged model to " + file, true);
     return PLANRT_OK;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -38,8 +39,10 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
     for (size_t i = 0; i < m.frozen.size(); ++i) {
       const Param &p = m.frozen[i];
       float *dst = frozenWhole.data() + p.fullOffset;
+      // The stream of its position in the whole base (under a pipeline, its index).
+      uint64_t stream = uint64_t(p.index >= 0 ? p.index : int64_t(i));
       planrt_status s = p.init == "normal"
-                            ? planrt_init_normal(dst, p.fullCount, 0, 0.0, p.std, m.seed, uint64_t(i))
+                            ? planrt_init_normal(dst, p.fullCount, 0, 0.0, p.std, m.seed, stream)
                             : planrt_init_fill(dst, p.fullCount, p.init == "ones" ? 1.0f : 0.0f);
       if (s)
         return s;
@@ -66,12 +69,28 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
   return PLANRT_OK;
 }
 
-std::vector<planrt_tensor> Trainer::frozenTensors() const {
-  std::vector<planrt_tensor> out;
-  for (const Param &p : m.frozen)
-    out.push_back(
-        {p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), frozenWhole.data() + p.fullOffset});
-  return out;
+planrt_status Trainer::wholeFrozen(std::vector<float> &mine, std::vector<float> &store, std::vector<FrozenTensor> &out) {
+  out.clear();
+  if (m.pipeline <= 1) {
+    for (const Param &p : m.frozen)
+      out.push_back({&p, mine.data() + p.fullOffset});
+    return PLANRT_OK;
+  }
+  int64_t most = *std::max_element(m.stageFrozenFullFloats.begin(), m.stageFrozenFullFloats.end());
+  std::vector<float> padded(size_t(most), 0.0f);
+  std::memcpy(padded.data(), mine.data(), size_t(m.frozenFullFloats) * sizeof(float));
+  store.assign(size_t(most * m.pipeline), 0.0f);
+  {
+    planrt::Waiting w(ctx, "all_gather over the pipeline axis of the frozen base");
+    if (planrt_status s =
+            planrt_all_gather(ctx.mesh, 1u << unsigned(m.pipelineAxis), padded.data(), most, store.data()))
+      return s;
+  }
+  for (int64_t q = 0; q < m.pipeline; ++q)
+    for (const Param &p : m.stageFrozen[size_t(q)])
+      if (!p.replica)
+        out.push_back({&p, store.data() + q * most + p.fullOffset});
+  return PLANRT_OK;
 }
 
 std::vector<std::string> Trainer::baseMetadata() const {
@@ -85,11 +104,12 @@ std::vector<std::string> Trainer::baseMetadata() const {
   // QLoRA: the weights the adapters were trained over are these, dequantized.
   std::string quantized;
   const Param *any = nullptr;
-  for (const Param &p : m.frozen)
-    if (p.nf4.block) {
-      quantized += (quantized.empty() ? "" : ",") + p.name;
-      any = &p;
-    }
+  for (const std::vector<Param> &stage : m.pipeline > 1 ? m.stageFrozen : std::vector<std::vector<Param>>{m.frozen})
+    for (const Param &p : stage)
+      if (p.nf4.block && !p.replica) {
+        quantized += (quantized.empty() ? "" : ",") + p.name;
+        any = &p;
+      }
   if (any)
     meta.insert(meta.end(), {"nf4_weights", quantized, "nf4_block", std::to_string(any->nf4.block), "nf4_double",
                              any->nf4.dbl ? "1" : "0"});
@@ -124,25 +144,22 @@ planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
 }
 
 planrt_status Trainer::exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
-                                    std::vector<float> merged) {
+                                    const std::vector<FrozenTensor> &base) {
   std::map<std::string, const float *> byName;
   for (const WholeTensor &t : adapters)
     byName[t.p->name] = t.data[0];
   double scale = m.adapt.alpha / double(m.adapt.rank);
-  for (const Param &p : m.frozen) {
-    std::string base = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".weight") == 0
-                           ? p.name.substr(0, p.name.size() - 7)
-                           : p.name;
-    auto a = byName.find(base + ".lora_a"), b = byName.find(base + ".lora_b");
-    if (a == byName.end() || b == byName.end())
-      continue;
-    mergeLora(merged.data() + p.fullOffset, a->second, b->second, p.fullShape[0], p.fullShape[1], m.adapt.rank,
-              scale);
-  }
   std::vector<planrt_tensor> tensors;
-  for (const Param &p : m.frozen)
-    tensors.push_back(
-        {p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), merged.data() + p.fullOffset});
+  for (const FrozenTensor &t : base) {
+    const Param &p = *t.p;
+    std::string module = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".weight") == 0
+                             ? p.name.substr(0, p.name.size() - 7)
+                             : p.name;
+    auto a = byName.find(module + ".lora_a"), b = byName.find(module + ".lora_b");
+    if (a != byName.end() && b != byName.end())
+      mergeLora(t.data, a->second, b->second, p.fullShape[0], p.fullShape[1], m.adapt.rank, scale);
+    tensors.push_back({p.name.c_str(), PLANRT_F32, int(p.fullShape.size()), p.fullShape.data(), t.data});
+  }
   std::vector<std::string> meta = metadata("planc-params-1", lastStep);
   meta.insert(meta.end(), {"merged", "lora"});
   std::vector<const char *> mp = pointers(meta);
@@ -163,13 +180,14 @@ std::vector<Trainer::PeftModule> Trainer::peftModules(const Param &b) const {
 }
 
 planrt_status Trainer::checkPeftNames() const {
-  for (const Param &p : m.params)
-    if (!p.adapts.empty() && p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_b") == 0 &&
-        peftModules(p).empty())
-      return fail(PLANRT_ERR_ARG,
-                  "--export-adapters: '%s' adapts '%s', which has no Hugging Face module of its own; "
-                  "--export FILE --merge writes the merged model",
-                  p.name.c_str(), p.adapts.c_str());
+  for (const std::vector<Param> &stage : m.pipeline > 1 ? m.stageParams : std::vector<std::vector<Param>>{m.params})
+    for (const Param &p : stage)
+      if (!p.adapts.empty() && p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_b") == 0 &&
+          peftModules(p).empty())
+        return fail(PLANRT_ERR_ARG,
+                    "--export-adapters: '%s' adapts '%s', which has no Hugging Face module of its own; "
+                    "--export FILE --merge writes the merged model",
+                    p.name.c_str(), p.adapts.c_str());
   return PLANRT_OK;
 }
 

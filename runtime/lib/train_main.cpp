@@ -484,8 +484,8 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
     }
     // Pipeline parallelism: this rank's stage is its coordinate on the pipeline axis; it
     // reads that stage's parameters, and knows every stage's.
-    std::vector<std::vector<Param>> stageParams;
-    std::vector<int64_t> stageFullFloats;
+    std::vector<std::vector<Param>> stageParams, stageFrozen;
+    std::vector<int64_t> stageFullFloats, stageFrozenFullFloats;
     if (m.pipeline > 1) {
       int64_t mine = planrt_mesh_coord(mesh, m.pipelineAxis);
       for (int64_t k = 0; k < m.pipeline; ++k) {
@@ -497,11 +497,15 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
         }
         stageParams.push_back(mk.params);
         stageFullFloats.push_back(mk.fullFloats);
+        stageFrozen.push_back(mk.frozen);
+        stageFrozenFullFloats.push_back(mk.frozenFullFloats);
         if (k == mine)
           m = std::move(mk);
       }
       m.stageParams = stageParams;
       m.stageFullFloats = stageFullFloats;
+      m.stageFrozen = stageFrozen;
+      m.stageFrozenFullFloats = stageFrozenFullFloats;
     }
     int rc;
     {

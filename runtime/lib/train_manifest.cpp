@@ -179,17 +179,18 @@ void readParams(const json &lay, const std::string &in, Manifest &m) {
       throw Malformed{"parameters '" + order[i - 1]->name + "' and '" + order[i]->name + "' overlap"};
 }
 
-/// A fine-tuning plan's frozen base and its adapters' settings (none without `adapt`).
-void readFrozen(const json &root, Manifest &m) {
-  if (!root.contains(key::frozen))
+/// A fine-tuning plan's frozen base (in `lay`: the top level, or this rank's pipeline
+/// stage) and its adapters' settings (none without `adapt`).
+void readFrozen(const json &lay, const std::string &in, const json &root, Manifest &m) {
+  if (!lay.contains(key::frozen))
     return;
-  m.frozenFloats = integer(root, key::frozen_floats, "the manifest", 1, kMaxFloats);
-  const json &frozen = root[key::frozen];
+  m.frozenFloats = integer(lay, key::frozen_floats, "the manifest", 1, kMaxFloats);
+  const json &frozen = lay[key::frozen];
   if (!frozen.is_array() || frozen.empty())
     throw Malformed{"frozen is not a non-empty array"};
   std::vector<Param> trained = std::move(m.params);
   for (size_t i = 0; i < frozen.size(); ++i) {
-    std::string where = "frozen[" + std::to_string(i) + "]";
+    std::string where = in + "frozen[" + std::to_string(i) + "]";
     Param p = readParam(frozen[i], where, m, m.numFloats + m.frozenFloats);
     if (p.offset < m.numFloats || p.offset + p.stored() > m.numFloats + m.frozenFloats)
       throw Malformed{where + " does not lie after num_floats, within frozen_floats"};
@@ -447,7 +448,7 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     std::string in;
     const json &lay = readPipeline(root, stage, m, in);
     readParams(lay, in, m);
-    readFrozen(root, m);
+    readFrozen(lay, in, root, m);
     const json &train = field(root, key::train, "the manifest");
     readTrainShape(train, m);
     readGroups(lay, m);

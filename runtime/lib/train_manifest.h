@@ -93,6 +93,9 @@ struct Manifest {
   int pipelineAxis = -1;
   std::vector<std::vector<Param>> stageParams;
   std::vector<int64_t> stageFullFloats;        ///< each stage's floats of whole parameters
+  /// A fine-tuning plan under a pipeline: every stage's frozen base, and its floats whole.
+  std::vector<std::vector<Param>> stageFrozen;
+  std::vector<int64_t> stageFrozenFullFloats;
   int64_t activationIn = 0, activationOut = 0; ///< floats received from and sent to the neighbours
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
   /// one of this rank's stage.

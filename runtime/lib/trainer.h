@@ -208,7 +208,15 @@ private:
   /// the checkpoint's metadata, whose base must be this run's.
   planrt_status initFrozen(const std::map<std::string, std::string> *resumed = nullptr);
   /// The whole frozen base as tensors (for --save-init).
-  std::vector<planrt_tensor> frozenTensors() const;
+  /// A frozen tensor whole, and where its values are.
+  struct FrozenTensor {
+    const Param *p;
+    float *data;
+  };
+  /// The whole frozen base from each rank's `mine` (laid out as frozenWhole): this stage's
+  /// without a pipeline; under one, every stage's gathered over the pipeline axis into
+  /// `store`, each tensor once (not a tied copy). Every rank calls it.
+  planrt_status wholeFrozen(std::vector<float> &mine, std::vector<float> &store, std::vector<FrozenTensor> &out);
   /// base, base_sha256, lora_rank and lora_alpha metadata, when there are adapters.
   std::vector<std::string> baseMetadata() const;
   /// The whole frozen base as the params buffers hold it now (collective under tensor
@@ -216,7 +224,7 @@ private:
   planrt_status frozenFromBuffer(std::vector<float> &whole);
   /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
   planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
-                             std::vector<float> base);
+                             const std::vector<FrozenTensor> &base);
   /// A Hugging Face module an adapter's b ([R, out]) stands for, and its columns of b.
   struct PeftModule {
     std::string name;

@@ -2,15 +2,18 @@
 # LoRA (adapt = lora(…)) is the same math on every layout that builds it: the tiny GPT with
 # rank-4 adapters on c_attn, c_proj and c_fc, 20 steps, on one process and under
 # accumulation 4, DDP (with and without gradient buckets), ZeRO-1 and ZeRO-2 on 4 ranks,
-# tensor parallelism 2 (with and without sequence parallelism) and data 2 × tensor 2 with
-# ZeRO-1: each layout's per-step loss within rtol 1e-5 of one process (TESTING.md). The
+# tensor parallelism 2 (with and without sequence parallelism), data 2 × tensor 2 with
+# ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1: each
+# layout's per-step loss within rtol 1e-5 of one process (TESTING.md), its communication
+# equal to `planc explain`'s to the byte and its memory peak within 5 % (compare_layouts.py);
+# a pipeline's --save-init and merged export hold every stage's tensors. The
 # adapters split with their base matrices under tensor parallelism (b column-split with a
 # column-parallel W, a row-split with a row-parallel one). One process and tensor 2 built
 # for --target cuda-host are bitwise the CPU target's. Then: a ZeRO-2 run killed at a
 # checkpoint and resumed is bitwise the uninterrupted one (the checkpoint holds the
-# adapters and points at the base), and ZeRO-3 and pipelines are refused at build time.
-# Last, QLoRA (quantize = nf4(…)) on one process, accumulation, DDP and ZeRO-2, and
-# --target cuda-host bitwise the CPU target.
+# adapters and points at the base), and ZeRO-3 is refused at build time.
+# Last, QLoRA (quantize = nf4(…)) on one process, accumulation, DDP, ZeRO-2 and a pipeline,
+# and --target cuda-host bitwise the CPU target.
 #
 #   test/e2e/lora_layouts.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -21,13 +24,14 @@ source "$ROOT/test/e2e/dp_plan.sh"
 
 ADAPT='  adapt     = lora(rank: 4, alpha: 8, targets: [c_attn, c_proj, c_fc])'
 # lora NAME DEVICES MICRO ZERO [TENSOR [SEQUENCE]]: dp_plan's plan with adapters, built and
-# run 20 steps on DEVICES × TENSOR ranks.
+# run 20 steps on DEVICES × TENSOR × STAGES ranks (STAGES > 1: a pipeline of that many
+# stages, run with SCHEDULE).
 lora() {
-  PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 fp32 none "${5:-1}" "${6:-false}"
+  PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 fp32 none "${5:-1}" "${6:-false}" "${STAGES:-1}" "${SCHEDULE:-1f1b}"
   sed -i "s|^  data .*|&\\n$ADAPT|" "$1.plan"
   "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
   "$PLANC" explain --json "$1.plan" > "$1.explain.json"
-  local ranks=$(( $2 * ${5:-1} ))
+  local ranks=$(( $2 * ${5:-1} * ${STAGES:-1} ))
   if [[ $ranks -eq 1 ]]; then
     "./exe_$1" --log "$1.jsonl" --quiet "${@:7}"
   else
@@ -43,7 +47,27 @@ lora zero2 4 1 2
 lora tp2 1 8 0 2
 lora tp2_sp 1 8 0 2 true
 lora dp2_tp2 2 4 1 2
-"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2
+STAGES=2 SCHEDULE=gpipe lora pp2_gpipe 1 2 0
+STAGES=2 lora pp2 1 2 0 1 false --save-init pp2_init.safetensors --export pp2_merged.safetensors --merge
+STAGES=2 lora dp2_pp2 2 2 1
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
+  dp2_pp2
+echo "== a pipeline's --save-init and --export --merge hold every stage's base and adapters"
+./exe_single --quiet --steps 1 --save-init single_init.safetensors --log /dev/null > /dev/null
+./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
+"$PY" - "$ROOT/test/e2e" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gpt_ref import read_safetensors
+for one, piped, tol in (("single_init", "pp2_init", 0), ("single_merged", "pp2_merged", 1e-6)):
+    a, _ = read_safetensors(one + ".safetensors")
+    b, _ = read_safetensors(piped + ".safetensors")
+    assert sorted(a) == sorted(b), (one, sorted(set(a) ^ set(b)))
+    worst = max(float(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)).max()) for k in a)
+    assert worst <= tol, (one, worst)
+    print("%s: %d tensors, as one process's (max diff %.2g)" % (piped, len(a), worst))
+PYEOF
 
 echo "== --target cuda-host (the CUDA target's kernels on host loops): bitwise the CPU target"
 TARGET=cuda-host lora single_ch 1 8 0
@@ -69,8 +93,7 @@ resumed_bitwise('full.jsonl', 'resumed.jsonl', 'LoRA under ZeRO-2')"
 
 echo "== refused layouts"
 PLANC=true dp_plan zero3 4 1 3 20
-PLANC=true dp_plan pipe 1 2 0 20 fp32 none 1 false 2
-for name in zero3 pipe; do
+for name in zero3; do
   sed -i "s|^  data .*|&\\n$ADAPT|" "$name.plan"
   if out=$("$PLANC" build "$name.plan" -o "exe_$name" 2>&1); then
     echo "lora-layouts: FAIL: $name with adapters built" >&2
@@ -88,8 +111,9 @@ lora q_single 1 8 0
 lora q_accum4 1 2 0
 lora q_ddp 4 2 0
 lora q_zero2 4 1 2
+STAGES=2 lora q_pp2 1 2 0
 TARGET=cuda-host lora q_single_ch 1 8 0
-"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2 q_pp2
 "$PY" - <<'PYEOF'
 import json
 loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]

@@ -71,6 +71,10 @@ struct StageTable {
   /// parameters' layout (offsets from layout.total), never written, no gradient.
   SmallVector<Param> frozen;
   int64_t frozenFloats = 0;
+  /// Under a pipeline, each frozen parameter's position in the whole base (its random
+  /// stream) and whether an earlier stage holds it too (a tied embedding).
+  SmallVector<int64_t> frozenIndex;
+  SmallVector<bool> frozenReplica;
 };
 
 llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
@@ -115,9 +119,11 @@ llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
       entry[key::nf4] = llvm::json::Object{{key::block, quant.getAs<IntegerAttr>("block").getInt()},
                                            {key::double_quant, quant.getAs<BoolAttr>("double").getValue()},
                                            {key::floats, p.count}};
-    if (!frozen && !st.index.empty()) // the frozen base is not numbered by pipeline stage
-      entry[key::index] = st.index[i];
-    if (!frozen && !st.replica.empty() && st.replica[i])
+    const SmallVector<int64_t> &index = frozen ? st.frozenIndex : st.index;
+    const SmallVector<bool> &replica = frozen ? st.frozenReplica : st.replica;
+    if (!index.empty())
+      entry[key::index] = index[i];
+    if (!replica.empty() && replica[i])
       entry[key::replica] = true;
     ps.push_back(std::move(entry));
   }
@@ -195,7 +201,7 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                           {key::groups, groupsOf(layout)},
                           {key::params, std::move(ps)},
                           {key::train, std::move(t)}};
-  if (!first.frozen.empty()) {
+  if (!first.frozen.empty() && stages.size() == 1) {
     root[key::frozen] = paramTable(first, /*frozen=*/true);
     root[key::frozen_floats] = first.frozenFloats;
   }
@@ -212,11 +218,18 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     root[key::pipeline] = llvm::json::Object{
         {key::axis, pp.axis}, {key::size, pp.size}, {key::schedule, pl::stringifyPipelineSchedule(pp.schedule)}};
     llvm::json::Array tables;
-    for (const StageTable &st : stages)
-      tables.push_back(llvm::json::Object{{key::num_floats, st.layout.total},
-                                          {key::groups, groupsOf(st.layout)},
-                                          {key::activation, st.activation},
-                                          {key::params, paramTable(st)}});
+    for (const StageTable &st : stages) {
+      llvm::json::Object table{{key::num_floats, st.layout.total},
+                               {key::groups, groupsOf(st.layout)},
+                               {key::activation, st.activation},
+                               {key::params, paramTable(st)}};
+      // A fine-tuning plan's frozen base: each stage's own, after its trained layout.
+      if (!st.frozen.empty()) {
+        table[key::frozen] = paramTable(st, /*frozen=*/true);
+        table[key::frozen_floats] = st.frozenFloats;
+      }
+      tables.push_back(std::move(table));
+    }
     root[key::stages] = std::move(tables);
   }
   return llvm::json::Value(std::move(root));
@@ -250,9 +263,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
                                << "') is not implemented in this version of planc (nor by DeepSpeed or "
                                   "Megatron): use ZeRO-1 or DDP over the data axes";
   }
-  if (train.getAdaptAttr() && pp.size > 1)
-    return train.emitError() << "adapters ('adapt') with pipeline parallelism (axis '" << pp.axis
-                             << "') are not implemented in this version of planc; use data and tensor parallelism";
   if (train.getAdaptAttr() && training::dataParallelSize(train) > 1 && par.getZero() >= 3)
     return train.emitError() << "adapters ('adapt') with ZeRO-3 are not implemented in this version of planc: the "
                                 "frozen base is replicated, so ZeRO-3 would shard only the adapters; use ZeRO-1 or "
@@ -761,11 +771,16 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     } else {
       // Each stage's parameters, numbered in the whole model's order; a parameter that
       // an earlier stage holds too (a tied embedding) is that stage's replica.
-      llvm::StringMap<int64_t> index;
+      // A fine-tuning plan's adapters draw from the streams after its frozen base's, as
+      // without a pipeline (train_main.cpp).
+      llvm::StringMap<int64_t> index, frozenIndex;
+      for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+        if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.frozen"))
+          frozenIndex.insert({name.getValue(), int64_t(frozenIndex.size())});
       for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
         if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param"))
-          index.insert({name.getValue(), int64_t(index.size())});
-      llvm::StringSet<> seen;
+          index.insert({name.getValue(), int64_t(frozenIndex.size() + index.size())});
+      llvm::StringSet<> seen, seenFrozen;
       for (int64_t k = 0; k < pp.size; ++k) {
         std::string name = base + "_forward_stage" + std::to_string(k), stage = base + "_stage" + std::to_string(k);
         func::FuncOp f = stepFunction(name), grad = stepFunction(stage + "_grad"),
@@ -778,6 +793,10 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         for (const Param &p : st->params) {
           st->index.push_back(index.lookup(p.name));
           st->replica.push_back(!seen.insert(p.name).second);
+        }
+        for (const Param &p : st->frozen) {
+          st->frozenIndex.push_back(frozenIndex.lookup(p.name));
+          st->frozenReplica.push_back(!seenFrozen.insert(p.name).second);
         }
         bool last = k + 1 == pp.size;
         if (!last)
