@@ -56,16 +56,42 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
                 resumed->count("base") ? resumed->at("base").c_str() : "?", resumed->at("base_sha256").c_str(),
                 baseFile.empty() ? "drawn from the seed" : baseFile.c_str(),
                 baseSha256.empty() ? "none" : baseSha256.c_str());
-  float *P = data(params);
+  // This rank's region after the trained layout in params; under ZeRO-3 its piece of it.
+  std::vector<float> whole;
+  float *region = data(params) + m.numFloats;
+  if (frozenShard >= 0) {
+    whole.assign(size_t(m.frozenFloats), 0.0f);
+    region = whole.data();
+  }
   int64_t c = tensorCoord();
-  for (const Param &p : m.frozen)
+  for (const Param &p : m.frozen) {
+    float *dst = region + (p.offset - m.numFloats);
     if (p.nf4.block) // QLoRA: quantized here, the same way on every rank and every run
       nf4::quantize(frozenWhole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl,
-                    reinterpret_cast<uint8_t *>(P + p.offset));
+                    reinterpret_cast<uint8_t *>(dst));
     else
       runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
-        std::memcpy(P + p.offset + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
+        std::memcpy(dst + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
       });
+  }
+  if (frozenShard >= 0) {
+    int64_t piece = m.frozenFloats / m.dataParallel;
+    std::memcpy(data(frozenShard), whole.data() + ctx.dataRank * piece, size_t(piece) * sizeof(float));
+  }
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::frozenRegion(std::vector<float> &store, const float *&region) {
+  if (frozenShard < 0) {
+    region = data(params) + m.numFloats;
+    return PLANRT_OK;
+  }
+  store.assign(size_t(m.frozenFloats), 0.0f);
+  planrt::Waiting w(ctx, "all_gather over the data axes of the frozen base");
+  if (planrt_status s =
+          planrt_all_gather(ctx.mesh, m.dataMask, data(frozenShard), m.frozenFloats / m.dataParallel, store.data()))
+    return s;
+  region = store.data();
   return PLANRT_OK;
 }
 
@@ -118,20 +144,25 @@ std::vector<std::string> Trainer::baseMetadata() const {
 
 planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
   whole.assign(size_t(m.frozenFullFloats), 0.0f);
-  const float *P = data(params);
+  std::vector<float> store;
+  const float *region = nullptr;
+  if (planrt_status s = frozenRegion(store, region))
+    return s;
   if (!tensorParallel()) {
-    for (const Param &p : m.frozen)
+    for (const Param &p : m.frozen) {
+      const float *src = region + (p.offset - m.numFloats);
       if (p.nf4.block) // QLoRA: the matrix the steps used
-        planrt_k_dequant_nf4(P + p.offset, whole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl);
+        planrt_k_dequant_nf4(src, whole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl);
       else
-        std::memcpy(whole.data() + p.fullOffset, P + p.offset, size_t(p.count) * sizeof(float));
+        std::memcpy(whole.data() + p.fullOffset, src, size_t(p.count) * sizeof(float));
+    }
     return PLANRT_OK;
   }
   std::vector<float> all(size_t(m.frozenFloats * m.tensorParallel));
   {
     planrt::Waiting w(ctx, "all_gather over the tensor axis of the frozen base");
-    if (planrt_status s = planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), P + m.numFloats, m.frozenFloats,
-                                            all.data()))
+    if (planrt_status s =
+            planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), region, m.frozenFloats, all.data()))
       return s;
   }
   for (int64_t c = 0; c < m.tensorParallel; ++c)

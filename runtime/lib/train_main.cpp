@@ -235,6 +235,7 @@ planrt_status Trainer::allocateBuffers() {
   expAvg = bufferId(m.bufferName("exp_avg"));
   expAvgSq = bufferId(m.bufferName("exp_avg_sq"));
   stateId = bufferId("state");
+  frozenShard = bufferId(m.bufferName("frozen_shard"));
   state = data(stateId);
   state[2] = float(m.lossScaleInit);
   names.clear();

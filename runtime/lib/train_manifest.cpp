@@ -354,6 +354,10 @@ void readSchedule(const json &root, Manifest &m) {
       floatsOf("state") != 8 || floatsOf(m.master) != piece + (m.sharded ? 0 : m.frozenFloats) || floatsOf(m.bufferName("exp_avg")) != piece ||
       floatsOf(m.bufferName("exp_avg_sq")) != piece)
     throw Malformed{"schedule.buffers do not have the sizes of the flat layout"};
+  // ZeRO-3 with adapters: each data-parallel rank keeps an equal piece of the frozen base.
+  if (m.sharded && m.zero >= 3 && m.frozenFloats > 0 &&
+      (m.frozenFloats % m.dataParallel != 0 || floatsOf(m.bufferName("frozen_shard")) != m.frozenFloats / m.dataParallel))
+    throw Malformed{"schedule.buffers' frozen_shard is not an equal piece of frozen_floats"};
 }
 
 /// train's settings of the run: data, evaluation, checkpoints, fp16 loss scaling.

@@ -222,6 +222,9 @@ private:
   /// The whole frozen base as the params buffers hold it now (collective under tensor
   /// parallelism): what the steps read, which nothing may have written.
   planrt_status frozenFromBuffer(std::vector<float> &whole);
+  /// This rank's frozen region as the steps read it (params after the trained layout):
+  /// under ZeRO-3 gathered from the data-parallel ranks' frozen_shard pieces into `store`.
+  planrt_status frozenRegion(std::vector<float> &store, const float *&region);
   /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
   planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
                              const std::vector<FrozenTensor> &base);
@@ -258,6 +261,7 @@ private:
   std::string checkpointDir, lastCheckpoint;
   int64_t checkpointEvery = 0;
   int params = -1, grads = -1, master = -1, expAvg = -1, expAvgSq = -1, stateId = -1;
+  int frozenShard = -1; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
   float *state = nullptr;         ///< the step state of planrt.h (the "state" buffer)
   std::vector<std::string> names; ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;

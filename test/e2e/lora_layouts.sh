@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # LoRA (adapt = lora(…)) is the same math on every layout that builds it: the tiny GPT with
 # rank-4 adapters on c_attn, c_proj and c_fc, 20 steps, on one process and under
-# accumulation 4, DDP (with and without gradient buckets), ZeRO-1 and ZeRO-2 on 4 ranks,
+# accumulation 4, DDP (with and without gradient buckets), ZeRO-1, ZeRO-2 and ZeRO-3 (the
+# frozen base sharded too, with and without parameter buckets) on 4 ranks,
 # tensor parallelism 2 (with and without sequence parallelism), data 2 × tensor 2 with
 # ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1: each
 # layout's per-step loss within rtol 1e-5 of one process (TESTING.md), its communication
@@ -11,8 +12,8 @@
 # column-parallel W, a row-split with a row-parallel one). One process and tensor 2 built
 # for --target cuda-host are bitwise the CPU target's. Then: a ZeRO-2 run killed at a
 # checkpoint and resumed is bitwise the uninterrupted one (the checkpoint holds the
-# adapters and points at the base), and ZeRO-3 is refused at build time.
-# Last, QLoRA (quantize = nf4(…)) on one process, accumulation, DDP, ZeRO-2 and a pipeline,
+# adapters and points at the base).
+# Last, QLoRA (quantize = nf4(…)) on one process, accumulation, DDP, ZeRO-2, ZeRO-3 and a pipeline,
 # and --target cuda-host bitwise the CPU target.
 #
 #   test/e2e/lora_layouts.sh PLANC_BIN WORKDIR
@@ -50,9 +51,12 @@ lora dp2_tp2 2 4 1 2
 STAGES=2 SCHEDULE=gpipe lora pp2_gpipe 1 2 0
 STAGES=2 lora pp2 1 2 0 1 false --save-init pp2_init.safetensors --export pp2_merged.safetensors --merge
 STAGES=2 lora dp2_pp2 2 2 1
+lora zero3 4 1 3 1 false --export zero3_merged.safetensors --merge
+BUCKET="1 KiB" lora zero3_buckets 4 1 3
+lora dp2_tp2_zero3 2 4 3 2
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
-  dp2_pp2
-echo "== a pipeline's --save-init and --export --merge hold every stage's base and adapters"
+  dp2_pp2 zero3 zero3_buckets dp2_tp2_zero3
+echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge, hold every tensor"
 ./exe_single --quiet --steps 1 --save-init single_init.safetensors --log /dev/null > /dev/null
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
 "$PY" - "$ROOT/test/e2e" <<'PYEOF'
@@ -60,7 +64,8 @@ import sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from gpt_ref import read_safetensors
-for one, piped, tol in (("single_init", "pp2_init", 0), ("single_merged", "pp2_merged", 1e-6)):
+for one, piped, tol in (("single_init", "pp2_init", 0), ("single_merged", "pp2_merged", 1e-6),
+                        ("single_merged", "zero3_merged", 1e-6)):
     a, _ = read_safetensors(one + ".safetensors")
     b, _ = read_safetensors(piped + ".safetensors")
     assert sorted(a) == sorted(b), (one, sorted(set(a) ^ set(b)))
@@ -91,29 +96,16 @@ import sys; sys.path.insert(0, '$ROOT/test/e2e')
 from same_tensors import resumed_bitwise
 resumed_bitwise('full.jsonl', 'resumed.jsonl', 'LoRA under ZeRO-2')"
 
-echo "== refused layouts"
-PLANC=true dp_plan zero3 4 1 3 20
-for name in zero3; do
-  sed -i "s|^  data .*|&\\n$ADAPT|" "$name.plan"
-  if out=$("$PLANC" build "$name.plan" -o "exe_$name" 2>&1); then
-    echo "lora-layouts: FAIL: $name with adapters built" >&2
-    exit 1
-  fi
-  grep -q "adapters ('adapt') with .* are not implemented" <<<"$out" || {
-    echo "lora-layouts: FAIL: $name: unexpected error: $out" >&2
-    exit 1
-  }
-  echo "refused: $name: $(grep -m1 error: <<<"$out")"
-done
 echo "== QLoRA (the base stored as NF4) on the data-parallel layouts, and cuda-host bitwise"
 ADAPT="$ADAPT"'\n  quantize  = nf4(block: 64, double: true)'
 lora q_single 1 8 0
 lora q_accum4 1 2 0
 lora q_ddp 4 2 0
 lora q_zero2 4 1 2
+lora q_zero3 4 1 3
 STAGES=2 lora q_pp2 1 2 0
 TARGET=cuda-host lora q_single_ch 1 8 0
-"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2 q_pp2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2 q_zero3 q_pp2
 "$PY" - <<'PYEOF'
 import json
 loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]

@@ -612,6 +612,7 @@ private:
     rankReplicatedElems.assign(p, 0);
     rankFrozenBytes.assign(p, 0);
     rankQuantizedBytes.assign(p, 0);
+    rankFrozenRegion.assign(p, 0);
     std::vector<int64_t> rankDequantized(p, 0); // the largest quantized weight, fp32
     std::map<int, int64_t> unitTrained, unitFrozen;
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
@@ -697,7 +698,11 @@ private:
       Memory &mem = e.perRank[r];
       int64_t n = rankElems[r];
       int64_t shard = d > 1 ? (n + d - 1) / d : n;
-      mem.params = int64_t((l.zero >= 3 ? shard : n) * paramBytes) + rankFrozenBytes[r];
+      // ZeRO-3 shards the frozen base too, in equal pieces of its region (plan-train-abi).
+      bool zero3 = d > 1 && l.zero >= 3;
+      rankFrozenRegion[r] = zero3 ? (rankFrozenBytes[r] / 4 + 16 * d - 1) / (16 * d) * (16 * d) * 4 : rankFrozenBytes[r];
+      int64_t frozenHeld = zero3 ? rankFrozenRegion[r] / d : rankFrozenBytes[r];
+      mem.params = int64_t((l.zero >= 3 ? shard : n) * paramBytes) + frozenHeld;
       mem.grads = int64_t((l.zero >= 2 ? shard : n) * gradBytes);
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
@@ -731,7 +736,9 @@ private:
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
-      heldBeyondModelStates(n, shard, mem.params - rankFrozenBytes[r], mem, bufs);
+      heldBeyondModelStates(n, shard, mem.params - frozenHeld, mem, bufs);
+      if (zero3 && rankFrozenRegion[r] > 0)
+        bufs.push_back({"ZeRO-3 frozen base gathered whole for each micro-batch", rankFrozenRegion[r]});
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
@@ -774,8 +781,11 @@ private:
   }
   /// The trained, frozen and quantized parameters (whole), and the worst rank's frozen bytes.
   void countTrained(Estimate &e) const {
-    e.frozenBytes = rankFrozenBytes[e.worstRank];
-    e.quantizedBytes = rankQuantizedBytes[e.worstRank];
+    // Held between steps: under ZeRO-3 a piece of the base (the whole is gathered per
+    // micro-batch, a buffer).
+    int64_t parts = d > 1 && l.zero >= 3 ? d : 1;
+    e.frozenBytes = rankFrozenRegion[e.worstRank] / parts;
+    e.quantizedBytes = rankQuantizedBytes[e.worstRank] / parts;
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       const sema::Parameter &param = model.params[pr];
       int64_t whole = lora() && adapted(int(pr)) ? l.adapt.rank * (param.shape[0] + param.shape[1]) : 0;
@@ -814,6 +824,7 @@ private:
   }
   std::vector<int64_t> rankParamElems, rankReplicatedElems; ///< trained elements
   std::vector<int64_t> rankFrozenBytes, rankQuantizedBytes;  ///< under `adapt`
+  std::vector<int64_t> rankFrozenRegion; ///< the frozen base's floats in params, as bytes (ZeRO-3: padded)
   std::vector<std::set<int>> paramRanks; ///< the pipeline ranks that hold each parameter
   int64_t tiedElems = 0, largestUnitElems = 0;
   int64_t replicatedElems(int64_t rank) const { return rankReplicatedElems[rank]; }
@@ -1038,6 +1049,17 @@ private:
       row.exposedSeconds = exposed;
       row.link = links.at("data").name;
       e.comm.push_back(row);
+    }
+    // ZeRO-3 with adapters: the frozen base gathered whole for each micro-batch, before
+    // its forward pass reads it (plan-schedule): exposed.
+    if (lora() && d > 1 && l.zero >= 3 && rankFrozenRegion[commRank] > 0) {
+      double full = double(rankFrozenRegion[commRank]);
+      double total = collSeconds(Coll::AllGather, full, d, "data") * double(mb);
+      dpTotal += total;
+      dpExposed += total;
+      e.comm.push_back({collName(Coll::AllGather), "data", "frozen base",
+                        int64_t(training::ringBytes(Coll::AllGather, d, uint64_t(full)) * uint64_t(mb)), mb, d, total,
+                        total, links.at("data").name});
     }
     return dpExposed;
   }

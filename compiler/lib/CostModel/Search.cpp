@@ -21,9 +21,8 @@ static std::vector<int64_t> divisors(int64_t n, int64_t cap = 4096) {
 }
 
 bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
-  // Adapters: not under ZeRO-3 (plan-train-abi); QLoRA: not with a tensor axis (sema).
-  bool adapters = l.adapt.rank > 0;
-  if (adapters && ((l.data > 1 && l.zero >= 3) || (l.adapt.nf4Block > 0 && l.tensor > 1)))
+  // QLoRA: not with a tensor axis (sema).
+  if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
   return l.schedule != sema::PipelineSchedule::Interleaved &&
          !(l.data > 1 && e.maxRankParams > training::kMaxCollectiveFloats);

@@ -123,8 +123,8 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
         merged.push_back({offset, count});
     st.replicated = std::move(merged);
     st.frozen = from.getInteger(key::frozen_floats).value_or(0);
-    if (st.frozen < 0 || (st.frozen > 0 && s.zero >= 3 && s.d > 1))
-      return bad("has a frozen base under ZeRO-3, or a negative frozen_floats");
+    if (st.frozen < 0 || (st.frozen % s.d != 0 && s.zero >= 3))
+      return bad("has a negative frozen_floats, or under ZeRO-3 one the data-parallel ranks cannot share evenly");
     training::FlatLayout &l = st.layout;
     l.total = *total;
     l.shards = s.d;
@@ -227,6 +227,7 @@ private:
   /// the suffix _s<k> under a pipeline.
   struct Bufs {
     FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq;
+    FlatSymbolRefAttr frozenShard; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
     FlatSymbolRefAttr stash, act, cot, dinput, tied; ///< pipeline only
     int64_t slots = 0, inFloats = 0, outFloats = 0;
   };
@@ -268,6 +269,10 @@ private:
       x.paramShard = buffer("param_shard", pieces, "persistent", stage);
       x.gradShard = buffer("grad_shard", pieces, "step", stage);
     }
+    // ZeRO-3 shards the frozen base too: each rank keeps its piece, gathered with the
+    // parameters for each micro-batch.
+    if (zero3 && s.stages[size_t(k)].frozen > 0)
+      x.frozenShard = buffer("frozen_shard", s.stages[size_t(k)].frozen / s.d, "persistent", stage);
     x.expAvg = buffer("exp_avg", pieces, "persistent", stage);
     x.expAvgSq = buffer("exp_avg_sq", pieces, "persistent", stage);
     if (s.p <= 1)
@@ -327,6 +332,16 @@ private:
                                    i64(l.groupBegin[g]), dataAxes, b.getStringAttr(purpose));
       }
     }
+  }
+
+  /// ZeRO-3 with adapters: the frozen base gathered whole after the trained parameters.
+  void gatherFrozen(int64_t k, StringRef purpose) {
+    const Bufs &x = bufs[size_t(k)];
+    if (!x.frozenShard)
+      return;
+    int64_t piece = s.stages[size_t(k)].frozen / s.d;
+    sched::AllGatherOp::create(b, cause(purpose), x.frozenShard, i64(0), i64(piece), x.params, i64(layout(k).total),
+                               dataAxes, b.getStringAttr(purpose));
   }
 
   /// The gradient buffers zeroed at the start of a step (ZeRO-2 and 3 zero theirs per
@@ -408,6 +423,7 @@ private:
     SmallVector<Value> gathered;
     if (zero3) {
       sched::AllocOp::create(b, loc, x.params);
+      gatherFrozen(0, "frozen base");
       if (ArrayAttr prefetch = paramBuckets())
         gathered = gatherInBuckets(prefetch);
       else
@@ -764,6 +780,7 @@ private:
     b.setInsertionPointToStart(gather.addEntryBlock());
     if (zero3) {
       sched::AllocOp::create(b, loc, bufs[0].params);
+      gatherFrozen(0, "frozen base (evaluation)");
       perGroup(0, false, false, "parameters (evaluation)");
     }
     func::ReturnOp::create(b, loc);

@@ -263,10 +263,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
                                << "') is not implemented in this version of planc (nor by DeepSpeed or "
                                   "Megatron): use ZeRO-1 or DDP over the data axes";
   }
-  if (train.getAdaptAttr() && training::dataParallelSize(train) > 1 && par.getZero() >= 3)
-    return train.emitError() << "adapters ('adapt') with ZeRO-3 are not implemented in this version of planc: the "
-                                "frozen base is replicated, so ZeRO-3 would shard only the adapters; use ZeRO-1 or "
-                                "2, which shard the adapters' gradients and optimizer state";
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
@@ -318,6 +314,9 @@ public:
         st.frozen.push_back({name.str(), type, st.layout.total + st.frozenFloats, type.getNumElements(), i});
         st.frozenFloats += (type.getNumElements() + 15) / 16 * 16;
       }
+    // ZeRO-3 shards the frozen base too (plan-schedule's frozen_shard): in equal pieces.
+    if (sharded && train.getParallel().getZero() >= 3)
+      st.frozenFloats = (st.frozenFloats + 16 * d - 1) / (16 * d) * (16 * d);
     return st;
   }
 

@@ -139,8 +139,7 @@ struct SearchOptions {
 
 /// Whether this version of planc builds an executable for a layout it estimated: not
 /// the interleaved schedule (plan-train-abi), nor a data-parallel collective of more
-/// than training::kMaxCollectiveFloats (plan-schedule), nor adapters under ZeRO-3, nor
-/// NF4 with a tensor axis.
+/// than training::kMaxCollectiveFloats (plan-schedule), nor NF4 with a tensor axis.
 bool buildable(const sema::Layout &layout, const Estimate &estimate);
 
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,
