@@ -18,6 +18,21 @@
 
 namespace planrt::train {
 
+namespace {
+/// x rounded to bf16 or fp16 (to nearest even, as the generated code's arith.truncf) and
+/// back: what a bf16 or fp16 step reads of an f32 value.
+float roundTo(float x, const std::string &precision) {
+  if (precision == "fp16")
+    return float(static_cast<_Float16>(x));
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) // NaN and infinities stay
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+} // namespace
+
 planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resumed) {
   if (m.frozen.empty())
     return PLANRT_OK;
@@ -66,13 +81,19 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
   int64_t c = tensorCoord();
   for (const Param &p : m.frozen) {
     float *dst = region + (p.offset - m.numFloats);
-    if (p.nf4.block) // QLoRA: quantized here, the same way on every rank and every run
+    if (p.nf4.block) { // QLoRA: quantized here, the same way on every rank and every run
       nf4::quantize(frozenWhole.data() + p.fullOffset, p.count, p.nf4.block, p.nf4.dbl,
                     reinterpret_cast<uint8_t *>(dst));
-    else
-      runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
-        std::memcpy(dst + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
-      });
+      continue;
+    }
+    runs(p, c, [&](int64_t l, int64_t w, int64_t n) {
+      std::memcpy(dst + l, frozenWhole.data() + p.fullOffset + w, size_t(n) * sizeof(float));
+    });
+    // Mixed precision: rounded once here rather than at every step (nn-autodiff leaves
+    // the frozen base unrounded; a dequantized NF4 weight is rounded where it is made).
+    if (m.precision != "fp32")
+      for (int64_t i = 0; i < p.count; ++i)
+        dst[i] = roundTo(dst[i], m.precision);
   }
   if (frozenShard >= 0) {
     int64_t piece = m.frozenFloats / m.dataParallel;

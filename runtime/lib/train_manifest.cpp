@@ -363,6 +363,11 @@ void readSchedule(const json &root, Manifest &m) {
 /// train's settings of the run: data, evaluation, checkpoints, fp16 loss scaling.
 void readTrainRun(const json &train, Manifest &m) {
   m.data = texts(train, key::data, "train");
+  if (train.contains(key::precision)) {
+    m.precision = text(train, key::precision, "train");
+    if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16")
+      throw Malformed{"train.precision is '" + m.precision + "', not fp32, bf16 or fp16"};
+  }
   m.val = train.contains(key::val) ? texts(train, key::val, "train") : std::vector<std::string>{};
   if (train.contains(key::tokenizer)) {
     m.tokenizer = text(train, key::tokenizer, "train");

@@ -112,6 +112,9 @@ struct Manifest {
   /// `init = checkpoint(…)`: the base parameters' path and format (planc or hf); empty:
   /// none.
   std::string initPath, initFormat;
+  /// The plan's precision (fp32, bf16 or fp16): a fine-tuning plan's frozen base is
+  /// rounded to it once, as it is placed (the steps read it as they would every value).
+  std::string precision = "fp32";
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string lossScaleKind = "none"; ///< "none", "dynamic" or "static" (fp16)
   double lossScaleInit = 1;

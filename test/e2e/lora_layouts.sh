@@ -2,7 +2,8 @@
 # LoRA (adapt = lora(…)) is the same math on every layout that builds it: the tiny GPT with
 # rank-4 adapters on c_attn, c_proj and c_fc, 20 steps, on one process and under
 # accumulation 4, DDP (with and without gradient buckets), ZeRO-1, ZeRO-2 and ZeRO-3 (the
-# frozen base sharded too, with and without parameter buckets) on 4 ranks,
+# frozen base sharded too, with and without parameter buckets) on 4 ranks, full and selective
+# recompute, bf16 and fp16 (rtol 2e-2) alone and with ZeRO-1,
 # tensor parallelism 2 (with and without sequence parallelism), data 2 × tensor 2 with
 # ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1: each
 # layout's per-step loss within rtol 1e-5 of one process (TESTING.md), its communication
@@ -26,9 +27,10 @@ source "$ROOT/test/e2e/dp_plan.sh"
 ADAPT='  adapt     = lora(rank: 4, alpha: 8, targets: [c_attn, c_proj, c_fc])'
 # lora NAME DEVICES MICRO ZERO [TENSOR [SEQUENCE]]: dp_plan's plan with adapters, built and
 # run 20 steps on DEVICES × TENSOR × STAGES ranks (STAGES > 1: a pipeline of that many
-# stages, run with SCHEDULE).
+# stages, run with SCHEDULE), in PRECISION (fp32) with RECOMPUTE (none).
 lora() {
-  PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 fp32 none "${5:-1}" "${6:-false}" "${STAGES:-1}" "${SCHEDULE:-1f1b}"
+  PLANC=true dp_plan "$1" "$2" "$3" "$4" 20 "${PRECISION:-fp32}" "${RECOMPUTE:-none}" "${5:-1}" "${6:-false}" \
+    "${STAGES:-1}" "${SCHEDULE:-1f1b}"
   sed -i "s|^  data .*|&\\n$ADAPT|" "$1.plan"
   "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"}
   "$PLANC" explain --json "$1.plan" > "$1.explain.json"
@@ -54,8 +56,14 @@ STAGES=2 lora dp2_pp2 2 2 1
 lora zero3 4 1 3 1 false --export zero3_merged.safetensors --merge
 BUCKET="1 KiB" lora zero3_buckets 4 1 3
 lora dp2_tp2_zero3 2 4 3 2
+RECOMPUTE=full lora full 1 8 0
+RECOMPUTE=selective lora selective 1 8 0
+PRECISION=bf16 lora bf16 1 8 0
+PRECISION=fp16 lora fp16 1 8 0
+PRECISION=bf16 lora bf16_zero1 4 2 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
-  dp2_pp2 zero3 zero3_buckets dp2_tp2_zero3
+  dp2_pp2 zero3 zero3_buckets dp2_tp2_zero3 full selective
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single bf16 fp16 bf16_zero1
 echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge, hold every tensor"
 ./exe_single --quiet --steps 1 --save-init single_init.safetensors --log /dev/null > /dev/null
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null

@@ -66,7 +66,8 @@ void emulatePrecision(func::FuncOp forward, FloatType to) {
   Block &body = forward.getBody().front();
   b.setInsertionPointToStart(&body);
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-    if (parameterPath(forward, i) && !forward.getArgAttr(i, "nn.quant") && rounded(body.getArgument(i)))
+    // Not a fine-tuning plan's frozen base: the runtime rounds it once as it places it.
+    if (forward.getArgAttr(i, "nn.param") && rounded(body.getArgument(i)))
       round(body.getArgument(i), forward.getLoc());
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (isa<nn::RoundOp>(op))
