@@ -135,6 +135,18 @@ planrt_status loadModelParams(const ModelLayout &m, const std::string &path, con
   }
   used = file;
   if (sharded) {
+    // A data-parallel fine-tuning run's checkpoint holds its adapters' shards.
+    planrt_st *first = nullptr;
+    if (planrt_st_open((file + "/rank-00000.safetensors").c_str(), &first) == PLANRT_OK) {
+      bool adapters = planrt_st_metadata(first, "lora_rank") != nullptr;
+      planrt_st_close(first);
+      if (adapters)
+        return fail(PLANRT_ERR_ARG,
+                    "%s: a sharded checkpoint of a fine-tuning run's adapters, which %s reads from one file: "
+                    "export them with the training executable (--resume %s --steps STEP --export FILE, STEP the "
+                    "checkpoint's; or the merged model with --export FILE --merge) and load that",
+                    file.c_str(), who.c_str(), path.c_str());
+    }
     std::vector<FlatParam> layout;
     for (const ModelParam &p : m.params)
       layout.push_back({p.name, p.offset, p.count});

@@ -103,6 +103,21 @@ rm -rf ckpt_zero2/step-00000020*
 import sys; sys.path.insert(0, '$ROOT/test/e2e')
 from same_tensors import resumed_bitwise
 resumed_bitwise('full.jsonl', 'resumed.jsonl', 'LoRA under ZeRO-2')"
+# A generate executable does not read a sharded checkpoint of adapters: it says how to export them.
+cat > gen.plan <<EOF
+import "models/gpt.plan"
+generate gen { model = tiny  checkpoint = "ckpt_zero2"  max_tokens = 4  temperature = 0 }
+EOF
+"$PLANC" build gen.plan -o gen > /dev/null
+if out=$(./gen --tokens "1 2 3" 2>&1); then
+  echo "lora-layouts: FAIL: generation read a sharded checkpoint of adapters" >&2
+  exit 1
+fi
+grep -q "a sharded checkpoint of a fine-tuning run's adapters, which generate 'gen' reads from one file" <<<"$out" || {
+  echo "lora-layouts: FAIL: unexpected error: $out" >&2
+  exit 1
+}
+echo "refused: $out"
 
 echo "== QLoRA (the base stored as NF4) on the data-parallel layouts, and cuda-host bitwise"
 ADAPT="$ADAPT"'\n  quantize  = nf4(block: 64, double: true)'
