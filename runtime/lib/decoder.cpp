@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -88,19 +89,31 @@ planrt_status loadAdapted(const ModelLayout &m, planrt_st *f, const std::string 
   if (digest != sha)
     return fail(PLANRT_ERR_MISMATCH, "%s: its adapters were trained over %s with sha256 %s, but that file's is now %s",
                 file.c_str(), base.c_str(), sha.c_str(), digest.c_str());
-  double rank = std::strtod(metadata(f, "lora_rank").c_str(), nullptr);
-  double scale = std::strtod(metadata(f, "lora_alpha").c_str(), nullptr) / rank;
-  std::string nf4 = "," + metadata(f, "nf4_weights") + ",";
+  int64_t rank = std::strtoll(metadata(f, "lora_rank").c_str(), nullptr, 10);
+  double alpha = std::strtod(metadata(f, "lora_alpha").c_str(), nullptr);
+  std::string nf4 = "," + metadata(f, "nf4_weights") + ",", precision = metadata(f, "base_precision");
   int64_t block = std::strtoll(metadata(f, "nf4_block").c_str(), nullptr, 10);
   bool dbl = metadata(f, "nf4_double") == "1";
+  if (rank < 1 || rank > 65536 || !(alpha > 0) || !std::isfinite(alpha) || block < 0 || block > 4096 ||
+      (nf4 != ",," && block < 1))
+    return fail(PLANRT_ERR_FORMAT, "%s: its metadata lora_rank '%s', lora_alpha '%s' or nf4_block '%s' is not valid",
+                file.c_str(), metadata(f, "lora_rank").c_str(), metadata(f, "lora_alpha").c_str(),
+                metadata(f, "nf4_block").c_str());
+  double scale = alpha / double(rank);
+  int64_t applied = 0;
   for (const ModelParam &p : m.params) {
     float *w = P + p.offset;
     if (planrt_status s = pre->read(p.name, p.shape, w))
       return s;
+    // What the run's steps read of it: its NF4 storage dequantized, or it rounded to the
+    // run's precision (train_frozen.cpp).
     if (block > 0 && nf4.find("," + p.name + ",") != std::string::npos) {
       std::vector<float> q(size_t(planrt_nf4_bytes(p.count, block, dbl) / 4));
       nf4::quantize(w, p.count, block, dbl, reinterpret_cast<uint8_t *>(q.data()));
       planrt_k_dequant_nf4(q.data(), w, p.count, block, dbl);
+    } else if (!precision.empty() && precision != "fp32") {
+      for (int64_t i = 0; i < p.count; ++i)
+        w[i] = train::roundToPrecision(w[i], precision);
     }
     std::string module = p.name.size() > 7 ? p.name.substr(0, p.name.size() - 7) : p.name;
     planrt_tensor t;
@@ -114,7 +127,11 @@ planrt_status loadAdapted(const ModelLayout &m, planrt_st *f, const std::string 
     if (planrt_status s = planrt_st_read(f, (module + ".lora_b").c_str(), PLANRT_F32, 2, bs, b.data()))
       return s;
     train::mergeLora(w, a.data(), b.data(), in, out, r, scale);
+    ++applied;
   }
+  if (applied == 0)
+    return fail(PLANRT_ERR_MISMATCH, "%s: holds adapters, but none of a weight of model '%s'", file.c_str(),
+                m.model.c_str());
   return PLANRT_OK;
 }
 

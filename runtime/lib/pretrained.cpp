@@ -216,6 +216,19 @@ planrt_status Pretrained::convert(const planrt_tensor &t, const std::string &nam
   return toF32(t, described, dst);
 }
 
+float roundToPrecision(float x, const std::string &precision) {
+  if (precision == "fp16")
+    return float(static_cast<_Float16>(x));
+  if (precision != "bf16")
+    return x;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) // NaN and infinities stay
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 void mergeLora(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale) {
   for (int64_t i = 0; i < in; ++i)
     for (int64_t j = 0; j < out; ++j) {

@@ -73,6 +73,10 @@ private:
 /// dtype other than F32, BF16 or F16.
 planrt_status toF32(const planrt_tensor &t, const std::string &file, float *dst);
 
+/// x rounded to `precision` ("bf16" or "fp16"; "fp32": x itself) to nearest even and back,
+/// as the generated code's arith.truncf: what a bf16 or fp16 step reads of an f32 value.
+float roundToPrecision(float x, const std::string &precision);
+
 /// w [in, out] += scale · a·b for a [in, rank] and b [rank, out] (LoRA's update, summed in
 /// double): what --merge writes and what a model loaded from adapters reads.
 void mergeLora(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale);

@@ -13,25 +13,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
 namespace planrt::train {
-
-namespace {
-/// x rounded to bf16 or fp16 (to nearest even, as the generated code's arith.truncf) and
-/// back: what a bf16 or fp16 step reads of an f32 value.
-float roundTo(float x, const std::string &precision) {
-  if (precision == "fp16")
-    return float(static_cast<_Float16>(x));
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) != 0x7f800000u) // NaN and infinities stay
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-} // namespace
 
 planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resumed) {
   if (m.frozen.empty())
@@ -63,6 +49,14 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
         return s;
     }
   }
+  // A base with a NaN or an infinity would train to nothing (NF4 would spread it over its
+  // block's group): refused by name.
+  for (const Param &p : m.frozen)
+    for (int64_t i = 0; i < p.fullCount; ++i)
+      if (!std::isfinite(frozenWhole[size_t(p.fullOffset + i)]))
+        return fail(PLANRT_ERR_ARG, "%s: the base's tensor '%s' is %s at element %lld",
+                    baseFile.empty() ? "the base drawn from the seed" : baseFile.c_str(), p.name.c_str(),
+                    std::isnan(frozenWhole[size_t(p.fullOffset + i)]) ? "NaN" : "infinite", (long long)i);
   // A resumed run must train over the base its checkpoint was trained over.
   if (resumed && resumed->count("base_sha256") && resumed->at("base_sha256") != baseSha256)
     return fail(PLANRT_ERR_MISMATCH,
@@ -93,7 +87,7 @@ planrt_status Trainer::initFrozen(const std::map<std::string, std::string> *resu
     // the frozen base unrounded; a dequantized NF4 weight is rounded where it is made).
     if (m.precision != "fp32")
       for (int64_t i = 0; i < p.count; ++i)
-        dst[i] = roundTo(dst[i], m.precision);
+        dst[i] = roundToPrecision(dst[i], m.precision);
   }
   if (frozenShard >= 0) {
     int64_t piece = m.frozenFloats / m.dataParallel;
@@ -109,10 +103,27 @@ planrt_status Trainer::frozenRegion(std::vector<float> &store, const float *&reg
   }
   store.assign(size_t(m.frozenFloats), 0.0f);
   planrt::Waiting w(ctx, "all_gather over the data axes of the frozen base");
-  if (planrt_status s =
-          planrt_all_gather(ctx.mesh, m.dataMask, data(frozenShard), m.frozenFloats / m.dataParallel, store.data()))
+  if (planrt_status s = allGatherInChunks(m.dataMask, m.dataParallel, data(frozenShard),
+                                          m.frozenFloats / m.dataParallel, store.data()))
     return s;
   region = store.data();
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::allGatherInChunks(unsigned mask, int64_t group, const float *src, int64_t count, float *dst) {
+  // One collective moves fewer than 2^31 floats (MPI's int counts): pieces of each
+  // rank's range, each scattered to its place.
+  const int64_t most = std::max<int64_t>(1, ((int64_t(1) << 31) - 1) / std::max<int64_t>(group, 1));
+  if (count <= most)
+    return planrt_all_gather(ctx.mesh, mask, src, count, dst);
+  std::vector<float> part(size_t(most * group));
+  for (int64_t at = 0; at < count; at += most) {
+    int64_t n = std::min(most, count - at);
+    if (planrt_status s = planrt_all_gather(ctx.mesh, mask, src + at, n, part.data()))
+      return s;
+    for (int64_t r = 0; r < group; ++r)
+      std::memcpy(dst + r * count + at, part.data() + r * n, size_t(n) * sizeof(float));
+  }
   return PLANRT_OK;
 }
 
@@ -130,7 +141,7 @@ planrt_status Trainer::wholeFrozen(std::vector<float> &mine, std::vector<float> 
   {
     planrt::Waiting w(ctx, "all_gather over the pipeline axis of the frozen base");
     if (planrt_status s =
-            planrt_all_gather(ctx.mesh, 1u << unsigned(m.pipelineAxis), padded.data(), most, store.data()))
+            allGatherInChunks(1u << unsigned(m.pipelineAxis), m.pipeline, padded.data(), most, store.data()))
       return s;
   }
   for (int64_t q = 0; q < m.pipeline; ++q)
@@ -140,6 +151,15 @@ planrt_status Trainer::wholeFrozen(std::vector<float> &mine, std::vector<float> 
   return PLANRT_OK;
 }
 
+namespace {
+/// v in the shortest decimal that reads back as the same double.
+std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+} // namespace
+
 std::vector<std::string> Trainer::baseMetadata() const {
   if (m.frozen.empty())
     return {};
@@ -147,7 +167,8 @@ std::vector<std::string> Trainer::baseMetadata() const {
                                  "base_sha256", baseSha256,
                                  "base_format", o.init.empty() ? m.initFormat : "planc",
                                  "lora_rank",   std::to_string(m.adapt.rank),
-                                 "lora_alpha",  std::to_string(m.adapt.alpha)};
+                                 "lora_alpha",  exact(m.adapt.alpha),
+                                 "base_precision", m.precision};
   // QLoRA: the weights the adapters were trained over are these, dequantized.
   std::string quantized;
   const Param *any = nullptr;
@@ -183,7 +204,7 @@ planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
   {
     planrt::Waiting w(ctx, "all_gather over the tensor axis of the frozen base");
     if (planrt_status s =
-            planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), region, m.frozenFloats, all.data()))
+            allGatherInChunks(1u << unsigned(m.tensorAxis), m.tensorParallel, region, m.frozenFloats, all.data()))
       return s;
   }
   for (int64_t c = 0; c < m.tensorParallel; ++c)

@@ -277,6 +277,9 @@ planrt_status Trainer::initialState() {
   if (!o.saveInit.empty())
     if (planrt_status s = saveParams(o.saveInit, "planc-params-1", P.data(), start, {}, /*withBase=*/true))
       return s;
+  // The host's whole copy of the frozen base is not needed again (--merge reads the params
+  // buffer): a 70B base is 280 GB of it.
+  std::vector<float>().swap(frozenWhole);
   distributeWhole(P.data(), nullptr, nullptr);
   return PLANRT_OK;
 }

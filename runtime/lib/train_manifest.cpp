@@ -137,6 +137,8 @@ Param readParam(const json &pj, std::string where, const Manifest &m, int64_t en
   if (pj.contains(key::split))
     readSplit(pj[key::split], where, p);
   p.fullCount = p.splitDim < 0 ? p.count : p.count / p.shape[size_t(p.splitDim)] * p.fullShape[size_t(p.splitDim)];
+  if (p.nf4.block && p.splitDim >= 0)
+    throw Malformed{where + " is stored as NF4 but split over the tensor axis"};
   if (pj.contains(key::index))
     p.index = integer(pj, key::index, where, 0, kMaxDim);
   if (pj.contains(key::adapts))
@@ -145,8 +147,9 @@ Param readParam(const json &pj, std::string where, const Manifest &m, int64_t en
     const json &q = pj[key::qkv];
     int64_t sum = 0;
     for (const json &w : q.is_array() ? q : json::array()) {
-      if (!w.is_number_integer() || w.get<int64_t>() < 1)
-        throw Malformed{where + ".qkv holds " + w.dump() + ", not a width"};
+      if (!w.is_number_integer() || w.get<int64_t>() < 1 || p.fullShape.size() != 2 ||
+          w.get<int64_t>() > p.fullShape[1])
+        throw Malformed{where + ".qkv holds " + w.dump() + ", not a width of its columns"};
       p.qkv.push_back(w.get<int64_t>());
       sum += p.qkv.back();
     }
@@ -167,8 +170,11 @@ void readParams(const json &lay, const std::string &in, Manifest &m) {
   const json &params = field(lay, key::params, "the manifest");
   if (!params.is_array() || params.empty())
     throw Malformed{in + "params is not a non-empty array"};
-  for (size_t i = 0; i < params.size(); ++i)
+  for (size_t i = 0; i < params.size(); ++i) {
     m.params.push_back(readParam(params[i], in + "params[" + std::to_string(i) + "]", m));
+    if (m.params.back().nf4.block)
+      throw Malformed{in + "params[" + std::to_string(i) + "] is stored as NF4 but trains; only the frozen base is"};
+  }
   // The parameters must not overlap in the flat buffers.
   std::vector<const Param *> order;
   for (const Param &p : m.params)

@@ -42,6 +42,7 @@ lora() {
   fi
 }
 lora single 1 8 0
+./exe_single --quiet --steps 1 --save-init single_init.safetensors --log /dev/null > /dev/null
 lora accum4 1 2 0
 lora ddp 4 2 0
 BUCKET="1 KiB" lora ddp_buckets 4 2 0
@@ -58,14 +59,14 @@ BUCKET="1 KiB" lora zero3_buckets 4 1 3
 lora dp2_tp2_zero3 2 4 3 2
 RECOMPUTE=full lora full 1 8 0
 RECOMPUTE=selective lora selective 1 8 0
-PRECISION=bf16 lora bf16 1 8 0
+PRECISION=bf16 lora bf16 1 8 0 1 false --init single_init.safetensors --checkpoint-dir ckpt_bf16 \
+  --checkpoint-every 20 --export bf16_merged.safetensors --merge
 PRECISION=fp16 lora fp16 1 8 0
 PRECISION=bf16 lora bf16_zero1 4 2 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
   dp2_pp2 zero3 zero3_buckets dp2_tp2_zero3 full selective
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single bf16 fp16 bf16_zero1
 echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge, hold every tensor"
-./exe_single --quiet --steps 1 --save-init single_init.safetensors --log /dev/null > /dev/null
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
 "$PY" - "$ROOT/test/e2e" <<'PYEOF'
 import sys
@@ -80,6 +81,21 @@ for one, piped, tol in (("single_init", "pp2_init", 0), ("single_merged", "pp2_m
     worst = max(float(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)).max()) for k in a)
     assert worst <= tol, (one, worst)
     print("%s: %d tensors, as one process's (max diff %.2g)" % (piped, len(a), worst))
+PYEOF
+
+echo "== generation from the bf16 run's adapters: its base rounded as the run read it, as the merged export"
+cat > gen_bf16.plan <<EOF
+import "models/gpt.plan"
+generate gen_bf16 { model = tiny  checkpoint = "ckpt_bf16"  max_tokens = 12  temperature = 0 }
+EOF
+"$PLANC" build gen_bf16.plan -o gen_bf16 > /dev/null
+./gen_bf16 --tokens "5 6 7" --json > gen_adapters.json
+./gen_bf16 --tokens "5 6 7" --checkpoint bf16_merged.safetensors --json > gen_merged.json
+"$PY" - <<'PYEOF'
+import json
+a, b = json.load(open("gen_adapters.json")), json.load(open("gen_merged.json"))
+assert a["tokens"] == b["tokens"] and a["logprobs"] == b["logprobs"], (a, b)
+print("bf16: generation from the adapters = from the merged export (%d tokens)" % len(a["tokens"]))
 PYEOF
 
 echo "== --target cuda-host (the CUDA target's kernels on host loops): bitwise the CPU target"

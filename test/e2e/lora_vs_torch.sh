@@ -113,6 +113,24 @@ grep -q "its adapters were trained over .*base_ckpt.safetensors with sha256 .*, 
   fail "unexpected error for a changed base: $out"
 mv base_saved.safetensors base_ckpt.safetensors
 echo "refused: a changed base: $out"
+HERE_DIR="$HERE" "$PY" - <<'EOF'
+import os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HERE_DIR"])
+from gpt_ref import read_safetensors, write_safetensors
+t, meta = read_safetensors("base_ckpt.safetensors")
+t = {k: np.array(v, np.float32) for k, v in t.items()}
+t["h.1.mlp.c_fc.weight"][3, 5] = np.nan
+write_safetensors("base_nan.safetensors", t, meta)
+EOF
+cp base_ckpt.safetensors base_saved.safetensors
+cp base_nan.safetensors base_ckpt.safetensors
+if out=$(./tune --quiet --steps 1 2>&1); then
+  fail "training over a base with a NaN ran"
+fi
+mv base_saved.safetensors base_ckpt.safetensors
+grep -q "the base's tensor 'h.1.mlp.c_fc.weight' is NaN at element 773" <<<"$out" || fail "unexpected error: $out"
+echo "refused: a base with a NaN: $out"
 
 echo "== the llama family: rotary embeddings, grouped-query attention, SwiGLU"
 cat > tune_llama.plan <<EOF

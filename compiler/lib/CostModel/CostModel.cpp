@@ -501,7 +501,7 @@ private:
         bool keepOut = fineTune(c, op.params[op.params.size() == 4 ? 2 : 1], heads ? Split::Feature : split[in], tokens,
                                 dm, dm, outProj, bwdOut, modelBwd);
         if (lora()) {
-          c.bwdFlops = bwdIn + bwdOut + 2.5 * coreRun;
+          c.bwdFlops += bwdIn + bwdOut - 2 * (inProj + outProj); // the projections' backward as fineTune says
           c.modelBwdFlops = modelBwd;
         }
         c.saved += ((keepIn ? inStored : 0) + qkvE + (keepOut ? attnOut : 0)) * storedAct + lse;

@@ -144,8 +144,8 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     if (st.activation < 0)
       return bad("has a negative activation size");
     // MPI counts are int: one collective moves fewer than 2^31 floats.
-    if (s.d > 1 && l.total > training::kMaxCollectiveFloats)
-      return global.emitOpError() << "a data-parallel collective of " << l.total
+    if (s.d > 1 && std::max(l.total, s.zero >= 3 ? st.frozen : 0) > training::kMaxCollectiveFloats)
+      return global.emitOpError() << "a data-parallel collective of " << std::max(l.total, st.frozen)
                                   << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
                                      "parameters are not supported by the CPU target's collectives in this version";
     return success();
