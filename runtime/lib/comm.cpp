@@ -3,6 +3,9 @@
 #include "status.h"
 
 #include <mpi.h>
+#if MPI_VERSION < 4
+#error "libplanrt needs MPI 4's large-count calls (MPI_Allreduce_c, …): Debian's MPICH 4"
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -214,8 +217,10 @@ void rollCall(int rank, int world) {
 }
 
 bool validMask(const planrt_mesh *m, unsigned mask) { return m && mask && (mask >> m->sizes.size()) == 0; }
-/// MPI counts are int: larger buffers are a caller error here, not a silent truncation.
-bool validCount(int64_t count, int64_t per = 1) { return count >= 0 && count * per <= INT32_MAX; }
+/// Counts go to MPI 4's large-count calls (MPI_Count): any buffer the process can hold.
+bool validCount(int64_t count, int64_t per = 1) {
+  return count >= 0 && per >= 1 && count <= (int64_t(1) << 60) / per;
+}
 } // namespace
 
 namespace {
@@ -297,7 +302,7 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
   if (onDevice(&planrt_collectives::all_reduce, mesh->comm(mask), buf, count, int(op == PLANRT_MAX)))
     return PLANRT_OK;
   return mesh->check(
-      MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM, mesh->comm(mask)),
+      MPI_Allreduce_c(MPI_IN_PLACE, buf, MPI_Count(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM, mesh->comm(mask)),
       "all_reduce");
 }
 
@@ -307,7 +312,8 @@ struct planrt_request {
   const planrt_collectives *device = nullptr; ///< the table whose member started it, or null (MPI)
   void *handle = nullptr;
   bool done = false;
-  std::vector<int> counts, displs; ///< MPI_Iallgatherv's, alive until it completes
+  std::vector<MPI_Count> counts; ///< MPI_Iallgatherv_c's, alive until it completes
+  std::vector<MPI_Aint> displs;
   const char *what = "all_reduce (non-blocking)";
 };
 
@@ -323,7 +329,7 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
   if (c && c->all_reduce_start && c->wait &&
       c->all_reduce_start(&comm, buf, count, int(op == PLANRT_MAX), &r->handle) == 0) {
     r->device = c;
-  } else if (planrt_status s = mesh->check(MPI_Iallreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT,
+  } else if (planrt_status s = mesh->check(MPI_Iallreduce_c(MPI_IN_PLACE, buf, MPI_Count(count), MPI_FLOAT,
                                                           op == PLANRT_MAX ? MPI_MAX : MPI_SUM, comm, &r->mpi),
                                            "all_reduce (non-blocking)")) {
     return s;
@@ -366,8 +372,8 @@ namespace {
 void slicePartsOf(int64_t n, int64_t count, int64_t begin, int64_t size, planrt_request &r) {
   for (int64_t k = 0; k < n; ++k) {
     int64_t lo = std::max(begin, k * count), hi = std::min(begin + size, (k + 1) * count);
-    r.counts.push_back(int(std::max<int64_t>(0, hi - lo)));
-    r.displs.push_back(int(std::max<int64_t>(0, lo - begin)));
+    r.counts.push_back(MPI_Count(std::max<int64_t>(0, hi - lo)));
+    r.displs.push_back(MPI_Aint(std::max<int64_t>(0, lo - begin)));
   }
 }
 
@@ -410,7 +416,7 @@ planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const fl
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
     if (planrt_status s =
-            mesh->check(MPI_Iallgatherv(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+            mesh->check(MPI_Iallgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
                                         r->displs.data(), MPI_FLOAT, mesh->comm(mask), &r->mpi),
                         r->what))
       return s;
@@ -432,7 +438,7 @@ planrt_status planrt_reduce_scatter_start(planrt_mesh *mesh, unsigned mask, cons
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     float *part = r->counts[size_t(me)] ? recv + (std::max(begin, me * count) - me * count) : recv;
     if (planrt_status s = mesh->check(
-            MPI_Ireduce_scatter(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM, mesh->comm(mask), &r->mpi),
+            MPI_Ireduce_scatter_c(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM, mesh->comm(mask), &r->mpi),
             r->what))
       return s;
   }
@@ -448,7 +454,7 @@ planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *s
     return PLANRT_OK;
   // A send buffer that is this rank's block of recv is gathered in place.
   const void *from = send == recv + planrt_mesh_group_rank(mesh, mask) * count ? MPI_IN_PLACE : send;
-  return mesh->check(MPI_Allgather(from, int(count), MPI_FLOAT, recv, int(count), MPI_FLOAT, mesh->comm(mask)),
+  return mesh->check(MPI_Allgather_c(from, MPI_Count(count), MPI_FLOAT, recv, MPI_Count(count), MPI_FLOAT, mesh->comm(mask)),
                      "all_gather");
 }
 
@@ -458,7 +464,7 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
   mesh->count(PLANRT_REDUCE_SCATTER, mask, uint64_t(count) * 4 * uint64_t(mesh->groupSize(mask)));
   if (onDevice(&planrt_collectives::reduce_scatter, mesh->comm(mask), send, count, recv))
     return PLANRT_OK;
-  return mesh->check(MPI_Reduce_scatter_block(send, recv, int(count), MPI_FLOAT, MPI_SUM, mesh->comm(mask)),
+  return mesh->check(MPI_Reduce_scatter_block_c(send, recv, MPI_Count(count), MPI_FLOAT, MPI_SUM, mesh->comm(mask)),
                      "reduce_scatter");
 }
 
@@ -469,7 +475,7 @@ planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
   if (onDevice(&planrt_collectives::send, mesh->comm(1u << axis), peer, buf, count))
     return PLANRT_OK;
-  return mesh->check(MPI_Send(buf, int(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis)), "send");
+  return mesh->check(MPI_Send_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis)), "send");
 }
 
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count) {
@@ -478,7 +484,7 @@ planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf,
     return fail(PLANRT_ERR_ARG, "planrt_recv: bad argument");
   if (onDevice(&planrt_collectives::recv, mesh->comm(1u << axis), peer, buf, count))
     return PLANRT_OK;
-  return mesh->check(MPI_Recv(buf, int(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
+  return mesh->check(MPI_Recv_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "recv");
 }
 
@@ -491,7 +497,7 @@ planrt_status planrt_sendrecv(planrt_mesh *mesh, int axis, int64_t to, const flo
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
   if (onDevice(&planrt_collectives::sendrecv, mesh->comm(1u << axis), to, send, count, from, recv, recv_count))
     return PLANRT_OK;
-  return mesh->check(MPI_Sendrecv(send, int(count), MPI_FLOAT, int(to), 0, recv, int(recv_count), MPI_FLOAT, int(from),
+  return mesh->check(MPI_Sendrecv_c(send, MPI_Count(count), MPI_FLOAT, int(to), 0, recv, MPI_Count(recv_count), MPI_FLOAT, int(from),
                                   0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "sendrecv");
 }

@@ -103,27 +103,10 @@ planrt_status Trainer::frozenRegion(std::vector<float> &store, const float *&reg
   }
   store.assign(size_t(m.frozenFloats), 0.0f);
   planrt::Waiting w(ctx, "all_gather over the data axes of the frozen base");
-  if (planrt_status s = allGatherInChunks(m.dataMask, m.dataParallel, data(frozenShard),
-                                          m.frozenFloats / m.dataParallel, store.data()))
+  if (planrt_status s =
+          planrt_all_gather(ctx.mesh, m.dataMask, data(frozenShard), m.frozenFloats / m.dataParallel, store.data()))
     return s;
   region = store.data();
-  return PLANRT_OK;
-}
-
-planrt_status Trainer::allGatherInChunks(unsigned mask, int64_t group, const float *src, int64_t count, float *dst) {
-  // One collective moves fewer than 2^31 floats (MPI's int counts): pieces of each
-  // rank's range, each scattered to its place.
-  const int64_t most = std::max<int64_t>(1, ((int64_t(1) << 31) - 1) / std::max<int64_t>(group, 1));
-  if (count <= most)
-    return planrt_all_gather(ctx.mesh, mask, src, count, dst);
-  std::vector<float> part(size_t(most * group));
-  for (int64_t at = 0; at < count; at += most) {
-    int64_t n = std::min(most, count - at);
-    if (planrt_status s = planrt_all_gather(ctx.mesh, mask, src + at, n, part.data()))
-      return s;
-    for (int64_t r = 0; r < group; ++r)
-      std::memcpy(dst + r * count + at, part.data() + r * n, size_t(n) * sizeof(float));
-  }
   return PLANRT_OK;
 }
 
@@ -141,7 +124,7 @@ planrt_status Trainer::wholeFrozen(std::vector<float> &mine, std::vector<float> 
   {
     planrt::Waiting w(ctx, "all_gather over the pipeline axis of the frozen base");
     if (planrt_status s =
-            allGatherInChunks(1u << unsigned(m.pipelineAxis), m.pipeline, padded.data(), most, store.data()))
+            planrt_all_gather(ctx.mesh, 1u << unsigned(m.pipelineAxis), padded.data(), most, store.data()))
       return s;
   }
   for (int64_t q = 0; q < m.pipeline; ++q)
@@ -204,7 +187,7 @@ planrt_status Trainer::frozenFromBuffer(std::vector<float> &whole) {
   {
     planrt::Waiting w(ctx, "all_gather over the tensor axis of the frozen base");
     if (planrt_status s =
-            allGatherInChunks(1u << unsigned(m.tensorAxis), m.tensorParallel, region, m.frozenFloats, all.data()))
+            planrt_all_gather(ctx.mesh, 1u << unsigned(m.tensorAxis), region, m.frozenFloats, all.data()))
       return s;
   }
   for (int64_t c = 0; c < m.tensorParallel; ++c)

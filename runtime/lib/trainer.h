@@ -225,9 +225,6 @@ private:
   /// This rank's frozen region as the steps read it (params after the trained layout):
   /// under ZeRO-3 gathered from the data-parallel ranks' frozen_shard pieces into `store`.
   planrt_status frozenRegion(std::vector<float> &store, const float *&region);
-  /// planrt_all_gather of `count` floats from each of the `group` ranks of `mask`, in
-  /// collectives of fewer than 2^31 floats.
-  planrt_status allGatherInChunks(unsigned mask, int64_t group, const float *src, int64_t count, float *dst);
   /// --export FILE --merge: `base` (whole) with W + (alpha / rank)·a·b for each adapted W.
   planrt_status exportMerged(const std::string &file, const std::vector<WholeTensor> &adapters,
                              const std::vector<FrozenTensor> &base);

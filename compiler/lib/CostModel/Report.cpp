@@ -273,7 +273,7 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
   os << "\n";
   if (unbuilt)
     os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the interleaved "
-       << "pipeline schedule, or a data-parallel collective of 2^31 floats or more)\n";
+       << "pipeline schedule)\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",

@@ -24,8 +24,7 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // QLoRA: not with a tensor axis (sema).
   if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
-  return l.schedule != sema::PipelineSchedule::Interleaved &&
-         !(l.data > 1 && e.maxRankParams > training::kMaxCollectiveFloats);
+  return l.schedule != sema::PipelineSchedule::Interleaved;
 }
 
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,

@@ -143,11 +143,6 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     st.activation = from.getInteger(key::activation).value_or(0);
     if (st.activation < 0)
       return bad("has a negative activation size");
-    // MPI counts are int: one collective moves fewer than 2^31 floats.
-    if (s.d > 1 && std::max(l.total, s.zero >= 3 ? st.frozen : 0) > training::kMaxCollectiveFloats)
-      return global.emitOpError() << "a data-parallel collective of " << std::max(l.total, st.frozen)
-                                  << " floats exceeds MPI's 2^31 - 1 element count; models of more than 2.1B "
-                                     "parameters are not supported by the CPU target's collectives in this version";
     return success();
   };
   if (const llvm::json::Object *pipe = o->getObject(key::pipeline)) {

@@ -131,15 +131,13 @@ struct SearchOptions {
   size_t top = 10;
   bool allowPipeline = true;
   /// Only layouts this version of planc builds executables for: without the
-  /// interleaved pipeline schedule (several stages per rank), and without data-parallel
-  /// collectives of more than training::kMaxCollectiveFloats, which the cost model
-  /// estimates and the code generator refuses (plan-train-abi, plan-schedule).
+  /// interleaved pipeline schedule (several stages per rank), which the cost model
+  /// estimates and the code generator refuses (plan-train-abi).
   bool buildableOnly = true;
 };
 
 /// Whether this version of planc builds an executable for a layout it estimated: not
-/// the interleaved schedule (plan-train-abi), nor a data-parallel collective of more
-/// than training::kMaxCollectiveFloats (plan-schedule), nor NF4 with a tensor axis.
+/// the interleaved schedule (plan-train-abi), nor NF4 with a tensor axis.
 bool buildable(const sema::Layout &layout, const Estimate &estimate);
 
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,

@@ -46,11 +46,6 @@ const char *collectiveName(Collective c);
 /// runtime's counters (planrt_comm_bytes) use the same rule.
 uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes);
 
-/// The most floats one data-parallel collective moves: MPI's counts are int, and the
-/// runtime does not split a collective. plan-schedule refuses a larger flat buffer under
-/// data parallelism; the layout search leaves such layouts out.
-constexpr int64_t kMaxCollectiveFloats = (int64_t(1) << 31) - 1;
-
 /// DDP gradient buckets (a plan's `bucket`): the parameters, each with the floats it
 /// owns in the gradient buffer (padding included), taken in the order given (the order
 /// the backward pass finishes their gradients); a bucket closes once it holds
