@@ -9,6 +9,10 @@
 #                                            --save-grads file against lora_ref's OUT
 #   lora_keys                                a train block's batch, layout, optimizer,
 #                                            schedule, clipping and seed lines, as lora_ref's
+#   lora_llama_plan TARGETS LINES            tune_llama.plan, a small Llama (lora_ref's
+#                                            LLAMA shape) with adapters on TARGETS and the
+#                                            train block's extra LINES, 10 steps; built as
+#                                            tune_llama
 #   same_generation CKPT MERGED              a tiny-GPT generate executable gives the same
 #                                            tokens and log-probabilities from a run's
 #                                            checkpoint (its adapters applied to the base it
@@ -79,4 +83,23 @@ assert a["tokens"] == b["tokens"] and a["logprobs"] == b["logprobs"], (a, b)
 print("generation from the adapters over their base = from the merged export: %d tokens, the same "
       "log-probabilities" % len(a["tokens"]))
 EOF
+}
+
+LLAMA=(--family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128)
+lora_llama_plan() {
+  cat > tune_llama.plan <<EOF
+import "models/llama.plan"
+import "meshes/cpu_local.plan"
+model tl = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
+train tune_llama {
+  model     = tl
+  mesh      = cpu1
+  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [$1])
+  data      = tokens("data/train.bin")
+$2
+$(lora_keys)
+  steps     = 10
+}
+EOF
+  "$PLANC" build tune_llama.plan -o tune_llama >/dev/null
 }

@@ -133,27 +133,12 @@ grep -q "the base's tensor 'h.1.mlp.c_fc.weight' is NaN at element 773" <<<"$out
 echo "refused: a base with a NaN: $out"
 
 echo "== the llama family: rotary embeddings, grouped-query attention, SwiGLU"
-cat > tune_llama.plan <<EOF
-import "models/llama.plan"
-import "meshes/cpu_local.plan"
-model tl = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
-train tune_llama {
-  model     = tl
-  mesh      = cpu1
-  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, c_proj, gate, up, down])
-  data      = tokens("data/train.bin")
-  val       = tokens("data/val.bin")
-  eval      { every: 10, batches: 2 }
-$(lora_keys)
-  steps     = 10
-}
-EOF
-"$PLANC" build tune_llama.plan -o tune_llama >/dev/null
+lora_llama_plan "c_attn, c_proj, gate, up, down" '  val       = tokens("data/val.bin")
+  eval      { every: 10, batches: 2 }'
 mkdir -p llama_peft
 ./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl \
   --export llama_merged.safetensors --merge --export-adapters llama_peft/adapter_model.safetensors
-lora_ref llama_ref llama_init.safetensors c_attn,c_proj,gate,up,down 10 \
-  --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128
+lora_ref llama_ref llama_init.safetensors c_attn,c_proj,gate,up,down 10 "${LLAMA[@]}"
 lora_compare llama.jsonl llama_grads.safetensors llama_ref 10
 echo "== the merged Llama in PyTorch gives the run's validation loss; the PEFT export"
 VAL=$("$PY" -c "import json; print([json.loads(l)['val_loss'] for l in open('llama.jsonl') if 'val_loss' in l][-1])")

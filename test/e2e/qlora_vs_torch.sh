@@ -104,25 +104,10 @@ qlora_plan tune_single false
 against_torch tune_single 0
 
 echo "== the llama family, the output head quantized too"
-cat > tune_llama.plan <<EOF
-import "models/llama.plan"
-import "meshes/cpu_local.plan"
-model tl = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
-train tune_llama {
-  model     = tl
-  mesh      = cpu1
-  adapt     = lora(rank: $RANK, alpha: $ALPHA, targets: [c_attn, down])
-  quantize  = nf4(block: 64, double: true)
-  data      = tokens("data/train.bin")
-$(lora_keys)
-  steps     = 10
-}
-EOF
-"$PLANC" build tune_llama.plan -o tune_llama >/dev/null
+lora_llama_plan "c_attn, down" '  quantize  = nf4(block: 64, double: true)'
 ./tune_llama --quiet --save-init llama_init.safetensors --save-grads llama_grads.safetensors --log llama.jsonl
 "$PY" "$HERE/nf4_ref.py" dequantize --in llama_init.safetensors --out llama_deq.safetensors \
   --match '\.(c_attn|c_proj|gate|up|down)\.weight$|^output\.weight$' --block 64 --double 1
-lora_ref llama_ref llama_deq.safetensors c_attn,down 10 \
-  --family llama --depth 2 --heads 4 --kv-heads 2 --width 64 --hidden 128
+lora_ref llama_ref llama_deq.safetensors c_attn,down 10 "${LLAMA[@]}"
 lora_compare llama.jsonl llama_grads.safetensors llama_ref 10
 echo "PASS: QLoRA matches PyTorch over the independently dequantized base"
