@@ -74,8 +74,6 @@ void readSplit(const json &sp, const std::string &where, Param &p) {
   p.fullShape[size_t(p.splitDim)] = total;
 }
 
-/// One entry of params (or frozen), at JSON path `where`; m holds the ones before it;
-/// it must end by float `end` of the params buffer (num_floats when 0).
 /// A QLoRA base matrix's NF4 storage (planrt_nf4.h): its block, double quantization and
 /// the floats it takes in the params buffer, which must be the layout's.
 void readNf4(const json &q, const std::string &where, Param &p) {
@@ -93,6 +91,8 @@ void readNf4(const json &q, const std::string &where, Param &p) {
                     std::to_string(expected)};
 }
 
+/// One entry of params (or frozen), at JSON path `where`; m holds the ones before it;
+/// it must end by float `end` of the params buffer (num_floats when 0).
 Param readParam(const json &pj, std::string where, const Manifest &m, int64_t end = 0) {
   end = end ? end : m.numFloats;
   Param p;
