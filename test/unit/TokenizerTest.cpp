@@ -4,12 +4,11 @@
 // test/e2e/tokenizer_reference.sh checks real vocabularies against other implementations.
 #include "bpe.h"
 
+#include "TempDir.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <stdlib.h>
 #include <thread>
 
 namespace {
@@ -18,22 +17,7 @@ using json = nlohmann::json;
 using planrt::tokenizer::Bpe;
 using Ids = std::vector<int32_t>;
 
-/// A fresh directory, removed with its files at the end.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/planc-tokenizer-XXXXXX";
-    path = mkdtemp(name);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string write(const std::string &name, const std::string &text) const {
-    std::ofstream(path + "/" + name, std::ios::binary) << text;
-    return path + "/" + name;
-  }
-};
+using plan::test::TempDir;
 
 /// GPT-2's letter for a byte: the printable Latin-1 bytes themselves, the others U+0100
 /// onwards in byte order.
