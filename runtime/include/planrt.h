@@ -7,9 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* C linkage for each group of declarations below (one extern "C" block per group). */
 #ifdef __cplusplus
-extern "C" {
+#define PLANRT_C_BEGIN extern "C" {
+#define PLANRT_C_END }
+#else
+#define PLANRT_C_BEGIN
+#define PLANRT_C_END
 #endif
+
+PLANRT_C_BEGIN
 
 typedef enum {
   PLANRT_OK = 0,
@@ -96,6 +103,9 @@ planrt_status planrt_init_uniform(float *dst, int64_t count, int64_t offset, dou
                                   uint64_t param);
 planrt_status planrt_init_fill(float *dst, int64_t count, float value);
 
+PLANRT_C_END
+
+PLANRT_C_BEGIN
 /* ---- The device mesh over MPI: one process per device, rank → coordinates
  * row-major (the last axis varies fastest), one communicator per axis group. The
  * collectives count the bytes this rank sends under the ring model (all-reduce
@@ -198,6 +208,9 @@ typedef struct {
 } planrt_collectives;
 void planrt_set_collectives(const planrt_collectives *collectives);
 
+PLANRT_C_END
+
+PLANRT_C_BEGIN
 /* ---- Training log: one JSON object per line (step, loss, lr, grad_norm,
  * tokens_per_s, comm_bytes by collective, mem_peak_bytes: the most bytes the
  * generated code held during the step, planrt_mem_peak, and mem_device_peak_bytes:
@@ -263,6 +276,9 @@ typedef void (*planrt_stage_bwd_fn)(float *params, float *grads, const int32_t *
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets, float *loss);
 
+PLANRT_C_END
+
+PLANRT_C_BEGIN
 /* ---- The generated code's buffers. planc lowers memref.alloc and memref.dealloc to
  * MLIR's generic allocation functions, defined by the runtime (runtime/lib/memory.cpp)
  * on malloc; it counts the bytes live and their peak: a step's activations and
@@ -327,6 +343,9 @@ uint64_t planrt_mem_total_peak(void);
  * planrt_arena_release frees it. */
 void *planrt_arena_reserve(uint64_t state_bytes, uint64_t step_bytes);
 void planrt_arena_release(void);
+PLANRT_C_END
+
+PLANRT_C_BEGIN
 /* ---- Generation executables. planc emits, for a `generate` declaration, two
  * decoding entry points on flat buffers (docs/GENERATE.md): the logits [n, vocab]
  * of n positions offset … offset + n - 1 of `tokens` (n = the manifest's chunk for
@@ -364,8 +383,6 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
 #define PLANRT_ABI_STEP(ret, name, params) ret name params;
 #include "planrt_abi.def"
 
-#ifdef __cplusplus
-}
-#endif
+PLANRT_C_END
 
 #endif /* PLANRT_H */
