@@ -250,31 +250,29 @@ private:
   bool quantized(int pr) const {
     return lora() && l.adapt.nf4Block > 0 && l.adapt.quantized.count(model.params[pr].path);
   }
-  /// What trains of parameter pr on one tensor rank, piece by piece as the executable
-  /// lays it out: the parameter; under `adapt`, an adapted weight [in, out]'s adapters a
-  /// [in, r] and b [r, out] (each split where its base is: plan-lora, nn-tensor-parallel),
-  /// and nothing of any other.
-  std::vector<int64_t> trainedPieces(int pr) const {
+  /// A piece of what trains: its elements on one tensor rank, and whether it is whole there.
+  struct Piece {
+    int64_t elems;
+    bool whole;
+  };
+  /// What trains of parameter pr, piece by piece as the executable lays it out: the
+  /// parameter; under `adapt`, an adapted weight [in, out]'s adapters a [in, r] and b [r,
+  /// out] (each split where its base is: plan-lora, nn-tensor-parallel), and nothing of
+  /// any other.
+  std::vector<Piece> trainedPieces(int pr) const {
     if (!lora())
-      return {localElems(pr)};
+      return {{localElems(pr), localElems(pr) == model.params[pr].numElements()}};
     if (!adapted(pr))
       return {};
     const std::vector<int64_t> &shape = model.params[pr].shape;
     int64_t r = l.adapt.rank;
-    return {shape[0] * r / (splitsDim(pr, 0) ? t : 1), r * shape[1] / (splitsDim(pr, 1) ? t : 1)};
-  }
-  /// Whether each of those pieces is whole on every tensor rank.
-  std::vector<bool> trainedWhole(int pr) const {
-    if (!lora())
-      return {localElems(pr) == model.params[pr].numElements()};
-    if (!adapted(pr))
-      return {};
-    return {!splitsDim(pr, 0), !splitsDim(pr, 1)};
+    bool rows = splitsDim(pr, 0), cols = splitsDim(pr, 1);
+    return {{shape[0] * r / (rows ? t : 1), !rows}, {r * shape[1] / (cols ? t : 1), !cols}};
   }
   int64_t trainedElems(int pr) const {
     int64_t n = 0;
-    for (int64_t e : trainedPieces(pr))
-      n += e;
+    for (const Piece &piece : trainedPieces(pr))
+      n += piece.elems;
     return n;
   }
   /// Bytes of parameter pr's frozen copy on one device (0 when it trains): fp32, or its
@@ -617,14 +615,13 @@ private:
     std::map<int, int64_t> unitTrained, unitFrozen;
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       int i = int(pr);
-      std::vector<int64_t> pieces = trainedPieces(i);
-      std::vector<bool> whole = trainedWhole(i);
+      std::vector<Piece> pieces = trainedPieces(i);
       int64_t trained = trainedElems(i), frozen = frozenBytes(i);
       for (int r : paramRanks[pr]) {
         rankElems[r] += trained;
-        for (size_t k = 0; k < pieces.size(); ++k)
-          if (whole[k])
-            rankReplicatedElems[r] += pieces[k];
+        for (const Piece &piece : pieces)
+          if (piece.whole)
+            rankReplicatedElems[r] += piece.elems;
         rankFrozenBytes[r] += frozen;
         if (quantized(i)) {
           rankQuantizedBytes[r] += frozen;
@@ -944,8 +941,8 @@ private:
     for (size_t k = 0; k < model.params.size(); ++k) {
       size_t pr = reverse ? model.params.size() - 1 - k : k;
       if (paramRanks[pr].count(int(commRank)))
-        for (int64_t n : trainedPieces(int(pr))) {
-          owned.push_back((n + 15) / 16 * 16);
+        for (const Piece &piece : trainedPieces(int(pr))) {
+          owned.push_back((piece.elems + 15) / 16 * 16);
           decayed.push_back(lora() || model.params[pr].shape.size() >= 2);
         }
     }
@@ -987,8 +984,8 @@ private:
       std::vector<bool> decay;
       for (size_t pr = 0; pr < model.params.size(); ++pr)
         if (paramRanks[pr].count(int(commRank)))
-          for (int64_t n : trainedPieces(int(pr))) {
-            counts.push_back(n);
+          for (const Piece &piece : trainedPieces(int(pr))) {
+            counts.push_back(piece.elems);
             decay.push_back(lora() || model.params[pr].shape.size() >= 2); // adapters are matrices
           }
       flat = training::flatLayout(counts, decay, d);
