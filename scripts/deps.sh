@@ -13,6 +13,7 @@ packages=(
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
   libssl-dev                                                      # sha256 in the retrieval runtime
   libmpich-dev mpich                                              # processes and CPU collectives
+  liburing-dev                                                    # asynchronous I/O of offloaded state
   libicu-dev                                                      # Unicode regexes of the BPE tokenizer
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)
 )

@@ -15,6 +15,8 @@ Layout plan::sema::layoutOf(const Train &t) {
   l.sequence = t.parallel.sequence;
   l.zero = t.parallel.zero;
   l.bucketBytes = t.parallel.bucketBytes;
+  l.optimizerOffload = t.parallel.optimizerOffload;
+  l.paramsOffload = t.parallel.paramsOffload;
   l.recompute = t.recompute;
   l.precision = t.precision;
   l.batch = t.batch;

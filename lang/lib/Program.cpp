@@ -131,6 +131,18 @@ int64_t plan::sema::defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int z
              : 0;
 }
 
+const char *plan::sema::offloadTargetName(OffloadTarget t) {
+  switch (t) {
+  case OffloadTarget::None:
+    return "none";
+  case OffloadTarget::CPU:
+    return "cpu";
+  case OffloadTarget::NVMe:
+    return "nvme";
+  }
+  return "?";
+}
+
 const char *plan::sema::scheduleName(PipelineSchedule s) {
   switch (s) {
   case PipelineSchedule::GPipe:

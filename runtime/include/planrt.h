@@ -261,6 +261,13 @@ typedef void (*planrt_sumsq_fn)(float *g0, float *g1, float *state);
  * in place: clipping by the global norm sqrt(state[6]), the schedule, AdamW. */
 typedef void (*planrt_update_fn)(float *p0, float *p1, float *g0, float *g1, float *m0, float *m1, float *v0, float *v1,
                                  int64_t step, float *state);
+/* An offloaded optimizer's update of one chunk of one optimizer group (the plan's
+ * `offload { optimizer = nvme(…) }`): AdamW in place on `p`, `m`, `v` (the chunk's
+ * float count is the plan's buffer / 4; the runtime zero-pads the last chunk's
+ * gradient). It reads `state` as planrt_update_fn does and writes what that would write
+ * there to `next` instead, so every chunk of a step sees the same loss scale. */
+typedef void (*planrt_update_chunk_fn)(float *p, float *g, float *m, float *v, int64_t step, const float *state,
+                                       float *next);
 /* A pipeline stage's entry points (pipeline parallelism): its forward pass, from the
  * tokens (first stage) or the previous stage's activation `in`, writing the activation it
  * hands on (or, on the last stage, the loss) to `out`; and its backward pass, the forward

@@ -22,7 +22,7 @@ inline constexpr char kModel[] = "planc-model-1";
 
 /* The training manifest's keys, at every level (top, mesh, train, checkpoint,
  * loss_scale, pipeline, stages, params and their split, schedule and its buffers,
- * memory). */
+ * memory, offload). */
 namespace key {
 inline constexpr char accumulation[] = "accumulation";
 inline constexpr char activation[] = "activation";
@@ -40,6 +40,7 @@ inline constexpr char beta1[] = "beta1";
 inline constexpr char beta2[] = "beta2";
 inline constexpr char block[] = "block";
 inline constexpr char blocks[] = "blocks";
+inline constexpr char buffer[] = "buffer";
 inline constexpr char buffers[] = "buffers";
 inline constexpr char checkpoint[] = "checkpoint";
 inline constexpr char clip[] = "clip";
@@ -77,7 +78,9 @@ inline constexpr char model[] = "model";
 inline constexpr char name[] = "name";
 inline constexpr char nf4[] = "nf4";
 inline constexpr char num_floats[] = "num_floats";
+inline constexpr char offload[] = "offload";
 inline constexpr char offset[] = "offset";
+inline constexpr char optimizer[] = "optimizer";
 inline constexpr char params[] = "params";
 inline constexpr char parts[] = "parts";
 inline constexpr char path[] = "path";
@@ -104,6 +107,7 @@ inline constexpr char state_bytes[] = "state_bytes";
 inline constexpr char std[] = "std";
 inline constexpr char step_bytes[] = "step_bytes";
 inline constexpr char steps[] = "steps";
+inline constexpr char target[] = "target";
 inline constexpr char targets[] = "targets";
 inline constexpr char tensor[] = "tensor";
 inline constexpr char tensor_parallel[] = "tensor_parallel";

@@ -3,6 +3,7 @@
 // a no-op after the first failure. The watchdog turns a peer that died or hung
 // into an error on every rank instead of a hang.
 #include "step_context.h"
+#include "offload.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -296,6 +297,15 @@ void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1
 void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,
                          int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
                          int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state) {
+  if (ctx->offload) { // the moments are in files, streamed through the offloaded update
+    float *p[2] = {ctx->range(pb0, po0, 0, "update"), ctx->range(pb1, po1, 0, "update")};
+    float *g[2] = {ctx->range(gb0, go0, 0, "update"), ctx->range(gb1, go1, 0, "update")};
+    float *s = ctx->range(state, 0, 8, "update");
+    if (p[0] && p[1] && g[0] && g[1] && s)
+      if (planrt_status st = ctx->offload->update(p, g, step, s))
+        ctx->failWith(st);
+    return;
+  }
   float *p[8] = {ctx->range(pb0, po0, 0, "update"), ctx->range(pb1, po1, 0, "update"),
                  ctx->range(gb0, go0, 0, "update"), ctx->range(gb1, go1, 0, "update"),
                  ctx->range(mb0, mo0, 0, "update"), ctx->range(mb1, mo1, 0, "update"),

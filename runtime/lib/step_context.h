@@ -16,6 +16,10 @@
 
 namespace planrt {
 
+namespace train {
+class OffloadedOptimizer;
+}
+
 /// Memory of the backend (planrt_set_backend): what generated code may read and write,
 /// counted (planrt_mem_alloc).
 struct BackendDeleter {
@@ -65,6 +69,9 @@ struct planrt_step_ctx {
   planrt_grad_fn grad = nullptr;
   planrt_sumsq_fn sumsq = nullptr;
   planrt_update_fn update = nullptr;
+  /// An offloaded optimizer (`offload { optimizer = nvme(…) }`): the update streams the
+  /// moments through it instead of calling `update`.
+  planrt::train::OffloadedOptimizer *offload = nullptr;
   planrt_data *train = nullptr;
   int64_t batch = 0, micro = 0, seq = 0;
   int64_t dataRank = 0, dataSize = 1;

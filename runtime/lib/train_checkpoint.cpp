@@ -330,6 +330,15 @@ planrt_status Trainer::checkFinite(int64_t s) {
 }
 
 planrt_status Trainer::checkpoint(int64_t s) {
+  // Offloaded moments come back from their files for the write.
+  planrt_status st = momentsIn(true);
+  st = st ? st : saveCheckpoint(s);
+  if (planrt_status out = momentsOut(false); !st)
+    st = out;
+  return st;
+}
+
+planrt_status Trainer::saveCheckpoint(int64_t s) {
   // Never save a non-finite state, whatever the checks of the loss and norm missed.
   if (planrt_status st = checkFinite(s))
     return st;

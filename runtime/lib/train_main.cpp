@@ -107,6 +107,13 @@ int Trainer::run() {
                   double(m.rankStepBytes) / (1 << 20));
     summary += mem;
   }
+  if (offload) { // the optimizer's moments streamed through NVMe
+    double bytes = double(offload->updateBytes);
+    std::snprintf(mem, sizeof mem, " · offload %.1f MiB read and written in %.2f s of updates (%.2f GB/s), %.2f s waiting",
+                  bytes / (1 << 20), offload->updateSeconds,
+                  offload->updateSeconds > 0 ? bytes / offload->updateSeconds / 1e9 : 0.0, offload->waitSeconds);
+    summary += mem;
+  }
   if (!lastCheckpoint.empty())
     summary += " · checkpoint " + lastCheckpoint;
   progress.line(summary, true);
@@ -128,9 +135,14 @@ int Trainer::error(planrt_status) {
 }
 
 int Trainer::finish() {
-  if (!o.exportFile.empty() || !o.exportAdapters.empty())
-    if (planrt_status s = exportConsolidated(o.exportFile))
+  if (!o.exportFile.empty() || !o.exportAdapters.empty()) {
+    planrt_status s = momentsIn(true);
+    s = s ? s : exportConsolidated(o.exportFile);
+    if (planrt_status out = momentsOut(false); !s)
+      s = out;
+    if (s)
       return error(s);
+  }
   return 0;
 }
 
@@ -142,7 +154,17 @@ planrt_status Trainer::prepare() {
     return s;
   if (planrt_status s = allocateBuffers())
     return s;
-  return initialState();
+  // Offloaded moments: zeros written to their files, or resumed ones through buffers
+  // that are freed once they are written.
+  bool resuming = !o.resume.empty();
+  if (offloaded())
+    if (planrt_status s = openOffload(); s || (resuming && (s = momentsIn(false))))
+      return s;
+  if (planrt_status s = initialState())
+    return s;
+  if (offloaded() && !resuming)
+    return offload->store(nullptr, nullptr);
+  return momentsOut(true);
 }
 
 void Trainer::bindStep() {
@@ -226,7 +248,8 @@ planrt_status Trainer::allocateBuffers() {
     bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline stage's buffers stay unallocated
     if (mine && arena)
       buf.place = reinterpret_cast<float *>(arena + b.offset);
-    if (mine && b.lifetime != "transient" && !buf.allocate())
+    bool moment = offloaded() && (b.name == m.bufferName("exp_avg") || b.name == m.bufferName("exp_avg_sq"));
+    if (mine && b.lifetime != "transient" && !moment && !buf.allocate())
       return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);
   }
   params = bufferId(m.bufferName("params"));
@@ -455,7 +478,8 @@ using planrt::fail;
 extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, planrt_grad_fn grad,
                                  planrt_sumsq_fn sumsq, planrt_update_fn update, planrt_eval_fn eval,
                                  planrt_step_fn step, planrt_program_fn gather, planrt_program_fn release,
-                                 void *const *stages, int64_t nstages) {
+                                 planrt_update_chunk_fn chunk0, planrt_update_chunk_fn chunk1, void *const *stages,
+                                 int64_t nstages) {
   // The step functions allocate and free the same activation buffers every step: keep
   // them in the heap (up to glibc's 32 MiB maximum) rather than mapping and unmapping
   // them, which costs a page fault per 4 KiB touched each step.
@@ -513,7 +537,7 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
     }
     int rc;
     {
-      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, stages, nstages}, mesh);
+      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, chunk0, chunk1, stages, nstages}, mesh);
       rc = t.run();
     }
     planrt_mesh_finalize(mesh);

@@ -411,6 +411,30 @@ void readTrainRun(const json &train, Manifest &m) {
   }
 }
 
+/// Offloaded state: where the optimizer's moments live (nvme only in this version).
+void readOffload(const json &root, Manifest &m) {
+  if (!root.contains(key::offload))
+    return;
+  const json &off = root[key::offload];
+  if (!off.is_object())
+    throw Malformed{"offload must be an object"};
+  for (const auto &[what, place] : off.items()) {
+    std::string where = "offload." + what;
+    if (what != key::optimizer)
+      throw Malformed{where + ": this runtime offloads the optimizer state only"};
+    std::string target = text(place, key::target, where);
+    if (target != "nvme")
+      throw Malformed{where + ".target is '" + target + "'; this runtime offloads to nvme only"};
+    m.offloadDir = text(place, key::dir, where);
+    const json &buffer = field(place, key::buffer, where);
+    if (!buffer.is_number_integer() || buffer.get<int64_t>() < 4096 || buffer.get<int64_t>() % 4096)
+      throw Malformed{where + ".buffer must be a positive multiple of 4096 bytes"};
+    if (m.offloadDir.empty())
+      throw Malformed{where + ".dir is empty"};
+    m.offloadChunk = buffer.get<int64_t>() / 4;
+  }
+}
+
 /// The executable's arena, if the compiler planned one: its sizes and every buffer's
 /// offset in it.
 void readMemory(const json &root, Manifest &m) {
@@ -472,6 +496,7 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     readSchedule(root, m);
     readTrainRun(train, m);
     readMemory(root, m);
+    readOffload(root, m);
   });
 }
 

@@ -118,6 +118,10 @@ struct Manifest {
   int64_t checkpointEvery = 0, checkpointKeep = 0;
   std::string lossScaleKind = "none"; ///< "none", "dynamic" or "static" (fp16)
   double lossScaleInit = 1;
+  /// `offload { optimizer = nvme(DIR) }`: the directory the Adam moments live in, and
+  /// the floats of one moment's chunk the update streams; empty: the moments are buffers.
+  std::string offloadDir;
+  int64_t offloadChunk = 0;
   /// The executable's arena (the cuda targets' memory plan): the step program's buffers
   /// at their offsets in its first stateBytes, then stepBytes of step region.
   bool arena = false;

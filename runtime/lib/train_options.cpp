@@ -30,6 +30,8 @@ const char kUsage[] = "usage: %s [options]\n"
                       "                         adapters merged in, under the base's names\n"
                       "  --export-adapters FILE at the end, the adapters in PEFT's layout and names, with\n"
                       "                         adapter_config.json beside FILE\n"
+                      "  --offload-dir DIR      put the offloaded optimizer state (offload { optimizer =\n"
+                      "                         nvme(…) }) under DIR instead of the plan's directory\n"
                       "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
                       "                         it (default 300)\n"
                       "  --quiet                no progress or evaluation lines; errors and the final\n"
@@ -52,6 +54,7 @@ enum class Arg {
   Export,
   ExportAdapters,
   Merge,
+  OffloadDir,
   CommTimeout,
   Quiet,
   Help
@@ -75,6 +78,7 @@ const Flag kFlags[] = {{"--steps", Arg::Steps, true},
                        {"--export", Arg::Export, true},
                        {"--export-adapters", Arg::ExportAdapters, true},
                        {"--merge", Arg::Merge, false},
+                       {"--offload-dir", Arg::OffloadDir, true},
                        {"--comm-timeout", Arg::CommTimeout, true},
                        {"--quiet", Arg::Quiet, false},
                        {"--help", Arg::Help, false},
@@ -165,6 +169,9 @@ int parseOptions(int argc, char **argv, Options &o) {
       break;
     case Arg::Merge:
       o.merge = true;
+      break;
+    case Arg::OffloadDir:
+      o.offloadDir = value;
       break;
     case Arg::CommTimeout: {
       std::optional<int64_t> n = count(value);

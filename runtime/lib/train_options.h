@@ -15,7 +15,7 @@ constexpr int kExitUsage = 2;
 
 struct Options {
   std::optional<int64_t> steps, checkpointEvery;
-  std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile, exportAdapters;
+  std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile, exportAdapters, offloadDir;
   double commTimeout = 300;
   std::vector<std::string> data, val;
   bool quiet = false, help = false, merge = false;

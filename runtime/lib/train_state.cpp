@@ -101,4 +101,43 @@ planrt_status Trainer::gatherFull(std::vector<float> &P, std::vector<float> &M, 
   return PLANRT_OK;
 }
 
+planrt_status Trainer::openOffload() {
+  std::string dir = o.offloadDir.empty() ? m.offloadDir : o.offloadDir;
+  offload = std::make_unique<OffloadedOptimizer>(dir, planrt_mesh_rank(ctx.mesh) < 0 ? 0 : planrt_mesh_rank(ctx.mesh),
+                                                 m.offloadChunk,
+                                                 OffloadedOptimizer::Group{spanFloats(0), e.chunk0},
+                                                 OffloadedOptimizer::Group{spanFloats(1), e.chunk1});
+  if (planrt_status s = offload->open())
+    return s;
+  ctx.offload = offload.get();
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::momentsIn(bool read) {
+  if (!offloaded())
+    return PLANRT_OK;
+  for (int id : {expAvg, expAvgSq})
+    if (!ctx.buffers[size_t(id)].data && !ctx.buffers[size_t(id)].allocate())
+      return fail(PLANRT_ERR_ARG, "cannot allocate the optimizer moments (%lld floats) for their files",
+                  (long long)ctx.buffers[size_t(id)].floats);
+  if (!read)
+    return PLANRT_OK;
+  float *const mm[2] = {span(expAvg, 0), span(expAvg, 1)}, *const v[2] = {span(expAvgSq, 0), span(expAvgSq, 1)};
+  return offload->load(mm, v);
+}
+
+planrt_status Trainer::momentsOut(bool write) {
+  if (!offloaded())
+    return PLANRT_OK;
+  planrt_status s = PLANRT_OK;
+  if (write) {
+    const float *const mm[2] = {span(expAvg, 0), span(expAvg, 1)};
+    const float *const v[2] = {span(expAvgSq, 0), span(expAvgSq, 1)};
+    s = offload->store(mm, v);
+  }
+  for (int id : {expAvg, expAvgSq})
+    ctx.buffers[size_t(id)].release();
+  return s;
+}
+
 } // namespace planrt::train

@@ -6,6 +6,7 @@
 #ifndef PLANRT_LIB_TRAINER_H
 #define PLANRT_LIB_TRAINER_H
 
+#include "offload.h"
 #include "sharded.h"
 #include "step_context.h"
 #include "train_manifest.h"
@@ -28,6 +29,7 @@ struct Entries {
   planrt_eval_fn eval;
   planrt_step_fn step;
   planrt_program_fn gather, release;
+  planrt_update_chunk_fn chunk0, chunk1; ///< an offloaded optimizer's chunk updates (null without)
   void *const *stages; ///< pipeline: per stage forward, backward, update
   int64_t nstages;
 };
@@ -101,6 +103,22 @@ private:
   /// This rank's piece of group g in a state buffer (master, exp_avg, exp_avg_sq):
   /// the buffer holds only the pieces when sharded, else everything.
   float *piece(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : pieceBegin(g)); }
+
+  /// What this rank's update writes of group g in a state buffer: its piece when
+  /// sharded, else the whole group.
+  float *span(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : m.groupBegin[g]); }
+  int64_t spanFloats(int g) const { return m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g]; }
+
+  // ---- The offloaded optimizer state (train_state.cpp): the moments live in files
+  // and are buffers only while a checkpoint, an export or the initial state needs them.
+
+  bool offloaded() const { return !m.offloadDir.empty(); }
+  /// Opens the files (the plan's directory, or --offload-dir).
+  planrt_status openOffload();
+  /// The moment buffers allocated (zeroed), and read from the files if `read`.
+  planrt_status momentsIn(bool read);
+  /// The moment buffers written to the files as the current state if `write`, then freed.
+  planrt_status momentsOut(bool write);
 
   // ---- Tensor parallelism: this rank's pieces of whole parameters (train_state.cpp).
 
@@ -195,7 +213,9 @@ private:
 
   planrt_status checkFinite(int64_t s);
 
+  /// The checkpoint after step s (offloaded moments read back for it).
   planrt_status checkpoint(int64_t s);
+  planrt_status saveCheckpoint(int64_t s);
 
   /// --export: one checkpoint file in the single-device format, whatever the layout
   /// (with --merge under adapters: the merged model); --export-adapters.
@@ -263,6 +283,7 @@ private:
   int params = -1, grads = -1, master = -1, expAvg = -1, expAvgSq = -1, stateId = -1;
   int frozenShard = -1; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
   float *state = nullptr;         ///< the step state of planrt.h (the "state" buffer)
+  std::unique_ptr<OffloadedOptimizer> offload;
   std::vector<std::string> names; ///< exp_avg and exp_avg_sq names, two per parameter
   double stepSeconds = 0, stepComm = 0, lastLoss = 0;
   uint64_t maxMemPeak = 0; ///< the most bytes the generated code held in a step

@@ -7,7 +7,8 @@
 #     [dp: DEVICES, tp: TENSOR] and tensor = tp, with SEQUENCE = true also sequence
 #     parallelism; with STAGES > 1, a pipeline axis pp of that size first, run with
 #     SCHEDULE, gpipe or 1f1b) and builds exe_NAME (for --target $TARGET when TARGET is set;
-#     with BUCKET set, e.g. "16 KiB", DDP gradient buckets of that size).
+#     with BUCKET set, e.g. "16 KiB", DDP gradient buckets of that size; with OFFLOAD set,
+#     e.g. 'nvme("DIR")', the optimizer's moments offloaded there).
 dp_plan() {
   local t=${8:-1} p=${10:-1} axes="dp: $2" tensor="" pipeline=""
   if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
@@ -25,7 +26,7 @@ train $1 {
   batch     = 8
   micro     = $3
   seq       = 32
-  parallel { data = dp  zero = $4  $tensor  $pipeline  ${BUCKET:+bucket = $BUCKET} }
+  parallel { data = dp  zero = $4  $tensor  $pipeline  ${BUCKET:+bucket = $BUCKET}  ${OFFLOAD:+offload { optimizer = $OFFLOAD \}} }
   precision = ${6:-fp32}
   recompute = ${7:-none}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)

@@ -413,7 +413,15 @@ TEST(CostModel, SearchLeavesOutTheLayoutsTheCodeGeneratorRefuses) {
     return c.layout.data > 1 && c.estimate.maxRankParams > (int64_t(1) << 31) - 1;
   };
   EXPECT_GT(std::count_if(built.begin(), built.end(), large), 0);
-  size_t estimatedOnly = size_t(std::count_if(every.begin(), every.end(), interleaved));
+  // Offload on a cuda mesh (ZeRO-Offload, ZeRO-Infinity): estimated where nothing else
+  // fits, not built.
+  auto offloaded = [](const cost::Candidate &c) {
+    return c.layout.optimizerOffload.any() || c.layout.paramsOffload.any();
+  };
+  EXPECT_TRUE(std::none_of(built.begin(), built.end(), offloaded));
+  EXPECT_GT(std::count_if(every.begin(), every.end(), offloaded), 0);
+  size_t estimatedOnly =
+      size_t(std::count_if(every.begin(), every.end(), [&](auto &c) { return interleaved(c) || offloaded(c); }));
   EXPECT_GT(estimatedOnly, 0u);
   EXPECT_EQ(every.size(), built.size() + estimatedOnly);
 }

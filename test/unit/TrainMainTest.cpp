@@ -258,7 +258,7 @@ Result run(const TempDir &dir, const std::string &manifestText, std::vector<std:
       argv.push_back(a.data());
     argv.push_back(nullptr);
     int rc = planrt_train_main(int(args.size()), argv.data(), manifestText.c_str(), grad, bigramSumsq, adamUpdate,
-                               bigramEval, bigramStep, noProgram, noProgram, nullptr, 0);
+                               bigramEval, bigramStep, noProgram, noProgram, nullptr, nullptr, nullptr, 0);
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(rc);
@@ -912,7 +912,7 @@ TEST(TrainMain, TheProgressLineIsRedrawnOnATerminal) {
     char arg0[] = "train";
     char *argv[] = {arg0, nullptr};
     int rc = planrt_train_main(1, argv, m.c_str(), bigramGrad, bigramSumsq, adamUpdate, bigramEval, bigramStep,
-                               noProgram, noProgram, nullptr, 0);
+                               noProgram, noProgram, nullptr, nullptr, nullptr, 0);
     std::fflush(stderr);
     _exit(rc);
   }

@@ -105,6 +105,7 @@ public:
     Estimate e;
     e.params = model.numParameters();
     e.devices = mesh.devices();
+    e.onCuda = cudaMesh();
     e.peakFlops = peak;
     e.deviceMemory = mesh.memoryBytes;
     assignRanks();
@@ -638,6 +639,7 @@ private:
       row.name = unitName(u);
       largestUnit = std::max(largestUnit, unitTrained[u]);
     }
+    largestUnitElems = largestUnit;
 
     // Activations per micro-batch, per rank and per unit.
     std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0), inFlightGrads(p, 0);
@@ -726,14 +728,17 @@ private:
       // bound: a pipeline stage's measured peak is below it, docs/EXPLAIN.md §10.)
       double end = 4.0 * double(n) + firstAct[r];
       double start = double(mem.activations) + std::max(2 * logitsRank[r], inFlightGrads[r]);
-      if (end > start)
+      // (Offload on a cuda mesh streams each gradient bucket to the host instead.)
+      if (end > start && !(cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any())))
         bufs.push_back(
             {"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
       // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
-      heldBeyondModelStates(n, shard, mem.params - frozenHeld, mem, bufs);
+      Estimate::OffloadState offloaded;
+      if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
+        heldBeyondModelStates(n, shard, mem.params - frozenHeld, mem, bufs);
       if (zero3 && rankFrozenRegion[r] > 0)
         bufs.push_back({"ZeRO-3 frozen base gathered whole for each micro-batch", rankFrozenRegion[r]});
       if (p > 1)
@@ -748,6 +753,7 @@ private:
         e.worstRank = int(r);
         e.buffers = bufs;
         e.inFlight = flight;
+        e.offload = offloaded;
       }
     }
     e.perDevice = e.perRank[e.worstRank];
@@ -774,7 +780,6 @@ private:
     for (size_t pr = 0; pr < model.params.size(); ++pr)
       if (paramRanks[pr].size() > 1)
         tiedElems += trainedElems(int(pr));
-    largestUnitElems = largestUnit;
   }
   /// The trained, frozen and quantized parameters (whole), and the worst rank's frozen bytes.
   void countTrained(Estimate &e) const {
@@ -791,6 +796,77 @@ private:
       e.quantizedParams += quantized(int(pr)) ? param.numElements() : 0;
     }
   }
+  // --- offload (ZeRO-Offload, ZeRO-Infinity) -------------------------------
+  bool cudaMesh() const { return mesh.kind == sema::DeviceKind::CUDA; }
+  /// Bytes of one generation of a rank's optimizer files (planc's executables):
+  /// exp_avg and exp_avg_sq of each optimizer group's span, in chunks of the plan's
+  /// buffer, the last one padded.
+  int64_t momentFileBytes(int64_t rank) const {
+    int64_t chunk = std::max<int64_t>(1, l.optimizerOffload.bufferBytes / 4), floats = 0;
+    training::FlatLayout flat = flatLayoutOf(rank);
+    for (int g = 0; g < 2; ++g) {
+      int64_t span = d > 1 && l.zero >= 1 ? flat.shardFloats(g) : flat.groupFloats(g);
+      floats += (span + chunk - 1) / chunk * chunk;
+    }
+    return 8 * floats;
+  }
+  /// The device side of `offload` for one rank (n trained elements, `shard` of them
+  /// its ZeRO piece), with where the rest lives and what moves per step; false when
+  /// nothing is offloaded. A cpu mesh's executables (optimizer = nvme) hold everything
+  /// but Adam's moments, and a staging buffer; on a cuda mesh the state is as
+  /// ZeRO-Offload and ZeRO-Infinity hold it: the optimizer (fp32 master and moments)
+  /// and the gradients, streamed to the host as the backward pass makes them, in
+  /// host memory or on NVMe; with `params`, the parameter shards too, a layer's
+  /// gathered at a time and one ahead.
+  bool offloadState(Estimate::OffloadState &off, int64_t rank, int64_t n, int64_t shard, int64_t trainedParams,
+                    Memory &mem, std::vector<BufferRow> &bufs) const {
+    const sema::Offload &opt = l.optimizerOffload, &par = l.paramsOffload;
+    if (!opt.any() && !par.any())
+      return false;
+    bool sharded = d > 1 && l.zero >= 1;
+    int64_t span = sharded ? shard : n;
+    off.devicesPerNode = mesh.perNode;
+    off.hostMemory = mesh.hostMemoryBytes;
+    if (!cudaMesh()) { // the executables: the moments in files, both generations
+      mem.optimizer = 0;
+      heldBeyondModelStates(n, shard, trainedParams, mem, bufs);
+      bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096});
+      off.nvmeBytes = 2 * momentFileBytes(rank);
+      off.nvmeBytesPerStep = 2 * momentFileBytes(rank);
+      return true;
+    }
+    int64_t optState = int64_t(double(span) * optBytes), gradState = int64_t(double(span) * gradBytes);
+    if (opt.any()) {
+      mem.optimizer = 0;
+      // Gradients leave bucket by bucket: two buckets on the device (filling, in flight).
+      int64_t bucket = l.bucketBytes > 0 ? l.bucketBytes : int64_t(25) << 20;
+      mem.grads = std::min<int64_t>(mem.grads, 2 * bucket);
+      off.hostBytes += gradState + (opt.target == sema::OffloadTarget::CPU ? optState : 0);
+      off.nvmeBytes += opt.target == sema::OffloadTarget::NVMe ? optState : 0;
+      off.pcieBytesPerStep += gradState + int64_t(double(span) * paramBytes); // gradients down, parameters up
+      off.nvmeBytesPerStep += opt.target == sema::OffloadTarget::NVMe ? 2 * optState : 0;
+    }
+    if (par.any()) {
+      int64_t shardBytes = int64_t(double(shard) * paramBytes);
+      // Two layers gathered: the one computing and the one prefetched.
+      mem.params = int64_t(2 * double(largestUnitElems) * paramBytes) + (mem.params - shardBytes);
+      (par.target == sema::OffloadTarget::CPU ? off.hostBytes : off.nvmeBytes) += shardBytes;
+      // Each micro-batch's forward and backward passes fetch the shard again.
+      int64_t fetched = 2 * mb * shardBytes;
+      off.pcieBytesPerStep += fetched;
+      off.nvmeBytesPerStep += par.target == sema::OffloadTarget::NVMe ? fetched : 0;
+    }
+    return true;
+  }
+  /// Seconds per step of the offloaded state's transfers: PCIe per device and the node's
+  /// NVMe shared by its devices, overlapping each other but not the step.
+  double offloadSeconds(Estimate &e) const {
+    double pcie = mesh.pcieBytesPerSecond.value_or(cal.pcieBandwidth);
+    double nvme = mesh.nvmeBytesPerSecond.value_or(cal.nvmeBandwidth) / double(std::max<int64_t>(1, mesh.perNode));
+    e.offload.seconds = std::max(double(e.offload.pcieBytesPerStep) / pcie, double(e.offload.nvmeBytesPerStep) / nvme);
+    return e.offload.seconds;
+  }
+
   /// What this version's executables hold beyond the model states of the ZeRO paper
   /// (params, grads and optimizer above, with mixed precision's fp32 master copy in the
   /// optimizer's 12 bytes): the runtime keeps a rank's n parameters and their gradients
@@ -802,7 +878,9 @@ private:
   void heldBeyondModelStates(int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
                              std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
-    int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard + 8 * shard : 8 * n);
+    // Offloaded moments (a cpu mesh's nvme) are not held: the update streams them.
+    int64_t moments = l.optimizerOffload.any() ? 0 : 8 * (sharded ? shard : n);
+    int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
     auto add = [&](const char *name, int64_t bytes) {
       bytes = std::min(bytes, extra);
@@ -967,6 +1045,20 @@ private:
     return out;
   }
 
+  /// The executable's layout of a pipeline rank's trained parameters (after tensor
+  /// splitting; under a pipeline, those of its stage).
+  training::FlatLayout flatLayoutOf(int64_t rank) const {
+    std::vector<int64_t> counts;
+    std::vector<bool> decay;
+    for (size_t pr = 0; pr < model.params.size(); ++pr)
+      if (paramRanks[pr].count(int(rank)))
+        for (const Piece &piece : trainedPieces(int(pr))) {
+          counts.push_back(piece.elems);
+          decay.push_back(lora() || model.params[pr].shape.size() >= 2); // adapters are matrices
+        }
+    return training::flatLayout(counts, decay, d);
+  }
+
   /// The data-parallel collectives of rank commRank's step (ZeRO paper volumes, as
   /// training::dataCollectives schedules them), each a row of e.comm; returns the seconds
   /// they add to the step (what no compute hides). cr: the rank's per-micro-batch times.
@@ -976,20 +1068,7 @@ private:
     // are the executable's flat layout, padded so that every rank owns an aligned,
     // equal piece of each optimizer group; the CPU target runs forward and backward
     // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
-    // The executable's layout of this rank's parameters (after tensor splitting; under a
-    // pipeline, those of its stage).
-    training::FlatLayout flat;
-    {
-      std::vector<int64_t> counts;
-      std::vector<bool> decay;
-      for (size_t pr = 0; pr < model.params.size(); ++pr)
-        if (paramRanks[pr].count(int(commRank)))
-          for (const Piece &piece : trainedPieces(int(pr))) {
-            counts.push_back(piece.elems);
-            decay.push_back(lora() || model.params[pr].shape.size() >= 2); // adapters are matrices
-          }
-      flat = training::flatLayout(counts, decay, d);
-    }
+    training::FlatLayout flat = flatLayoutOf(commRank);
     // Emulated precision on the CPU keeps f32 buffers, and communicates them.
     double wireParams = cpu ? 4.0 : paramBytes;
     struct DP {
@@ -1177,7 +1256,10 @@ private:
     double paramTraffic = l.precision == sema::Precision::FP32 ? 2 * paramBytes : paramBytes;
     e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / (hbm * cal.memoryEfficiency);
 
-    e.stepSeconds = pipelined + dpExposed + pipelineSums + tensorStep + e.optimizerSeconds;
+    if (l.optimizerOffload.any() && cudaMesh()) // Adam on the host's cores
+      e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / cal.hostMemoryBandwidth *
+                           double(std::max<int64_t>(1, mesh.perNode));
+    e.stepSeconds = pipelined + dpExposed + pipelineSums + tensorStep + e.optimizerSeconds + offloadSeconds(e);
     double tokens = double(l.batch) * double(l.seq);
     e.tokensPerSecond = tokens / e.stepSeconds;
     // Model FLOPs (PaLM/Megatron convention): 3 × forward matmuls, full attention; under
@@ -1192,7 +1274,8 @@ private:
                                                           {e.pipelineCommSeconds, "pipeline communication"},
                                                           {e.bubbleSeconds, "pipeline bubble"},
                                                           {dpExposed, "data-parallel communication"},
-                                                          {e.optimizerSeconds, "optimizer step"}};
+                                                          {e.optimizerSeconds, "optimizer step"},
+                                                          {e.offload.seconds, "offload transfers"}};
     e.bottleneck = std::max_element(parts.begin(), parts.end())->second;
 
     e.traceRank = slowest;

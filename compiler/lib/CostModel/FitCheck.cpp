@@ -33,6 +33,13 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
                          cost::formatBytes(double(m.buffers)))
                .str());
     std::vector<cost::Candidate> fits = cost::search(model, mesh, layout);
+    bool estimatedOnly = false;
+    if (fits.empty()) { // what offload would fit, though this version does not build it
+      cost::SearchOptions all;
+      all.buildableOnly = false;
+      fits = cost::search(model, mesh, layout, all);
+      estimatedOnly = !fits.empty();
+    }
     if (fits.empty()) {
       d.note("no layout of this batch on " + std::to_string(mesh.devices()) +
              (mesh.devices() == 1 ? " device" : " devices") +
@@ -41,13 +48,22 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
     }
     for (size_t i = 0; i < fits.size() && i < 3; ++i) {
       const sema::Layout &l = fits[i].layout;
+      std::string offload;
+      if (l.optimizerOffload.any())
+        offload = std::string(", offload { optimizer = ") + sema::offloadTargetName(l.optimizerOffload.target) +
+                  (l.paramsOffload.any() ? std::string("  params = ") + sema::offloadTargetName(l.paramsOffload.target)
+                                         : std::string()) +
+                  " }";
       d.note(llvm::formatv("would fit: data {0} x tensor {1} x pipeline {2}, zero {3}, micro {4}, "
                            "recompute {5}{6}: {7} per device, {8:f3} s per step",
                            l.data, l.tensor, l.pipeline, l.zero, l.micro, sema::recomputeName(l.recompute),
-                           l.sequence ? ", sequence parallel" : "",
+                           (l.sequence ? ", sequence parallel" : "") + offload,
                            cost::formatBytes(double(fits[i].estimate.perDevice.total())), fits[i].estimate.stepSeconds)
                  .str());
     }
+    if (estimatedOnly)
+      d.note("these layouts are estimates: this version of planc builds offload for 'optimizer = nvme(DIR)' on cpu "
+             "meshes only");
     d.note("'planc explain --search' lists every layout that fits");
   }
   return ok;

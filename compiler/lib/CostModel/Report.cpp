@@ -31,6 +31,18 @@ static std::string seconds(double s) {
 
 static std::string schedule(const sema::Layout &l) { return sema::scheduleName(l.schedule); }
 
+static bool offloaded(const sema::Layout &l) { return l.optimizerOffload.any() || l.paramsOffload.any(); }
+
+/// " (offload: optimizer nvme, params nvme)" for a search row, or nothing.
+static std::string offloadNote(const sema::Layout &l) {
+  if (!offloaded(l))
+    return "";
+  std::string out = std::string(" (offload: optimizer ") + sema::offloadTargetName(l.optimizerOffload.target);
+  if (l.paramsOffload.any())
+    out += std::string(", params ") + sema::offloadTargetName(l.paramsOffload.target);
+  return out + ")";
+}
+
 std::string plan::cost::parallelBlock(const sema::Layout &l) {
   // `dp` is always written (the block gives it the data role, size 1 or not);
   // `pp` and `tp` only when they split something.
@@ -52,6 +64,15 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
     out += "    pipeline = none\n";
   if (l.sequence)
     out += "    sequence = true\n";
+  if (offloaded(l)) {
+    auto place = [](const sema::Offload &o) {
+      return o.target == sema::OffloadTarget::NVMe ? "nvme(\"" + o.dir + "\")" : std::string(sema::offloadTargetName(o.target));
+    };
+    out += "    offload { optimizer = " + place(l.optimizerOffload);
+    if (l.paramsOffload.any())
+      out += "  params = " + place(l.paramsOffload);
+    out += " }\n";
+  }
   out += "  }\n";
   out += "  recompute = " + std::string(sema::recomputeName(l.recompute)) + "\n";
   if (l.tensor == 1)
@@ -69,7 +90,11 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   if (l.pipeline > 1)
     os << " (" << l.stages << " stages, " << schedule(l) << ")";
   os << "; zero " << l.zero << "; " << sema::precisionName(l.precision) << "; recompute "
-     << sema::recomputeName(l.recompute) << (l.sequence ? "; sequence parallel" : "") << "\n";
+     << sema::recomputeName(l.recompute) << (l.sequence ? "; sequence parallel" : "");
+  if (offloaded(l))
+    os << "; offload optimizer " << sema::offloadTargetName(l.optimizerOffload.target) << ", params "
+       << sema::offloadTargetName(l.paramsOffload.target);
+  os << "\n";
   os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x " << l.microBatches()
      << " micro-batches; seq " << l.seq << "\n";
   if (l.adapt.rank > 0) {
@@ -101,7 +126,20 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   row("total", e.perDevice.total());
   if (e.deviceMemory)
     os << llvm::formatv("  {0,-14} {1,14}  ({2})\n", "device memory", formatBytes(double(*e.deviceMemory)),
-                        e.fits() ? "fits" : "DOES NOT FIT");
+                        e.perDevice.total() <= *e.deviceMemory ? "fits" : "DOES NOT FIT");
+  if (offloaded(l)) {
+    // Where the rest lives (offload), and what moves each step.
+    const auto &o = e.offload;
+    os << llvm::formatv("  {0,-14} {1,14}\n", "host memory", formatBytes(double(o.hostBytes)));
+    if (o.hostMemory)
+      os << llvm::formatv("    {0,-12} {1,14}  ({2}; {3} per node of {4} devices)\n", "per node",
+                          formatBytes(double(o.hostBytes * o.devicesPerNode)), e.fitsHost() ? "fits" : "DOES NOT FIT",
+                          formatBytes(double(*o.hostMemory)), o.devicesPerNode);
+    os << llvm::formatv("  {0,-14} {1,14}\n", "nvme", formatBytes(double(o.nvmeBytes)));
+    os << llvm::formatv("  offload moves {0} over PCIe and {1} to and from NVMe per step: {2}\n",
+                        formatBytes(double(o.pcieBytesPerStep)), formatBytes(double(o.nvmeBytesPerStep)),
+                        seconds(o.seconds));
+  }
   os << llvm::formatv("  activations hold {0:f2} micro-batch(es) in flight\n", e.inFlight);
   for (const BufferRow &b : e.buffers)
     os << llvm::formatv("  buffer: {0,-36} {1,12}\n", b.name, formatBytes(double(b.bytes)));
@@ -132,6 +170,8 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   os << llvm::formatv("  {0,-32} {1,12}\n", "pipeline bubble", seconds(e.bubbleSeconds));
   os << llvm::formatv("  {0,-32} {1,12}\n", "data-parallel (exposed)", seconds(e.dataCommSeconds));
   os << llvm::formatv("  {0,-32} {1,12}\n", "optimizer step", seconds(e.optimizerSeconds));
+  if (offloaded(l))
+    os << llvm::formatv("  {0,-32} {1,12}\n", "offload transfers", seconds(e.offload.seconds));
   os << llvm::formatv("  {0,-32} {1,12}\n", "step", seconds(e.stepSeconds));
   os << llvm::formatv("  tokens/s {0:f0}; model FLOPs/step {1:e3}; MFU {2:f1}% of {3:e3} FLOP/s per device\n",
                       e.tokensPerSecond, e.modelFlopsPerStep, 100 * e.mfu, e.peakFlops);
@@ -211,6 +251,14 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
       {"per_layer", std::move(layers)},
       {"device_memory_bytes", e.deviceMemory ? llvm::json::Value(*e.deviceMemory) : llvm::json::Value(nullptr)},
       {"fits", e.fits()},
+      {"offload", offloaded(l) ? llvm::json::Value(Object{{"optimizer", sema::offloadTargetName(l.optimizerOffload.target)},
+                                                          {"params", sema::offloadTargetName(l.paramsOffload.target)},
+                                                          {"host_bytes", e.offload.hostBytes},
+                                                          {"nvme_bytes", e.offload.nvmeBytes},
+                                                          {"pcie_bytes_per_step", e.offload.pcieBytesPerStep},
+                                                          {"nvme_bytes_per_step", e.offload.nvmeBytesPerStep},
+                                                          {"seconds", e.offload.seconds}})
+                               : llvm::json::Value(nullptr)},
       {"comm_bytes_per_step", std::move(comm)},
       {"comm", std::move(commRows)},
       {"flops_per_step", e.modelFlopsPerStep},
@@ -222,7 +270,8 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
                                   {"pipeline_comm", e.pipelineCommSeconds},
                                   {"bubble", e.bubbleSeconds},
                                   {"data_comm_exposed", e.dataCommSeconds},
-                                  {"optimizer", e.optimizerSeconds}}},
+                                  {"optimizer", e.optimizerSeconds},
+                                  {"offload", e.offload.seconds}}},
       {"tokens_per_s", e.tokensPerSecond},
       {"mfu", e.mfu},
       {"peak_flops_per_device", e.peakFlops},
@@ -273,7 +322,7 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
   os << "\n";
   if (unbuilt)
     os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the interleaved "
-       << "pipeline schedule)\n";
+       << "pipeline schedule, offload on cuda meshes or of the parameters)\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",
@@ -285,7 +334,8 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
     os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,5:f1}%  {12}\n",
                         i + 1, l.data, l.tensor, l.pipeline, l.pipeline > 1 ? schedule(l) : "-", l.zero,
                         sema::recomputeName(l.recompute), l.sequence ? "yes" : "no", l.micro,
-                        formatBytes(double(e.perDevice.total())), seconds(e.stepSeconds), 100 * e.mfu, e.bottleneck);
+                        formatBytes(double(e.perDevice.total())), seconds(e.stepSeconds), 100 * e.mfu,
+                        e.bottleneck + offloadNote(l));
   }
   os << "\nbest layout, ready to paste into the train plan:\n" << parallelBlock(c.front().layout);
   return s;

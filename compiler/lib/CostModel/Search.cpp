@@ -24,7 +24,37 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // QLoRA: not with a tensor axis (sema).
   if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
+  // Offload: the optimizer's moments to NVMe on a cpu mesh, without a pipeline (plan-train-abi).
+  if (l.paramsOffload.any() || (l.optimizerOffload.any() && (e.onCuda || l.pipeline > 1)))
+    return false;
   return l.schedule != sema::PipelineSchedule::Interleaved;
+}
+
+namespace {
+struct Offloads {
+  sema::Offload optimizer, params;
+};
+} // namespace
+
+/// The offloads a layout that does not fit may try, least first: on a cpu mesh the
+/// optimizer's moments to NVMe; on a cuda mesh the optimizer (and gradients) to the
+/// host, then under ZeRO-3 the parameters too, then both to NVMe (ZeRO-Infinity). A plan
+/// that names an NVMe directory lends it; otherwise "nvme" stands for one.
+static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout &base, int zero) {
+  std::string dir = base.optimizerOffload.target == sema::OffloadTarget::NVMe ? base.optimizerOffload.dir
+                    : base.paramsOffload.target == sema::OffloadTarget::NVMe  ? base.paramsOffload.dir
+                                                                               : "nvme";
+  sema::Offload cpu, nvme;
+  cpu.target = sema::OffloadTarget::CPU;
+  nvme.target = sema::OffloadTarget::NVMe;
+  nvme.dir = dir;
+  nvme.bufferBytes = sema::kDefaultOffloadBufferBytes;
+  if (mesh.kind != sema::DeviceKind::CUDA)
+    return {{nvme, {}}};
+  std::vector<Offloads> out{{cpu, {}}};
+  if (zero == 3)
+    out.insert(out.end(), {{cpu, cpu}, {nvme, nvme}});
+  return out;
 }
 
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
@@ -70,6 +100,13 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
                 if (!sema::checkLayout(&model, l).empty())
                   continue;
                 Estimate e = estimate(model, mesh, l, {}, cal);
+                // What does not fit may with its state offloaded (the first that fits).
+                for (const Offloads &o : offloads(mesh, base, zero))
+                  if (!e.fits()) {
+                    l.optimizerOffload = o.optimizer;
+                    l.paramsOffload = o.params;
+                    e = estimate(model, mesh, l, {}, cal);
+                  }
                 if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
                   continue;
                 out.push_back({l, std::move(e)});

@@ -202,6 +202,20 @@ private:
     ReturnOp::create(b, loc(m.loc), values[m.result]);
   }
 
+  /// `offload { … }` as #plan.parallel's offload dictionary; null when nothing moves.
+  DictionaryAttr offloadAttr(const sema::Parallel &p) {
+    SmallVector<NamedAttribute> places;
+    for (auto [what, o] : {std::pair{"optimizer", &p.optimizerOffload}, std::pair{"params", &p.paramsOffload}}) {
+      if (!o->any())
+        continue;
+      SmallVector<NamedAttribute> place{b.getNamedAttr("target", str(sema::offloadTargetName(o->target)))};
+      if (o->target == sema::OffloadTarget::NVMe)
+        place.append({b.getNamedAttr("dir", str(o->dir)), b.getNamedAttr("buffer", i64(o->bufferBytes))});
+      places.push_back(b.getNamedAttr(what, b.getDictionaryAttr(place)));
+    }
+    return places.empty() ? DictionaryAttr() : b.getDictionaryAttr(places);
+  }
+
   void genTrain(const sema::Train &t) {
     const sema::Mesh &mesh = program.meshes[t.mesh];
     (void)mesh;
@@ -217,7 +231,7 @@ private:
     auto parallel =
         ParallelAttr::get(ctx, b.getArrayAttr(data), t.parallel.zero, str(t.parallel.tensorAxis),
                           str(t.parallel.pipelineAxis), t.parallel.stages, schedule, b.getBoolAttr(t.parallel.sequence),
-                          b.getArrayAttr(replicate), t.parallel.bucketBytes);
+                          b.getArrayAttr(replicate), t.parallel.bucketBytes, offloadAttr(t.parallel));
     SmallVector<NamedAttribute> shard;
     for (auto &[dim, axis] : t.shard)
       shard.push_back(b.getNamedAttr(dim, str(axis)));

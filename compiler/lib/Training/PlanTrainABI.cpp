@@ -214,6 +214,20 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                                           {key::alpha, cast<FloatAttr>(adapt.get("alpha")).getValueAsDouble()},
                                           {key::targets, std::move(targets)}};
   }
+  // Offloaded state: where it lives and the chunk it streams through.
+  if (DictionaryAttr offload = train.getParallel().getOffload()) {
+    llvm::json::Object places;
+    for (NamedAttribute place : offload) {
+      auto d = cast<DictionaryAttr>(place.getValue());
+      llvm::json::Object o{{key::target, d.getAs<StringAttr>("target").getValue()}};
+      if (auto dir = d.getAs<StringAttr>("dir"))
+        o[key::dir] = resolvePlanPath(base, dir.getValue());
+      if (auto buffer = d.getAs<IntegerAttr>("buffer"))
+        o[key::buffer] = buffer.getInt();
+      places[place.getName().getValue()] = std::move(o);
+    }
+    root[key::offload] = std::move(places);
+  }
   if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
     root[key::pipeline] = llvm::json::Object{
         {key::axis, pp.axis}, {key::size, pp.size}, {key::schedule, pl::stringifyPipelineSchedule(pp.schedule)}};
@@ -270,6 +284,19 @@ LogicalResult checkSupported(pl::TrainOp train) {
       training::dataParallelSize(train) * training::tensorParallelOf(train).size * pp.size)
     return train.emitError() << "every axis of mesh '" << train.getMesh()
                              << "' larger than 1 needs a role; this version runs data-parallel layouts";
+  if (DictionaryAttr offload = par.getOffload()) {
+    if (offload.get("params"))
+      return train.emitError() << "offloading the parameters ('params' of the offload section) is not implemented "
+                                  "by the code generator in this version of planc; planc explain estimates it, and "
+                                  "'optimizer = nvme(DIR)' on a cpu mesh builds";
+    if (mesh.getKind() != pl::DeviceKind::cpu)
+      return train.emitError() << "offloading the optimizer on a cuda mesh is not implemented by the code generator "
+                                  "in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' "
+                                  "on a cpu mesh builds";
+    if (pp.size > 1)
+      return train.emitError() << "offloading the optimizer with pipeline parallelism (axis '" << pp.axis
+                               << "') is not implemented by the code generator in this version of planc";
+  }
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
     return train.emitError() << "the static loss scale " << fixed->convertToDouble()
                              << " does not fit in f32 (at most 3.4e38), where the step keeps it";
@@ -535,13 +562,36 @@ public:
     argTys.append({b.getI64Type(), statsTy()});
     auto f = entry(name, argTys);
     Block &e = f.getBody().front();
-    Value stats = e.getArgument(9);
-    auto buf = [&](int k, int grp) { return Flat(b, loc, e.getArgument(2 * k + grp)); };
-    SmallVector<Value> args{e.getArgument(8), memref::LoadOp::create(b, loc, stats, ValueRange{at(6)})};
-    SmallVector<int> gs = groups(st);
+    applyUpdate(update, groups(st), e.getArgument(8), e.getArgument(9), e.getArgument(9),
+                [&](int k, int grp) { return std::pair{e.getArgument(2 * k + grp), wholeSpan(st, grp)}; });
+  }
+
+  /// Offloaded optimizer state: `name`(P, G, M, V, step, stats, next), AdamW in place
+  /// on one chunk of `chunk` floats of optimizer group `grp` (the runtime streams the
+  /// moments through such chunks, zero-padding the last). stats is read as by `update`;
+  /// what `update` writes to it goes to `next` instead, so that every chunk of a step
+  /// reads the same loss scale; the runtime copies it over once the last chunk is done.
+  void updateChunk(StringRef name, int grp, int64_t chunk, func::FuncOp update) {
+    OpBuilder::InsertionGuard g(b);
+    auto chunkTy = MemRefType::get({chunk}, b.getF32Type());
+    auto f = entry(name, {chunkTy, chunkTy, chunkTy, chunkTy, b.getI64Type(), statsTy(), statsTy()});
+    Block &e = f.getBody().front();
+    Param whole{"", RankedTensorType::get({chunk}, b.getF32Type()), 0, chunk};
+    applyUpdate(update, {grp}, e.getArgument(4), e.getArgument(5), e.getArgument(6),
+                [&](int k, int) { return std::pair{e.getArgument(k), whole}; });
+  }
+
+  /// The body of an update entry: `update` inlined on the spans span(k, grp) (k: P, G,
+  /// M, V) of the groups `gs`, reading the step state from `stats` and writing the
+  /// grad norm, lr and (fp16) the loss scale's next values to `out`.
+  void applyUpdate(func::FuncOp update, ArrayRef<int> gs, Value step, Value stats, Value out,
+                   llvm::function_ref<std::pair<Value, Param>(int, int)> span) {
+    SmallVector<Value> args{step, memref::LoadOp::create(b, loc, stats, ValueRange{at(6)})};
     for (int k = 0; k < 4; ++k)
-      for (int grp : gs)
-        args.push_back(buf(k, grp).readFlat(wholeSpan(st, grp)));
+      for (int grp : gs) {
+        auto [buffer, whole] = span(k, grp);
+        args.push_back(Flat(b, loc, buffer).readFlat(whole));
+      }
     if (scaled)
       for (int64_t i : {2, 3, 5})
         args.push_back(memref::LoadOp::create(b, loc, stats, ValueRange{at(i)}));
@@ -550,14 +600,16 @@ public:
     static const int64_t slots[] = {2, 3, 4, 5}; // scale, good steps, skipped, applied
     if (scaled)
       for (auto [i, slot] : llvm::enumerate(slots))
-        memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], stats, ValueRange{at(slot)});
+        memref::StoreOp::create(b, loc, outs[2 + 3 * n + i], out, ValueRange{at(slot)});
     static const int written[] = {0, 2, 3}; // P, M, V
     for (int k = 0; k < 3; ++k)
-      for (auto [i, grp] : llvm::enumerate(gs))
-        buf(written[k], grp).writeFlat(outs[2 + k * n + i], wholeSpan(st, grp));
-    memref::StoreOp::create(b, loc, outs[0], stats, ValueRange{index0()});
+      for (auto [i, grp] : llvm::enumerate(gs)) {
+        auto [buffer, whole] = span(written[k], grp);
+        Flat(b, loc, buffer).writeFlat(outs[2 + k * n + i], whole);
+      }
+    memref::StoreOp::create(b, loc, outs[0], out, ValueRange{index0()});
     Value lr = arith::TruncFOp::create(b, loc, b.getF32Type(), outs[1]);
-    memref::StoreOp::create(b, loc, lr, stats, ValueRange{at(1)});
+    memref::StoreOp::create(b, loc, lr, out, ValueRange{at(1)});
     func::ReturnOp::create(b, loc);
   }
 
@@ -745,9 +797,9 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     std::string base = train.getSymName().str();
     auto fwd = module.lookupSymbol<func::FuncOp>(base + "_forward");
     training::Pipeline pp = training::pipelineOf(train);
-    auto stepFunction = [&](std::string name) -> func::FuncOp {
+    auto stepFunction = [&](std::string name, bool optional = false) -> func::FuncOp {
       auto f = module.lookupSymbol<func::FuncOp>(name);
-      if (!f)
+      if (!f && !optional)
         train.emitOpError() << "needs its step functions first (plan-train-step): '" << name << "' is missing";
       return f;
     };
@@ -765,6 +817,10 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       entries.grad(*st, grad);
       entries.sumsq(*st);
       entries.update("planc_update", *st, update);
+      for (int grp = 0; grp < 2; ++grp)
+        if (auto chunk = stepFunction(base + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))
+          entries.updateChunk("planc_update_chunk_g" + std::to_string(grp), grp,
+                              cast<ShapedType>(chunk.getArgumentTypes()[2]).getNumElements(), chunk);
       entries.eval(*st);
       tables.push_back(std::move(*st));
     } else {

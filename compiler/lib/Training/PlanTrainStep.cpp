@@ -121,7 +121,9 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
 /// span of a flat buffer (the whole span without ZeRO), so the update is two
 /// elementwise sweeps whatever the number of parameters. `sumsq` is the sum of the
 /// squared gradients over every rank (the schedule reduces it), for the global norm.
-func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name) {
+/// With `chunk` > 0, the same update of group `only` alone, on spans of `chunk` floats:
+/// what an offloaded optimizer runs on each chunk of the state it streams.
+func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name, int only = -1, int64_t chunk = 0) {
   OpBuilder b(train->getContext());
   b.setInsertionPointAfter(forward);
   Location loc = train.getLoc();
@@ -133,11 +135,14 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   training::BufferLayout layout = training::layoutOf(types, d);
   SmallVector<int> groups;
   for (int g = 0; g < 2; ++g)
-    if (layout.groupEnd[g] > layout.groupBegin[g])
+    if (layout.groupEnd[g] > layout.groupBegin[g] && (only < 0 || g == only))
       groups.push_back(g);
+  if (only >= 0 && groups.empty())
+    return {};
   size_t n = groups.size();
   auto spanType = [&](int g) {
-    return RankedTensorType::get({sharded ? layout.shardFloats(g) : layout.groupFloats(g)}, b.getF32Type());
+    return RankedTensorType::get({chunk > 0 ? chunk : sharded ? layout.shardFloats(g) : layout.groupFloats(g)},
+                                 b.getF32Type());
   };
   bool scaled = train.getPrecision() == pl::Precision::fp16;
   SmallVector<Type> ins{b.getI64Type(), b.getF32Type()}, outs{b.getF32Type(), b.getF64Type()};
@@ -309,6 +314,12 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         return signalPassFailure();
       grad->setPrivate();
       buildUpdate(train, *grad, base + "_update");
+      // An offloaded optimizer streams its state: the update of one chunk per group.
+      if (DictionaryAttr offload = train.getParallel().getOffload())
+        if (auto opt = offload.getAs<DictionaryAttr>("optimizer"))
+          if (auto buffer = opt.getAs<IntegerAttr>("buffer"))
+            for (int g = 0; g < 2; ++g)
+              buildUpdate(train, *grad, base + "_update_chunk_g" + std::to_string(g), g, buffer.getInt() / 4);
     }
   }
 };

@@ -17,7 +17,7 @@ static std::string joinInts(const std::vector<std::pair<std::string, int64_t>> &
 
 void Sema::checkMesh(const ast::Decl &decl) {
   std::string what = "mesh '" + decl.name + "'";
-  Section sec(*this, decl.entries, what, {"devices", "axes", "memory", "peak", "hbm", "links"});
+  Section sec(*this, decl.entries, what, {"devices", "axes", "memory", "peak", "hbm", "links", "pcie", "host_memory", "nvme"});
   sema::Mesh mesh;
   mesh.name = decl.name;
   mesh.loc = decl.nameLoc;
@@ -138,6 +138,10 @@ void Sema::checkMesh(const ast::Decl &decl) {
     mesh.memoryBytes = int64_t(std::llround(std::min(*m, 9.2e18)));
   mesh.peakFlops = quantity("peak", units::Dim::FlopsPerSecond);
   mesh.hbmBytesPerSecond = quantity("hbm", units::Dim::BytesPerSecond);
+  mesh.pcieBytesPerSecond = quantity("pcie", units::Dim::BytesPerSecond);
+  if (auto m = quantity("host_memory", units::Dim::Bytes))
+    mesh.hostMemoryBytes = int64_t(std::llround(std::min(*m, 9.2e18)));
+  mesh.nvmeBytesPerSecond = quantity("nvme", units::Dim::BytesPerSecond);
   if (const Expr *links = sec.value("links")) {
     Value v = eval(*links, nullptr);
     if (v.kind != Value::Kind::List || (!v.items.empty() && v.items.front().key.empty())) {

@@ -50,6 +50,10 @@ private:
   // TrainParallel.cpp
   void checkParallel();
   void checkPipeline(const Section &par);
+  /// `offload { optimizer = …  params = … }`.
+  void checkOffload(const Section &par);
+  /// Offload against the mesh and ZeRO.
+  void checkOffloadRules();
   /// Every use names a mesh axis, each axis has one role, every axis > 1 has a role.
   void checkAxisRoles();
   /// Buckets, ZeRO and sequence parallelism against the roles.

@@ -1,6 +1,9 @@
 // The parallel section of a train plan: each mesh axis's role (data, tensor,
-// pipeline, replicate), ZeRO, gradient buckets and sequence parallelism.
+// pipeline, replicate), ZeRO, gradient buckets, sequence parallelism and where the
+// state lives (offload).
 #include "Train.h"
+
+#include <cmath>
 
 using namespace plan;
 using namespace plan::lang;
@@ -10,7 +13,7 @@ void TrainCheck::checkParallel() {
   parallelEntry = sec.section("parallel");
   if (parallelEntry) {
     Section par(sema, parallelEntry->children, "the parallel section",
-                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket"});
+                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket", "offload"});
     auto names = [&](const char *key, const char *role, std::vector<std::string> &out, std::vector<ast::Loc> *locs) {
       const Expr *e = par.value(key);
       if (!e)
@@ -82,7 +85,77 @@ void TrainCheck::checkParallel() {
         ok = false;
     }
     checkPipeline(par);
+    checkOffload(par);
   }
+}
+
+void TrainCheck::checkOffload(const Section &par) {
+  const ast::Entry *entry = par.section("offload");
+  if (!entry)
+    return;
+  Section off(sema, entry->children, "the offload section", {"optimizer", "params"});
+  auto target = [&](const char *key, sema::Offload &out) {
+    const Expr *e = off.value(key);
+    if (!e)
+      return;
+    out.loc = e->loc;
+    Value v = sema.eval(*e, nullptr);
+    const char *expected = "none, cpu, or nvme(\"DIR\") (optionally nvme(\"DIR\", buffer: 4 MiB))";
+    if (v.kind == Value::Kind::None)
+      return;
+    if (v.kind == Value::Kind::Name && (v.s == "cpu" || v.s == "nvme")) {
+      if (v.s == "cpu") {
+        out.target = sema::OffloadTarget::CPU;
+        return;
+      }
+      diags.error(e->loc, std::string("'") + key + " = nvme' needs the directory its files go in")
+          .note("write nvme(\"/local/nvme/planc\")");
+      ok = false;
+      return;
+    }
+    if (v.kind != Value::Kind::Call || v.s != "nvme") {
+      if (v.kind == Value::Kind::Name)
+        sema.toChoice(v, std::string("'") + key + "' of the offload section", {"none", "cpu", "nvme"});
+      else
+        sema.typeError(v, std::string("'") + key + "' of the offload section", expected);
+      ok = false;
+      return;
+    }
+    auto args = bindArgs(sema, {"nvme", {{"dir", true}, {"buffer", false}}}, v);
+    if (!args) {
+      ok = false;
+      return;
+    }
+    auto dir = sema.toString((*args)["dir"], "the directory of nvme(…)");
+    if (!dir) {
+      ok = false;
+      return;
+    }
+    if (dir->empty()) {
+      diags.error((*args)["dir"].loc, "the directory of nvme(…) is empty").note("write a path, as in nvme(\"/local/nvme/planc\")");
+      ok = false;
+      return;
+    }
+    out.target = sema::OffloadTarget::NVMe;
+    out.dir = *dir;
+    out.bufferBytes = sema::kDefaultOffloadBufferBytes;
+    if (args->count("buffer")) {
+      const Value &b = (*args)["buffer"];
+      auto q = sema.toQuantity(b, units::Dim::Bytes, "'buffer' of nvme(…)");
+      if (!q) {
+        ok = false;
+      } else if (!(*q >= 4096) || *q > double(int64_t(1) << 40) || std::fmod(*q, 4096.0) != 0) {
+        diags.error(b.loc, "'buffer' of nvme(…) must be a multiple of 4 KiB between 4 KiB and 1 TiB")
+            .note("it is the bytes of one moment's chunk the update reads or writes at a time, aligned for direct "
+                  "I/O; 4 MiB by default");
+        ok = false;
+      } else {
+        out.bufferBytes = int64_t(*q);
+      }
+    }
+  };
+  target("optimizer", t.parallel.optimizerOffload);
+  target("params", t.parallel.paramsOffload);
 }
 
 void TrainCheck::checkPipeline(const Section &par) {
@@ -214,9 +287,31 @@ void TrainCheck::checkParallelRules() {
         .note("add 'data = <axis>' to the parallel section");
     ok = false;
   }
+  checkOffloadRules();
   if (t.parallel.sequence && t.parallel.tensorAxis.empty()) {
     diags.error(sequenceLoc, "sequence parallel splits the sequence over the tensor axis, but "
                              "the plan has none");
+    ok = false;
+  }
+}
+
+void TrainCheck::checkOffloadRules() {
+  const sema::Offload &opt = t.parallel.optimizerOffload, &params = t.parallel.paramsOffload;
+  if (mesh && mesh->kind == sema::DeviceKind::CPU) {
+    for (const sema::Offload *o : {&opt, &params})
+      if (o->target == sema::OffloadTarget::CPU) {
+        diags
+            .error(o->loc, std::string("'") + (o == &opt ? "optimizer" : "params") +
+                               " = cpu' offloads to the host, but on a cpu mesh the device is the host")
+            .note("on a cpu mesh only nvme(\"DIR\") moves state out of the processes' memory");
+        ok = false;
+      }
+  }
+  if (params.any() && t.parallel.zero != 3) {
+    diags
+        .error(params.loc, "'params' offload moves the parameter shards off the device, which needs zero = 3, not " +
+                               std::to_string(t.parallel.zero))
+        .note("only ZeRO-3 holds parameters as shards between their uses; set 'zero = 3' or offload 'optimizer' only");
     ok = false;
   }
 }

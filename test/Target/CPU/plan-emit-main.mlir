@@ -6,7 +6,7 @@
 // RUN: planc-opt %s -split-input-file -plan-emit-main | FileCheck %s
 
 // CHECK-LABEL: llvm.func @planc_grad(
-// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-LABEL: llvm.func @main(
 // CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
 // CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_manifest : !llvm.ptr
@@ -17,9 +17,11 @@
 // CHECK-NEXT: %[[ST:.*]] = llvm.mlir.addressof @planc_step : !llvm.ptr
 // CHECK-NEXT: %[[GA:.*]] = llvm.mlir.addressof @planc_gather : !llvm.ptr
 // CHECK-NEXT: %[[R:.*]] = llvm.mlir.addressof @planc_release : !llvm.ptr
+// CHECK-NEXT: %[[C0:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[C1:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[NO:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(0 : i64) : i64
-// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[S]], %[[U]], %[[E]], %[[ST]], %[[GA]], %[[R]], %[[NO]], %[[N]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[S]], %[[U]], %[[E]], %[[ST]], %[[GA]], %[[R]], %[[C0]], %[[C1]], %[[NO]], %[[N]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-NEXT: llvm.return %[[RC]] : i32
 // CHECK-NEXT: }
 llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22}\00") {addr_space = 0 : i32}

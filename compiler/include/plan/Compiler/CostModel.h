@@ -29,6 +29,10 @@ struct Calibration {
   double cpuPeakFlops = 50e9, cpuMemoryBandwidth = 10e9, cpuLinkBandwidth = 5e9;
   double cudaPeakFlops = 989e12, cudaMemoryBandwidth = 3.35e12;
   double cudaNodeBandwidth = 450e9, cudaNetworkBandwidth = 50e9;
+  /// Offload (`offload { … }`) on meshes that do not state `pcie`, `nvme` and
+  /// `host_memory`: host ↔ device per device (PCIe 4.0 x16, as measured by
+  /// ZeRO-Offload), NVMe per node (one data-center drive), host memory bandwidth per node.
+  double pcieBandwidth = 25e9, nvmeBandwidth = 3e9, hostMemoryBandwidth = 100e9;
   /// cuBLASLt workspace per device.
   int64_t cudaWorkspaceBytes = 32ll << 20;
   /// FLOPs per element of the elementwise and normalisation ops (forward).
@@ -89,6 +93,7 @@ struct Estimate {
   int64_t frozenBytes = 0, quantizedBytes = 0;
   int64_t maxRankParams = 0; ///< the most parameter elements a device holds whole (its stage's, its tensor share)
   int64_t devices = 0;
+  bool onCuda = false;         ///< the mesh's devices are GPUs
   int worstRank = 0;           ///< pipeline rank with the largest memory total
   Memory perDevice;            ///< that rank
   std::vector<Memory> perRank; ///< by pipeline rank
@@ -104,7 +109,20 @@ struct Estimate {
   double peakFlops = 0; ///< per device, as used
   std::string bottleneck;
   std::optional<int64_t> deviceMemory;
-  bool fits() const { return !deviceMemory || perDevice.total() <= *deviceMemory; }
+  bool fits() const { return (!deviceMemory || perDevice.total() <= *deviceMemory) && fitsHost(); }
+  /// Where offloaded state lives (`offload`), per device of the worst rank: bytes in
+  /// host memory and on NVMe (both generations of planc's files on a cpu mesh), bytes
+  /// moved per step over PCIe and to and from NVMe, and the seconds that takes (in
+  /// stepSeconds). hostMemory: the mesh's host memory per node, if stated.
+  struct OffloadState {
+    int64_t hostBytes = 0, nvmeBytes = 0, pcieBytesPerStep = 0, nvmeBytesPerStep = 0;
+    double seconds = 0;
+    std::optional<int64_t> hostMemory;
+    int64_t devicesPerNode = 1;
+  } offload;
+  bool fitsHost() const {
+    return !offload.hostMemory || offload.hostBytes * offload.devicesPerNode <= *offload.hostMemory;
+  }
   std::vector<TraceEvent> trace; ///< one step of the slowest pipeline rank
   int traceRank = 0;
 };

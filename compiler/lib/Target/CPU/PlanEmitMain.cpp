@@ -107,6 +107,10 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     for (const char *sym : entries)
       args.push_back(perModel(sym) ? Value(LLVM::ZeroOp::create(b, loc, ptr))
                                    : Value(LLVM::AddressOfOp::create(b, loc, ptr, sym)));
+    // An offloaded optimizer's chunk updates, per group; null where there are none.
+    for (const char *sym : {"planc_update_chunk_g0", "planc_update_chunk_g1"})
+      args.push_back(m.lookupSymbol(sym) ? Value(LLVM::AddressOfOp::create(b, loc, ptr, sym))
+                                         : Value(LLVM::ZeroOp::create(b, loc, ptr)));
     args.push_back(stages > 0 ? Value(LLVM::AddressOfOp::create(b, loc, ptr, "planc_stages"))
                               : Value(LLVM::ZeroOp::create(b, loc, ptr)));
     args.push_back(LLVM::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(stages)));

@@ -44,7 +44,7 @@ static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, A
 
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr data, int64_t zero,
                                    StringAttr tensor, StringAttr pipeline, int64_t stages, PipelineSchedule schedule,
-                                   BoolAttr sequence, ArrayAttr replicate, int64_t bucket) {
+                                   BoolAttr sequence, ArrayAttr replicate, int64_t bucket, DictionaryAttr offload) {
   if (failed(verifyNames(emitError, data, "'data'")) || failed(verifyNames(emitError, replicate, "'replicate'")))
     return failure();
   if (zero < 0 || zero > 3)
@@ -64,5 +64,24 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << ") need a data axis, ZeRO stage 0, 1 or 3 and one pipeline stage";
   if (bucket > 0 && zero == 1 && sequence && sequence.getValue())
     return emitError() << "ZeRO-1 buckets (bucket = " << bucket << ") need no sequence parallelism";
+  if (offload)
+    for (NamedAttribute entry : offload) {
+      StringRef what = entry.getName().getValue();
+      auto place = dyn_cast<DictionaryAttr>(entry.getValue());
+      if (what != "optimizer" && what != "params")
+        return emitError() << "offload has 'optimizer' and 'params', not '" << what << "'";
+      auto target = place ? place.getAs<StringAttr>("target") : StringAttr();
+      if (!target || (target.getValue() != "cpu" && target.getValue() != "nvme"))
+        return emitError() << "offload '" << what << "' needs target = \"cpu\" or \"nvme\"";
+      if (target.getValue() == "nvme") {
+        auto dir = place.getAs<StringAttr>("dir");
+        auto buffer = place.getAs<IntegerAttr>("buffer");
+        if (!dir || dir.getValue().empty() || !buffer || buffer.getInt() < 4096 || buffer.getInt() % 4096)
+          return emitError() << "offload '" << what
+                             << "' to nvme needs a dir and a buffer of a positive multiple of 4096 bytes";
+      }
+      if (what == "params" && zero != 3)
+        return emitError() << "offloading the parameters needs ZeRO stage 3, not " << zero;
+    }
   return success();
 }

@@ -120,6 +120,9 @@ struct Mesh {
   std::optional<double> peakFlops;         ///< FLOP/s, per device
   std::optional<double> hbmBytesPerSecond; ///< per device
   std::map<std::string, double> links;     ///< link name → bytes/s per device
+  std::optional<double> pcieBytesPerSecond; ///< host ↔ device, per device
+  std::optional<int64_t> hostMemoryBytes;   ///< per node
+  std::optional<double> nvmeBytesPerSecond; ///< per node, read or write
   int64_t devices() const { return perNode * nodes; }
   const MeshAxis *axis(const std::string &name) const;
 };
@@ -133,6 +136,21 @@ const char *recomputeName(Recompute r);
 enum class LossScale { None, Dynamic, Static };
 enum class LRSchedule { Constant, Linear, Cosine };
 const char *lrScheduleName(LRSchedule s);
+
+/// Where a piece of the training state lives (`offload`): on the device (None), in host
+/// memory (CPU) or in files under `dir` (NVMe), streamed through `bufferBytes` chunks.
+enum class OffloadTarget { None, CPU, NVMe };
+const char *offloadTargetName(OffloadTarget t);
+struct Offload {
+  OffloadTarget target = OffloadTarget::None;
+  std::string dir;          ///< NVMe: the directory, as written (relative: to the plan's)
+  int64_t bufferBytes = 0;  ///< NVMe: bytes of one moment's chunk in the staging buffer
+  ast::Loc loc;
+  bool any() const { return target != OffloadTarget::None; }
+};
+/// The staging chunk of `nvme(DIR)` without `buffer:` (DeepSpeed's aio block is 1 MiB;
+/// planc streams 4 MiB of each moment at a time).
+constexpr int64_t kDefaultOffloadBufferBytes = 4 << 20;
 
 struct Parallel {
   std::vector<std::string> dataAxes;
@@ -151,6 +169,10 @@ struct Parallel {
   /// waits for each before its first read (a prefetch). Resolved by sema:
   /// `bucket = N MiB`, `none`, or the mesh's default (defaultBucketBytes).
   int64_t bucketBytes = 0;
+  /// `offload { optimizer = …  params = … }`: where the Adam moments (`optimizer`) and,
+  /// under ZeRO-3, the parameter shards (`params`) live between their uses
+  /// (ZeRO-Offload, ZeRO-Infinity).
+  Offload optimizerOffload, paramsOffload;
 };
 
 /// The gradient bucket of a plan that does not set one: PyTorch DDP's 25 MiB

@@ -29,8 +29,9 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     the ZeRO stage over the data axes; sequence parallelism; and the axes that
     keep replicas; `bucket`, the bytes of gradients per DDP bucket, or of
     parameters per ZeRO-3 all-gather bucket (0, the default: one collective
-    of the whole buffer). An empty string means "no
-    axis".
+    of the whole buffer); `offload`, where state lives off the device
+    (`{optimizer = {target = "nvme", dir = "…", buffer = N}, params = {…}}`,
+    absent: everything on the device). An empty string means "no axis".
 
     ```mlir
     #plan.parallel<data = ["dp"], zero = 1, tensor = "tp", pipeline = "",
@@ -47,7 +48,8 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     EnumParameter<Plan_PipelineSchedule>:$schedule,
     "::mlir::BoolAttr":$sequence,
     "::mlir::ArrayAttr":$replicate,
-    DefaultValuedParameter<"int64_t", "0">:$bucket);
+    DefaultValuedParameter<"int64_t", "0">:$bucket,
+    OptionalParameter<"::mlir::DictionaryAttr">:$offload);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -1,0 +1,64 @@
+// Internal: an optimizer whose Adam moments live in files (the plan's
+// `offload { optimizer = nvme(DIR) }`, ZeRO-Infinity's NVMe optimizer state). The update
+// streams them through a bounded staging buffer with io_uring, reading the next chunk
+// while the generated update (planrt_update_chunk_fn) runs on this one and writing
+// chunks back as they are done. Every step writes a whole new generation of the state
+// beside the one it read, then names it current by an atomic rename: a crash at any
+// point leaves one complete generation (docs/EXECUTABLES.md, "Offloaded state").
+#ifndef PLANRT_LIB_OFFLOAD_H
+#define PLANRT_LIB_OFFLOAD_H
+
+#include "planrt.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace planrt::train {
+
+class OffloadedOptimizer {
+public:
+  /// One optimizer group's piece on this rank: its float count and the chunk update.
+  struct Group {
+    int64_t floats = 0;
+    planrt_update_chunk_fn update = nullptr;
+  };
+
+  /// Nothing is opened yet: open() does, and says what failed.
+  OffloadedOptimizer(std::string dir, int rank, int64_t chunkFloats, Group g0, Group g1);
+  ~OffloadedOptimizer();
+  OffloadedOptimizer(const OffloadedOptimizer &) = delete;
+  OffloadedOptimizer &operator=(const OffloadedOptimizer &) = delete;
+
+  /// Creates the directory if needed, opens both generations' files and the ring, and
+  /// allocates the staging buffer.
+  planrt_status open();
+
+  /// Writes the moments (each group's piece: m[g], v[g] of floats(g)) as a new current
+  /// generation: the initial state, a resumed one. Null m and v: zeros (a fresh run's
+  /// moments, never held in memory).
+  planrt_status store(const float *const m[2], const float *const v[2]);
+  /// Reads the current generation's moments into m[g], v[g] (a checkpoint, an export).
+  planrt_status load(float *const m[2], float *const v[2]);
+
+  /// One optimizer step on this rank's pieces p[g], g[g] (in place on p), the moments
+  /// streamed from the current generation to the next; `state` as planrt_update_fn's.
+  planrt_status update(float *const p[2], float *const g[2], int64_t step, float *state);
+
+  /// Bytes of the staging buffer (in the device's memory, counted by planrt_mem_alloc).
+  int64_t stagingBytes() const;
+  /// Bytes of one generation's file.
+  int64_t fileBytes() const;
+  /// Bytes read and written so far (by the updates alone: updateBytes), the seconds the
+  /// updates waited for the disk, and the seconds they took in all.
+  uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0;
+  double waitSeconds = 0, updateSeconds = 0;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace planrt::train
+
+#endif // PLANRT_LIB_OFFLOAD_H

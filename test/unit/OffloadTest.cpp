@@ -1,0 +1,134 @@
+// The NVMe optimizer state (runtime/lib/offload.h): chunked streaming through io_uring,
+// the last chunk's padding, the step state's writes, and crash safety — a process killed
+// halfway through an update leaves the previous generation current and whole.
+#include "TempDir.h"
+#include "offload.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using planrt::train::OffloadedOptimizer;
+
+namespace {
+
+constexpr int64_t kChunk = 1024; // floats: one 4 KiB moment chunk
+
+/// A stand-in update of one chunk, easy to predict: m += g, v += g², p -= 1 + m, and
+/// the norm slot set to the step.
+void fakeUpdate(float *p, float *g, float *m, float *v, int64_t step, const float *, float *next) {
+  for (int64_t i = 0; i < kChunk; ++i) {
+    m[i] += g[i];
+    v[i] += g[i] * g[i];
+    p[i] -= 1.0f + m[i];
+  }
+  next[0] = float(step);
+}
+
+struct Sizes {
+  int64_t n0 = 5 * kChunk + 17, n1 = 300; // a partial last chunk in each group
+};
+
+OffloadedOptimizer make(const std::string &dir, const Sizes &s) {
+  return OffloadedOptimizer(dir, 0, kChunk, {s.n0, fakeUpdate}, {s.n1, fakeUpdate});
+}
+
+std::vector<float> ramp(int64_t n, float base) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[size_t(i)] = base + float(i % 97) * 0.25f;
+  return v;
+}
+
+} // namespace
+
+TEST(Offload, StoresLoadsAndUpdatesInChunks) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  OffloadedOptimizer opt = make(tmp / "nvme", s);
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+  const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
+  ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+  // Two generations of (5 + 1) + 1 records of 8 KiB.
+  EXPECT_EQ(opt.fileBytes(), 7 * 2 * kChunk * 4);
+
+  std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
+  std::vector<float> wantP0 = p0, wantP1 = p1;
+  for (int64_t i = 0; i < s.n0; ++i)
+    wantP0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
+  for (int64_t i = 0; i < s.n1; ++i)
+    wantP1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
+  float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
+  ASSERT_EQ(opt.update(ps, gs, 3, state), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(p0, wantP0);
+  EXPECT_EQ(p1, wantP1);
+  EXPECT_EQ(state[0], 3.0f); // written through `next`
+  EXPECT_EQ(state[6], 9.0f); // the sum of squares is not the update's to write
+
+  // The moments after the update, read back from the current generation.
+  std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), q0(size_t(s.n0)), q1(size_t(s.n1));
+  float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {q0.data(), q1.data()};
+  ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+  for (int64_t i = 0; i < s.n0; ++i) {
+    ASSERT_EQ(r0[size_t(i)], m0[size_t(i)] + g0[size_t(i)]) << i;
+    ASSERT_EQ(q0[size_t(i)], v0[size_t(i)] + g0[size_t(i)] * g0[size_t(i)]) << i;
+  }
+  for (int64_t i = 0; i < s.n1; ++i)
+    ASSERT_EQ(r1[size_t(i)], m1[size_t(i)] + g1[size_t(i)]) << i;
+  EXPECT_EQ(opt.bytesRead, uint64_t(2 * opt.fileBytes()));    // the update's and the load's
+  EXPECT_EQ(opt.bytesWritten, uint64_t(2 * opt.fileBytes())); // the store's and the update's
+}
+
+TEST(Offload, AKilledUpdateLeavesThePreviousGenerationWhole) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+  {
+    OffloadedOptimizer opt = make(tmp / "nvme", s);
+    ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+    const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
+    ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+  }
+  // A child process updates with the crash hook set: SIGKILL halfway through step 5's
+  // writes of the next generation.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("PLANRT_TEST_KILL_IN_UPDATE", "5", 1);
+    OffloadedOptimizer opt = make(tmp / "nvme", s);
+    std::vector<float> p0(size_t(s.n0)), p1(size_t(s.n1)), g0(size_t(s.n0), 7.0f), g1(size_t(s.n1), 7.0f);
+    float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
+    float state[8] = {};
+    if (opt.open() == PLANRT_OK)
+      opt.update(ps, gs, 5, state);
+    _exit(3); // not reached when the hook fires
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the update finished instead of being killed: " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+
+  OffloadedOptimizer opt = make(tmp / "nvme", s);
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), q0(size_t(s.n0)), q1(size_t(s.n1));
+  float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {q0.data(), q1.data()};
+  ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(r0, m0);
+  EXPECT_EQ(r1, m1);
+  EXPECT_EQ(q0, v0);
+  EXPECT_EQ(q1, v1);
+}
+
+TEST(Offload, NamesTheFileItCannotUse) {
+  plan::test::TempDir tmp;
+  std::string notADir = tmp.write("plain", "x");
+  OffloadedOptimizer opt = make(notADir, Sizes());
+  EXPECT_NE(opt.open(), PLANRT_OK);
+  EXPECT_NE(std::string(planrt_last_error()).find(notADir), std::string::npos) << planrt_last_error();
+}
