@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -41,8 +42,8 @@ struct OffloadedOptimizer::Impl {
   int64_t chunk = 0; ///< floats of one moment per record
   Group groups[2];
   int64_t chunks[2] = {0, 0};
-  std::string files[2], marker;
-  int fds[2] = {-1, -1};
+  std::string files[2], marker, lock;
+  int fds[2] = {-1, -1}, lockFd = -1;
   int current = 0;
   io_uring ring{};
   bool ringOpen = false;
@@ -71,15 +72,21 @@ struct OffloadedOptimizer::Impl {
     return PLANRT_OK;
   }
 
-  void submit(bool write, int64_t i, float *slot) {
-    io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+  planrt_status submit(bool write, int64_t i, float *slot) {
     int gen = write ? 1 - current : current;
+    io_uring_sqe *sqe = io_uring_get_sqe(&ring); // at most 3 in flight of kDepth
+    if (!sqe)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: the io_uring submission queue is full (%s)",
+                  files[gen].c_str());
     if (write)
       io_uring_prep_write(sqe, fds[gen], slot, unsigned(recordBytes()), uint64_t(i * recordBytes()));
     else
       io_uring_prep_read(sqe, fds[gen], slot, unsigned(recordBytes()), uint64_t(i * recordBytes()));
     io_uring_sqe_set_data64(sqe, uint64_t(i) << 1 | uint64_t(write));
-    io_uring_submit(&ring);
+    if (int rc = io_uring_submit(&ring); rc != 1)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot submit the %s of %s: %s",
+                  write ? "write" : "read", files[gen].c_str(), rc < 0 ? errnoText(-rc).c_str() : "not accepted");
+    return PLANRT_OK;
   }
 
   /// Waits until record i's read (or write) has completed; every completion that comes
@@ -125,8 +132,10 @@ struct OffloadedOptimizer::Impl {
     std::vector<char> submitted(size_t(2 * n), 0);
     planrt_status status = PLANRT_OK;
     auto issue = [&](bool w, int64_t i) {
-      submit(w, i, slots[i % 2]);
-      submitted[size_t(i << 1 | int64_t(w))] = 1;
+      if (planrt_status s = submit(w, i, slots[i % 2]); s && !status)
+        status = s;
+      else if (!s)
+        submitted[size_t(i << 1 | int64_t(w))] = 1;
     };
     auto settle = [&](bool w, int64_t i) {
       if (i >= 0 && submitted[size_t(i << 1 | int64_t(w))])
@@ -173,6 +182,11 @@ struct OffloadedOptimizer::Impl {
     if (!ok || std::rename(tmp.c_str(), marker.c_str()) != 0)
       return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot write %s: %s", marker.c_str(),
                   errnoText(errno).c_str());
+    // The rename itself must reach the disk: sync the directory.
+    if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
     current = next;
     return PLANRT_OK;
   }
@@ -192,6 +206,7 @@ OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkF
   impl->files[0] = base + ".gen0";
   impl->files[1] = base + ".gen1";
   impl->marker = base + ".current";
+  impl->lock = base + ".lock";
 }
 
 OffloadedOptimizer::~OffloadedOptimizer() {
@@ -200,6 +215,8 @@ OffloadedOptimizer::~OffloadedOptimizer() {
   for (int fd : impl->fds)
     if (fd >= 0)
       ::close(fd);
+  if (impl->lockFd >= 0)
+    ::close(impl->lockFd); // releases the lock
   planrt_mem_free(impl->staging);
 }
 
@@ -221,6 +238,16 @@ planrt_status OffloadedOptimizer::open() {
   struct stat st;
   if (::stat(d.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return fail(PLANRT_ERR_IO, "offloaded optimizer state: %s is not a directory", d.dir.c_str());
+  // One run per directory and rank: another would step these moments too.
+  d.lockFd = ::open(d.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (d.lockFd < 0)
+    return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot create %s: %s", d.lock.c_str(),
+                errnoText(errno).c_str());
+  if (::flock(d.lockFd, LOCK_EX | LOCK_NB) != 0)
+    return fail(PLANRT_ERR_IO,
+                "offloaded optimizer state: another run holds %s (rank %d's moments); give each run its own "
+                "directory (--offload-dir)",
+                d.dir.c_str(), d.rank);
   for (int gen = 0; gen < 2; ++gen)
     if (planrt_status s = d.openFile(gen))
       return s;

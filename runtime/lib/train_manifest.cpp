@@ -427,8 +427,9 @@ void readOffload(const json &root, Manifest &m) {
       throw Malformed{where + ".target is '" + target + "'; this runtime offloads to nvme only"};
     m.offloadDir = text(place, key::dir, where);
     const json &buffer = field(place, key::buffer, where);
-    if (!buffer.is_number_integer() || buffer.get<int64_t>() < 4096 || buffer.get<int64_t>() % 4096)
-      throw Malformed{where + ".buffer must be a positive multiple of 4096 bytes"};
+    if (!buffer.is_number_integer() || buffer.get<int64_t>() < 4096 || buffer.get<int64_t>() % 4096 ||
+        buffer.get<int64_t>() > (int64_t(256) << 20))
+      throw Malformed{where + ".buffer must be a multiple of 4096 bytes up to 256 MiB"};
     if (m.offloadDir.empty())
       throw Malformed{where + ".dir is empty"};
     m.offloadChunk = buffer.get<int64_t>() / 4;
@@ -497,6 +498,8 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     readTrainRun(train, m);
     readMemory(root, m);
     readOffload(root, m);
+    if (!m.offloadDir.empty() && m.pipeline > 1)
+      throw Malformed{"offload.optimizer: this runtime does not offload a pipeline stage's optimizer"};
   });
 }
 

@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plan::cost::Estimate e = plan::cost::estimate(model, mesh, layout, plan::cost::axisRolesOf(t, mesh),
                                                   plan::cost::Calibration::defaults(), /*withTrace=*/true);
     double parts = e.computeSeconds + e.memorySeconds + e.tensorCommSeconds + e.pipelineCommSeconds + e.bubbleSeconds +
-                   e.dataCommSeconds + e.optimizerSeconds;
+                   e.dataCommSeconds + e.optimizerSeconds + e.offload.seconds;
     if (!std::isfinite(e.stepSeconds) || e.stepSeconds < 0 || e.perDevice.total() < 0 ||
         std::abs(parts - e.stepSeconds) > 1e-6 * std::max(1.0, e.stepSeconds)) {
       std::fprintf(stderr, "estimate is not finite or does not add up: step %g, parts %g\n", e.stepSeconds, parts);

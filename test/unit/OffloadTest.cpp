@@ -132,3 +132,13 @@ TEST(Offload, NamesTheFileItCannotUse) {
   EXPECT_NE(opt.open(), PLANRT_OK);
   EXPECT_NE(std::string(planrt_last_error()).find(notADir), std::string::npos) << planrt_last_error();
 }
+
+TEST(Offload, ARunHoldsItsDirectory) {
+  // A second run on the same directory would step the same moments: refused by name.
+  plan::test::TempDir tmp;
+  OffloadedOptimizer first = make(tmp / "nvme", Sizes());
+  ASSERT_EQ(first.open(), PLANRT_OK) << planrt_last_error();
+  OffloadedOptimizer second = make(tmp / "nvme", Sizes());
+  EXPECT_NE(second.open(), PLANRT_OK);
+  EXPECT_NE(std::string(planrt_last_error()).find("another run holds"), std::string::npos) << planrt_last_error();
+}

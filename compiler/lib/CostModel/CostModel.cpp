@@ -827,7 +827,7 @@ private:
     int64_t span = sharded ? shard : n;
     off.devicesPerNode = mesh.perNode;
     off.hostMemory = mesh.hostMemoryBytes;
-    if (!cudaMesh()) { // the executables: the moments in files, both generations
+    if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
       heldBeyondModelStates(n, shard, trainedParams, mem, bufs);
       bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096});

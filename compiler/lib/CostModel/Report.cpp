@@ -66,7 +66,12 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
     out += "    sequence = true\n";
   if (offloaded(l)) {
     auto place = [](const sema::Offload &o) {
-      return o.target == sema::OffloadTarget::NVMe ? "nvme(\"" + o.dir + "\")" : std::string(sema::offloadTargetName(o.target));
+      if (o.target != sema::OffloadTarget::NVMe)
+        return std::string(sema::offloadTargetName(o.target));
+      std::string buffer = o.bufferBytes == sema::kDefaultOffloadBufferBytes
+                               ? ""
+                               : ", buffer: " + std::to_string(o.bufferBytes >> 10) + " KiB";
+      return "nvme(\"" + o.dir + "\"" + buffer + ")";
     };
     out += "    offload { optimizer = " + place(l.optimizerOffload);
     if (l.paramsOffload.any())

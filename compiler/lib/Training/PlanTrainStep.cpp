@@ -257,7 +257,7 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         return signalPassFailure();
       }
       std::string base = train.getSymName().str();
-      for (const char *suffix : {"_forward", "_grad", "_update"})
+      for (const char *suffix : {"_forward", "_grad", "_update", "_update_chunk_g0", "_update_chunk_g1"})
         if (Operation *clash = symbols.lookup(base + suffix)) {
           InFlightDiagnostic d = train.emitError() << "train '" << base << "' needs the name '" << base << suffix
                                                    << "' for its step function, but it is taken; rename one of them";

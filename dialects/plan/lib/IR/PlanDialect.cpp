@@ -76,9 +76,10 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       if (target.getValue() == "nvme") {
         auto dir = place.getAs<StringAttr>("dir");
         auto buffer = place.getAs<IntegerAttr>("buffer");
-        if (!dir || dir.getValue().empty() || !buffer || buffer.getInt() < 4096 || buffer.getInt() % 4096)
+        if (!dir || dir.getValue().empty() || !buffer || buffer.getInt() < 4096 || buffer.getInt() % 4096 ||
+            buffer.getInt() > (int64_t(256) << 20))
           return emitError() << "offload '" << what
-                             << "' to nvme needs a dir and a buffer of a positive multiple of 4096 bytes";
+                             << "' to nvme needs a dir and a buffer of a multiple of 4096 bytes up to 256 MiB";
       }
       if (what == "params" && zero != 3)
         return emitError() << "offloading the parameters needs ZeRO stage 3, not " << zero;

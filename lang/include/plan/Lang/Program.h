@@ -151,6 +151,9 @@ struct Offload {
 /// The staging chunk of `nvme(DIR)` without `buffer:` (DeepSpeed's aio block is 1 MiB;
 /// planc streams 4 MiB of each moment at a time).
 constexpr int64_t kDefaultOffloadBufferBytes = 4 << 20;
+/// The largest chunk: a record (both moments' chunks) is one read or write, which Linux
+/// caps below 2 GiB.
+constexpr int64_t kMaxOffloadBufferBytes = int64_t(256) << 20;
 
 struct Parallel {
   std::vector<std::string> dataAxes;
