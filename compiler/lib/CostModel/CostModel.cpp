@@ -8,6 +8,7 @@
 #include "planrt_nf4.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <set>
@@ -646,12 +647,16 @@ private:
     std::map<int, double> unitAct;
     std::map<int, int> unitRank;
     std::map<int, double> unitInput; // the unit's input, for full recompute
+    opKept.assign(ops.size(), 0);
+    std::map<int, size_t> unitFirstOp;
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpCost &c = costs[i];
       int u = opUnit[i];
       unitRank[u] = opRank[i];
       double bytes = l.recompute == sema::Recompute::Selective ? c.savedSelective : c.saved;
       unitAct[u] += c.saved;
+      double keptBefore = actRank[opRank[i]];
+      unitFirstOp.try_emplace(u, i);
       if (l.recompute == sema::Recompute::Full && u >= 0 && u < model.layers) {
         if (!unitInput.count(u) && !ops[i].operands.empty())
           unitInput[u] = elems(ops[i].operands[0]) * storedAct;
@@ -665,6 +670,7 @@ private:
       } else {
         actRank[opRank[i]] += bytes;
       }
+      opKept[i] = actRank[opRank[i]] - keptBefore;
       logitsRank[opRank[i]] += c.logits;
       // An op's backward holds its output's gradient and makes its input's (fp32).
       if (!ops[i].operands.empty() && typeOf(ops[i].operands[0]).kind == ValueType::Kind::Hidden &&
@@ -676,6 +682,7 @@ private:
       for (auto &[u, bytes] : unitInput) {
         actRank[unitRank[u]] += bytes;
         workingSet[unitRank[u]] = std::max(workingSet[unitRank[u]], unitAct[u]);
+        opKept[unitFirstOp[u]] += bytes;
       }
     // The activations of each rank's first layer and of the embedding before it: what the
     // backward pass still holds when it finishes.
@@ -717,21 +724,22 @@ private:
         // The backward pass starts with the cross-entropy's gradient beside them.
         bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsRank[r]))});
       }
-      // Then, with nearly every activation still kept, each op's gradients: more than the
-      // logits' where the MLP is wider than the vocabulary.
-      double grads = inFlightGrads[r] - 2 * logitsRank[r];
-      if (grads > 0)
-        bufs.push_back({"an op's gradients in the backward pass (fp32)", int64_t(std::llround(grads))});
-      // And ends holding every parameter's gradient (added to the gradient buffer once
-      // the pass is done, plan-train-abi) beside its first layer's activations: more than
-      // its start when the activations are small next to the parameters. (An upper
-      // bound: a pipeline stage's measured peak is below it, docs/EXPLAIN.md §10.)
-      double end = 4.0 * double(n) + firstAct[r];
-      double start = double(mem.activations) + std::max(2 * logitsRank[r], inFlightGrads[r]);
-      // (Offload on a cuda mesh streams each gradient bucket to the host instead.)
-      if (end > start && !(cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any())))
-        bufs.push_back(
-            {"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
+      if (p == 1) {
+        // The backward pass at its peak, over what the activations and logits rows hold;
+        // at least its end as measured: every parameter's gradient beside the activations
+        // of the embedding and the first layer (with one sequence per micro-batch, the
+        // peak).
+        double end = designOffload() ? 0
+                                     : 4.0 * double(n) + firstAct[r] +
+                                           (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
+        double beyond = std::max(backwardPeak(int(r)), end) - double(mem.activations) - 2 * logitsRank[r];
+        if (beyond > 0)
+          bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
+                          "precision, a layer recomputed, an op's gradients)",
+                          int64_t(std::llround(beyond))});
+      } else {
+        stageBackwardRows(n, double(mem.activations), logitsRank[r], inFlightGrads[r], firstAct[r], bufs);
+      }
       // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
@@ -796,8 +804,122 @@ private:
       e.quantizedParams += quantized(int(pr)) ? param.numElements() : 0;
     }
   }
+  // --- the backward pass's working set --------------------------------------
+  /// What each op adds to its rank's kept activations (memory(): under full recompute
+  /// a layer's input on its first op).
+  std::vector<double> opKept;
+
+  /// The most the step's own buffers hold on rank r (no pipeline), op by op through the
+  /// backward pass from the loss down. At op i it holds the activations kept by i and
+  /// every op before it; what its unit's backward recomputed (selective: the dropped
+  /// values of the unit's ops up to i; full: the unit's activations up to i); the
+  /// gradient of every parameter an op from i on reads (kept whole until the pass ends,
+  /// plan-train-abi); the copy of every parameter rounded to bf16/fp16 (emulated
+  /// precision rounds each once, as the forward pass starts) that an op up to i still
+  /// reads in its backward (an embedding's does not); and the op's own gradients: its
+  /// output's and its input's (the cross-entropy: the logits' probabilities and their
+  /// gradient; the head: the logits' gradient and its input's).
+  double backwardPeak(int r) const {
+    const auto &ops = model.ops;
+    size_t n = ops.size();
+    // Offload on a cuda mesh is estimated as its design holds it: each gradient bucket
+    // streamed to the host as it is made, the parameters in their precision.
+    bool streamed = designOffload(), rounded = l.precision != sema::Precision::FP32 && !streamed;
+    std::vector<double> gradsAt(n, 0), roundedAt(n, 0);
+    for (size_t pr = 0; pr < model.params.size(); ++pr) {
+      double bytes = 4.0 * double(trainedElems(int(pr)));
+      if (!paramRanks[pr].count(r) || bytes == 0)
+        continue;
+      size_t first = n, last = n;
+      for (size_t i = 0; i < n; ++i)
+        if (opRank[i] == r && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr))) {
+          if (ops[i].kind != OpKind::Embedding && first == n)
+            first = i;
+          last = i;
+        }
+      if (last == n)
+        continue;
+      if (!streamed)
+        gradsAt[last] += bytes;
+      if (rounded)
+        roundedAt[first == n ? last : first] += bytes;
+    }
+    // The op whose result the cross-entropy reads: the head, holding the logits' gradient.
+    std::set<int> logitsOps;
+    for (size_t i = 0; i < n; ++i)
+      if (costs[i].logits > 0 && !ops[i].operands.empty())
+        logitsOps.insert(ops[i].operands[0] - sema::kFirstOpValue);
+    std::vector<double> below(n + 1, 0); // kept and rounded by ops before i
+    for (size_t i = 0; i < n; ++i)
+      below[i + 1] = below[i] + (opRank[i] == r ? opKept[i] + roundedAt[i] : 0);
+    double peak = 0, grads = 0;
+    for (size_t i = n; i-- > 0;) {
+      if (opRank[i] != r)
+        continue;
+      grads += gradsAt[i];
+      double recomputed = 0;
+      for (size_t j = i + 1; j-- > 0 && opUnit[j] == opUnit[i];)
+        recomputed += recomputedBytes(j);
+      auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
+      double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
+      if (costs[i].logits > 0)
+        own = 2 * costs[i].logits;
+      else if (logitsOps.count(int(i)))
+        own = logitsRank(r) + value(ops[i].operands[0]);
+      peak = std::max(peak, below[i + 1] + recomputed + grads + own);
+    }
+    return peak;
+  }
+  /// The bytes of the bf16/fp16 copies of the embedding's and first layer's parameters
+  /// on rank r (alive at the backward pass's end).
+  double firstRounded(int r) const {
+    int firstLayer = INT_MAX;
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == r && opUnit[i] >= 0 && opUnit[i] < model.layers)
+        firstLayer = std::min(firstLayer, opUnit[i]);
+    std::set<int> seen;
+    double out = 0;
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == r && (opUnit[i] < 0 || opUnit[i] == firstLayer))
+        for (int pr : model.ops[i].params)
+          if (seen.insert(pr).second)
+            out += 4.0 * double(trainedElems(pr));
+    return out;
+  }
+  /// What op j's unit recomputes of it in the backward pass.
+  double recomputedBytes(size_t j) const {
+    const OpCost &c = costs[j];
+    if (l.recompute == sema::Recompute::Selective)
+      return c.saved - c.savedSelective;
+    if (l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers)
+      return c.saved;
+    return 0;
+  }
+  double logitsRank(int r) const {
+    double out = 0;
+    for (size_t i = 0; i < costs.size(); ++i)
+      out += opRank[i] == r ? costs[i].logits : 0;
+    return out;
+  }
+
+  /// A pipeline stage's backward rows: each op's gradients while nearly every activation
+  /// is kept, and every parameter's gradient at the end beside its first layer's
+  /// activations (an upper bound: a stage's measured peak is below it, EXPLAIN.md §10).
+  void stageBackwardRows(int64_t n, double activations, double logits, double opGrads, double firstAct,
+                         std::vector<BufferRow> &bufs) const {
+    double grads = opGrads - 2 * logits;
+    if (grads > 0)
+      bufs.push_back({"an op's gradients in the backward pass (fp32)", int64_t(std::llround(grads))});
+    double end = 4.0 * double(n) + firstAct, start = activations + std::max(2 * logits, opGrads);
+    if (end > start)
+      bufs.push_back({"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
+  }
+
   // --- offload (ZeRO-Offload, ZeRO-Infinity) -------------------------------
   bool cudaMesh() const { return mesh.kind == sema::DeviceKind::CUDA; }
+  /// Offload on a cuda mesh: estimated as ZeRO-Offload and ZeRO-Infinity hold state, not
+  /// as this version's executables would (they do not build it).
+  bool designOffload() const { return cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any()); }
   /// Bytes of one generation of a rank's optimizer files (planc's executables):
   /// exp_avg and exp_avg_sq of each optimizer group's span, in chunks of the plan's
   /// buffer, the last one padded.
