@@ -10,14 +10,7 @@
 #
 #   test/bench/lora.sh PLANC_BIN WORKDIR [THREADS]
 set -euo pipefail
-PLANC=$(realpath "$1")
-mkdir -p "$2"
-WORK=$(cd "$2" && pwd)
-THREADS=${3:-1}
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-cd "$WORK"
-/usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 plan() { # NAME EXTRA
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
