@@ -2,8 +2,8 @@
 first (reference) run within rtol 1e-5, every step's comm_bytes, by collective,
 equal to `planc explain --json`'s prediction for that layout, and the device memory
 the first rank held at most (mem_device_peak_bytes) against explain's total for its
-pipeline rank: within 5 % where explain models all of it (no recompute, no pipeline),
-within -15 % / +25 % elsewhere (docs/EXPLAIN.md §10 names what it leaves out).
+pipeline rank: within 5 % where explain models all of it (no recompute), within
+-10 % / +20 % with recompute (docs/EXPLAIN.md §10 names what it leaves out).
 
     compare_layouts.py [--rtol R] REFERENCE LAYOUT... (each NAME has NAME.jsonl and NAME.explain.json)
 
@@ -41,10 +41,11 @@ def memory(name, got):
     with open(name + ".explain.json") as f:
         e = json.load(f)
     lay = e["layout"]
-    # bf16 and fp16 too since explain follows the backward pass op by op (EXPLAIN.md §3.6).
-    whole = lay["recompute"] == "none" and lay["pipeline"] == 1
+    # Any precision and pipeline since explain follows the backward pass op by op
+    # (EXPLAIN.md §3.6); recompute's extra temporaries are under-counted (§10).
+    whole = lay["recompute"] == "none"
     ratio = max(r["mem_device_peak_bytes"] for r in got) / e["per_rank_bytes"][0]["total"]
-    return ratio, (0.95, 1.05) if whole else (0.85, 1.25)
+    return ratio, (0.95, 1.05) if whole else (0.9, 1.2)
 
 
 def main(reference, layouts, rtol=RTOL):

@@ -102,7 +102,8 @@ public:
     placeAxes(roles);
   }
 
-  Estimate run() {
+  /// The estimate; with `memoryOnly`, its memory alone (no time, no trace).
+  Estimate run(bool memoryOnly = false) {
     Estimate e;
     e.params = model.numParameters();
     e.devices = mesh.devices();
@@ -112,7 +113,8 @@ public:
     assignRanks();
     analyseOps();
     memory(e);
-    time(e);
+    if (!memoryOnly)
+      time(e);
     return e;
   }
 
@@ -236,14 +238,21 @@ private:
     const sema::Parameter &pr = model.params[param];
     return i < pr.dims.size() && l.splits(pr.dims[i]);
   }
-  /// A parameter's elements on one rank of the tensor axis.
+  /// A parameter's elements on one rank of the tensor axis (kept: every memory pass of
+  /// every estimate a search makes asks, and the split's dims are names to look up).
   int64_t localElems(int pr) const {
-    int64_t n = model.params[pr].numElements();
-    for (size_t i = 0; i < model.params[pr].dims.size(); ++i)
-      if (splitsDim(pr, int(i)))
-        n /= t;
+    if (localCache.empty())
+      localCache.assign(model.params.size(), -1);
+    int64_t &n = localCache[size_t(pr)];
+    if (n < 0) {
+      n = model.params[pr].numElements();
+      for (size_t i = 0; i < model.params[pr].dims.size(); ++i)
+        if (splitsDim(pr, int(i)))
+          n /= t;
+    }
     return n;
   }
+  mutable std::vector<int64_t> localCache;
   // --- fine-tuning (adapt, quantize) -----------------------------------------
   bool lora() const { return l.adapt.rank > 0; }
   bool adapted(int pr) const { return lora() && l.adapt.matrices.count(model.params[pr].path); }
@@ -272,11 +281,18 @@ private:
     return {{shape[0] * r / (rows ? t : 1), !rows}, {r * shape[1] / (cols ? t : 1), !cols}};
   }
   int64_t trainedElems(int pr) const {
-    int64_t n = 0;
-    for (const Piece &piece : trainedPieces(pr))
-      n += piece.elems;
+    // Asked per parameter by the memory passes of every estimate a search makes: kept.
+    if (trainedCache.empty())
+      trainedCache.assign(model.params.size(), -1);
+    int64_t &n = trainedCache[size_t(pr)];
+    if (n < 0) {
+      n = 0;
+      for (const Piece &piece : trainedPieces(pr))
+        n += piece.elems;
+    }
     return n;
   }
+  mutable std::vector<int64_t> trainedCache;
   /// Bytes of parameter pr's frozen copy on one device (0 when it trains): fp32, or its
   /// NF4 storage (planrt_nf4.h) when quantized; each padded to 16 floats, as
   /// plan-train-abi places the frozen base after the trained layout.
@@ -643,7 +659,7 @@ private:
     largestUnitElems = largestUnit;
 
     // Activations per micro-batch, per rank and per unit.
-    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0), inFlightGrads(p, 0);
+    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
     std::map<int, double> unitAct;
     std::map<int, int> unitRank;
     std::map<int, double> unitInput; // the unit's input, for full recompute
@@ -672,11 +688,6 @@ private:
       }
       opKept[i] = actRank[opRank[i]] - keptBefore;
       logitsRank[opRank[i]] += c.logits;
-      // An op's backward holds its output's gradient and makes its input's (fp32).
-      if (!ops[i].operands.empty() && typeOf(ops[i].operands[0]).kind == ValueType::Kind::Hidden &&
-          typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
-        inFlightGrads[opRank[i]] =
-            std::max(inFlightGrads[opRank[i]], 4 * (elems(ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
     }
     if (l.recompute == sema::Recompute::Full)
       for (auto &[u, bytes] : unitInput) {
@@ -724,22 +735,23 @@ private:
         // The backward pass starts with the cross-entropy's gradient beside them.
         bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsRank[r]))});
       }
-      if (p == 1) {
-        // The backward pass at its peak, over what the activations and logits rows hold;
-        // at least its end as measured: every parameter's gradient beside the activations
-        // of the embedding and the first layer (with one sequence per micro-batch, the
-        // peak).
-        double end = designOffload() ? 0
-                                     : 4.0 * double(n) + firstAct[r] +
-                                           (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
-        double beyond = std::max(backwardPeak(int(r)), end) - double(mem.activations) - 2 * logitsRank[r];
-        if (beyond > 0)
-          bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
-                          "precision, a layer recomputed, an op's gradients)",
-                          int64_t(std::llround(beyond))});
-      } else {
-        stageBackwardRows(n, double(mem.activations), logitsRank[r], inFlightGrads[r], firstAct[r], bufs);
-      }
+      // The backward pass at its peak, over what the activations and logits rows hold
+      // (a pipeline stage: beside the inputs of the micro-batches in flight). Without a
+      // pipeline, at least its end as measured: every parameter's gradient beside the
+      // activations of the embedding and the first layer (the peak with one sequence per
+      // micro-batch).
+      double end = p > 1 || designOffload() ? 0
+                                            : 4.0 * double(n) + firstAct[r] +
+                                                  (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
+      // A pipeline stage's backward pass starts from its recomputed forward with every
+      // activation and an op's gradients at once (measured so on the LoRA pipelines).
+      double start = p > 1 ? double(mem.activations) + std::max(2 * logitsRank[r], maxOpGrads(int(r))) : 0;
+      double beyond =
+          std::max({backwardPeak(int(r)) + stash, end, start}) - double(mem.activations) - 2 * logitsRank[r];
+      if (beyond > 0)
+        bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
+                        "precision, a layer recomputed, an op's gradients)",
+                        int64_t(std::llround(beyond))});
       // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
@@ -826,47 +838,50 @@ private:
     // streamed to the host as it is made, the parameters in their precision.
     bool streamed = designOffload(), rounded = l.precision != sema::Precision::FP32 && !streamed;
     std::vector<double> gradsAt(n, 0), roundedAt(n, 0);
+    // Each parameter's first op whose backward reads it, and its last op, on rank r.
+    std::vector<size_t> first(model.params.size(), n), last(model.params.size(), n);
+    for (size_t i = 0; i < n; ++i)
+      if (opRank[i] == r)
+        for (int pr : ops[i].params) {
+          if (ops[i].kind != OpKind::Embedding && first[pr] == n)
+            first[pr] = i;
+          last[pr] = i;
+        }
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       double bytes = 4.0 * double(trainedElems(int(pr)));
-      if (!paramRanks[pr].count(r) || bytes == 0)
-        continue;
-      size_t first = n, last = n;
-      for (size_t i = 0; i < n; ++i)
-        if (opRank[i] == r && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr))) {
-          if (ops[i].kind != OpKind::Embedding && first == n)
-            first = i;
-          last = i;
-        }
-      if (last == n)
+      if (last[pr] == n || bytes == 0)
         continue;
       if (!streamed)
-        gradsAt[last] += bytes;
+        gradsAt[last[pr]] += bytes;
       if (rounded)
-        roundedAt[first == n ? last : first] += bytes;
+        roundedAt[first[pr] == n ? last[pr] : first[pr]] += bytes;
     }
     // The op whose result the cross-entropy reads: the head, holding the logits' gradient.
     std::set<int> logitsOps;
+    double logits = 0;
     for (size_t i = 0; i < n; ++i)
-      if (costs[i].logits > 0 && !ops[i].operands.empty())
+      if (costs[i].logits > 0 && !ops[i].operands.empty()) {
         logitsOps.insert(ops[i].operands[0] - sema::kFirstOpValue);
-    std::vector<double> below(n + 1, 0); // kept and rounded by ops before i
-    for (size_t i = 0; i < n; ++i)
+        logits += opRank[i] == r ? costs[i].logits : 0;
+      }
+    // Kept and rounded by ops before i; recomputed by i's unit up to i.
+    std::vector<double> below(n + 1, 0), recomputed(n, 0);
+    for (size_t i = 0; i < n; ++i) {
       below[i + 1] = below[i] + (opRank[i] == r ? opKept[i] + roundedAt[i] : 0);
+      recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] ? recomputed[i - 1] : 0);
+    }
+    auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
     double peak = 0, grads = 0;
     for (size_t i = n; i-- > 0;) {
       if (opRank[i] != r)
         continue;
       grads += gradsAt[i];
-      double recomputed = 0;
-      for (size_t j = i + 1; j-- > 0 && opUnit[j] == opUnit[i];)
-        recomputed += recomputedBytes(j);
-      auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
       if (costs[i].logits > 0)
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
-        own = logitsRank(r) + value(ops[i].operands[0]);
-      peak = std::max(peak, below[i + 1] + recomputed + grads + own);
+        own = logits + value(ops[i].operands[0]);
+      peak = std::max(peak, below[i + 1] + recomputed[i] + grads + own);
     }
     return peak;
   }
@@ -886,6 +901,16 @@ private:
             out += 4.0 * double(trainedElems(pr));
     return out;
   }
+  /// The largest gradients an op's backward holds on rank r: its output's and its input's.
+  double maxOpGrads(int r) const {
+    double out = 0;
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == r && !model.ops[i].operands.empty() &&
+          typeOf(model.ops[i].operands[0]).kind == ValueType::Kind::Hidden &&
+          typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
+        out = std::max(out, 4 * (elems(model.ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
+    return out;
+  }
   /// What op j's unit recomputes of it in the backward pass.
   double recomputedBytes(size_t j) const {
     const OpCost &c = costs[j];
@@ -894,25 +919,6 @@ private:
     if (l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers)
       return c.saved;
     return 0;
-  }
-  double logitsRank(int r) const {
-    double out = 0;
-    for (size_t i = 0; i < costs.size(); ++i)
-      out += opRank[i] == r ? costs[i].logits : 0;
-    return out;
-  }
-
-  /// A pipeline stage's backward rows: each op's gradients while nearly every activation
-  /// is kept, and every parameter's gradient at the end beside its first layer's
-  /// activations (an upper bound: a stage's measured peak is below it, EXPLAIN.md §10).
-  void stageBackwardRows(int64_t n, double activations, double logits, double opGrads, double firstAct,
-                         std::vector<BufferRow> &bufs) const {
-    double grads = opGrads - 2 * logits;
-    if (grads > 0)
-      bufs.push_back({"an op's gradients in the backward pass (fp32)", int64_t(std::llround(grads))});
-    double end = 4.0 * double(n) + firstAct, start = activations + std::max(2 * logits, opGrads);
-    if (end > start)
-      bufs.push_back({"parameter gradients at the end of the backward pass (fp32)", int64_t(std::llround(end - start))});
   }
 
   // --- offload (ZeRO-Offload, ZeRO-Infinity) -------------------------------
@@ -1503,4 +1509,9 @@ std::vector<std::string> plan::cost::axisRolesOf(const sema::Train &train, const
 Estimate plan::cost::estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
                               const std::vector<std::string> &roles, const Calibration &cal, bool withTrace) {
   return Estimator(model, mesh, layout, roles, cal, withTrace).run();
+}
+
+bool plan::cost::fits(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
+                      const Calibration &cal) {
+  return Estimator(model, mesh, layout, {}, cal, false).run(/*memoryOnly=*/true).fits();
 }

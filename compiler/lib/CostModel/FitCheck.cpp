@@ -32,14 +32,17 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
                          cost::formatBytes(double(m.optimizer)), cost::formatBytes(double(m.activations)),
                          cost::formatBytes(double(m.buffers)))
                .str());
-    std::vector<cost::Candidate> fits = cost::search(model, mesh, layout);
-    bool estimatedOnly = false;
-    if (fits.empty()) { // what offload would fit, though this version does not build it
-      cost::SearchOptions all;
-      all.buildableOnly = false;
-      fits = cost::search(model, mesh, layout, all);
-      estimatedOnly = !fits.empty();
-    }
+    // Every layout that fits, once; those this version builds first. Where only others
+    // fit (offload on a cuda mesh), they are shown as estimates.
+    cost::SearchOptions all;
+    all.buildableOnly = false;
+    std::vector<cost::Candidate> every = cost::search(model, mesh, layout, all), fits;
+    for (cost::Candidate &c : every)
+      if (cost::buildable(c.layout, c.estimate))
+        fits.push_back(c);
+    bool estimatedOnly = fits.empty() && !every.empty();
+    if (estimatedOnly)
+      fits = std::move(every);
     if (fits.empty()) {
       d.note("no layout of this batch on " + std::to_string(mesh.devices()) +
              (mesh.devices() == 1 ? " device" : " devices") +

@@ -57,6 +57,32 @@ static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout
   return out;
 }
 
+/// Replaces (l, e) by the least offload of `offloads` under which l fits, if any.
+static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base, int zero,
+                         const Calibration &cal, sema::Layout &l, Estimate &e) {
+  // What offload cannot move decides first, without another estimate: on a cpu mesh
+  // everything but the optimizer's state stays; on a cuda mesh the activations do.
+  int64_t stays = mesh.kind == sema::DeviceKind::CUDA ? e.perDevice.activations
+                                                      : e.perDevice.total() - e.perDevice.optimizer;
+  if (mesh.memoryBytes && stays > *mesh.memoryBytes)
+    return;
+  std::vector<Offloads> tries = offloads(mesh, base, zero);
+  auto with = [&](const Offloads &o) {
+    sema::Layout out = l;
+    out.optimizerOffload = o.optimizer;
+    out.paramsOffload = o.params;
+    return out;
+  };
+  if (!fits(model, mesh, with(tries.back()), cal))
+    return;
+  for (const Offloads &o : tries)
+    if (sema::Layout t = with(o); &o == &tries.back() || fits(model, mesh, t, cal)) {
+      l = t;
+      e = estimate(model, mesh, l, {}, cal);
+      return;
+    }
+}
+
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
                                           const SearchOptions &options, const Calibration &cal) {
   std::vector<Candidate> out;
@@ -100,13 +126,10 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
                 if (!sema::checkLayout(&model, l).empty())
                   continue;
                 Estimate e = estimate(model, mesh, l, {}, cal);
-                // What does not fit may with its state offloaded (the first that fits).
-                for (const Offloads &o : offloads(mesh, base, zero))
-                  if (!e.fits()) {
-                    l.optimizerOffload = o.optimizer;
-                    l.paramsOffload = o.params;
-                    e = estimate(model, mesh, l, {}, cal);
-                  }
+                // What does not fit may with its state offloaded: the least offload that
+                // fits, tried once the most does (else none would).
+                if (!e.fits())
+                  offloadToFit(model, mesh, base, zero, cal, l, e);
                 if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
                   continue;
                 out.push_back({l, std::move(e)});

@@ -135,6 +135,11 @@ Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::
                   const std::vector<std::string> &axisRoles = {}, const Calibration &cal = Calibration::defaults(),
                   bool withTrace = false);
 
+/// Whether `layout` fits the mesh's memory (device, and host under offload): estimate's
+/// memory alone, for searches that only need to know.
+bool fits(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
+          const Calibration &cal = Calibration::defaults());
+
 /// The roles of the mesh's axes in order ("data", "tensor", "pipeline",
 /// "replicate"), for link placement.
 std::vector<std::string> axisRolesOf(const sema::Train &train, const sema::Mesh &mesh);
