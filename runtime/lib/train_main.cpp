@@ -42,8 +42,8 @@ int Trainer::run() {
   bool entries = e.grad && e.sumsq && e.update;
   if (m.pipeline > 1) {
     entries = e.stages && e.nstages == m.pipeline;
-    for (int64_t i = 0; entries && i < 3 * m.pipeline; ++i)
-      entries = e.stages[i] != nullptr;
+    for (int64_t i = 0; entries && i < kStageEntries * m.pipeline; ++i)
+      entries = i % kStageEntries >= 3 || e.stages[i] != nullptr; // the chunk updates are optional
   }
   if (!entries || !e.step || !e.gather || !e.release)
     return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
@@ -180,9 +180,12 @@ void Trainer::bindStep() {
     ctx.stage = m.stage;
     ctx.activationIn = m.activationIn;
     ctx.activationOut = m.activationOut;
-    ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(e.stages[3 * m.stage]);
-    ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(e.stages[3 * m.stage + 1]);
-    ctx.update = reinterpret_cast<planrt_update_fn>(e.stages[3 * m.stage + 2]);
+    void *const *mine = e.stages + kStageEntries * m.stage;
+    ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(mine[0]);
+    ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(mine[1]);
+    ctx.update = reinterpret_cast<planrt_update_fn>(mine[2]);
+    e.chunk0 = reinterpret_cast<planrt_update_chunk_fn>(mine[3]);
+    e.chunk1 = reinterpret_cast<planrt_update_chunk_fn>(mine[4]);
   }
   planrt::setActiveStep(&ctx);
   if (tensorParallel() || m.pipeline > 1) {

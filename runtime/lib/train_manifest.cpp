@@ -498,8 +498,6 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     readTrainRun(train, m);
     readMemory(root, m);
     readOffload(root, m);
-    if (!m.offloadDir.empty() && m.pipeline > 1)
-      throw Malformed{"offload.optimizer: this runtime does not offload a pipeline stage's optimizer"};
   });
 }
 

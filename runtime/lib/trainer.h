@@ -21,6 +21,10 @@
 
 namespace planrt::train {
 
+/// Pointers per pipeline stage in planrt_train_main's `stages`: forward, backward,
+/// update and the two chunk updates of an offloaded optimizer.
+constexpr int64_t kStageEntries = 5;
+
 /// The entry points planc generated.
 struct Entries {
   planrt_grad_fn grad;

@@ -24,8 +24,8 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // QLoRA: not with a tensor axis (sema).
   if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
-  // Offload: the optimizer's moments to NVMe on a cpu mesh, without a pipeline (plan-train-abi).
-  if (l.paramsOffload.any() || (l.optimizerOffload.any() && (e.onCuda || l.pipeline > 1)))
+  // Offload: the optimizer's moments to NVMe on a cpu mesh (plan-train-abi).
+  if (l.paramsOffload.any() || (l.optimizerOffload.any() && e.onCuda))
     return false;
   return l.schedule != sema::PipelineSchedule::Interleaved;
 }

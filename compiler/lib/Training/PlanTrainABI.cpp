@@ -293,9 +293,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
       return train.emitError() << "offloading the optimizer on a cuda mesh is not implemented by the code generator "
                                   "in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' "
                                   "on a cpu mesh builds";
-    if (pp.size > 1)
-      return train.emitError() << "offloading the optimizer with pipeline parallelism (axis '" << pp.axis
-                               << "') is not implemented by the code generator in this version of planc";
   }
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
     return train.emitError() << "the static loss scale " << fixed->convertToDouble()
@@ -858,6 +855,10 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
           st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
         entries.stage(k, *st, grad, last);
         entries.update("planc_update_s" + std::to_string(k), *st, update);
+        for (int grp = 0; grp < 2; ++grp)
+          if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))
+            entries.updateChunk("planc_update_chunk_g" + std::to_string(grp) + "_s" + std::to_string(k), grp,
+                                cast<ShapedType>(chunk.getArgumentTypes()[2]).getNumElements(), chunk);
         tables.push_back(std::move(*st));
       }
     }

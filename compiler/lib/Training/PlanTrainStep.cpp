@@ -245,6 +245,16 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
   return fn;
 }
 
+/// An offloaded optimizer streams its state: `name`_update_chunk_g<k>, the update of
+/// one chunk of group k, per group that has parameters.
+void buildChunkUpdates(pl::TrainOp train, func::FuncOp grad, StringRef name) {
+  if (DictionaryAttr offload = train.getParallel().getOffload())
+    if (auto opt = offload.getAs<DictionaryAttr>("optimizer"))
+      if (auto buffer = opt.getAs<IntegerAttr>("buffer"))
+        for (int g = 0; g < 2; ++g)
+          buildUpdate(train, grad, (name + "_update_chunk_g" + std::to_string(g)).str(), g, buffer.getInt() / 4);
+}
+
 struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
   using Base::Base;
   void runOnOperation() override {
@@ -306,6 +316,7 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
             return signalPassFailure();
           grad->setPrivate();
           buildUpdate(train, *grad, name + "_update");
+          buildChunkUpdates(train, *grad, name);
         }
         continue;
       }
@@ -314,12 +325,7 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
         return signalPassFailure();
       grad->setPrivate();
       buildUpdate(train, *grad, base + "_update");
-      // An offloaded optimizer streams its state: the update of one chunk per group.
-      if (DictionaryAttr offload = train.getParallel().getOffload())
-        if (auto opt = offload.getAs<DictionaryAttr>("optimizer"))
-          if (auto buffer = opt.getAs<IntegerAttr>("buffer"))
-            for (int g = 0; g < 2; ++g)
-              buildUpdate(train, *grad, base + "_update_chunk_g" + std::to_string(g), g, buffer.getInt() / 4);
+      buildChunkUpdates(train, *grad, base);
     }
   }
 };

@@ -64,7 +64,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq",  "planc_update",
                                     "planc_eval",     "planc_step", "planc_gather", "planc_release"};
     // A pipeline-parallel executable has per-stage entry points instead of the four
-    // whole-model ones: planc_stages lists (forward, backward, update) of each stage.
+    // whole-model ones: planc_stages lists (forward, backward, update, and an offloaded
+    // optimizer's chunk updates of groups 0 and 1 or null) of each stage.
     int64_t stages = 0;
     while (m.lookupSymbol("planc_fwd_s" + std::to_string(stages)))
       ++stages;
@@ -79,14 +80,14 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
         return signalPassFailure();
       }
     if (stages > 0) {
-      auto table = LLVM::LLVMArrayType::get(ptr, uint64_t(3 * stages));
+      auto table = LLVM::LLVMArrayType::get(ptr, uint64_t(5 * stages));
       auto g = LLVM::GlobalOp::create(b, loc, table, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_stages",
                                       Attribute());
       OpBuilder::InsertionGuard guard(b);
       b.createBlock(&g.getInitializerRegion());
       Value v = LLVM::UndefOp::create(b, loc, table);
       int64_t i = 0;
-      for (int64_t k = 0; k < stages; ++k)
+      for (int64_t k = 0; k < stages; ++k) {
         for (const char *kind : {"planc_fwd_s", "planc_bwd_s", "planc_update_s"}) {
           std::string sym = kind + std::to_string(k);
           if (!m.lookupSymbol(sym)) {
@@ -95,6 +96,13 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
           }
           v = LLVM::InsertValueOp::create(b, loc, v, LLVM::AddressOfOp::create(b, loc, ptr, sym), i++);
         }
+        for (const char *kind : {"planc_update_chunk_g0_s", "planc_update_chunk_g1_s"}) {
+          std::string sym = kind + std::to_string(k);
+          Value fn = m.lookupSymbol(sym) ? Value(LLVM::AddressOfOp::create(b, loc, ptr, sym))
+                                         : Value(LLVM::ZeroOp::create(b, loc, ptr));
+          v = LLVM::InsertValueOp::create(b, loc, v, fn, i++);
+        }
+      }
       LLVM::ReturnOp::create(b, loc, v);
     }
     LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_train_main),
