@@ -17,6 +17,7 @@ Layout plan::sema::layoutOf(const Train &t) {
   l.bucketBytes = t.parallel.bucketBytes;
   l.optimizerOffload = t.parallel.optimizerOffload;
   l.paramsOffload = t.parallel.paramsOffload;
+  l.checkpoints = t.checkpointEvery > 0 && !t.checkpointDir.empty();
   l.recompute = t.recompute;
   l.precision = t.precision;
   l.batch = t.batch;

@@ -12,7 +12,8 @@
 #    checkpoint with the uninterrupted run's losses bit for bit, on one process and on
 #    ZeRO-1 over 2 ranks (sharded checkpoints);
 # 3. memory: a 12.6M-parameter model's peak RSS without and with offload, whose difference
-#    is explain's predicted fall (the moments less the staging buffer) within 3 %.
+#    is explain's predicted fall (the moments less the staging buffer) within 3 %; with
+#    checkpoints, which read the moments back, the device peak explain's within 3 %.
 #
 #   test/e2e/offload.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -113,9 +114,10 @@ crash zero1 2 2 4 1
 
 # Memory: a 12.6M-parameter GPT (4 layers of width 512), 3 steps, with and without the
 # moments on NVMe (4 MiB chunks): the fall of the peak RSS against explain's.
-for x in rss_plain rss_off; do
-  off=""
-  [[ $x == rss_off ]] && off="offload { optimizer = nvme(\"$WORK/nvme_rss\") }"
+for x in rss_plain rss_off rss_ckpt; do
+  off="" ckpt=""
+  [[ $x != rss_plain ]] && off="offload { optimizer = nvme(\"$WORK/nvme_$x\") }"
+  [[ $x == rss_ckpt ]] && ckpt="checkpoint { dir: \"$WORK/ckpt_rss\", every: 1 }"
   cat > $x.plan <<EOF
 import "models/gpt.plan"
 mesh one { devices = cpu(1)  axes = [dp: 1] }
@@ -125,6 +127,7 @@ train $x {
   batch = 2  micro = 2  seq = 32  steps = 3  seed = 5
   parallel { data = dp  $off }
   optimizer = adamw(lr: 1e-3, weight_decay: 0.1)
+  $ckpt
 }
 EOF
   "$PLANC" build $x.plan -o exe_$x
@@ -145,5 +148,17 @@ fall, predicted = plain - off, ep - eo
 print(f"offload: peak RSS {plain / 2**20:.1f} MiB without, {off / 2**20:.1f} MiB with the moments on NVMe: "
       f"{fall / 2**20:.2f} MiB less; explain predicts {predicted / 2**20:.2f} MiB ({fall / predicted:.3f})")
 assert abs(fall - predicted) <= 0.03 * predicted, "offload: FAIL: the fall of the peak RSS is not explain's within 3 %"
+# With checkpoints the moments come back into memory for each: the peak the executable
+# counts is explain's, its row for them included (a checkpoint every step, so that the
+# next steps' log lines count the one before).
+subprocess.run([f"{work}/exe_rss_ckpt", "--quiet", "--log", f"{work}/rss_ckpt.jsonl"], check=True,
+               stdout=subprocess.DEVNULL)
+rows = [json.loads(l) for l in open(f"{work}/rss_ckpt.jsonl") if '"loss"' in l]
+e = json.load(open(f"{work}/rss_ckpt.json"))
+row = [b["bytes"] for b in e["buffers"] if b["name"].startswith("the moments read back for a checkpoint")]
+ratio = max(r["mem_device_peak_bytes"] for r in rows) / e["per_rank_bytes"][0]["total"]
+print(f"offload: with checkpoints the device peak is {ratio:.3f} of explain's (its checkpoint row "
+      f"{row[0] / 2**20 if row else 0:.1f} MiB)")
+assert row and 0.97 <= ratio <= 1.03, "offload: FAIL: the checkpoints' transient is not explain's"
 PYEOF
 echo "offload: PASS"

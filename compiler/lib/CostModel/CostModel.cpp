@@ -928,9 +928,10 @@ private:
   bool designOffload() const { return cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any()); }
   /// Bytes of one generation of a rank's optimizer files (planc's executables):
   /// exp_avg and exp_avg_sq of each optimizer group's span, in chunks of the plan's
-  /// buffer, the last one padded.
-  int64_t momentFileBytes(int64_t rank) const {
-    int64_t chunk = std::max<int64_t>(1, l.optimizerOffload.bufferBytes / 4), floats = 0;
+  /// buffer (of `chunk` floats if given: 1 for the moments' own bytes), the last padded.
+  int64_t momentFileBytes(int64_t rank, int64_t chunk = 0) const {
+    chunk = chunk > 0 ? chunk : std::max<int64_t>(1, l.optimizerOffload.bufferBytes / 4);
+    int64_t floats = 0;
     training::FlatLayout flat = flatLayoutOf(rank);
     for (int g = 0; g < 2; ++g) {
       int64_t span = d > 1 && l.zero >= 1 ? flat.shardFloats(g) : flat.groupFloats(g);
@@ -957,8 +958,16 @@ private:
     off.hostMemory = mesh.hostMemoryBytes;
     if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
+      double step = double(mem.activations); // what the step holds and a checkpoint does not
+      for (const BufferRow &b : bufs)
+        step += double(b.bytes);
       heldBeyondModelStates(n, shard, trainedParams, mem, bufs);
       bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096});
+      // A checkpoint reads the moments back into memory, between steps.
+      double moments = double(momentFileBytes(rank, 1));
+      if (l.checkpoints && moments > step)
+        bufs.push_back({"the moments read back for a checkpoint (between steps, beyond the step's buffers)",
+                        int64_t(moments - step)});
       off.nvmeBytes = 2 * momentFileBytes(rank);
       off.nvmeBytesPerStep = 2 * momentFileBytes(rank);
       return true;

@@ -30,6 +30,8 @@ struct Layout {
   int64_t bucketBytes = 0; ///< DDP gradient buckets (Parallel::bucketBytes); 0: one all-reduce
   /// Where the optimizer state and (ZeRO-3) the parameter shards live (Parallel's offload).
   Offload optimizerOffload, paramsOffload;
+  /// The plan writes checkpoints (an offloaded optimizer's moments come back for each).
+  bool checkpoints = false;
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   int64_t batch = 1, micro = 1, seq = 1;
