@@ -34,7 +34,7 @@ struct Entries {
   planrt_step_fn step;
   planrt_program_fn gather, release;
   planrt_update_chunk_fn chunk0, chunk1; ///< an offloaded optimizer's chunk updates (null without)
-  void *const *stages; ///< pipeline: per stage forward, backward, update
+  void *const *stages; ///< pipeline: kStageEntries per stage (forward, backward, update, two chunk updates)
   int64_t nstages;
 };
 

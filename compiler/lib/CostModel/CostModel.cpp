@@ -765,7 +765,8 @@ private:
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
       if (mesh.kind == sema::DeviceKind::CUDA)
-        bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes});
+        bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes, true});
+      checkpointRow(int(r), mem, bufs);
       for (auto &bf : bufs)
         mem.buffers += bf.bytes;
       if (mem.total() > worstTotal) {
@@ -821,7 +822,7 @@ private:
   /// a layer's input on its first op).
   std::vector<double> opKept;
 
-  /// The most the step's own buffers hold on rank r (no pipeline), op by op through the
+  /// The most the step's own buffers hold on rank r, op by op through the
   /// backward pass from the loss down. At op i it holds the activations kept by i and
   /// every op before it; what its unit's backward recomputed (selective: the dropped
   /// values of the unit's ops up to i; full: the unit's activations up to i); the
@@ -958,16 +959,8 @@ private:
     off.hostMemory = mesh.hostMemoryBytes;
     if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
-      double step = double(mem.activations); // what the step holds and a checkpoint does not
-      for (const BufferRow &b : bufs)
-        step += double(b.bytes);
       heldBeyondModelStates(n, shard, trainedParams, mem, bufs);
-      bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096});
-      // A checkpoint reads the moments back into memory, between steps.
-      double moments = double(momentFileBytes(rank, 1));
-      if (l.checkpoints && moments > step)
-        bufs.push_back({"the moments read back for a checkpoint (between steps, beyond the step's buffers)",
-                        int64_t(moments - step)});
+      bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096, true});
       off.nvmeBytes = 2 * momentFileBytes(rank);
       off.nvmeBytesPerStep = 2 * momentFileBytes(rank);
       return true;
@@ -995,6 +988,19 @@ private:
     }
     return true;
   }
+  /// A checkpoint of an offloaded optimizer (a cpu mesh's executables) reads the moments
+  /// back into memory between steps, where the step's activations and buffers were: the
+  /// row of what they exceed them by.
+  void checkpointRow(int r, const Memory &mem, std::vector<BufferRow> &bufs) const {
+    if (!l.checkpoints || !l.optimizerOffload.any() || cudaMesh())
+      return;
+    double step = double(mem.activations), moments = double(momentFileBytes(r, 1));
+    for (const BufferRow &b : bufs)
+      step += b.held ? 0 : double(b.bytes);
+    if (moments > step)
+      bufs.push_back({"the moments read back for a checkpoint (between steps, beyond the step's buffers)",
+                      int64_t(moments - step), true});
+  }
   /// Seconds per step of the offloaded state's transfers: PCIe per device and the node's
   /// NVMe shared by its devices, overlapping each other but not the step.
   double offloadSeconds(Estimate &e) const {
@@ -1019,10 +1025,10 @@ private:
     int64_t moments = l.optimizerOffload.any() ? 0 : 8 * (sharded ? shard : n);
     int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
-    auto add = [&](const char *name, int64_t bytes) {
+    auto add = [&](const char *name, int64_t bytes, bool held = false) {
       bytes = std::min(bytes, extra);
       if (bytes > 0) {
-        bufs.push_back({name, bytes});
+        bufs.push_back({name, bytes, held});
         extra -= bytes;
       }
     };
@@ -1032,7 +1038,7 @@ private:
       add("ZeRO-2/3 gradients whole for each micro-batch (fp32)", 4 * n);
     add(l.precision == sema::Precision::FP32 ? "ZeRO shards of the update (parameters and gradients, fp32)"
                                              : "parameters and gradients kept in fp32, and the update's shards",
-        extra);
+        extra, /*held=*/true);
   }
   std::vector<int64_t> rankParamElems, rankReplicatedElems; ///< trained elements
   std::vector<int64_t> rankFrozenBytes, rankQuantizedBytes;  ///< under `adapt`

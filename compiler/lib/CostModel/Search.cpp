@@ -57,7 +57,7 @@ static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout
   return out;
 }
 
-/// Replaces (l, e) by the least offload of `offloads` under which l fits, if any.
+/// Replaces (l, e) by the first offload of `offloads` under which l fits, if any.
 static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base, int zero,
                          const Calibration &cal, sema::Layout &l, Estimate &e) {
   // What offload cannot move decides first, without another estimate: on a cpu mesh
@@ -73,10 +73,10 @@ static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const
     out.paramsOffload = o.params;
     return out;
   };
-  if (!fits(model, mesh, with(tries.back()), cal))
-    return;
+  // Least first (moving the parameters off may hold more on the device: two gathered
+  // units against a shard), each a memory-only estimate.
   for (const Offloads &o : tries)
-    if (sema::Layout t = with(o); &o == &tries.back() || fits(model, mesh, t, cal)) {
+    if (sema::Layout t = with(o); fits(model, mesh, t, cal)) {
       l = t;
       e = estimate(model, mesh, l, {}, cal);
       return;

@@ -63,6 +63,9 @@ struct LayerRow {
 struct BufferRow {
   std::string name;
   int64_t bytes = 0;
+  /// Held between steps too (the update's shards, an offload's staging buffer), not
+  /// only while a step runs.
+  bool held = false;
 };
 
 /// Bytes one rank sends (= receives) per optimizer step for one collective on one axis.
