@@ -9,7 +9,19 @@
 
 #ifdef __cplusplus
 
+#include <cstdint>
+
 namespace planrt::manifest {
+
+/* An offloaded optimizer's chunk (the plan's `nvme(DIR, buffer: B)`, the manifest's
+ * offload.optimizer.buffer): B bytes of each moment per record, a multiple of kAlign
+ * (direct I/O's alignment of buffers, offsets and lengths) up to kMaxBuffer (a record,
+ * both moments' chunks, is one read or write, which Linux caps below 2 GiB). */
+namespace offload {
+inline constexpr int64_t kAlign = 4096;
+inline constexpr int64_t kDefaultBuffer = int64_t(4) << 20;
+inline constexpr int64_t kMaxBuffer = int64_t(256) << 20;
+} // namespace offload
 
 /* Each executable kind's manifest format: its "format" field. A runtime reads its own
  * version only. */

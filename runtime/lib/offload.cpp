@@ -7,6 +7,7 @@
 // the other, and each slot's record is written to the next generation as soon as it is
 // done.
 #include "offload.h"
+#include "planrt_manifest.h"
 #include "status.h"
 
 #include <liburing.h>
@@ -29,7 +30,7 @@ namespace planrt::train {
 
 namespace {
 
-constexpr int64_t kAlign = 4096; // O_DIRECT: buffers, offsets and lengths
+constexpr int64_t kAlign = planrt::manifest::offload::kAlign; // O_DIRECT: buffers, offsets and lengths
 constexpr unsigned kDepth = 8;   // two reads and two writes in flight at most
 
 std::string errnoText(int e) { return std::strerror(e); }

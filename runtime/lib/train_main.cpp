@@ -194,7 +194,7 @@ void Trainer::bindStep() {
     ctx.tensorSize = m.tensorParallel;
     for (int g = 0; g < 2; ++g) {
       ctx.pieceBegin[g] = m.sharded ? pieceBegin(g) : m.groupBegin[g];
-      ctx.pieceFloats[g] = m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g];
+      ctx.pieceFloats[g] = spanFloats(g);
     }
     for (const Param &p : m.params)
       ctx.counted.push_back({p.offset, p.count, (p.splitDim >= 0 || ctx.tensorCoord == 0) && !p.replica});

@@ -427,9 +427,10 @@ void readOffload(const json &root, Manifest &m) {
       throw Malformed{where + ".target is '" + target + "'; this runtime offloads to nvme only"};
     m.offloadDir = text(place, key::dir, where);
     const json &buffer = field(place, key::buffer, where);
-    if (!buffer.is_number_integer() || buffer.get<int64_t>() < 4096 || buffer.get<int64_t>() % 4096 ||
-        buffer.get<int64_t>() > (int64_t(256) << 20))
-      throw Malformed{where + ".buffer must be a multiple of 4096 bytes up to 256 MiB"};
+    if (!buffer.is_number_integer() || buffer.get<int64_t>() < offload::kAlign ||
+        buffer.get<int64_t>() % offload::kAlign || buffer.get<int64_t>() > offload::kMaxBuffer)
+      throw Malformed{where + ".buffer must be a multiple of " + std::to_string(offload::kAlign) + " bytes up to " +
+                      std::to_string(offload::kMaxBuffer >> 20) + " MiB"};
     if (m.offloadDir.empty())
       throw Malformed{where + ".dir is empty"};
     m.offloadChunk = buffer.get<int64_t>() / 4;

@@ -110,7 +110,7 @@ private:
 
   /// What this rank's update writes of group g in a state buffer: its piece when
   /// sharded, else the whole group.
-  float *span(int id, int g) { return data(id) + (m.sharded ? (g == 0 ? 0 : pieceFloats(0)) : m.groupBegin[g]); }
+  float *span(int id, int g) { return m.sharded ? piece(id, g) : data(id) + m.groupBegin[g]; }
   int64_t spanFloats(int g) const { return m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g]; }
 
   // ---- The offloaded optimizer state (train_state.cpp): the moments live in files

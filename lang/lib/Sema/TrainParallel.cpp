@@ -144,7 +144,8 @@ void TrainCheck::checkOffload(const Section &par) {
       auto q = sema.toQuantity(b, units::Dim::Bytes, "'buffer' of nvme(…)");
       if (!q) {
         ok = false;
-      } else if (!(*q >= 4096) || *q > double(sema::kMaxOffloadBufferBytes) || std::fmod(*q, 4096.0) != 0) {
+      } else if (constexpr double align = double(planrt::manifest::offload::kAlign);
+                 !(*q >= align) || *q > double(sema::kMaxOffloadBufferBytes) || std::fmod(*q, align) != 0) {
         diags.error(b.loc, "'buffer' of nvme(…) must be a multiple of 4 KiB between 4 KiB and 256 MiB")
             .note("it is the bytes of one moment's chunk the update reads or writes at a time, aligned for direct "
                   "I/O; 4 MiB by default");

@@ -1,5 +1,6 @@
 // The `plan` dialect: registration, enums and attribute verifiers.
 #include "plan/Dialect/Plan/IR/Plan.h"
+#include "planrt_manifest.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -76,10 +77,11 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       if (target.getValue() == "nvme") {
         auto dir = place.getAs<StringAttr>("dir");
         auto buffer = place.getAs<IntegerAttr>("buffer");
-        if (!dir || dir.getValue().empty() || !buffer || buffer.getInt() < 4096 || buffer.getInt() % 4096 ||
-            buffer.getInt() > (int64_t(256) << 20))
-          return emitError() << "offload '" << what
-                             << "' to nvme needs a dir and a buffer of a multiple of 4096 bytes up to 256 MiB";
+        namespace limits = planrt::manifest::offload;
+        if (!dir || dir.getValue().empty() || !buffer || buffer.getInt() < limits::kAlign ||
+            buffer.getInt() % limits::kAlign || buffer.getInt() > limits::kMaxBuffer)
+          return emitError() << "offload '" << what << "' to nvme needs a dir and a buffer of a multiple of "
+                             << limits::kAlign << " bytes up to " << (limits::kMaxBuffer >> 20) << " MiB";
       }
       if (what == "params" && zero != 3)
         return emitError() << "offloading the parameters needs ZeRO stage 3, not " << zero;

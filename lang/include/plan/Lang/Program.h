@@ -6,6 +6,7 @@
 #define PLAN_LANG_PROGRAM_H
 
 #include "plan/Lang/AST.h"
+#include "planrt_manifest.h"
 
 #include <cstdint>
 #include <map>
@@ -148,12 +149,11 @@ struct Offload {
   ast::Loc loc;
   bool any() const { return target != OffloadTarget::None; }
 };
-/// The staging chunk of `nvme(DIR)` without `buffer:` (DeepSpeed's aio block is 1 MiB;
-/// planc streams 4 MiB of each moment at a time).
-constexpr int64_t kDefaultOffloadBufferBytes = 4 << 20;
-/// The largest chunk: a record (both moments' chunks) is one read or write, which Linux
-/// caps below 2 GiB.
-constexpr int64_t kMaxOffloadBufferBytes = int64_t(256) << 20;
+/// The staging chunk of `nvme(DIR)` without `buffer:`, and the largest: the runtime's
+/// (planrt_manifest.h; DeepSpeed's aio block is 1 MiB, planc streams 4 MiB of each moment
+/// at a time).
+constexpr int64_t kDefaultOffloadBufferBytes = planrt::manifest::offload::kDefaultBuffer;
+constexpr int64_t kMaxOffloadBufferBytes = planrt::manifest::offload::kMaxBuffer;
 
 struct Parallel {
   std::vector<std::string> dataAxes;
