@@ -336,6 +336,16 @@ void planrt_mem_fill(void *ptr, float value, size_t count);
 void planrt_mem_add(float *to, const float *from, size_t count);
 void planrt_mem_free(void *ptr);
 uint64_t planrt_mem_held(void);
+/* Memory held by parts (ZeRO-3's gathered parameters): `bytes` of address space on the
+ * host backend, zeroed, its pages taken only as they are written and not counted;
+ * NULL on any other backend (the caller then holds the whole with planrt_mem_alloc).
+ * planrt_mem_commit counts `bytes` of it as held when something is about to write
+ * them; planrt_mem_decommit counts them free again and gives their pages back (those
+ * wholly inside, which read as zero after); planrt_mem_unreserve unmaps it all. */
+void *planrt_mem_reserve(size_t bytes);
+void planrt_mem_commit(size_t bytes);
+void planrt_mem_decommit(void *ptr, size_t bytes);
+void planrt_mem_unreserve(void *ptr, size_t bytes);
 /* The most bytes held at once since the process started, the runtime's and the
  * generated code's together: the memory the executable used on its device, which
  * `planc explain`'s per-device total predicts. */

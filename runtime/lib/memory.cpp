@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -116,6 +118,34 @@ uint64_t planrt_mem_peak(void) { return peak.load(std::memory_order_relaxed); }
 void planrt_mem_reset_peak(void) { peak.store(live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 uint64_t planrt_mem_held(void) { return held.load(std::memory_order_relaxed); }
 uint64_t planrt_mem_total_peak(void) { return totalPeak.load(std::memory_order_relaxed); }
+
+void *planrt_mem_reserve(size_t bytes) {
+  if (backend.load() != &kHost || bytes == 0)
+    return nullptr;
+  // Anonymous pages read as zero and are taken only when written.
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void planrt_mem_commit(size_t bytes) {
+  uint64_t now = held.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  raise(totalPeak, live.load(std::memory_order_relaxed) + now);
+}
+
+void planrt_mem_decommit(void *ptr, size_t bytes) {
+  held.fetch_sub(bytes, std::memory_order_relaxed);
+  // Only the pages wholly inside: a page shared with a neighbouring range stays.
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(page - 1);
+  if (hi > lo)
+    madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED); // read as zero again
+}
+
+void planrt_mem_unreserve(void *ptr, size_t bytes) {
+  if (ptr)
+    munmap(ptr, bytes);
+}
 
 void *planrt_arena_reserve(uint64_t stateBytes, uint64_t stepBytes) {
   constexpr double MiB = 1 << 20;

@@ -21,7 +21,13 @@ Floats allocateFloats(int64_t n) {
   return Floats(static_cast<float *>(p));
 }
 
-bool Buffer::allocate() {
+bool Buffer::allocate(bool parts) {
+  if (parts && !place) {
+    data = static_cast<float *>(planrt_mem_reserve(size_t(floats) * sizeof(float)));
+    byParts = data != nullptr;
+    if (byParts)
+      return true;
+  }
   if (place) {
     planrt_mem_fill(place, 0.0f, size_t(floats));
     data = place;
@@ -33,8 +39,30 @@ bool Buffer::allocate() {
 }
 
 void Buffer::release() {
+  if (byParts) {
+    while (!committed.empty())
+      decommit(committed.back().first, committed.back().second);
+    planrt_mem_unreserve(data, size_t(floats) * sizeof(float));
+    byParts = false;
+  }
   owned.reset();
   data = nullptr;
+}
+
+void Buffer::commit(int64_t offset, int64_t count) {
+  if (!byParts || count <= 0 || std::find(committed.begin(), committed.end(), std::make_pair(offset, count)) !=
+                                    committed.end())
+    return;
+  committed.emplace_back(offset, count);
+  planrt_mem_commit(size_t(count) * sizeof(float));
+}
+
+void Buffer::decommit(int64_t offset, int64_t count) {
+  auto it = std::find(committed.begin(), committed.end(), std::make_pair(offset, count));
+  if (!byParts || it == committed.end())
+    return;
+  committed.erase(it);
+  planrt_mem_decommit(data + offset, size_t(count) * sizeof(float));
 }
 
 Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(seconds) {
@@ -193,11 +221,11 @@ void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_
     planrt_mem_fill(p, value, size_t(count));
 }
 
-void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf) {
+void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf, int32_t parts) {
   if (ctx->status || buf < 0 || size_t(buf) >= ctx->buffers.size())
     return ctx->failWith(ctx->status ? PLANRT_OK : fail(PLANRT_ERR_ARG, "alloc: bad buffer id %d", buf));
   planrt::Buffer &b = ctx->buffers[size_t(buf)];
-  if (!b.data && !b.allocate())
+  if (!b.data && !b.allocate(parts != 0))
     ctx->failWith(
         fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats));
 }
@@ -213,12 +241,15 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
         *s = ctx->range(state, 0, 8, "grad");
   if (p && g && s) {
     ctx->step = step;
+    if (!ctx->gathers.empty()) // the first bucket now; each next one a bucket ahead of its read
+      ctx->startGathers(ctx->gathers.front().bucket);
     if (ctx->readBatch(step, micro))
       ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
   }
   // Any bucket the entry point did not wait for, on every path (a failed step too:
   // nothing may still be writing the parameters when they are freed).
-  ctx->waitGathers(-1);
+  ctx->waitGathers(-1, /*ahead=*/false);
+  ctx->gathers.clear();
 }
 
 namespace {
@@ -368,43 +399,88 @@ void planrt_grad_ready(int64_t bucket) {
       planrt_test(b.request);
 }
 
-void planrt_step_ctx::waitGathers(int64_t bucket) {
-  for (auto it = gathers.begin(); it != gathers.end();) {
-    if (bucket >= 0 && it->bucket != bucket) {
-      planrt_test(it->request); // MPI moves the others only inside MPI calls
-      ++it;
+void planrt_step_ctx::startGathers(int64_t bucket) {
+  size_t last = gathers.size();
+  for (size_t i = 0; i < gathers.size(); ++i)
+    if (bucket < 0 || gathers[i].bucket == bucket)
+      last = i + 1;
+  for (size_t i = 0; i < std::min(last, gathers.size()) && !status; ++i) {
+    Gather &g = gathers[i];
+    if (g.started)
+      continue;
+    g.started = true;
+    float *from = range(g.src, g.srcOffset, g.count, "bucket all_gather");
+    int64_t n = planrt_mesh_group_size(mesh, unsigned(g.mask));
+    float *to = range(g.dst, g.dstOffset, g.count * n, "bucket all_gather");
+    if (!from || !to)
+      return;
+    buffers[size_t(g.dst)].commit(g.begin, g.size); // held from now (a buffer by parts)
+    planrt::Waiting w(*this, g.what);
+    if (planrt_status s = planrt_all_gather_start(mesh, unsigned(g.mask), from, g.count, to, g.begin - g.dstOffset,
+                                                  g.size, &g.request))
+      return failWith(s);
+  }
+}
+
+void planrt_step_ctx::waitGathers(int64_t bucket, bool ahead) {
+  startGathers(bucket);
+  if (ahead && bucket >= 0) // one bucket ahead: the first one not started yet
+    for (const Gather &g : gathers)
+      if (!g.started) {
+        startGathers(g.bucket);
+        break;
+      }
+  for (Gather &g : gathers) {
+    if (!g.request || g.done)
+      continue;
+    if (bucket >= 0 && g.bucket != bucket) {
+      planrt_test(g.request); // MPI moves the others only inside MPI calls
       continue;
     }
-    {
-      planrt::Waiting w(*this, it->what);
-      if (planrt_status s = planrt_wait(it->request))
-        failWith(s);
-    }
-    it = gathers.erase(it);
+    planrt::Waiting w(*this, g.what);
+    g.done = true;
+    if (planrt_status s = planrt_wait(g.request))
+      failWith(s);
+  }
+}
+
+void planrt_step_ctx::releaseGathers(int64_t bucket) {
+  waitGathers(bucket, /*ahead=*/false);
+  for (Gather &g : gathers) {
+    if (g.bucket != bucket || !g.done || g.released)
+      continue;
+    g.released = true;
+    // Kept while a later gather of the same floats (the backward pass's, started a
+    // bucket ahead) is in flight or in use: that one's release gives them back.
+    bool again = std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
+      return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;
+    });
+    if (!again)
+      buffers[size_t(g.dst)].decommit(g.begin, g.size);
   }
 }
 
 void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src, int64_t src_offset,
                                     int64_t count, int32_t dst, int64_t dst_offset, int64_t begin, int64_t size) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  float *from = ctx->range(src, src_offset, count, "bucket all_gather"),
-        *to = ctx->range(dst, dst_offset, count * n, "bucket all_gather");
-  if (!from || !to || ctx->status)
+  if (!ctx->range(src, src_offset, count, "bucket all_gather") ||
+      !ctx->range(dst, dst_offset, count * n, "bucket all_gather") || ctx->status)
     return;
   if (!ctx->sliceWithin("bucket all_gather", begin, size, dst_offset, count * n))
     return;
   planrt_step_ctx::Gather g{bucket, describe("all_gather (bucket)", ctx->buffers[size_t(dst)], begin, size, mask),
-                            nullptr};
-  planrt::Waiting w(*ctx, g.what);
-  if (planrt_status s =
-          planrt_all_gather_start(ctx->mesh, unsigned(mask), from, count, to, begin - dst_offset, size, &g.request))
-    return ctx->failWith(s);
+                            mask, src, dst, src_offset, count, dst_offset, begin, size};
   ctx->gathers.push_back(std::move(g));
 }
 
 void planrt_params_ready(int64_t bucket) {
   if (planrt_step_ctx *ctx = planrt::activeStep(); ctx && !ctx->status)
-    ctx->waitGathers(bucket);
+    ctx->waitGathers(bucket, /*ahead=*/true);
+}
+
+void planrt_params_release(int64_t bucket) {
+  if (planrt_step_ctx *ctx = planrt::activeStep(); ctx && !ctx->status)
+    ctx->releaseGathers(bucket);
 }
 
 void planrt_sched_wait(planrt_step_ctx *ctx) {
@@ -430,6 +506,7 @@ void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, in
         *to = ctx->range(dst, dst_offset, count * n, "all_gather");
   if (!from || !to)
     return;
+  ctx->buffers[size_t(dst)].commit(dst_offset, count * n); // a buffer by parts holds it from now
   planrt::Waiting w(*ctx, describe("all_gather", ctx->buffers[size_t(src)], src_offset, count, mask));
   ctx->failWith(planrt_all_gather(ctx->mesh, unsigned(mask), from, count, to));
 }

@@ -54,11 +54,18 @@ struct Buffer {
   float *place = nullptr; ///< its bytes in the executable's arena, if it has one
   float *data = nullptr;  ///< null while a transient buffer is freed
   Floats owned;           ///< without an arena: the memory it allocated
+  /// Held by parts (sched.alloc … parts, planrt_mem_reserve): the reserved floats at
+  /// `data`, and which ranges are committed now (offset → count).
+  bool byParts = false;
+  std::vector<std::pair<int64_t, int64_t>> committed;
 
   /// Zeroed floats at `data` (at its place in the arena, or allocated); false if they
-  /// cannot be had.
-  bool allocate();
+  /// cannot be had. With `parts`, reserved and held by parts where the backend can.
+  bool allocate(bool parts = false);
   void release();
+  /// By parts: counts [offset, offset + count) as held (once) / gives it back.
+  void commit(int64_t offset, int64_t count);
+  void decommit(int64_t offset, int64_t count);
 };
 
 } // namespace planrt
@@ -129,11 +136,19 @@ struct planrt_step_ctx {
   struct Gather {
     int64_t bucket;
     std::string what; ///< for the watchdog
-    planrt_request *request;
+    int32_t mask, src, dst;
+    int64_t srcOffset, count, dstOffset, begin, size;
+    planrt_request *request = nullptr; ///< once started
+    bool started = false, done = false, released = false;
   };
-  std::vector<Gather> gathers;
-  /// Waits for the gathers of bucket `bucket` (all of them: -1), recording a failure.
-  void waitGathers(int64_t bucket);
+  std::vector<Gather> gathers; ///< in the order handed over; cleared when sched.grad returns
+  /// Starts every gather handed over up to the last of bucket `bucket` (-1: all), in order.
+  void startGathers(int64_t bucket);
+  /// Starts them up to bucket `bucket` and, if `ahead`, the next bucket's, then waits
+  /// for bucket `bucket`'s (all of them: -1), recording a failure.
+  void waitGathers(int64_t bucket, bool ahead);
+  /// Waits for bucket `bucket`'s gathers, then gives their floats back (a buffer by parts).
+  void releaseGathers(int64_t bucket);
   /// Seconds spent in collectives and point-to-point transfers so far.
   double commSeconds = 0;
 

@@ -403,22 +403,29 @@
 
 // ZeRO-3 with parameter buckets (bucket = 128 B, plan-train-abi's plan.param_buckets, in the
 // order the forward pass first reads them: wte [0, 48), ln [128, 160), head.weight [48, 128),
-// head.bias [160, 192)): each micro-batch starts the slices of the two groups' all-gathers
-// (group 0 [0, 128) from the shard's [0, 32), group 1 [128, 192) from [32, 16)) before its
-// sched.grad, which waits for them; the whole-group gathers are gone from the step (not
-// from evaluation's planc_gather) and the gradients are reduce-scattered whole.
+// head.bias [160, 192)): each micro-batch allocates the parameters by parts and hands the
+// slices of the two groups' all-gathers (group 0 [0, 128) from the shard's [0, 32), group 1
+// [128, 192) from [32, 16)) to its sched.grad, which waits for them; then the same ranges
+// again for the backward pass (plan.param_regather), in the order it reads them: head.weight,
+// ln, then wte and head.bias, which it does not read. The whole-group gathers are gone
+// from the step (not from evaluation's planc_gather) and the gradients are reduce-scattered
+// whole.
 // Z3B-LABEL: func.func @planc_step(
 // Z3B-SAME: %[[STEP:[^:]*]]: i64
 // Z3B: sched.micro_loop 2 {
 // Z3B-NEXT: ^bb0(%[[I:[^:]*]]: i64):
-// Z3B-NEXT: sched.alloc @params
-// Z3B-NEXT: %[[P0:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 48] for bucket 0 {purpose = "parameters"}
-// Z3B-NEXT: %[[P1:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [128, 32] for bucket 1 {purpose = "parameters"}
-// Z3B-NEXT: %[[P2:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [48, 80] for bucket 2 {purpose = "parameters"}
-// Z3B-NEXT: %[[P3:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [160, 32] for bucket 3 {purpose = "parameters"}
+// Z3B-NEXT: sched.alloc @params parts
+// Z3B-NEXT: %[[P0:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 48] for bucket 0 {purpose = "parameters (forward)"}
+// Z3B-NEXT: %[[P1:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [128, 32] for bucket 1 {purpose = "parameters (forward)"}
+// Z3B-NEXT: %[[P2:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [48, 80] for bucket 2 {purpose = "parameters (forward)"}
+// Z3B-NEXT: %[[P3:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [160, 32] for bucket 3 {purpose = "parameters (forward)"}
+// Z3B-NEXT: %[[P4:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [48, 80] for bucket 4 {purpose = "parameters (backward)"}
+// Z3B-NEXT: %[[P5:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [128, 32] for bucket 5 {purpose = "parameters (backward)"}
+// Z3B-NEXT: %[[P6:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 48] for bucket 6 {purpose = "parameters (backward)"}
+// Z3B-NEXT: %[[P7:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [160, 32] for bucket 7 {purpose = "parameters (backward)"}
 // Z3B-NEXT: sched.alloc @grads
 // Z3B-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
-// Z3B-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state gathered %[[P0]], %[[P1]], %[[P2]], %[[P3]]
+// Z3B-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state gathered %[[P0]], %[[P1]], %[[P2]], %[[P3]], %[[P4]], %[[P5]], %[[P6]], %[[P7]]
 // Z3B-NEXT: sched.free @params
 // Z3B-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp"] {accumulate, purpose = "gradients"}
 // Z3B-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp"] {accumulate, purpose = "gradients"}

@@ -561,10 +561,12 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // BUCKETS: return
 
 // PREFETCH: func.func private @planrt_params_ready(i64)
+// PREFETCH: func.func private @planrt_params_release(i64)
 // PREFETCH-NOT: planrt_grad_ready
 // PREFETCH-LABEL: func.func @planc_grad(
 // PREFETCH-SAME: %[[P:[^:]*]]: memref<192xf32>
 // PREFETCH-SAME: plan.param_buckets = [array<i64: 0, 48>, array<i64: 128, 32>, array<i64: 48, 80>, array<i64: 160, 32>]
+// PREFETCH-SAME: plan.param_regather = [2, 1, 0, 3]
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: %[[K0:.*]] = arith.constant 0 : i64
@@ -573,25 +575,61 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: tensor.expand_shape
 // PREFETCH-NEXT: nn.embedding
+// Each bucket is released after the forward pass's last read of it.
+// PREFETCH-NEXT: %[[R0:.*]] = arith.constant 0 : i64
+// PREFETCH-NEXT: call @planrt_params_release(%[[R0]]) : (i64) -> ()
 // PREFETCH-NEXT: %[[K1:.*]] = arith.constant 1 : i64
 // PREFETCH-NEXT: call @planrt_params_ready(%[[K1]]) : (i64) -> ()
 // PREFETCH-NEXT: memref.subview %[[P]][128] [4] [1]
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: memref.subview %[[P]][144] [4] [1]
 // PREFETCH-NEXT: bufferization.to_tensor
-// PREFETCH-NEXT: nn.layernorm
+// PREFETCH-NEXT: %[[LN:.*]] = nn.layernorm
+// PREFETCH-NEXT: arith.constant 1 : i64
+// PREFETCH-NEXT: call @planrt_params_release
 // PREFETCH-NEXT: %[[K2:.*]] = arith.constant 2 : i64
 // PREFETCH-NEXT: call @planrt_params_ready(%[[K2]]) : (i64) -> ()
 // PREFETCH-NEXT: memref.subview %[[P]][48] [40] [1]
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: tensor.expand_shape
 // PREFETCH-NEXT: nn.matmul
+// PREFETCH-NEXT: arith.constant 2 : i64
+// PREFETCH-NEXT: call @planrt_params_release
 // PREFETCH-NEXT: %[[K3:.*]] = arith.constant 3 : i64
 // PREFETCH-NEXT: call @planrt_params_ready(%[[K3]]) : (i64) -> ()
 // PREFETCH-NEXT: memref.subview %[[P]][160] [10] [1]
 // PREFETCH-NEXT: bufferization.to_tensor
 // PREFETCH-NEXT: nn.bias_add
-// PREFETCH-NOT: planrt_params_ready
-// PREFETCH: nn.cross_entropy_grad
+// PREFETCH-NEXT: arith.constant 3 : i64
+// PREFETCH-NEXT: call @planrt_params_release
+// PREFETCH-NEXT: nn.cross_entropy
+// The backward pass gathers the head's weight again (bucket 4) and reads it from P anew,
+// then the layer norm's (bucket 5); wte and the head's bias, which it does not read, come
+// last (buckets 6 and 7), gathered and released at once.
+// PREFETCH: %[[K4:.*]] = arith.constant 4 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K4]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][48] [40] [1]
+// PREFETCH-NEXT: bufferization.to_tensor
+// PREFETCH-NEXT: %[[W:.*]] = tensor.expand_shape
+// PREFETCH-NEXT: nn.matmul %{{.*}}, %[[W]] {transpose_w}
+// PREFETCH-NEXT: arith.constant 4 : i64
+// PREFETCH-NEXT: call @planrt_params_release
+// PREFETCH-NEXT: nn.matmul_wgrad
+// PREFETCH-NEXT: %[[K5:.*]] = arith.constant 5 : i64
+// PREFETCH-NEXT: call @planrt_params_ready(%[[K5]]) : (i64) -> ()
+// PREFETCH-NEXT: memref.subview %[[P]][128] [4] [1]
+// PREFETCH-NEXT: %[[G:.*]] = bufferization.to_tensor
+// PREFETCH-NEXT: nn.layernorm_grad %{{.*}}, %{{.*}}, %[[G]]
+// PREFETCH-NEXT: arith.constant 5 : i64
+// PREFETCH-NEXT: call @planrt_params_release
+// PREFETCH-NEXT: arith.constant 6 : i64
+// PREFETCH-NEXT: call @planrt_params_ready
+// PREFETCH-NEXT: arith.constant 6 : i64
+// PREFETCH-NEXT: call @planrt_params_release
+// PREFETCH-NEXT: arith.constant 7 : i64
+// PREFETCH-NEXT: call @planrt_params_ready
+// PREFETCH-NEXT: arith.constant 7 : i64
+// PREFETCH-NEXT: call @planrt_params_release
+// PREFETCH-NOT: planrt_params
 // PREFETCH-NOT: memref.subview %[[P]]
 // PREFETCH: return

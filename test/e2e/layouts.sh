@@ -96,8 +96,29 @@ BUCKET="16 KiB" plan dp2_tp2_zero1_buckets 2 4 1 fp32 none 2
   { echo "layouts: FAIL: ddp_buckets.plan's schedule lacks its bucket all-reduces"; exit 1; }
 [[ $("$PLANC" emit zero1_buckets.plan --stage sched | grep -c 'sched.reduce_scatter_start @grads') -eq 19 ]] ||
   { echo "layouts: FAIL: zero1_buckets.plan's schedule lacks its bucket reduce-scatters"; exit 1; }
-[[ $("$PLANC" emit zero3_buckets.plan --stage sched | grep -c 'sched.all_gather_start @param_shard') -eq 19 ]] ||
-  { echo "layouts: FAIL: zero3_buckets.plan's schedule lacks its bucket all-gathers"; exit 1; }
+# ZeRO-3's buckets: 19 slices gathered for the forward pass and the same 19 again for the
+# backward pass, so that a step all-gathers twice what it reduce-scatters (the ZeRO paper's
+# 1.5x DDP); the parameters are held a bucket at a time, so the device peak falls by at least
+# the gathered parameters less the two largest buckets (what is gathered at once).
+[[ $("$PLANC" emit zero3_buckets.plan --stage sched | grep -c 'sched.all_gather_start @param_shard') -eq 38 ]] ||
+  { echo "layouts: FAIL: zero3_buckets.plan's schedule lacks its bucket all-gathers, forward and backward"; exit 1; }
+"$PLANC" emit zero3_buckets.plan --stage sched > zero3_buckets.sched.mlir
+"$PY" - <<'PYEOF'
+import json, re
+log = lambda f: [json.loads(l) for l in open(f) if '"mem_device_peak_bytes"' in l]
+ir = open("zero3_buckets.sched.mlir").read()
+whole = int(re.search(r"sched.buffer @params \{floats = (\d+)", ir).group(1))
+buckets = {}
+for size, b in re.findall(r"slice \[\d+, (\d+)\] for bucket (\d+)", ir):
+    buckets[int(b)] = buckets.get(int(b), 0) + int(size)
+two = sum(sorted(buckets.values())[-2:])
+peak = lambda f: max(r["mem_device_peak_bytes"] for r in log(f))
+fall = peak("zero3.jsonl") - peak("zero3_buckets.jsonl")
+if fall < 4 * (whole - two):
+    raise SystemExit(f"layouts: FAIL: ZeRO-3 with buckets holds {fall} bytes less than whole gathers, "
+                     f"expected at least {4 * (whole - two)} (the parameters, {4 * whole}, less two buckets)")
+print(f"ZeRO-3 buckets: device peak {fall} bytes below whole gathers (parameters {4 * whole} B, two largest buckets {4 * two} B)")
+PYEOF
 # Two data axes: ZeRO-2 over a [dp: 2, dq: 2] mesh, the batch split over both.
 cat > zero2_2axes.plan <<EOF
 import "models/gpt.plan"

@@ -498,6 +498,35 @@ TEST(RuntimeMemory, TheDevicePeakCountsTheRuntimesBuffersToo) {
   planrt_mem_free(zero);
 }
 
+// Memory by parts (ZeRO-3's gathered parameters with buckets): reserved unseen, counted
+// while committed, its pages given back on decommit (they read as zero again) except
+// one shared with a range still held.
+TEST(RuntimeMemory, MemoryByPartsIsCountedAndGivenBackPageByPage) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), bytes = 64 * page;
+  uint64_t held = planrt_mem_held();
+  auto *p = static_cast<unsigned char *>(planrt_mem_reserve(bytes));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(planrt_mem_held(), held);
+  EXPECT_EQ(p[bytes - 1], 0); // zeroed
+  // Two ranges meeting inside page 8: [0, 8.5 pages) and [8.5 pages, 20 pages).
+  size_t a = 8 * page + page / 2, b = 20 * page - a;
+  planrt_mem_commit(a);
+  planrt_mem_commit(b);
+  EXPECT_EQ(planrt_mem_held(), held + a + b);
+  EXPECT_GE(planrt_mem_total_peak(), held + a + b);
+  std::memset(p, 0x5a, a + b);
+  planrt_mem_decommit(p + a, b);
+  EXPECT_EQ(planrt_mem_held(), held + a);
+  EXPECT_EQ(p[9 * page], 0);           // a page wholly inside: given back, zero again
+  EXPECT_EQ(p[20 * page - 1], 0);
+  EXPECT_EQ(p[a], 0x5a);               // the page shared with [0, a) stays
+  EXPECT_EQ(p[a - 1], 0x5a);
+  planrt_mem_decommit(p, a);
+  EXPECT_EQ(planrt_mem_held(), held);
+  EXPECT_EQ(p[0], 0);
+  planrt_mem_unreserve(p, bytes);
+}
+
 // The executable's arena: one reservation, its state part zeroed, the step region after
 // it for every step function; more than the backend has free is refused naming both sizes,
 // before anything is allocated.

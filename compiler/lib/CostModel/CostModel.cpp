@@ -758,7 +758,7 @@ private:
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       Estimate::OffloadState offloaded;
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
-        heldBeyondModelStates(n, shard, mem.params - frozenHeld, mem, bufs);
+        heldBeyondModelStates(r, n, shard, mem.params - frozenHeld, mem, bufs);
       if (zero3 && rankFrozenRegion[r] > 0)
         bufs.push_back({"ZeRO-3 frozen base gathered whole for each micro-batch", rankFrozenRegion[r]});
       if (p > 1)
@@ -959,7 +959,7 @@ private:
     off.hostMemory = mesh.hostMemoryBytes;
     if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
-      heldBeyondModelStates(n, shard, trainedParams, mem, bufs);
+      heldBeyondModelStates(rank, n, shard, trainedParams, mem, bufs);
       bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096, true});
       off.nvmeBytes = 2 * momentFileBytes(rank);
       off.nvmeBytesPerStep = 2 * momentFileBytes(rank);
@@ -1018,12 +1018,29 @@ private:
   /// under ZeRO, the update's parameter and gradient shards in fp32 beside Adam's two
   /// moments. The rows add up to that state minus the model states.
   /// `trainedParams`: the parameters' bytes less the frozen base's.
-  void heldBeyondModelStates(int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
+  void heldBeyondModelStates(int64_t rank, int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
                              std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
     // Offloaded moments (a cpu mesh's nvme) are not held: the update streams them.
     int64_t moments = l.optimizerOffload.any() ? 0 : 8 * (sharded ? shard : n);
-    int64_t held = 4 * n + 4 * n + (sharded ? 4 * shard + 4 * shard : 0) + moments;
+    // ZeRO-3 with buckets on the CPU target holds its gathered parameters by parts: the
+    // bucket the pass reads and the one gathered ahead of it. Counted where the backward
+    // pass starts (its peak beside every kept activation): the bucket of the last op
+    // that reads a parameter (the head's) and the next one the backward pass reads.
+    int64_t gathered = 4 * n;
+    bool byParts = d > 1 && l.zero == 3 && l.bucketBytes > 0 && !cudaMesh();
+    if (byParts) {
+      Buckets buckets = bucketsOf(false, rank);
+      std::vector<int> first;
+      for (size_t i = model.ops.size(); i-- > 0 && first.size() < 2;)
+        for (int pr : model.ops[i].params)
+          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && first.size() < 2 && std::find(first.begin(), first.end(), k) == first.end())
+            first.push_back(k);
+      gathered = 0;
+      for (int k : first)
+        gathered += 4 * buckets.floats[size_t(k)];
+    }
+    int64_t held = gathered + 4 * n + (sharded ? 4 * shard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
     auto add = [&](const char *name, int64_t bytes, bool held = false) {
       bytes = std::min(bytes, extra);
@@ -1032,7 +1049,9 @@ private:
         extra -= bytes;
       }
     };
-    if (d > 1 && l.zero == 3)
+    if (byParts)
+      add("ZeRO-3 parameters gathered by bucket, the one in use and the next (fp32)", gathered);
+    else if (d > 1 && l.zero == 3)
       add("ZeRO-3 parameters gathered whole for each micro-batch (fp32)", 4 * n);
     if (d > 1 && l.zero >= 2)
       add("ZeRO-2/3 gradients whole for each micro-batch (fp32)", 4 * n);
@@ -1155,21 +1174,30 @@ private:
   struct Buckets {
     int64_t calls = 1;
     double exposedShare = 1;
+    std::vector<int64_t> floats; ///< each bucket's
+    std::vector<int> paramBucket; ///< each parameter's bucket (its first piece's; -1: none here)
   };
-  Buckets bucketsOf(bool reverse, int64_t commRank) {
+  Buckets bucketsOf(bool reverse, int64_t commRank) const {
     std::vector<int64_t> owned;
     std::vector<bool> decayed;
+    std::vector<int> pieceParam;
     for (size_t k = 0; k < model.params.size(); ++k) {
       size_t pr = reverse ? model.params.size() - 1 - k : k;
       if (paramRanks[pr].count(int(commRank)))
         for (const Piece &piece : trainedPieces(int(pr))) {
           owned.push_back((piece.elems + 15) / 16 * 16);
           decayed.push_back(lora() || model.params[pr].shape.size() >= 2);
+          pieceParam.push_back(int(pr));
         }
     }
     std::vector<std::vector<size_t>> buckets = training::gradientBuckets(owned, l.bucketBytes);
     Buckets out;
     out.calls = 0;
+    out.paramBucket.assign(model.params.size(), -1);
+    for (size_t k = 0; k < buckets.size(); ++k)
+      for (size_t i : buckets[k])
+        if (int &at = out.paramBucket[size_t(pieceParam[i])]; at < 0)
+          at = int(k);
     double total = 0, first = 0, last = 0;
     for (const std::vector<size_t> &bk : buckets) {
       bool group[2] = {false, false};
@@ -1182,6 +1210,7 @@ private:
         first = last;
       total += last;
       out.calls += group[0] + group[1];
+      out.floats.push_back(int64_t(last));
     }
     out.calls = std::max<int64_t>(1, out.calls);
     out.exposedShare = total > 0 ? (reverse ? last : first) / total : 1;
@@ -1209,8 +1238,7 @@ private:
     // What the step communicates over the data axes (training::dataCollectives, the
     // schedule plan-schedule builds). Without tensor or pipeline splits the buffers
     // are the executable's flat layout, padded so that every rank owns an aligned,
-    // equal piece of each optimizer group; the CPU target runs forward and backward
-    // of a micro-batch in one call, so ZeRO-3 gathers once per micro-batch there.
+    // equal piece of each optimizer group.
     training::FlatLayout flat = flatLayoutOf(commRank);
     // Emulated precision on the CPU keeps f32 buffers, and communicates them.
     double wireParams = cpu ? 4.0 : paramBytes;
@@ -1222,7 +1250,10 @@ private:
       bool params;
     };
     std::vector<DP> dp;
-    for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, cpu)) {
+    // ZeRO-3 with buckets frees each bucket of gathered parameters after the forward pass
+    // and gathers it again for the backward pass (plan-train-abi).
+    bool regather = l.bucketBytes > 0;
+    for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, !regather)) {
       bool params = c.kind == training::Collective::AllGather;
       dp.push_back({c.kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
     }
@@ -1242,7 +1273,8 @@ private:
       bool ddpBuckets = l.bucketBytes > 0 && l.zero <= 1 && x.purpose == "gradients" &&
                         x.kind == (l.zero == 0 ? Coll::AllReduce : Coll::ReduceScatter);
       bool gatherBuckets = l.bucketBytes > 0 && l.zero == 3 && x.kind == Coll::AllGather &&
-                           (x.purpose == "parameters" || x.purpose == "parameters (forward)");
+                           (x.purpose == "parameters" || x.purpose == "parameters (forward)" ||
+                            x.purpose == "parameters (backward)");
       bool bucketed = ddpBuckets || gatherBuckets;
       int64_t calls = bucketed ? buckets.calls : x.calls;
       double one = collSeconds(x.kind, x.full, d, "data") +
@@ -1252,7 +1284,9 @@ private:
       // All but the edge bucket hide: DDP's behind the backward pass, ZeRO-3's behind the
       // forward pass. On a cpu mesh MPI shares the cores with the compute: nothing hides.
       if (bucketed && !cpu)
-        exposed = x.times * (std::max(0.0, one - (ddpBuckets ? bwdMicro : fwdMicro)) + one * buckets.exposedShare);
+        exposed = x.times * (std::max(0.0, one - (ddpBuckets || x.purpose == "parameters (backward)" ? bwdMicro
+                                                                                                     : fwdMicro)) +
+                             one * buckets.exposedShare);
       exposed = std::min(exposed, total);
       dpTotal += total;
       dpExposed += exposed;

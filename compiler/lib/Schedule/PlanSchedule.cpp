@@ -417,9 +417,12 @@ private:
     b.setInsertionPointToStart(body);
     SmallVector<Value> gathered;
     if (zero3) {
-      sched::AllocOp::create(b, loc, x.params);
+      ArrayAttr prefetch = paramBuckets();
+      auto alloc = sched::AllocOp::create(b, loc, x.params);
+      if (prefetch) // held by parts: each bucket while gathered (plan-train-abi's releases)
+        alloc.setParts(true);
       gatherFrozen(0, "frozen base");
-      if (ArrayAttr prefetch = paramBuckets())
+      if (prefetch)
         gathered = gatherInBuckets(prefetch);
       else
         perGroup(0, false, false, "parameters");
@@ -720,22 +723,32 @@ private:
   }
 
   /// ZeRO-3's prefetch: the all-gather of each optimizer group, cut at the buckets'
-  /// ranges (plan.param_buckets, in the order the forward pass first reads them) and
-  /// started ahead of sched.grad, which waits for bucket k before reading it.
+  /// ranges (plan.param_buckets, in the order the forward pass first reads them), then
+  /// again at the same ranges for the backward pass in the order it reads them
+  /// (plan.param_regather, as buckets K + j), all handed to sched.grad, which starts
+  /// them one bucket ahead of its reads and waits for bucket k before reading it.
   SmallVector<Value> gatherInBuckets(ArrayAttr buckets) {
     const training::FlatLayout &l = layout(0);
     const Bufs &x = bufs[0];
+    auto fn = module.lookupSymbol<func::FuncOp>("planc_grad");
+    auto regather = fn ? fn->getAttrOfType<ArrayAttr>("plan.param_regather") : ArrayAttr();
     SmallVector<Value> events;
-    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+    auto gather = [&](int64_t id, Attribute bucket, StringRef purpose) {
       ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
       for (size_t j = 0; j + 1 < r.size(); j += 2)
         perGroupPart(r[j], r[j + 1], [&](int g, int64_t begin, int64_t n) {
           events.push_back(sched::AllGatherStartOp::create(
-              b, cause("parameters (bucket " + std::to_string(k) + ")"), sched::EventType::get(b.getContext()),
-              x.paramShard, i64(pieceOffset(0, g, true)), i64(l.shardFloats(g)), x.params, i64(l.groupBegin[g]),
-              dataAxes, i64(begin), i64(n), i64(int64_t(k)), b.getStringAttr("parameters")));
+              b, cause(purpose.str() + " (bucket " + std::to_string(id) + ")"),
+              sched::EventType::get(b.getContext()), x.paramShard, i64(pieceOffset(0, g, true)),
+              i64(l.shardFloats(g)), x.params, i64(l.groupBegin[g]), dataAxes, i64(begin), i64(n), i64(id),
+              b.getStringAttr(purpose)));
         });
-    }
+    };
+    for (auto [k, bucket] : llvm::enumerate(buckets))
+      gather(int64_t(k), bucket, regather ? "parameters (forward)" : "parameters");
+    if (regather)
+      for (auto [j, k] : llvm::enumerate(regather.getAsValueRange<IntegerAttr>()))
+        gather(int64_t(buckets.size() + j), buckets[k.getZExtValue()], "parameters (backward)");
     return events;
   }
 

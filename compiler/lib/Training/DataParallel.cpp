@@ -58,7 +58,7 @@ uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes) {
 }
 
 std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t micro, const FlatLayout &l,
-                                            bool fusedMicroStep) {
+                                            bool oneGather) {
   std::vector<DataCollective> out;
   if (d <= 1)
     return out;
@@ -74,7 +74,7 @@ std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t mic
     out.push_back({Collective::AllGather, "updated parameters", n, 1, groups});
     break;
   default:
-    if (fusedMicroStep) {
+    if (oneGather) {
       out.push_back({Collective::AllGather, "parameters", n, micro, groups});
     } else {
       out.push_back({Collective::AllGather, "parameters (forward)", n, micro, groups});

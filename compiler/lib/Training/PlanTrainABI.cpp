@@ -356,7 +356,7 @@ public:
       args.push_back(lossScale(e.getArgument(5)));
     SmallVector<Value> outs = inlineBody(b, grad, args);
     if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 3)
-      prefetchInBuckets(f, st, args);
+      prefetchInBuckets(f, st, args, outs[0]);
     if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() <= 1)
       accumulateInBuckets(f, st, e.getArgument(1), outs);
     else
@@ -417,29 +417,35 @@ public:
     f->setAttr("plan.grad_buckets", b.getArrayAttr(buckets));
   }
 
-  /// ZeRO-3's parameter buckets (the plan's `bucket`): the forward pass waits for the
-  /// all-gather of bucket k (`planrt_params_ready(k)`) right before the first op that
-  /// reads one of its parameters, and each parameter is read from P only there, so
-  /// that the gathers of later buckets go on while the earlier layers compute.
-  /// Buckets take parameters in the order the pass first reads them and close at
-  /// `bucket` bytes or more (training::gradientBuckets, as DDP's); a parameter owns
+  /// ZeRO-3's parameter buckets (the plan's `bucket`), FSDP's units: the forward pass
+  /// waits for the all-gather of bucket k (`planrt_params_ready(k)`) right before the
+  /// first op that reads one of its parameters, and each parameter is read from P only
+  /// there, so that the gathers of later buckets go on while the earlier layers
+  /// compute. Buckets take parameters in the order the pass first reads them and close
+  /// at `bucket` bytes or more (training::gradientBuckets, as DDP's); a parameter owns
   /// its range up to the next parameter's offset, so the buckets cover P exactly.
-  /// Their ranges are recorded on `f` as `plan.param_buckets`, which `plan-schedule`
+  /// After the forward pass's last read of bucket k, `planrt_params_release(k)` frees
+  /// its gathered floats; the backward pass gathers them again (regatherForBackward).
+  /// The ranges are recorded on `f` as `plan.param_buckets`, which `plan-schedule`
   /// turns into `sched.all_gather_start`s.
-  void prefetchInBuckets(func::FuncOp f, const StageTable &st, ArrayRef<Value> args) {
+  void prefetchInBuckets(func::FuncOp f, const StageTable &st, ArrayRef<Value> args, Value loss) {
     OpBuilder::InsertionGuard g(b);
     Block &body = f.getBody().front();
     size_t n = st.params.size();
+    SmallVector<Value> read; // each parameter as the passes read it
+    for (const Param &p : st.params)
+      read.push_back(readValue(args[p.arg]));
     // Each parameter's first reader in the entry block (null: never read).
     SmallVector<Operation *> reader(n, nullptr);
     for (size_t i = 0; i < n; ++i)
-      for (Operation *user : args[st.params[i].arg].getUsers())
+      for (Operation *user : read[i].getUsers())
         if (Operation *at = body.findAncestorOpInBlock(*user); at && (!reader[i] || at->isBeforeInBlock(reader[i])))
           reader[i] = at;
     SmallVector<size_t> order = byPosition(reader, /*absentFirst=*/false);
     SmallVector<int64_t> end = ownedEnds(st);
     func::FuncOp readyFn = runtimeHook(f, rt::Fn::planrt_params_ready);
     SmallVector<Attribute> buckets;
+    std::vector<SmallVector<size_t>> units;
     for (auto [k, bucket] : llvm::enumerate(training::gradientBuckets(ownedFloats(st, end, order), bucketBytes))) {
       SmallVector<size_t> params;
       for (size_t pos : bucket) {
@@ -452,17 +458,112 @@ public:
           Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
           func::CallOp::create(b, loc, readyFn, ValueRange{id});
         }
-        // The read (subview, to_tensor, expand_shape) moves right before its reader.
-        SmallVector<Operation *> chain;
-        for (Operation *op = args[st.params[i].arg].getDefiningOp(); op;
-             op = op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr)
-          chain.push_back(op);
-        for (Operation *op : llvm::reverse(chain))
+        // The read (subview, to_tensor, expand_shape, round) moves right before its reader.
+        for (Operation *op : llvm::reverse(readChain(read[i])))
           op->moveBefore(reader[i]);
       }
       buckets.push_back(bucketRanges(st, end, params));
+      units.push_back(std::move(params));
     }
     f->setAttr("plan.param_buckets", b.getArrayAttr(buckets));
+    if (Operation *def = loss.getDefiningOp())
+      regatherForBackward(f, read, units, body.findAncestorOpInBlock(*def));
+  }
+
+  /// A parameter as the passes read it: `v` read from P, or under emulated bf16/fp16 its
+  /// rounded copy (emulatePrecision rounds each parameter once, its only use).
+  static Value readValue(Value v) {
+    if (v.hasOneUse())
+      if (auto round = dyn_cast<nn::RoundOp>(*v.getUsers().begin()))
+        return round.getResult();
+    return v;
+  }
+
+  /// The ops that read parameter value `v` from P: subview, to_tensor, expand_shape
+  /// (and round), last first.
+  static SmallVector<Operation *> readChain(Value v) {
+    SmallVector<Operation *> chain;
+    for (Operation *op = v.getDefiningOp(); op; op = op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr)
+      chain.push_back(op);
+    return chain;
+  }
+
+  /// ZeRO-3's free after the forward pass and gather again for the backward pass
+  /// (FSDP's reshard after forward; the ZeRO paper's 1.5× communication). Ops up to
+  /// `lossOp` are the forward pass. Each bucket k is released after the last forward
+  /// op that reads it (`planrt_params_release(k)`); the backward pass then takes the
+  /// buckets in the order it first reads them, as buckets K + j (K forward buckets):
+  /// `planrt_params_ready(K + j)` before that read, every parameter of the bucket read
+  /// from P again there (the forward pass's reads of the freed floats end with it), and
+  /// `planrt_params_release(K + j)` after its last read. A bucket the backward pass does
+  /// not read (biases alone) comes last and is released as it arrives, so that every
+  /// parameter is gathered twice, as in DeepSpeed. `plan.param_regather` lists the
+  /// forward bucket of each backward one, in order. `read`: each parameter as the
+  /// passes read it (readValue).
+  void regatherForBackward(func::FuncOp f, ArrayRef<Value> read, ArrayRef<SmallVector<size_t>> units,
+                           Operation *lossOp) {
+    Block &body = f.getBody().front();
+    auto inBackward = [&](Operation *user) {
+      Operation *at = body.findAncestorOpInBlock(*user);
+      return at && lossOp->isBeforeInBlock(at);
+    };
+    // Per bucket: its last forward reader and its first backward one.
+    size_t K = units.size();
+    SmallVector<Operation *> fwdLast(K, nullptr), bwdFirst(K, nullptr);
+    for (auto [k, unit] : llvm::enumerate(units))
+      for (size_t i : unit)
+        for (Operation *user : read[i].getUsers()) {
+          Operation *at = body.findAncestorOpInBlock(*user);
+          if (!at)
+            continue;
+          Operation *&slot = inBackward(user) ? bwdFirst[k] : fwdLast[k];
+          bool later = slot && slot->isBeforeInBlock(at);
+          if (!slot || (inBackward(user) ? !later : later))
+            slot = at;
+        }
+    if (llvm::all_of(bwdFirst, [](Operation *op) { return !op; }))
+      return;
+    func::FuncOp readyFn = runtimeHook(f, rt::Fn::planrt_params_ready);
+    func::FuncOp releaseFn = runtimeHook(f, rt::Fn::planrt_params_release);
+    OpBuilder::InsertionGuard g(b);
+    auto call = [&](func::FuncOp fn, int64_t id) {
+      func::CallOp::create(b, loc, fn, ValueRange{arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(id))});
+    };
+    for (size_t k = 0; k < K; ++k) { // a bucket the forward pass does not read: released after it
+      b.setInsertionPointAfter(fwdLast[k] ? fwdLast[k] : lossOp);
+      call(releaseFn, int64_t(k));
+    }
+    SmallVector<size_t> order = byPosition(bwdFirst, /*absentFirst=*/false);
+    SmallVector<Attribute> regather;
+    for (auto [j, k] : llvm::enumerate(order)) {
+      int64_t id = int64_t(K + j);
+      regather.push_back(b.getI64IntegerAttr(int64_t(k)));
+      if (!bwdFirst[k]) { // nothing reads it: released as it arrives (planrt_params_ready)
+        b.setInsertionPoint(body.getTerminator());
+        call(readyFn, id);
+        call(releaseFn, id);
+        continue;
+      }
+      b.setInsertionPoint(bwdFirst[k]);
+      call(readyFn, id);
+      Operation *last = bwdFirst[k];
+      for (size_t i : units[k]) {
+        Value v = read[i];
+        if (llvm::none_of(v.getUsers(), inBackward))
+          continue;
+        IRMapping map;
+        Operation *copy = nullptr;
+        for (Operation *op : llvm::reverse(readChain(v)))
+          copy = b.clone(*op, map);
+        v.replaceUsesWithIf(copy->getResult(0), [&](OpOperand &u) { return inBackward(u.getOwner()); });
+        for (Operation *user : copy->getResult(0).getUsers())
+          if (Operation *at = body.findAncestorOpInBlock(*user); at && last->isBeforeInBlock(at))
+            last = at;
+      }
+      b.setInsertionPointAfter(last);
+      call(releaseFn, id);
+    }
+    f->setAttr("plan.param_regather", b.getArrayAttr(regather));
   }
 
   /// The parameters' indices in the order of their ops `at` in one block (stable; a

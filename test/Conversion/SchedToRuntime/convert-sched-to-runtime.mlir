@@ -32,7 +32,8 @@
 // CHECK-NEXT: %[[MICRO:.*]] = arith.index_cast %[[I]] : index to i64
 // alloc(params)
 // CHECK-NEXT: %[[B:.*]] = arith.constant 0 : i32
-// CHECK-NEXT: llvm.call @planrt_sched_alloc(%[[CTX]], %[[B]]) : (!llvm.ptr, i32) -> ()
+// CHECK-NEXT: %[[WHOLE:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: llvm.call @planrt_sched_alloc(%[[CTX]], %[[B]], %[[WHOLE]]) : (!llvm.ptr, i32, i32) -> ()
 // all_gather(mask dp|pp, shard, 0, 16, params, 0)
 // CHECK-NEXT: %[[M:.*]] = arith.constant 3 : i32
 // CHECK-NEXT: %[[S:.*]] = arith.constant 2 : i32
@@ -147,7 +148,8 @@
 // CHECK-LABEL: func.func @planc_gather(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr) {
 // CHECK-NEXT: %[[B:.*]] = arith.constant 0 : i32
-// CHECK-NEXT: llvm.call @planrt_sched_alloc(%[[CTX]], %[[B]])
+// CHECK-NEXT: %[[WHOLE:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: llvm.call @planrt_sched_alloc(%[[CTX]], %[[B]], %[[WHOLE]])
 // CHECK-NEXT: return
 // A function that is not a program stays as it is.
 // CHECK-LABEL: func.func @helper(
@@ -155,7 +157,7 @@
 // CHECK-NEXT: }
 // One declaration per runtime function used, in order of first use.
 // CHECK-NEXT: llvm.func @planrt_sched_fill(!llvm.ptr, i32, i64, i64, f32)
-// CHECK-NEXT: llvm.func @planrt_sched_alloc(!llvm.ptr, i32)
+// CHECK-NEXT: llvm.func @planrt_sched_alloc(!llvm.ptr, i32, i32)
 // CHECK-NEXT: llvm.func @planrt_sched_all_gather(!llvm.ptr, i32, i32, i64, i64, i32, i64)
 // CHECK-NEXT: llvm.func @planrt_sched_grad(!llvm.ptr, i64, i64, i32, i32, i32)
 // CHECK-NEXT: llvm.func @planrt_sched_free(!llvm.ptr, i32)

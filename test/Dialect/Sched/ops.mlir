@@ -44,6 +44,11 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
     sched.reduce_scatter @grads[0, 32] -> @shard[0] over ["dp"] {accumulate, purpose = "gradients"}
     // CHECK-NEXT: sched.free @tmp
     sched.free @tmp
+    // Held by parts (ZeRO-3's gathered parameters with buckets).
+    // CHECK-NEXT: sched.alloc @tmp parts
+    sched.alloc @tmp parts
+    // CHECK-NEXT: sched.free @tmp
+    sched.free @tmp
   // CHECK-NEXT: }
   }
   // CHECK-NEXT: sched.reduce_scatter @tmp[0, 16] -> @shard[16] over ["dp", "pp"] {purpose = "no accumulate"}

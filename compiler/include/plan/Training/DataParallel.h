@@ -68,14 +68,14 @@ struct DataCollective {
 ///  - DDP: all-reduce the gradients once;
 ///  - ZeRO-1: reduce-scatter them once, all-gather the updated parameters;
 ///  - ZeRO-2: reduce-scatter after every micro-step, all-gather once;
-///  - ZeRO-3: all-gather the parameters before every micro-step (with
-///    `fusedMicroStep`, forward and backward of a micro-step share one gather, as on
-///    the CPU target; otherwise forward and backward gather separately) and
-///    reduce-scatter the gradients after it;
+///  - ZeRO-3: all-gather the parameters before every micro-step (with `oneGather`,
+///    forward and backward of a micro-step share one gather: parameters gathered whole;
+///    otherwise, with buckets, each bucket is gathered for the forward pass, freed, and
+///    gathered again for the backward pass) and reduce-scatter the gradients after it;
 ///  - and always: the mean loss for the log (1 float), and under ZeRO the partial
 ///    sums of squared gradients for the global norm (1 float).
 std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t micro, const FlatLayout &l,
-                                            bool fusedMicroStep);
+                                            bool oneGather);
 
 } // namespace plan::training
 

@@ -92,7 +92,7 @@ private:
         call(loc, rt::Fn::planrt_sched_fill,
              {buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), v});
       } else if (auto x = dyn_cast<sched::AllocOp>(op)) {
-        call(loc, rt::Fn::planrt_sched_alloc, {buf(loc, x.getBufferAttr())});
+        call(loc, rt::Fn::planrt_sched_alloc, {buf(loc, x.getBufferAttr()), i32(loc, x.getParts() ? 1 : 0)});
       } else if (auto x = dyn_cast<sched::FreeOp>(op)) {
         call(loc, rt::Fn::planrt_sched_free, {buf(loc, x.getBufferAttr())});
       } else if (auto x = dyn_cast<sched::GradOp>(op)) {
@@ -163,8 +163,8 @@ private:
              {m, buf(loc, x.getSourceAttr()), i64(loc, x.getSourceOffset()), i64(loc, x.getCount()),
               buf(loc, x.getDestAttr()), i64(loc, x.getDestOffset())});
       } else if (auto x = dyn_cast<sched::AllGatherStartOp>(op)) {
-        // Started now; the next planrt_sched_grad's entry point waits for bucket k
-        // (planrt_params_ready), and planrt_sched_grad for any left.
+        // Handed over; the next planrt_sched_grad starts them one bucket ahead of its
+        // entry point's planrt_params_ready, and waits for any left.
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
         call(loc, rt::Fn::planrt_sched_bucket_all_gather,

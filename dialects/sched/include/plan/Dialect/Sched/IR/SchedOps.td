@@ -139,8 +139,15 @@ def Sched_FillOp : Sched_BufferUser<"fill"> {
 
 def Sched_AllocOp : Sched_BufferUser<"alloc"> {
   let summary = "Allocates a transient buffer";
-  let arguments = (ins FlatSymbolRefAttr:$buffer);
-  let assemblyFormat = "$buffer attr-dict";
+  let description = [{
+    Zeroed. With `parts` (ZeRO-3's gathered parameters with buckets), the buffer's
+    floats are held only while a bucket's gather has filled them and the entry point
+    has not released them (`planrt_params_release`): on the CPU target, address
+    space reserved up front whose pages are returned to the system on release; on a
+    device backend without such memory, the whole buffer.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, UnitAttr:$parts);
+  let assemblyFormat = "$buffer (`parts` $parts^)? attr-dict";
 }
 
 def Sched_FreeOp : Sched_BufferUser<"free"> {
