@@ -197,11 +197,42 @@ void planrt_step_ctx::startBucket(Bucket &b) {
           *to = range(b.dst, b.dstOffset, b.count, "bucket reduce_scatter");
     if (!from || !to)
       return;
+    buffers[size_t(b.buf)].commit(b.begin, b.size); // the backward pass has written it
+    if (b.accumulate) {
+      // The sum lands where the destination would take it, in a buffer as large as this
+      // rank's block held by parts (only the part is written, and counted).
+      int64_t me = planrt_mesh_group_rank(mesh, unsigned(b.mask)), rel = b.begin - b.offset;
+      b.partBegin = std::max(rel, me * b.count) - me * b.count;
+      b.partFloats = std::max<int64_t>(0, std::min(rel + b.size, (me + 1) * b.count) - me * b.count - b.partBegin);
+      if (b.partFloats == 0) // no part of this rank's block in the slice
+        b.partBegin = 0;
+      b.sum = std::make_shared<planrt::Buffer>();
+      b.sum->name = "reduce-scatter sum";
+      b.sum->floats = b.count;
+      if (b.sum->allocate(/*parts=*/true) && b.sum->byParts) {
+        b.sum->commit(b.partBegin, b.partFloats);
+        b.sumAt = b.partBegin;
+        to = b.sum->data;
+      } else { // a device backend: the part alone, which is all the collective writes
+        b.sum->release();
+        b.sum->floats = std::max<int64_t>(1, b.partFloats);
+        if (!b.sum->allocate())
+          return failWith(fail(PLANRT_ERR_ARG,
+                               "bucket reduce_scatter: cannot allocate %lld floats for the sum to add",
+                               (long long)b.partFloats));
+        b.sumAt = 0;
+        // The block's address for the collective, which writes only [partBegin, + partFloats) of it.
+        to = reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(b.sum->data) -
+                                       uintptr_t(b.partBegin) * sizeof(float));
+      }
+    }
     planrt::Waiting w(*this,
                       describe("reduce_scatter (bucket start)", buffers[size_t(b.buf)], b.begin, b.size, b.mask));
     if (planrt_status s = planrt_reduce_scatter_start(mesh, unsigned(b.mask), from, b.count, to, b.begin - b.offset,
-                                                      b.size, &b.request))
+                                                      b.size, &b.request)) {
+      releaseSum(b);
       failWith(s);
+    }
     return;
   }
   float *p = range(b.buf, b.offset, b.count, "bucket all_reduce");
@@ -212,6 +243,41 @@ void planrt_step_ctx::startBucket(Bucket &b) {
   if (planrt_status s = planrt_all_reduce_start(mesh, unsigned(b.mask), p, b.count,
                                                 b.reduce == 1 ? PLANRT_MAX : PLANRT_SUM, &b.request))
     failWith(s);
+}
+
+void planrt_step_ctx::commitBucket(int64_t bucket) {
+  for (const Bucket &b : buckets)
+    if (b.bucket == bucket && b.dst >= 0)
+      buffers[size_t(b.buf)].commit(b.begin, b.size);
+}
+
+void planrt_step_ctx::completeBucket(Bucket &b) {
+  planrt_request *r = b.request;
+  if (!r)
+    return;
+  b.request = nullptr; // planrt_wait frees it
+  b.done = true;
+  {
+    planrt::Waiting w(
+        *this, b.dst >= 0 ? describe("reduce_scatter (bucket)", buffers[size_t(b.buf)], b.begin, b.size, b.mask)
+                          : describe("all_reduce (bucket)", buffers[size_t(b.buf)], b.offset, b.count, b.mask));
+    if (planrt_status s = planrt_wait(r))
+      failWith(s);
+  }
+  if (b.accumulate && b.sum && b.partFloats > 0 && !status) {
+    if (float *to = range(b.dst, b.dstOffset + b.partBegin, b.partFloats, "bucket reduce_scatter"))
+      planrt_mem_add(to, b.sum->data + b.sumAt, size_t(b.partFloats));
+  }
+  releaseSum(b);
+  if (b.dst >= 0)
+    buffers[size_t(b.buf)].decommit(b.begin, b.size);
+}
+
+void planrt_step_ctx::releaseSum(Bucket &b) {
+  if (b.sum) {
+    b.sum->release();
+    b.sum.reset();
+  }
 }
 
 extern "C" {
@@ -243,6 +309,7 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
     ctx->step = step;
     if (!ctx->gathers.empty()) // the first bucket now; each next one a bucket ahead of its read
       ctx->startGathers(ctx->gathers.front().bucket);
+    ctx->commitBucket(0); // the gradient bucket the backward pass writes first
     if (ctx->readBatch(step, micro))
       ctx->grad(p, g, ctx->tokens.data(), ctx->targets.data(), s + 7, s);
   }
@@ -372,7 +439,7 @@ void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_
 
 void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src,
                                         int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
-                                        int64_t begin, int64_t size) {
+                                        int64_t begin, int64_t size, int32_t accumulate) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
   if (!ctx->range(src, src_offset, count * n, "bucket reduce_scatter") ||
       !ctx->range(dst, dst_offset, count, "bucket reduce_scatter"))
@@ -384,7 +451,8 @@ void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, in
   b.dstOffset = dst_offset;
   b.begin = begin;
   b.size = size;
-  ctx->buckets.push_back(b);
+  b.accumulate = accumulate != 0;
+  ctx->buckets.push_back(std::move(b));
 }
 
 void planrt_grad_ready(int64_t bucket) {
@@ -392,8 +460,14 @@ void planrt_grad_ready(int64_t bucket) {
   if (!ctx || ctx->status)
     return;
   for (planrt_step_ctx::Bucket &b : ctx->buckets)
-    if (b.bucket == bucket && !b.request)
+    if (b.bucket == bucket && !b.request && !b.done)
       ctx->startBucket(b);
+  ctx->commitBucket(bucket + 1); // the backward pass writes the next one now
+  // ZeRO-2 and 3's buckets (a gradient held by parts, or sums to add) complete two
+  // behind: at most three of them are held at once.
+  for (planrt_step_ctx::Bucket &b : ctx->buckets)
+    if (b.dst >= 0 && (b.accumulate || ctx->buffers[size_t(b.buf)].byParts) && b.bucket <= bucket - 2)
+      ctx->completeBucket(b);
   for (planrt_step_ctx::Bucket &b : ctx->buckets) // MPI moves them only inside MPI calls
     if (b.request)
       planrt_test(b.request);
@@ -439,7 +513,9 @@ void planrt_step_ctx::waitGathers(int64_t bucket, bool ahead) {
     }
     planrt::Waiting w(*this, g.what);
     g.done = true;
-    if (planrt_status s = planrt_wait(g.request))
+    planrt_request *r = g.request;
+    g.request = nullptr; // planrt_wait frees it
+    if (planrt_status s = planrt_wait(r))
       failWith(s);
   }
 }
@@ -485,17 +561,10 @@ void planrt_params_release(int64_t bucket) {
 
 void planrt_sched_wait(planrt_step_ctx *ctx) {
   for (planrt_step_ctx::Bucket &b : ctx->buckets)
-    if (!b.request && !ctx->status)
+    if (!b.request && !b.done && !ctx->status)
       ctx->startBucket(b); // a bucket its entry point did not report: started now
-  for (planrt_step_ctx::Bucket &b : ctx->buckets) {
-    if (!b.request)
-      continue;
-    planrt::Waiting w(
-        *ctx, b.dst >= 0 ? describe("reduce_scatter (bucket)", ctx->buffers[size_t(b.buf)], b.begin, b.size, b.mask)
-                         : describe("all_reduce (bucket)", ctx->buffers[size_t(b.buf)], b.offset, b.count, b.mask));
-    if (planrt_status s = planrt_wait(b.request))
-      ctx->failWith(s);
-  }
+  for (planrt_step_ctx::Bucket &b : ctx->buckets) // every one started, a failed step's too
+    ctx->completeBucket(b);
   ctx->buckets.clear();
 }
 

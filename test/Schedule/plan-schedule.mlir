@@ -11,6 +11,7 @@
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry ddpb | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage sched --entry ddpb | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=DDPB
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z3b | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z3B
+// RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2b | planc-opt -plan-train-abi -plan-schedule -sched-check-deadlock -plan-emit-manifest | FileCheck %s --check-prefix=Z2B
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1b | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z1B
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z1 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z1
 // RUN: planc emit %S/Inputs/layouts.plan --stage grad --entry z2 | planc-opt -plan-train-abi -plan-schedule -plan-emit-manifest | FileCheck %s --check-prefix=Z2
@@ -408,8 +409,9 @@
 // [128, 192) from [32, 16)) to its sched.grad, which waits for them; then the same ranges
 // again for the backward pass (plan.param_regather), in the order it reads them: head.weight,
 // ln, then wte and head.bias, which it does not read. The whole-group gathers are gone
-// from the step (not from evaluation's planc_gather) and the gradients are reduce-scattered
-// whole.
+// from the step (not from evaluation's planc_gather). The gradients are held by parts and
+// reduce-scattered bucket by bucket as the backward pass finishes them (plan.grad_buckets:
+// head.bias, head.weight, ln, wte), each added to the shard (accumulate).
 // Z3B-LABEL: func.func @planc_step(
 // Z3B-SAME: %[[STEP:[^:]*]]: i64
 // Z3B: sched.micro_loop 2 {
@@ -423,18 +425,39 @@
 // Z3B-NEXT: %[[P5:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [128, 32] for bucket 5 {purpose = "parameters (backward)"}
 // Z3B-NEXT: %[[P6:.*]] = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [0, 48] for bucket 6 {purpose = "parameters (backward)"}
 // Z3B-NEXT: %[[P7:.*]] = sched.all_gather_start @param_shard[32, 16] -> @params[128] over ["dp"] slice [160, 32] for bucket 7 {purpose = "parameters (backward)"}
-// Z3B-NEXT: sched.alloc @grads
-// Z3B-NEXT: sched.fill @grads[0, 192] = 0.000000e+00
-// Z3B-NEXT: sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state gathered %[[P0]], %[[P1]], %[[P2]], %[[P3]], %[[P4]], %[[P5]], %[[P6]], %[[P7]]
+// Z3B-NEXT: sched.alloc @grads parts
+// Z3B-NEXT: %[[G:.*]]:4 = sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state gathered %[[P0]], %[[P1]], %[[P2]], %[[P3]], %[[P4]], %[[P5]], %[[P6]], %[[P7]] -> !sched.event, !sched.event, !sched.event, !sched.event
+// Z3B-NEXT: %[[R0:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [160, 32] after %[[G]]#0 {accumulate, purpose = "gradients"}
+// Z3B-NEXT: %[[R1:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [48, 80] after %[[G]]#1 {accumulate, purpose = "gradients"}
+// Z3B-NEXT: %[[R2:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [128, 32] after %[[G]]#2 {accumulate, purpose = "gradients"}
+// Z3B-NEXT: %[[R3:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [0, 48] after %[[G]]#3 {accumulate, purpose = "gradients"}
+// Z3B-NEXT: sched.wait %[[R0]], %[[R1]], %[[R2]], %[[R3]]
 // Z3B-NEXT: sched.free @params
-// Z3B-NEXT: sched.reduce_scatter @grads[0, 32] -> @grad_shard[0] over ["dp"] {accumulate, purpose = "gradients"}
-// Z3B-NEXT: sched.reduce_scatter @grads[128, 16] -> @grad_shard[32] over ["dp"] {accumulate, purpose = "gradients"}
 // Z3B-NEXT: sched.free @grads
 // Z3B-NEXT: }
 // Z3B-NOT: sched.all_gather @
 // Z3B: func.func @planc_gather(
 // Z3B-NEXT: sched.alloc @params
 // Z3B-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "parameters (evaluation)"}
+
+// ZeRO-2 with gradient buckets (bucket = 256 B): every micro-batch's buckets are
+// reduce-scattered into the shard and added to it as its backward pass finishes them; the
+// gradient is held by parts, never whole (no fill: it is zeroed as allocated).
+// Z2B-LABEL: func.func @planc_step(
+// Z2B-SAME: %[[STEP:[^:]*]]: i64
+// Z2B: sched.micro_loop 2 {
+// Z2B-NEXT: ^bb0(%[[I:[^:]*]]: i64):
+// Z2B-NEXT: sched.alloc @grads parts
+// Z2B-NEXT: %[[G:.*]]:2 = sched.grad %[[STEP]], %[[I]] params @params grads @grads state @state -> !sched.event, !sched.event
+// Z2B-NEXT: %[[R0:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [48, 80] after %[[G]]#0 {accumulate, purpose = "gradients"}
+// Z2B-NEXT: %[[R1:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [160, 32] after %[[G]]#0 {accumulate, purpose = "gradients"}
+// Z2B-NEXT: %[[R2:.*]] = sched.reduce_scatter_start @grads[0, 32] -> @grad_shard[0] over ["dp"] slice [0, 48] after %[[G]]#1 {accumulate, purpose = "gradients"}
+// Z2B-NEXT: %[[R3:.*]] = sched.reduce_scatter_start @grads[128, 16] -> @grad_shard[32] over ["dp"] slice [128, 32] after %[[G]]#1 {accumulate, purpose = "gradients"}
+// Z2B-NEXT: sched.wait %[[R0]], %[[R1]], %[[R2]], %[[R3]]
+// Z2B-NEXT: sched.free @grads
+// Z2B-NEXT: }
+// Z2B-NOT: sched.reduce_scatter @
+// Z2B: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "updated parameters"}
 
 // ZeRO-1 with gradient buckets (bucket = 256 B): the DDP buckets' peeled last micro-batch and
 // events, each bucket's ranges cut at the optimizer groups into slices of the two groups'

@@ -74,50 +74,67 @@ plan zero2_dp8 8 1 2
 BUCKET="16 KiB" plan ddp_buckets 4 2 0
 BUCKET="16 KiB" plan ddp_buckets_accum2 4 1 0
 BUCKET="16 KiB" plan dp2_tp2_buckets 2 4 0 fp32 none 2
-# ZeRO-3 parameter buckets of 16 KiB (19 slices of the all-gathers), started before each
-# micro-batch's forward pass, which waits for each before its first read: on 4 ranks, and
-# on 2 with 2 micro-batches.
+# ZeRO-3 parameter buckets of 16 KiB (19 slices of the all-gathers), each started a bucket
+# ahead of the forward pass's first read, freed after its last and gathered again for the
+# backward pass; the gradients reduce-scattered bucket by bucket as the backward pass
+# finishes them: on 4 ranks, and on 2 with 2 micro-batches.
 BUCKET="16 KiB" plan zero3_buckets 4 1 3
 BUCKET="16 KiB" plan zero3_dp2_buckets 2 2 3
+# ZeRO-2 gradient buckets: every micro-batch's gradient reduce-scattered bucket by bucket and
+# added to the shard, never held whole: on 4 ranks, and on 2 with 2 micro-batches.
+BUCKET="16 KiB" plan zero2_buckets 4 1 2
+plan zero2_dp2 2 2 2
+BUCKET="16 KiB" plan zero2_dp2_buckets 2 2 2
 # ZeRO-1 gradient buckets: the same 16 KiB buckets reduce-scattered (19 slices) as the last
 # micro-batch's backward pass finishes them; and under tensor parallelism 2.
 BUCKET="16 KiB" plan zero1_buckets 4 1 1
 BUCKET="16 KiB" plan dp2_tp2_zero1_buckets 2 4 1 fp32 none 2
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp zero1 zero2 zero3 zero3_dp2 zero2_dp8 \
   ddp_buckets ddp_buckets_accum2 dp2_tp2_buckets zero3_buckets zero3_dp2_buckets zero1_buckets \
-  dp2_tp2_zero1_buckets
+  dp2_tp2_zero1_buckets zero2_buckets zero2_dp2 zero2_dp2_buckets
 # Buckets change when the data moves, not what is computed: the same losses as the
 # whole-buffer collectives, bit for bit, and the schedule has the buckets.
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 ddp ddp_buckets
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero1 zero1_buckets
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero2 zero2_buckets
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero2_dp2 zero2_dp2_buckets
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero3 zero3_buckets
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 zero3_dp2 zero3_dp2_buckets
 [[ $("$PLANC" emit ddp_buckets.plan --stage sched | grep -c 'sched.all_reduce_start @grads') -eq 19 ]] ||
   { echo "layouts: FAIL: ddp_buckets.plan's schedule lacks its bucket all-reduces"; exit 1; }
 [[ $("$PLANC" emit zero1_buckets.plan --stage sched | grep -c 'sched.reduce_scatter_start @grads') -eq 19 ]] ||
   { echo "layouts: FAIL: zero1_buckets.plan's schedule lacks its bucket reduce-scatters"; exit 1; }
+[[ $("$PLANC" emit zero2_buckets.plan --stage sched | grep -c 'sched.reduce_scatter_start @grads.*accumulate') -eq 19 ]] ||
+  { echo "layouts: FAIL: zero2_buckets.plan's schedule lacks its accumulating bucket reduce-scatters"; exit 1; }
 # ZeRO-3's buckets: 19 slices gathered for the forward pass and the same 19 again for the
 # backward pass, so that a step all-gathers twice what it reduce-scatters (the ZeRO paper's
-# 1.5x DDP); the parameters are held a bucket at a time, so the device peak falls by at least
-# the gathered parameters less the two largest buckets (what is gathered at once).
+# 1.5x DDP). Held by parts, a bucket at a time, the parameters (ZeRO-3) and the gradient
+# (ZeRO-2 and 3) lower the device peak: by at least what is gathered less the two largest
+# parameter buckets, and the gradient less its three largest buckets (what is held at once).
 [[ $("$PLANC" emit zero3_buckets.plan --stage sched | grep -c 'sched.all_gather_start @param_shard') -eq 38 ]] ||
   { echo "layouts: FAIL: zero3_buckets.plan's schedule lacks its bucket all-gathers, forward and backward"; exit 1; }
-"$PLANC" emit zero3_buckets.plan --stage sched > zero3_buckets.sched.mlir
+for z in zero2 zero3; do "$PLANC" emit ${z}_buckets.plan --stage sched > ${z}_buckets.sched.mlir; done
 "$PY" - <<'PYEOF'
 import json, re
 log = lambda f: [json.loads(l) for l in open(f) if '"mem_device_peak_bytes"' in l]
-ir = open("zero3_buckets.sched.mlir").read()
-whole = int(re.search(r"sched.buffer @params \{floats = (\d+)", ir).group(1))
-buckets = {}
-for size, b in re.findall(r"slice \[\d+, (\d+)\] for bucket (\d+)", ir):
-    buckets[int(b)] = buckets.get(int(b), 0) + int(size)
-two = sum(sorted(buckets.values())[-2:])
 peak = lambda f: max(r["mem_device_peak_bytes"] for r in log(f))
-fall = peak("zero3.jsonl") - peak("zero3_buckets.jsonl")
-if fall < 4 * (whole - two):
-    raise SystemExit(f"layouts: FAIL: ZeRO-3 with buckets holds {fall} bytes less than whole gathers, "
-                     f"expected at least {4 * (whole - two)} (the parameters, {4 * whole}, less two buckets)")
-print(f"ZeRO-3 buckets: device peak {fall} bytes below whole gathers (parameters {4 * whole} B, two largest buckets {4 * two} B)")
+def largest(ir, pattern, k):
+    sizes = {}
+    for size, b in re.findall(pattern, ir):
+        sizes[int(b)] = sizes.get(int(b), 0) + int(size)
+    return sum(sorted(sizes.values())[-k:])
+for z in ("zero2", "zero3"):
+    ir = open(f"{z}_buckets.sched.mlir").read()
+    whole = int(re.search(r"sched.buffer @grads \{floats = (\d+)", ir).group(1))
+    # The gradient buckets: the slices each event of sched.grad starts.
+    grads = largest(ir, r"sched.reduce_scatter_start @grads\[\d+, \d+\] -> @grad_shard\[\d+\] over \[[^]]*\] slice \[\d+, (\d+)\] after %\d+#(\d+)", 3)
+    want = 4 * (whole - grads)
+    if z == "zero3":
+        want += 4 * (whole - largest(ir, r"slice \[\d+, (\d+)\] for bucket (\d+)", 2))
+    fall = peak(f"{z}.jsonl") - peak(f"{z}_buckets.jsonl")
+    if fall < want:
+        raise SystemExit(f"layouts: FAIL: {z} with buckets holds {fall} bytes less than without, expected at least {want}")
+    print(f"{z} buckets: device peak {fall} bytes below whole buffers (at least {want}: all but the buckets held at once)")
 PYEOF
 # Two data axes: ZeRO-2 over a [dp: 2, dq: 2] mesh, the batch split over both.
 cat > zero2_2axes.plan <<EOF

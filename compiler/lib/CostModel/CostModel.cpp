@@ -1018,29 +1018,43 @@ private:
   /// under ZeRO, the update's parameter and gradient shards in fp32 beside Adam's two
   /// moments. The rows add up to that state minus the model states.
   /// `trainedParams`: the parameters' bytes less the frozen base's.
+  /// What the CPU target holds by parts (LOWERING.md) on rank `rank`, in bytes; true if
+  /// the gathered parameters are. Counted where the backward pass starts, its peak beside
+  /// every kept activation. ZeRO-3 with buckets: the gathered parameters' bucket in use
+  /// and the one gathered ahead: the bucket of the last op that reads a parameter (the
+  /// head's) and the next one the backward pass reads. ZeRO-2 and 3 with gradient
+  /// buckets: the gradient's first bucket, which the backward pass writes, and with
+  /// several micro-batches the sum its reduce-scatter receives to add (this rank's part,
+  /// 1/d of it); the runtime holds three buckets at most later, as the activations go.
+  bool byParts(int64_t rank, int64_t &gathered, int64_t &gradients) const {
+    if (d <= 1 || l.zero < 2 || l.bucketBytes <= 0 || cudaMesh())
+      return false;
+    if (!(l.sequence && t > 1)) { // sequence parallelism reduces the gradient whole
+      std::vector<int64_t> sizes = bucketsOf(true, rank).floats;
+      gradients = sizes.empty() ? 0 : 4 * sizes.front() + (mb > 1 ? 4 * sizes.front() / d : 0);
+    }
+    if (l.zero < 3)
+      return false;
+    Buckets buckets = bucketsOf(false, rank);
+    std::vector<int> first;
+    for (size_t i = model.ops.size(); i-- > 0 && first.size() < 2;)
+      for (int pr : model.ops[i].params)
+        if (int k = buckets.paramBucket[size_t(pr)];
+            k >= 0 && first.size() < 2 && std::find(first.begin(), first.end(), k) == first.end())
+          first.push_back(k);
+    gathered = 0;
+    for (int k : first)
+      gathered += 4 * buckets.floats[size_t(k)];
+    return true;
+  }
   void heldBeyondModelStates(int64_t rank, int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
                              std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
     // Offloaded moments (a cpu mesh's nvme) are not held: the update streams them.
     int64_t moments = l.optimizerOffload.any() ? 0 : 8 * (sharded ? shard : n);
-    // ZeRO-3 with buckets on the CPU target holds its gathered parameters by parts: the
-    // bucket the pass reads and the one gathered ahead of it. Counted where the backward
-    // pass starts (its peak beside every kept activation): the bucket of the last op
-    // that reads a parameter (the head's) and the next one the backward pass reads.
-    int64_t gathered = 4 * n;
-    bool byParts = d > 1 && l.zero == 3 && l.bucketBytes > 0 && !cudaMesh();
-    if (byParts) {
-      Buckets buckets = bucketsOf(false, rank);
-      std::vector<int> first;
-      for (size_t i = model.ops.size(); i-- > 0 && first.size() < 2;)
-        for (int pr : model.ops[i].params)
-          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && first.size() < 2 && std::find(first.begin(), first.end(), k) == first.end())
-            first.push_back(k);
-      gathered = 0;
-      for (int k : first)
-        gathered += 4 * buckets.floats[size_t(k)];
-    }
-    int64_t held = gathered + 4 * n + (sharded ? 4 * shard + 4 * shard : 0) + moments;
+    int64_t gathered = 4 * n, gradients = 4 * n;
+    bool paramsByParts = byParts(rank, gathered, gradients);
+    int64_t held = gathered + gradients + (sharded ? 4 * shard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
     auto add = [&](const char *name, int64_t bytes, bool held = false) {
       bytes = std::min(bytes, extra);
@@ -1049,11 +1063,13 @@ private:
         extra -= bytes;
       }
     };
-    if (byParts)
+    if (paramsByParts)
       add("ZeRO-3 parameters gathered by bucket, the one in use and the next (fp32)", gathered);
     else if (d > 1 && l.zero == 3)
       add("ZeRO-3 parameters gathered whole for each micro-batch (fp32)", 4 * n);
-    if (d > 1 && l.zero >= 2)
+    if (gradients < 4 * n)
+      add("ZeRO-2/3 gradients by bucket: the first the backward pass writes, and its sum (fp32)", gradients);
+    else if (d > 1 && l.zero >= 2)
       add("ZeRO-2/3 gradients whole for each micro-batch (fp32)", 4 * n);
     add(l.precision == sema::Precision::FP32 ? "ZeRO shards of the update (parameters and gradients, fp32)"
                                              : "parameters and gradients kept in fp32, and the update's shards",
@@ -1260,29 +1276,38 @@ private:
     double dpTotal = 0, dpExposed = 0;
     double bwdMicro = cr.bwd + cr.tpBwd;
     double fwdMicro = cr.fwd + cr.tpFwd;
-    Buckets buckets;
-    if (l.bucketBytes > 0 && l.zero != 2)
-      buckets = bucketsOf(l.zero != 3, commRank);
+    // Gradient buckets (the backward pass's order): DDP's, ZeRO's but ZeRO-3's under
+    // sequence parallelism (which reduces its gradients whole); ZeRO-3's parameter
+    // buckets (the forward pass's order).
+    bool gradBuckets = l.bucketBytes > 0 && !(l.zero >= 2 && l.sequence && t > 1);
+    Buckets grads, params;
+    if (gradBuckets)
+      grads = bucketsOf(true, commRank);
+    if (l.bucketBytes > 0 && l.zero == 3)
+      params = bucketsOf(false, commRank);
     for (const DP &x : dp) {
-      // DDP's gradient all-reduce (ZeRO-1's reduce-scatter) runs in buckets of the plan's
-      // `bucket` size (fp32 gradients, as the executable keeps them), one ring latency
-      // each, started as the last micro-batch's backward pass finishes them; ZeRO-3's parameter all-gather of
-      // each micro-batch in buckets started before its forward pass, which waits for
-      // each before reading it (plan-train-abi, plan-schedule). Every other
-      // data-parallel collective runs whole, between the micro-batches and the update.
-      bool ddpBuckets = l.bucketBytes > 0 && l.zero <= 1 && x.purpose == "gradients" &&
+      // The gradients' all-reduce (DDP) or reduce-scatter (ZeRO) runs in buckets of the
+      // plan's `bucket` size (fp32 gradients, as the executable keeps them), one ring
+      // latency each, started as the backward pass finishes them (DDP and ZeRO-1: the last
+      // micro-batch's; ZeRO-2 and 3: every one's); ZeRO-3's parameter all-gathers in
+      // buckets, each a bucket ahead of the pass that reads it (plan-train-abi,
+      // plan-schedule). Every other data-parallel collective runs whole, between the
+      // micro-batches and the update.
+      bool ddpBuckets = gradBuckets && x.purpose == "gradients" &&
                         x.kind == (l.zero == 0 ? Coll::AllReduce : Coll::ReduceScatter);
       bool gatherBuckets = l.bucketBytes > 0 && l.zero == 3 && x.kind == Coll::AllGather &&
                            (x.purpose == "parameters" || x.purpose == "parameters (forward)" ||
                             x.purpose == "parameters (backward)");
       bool bucketed = ddpBuckets || gatherBuckets;
+      const Buckets &buckets = ddpBuckets ? grads : params;
       int64_t calls = bucketed ? buckets.calls : x.calls;
       double one = collSeconds(x.kind, x.full, d, "data") +
                    double(bucketed ? calls - 1 : 0) * ringSteps(x.kind, d) * links.at("data").latency;
       double total = one * x.times;
       double exposed = total;
-      // All but the edge bucket hide: DDP's behind the backward pass, ZeRO-3's behind the
-      // forward pass. On a cpu mesh MPI shares the cores with the compute: nothing hides.
+      // All but the edge bucket hide: the gradients' and the backward gathers behind the
+      // backward pass, the forward gathers behind the forward pass. On a cpu mesh MPI
+      // shares the cores with the compute: nothing hides.
       if (bucketed && !cpu)
         exposed = x.times * (std::max(0.0, one - (ddpBuckets || x.purpose == "parameters (backward)" ? bwdMicro
                                                                                                      : fwdMicro)) +

@@ -427,54 +427,49 @@ private:
       else
         perGroup(0, false, false, "parameters");
     }
-    if (zero2) {
-      sched::AllocOp::create(b, loc, x.grads);
-      sched::FillOp::create(b, loc, x.grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
-    }
     ArrayAttr buckets = gradBuckets();
-    sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), gathered, x.params, x.grads, state,
-                          inside("planc_grad"));
+    if (zero2) {
+      // With buckets, held by parts: each bucket from when the backward pass finishes it
+      // until its reduce-scatter is done (zeroed as allocated).
+      auto alloc = sched::AllocOp::create(b, loc, x.grads);
+      if (buckets)
+        alloc.setParts(true);
+      else
+        sched::FillOp::create(b, loc, x.grads, i64(0), i64(l.total), b.getF32FloatAttr(0));
+    }
+    if (zero2 && buckets) {
+      // ZeRO-2 and 3: every micro-batch's buckets reduce-scattered as its backward pass
+      // finishes them, added to the shard when there are several micro-batches (with one,
+      // the shard is zero: each bucket's sum goes straight in).
+      auto grad = sched::GradOp::create(b, loc, SmallVector<Type>(buckets.size(), event()), step,
+                                        body->getArgument(0), gathered, x.params, x.grads, state,
+                                        inside("planc_grad"));
+      sched::WaitOp::create(b, loc, startGradBuckets(grad, buckets, /*accumulate=*/s.accumulation > 1));
+    } else {
+      sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), gathered, x.params, x.grads, state,
+                            inside("planc_grad"));
+    }
     if (zero3)
       sched::FreeOp::create(b, loc, x.params);
     if (zero2) {
-      replicatedGradients(0); // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
-      perGroup(0, true, true, "gradients");
+      if (!buckets) {
+        replicatedGradients(0); // per micro-batch: ZeRO-2 and 3 keep the whole gradient no longer
+        perGroup(0, true, true, "gradients");
+      }
       sched::FreeOp::create(b, loc, x.grads);
     }
     b.setInsertionPointAfter(loop);
-    if (buckets) {
-      // DDP buckets: the last micro-batch runs outside the loop, and its gradient
-      // buckets are all-reduced as its backward pass finishes them.
+    if (buckets && !zero2) {
+      // DDP and ZeRO-1 buckets: the last micro-batch runs outside the loop, and its
+      // gradient buckets are reduced as its backward pass finishes them.
       if (s.accumulation == 1)
         loop.erase();
       else
         loop.setCountAttr(b.getI64IntegerAttr(s.accumulation - 1));
       Value last = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(s.accumulation - 1));
-      SmallVector<Type> events(buckets.size(), sched::EventType::get(b.getContext()));
-      auto grad = sched::GradOp::create(b, loc, events, step, last, ValueRange{}, x.params, x.grads, state,
-                                        inside("planc_grad"));
-      SmallVector<Value> done;
-      auto event = sched::EventType::get(b.getContext());
-      for (auto [k, bucket] : llvm::enumerate(buckets)) {
-        ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
-        Location at = cause("gradients (bucket " + std::to_string(k) + ")");
-        Value ready = grad.getResult(unsigned(k));
-        for (size_t j = 0; j + 1 < r.size(); j += 2) {
-          if (!sharded) { // DDP: the range all-reduced
-            done.push_back(sched::AllReduceStartOp::create(b, at, event, ready, x.grads, i64(r[j]), i64(r[j + 1]),
-                                                           dataAxes, b.getStringAttr("sum"),
-                                                           b.getStringAttr("gradients")));
-            continue;
-          }
-          // ZeRO-1: the range's part of each group's reduce-scatter into this rank's shard.
-          perGroupPart(r[j], r[j + 1], [&](int g, int64_t lo, int64_t n) {
-            done.push_back(sched::ReduceScatterStartOp::create(
-                b, at, event, ready, x.grads, i64(l.groupBegin[g]), i64(l.shardFloats(g)), x.gradShard,
-                i64(pieceOffset(0, g, true)), dataAxes, i64(lo), i64(n), b.getStringAttr("gradients")));
-          });
-        }
-      }
-      sched::WaitOp::create(b, loc, done);
+      auto grad = sched::GradOp::create(b, loc, SmallVector<Type>(buckets.size(), event()), step, last,
+                                        ValueRange{}, x.params, x.grads, state, inside("planc_grad"));
+      sched::WaitOp::create(b, loc, startGradBuckets(grad, buckets, /*accumulate=*/false));
     }
     if (!zero2)
       replicatedGradients(0); // once per step, on the whole gradient
@@ -487,6 +482,39 @@ private:
     reduceNorm();
     update(0, step);
     func::ReturnOp::create(b, loc);
+  }
+
+  Type event() { return sched::EventType::get(b.getContext()); }
+
+  /// The collectives of the gradient buckets plan-train-abi gave `planc_grad`, each
+  /// started on its event of `grad`: DDP's ranges all-reduced, ZeRO's cut at the
+  /// optimizer groups into slices of their reduce-scatters into this rank's shard
+  /// (`accumulate`: added to it, every micro-batch of ZeRO-2 and 3). Their events.
+  SmallVector<Value> startGradBuckets(sched::GradOp grad, ArrayAttr buckets, bool accumulate) {
+    const training::FlatLayout &l = layout(0);
+    const Bufs &x = bufs[0];
+    SmallVector<Value> done;
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
+      Location at = cause("gradients (bucket " + std::to_string(k) + ")");
+      Value ready = grad.getResult(unsigned(k));
+      for (size_t j = 0; j + 1 < r.size(); j += 2) {
+        if (!sharded) { // DDP: the range all-reduced
+          done.push_back(sched::AllReduceStartOp::create(b, at, event(), ready, x.grads, i64(r[j]), i64(r[j + 1]),
+                                                         dataAxes, b.getStringAttr("sum"),
+                                                         b.getStringAttr("gradients")));
+          continue;
+        }
+        perGroupPart(r[j], r[j + 1], [&](int g, int64_t lo, int64_t n) {
+          auto start = sched::ReduceScatterStartOp::create(
+              b, at, event(), ready, x.grads, i64(l.groupBegin[g]), i64(l.shardFloats(g)), x.gradShard,
+              i64(pieceOffset(0, g, true)), dataAxes, i64(lo), i64(n), b.getStringAttr("gradients"));
+          start.setAccumulate(accumulate);
+          done.push_back(start);
+        });
+      }
+    }
+    return done;
   }
 
   /// Pipeline parallelism: each stage's ranks run their part of the schedule in a
@@ -691,11 +719,11 @@ private:
   }
 
   /// The gradient buckets plan-train-abi gave `planc_grad` (plan.grad_buckets), or
-  /// null: DDP's (all-reduced) and ZeRO-1's (reduce-scattered) over data ranks.
+  /// null: DDP's (all-reduced), ZeRO's (reduce-scattered) over data ranks.
   ArrayAttr gradBuckets() {
     auto fn = module.lookupSymbol<func::FuncOp>("planc_grad");
     auto buckets = fn ? fn->getAttrOfType<ArrayAttr>("plan.grad_buckets") : ArrayAttr();
-    if (!buckets || buckets.empty() || s.d <= 1 || zero2)
+    if (!buckets || buckets.empty() || s.d <= 1)
       return ArrayAttr();
     return buckets;
   }

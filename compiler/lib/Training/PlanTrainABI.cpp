@@ -4,6 +4,7 @@
 // array — and the manifest the runtime reads (parameter table, data, batch,
 // schedule, checkpoints) becomes a constant string in the module.
 #include "plan/Compiler/PlanGen.h"
+#include "plan/Conversion/LibraryCalls.h"
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Dialect/Plan/IR/Plan.h"
 #include "plan/Dialect/Sched/IR/Sched.h"
@@ -357,7 +358,10 @@ public:
     SmallVector<Value> outs = inlineBody(b, grad, args);
     if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 3)
       prefetchInBuckets(f, st, args, outs[0]);
-    if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() <= 1)
+    // ZeRO-2 and 3 too, unless sequence parallelism sums the replicated parameters'
+    // gradients over the tensor axis before the reduce-scatter (plan-schedule).
+    training::TensorParallel tp = training::tensorParallelOf(train);
+    if (bucketBytes > 0 && d > 1 && (train.getParallel().getZero() <= 1 || !(tp.size > 1 && tp.sequence)))
       accumulateInBuckets(f, st, e.getArgument(1), outs);
     else
       accumulateGrads(st, e.getArgument(1), outs);
@@ -479,6 +483,30 @@ public:
     return v;
   }
 
+  /// Where an op of `body` that reads a parameter may read it once elementwise fusion
+  /// (linalg-fuse-elementwise-ops, after this pass) has merged it into the op that uses
+  /// its result, when that result has one use, and so on: the last op of that chain (of
+  /// every such chain, for several results). Ops computed by a call (isLibraryCall: a
+  /// GEMM, a normalisation, attention) neither fuse nor are fused. A release goes after it.
+  static Operation *fusedEnd(Block &body, Operation *at) {
+    Operation *end = at;
+    SmallVector<Operation *> work{at};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (isLibraryCall(op))
+        continue;
+      for (Value r : op->getResults())
+        if (r.hasOneUse())
+          if (Operation *next = body.findAncestorOpInBlock(**r.getUsers().begin());
+              next && next != op && !isLibraryCall(next)) {
+            if (end->isBeforeInBlock(next))
+              end = next;
+            work.push_back(next);
+          }
+    }
+    return end;
+  }
+
   /// The ops that read parameter value `v` from P: subview, to_tensor, expand_shape
   /// (and round), last first.
   static SmallVector<Operation *> readChain(Value v) {
@@ -516,10 +544,12 @@ public:
           Operation *at = body.findAncestorOpInBlock(*user);
           if (!at)
             continue;
-          Operation *&slot = inBackward(user) ? bwdFirst[k] : fwdLast[k];
-          bool later = slot && slot->isBeforeInBlock(at);
-          if (!slot || (inBackward(user) ? !later : later))
-            slot = at;
+          if (inBackward(user)) {
+            if (!bwdFirst[k] || at->isBeforeInBlock(bwdFirst[k]))
+              bwdFirst[k] = at;
+          } else if (Operation *end = fusedEnd(body, at); !fwdLast[k] || fwdLast[k]->isBeforeInBlock(end)) {
+            fwdLast[k] = end;
+          }
         }
     if (llvm::all_of(bwdFirst, [](Operation *op) { return !op; }))
       return;
@@ -539,7 +569,7 @@ public:
       int64_t id = int64_t(K + j);
       regather.push_back(b.getI64IntegerAttr(int64_t(k)));
       if (!bwdFirst[k]) { // nothing reads it: released as it arrives (planrt_params_ready)
-        b.setInsertionPoint(body.getTerminator());
+        b.setInsertionPointToEnd(&body); // the entry point's return comes after
         call(readyFn, id);
         call(releaseFn, id);
         continue;
@@ -557,8 +587,10 @@ public:
           copy = b.clone(*op, map);
         v.replaceUsesWithIf(copy->getResult(0), [&](OpOperand &u) { return inBackward(u.getOwner()); });
         for (Operation *user : copy->getResult(0).getUsers())
-          if (Operation *at = body.findAncestorOpInBlock(*user); at && last->isBeforeInBlock(at))
-            last = at;
+          if (Operation *at = body.findAncestorOpInBlock(*user)) {
+            if (Operation *end = fusedEnd(body, at); last->isBeforeInBlock(end))
+              last = end;
+          }
       }
       b.setInsertionPointAfter(last);
       call(releaseFn, id);

@@ -252,21 +252,20 @@ void TrainCheck::checkAxisRoles() {
 
 void TrainCheck::checkParallelRules() {
   if (!bucketSet) {
-    t.parallel.bucketBytes = mesh && !(t.parallel.zero == 1 && t.parallel.sequence)
+    t.parallel.bucketBytes = mesh && !((t.parallel.zero == 1 || t.parallel.zero == 2) && t.parallel.sequence)
                                  ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,
                                                             t.tensorParallel, t.pipelineParallel)
                                  : 0;
   } else if (t.parallel.bucketBytes > 0) {
-    // Buckets are DDP's (gradients) and ZeRO-3's (parameter gathers): refused by name
-    // where the schedule has none.
+    // Buckets are the gradients' (DDP, ZeRO-1 and 2, ZeRO-3 without sequence
+    // parallelism) and ZeRO-3's parameter gathers: refused by name where the schedule has
+    // none.
     std::string why = t.parallel.dataAxes.empty() ? "the plan has no data axis"
-                      : t.parallel.zero == 2
-                          ? std::string("ZeRO-2 reduces its gradients whole, once per micro-batch (bucketed ZeRO-2 "
-                                        "is not implemented in this version of planc)")
-                      : t.parallel.zero == 1 && t.parallel.sequence
-                          ? std::string("ZeRO-1 with sequence parallelism reduces its gradients whole (its buckets "
-                                        "would scatter the gradients of replicated parameters before the tensor "
-                                        "axis sums them; not implemented in this version of planc)")
+                      : (t.parallel.zero == 1 || t.parallel.zero == 2) && t.parallel.sequence
+                          ? "ZeRO-" + std::to_string(t.parallel.zero) +
+                                " with sequence parallelism reduces its gradients whole (its buckets would scatter "
+                                "the gradients of replicated parameters before the tensor axis sums them; not "
+                                "implemented in this version of planc)"
                       : t.pipelineParallel > 1
                           ? "a pipeline stage reduces its gradients whole (bucketed pipeline stages are not "
                             "implemented in this version of planc)"
@@ -276,8 +275,8 @@ void TrainCheck::checkParallelRules() {
           .error(bucketLoc, "'bucket' sets the size of the gradient buckets (ZeRO-3: of the parameter "
                             "gathers), but " +
                                 why)
-          .note("buckets need 'data = <axis>', 'zero' 0, 1 or 3, no pipeline and no sequence parallelism with "
-                "ZeRO-1 (and, built for --target cuda, no tensor axis); write 'bucket = none' or leave it out");
+          .note("buckets need 'data = <axis>', no pipeline and no sequence parallelism with ZeRO-1 or 2 (and, "
+                "built for --target cuda, no tensor axis); write 'bucket = none' or leave it out");
       ok = false;
     }
   }

@@ -370,12 +370,13 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 
 // -----
 
-// ZeRO-1 gradient buckets: each sched.reduce_scatter_start is handed to the runtime before
+// ZeRO gradient buckets: each sched.reduce_scatter_start is handed to the runtime before
 // its sched.grad (planrt_sched_bucket_reduce_scatter: bucket, axes mask, source buffer,
-// offset, count per rank, destination buffer, offset, the slice's begin and size).
+// offset, count per rank, destination buffer, offset, the slice's begin and size, and
+// whether it adds to the destination: 0 for ZeRO-1's, 1 for ZeRO-2's `accumulate`).
 // Buffer ids: params 0, grads 1, shard 2, state 3.
 // CHECK-LABEL: func.func @planc_step(
-// CHECK:      llvm.call @planrt_sched_bucket_reduce_scatter({{.*}}) : (!llvm.ptr, i64, i32, i32, i64, i64, i32, i64, i64, i64) -> ()
+// CHECK:      llvm.call @planrt_sched_bucket_reduce_scatter({{.*}}) : (!llvm.ptr, i64, i32, i32, i64, i64, i32, i64, i64, i64, i32) -> ()
 // CHECK-NEXT: %[[MASK:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[B1:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: %[[G:.*]] = arith.constant 1 : i32
@@ -385,7 +386,8 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 // CHECK-NEXT: %[[DO:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[BEG:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[SZ:.*]] = arith.constant 4 : i64
-// CHECK-NEXT: llvm.call @planrt_sched_bucket_reduce_scatter(%{{[^,]*}}, %[[B1]], %[[MASK]], %[[G]], %[[SO]], %[[CNT]], %[[SH]], %[[DO]], %[[BEG]], %[[SZ]])
+// CHECK-NEXT: %[[ACC:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: llvm.call @planrt_sched_bucket_reduce_scatter(%{{[^,]*}}, %[[B1]], %[[MASK]], %[[G]], %[[SO]], %[[CNT]], %[[SH]], %[[DO]], %[[BEG]], %[[SZ]], %[[ACC]])
 // CHECK:      llvm.call @planrt_sched_grad(
 // CHECK-NOT:  planrt_sched_reduce_scatter
 // CHECK:      llvm.call @planrt_sched_wait(
@@ -397,7 +399,7 @@ sched.buffer @state {floats = 8 : i64, lifetime = "persistent"}
 func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   %b:2 = sched.grad %step, %step params @params grads @grads state @state -> !sched.event, !sched.event
   %r0 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [4, 12] after %b#0 {purpose = "gradients"}
-  %r1 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [0, 4] after %b#1 {purpose = "gradients"}
+  %r1 = sched.reduce_scatter_start @grads[0, 8] -> @shard[0] over ["dp"] slice [0, 4] after %b#1 {accumulate, purpose = "gradients"}
   sched.wait %r0, %r1
   return
 }

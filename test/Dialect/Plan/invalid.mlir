@@ -104,6 +104,16 @@ plan.train @t {parallel = #plan.parallel<data = [], zero = 0, tensor = "", pipel
 
 // -----
 
+// expected-error @+1 {{buckets (bucket = 1024) need a data axis and one pipeline stage}}
+plan.train @t {parallel = #plan.parallel<data = [], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = gpipe, sequence = false, replicate = [], bucket = 1024>}
+
+// -----
+
+// expected-error @+1 {{ZeRO-2 buckets (bucket = 1024) need no sequence parallelism}}
+plan.train @t {parallel = #plan.parallel<data = ["dp"], zero = 2, tensor = "tp", pipeline = "", stages = 1, schedule = gpipe, sequence = true, replicate = [], bucket = 1024>}
+
+// -----
+
 plan.mesh @mesh {axes = [#plan.axis<"dp", 2>], devices_per_node = 2 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 plan.model @m attributes {layers = 0 : i64, max_seq = 0 : i64, num_params = 0 : i64, vocab = 0 : i64} {
 ^bb0(%tokens: tensor<?x?xi32>, %targets: tensor<?x?xi32>):

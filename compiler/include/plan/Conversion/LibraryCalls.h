@@ -3,6 +3,7 @@
 #define PLAN_CONVERSION_LIBRARYCALLS_H
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Operation.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -17,6 +18,9 @@ inline constexpr llvm::StringLiteral kGemmPrecisionAttr = "plan.gemm_precision";
 /// Attaches the BufferizableOpInterface models that turn GEMMs, attention,
 /// normalisations, embeddings and cross-entropy into calls.
 void registerLibraryCallModels(mlir::DialectRegistry &registry);
+
+/// Whether `op` is one of those ops: computed by a call, never fused with another op.
+bool isLibraryCall(mlir::Operation *op);
 } // namespace plan
 
 #endif // PLAN_CONVERSION_LIBRARYCALLS_H

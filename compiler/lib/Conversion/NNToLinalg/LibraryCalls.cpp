@@ -463,12 +463,18 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 
 } // namespace
 
+/// The ops lowered to calls (one list for registerLibraryCallModels and isLibraryCall).
+#define PLAN_LIBRARY_CALL_OPS                                                                                          \
+  nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp, nn::LayerNormGradOp,         \
+      nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp, nn::CrossEntropyGradOp,        \
+      nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp, nn::SequenceUnsliceOp,               \
+      nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp, nn::DequantizeNF4Op
+
 void plan::registerLibraryCallModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {
-    attach<nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp, nn::LayerNormGradOp,
-           nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp, nn::CrossEntropyGradOp,
-           nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp, nn::SequenceUnsliceOp,
-           nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp, nn::DequantizeNF4Op>(ctx);
+    attach<PLAN_LIBRARY_CALL_OPS>(ctx);
     nn::SDPACachedOp::attachInterface<SDPACachedModel>(*ctx);
   });
 }
+
+bool plan::isLibraryCall(Operation *op) { return isa<PLAN_LIBRARY_CALL_OPS, nn::SDPACachedOp>(op); }

@@ -112,7 +112,8 @@ private:
             call(loc, rt::Fn::planrt_sched_bucket_reduce_scatter,
                  {i64(loc, cast<OpResult>(start.getAfter()).getResultNumber()), m, buf(loc, start.getSourceAttr()),
                   i64(loc, start.getSourceOffset()), i64(loc, start.getCount()), buf(loc, start.getDestAttr()),
-                  i64(loc, start.getDestOffset()), i64(loc, start.getBegin()), i64(loc, start.getSize())});
+                  i64(loc, start.getDestOffset()), i64(loc, start.getBegin()), i64(loc, start.getSize()),
+                  i32(loc, start.getAccumulate() ? 1 : 0)});
           }
         call(loc, rt::Fn::planrt_sched_grad,
              {x.getStep(), x.getMicro(), buf(loc, x.getParamsAttr()), buf(loc, x.getGradsAttr()),

@@ -60,11 +60,10 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "sequence parallel needs a tensor axis";
   if (bucket < 0)
     return emitError() << "a gradient bucket has at least 0 bytes, not " << bucket;
-  if (bucket > 0 && (data.empty() || zero == 2 || stages > 1))
-    return emitError() << "buckets (bucket = " << bucket
-                       << ") need a data axis, ZeRO stage 0, 1 or 3 and one pipeline stage";
-  if (bucket > 0 && zero == 1 && sequence && sequence.getValue())
-    return emitError() << "ZeRO-1 buckets (bucket = " << bucket << ") need no sequence parallelism";
+  if (bucket > 0 && (data.empty() || stages > 1))
+    return emitError() << "buckets (bucket = " << bucket << ") need a data axis and one pipeline stage";
+  if (bucket > 0 && (zero == 1 || zero == 2) && sequence && sequence.getValue())
+    return emitError() << "ZeRO-" << zero << " buckets (bucket = " << bucket << ") need no sequence parallelism";
   if (offload)
     for (NamedAttribute entry : offload) {
       StringRef what = entry.getName().getValue();

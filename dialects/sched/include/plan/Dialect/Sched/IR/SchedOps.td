@@ -140,11 +140,13 @@ def Sched_FillOp : Sched_BufferUser<"fill"> {
 def Sched_AllocOp : Sched_BufferUser<"alloc"> {
   let summary = "Allocates a transient buffer";
   let description = [{
-    Zeroed. With `parts` (ZeRO-3's gathered parameters with buckets), the buffer's
-    floats are held only while a bucket's gather has filled them and the entry point
-    has not released them (`planrt_params_release`): on the CPU target, address
-    space reserved up front whose pages are returned to the system on release; on a
-    device backend without such memory, the whole buffer.
+    Zeroed. With `parts` (with buckets: ZeRO-3's gathered parameters, ZeRO-2 and
+    3's gradient), the buffer's floats are held only by bucket: parameters from
+    their gather until the entry point releases them (`planrt_params_release`),
+    gradients from when the backward pass writes them until their reduce-scatter
+    is done. On the CPU target, address space reserved up front whose pages are
+    returned to the system on release; on a device backend without such memory,
+    the whole buffer.
   }];
   let arguments = (ins FlatSymbolRefAttr:$buffer, UnitAttr:$parts);
   let assemblyFormat = "$buffer (`parts` $parts^)? attr-dict";
@@ -170,11 +172,12 @@ def Sched_GradOp : Sched_BufferUser<"grad"> {
     this IR shows everything the step sends.
 
     `gathered` (ZeRO-3 with buckets) are the `sched.all_gather_start`s of the
-    parameters, started before it: the entry point waits for bucket k's
-    gathers right before the first op that reads a parameter of bucket k
-    (`planrt_params_ready(k)`), so that later buckets arrive while the forward
-    pass runs; all of them are done when it returns. Its results (DDP with
-    buckets) fire as the backward pass finishes each bucket of gradients.
+    parameters, handed to it: it starts the first bucket's, and the entry point
+    each next one as it waits for bucket k right before the first op that reads
+    a parameter of it (`planrt_params_ready(k)`), so that the next bucket
+    arrives while the pass runs; all of them are done when it returns. Its
+    results (gradient buckets) fire as the backward pass finishes each bucket
+    of gradients.
   }];
   let arguments = (ins I64:$step, I64:$micro, Variadic<Sched_EventType>:$gathered, FlatSymbolRefAttr:$params,
                        FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state, OptionalAttr<ArrayAttr>:$collectives);
@@ -306,17 +309,17 @@ def Sched_AllGatherOp : Sched_BufferUser<"all_gather"> {
 }
 
 def Sched_AllGatherStartOp : Sched_BufferUser<"all_gather_start"> {
-  let summary = "A slice of an all-gather, started now and waited for by a sched.grad";
+  let summary = "A slice of an all-gather, handed to a sched.grad that starts and waits for it";
   let description = [{
     The floats `[begin, begin + size)` of the destination that
     `sched.all_gather` with the same source, count, destination and axes would
     write (each rank sends the part of its `count` floats that falls in the
-    slice), started asynchronously: ZeRO-3's parameters gathered bucket by
-    bucket ahead of the forward pass that reads them (a prefetch). The
-    `sched.grad` its result feeds waits for it before the first read of a
-    parameter of bucket `bucket`. CUDA target: one NCCL broadcast per rank
-    with a part in the slice, grouped, on the communication stream; CPU
-    target: `MPI_Iallgatherv`. Every rank starts them in this IR's order.
+    slice), asynchronously: ZeRO-3's parameters gathered bucket by bucket, one
+    bucket ahead of the pass that reads them (a prefetch). The `sched.grad` its
+    result feeds starts it, in this IR's order on every rank, and waits for it
+    before the first read of a parameter of bucket `bucket`. CUDA target: one
+    NCCL broadcast per rank with a part in the slice, grouped, on the
+    communication stream; CPU target: `MPI_Iallgatherv`.
 
     ```mlir
     %p0 = sched.all_gather_start @param_shard[0, 32] -> @params[0] over ["dp"] slice [64, 64] for bucket 0
@@ -354,7 +357,8 @@ def Sched_ReduceScatterStartOp : Sched_BufferUser<"reduce_scatter_start"> {
     (n × count floats from `source_offset`), reduce-scattered: each rank
     receives the sum of the part of its block k that falls in the slice, at
     its place in `dest` (ZeRO-1's gradient buckets, started as the backward
-    pass finishes them, like `sched.all_reduce_start`). CUDA target: one NCCL
+    pass finishes them, like `sched.all_reduce_start`); with `accumulate`
+    (ZeRO-2 and 3, every micro-batch) it is added to what `dest` holds. CUDA target: one NCCL
     reduce per rank whose block has a part in the slice, grouped, on the
     communication stream; CPU target: `MPI_Ireduce_scatter`. Its result fires
     when it is done: a `sched.wait` in the same block waits for it.
@@ -368,7 +372,7 @@ def Sched_ReduceScatterStartOp : Sched_BufferUser<"reduce_scatter_start"> {
   }];
   let arguments = (ins Sched_EventType:$after, FlatSymbolRefAttr:$source, I64Attr:$source_offset, I64Attr:$count,
                        FlatSymbolRefAttr:$dest, I64Attr:$dest_offset, StrArrayAttr:$axes, I64Attr:$begin,
-                       I64Attr:$size, StrAttr:$purpose);
+                       I64Attr:$size, StrAttr:$purpose, UnitAttr:$accumulate);
   let results = (outs Sched_EventType:$done);
   let assemblyFormat = [{
     $source `[` $source_offset `,` $count `]` `->` $dest `[` $dest_offset `]` `over` $axes
