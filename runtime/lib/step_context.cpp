@@ -197,40 +197,25 @@ void planrt_step_ctx::startBucket(Bucket &b) {
           *to = range(b.dst, b.dstOffset, b.count, "bucket reduce_scatter");
     if (!from || !to)
       return;
-    buffers[size_t(b.buf)].commit(b.begin, b.size); // the backward pass has written it
     if (b.accumulate) {
-      // The sum lands where the destination would take it, in a buffer as large as this
-      // rank's block held by parts (only the part is written, and counted).
+      // The sum lands in a buffer of this rank's part of the slice alone, which is all the
+      // collective writes of the block it is given.
       int64_t me = planrt_mesh_group_rank(mesh, unsigned(b.mask)), rel = b.begin - b.offset;
       b.partBegin = std::max(rel, me * b.count) - me * b.count;
       b.partFloats = std::max<int64_t>(0, std::min(rel + b.size, (me + 1) * b.count) - me * b.count - b.partBegin);
       if (b.partFloats == 0) // no part of this rank's block in the slice
         b.partBegin = 0;
-      b.sum = std::make_shared<planrt::Buffer>();
-      b.sum->name = "reduce-scatter sum";
-      b.sum->floats = b.count;
-      if (b.sum->allocate(/*parts=*/true) && b.sum->byParts) {
-        b.sum->commit(b.partBegin, b.partFloats);
-        b.sumAt = b.partBegin;
-        to = b.sum->data;
-      } else { // a device backend: the part alone, which is all the collective writes
-        b.sum->release();
-        b.sum->floats = std::max<int64_t>(1, b.partFloats);
-        if (!b.sum->allocate())
-          return failWith(fail(PLANRT_ERR_ARG,
-                               "bucket reduce_scatter: cannot allocate %lld floats for the sum to add",
-                               (long long)b.partFloats));
-        b.sumAt = 0;
-        // The block's address for the collective, which writes only [partBegin, + partFloats) of it.
-        to = reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(b.sum->data) -
-                                       uintptr_t(b.partBegin) * sizeof(float));
-      }
+      if (!(b.sum = planrt::allocateFloats(std::max<int64_t>(1, b.partFloats))))
+        return failWith(fail(PLANRT_ERR_ARG, "bucket reduce_scatter: cannot allocate %lld floats for the sum to add",
+                             (long long)b.partFloats));
+      to = reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(b.sum.get()) -
+                                     uintptr_t(b.partBegin) * sizeof(float));
     }
     planrt::Waiting w(*this,
                       describe("reduce_scatter (bucket start)", buffers[size_t(b.buf)], b.begin, b.size, b.mask));
     if (planrt_status s = planrt_reduce_scatter_start(mesh, unsigned(b.mask), from, b.count, to, b.begin - b.offset,
                                                       b.size, &b.request)) {
-      releaseSum(b);
+      b.sum.reset();
       failWith(s);
     }
     return;
@@ -266,18 +251,11 @@ void planrt_step_ctx::completeBucket(Bucket &b) {
   }
   if (b.accumulate && b.sum && b.partFloats > 0 && !status) {
     if (float *to = range(b.dst, b.dstOffset + b.partBegin, b.partFloats, "bucket reduce_scatter"))
-      planrt_mem_add(to, b.sum->data + b.sumAt, size_t(b.partFloats));
+      planrt_mem_add(to, b.sum.get(), size_t(b.partFloats));
   }
-  releaseSum(b);
+  b.sum.reset();
   if (b.dst >= 0)
     buffers[size_t(b.buf)].decommit(b.begin, b.size);
-}
-
-void planrt_step_ctx::releaseSum(Bucket &b) {
-  if (b.sum) {
-    b.sum->release();
-    b.sum.reset();
-  }
 }
 
 extern "C" {

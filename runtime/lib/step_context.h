@@ -123,20 +123,18 @@ struct planrt_step_ctx {
     int32_t reduce;
     int32_t dst = -1; ///< a reduce-scatter's destination (-1: an all-reduce)
     int64_t dstOffset = 0, begin = 0, size = 0;
-    /// Accumulating (ZeRO-2 and 3): the reduce-scatter goes to `sum`, which is added to
-    /// the destination when it is done; this rank's part of the slice is [partBegin,
-    /// partBegin + partFloats) of its block, at sum[sumAt].
+    /// Accumulating (ZeRO-2 and 3): this rank's part of the slice, [partBegin, partBegin +
+    /// partFloats) of its block, goes to `sum`, which is added to the destination when
+    /// the reduce-scatter is done.
     bool accumulate = false;
-    std::shared_ptr<planrt::Buffer> sum;
-    int64_t partBegin = 0, partFloats = 0, sumAt = 0;
+    planrt::Floats sum;
+    int64_t partBegin = 0, partFloats = 0;
     planrt_request *request = nullptr; ///< once started
     bool done = false;
   };
   std::vector<Bucket> buckets;
   /// Starts bucket b's all-reduce or reduce-scatter (recording a failure).
   void startBucket(Bucket &b);
-  /// Frees bucket b's sum, if it has one.
-  void releaseSum(Bucket &b);
   /// Counts gradient bucket `bucket`'s slices of a source held by parts as held: from when
   /// the backward pass starts writing them (the previous bucket's planrt_grad_ready).
   void commitBucket(int64_t bucket);

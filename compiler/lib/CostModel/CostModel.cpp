@@ -1029,7 +1029,7 @@ private:
   bool byParts(int64_t rank, int64_t &gathered, int64_t &gradients) const {
     if (d <= 1 || l.zero < 2 || l.bucketBytes <= 0 || cudaMesh())
       return false;
-    if (!(l.sequence && t > 1)) { // sequence parallelism reduces the gradient whole
+    if (training::gradientsInBuckets(l.zero, l.sequence && t > 1)) {
       std::vector<int64_t> sizes = bucketsOf(true, rank).floats;
       gradients = sizes.empty() ? 0 : 4 * sizes.front() + (mb > 1 ? 4 * sizes.front() / d : 0);
     }
@@ -1279,7 +1279,7 @@ private:
     // Gradient buckets (the backward pass's order): DDP's, ZeRO's but ZeRO-3's under
     // sequence parallelism (which reduces its gradients whole); ZeRO-3's parameter
     // buckets (the forward pass's order).
-    bool gradBuckets = l.bucketBytes > 0 && !(l.zero >= 2 && l.sequence && t > 1);
+    bool gradBuckets = l.bucketBytes > 0 && training::gradientsInBuckets(l.zero, l.sequence && t > 1);
     Buckets grads, params;
     if (gradBuckets)
       grads = bucketsOf(true, commRank);

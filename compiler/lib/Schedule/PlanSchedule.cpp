@@ -441,10 +441,7 @@ private:
       // ZeRO-2 and 3: every micro-batch's buckets reduce-scattered as its backward pass
       // finishes them, added to the shard when there are several micro-batches (with one,
       // the shard is zero: each bucket's sum goes straight in).
-      auto grad = sched::GradOp::create(b, loc, SmallVector<Type>(buckets.size(), event()), step,
-                                        body->getArgument(0), gathered, x.params, x.grads, state,
-                                        inside("planc_grad"));
-      sched::WaitOp::create(b, loc, startGradBuckets(grad, buckets, /*accumulate=*/s.accumulation > 1));
+      gradInBuckets(step, body->getArgument(0), gathered, buckets, /*accumulate=*/s.accumulation > 1);
     } else {
       sched::GradOp::create(b, loc, TypeRange{}, step, body->getArgument(0), gathered, x.params, x.grads, state,
                             inside("planc_grad"));
@@ -467,9 +464,7 @@ private:
       else
         loop.setCountAttr(b.getI64IntegerAttr(s.accumulation - 1));
       Value last = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(s.accumulation - 1));
-      auto grad = sched::GradOp::create(b, loc, SmallVector<Type>(buckets.size(), event()), step, last,
-                                        ValueRange{}, x.params, x.grads, state, inside("planc_grad"));
-      sched::WaitOp::create(b, loc, startGradBuckets(grad, buckets, /*accumulate=*/false));
+      gradInBuckets(step, last, ValueRange{}, buckets, /*accumulate=*/false);
     }
     if (!zero2)
       replicatedGradients(0); // once per step, on the whole gradient
@@ -486,13 +481,16 @@ private:
 
   Type event() { return sched::EventType::get(b.getContext()); }
 
-  /// The collectives of the gradient buckets plan-train-abi gave `planc_grad`, each
-  /// started on its event of `grad`: DDP's ranges all-reduced, ZeRO's cut at the
-  /// optimizer groups into slices of their reduce-scatters into this rank's shard
-  /// (`accumulate`: added to it, every micro-batch of ZeRO-2 and 3). Their events.
-  SmallVector<Value> startGradBuckets(sched::GradOp grad, ArrayAttr buckets, bool accumulate) {
+  /// One micro-batch's sched.grad with an event per gradient bucket plan-train-abi gave
+  /// `planc_grad`, the collective of each started on it (DDP's ranges all-reduced, ZeRO's
+  /// cut at the optimizer groups into slices of their reduce-scatters into this rank's
+  /// shard; `accumulate`: added to it, every micro-batch of ZeRO-2 and 3), then
+  /// sched.wait for them all.
+  void gradInBuckets(Value step, Value micro, ValueRange gathered, ArrayAttr buckets, bool accumulate) {
     const training::FlatLayout &l = layout(0);
     const Bufs &x = bufs[0];
+    auto grad = sched::GradOp::create(b, loc, SmallVector<Type>(buckets.size(), event()), step, micro, gathered,
+                                      x.params, x.grads, state, inside("planc_grad"));
     SmallVector<Value> done;
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
       ArrayRef<int64_t> r = cast<DenseI64ArrayAttr>(bucket).asArrayRef();
@@ -514,7 +512,7 @@ private:
         });
       }
     }
-    return done;
+    sched::WaitOp::create(b, loc, done);
   }
 
   /// Pipeline parallelism: each stage's ranks run their part of the schedule in a

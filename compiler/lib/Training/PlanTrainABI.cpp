@@ -358,10 +358,8 @@ public:
     SmallVector<Value> outs = inlineBody(b, grad, args);
     if (bucketBytes > 0 && d > 1 && train.getParallel().getZero() == 3)
       prefetchInBuckets(f, st, args, outs[0]);
-    // ZeRO-2 and 3 too, unless sequence parallelism sums the replicated parameters'
-    // gradients over the tensor axis before the reduce-scatter (plan-schedule).
     training::TensorParallel tp = training::tensorParallelOf(train);
-    if (bucketBytes > 0 && d > 1 && (train.getParallel().getZero() <= 1 || !(tp.size > 1 && tp.sequence)))
+    if (bucketBytes > 0 && d > 1 && training::gradientsInBuckets(train.getParallel().getZero(), tp.size > 1 && tp.sequence))
       accumulateInBuckets(f, st, e.getArgument(1), outs);
     else
       accumulateGrads(st, e.getArgument(1), outs);

@@ -54,6 +54,12 @@ uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes);
 /// executable's gradients with it, and the cost model estimates them with it.
 std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &floats, int64_t bucketBytes);
 
+/// Whether a plan with `bucket` set reduces its gradients in buckets: DDP and ZeRO-1
+/// always (sema refuses ZeRO-1 buckets with sequence parallelism); ZeRO-2 and 3 unless
+/// sequence parallelism sums the replicated parameters' gradients over the tensor axis
+/// before the reduce-scatter. plan-train-abi and the cost model both ask it.
+inline bool gradientsInBuckets(int64_t zero, bool sequenceParallel) { return zero <= 1 || !sequenceParallel; }
+
 /// One collective over the data axis, as the step issues it.
 struct DataCollective {
   Collective kind;
