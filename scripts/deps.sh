@@ -12,6 +12,7 @@ packages=(
   libssl-dev                                                      # sha256 of checkpoint shards
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
   libssl-dev                                                      # sha256 in the retrieval runtime
+  libcpp-httplib-dev                                              # HTTP server of `serve`
   libmpich-dev mpich                                              # processes and CPU collectives
   liburing-dev                                                    # asynchronous I/O of offloaded state
   libicu-dev                                                      # Unicode regexes of the BPE tokenizer

@@ -1,4 +1,6 @@
 // planrt_retrieval_main: the command line of every retrieval executable.
+#include "answer.h"
+#include "http.h"
 #include "retrieval.h"
 #include "status.h"
 
@@ -23,14 +25,17 @@ void usage(FILE *to, const char *argv0, const planrt_retrieval_config &cfg) {
                "       %s query TEXT [--k N] [--json] [--mode vector|keyword|hybrid] [--fusion weighted|rrf]\n"
                "                [--no-rerank]\n"
                "       %s verify\n"
+               "       %s serve [--listen HOST:PORT] [--token-file FILE] [--threads N] [options]\n"
                "Retrieval graph '%s', store %s (docs/RETRIEVAL.md).\n"
                "  ingest   read, verify against the manifest, chunk and embed the corpus; rebuild the store\n"
                "           atomically, re-embedding only files that changed\n"
                "  query    search the store; retrieved text is quoted data with provenance, and\n"
                "           instruction-like spans are flagged (guard = quarantine); --no-rerank skips a\n"
                "           model re-ranker\n"
-               "  verify   check every file of the store against its checksummed manifest\n",
-               exe, exe, exe, cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
+               "  verify   check every file of the store against its checksummed manifest\n"
+               "  serve    answer POST /query (the JSON of query --json), POST /reload, GET /health and\n"
+               "           GET /metrics over HTTP until SIGTERM (docs/SERVING.md):\n%s",
+               exe, exe, exe, exe, planrt::serve::kOptionsUsage, cfg.graph ? cfg.graph : "?", cfg.store ? cfg.store : "?");
 }
 
 int bad(const std::string &message) {
@@ -41,10 +46,6 @@ int bad(const std::string &message) {
 int failed() {
   std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
   return 1;
-}
-
-const char *modeName(planrt_search_kind m) {
-  return m == PLANRT_SEARCH_VECTOR ? "vector" : m == PLANRT_SEARCH_KEYWORD ? "keyword" : "hybrid";
 }
 
 int ingest(const planrt_retrieval_config &cfg, bool quiet) {
@@ -76,38 +77,7 @@ int query(const planrt_retrieval_config &cfg, const std::string &text, int64_t k
   }
   bool guarded = cfg.guard == PLANRT_GUARD_QUARANTINE;
   if (asJson) {
-    json out = {{"graph", cfg.graph},
-                {"query", text},
-                {"mode", modeName(mode)},
-                {"fusion", fusion == PLANRT_FUSION_RRF ? "rrf" : "weighted"},
-                {"guard", guarded ? "quarantine" : "off"},
-                {"results", json::array()}};
-    for (size_t i = 0; i < count; ++i) {
-      const planrt_hit &h = hits[i];
-      auto side = [](int rank, double score) { return rank ? json{{"rank", rank}, {"score", score}} : json(nullptr); };
-      json flags = json::array();
-      for (size_t f = 0; f < h.flag_count; ++f)
-        flags.push_back({{"kind", h.flags[f].kind},
-                         {"begin", h.flags[f].begin},
-                         {"end", h.flags[f].end},
-                         {"score", h.flags[f].score},
-                         {"text", std::string(h.text + h.flags[f].begin, h.flags[f].end - h.flags[f].begin)}});
-      json res = {{"rank", i + 1},
-                  {"chunk", h.chunk},
-                  {"score", h.score},
-                  {"vector", side(h.vector_rank, h.vector_score)},
-                  {"keyword", side(h.keyword_rank, h.keyword_score)},
-                  {"file", h.file},
-                  {"begin", h.begin},
-                  {"end", h.end},
-                  {"sha256", h.sha256},
-                  {"text", std::string(h.text, h.text_len)}};
-      if (h.fused_rank)
-        res["rerank"] = {{"fused_rank", h.fused_rank}, {"score", h.rerank_score}};
-      if (guarded)
-        res["flags"] = flags;
-      out["results"].push_back(res);
-    }
+    json out = answerJson(cfg, text, mode, fusion, hits, count);
     std::printf("%s\n", out.dump(1, ' ', false, json::error_handler_t::replace).c_str());
   } else {
     for (size_t i = 0; i < count; ++i) {
@@ -163,6 +133,8 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
       }
       return ingest(cfg, quiet);
     }
+    if (cmd == "serve")
+      return serveRetrieval(cfg, argc, argv, 2);
     if (cmd == "verify") {
       if (argc > 2)
         return bad(std::string("verify: unknown argument '") + argv[2] + "'");

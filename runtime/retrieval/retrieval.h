@@ -136,6 +136,10 @@ std::string guardQuote(std::string_view text, const std::vector<Flag> &flags);
 /// A hit's flags, as guardQuote takes them.
 std::vector<Flag> hitFlags(const planrt_hit &hit);
 
+// ---- serve.cpp.
+/// `EXE serve [options]` (argv[first..] are the options): the exit status.
+int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, int first);
+
 // ---- store.cpp.
 /// What the configuration contributes to a store's contents (chunker, embedder,
 /// index): stores built under another fingerprint are not reused or queried.

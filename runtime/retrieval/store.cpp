@@ -549,6 +549,8 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   return PLANRT_OK;
 }
 
+Xapian::Database openKeyword(const Store &store) { return Xapian::Database(store.dir + "/" + kXapian); }
+
 } // namespace planrt::rag
 
 using namespace planrt::rag;

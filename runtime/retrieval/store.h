@@ -30,6 +30,23 @@ struct Store {
 /// null, loads it and checks that chunks, vectors, FAISS and Xapian agree.
 planrt_status openStore(const planrt_retrieval_config &cfg, Store *store);
 
+/// A new handle on the store's Xapian database: a Xapian::Database is not to be
+/// shared between threads, so each of serve's searchers opens its own.
+Xapian::Database openKeyword(const Store &store);
+
+/// A query's hits and their guard flags (each hit's `flags` points into `flags`).
+struct Answer {
+  std::vector<planrt_hit> hits;
+  std::vector<std::vector<planrt_guard_flag>> flags;
+};
+
+/// Runs a query against a loaded store (planrt_retriever_query's behaviour). The
+/// store is only read; `keyword`, `embedder` and `reranker` are the caller's, so
+/// that threads with their own share one store (`serve`).
+planrt_status search(const planrt_retrieval_config &cfg, const Store &store, Xapian::Database &keyword,
+                     Embedder &embedder, Reranker *reranker, const char *text, int64_t k, planrt_search_kind mode,
+                     planrt_fusion fusion, Answer &out);
+
 /// The Xapian stemmer both sides use (part of the configuration fingerprint).
 constexpr const char *kStemmer = "english";
 

@@ -1,0 +1,306 @@
+// `EXE serve`: a retrieval graph over HTTP (docs/SERVING.md). One loaded store is
+// shared read-only by every worker (its chunks and FAISS index); each worker leases
+// a searcher of its own (a Xapian handle, the embedder, the re-ranker). A reload,
+// asked for (POST /reload) or seen on disk (a store that `ingest` replaced), opens
+// the new store beside the old one and swaps it in: requests in flight finish on
+// the old one, which is freed with its last lease.
+#include "answer.h"
+#include "http.h"
+#include "retrieval.h"
+#include "status.h"
+#include "store.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <sys/stat.h>
+#include <thread>
+
+namespace planrt::rag {
+namespace {
+
+using serve::HttpError;
+using serve::json;
+
+/// What one worker needs of its own to search a shared store.
+struct Searcher {
+  Xapian::Database keyword;
+  std::unique_ptr<Embedder> embedder;
+  std::unique_ptr<Reranker> reranker;
+  Answer answer;
+};
+
+/// A loaded store and its searchers.
+struct Snapshot {
+  Store store;
+  uint64_t generation = 0;
+  std::mutex m;
+  std::condition_variable freed;
+  std::vector<std::unique_ptr<Searcher>> idle;
+};
+
+/// A searcher taken from a snapshot for one request.
+class Lease {
+public:
+  explicit Lease(Snapshot &s) : snap(s) {
+    std::unique_lock<std::mutex> lock(s.m);
+    s.freed.wait(lock, [&] { return !s.idle.empty(); });
+    searcher = std::move(s.idle.back());
+    s.idle.pop_back();
+  }
+  ~Lease() {
+    std::lock_guard<std::mutex> lock(snap.m);
+    snap.idle.push_back(std::move(searcher));
+    snap.freed.notify_one();
+  }
+  Searcher &operator*() { return *searcher; }
+
+private:
+  Snapshot &snap;
+  std::unique_ptr<Searcher> searcher;
+};
+
+/// The store's identity on disk: its manifest's inode and modification time.
+std::string storeIdentity(const std::string &dir) {
+  struct stat st{};
+  if (::stat((dir + "/MANIFEST.json").c_str(), &st) != 0)
+    return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+planrt_search_kind parseMode(const std::string &m, planrt_search_kind fallback) {
+  if (m.empty())
+    return fallback;
+  if (m == "vector")
+    return PLANRT_SEARCH_VECTOR;
+  if (m == "keyword")
+    return PLANRT_SEARCH_KEYWORD;
+  if (m == "hybrid")
+    return PLANRT_SEARCH_HYBRID;
+  throw HttpError(400, "\"mode\" takes vector, keyword or hybrid");
+}
+
+planrt_fusion parseFusion(const std::string &f, planrt_fusion fallback) {
+  if (f.empty())
+    return fallback;
+  if (f == "weighted")
+    return PLANRT_FUSION_WEIGHTED;
+  if (f == "rrf")
+    return PLANRT_FUSION_RRF;
+  throw HttpError(400, "\"fusion\" takes weighted or rrf");
+}
+
+class Service {
+public:
+  Service(const planrt_retrieval_config &cfg, int searchers) : cfg(cfg), searchers(searchers) {}
+
+  /// Opens the store (verified) with its searchers; the current one on success.
+  planrt_status open(std::shared_ptr<Snapshot> &out) {
+    auto snap = std::make_shared<Snapshot>();
+    std::string before = storeIdentity(storePath(cfg));
+    if (planrt_status s = openStore(cfg, &snap->store))
+      return s;
+    try {
+      for (int i = 0; i < searchers; ++i) {
+        auto s = std::make_unique<Searcher>();
+        s->keyword = openKeyword(snap->store);
+        if (planrt_status st = openEmbedder(cfg, s->embedder))
+          return st;
+        if (planrt_status st = openReranker(cfg, s->reranker))
+          return st;
+        snap->idle.push_back(std::move(s));
+      }
+    } catch (const Xapian::Error &e) {
+      return planrt::fail(PLANRT_ERR_FORMAT, "%s: Xapian cannot open it: %s", snap->store.dir.c_str(),
+                          e.get_description().c_str());
+    }
+    std::lock_guard<std::mutex> lock(swap);
+    snap->generation = ++generations;
+    seen = before;
+    current = snap;
+    out = snap;
+    return PLANRT_OK;
+  }
+
+  std::shared_ptr<Snapshot> now() {
+    std::lock_guard<std::mutex> lock(swap);
+    return current;
+  }
+
+  json query(const serve::Request &req) {
+    const json &b = req.body;
+    serve::onlyFields(b, {"text", "k", "mode", "fusion", "rerank"});
+    std::string text = serve::textField(b, "text", true, size_t(1) << 20);
+    if (text.empty())
+      throw HttpError(400, "\"text\" is empty");
+    int64_t k = serve::intField(b, "k", 0, 1, 10000);
+    planrt_search_kind mode = parseMode(serve::textField(b, "mode", false, 16), cfg.search);
+    planrt_fusion fusion = parseFusion(serve::textField(b, "fusion", false, 16), cfg.fusion);
+    const json &rerank = serve::field(b, "rerank");
+    if (!rerank.is_null() && !rerank.is_boolean())
+      throw HttpError(400, "\"rerank\" must be true or false");
+    static thread_local bool oneThread = (omp_set_num_threads(1), true); // the pool is the parallelism
+    (void)oneThread;
+    std::shared_ptr<Snapshot> snap = now();
+    Lease lease(*snap);
+    Searcher &s = *lease;
+    Reranker *reranker = rerank.is_boolean() && !rerank.get<bool>() ? nullptr : s.reranker.get();
+    if (search(cfg, snap->store, s.keyword, *s.embedder, reranker, text.c_str(), k, mode, fusion, s.answer))
+      throw HttpError(500, planrt_last_error());
+    if (serve::Clock::now() > req.deadline)
+      throw HttpError(503, "the query took longer than the server's --timeout");
+    return answerJson(cfg, text, mode, fusion, s.answer.hits.data(), s.answer.hits.size());
+  }
+
+  json reload(const serve::Request &req) {
+    serve::onlyFields(req.body, {"ingest"});
+    const json &ingest = serve::field(req.body, "ingest");
+    if (!ingest.is_null() && !ingest.is_boolean())
+      throw HttpError(400, "\"ingest\" must be true or false");
+    bool reingest = ingest.is_null() || ingest.get<bool>();
+    std::lock_guard<std::mutex> lock(reloading);
+    auto t0 = serve::Clock::now();
+    json out = json::object();
+    planrt_ingest_report r{};
+    if (reingest && planrt_retrieval_ingest(&cfg, 0, &r) != PLANRT_OK)
+      return failedReload(std::string("ingest failed: ") + planrt_last_error());
+    std::shared_ptr<Snapshot> snap;
+    if (open(snap) != PLANRT_OK)
+      return failedReload(planrt_last_error());
+    ++reloadsOk;
+    out["generation"] = snap->generation;
+    out["chunks"] = snap->store.chunks.size();
+    out["store"] = snap->store.dir;
+    if (reingest)
+      out["ingest"] = {{"files", r.files},         {"added", r.files_added},       {"changed", r.files_changed},
+                       {"unchanged", r.files_unchanged}, {"removed", r.files_removed}, {"chunks", r.chunks},
+                       {"embedded", r.chunks_embedded}, {"reused", r.chunks_reused}};
+    else
+      out["ingest"] = nullptr;
+    out["seconds"] = std::chrono::duration<double>(serve::Clock::now() - t0).count();
+    std::fprintf(stderr, "serve: store generation %llu: %zu chunks\n", (unsigned long long)snap->generation,
+                 snap->store.chunks.size());
+    return out;
+  }
+
+  json health(const serve::Request &) {
+    std::shared_ptr<Snapshot> snap = now();
+    return {{"status", "ok"},
+            {"graph", cfg.graph},
+            {"store", snap->store.dir},
+            {"chunks", snap->store.chunks.size()},
+            {"generation", snap->generation}};
+  }
+
+  std::string metrics() {
+    std::shared_ptr<Snapshot> snap = now();
+    return "# HELP planc_store_chunks Chunks in the store being served.\n# TYPE planc_store_chunks gauge\n"
+           "planc_store_chunks " +
+           std::to_string(snap->store.chunks.size()) +
+           "\n# HELP planc_store_generation Stores opened since the start (1: the first).\n"
+           "# TYPE planc_store_generation gauge\nplanc_store_generation " +
+           std::to_string(snap->generation) +
+           "\n# HELP planc_reloads_total Store reloads, by result.\n# TYPE planc_reloads_total counter\n"
+           "planc_reloads_total{result=\"ok\"} " +
+           std::to_string(reloadsOk.load()) + "\nplanc_reloads_total{result=\"failed\"} " +
+           std::to_string(reloadsFailed.load()) + "\n";
+  }
+
+  /// Swaps in a store that `ingest` replaced on disk, checking twice a second.
+  void watch() {
+    watcher = std::thread([this] {
+      std::unique_lock<std::mutex> lock(stopping);
+      while (!stopped.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop; })) {
+        std::string id = storeIdentity(storePath(cfg));
+        std::lock_guard<std::mutex> r(reloading);
+        if (id.empty() || id == seenIdentity())
+          continue;
+        std::shared_ptr<Snapshot> snap;
+        if (open(snap) == PLANRT_OK) {
+          ++reloadsOk;
+          std::fprintf(stderr, "serve: the store changed on disk: generation %llu, %zu chunks\n",
+                       (unsigned long long)snap->generation, snap->store.chunks.size());
+        } else {
+          ++reloadsFailed;
+          std::lock_guard<std::mutex> l(swap);
+          seen = id; // not again until it changes again
+          std::fprintf(stderr, "serve: the store changed on disk but cannot be opened (still serving the last "
+                               "one): %s\n", planrt_last_error());
+        }
+      }
+    });
+  }
+
+  void unwatch() {
+    {
+      std::lock_guard<std::mutex> lock(stopping);
+      stop = true;
+    }
+    stopped.notify_all();
+    if (watcher.joinable())
+      watcher.join();
+  }
+
+private:
+  json failedReload(const std::string &why) {
+    ++reloadsFailed;
+    throw HttpError(500, "reload failed (still serving generation " + std::to_string(now()->generation) +
+                             "): " + why);
+  }
+  std::string seenIdentity() {
+    std::lock_guard<std::mutex> lock(swap);
+    return seen;
+  }
+
+  planrt_retrieval_config cfg;
+  int searchers;
+  std::mutex swap, reloading, stopping;
+  std::shared_ptr<Snapshot> current;
+  std::string seen;
+  uint64_t generations = 0;
+  std::atomic<uint64_t> reloadsOk{0}, reloadsFailed{0};
+  std::condition_variable stopped;
+  bool stop = false;
+  std::thread watcher;
+};
+
+} // namespace
+
+int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, int first) {
+  serve::Options o;
+  std::string error;
+  if (!serve::parseOptions(argc, argv, first, o, error)) {
+    std::fprintf(stderr, "planrt: error: %s (see --help)\n", error.c_str());
+    return 2;
+  }
+  int threads = serve::workerThreads(o);
+  Service service(cfg, threads);
+  std::shared_ptr<Snapshot> snap;
+  if (service.open(snap) != PLANRT_OK) {
+    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
+    return 1;
+  }
+  std::string what = std::string("retrieval graph '") + cfg.graph + "', " + std::to_string(snap->store.chunks.size()) +
+                     " chunks, " + std::to_string(threads) + " threads";
+  snap.reset();
+  std::vector<serve::Route> routes = {
+      {"POST", "/query", [&](const serve::Request &r) { return service.query(r); }},
+      {"POST", "/reload", [&](const serve::Request &r) { return service.reload(r); }},
+      {"GET", "/health", [&](const serve::Request &r) { return service.health(r); }},
+      {"POST", "/generate",
+       [&](const serve::Request &) -> json {
+         throw HttpError(404, std::string("retrieval graph '") + cfg.graph +
+                                  "' does not generate: POST /generate is served by a generate executable");
+       }},
+  };
+  service.watch();
+  int rc = serve::run(o, what, routes, [&] { return service.metrics(); }, [&] { service.unwatch(); });
+  service.unwatch(); // also when run refused to start
+  return rc;
+}
+
+} // namespace planrt::rag
