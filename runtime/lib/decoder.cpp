@@ -186,11 +186,22 @@ planrt_status loadModelParams(const ModelLayout &m, const std::string &path, con
 }
 
 Decoder::Decoder(ModelLayout layout, planrt_decode_fn fn)
-    : m(std::move(layout)), fn(fn), P(size_t(m.numFloats), 0.0f), C(size_t(m.cacheFloats), 0.0f),
-      out(size_t(m.chunk * m.width)), tokens(size_t(m.chunk)) {}
+    : m(std::move(layout)), fn(fn), P(std::make_shared<std::vector<float>>(size_t(m.numFloats), 0.0f)),
+      C(size_t(m.cacheFloats), 0.0f), out(size_t(m.chunk * m.width)), tokens(size_t(m.chunk)) {}
 
 planrt_status Decoder::load(const std::string &path, const std::string &who) {
-  return loadModelParams(m, path, who, P.data(), used);
+  return loadModelParams(m, path, who, P->data(), used);
+}
+
+std::unique_ptr<Decoder> Decoder::sibling() const {
+  auto d = std::make_unique<Decoder>(ModelLayout(), fn);
+  d->m = m;
+  d->P = P;
+  d->C.assign(size_t(m.cacheFloats), 0.0f);
+  d->out.assign(size_t(m.chunk * m.width), 0.0f);
+  d->tokens.assign(size_t(m.chunk), 0);
+  d->used = used;
+  return d;
 }
 
 const float *Decoder::run(const int32_t *ctx, int64_t from, int64_t to,
@@ -201,7 +212,7 @@ const float *Decoder::run(const int32_t *ctx, int64_t from, int64_t to,
     int64_t start = std::min(s, W - N);
     for (int64_t i = 0; i < N; ++i)
       tokens[size_t(i)] = start + i < to ? ctx[start + i] : 0;
-    fn(P.data(), tokens.data(), start, C.data(), out.data());
+    fn(P->data(), tokens.data(), start, C.data(), out.data());
     int64_t end = std::min(start + N, to);
     if (row)
       for (int64_t p = s; p < end; ++p)

@@ -11,6 +11,7 @@
 #include "planrt.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,11 @@ public:
   Decoder(ModelLayout layout, planrt_decode_fn fn);
   /// Loads the parameters (loadModelParams).
   planrt_status load(const std::string &path, const std::string &who);
+  /// Another decoder over the same parameters (shared, read-only) with a cache of
+  /// its own: decoders that run at once in different threads (`serve`).
+  std::unique_ptr<Decoder> sibling() const;
   const ModelLayout &layout() const { return m; }
-  float *params() { return P.data(); }
+  float *params() { return P->data(); }
   float *cache() { return C.data(); }
   const std::string &checkpoint() const { return used; }
   /// Runs positions [from, to) of `ctx` (to ≤ window; positions before `from` are
@@ -65,7 +69,8 @@ public:
 private:
   ModelLayout m;
   planrt_decode_fn fn;
-  std::vector<float> P, C, out;
+  std::shared_ptr<std::vector<float>> P; ///< shared with siblings, written only by load()
+  std::vector<float> C, out;
   std::vector<int32_t> tokens;
   std::string used;
 };

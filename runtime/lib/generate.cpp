@@ -3,6 +3,7 @@
 // checkpoint by name, builds the prompt (grounded on a retrieval graph when the
 // plan names one), fills the key/value cache in chunks and samples one token at a
 // time. docs/GENERATE.md is its specification.
+#include "generate.h"
 #include "bpe.h"
 #include "decoder.h"
 #include "planrt_manifest.h"
@@ -18,9 +19,12 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <variant>
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+#pragma weak planrt_serve_generate // in libplanrt_retrieval, which libplanrt does not need
 
 using planrt::fail;
 using namespace planrt::manifest;
@@ -66,15 +70,13 @@ planrt_status parseManifest(const char *source, GenManifest &m) {
   });
 }
 
-struct Options {
-  std::string prompt, promptFile, tokens, checkpoint, instructions;
-  bool havePrompt = false, json = false, noContext = false;
-  std::optional<int64_t> maxTokens, topK, seed, k;
-  std::optional<double> temperature;
-};
+using planrt::gen::Options;
+using planrt::gen::Prompt;
+using planrt::gen::Refusal;
 
 const char *kUsage =
     "usage: %s [PROMPT] [options]\n"
+    "       %s serve [--listen HOST:PORT] [--token-file FILE] [--threads N] …  (docs/SERVING.md)\n"
     "  PROMPT                 the text to continue (through the plan's tokenizer, or bytes for a\n"
     "                         model over 256 byte tokens)\n"
     "  --prompt-file FILE     read the prompt from FILE\n"
@@ -92,7 +94,7 @@ const char *kUsage =
 
 int usageError(const char *argv0, const std::string &msg) {
   std::fprintf(stderr, "%s: error: %s\n", argv0, msg.c_str());
-  std::fprintf(stderr, kUsage, argv0);
+  std::fprintf(stderr, kUsage, argv0, argv0);
   return kExitUsage;
 }
 
@@ -166,7 +168,7 @@ std::optional<int> parseOptions(int argc, char **argv, const char *argv0, Option
       return v && (dst = toInt(*v, min)).has_value();
     };
     if (a == "--help" || a == "-h") {
-      std::printf(kUsage, argv0);
+      std::printf(kUsage, argv0, argv0);
       return 0;
     } else if (a == "--json") {
       o.json = true;
@@ -211,105 +213,90 @@ std::optional<int> parseOptions(int argc, char **argv, const char *argv0, Option
   return std::nullopt;
 }
 
-/// The prompt, from where the command line gives it, and the options that need a
-/// grounded plan checked against it; the exit status if they do not fit.
-std::optional<int> checkPrompt(const char *argv0, const GenManifest &m, Options &o, bool grounded, bool canGround) {
+/// The prompt, from where the options give it, and the options that need a
+/// grounded plan checked against it.
+std::optional<Refusal> checkPrompt(const GenManifest &m, Options &o, bool grounded, bool canGround) {
   int sources = int(o.havePrompt) + int(!o.promptFile.empty()) + int(!o.tokens.empty());
   if (sources > 1)
-    return usageError(argv0, "give the prompt one way: PROMPT, --prompt-file or --tokens");
+    return Refusal{kExitUsage, "give the prompt one way: PROMPT, --prompt-file or --tokens"};
   if (!o.promptFile.empty()) {
     FILE *f = std::fopen(o.promptFile.c_str(), "rb");
-    if (!f) {
-      std::fprintf(stderr, "planrt: error: %s: %s\n", o.promptFile.c_str(), std::strerror(errno));
-      return kExitError;
-    }
+    if (!f)
+      return Refusal{kExitError, o.promptFile + ": " + std::strerror(errno), false};
     char buf[65536];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
       o.prompt.append(buf, n);
     std::fclose(f);
   }
-  if (grounded && !canGround) {
-    std::fprintf(stderr,
-                 "planrt: error: generate '%s' names the retrieval graph '%s', but this executable was "
-                 "linked without it\n",
-                 m.generate.c_str(), m.context.c_str());
-    return kExitError;
-  }
+  if (grounded && !canGround)
+    return Refusal{kExitError,
+                   "generate '" + m.generate + "' names the retrieval graph '" + m.context +
+                       "', but this executable was linked without it",
+                   false};
   if (!o.instructions.empty() && !grounded)
-    return usageError(argv0, "--instructions shapes a grounded prompt; generate '" + m.generate +
-                                 "' retrieves nothing" + (o.noContext ? " with --no-context" : ""));
+    return Refusal{kExitUsage, "--instructions shapes a grounded prompt; generate '" + m.generate +
+                                   "' retrieves nothing" + (o.noContext ? " with --no-context" : "")};
   if (o.k && !grounded)
-    return usageError(argv0, "--k sets the retrieved documents; generate '" + m.generate + "' retrieves nothing");
+    return Refusal{kExitUsage, "--k sets the retrieved documents; generate '" + m.generate + "' retrieves nothing"};
   return std::nullopt;
 }
 
-/// Where a grounded prompt's context comes from: the retrieval graph linked in.
-struct Grounding {
-  const char *manifest;
-  const planrt_retrieval_models *models;
-  planrt_ground_fn ground;
-};
-
 /// The prompt's tokens: bytes for a byte-level model, else ids given explicitly. A
-/// grounded prompt is rebuilt around the retrieved documents (promptText), and
-/// `report` holds the retrieval's JSON report. Returns the exit status on failure.
-std::optional<int> buildPrompt(const char *argv0, const GenManifest &m, const Options &o, bool grounded,
-                               const Grounding &g, std::vector<int32_t> &tokens, std::string &promptText,
-                               std::string &report) {
+/// grounded prompt is rebuilt around the retrieved documents, and `p.report` holds
+/// the retrieval's JSON report.
+std::optional<Refusal> buildPrompt(const GenManifest &m, const Options &o, bool grounded,
+                                   const planrt::gen::GroundFn &ground, Prompt &p) {
+  p.text = o.prompt;
   if (!o.tokens.empty()) {
     if (grounded)
-      return usageError(argv0, "a grounded prompt is text (the question); --tokens is for plain continuation "
-                               "(or pass --no-context)");
-    const char *p = o.tokens.c_str();
-    while (*p) {
-      while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n')
-        ++p;
-      if (!*p)
+      return Refusal{kExitUsage, "a grounded prompt is text (the question); --tokens is for plain continuation "
+                                 "(or pass --no-context)"};
+    const char *c = o.tokens.c_str();
+    while (*c) {
+      while (*c == ' ' || *c == ',' || *c == '\t' || *c == '\n')
+        ++c;
+      if (!*c)
         break;
       char *end = nullptr;
       errno = 0;
-      long long id = std::strtoll(p, &end, 10);
-      if (end == p || errno || id < 0 || id >= m.model.vocab)
-        return usageError(argv0, "--tokens holds '" + std::string(p, strcspn(p, " ,\t\n")) +
-                                     "', not a token id in [0, " + std::to_string(m.model.vocab) + ")");
-      tokens.push_back(int32_t(id));
-      p = end;
+      long long id = std::strtoll(c, &end, 10);
+      if (end == c || errno || id < 0 || id >= m.model.vocab)
+        return Refusal{kExitUsage, "--tokens holds '" + std::string(c, strcspn(c, " ,\t\n")) +
+                                       "', not a token id in [0, " + std::to_string(m.model.vocab) + ")"};
+      p.tokens.push_back(int32_t(id));
+      c = end;
     }
   } else {
-    if (!m.text()) {
-      std::fprintf(stderr,
-                   "planrt: error: model '%s' has a vocabulary of %lld tokens and this executable has no "
-                   "tokenizer for it; pass the prompt as token ids with --tokens\n",
-                   m.model.model.c_str(), (long long)m.model.vocab);
-      return kExitUsage;
-    }
+    if (!m.text())
+      return Refusal{kExitUsage,
+                     "model '" + m.model.model + "' has a vocabulary of " + std::to_string(m.model.vocab) +
+                         " tokens and this executable has no tokenizer for it; pass the prompt as token ids with "
+                         "--tokens",
+                     false};
     if (grounded) {
-      char *prompt = nullptr, *json = nullptr;
-      const char *instructions = o.instructions.empty() ? "Answer the question from the documents in the DATA section."
-                                                        : o.instructions.c_str();
-      if (g.ground(g.manifest, g.models, promptText.c_str(), instructions, o.k.value_or(0), &prompt, &json) != 0) {
-        std::fprintf(stderr, "planrt: error: retrieving the context of generate '%s' from '%s': %s\n",
-                     m.generate.c_str(), m.context.c_str(), planrt_last_error());
-        return kExitError;
-      }
-      promptText = prompt;
-      report = json ? json : "";
-      std::free(prompt);
-      std::free(json);
+      std::string instructions =
+          o.instructions.empty() ? "Answer the question from the documents in the DATA section." : o.instructions;
+      std::string prompt;
+      if (ground(p.text, instructions, o.k.value_or(0), prompt, p.report) != PLANRT_OK)
+        return Refusal{kExitError,
+                       "retrieving the context of generate '" + m.generate + "' from '" + m.context +
+                           "': " + planrt_last_error(),
+                       false};
+      p.text = prompt;
     }
     if (m.bpe)
-      tokens = m.bpe->encode(promptText);
+      p.tokens = m.bpe->encode(p.text);
     else
-      for (unsigned char c : promptText)
-        tokens.push_back(int32_t(c));
+      for (unsigned char c : p.text)
+        p.tokens.push_back(int32_t(c));
   }
-  if (tokens.empty())
-    return usageError(argv0, "the prompt is empty: there is nothing to continue");
+  if (p.tokens.empty())
+    return Refusal{kExitUsage, "the prompt is empty: there is nothing to continue"};
   return std::nullopt;
 }
 
-/// The sampling settings of a run: the plan's, unless the command line overrides them.
+/// The sampling settings of a run: the plan's, unless the options override them.
 struct Sampling {
   double temperature;
   int64_t topK, maxTokens;
@@ -322,11 +309,13 @@ struct Generated {
   std::vector<double> logprobs;
   int64_t shifts = 0;
   double prefillS = 0, decodeS = 0;
+  bool stopped = false; ///< ended early by the caller's stop()
 };
 
-/// Fills the cache with the prompt, then samples up to maxTokens tokens one at a time.
-Generated decode(planrt::Decoder &dec, planrt_decode_fn step, const GenManifest &m, const Sampling &s,
-                 const std::vector<int32_t> &tokens) {
+/// Fills the cache with the prompt, then samples up to maxTokens tokens one at a
+/// time, asking `stop` before each.
+Generated decodeTokens(planrt::Decoder &dec, planrt_decode_fn step, const GenManifest &m, const Sampling &s,
+                       const std::vector<int32_t> &tokens, const std::function<bool()> &stop) {
   const int64_t W = m.model.window, V = m.model.vocab;
   std::vector<float> stepLogits(static_cast<size_t>(V));
   Generated g;
@@ -346,6 +335,10 @@ Generated decode(planrt::Decoder &dec, planrt_decode_fn step, const GenManifest 
   g.prefillS = since(t0);
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < s.maxTokens; ++i) {
+    if (stop && stop()) {
+      g.stopped = true;
+      break;
+    }
     auto [id, lp] = sample(next, V, s.temperature, s.topK, s.seed, uint64_t(i));
     g.out.push_back(id);
     g.logprobs.push_back(lp);
@@ -364,95 +357,171 @@ Generated decode(planrt::Decoder &dec, planrt_decode_fn step, const GenManifest 
   return g;
 }
 
-/// The result on stdout: one JSON object (--json), the text (a byte-level model) or
-/// the token ids; the timings on a terminal's stderr.
-void printResult(const GenManifest &m, const Options &o, const Sampling &s, const planrt::Decoder &dec,
-                 const Generated &g, size_t promptTokens, const std::string &promptText, const std::string &report) {
+/// The JSON of a run (--json, and POST /generate's reply).
+json resultJson(const GenManifest &m, const Sampling &s, const planrt::Decoder &dec, const Generated &g,
+                const Prompt &p) {
   const int64_t W = m.model.window, V = m.model.vocab;
-  const std::vector<int32_t> &out = g.out;
-  std::string text;
-  if (m.bpe)
-    text = m.bpe->decode(out);
-  else if (V == 256)
-    for (int32_t id : out)
-      text.push_back(char(id));
+  json j{{"generate", m.generate},
+         {"model", m.model.model},
+         {"checkpoint", dec.checkpoint()},
+         {"prompt_tokens", p.tokens.size()},
+         {"tokens", g.out},
+         {"logprobs", g.logprobs},
+         {"temperature", s.temperature},
+         {"top_k", s.topK},
+         {"seed", s.seed},
+         {"window", W},
+         {"context_restarts", g.shifts},
+         {"stopped", g.stopped ? "timeout" : "max_tokens"},
+         {"prefill_s", g.prefillS},
+         {"decode_s", g.decodeS},
+         {"tokens_per_s", g.decodeS > 0 ? double(g.out.size()) / g.decodeS : 0.0}};
+  if (m.text()) {
+    std::string text;
+    if (m.bpe)
+      text = m.bpe->decode(g.out);
+    else if (V == 256)
+      for (int32_t id : g.out)
+        text.push_back(char(id));
+    j["text"] = text;
+    j["prompt"] = p.text;
+  }
+  if (!p.report.empty())
+    j["context"] = json::parse(p.report, nullptr, false);
+  return j;
+}
+
+/// The result on stdout: one JSON object (--json), the text (a text model) or the
+/// token ids; the timings on a terminal's stderr.
+void printResult(const Options &o, const json &j) {
   if (o.json) {
-    json j{{"generate", m.generate},
-           {"model", m.model.model},
-           {"checkpoint", dec.checkpoint()},
-           {"prompt_tokens", promptTokens},
-           {"tokens", out},
-           {"logprobs", g.logprobs},
-           {"temperature", s.temperature},
-           {"top_k", s.topK},
-           {"seed", s.seed},
-           {"window", W},
-           {"context_restarts", g.shifts},
-           {"prefill_s", g.prefillS},
-           {"decode_s", g.decodeS},
-           {"tokens_per_s", g.decodeS > 0 ? double(out.size()) / g.decodeS : 0.0}};
-    if (m.text()) {
-      j["text"] = text;
-      j["prompt"] = promptText;
-    }
-    if (!report.empty())
-      j["context"] = json::parse(report, nullptr, false);
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
-  } else if (m.text()) {
+  } else if (j.contains("text")) {
+    const std::string &text = j["text"].get_ref<const std::string &>();
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
   } else {
+    const json &out = j["tokens"];
     for (size_t i = 0; i < out.size(); ++i)
-      std::printf("%s%d", i ? " " : "", out[i]);
+      std::printf("%s%d", i ? " " : "", out[i].get<int>());
     std::printf("\n");
   }
   std::fflush(stdout);
   if (isatty(2))
-    std::fprintf(stderr, "planrt: %zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n", promptTokens,
-                 g.prefillS, out.size(), g.decodeS, g.decodeS > 0 ? double(out.size()) / g.decodeS : 0.0);
+    std::fprintf(stderr, "planrt: %zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n",
+                 j["prompt_tokens"].get<size_t>(), j["prefill_s"].get<double>(), j["tokens"].size(),
+                 j["decode_s"].get<double>(), j["tokens_per_s"].get<double>());
 }
 
 } // namespace
+
+namespace planrt::gen {
+
+struct Generator::Impl {
+  GenManifest m;
+  planrt_decode_fn prefill = nullptr, step = nullptr;
+  GroundFn ground;
+};
+
+Generator::Generator() : impl(std::make_unique<Impl>()) {}
+Generator::~Generator() = default;
+
+std::unique_ptr<Generator> Generator::open(const char *manifest, planrt_decode_fn prefill, planrt_decode_fn step,
+                                           GroundFn ground, std::string &error) {
+  std::unique_ptr<Generator> g(new Generator());
+  GenManifest &m = g->impl->m;
+  if (parseManifest(manifest, m) != PLANRT_OK) {
+    error = planrt_last_error();
+    return nullptr;
+  }
+  if (!m.tokenizer.empty() && !(m.bpe = planrt::tokenizer::Bpe::load(m.tokenizer, error))) {
+    error = "generate '" + m.generate + "': " + error;
+    return nullptr;
+  }
+  g->impl->prefill = prefill;
+  g->impl->step = step;
+  g->impl->ground = std::move(ground);
+  g->base = std::make_unique<Decoder>(m.model, prefill);
+  return g;
+}
+
+planrt_status Generator::load(const std::string &checkpoint) {
+  const GenManifest &m = impl->m;
+  return base->load(checkpoint.empty() ? m.checkpoint : checkpoint, "generate '" + m.generate + "'");
+}
+
+const std::string &Generator::name() const { return impl->m.generate; }
+const std::string &Generator::context() const { return impl->m.context; }
+
+std::variant<Prompt, Refusal> Generator::prepare(Options &o) const {
+  const GenManifest &m = impl->m;
+  bool grounded = !m.context.empty() && !o.noContext;
+  if (std::optional<Refusal> r = checkPrompt(m, o, grounded, bool(impl->ground)))
+    return *r;
+  Prompt p;
+  if (std::optional<Refusal> r = buildPrompt(m, o, grounded, impl->ground, p))
+    return *r;
+  return p;
+}
+
+json Generator::decode(const Options &o, const Prompt &p, Decoder &dec, const std::function<bool()> &stop) const {
+  const GenManifest &m = impl->m;
+  Sampling s{o.temperature.value_or(m.temperature), o.topK.value_or(m.topK), o.maxTokens.value_or(m.maxTokens),
+             o.seed ? uint64_t(*o.seed) : m.seed};
+  Generated g = decodeTokens(dec, impl->step, m, s, p.tokens, stop);
+  return resultJson(m, s, dec, g, p);
+}
+
+} // namespace planrt::gen
 
 extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestText, planrt_decode_fn prefill,
                                     planrt_decode_fn step, const char *retrievalManifest,
                                     const planrt_retrieval_models *models, planrt_ground_fn ground) {
   const char *argv0 = argc > 0 ? argv[0] : "generate";
-  GenManifest m;
-  if (parseManifest(manifestText, m) != PLANRT_OK) {
-    std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
-    return kExitError;
-  }
-  if (!m.tokenizer.empty()) {
-    std::string error;
-    if (!(m.bpe = planrt::tokenizer::Bpe::load(m.tokenizer, error))) {
-      std::fprintf(stderr, "planrt: error: generate '%s': %s\n", m.generate.c_str(), error.c_str());
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
+    if (!planrt_serve_generate) {
+      std::fprintf(stderr, "planrt: error: serve: this executable was linked without the serving runtime "
+                           "(libplanrt_retrieval); build it again with planc build\n");
       return kExitError;
     }
+    planrt::gen::Entries entries{manifestText, prefill, step, retrievalManifest, models, ground};
+    return planrt_serve_generate(argc, argv, 2, &entries);
+  }
+  planrt::gen::GroundFn groundFn;
+  if (ground && retrievalManifest)
+    groundFn = [=](const std::string &question, const std::string &instructions, int64_t k, std::string &prompt,
+                   std::string &report) {
+      char *p = nullptr, *j = nullptr;
+      if (int rc = ground(retrievalManifest, models, question.c_str(), instructions.c_str(), k, &p, &j))
+        return planrt_status(rc);
+      prompt = p;
+      report = j ? j : "";
+      std::free(p);
+      std::free(j);
+      return PLANRT_OK;
+    };
+  std::string error;
+  std::unique_ptr<planrt::gen::Generator> gen =
+      planrt::gen::Generator::open(manifestText, prefill, step, groundFn, error);
+  if (!gen) {
+    std::fprintf(stderr, "planrt: error: %s\n", error.c_str());
+    return kExitError;
   }
   Options o;
   if (std::optional<int> rc = parseOptions(argc, argv, argv0, o))
     return *rc;
-  bool grounded = !m.context.empty() && !o.noContext;
-  if (std::optional<int> rc = checkPrompt(argv0, m, o, grounded, ground && retrievalManifest))
-    return *rc;
-  std::vector<int32_t> tokens;
-  std::string promptText = o.prompt, report;
-  if (std::optional<int> rc =
-          buildPrompt(argv0, m, o, grounded, Grounding{retrievalManifest, models, ground}, tokens, promptText, report))
-    return *rc;
-
-  // Parameters.
-  planrt::Decoder dec(m.model, prefill);
-  std::string ckpt = o.checkpoint.empty() ? m.checkpoint : o.checkpoint;
-  if (dec.load(ckpt, "generate '" + m.generate + "'")) {
+  std::variant<Prompt, Refusal> prepared = gen->prepare(o);
+  if (const Refusal *r = std::get_if<Refusal>(&prepared)) {
+    if (r->usage)
+      return usageError(argv0, r->message);
+    std::fprintf(stderr, "planrt: error: %s\n", r->message.c_str());
+    return r->exit;
+  }
+  if (gen->load(o.checkpoint)) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return kExitError;
   }
-
-  Sampling s{o.temperature.value_or(m.temperature), o.topK.value_or(m.topK), o.maxTokens.value_or(m.maxTokens),
-             o.seed ? uint64_t(*o.seed) : m.seed};
-  Generated g = decode(dec, step, m, s, tokens);
-  printResult(m, o, s, dec, g, tokens.size(), promptText, report);
+  std::unique_ptr<planrt::Decoder> dec = gen->decoder();
+  printResult(o, gen->decode(o, std::get<Prompt>(prepared), *dec));
   return 0;
 }

@@ -2,6 +2,7 @@
 // The graph's parameters come as the JSON manifest that `plan-retrieval-abi` writes
 // (docs/RETRIEVAL.md, "The executable"); this reads it into a planrt_retrieval_config.
 #include "manifest_json.h"
+#include "retrieval.h"
 #include "planrt_manifest.h"
 #include "planrt_retrieval.h"
 #include "status.h"
@@ -34,14 +35,10 @@ int choice(const json &o, const char *key, std::initializer_list<const char *> n
   throw Malformed{std::string("'") + key + "' is '" + v + "'"};
 }
 
-/// A configuration and the strings it borrows.
-struct Config {
-  planrt_retrieval_config cfg{};
-  std::deque<std::string> strings; // push_back keeps earlier elements in place
-  std::vector<const char *> corpus;
-};
+} // namespace
 
-/// Reads a planc-retrieval-1 manifest; false (the message on stderr) if malformed.
+namespace planrt::rag {
+
 bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Config &config) {
   planrt_retrieval_config &cfg = config.cfg;
   std::deque<std::string> &strings = config.strings;
@@ -107,7 +104,47 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
   return true;
 }
 
-} // namespace
+planrt_status groundPrompt(const planrt_retrieval_config &cfg, const planrt_hit *hits, size_t count,
+                           const char *question, const char *instructions, std::string &prompt, std::string &report) {
+  bool quarantine = cfg.guard == PLANRT_GUARD_QUARANTINE;
+  json docs = json::array();
+  for (size_t i = 0; i < count; ++i) {
+    json flags = json::array();
+    for (size_t f = 0; f < hits[i].flag_count; ++f)
+      flags.push_back({{"begin", hits[i].flags[f].begin},
+                       {"end", hits[i].flags[f].end},
+                       {"kind", hits[i].flags[f].kind},
+                       {"score", hits[i].flags[f].score}});
+    docs.push_back({{"file", hits[i].file},
+                    {"begin", hits[i].begin},
+                    {"end", hits[i].end},
+                    {"sha256", hits[i].sha256},
+                    {"score", hits[i].score},
+                    {"flags", flags}});
+    if (hits[i].fused_rank)
+      docs.back()["rerank"] = {{"fused_rank", hits[i].fused_rank}, {"score", hits[i].rerank_score}};
+  }
+  prompt.clear();
+  if (quarantine) {
+    char *p = planrt_guard_prompt(instructions, question, hits, count);
+    if (!p)
+      return PLANRT_ERR_ARG;
+    prompt = p;
+    std::free(p);
+  } else { // guard = off: the documents, then the question, as plain text
+    for (size_t i = 0; i < count; ++i)
+      prompt += std::string(hits[i].text, hits[i].text_len) + "\n\n";
+    prompt += std::string(instructions) + "\n" + question + "\n";
+  }
+  json rep{{"graph", cfg.graph}, {"guard", quarantine ? "quarantine" : "off"}, {"documents", docs}};
+  report = rep.dump(-1, ' ', false, json::error_handler_t::replace);
+  return PLANRT_OK;
+}
+
+} // namespace planrt::rag
+
+using planrt::rag::Config;
+using planrt::rag::parseConfig;
 
 extern "C" int planrt_retrieval_main_manifest(int argc, char **argv, const char *manifest,
                                               const planrt_retrieval_models *models) {
@@ -136,38 +173,9 @@ extern "C" int planrt_retrieval_ground(const char *manifest, const planrt_retrie
   size_t count = 0;
   if (planrt_status s = planrt_retriever_query(r, question, k, config.cfg.search, config.cfg.fusion, &hits, &count))
     return s;
-  bool quarantine = config.cfg.guard == PLANRT_GUARD_QUARANTINE;
-  json docs = json::array();
-  for (size_t i = 0; i < count; ++i) {
-    json flags = json::array();
-    for (size_t f = 0; f < hits[i].flag_count; ++f)
-      flags.push_back({{"begin", hits[i].flags[f].begin},
-                       {"end", hits[i].flags[f].end},
-                       {"kind", hits[i].flags[f].kind},
-                       {"score", hits[i].flags[f].score}});
-    docs.push_back({{"file", hits[i].file},
-                    {"begin", hits[i].begin},
-                    {"end", hits[i].end},
-                    {"sha256", hits[i].sha256},
-                    {"score", hits[i].score},
-                    {"flags", flags}});
-    if (hits[i].fused_rank)
-      docs.back()["rerank"] = {{"fused_rank", hits[i].fused_rank}, {"score", hits[i].rerank_score}};
-  }
-  std::string text;
-  if (quarantine) {
-    char *p = planrt_guard_prompt(instructions, question, hits, count);
-    if (!p)
-      return PLANRT_ERR_ARG;
-    text = p;
-    std::free(p);
-  } else { // guard = off: the documents, then the question, as plain text
-    for (size_t i = 0; i < count; ++i)
-      text += std::string(hits[i].text, hits[i].text_len) + "\n\n";
-    text += std::string(instructions) + "\n" + question + "\n";
-  }
-  json rep{{"graph", config.cfg.graph}, {"guard", quarantine ? "quarantine" : "off"}, {"documents", docs}};
-  std::string repText = rep.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text, repText;
+  if (planrt_status s = planrt::rag::groundPrompt(config.cfg, hits, count, question, instructions, text, repText))
+    return s;
   *prompt = strdup(text.c_str());
   *report = strdup(repText.c_str());
   if (!*prompt || !*report)

@@ -5,6 +5,7 @@
 #include "planrt_retrieval.h"
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -135,6 +136,21 @@ std::vector<Flag> guardScan(std::string_view text);
 std::string guardQuote(std::string_view text, const std::vector<Flag> &flags);
 /// A hit's flags, as guardQuote takes them.
 std::vector<Flag> hitFlags(const planrt_hit &hit);
+
+// ---- manifest.cpp: a planc-built executable's retrieval manifest.
+/// A configuration and the strings it borrows.
+struct Config {
+  planrt_retrieval_config cfg{};
+  std::deque<std::string> strings; // push_back keeps earlier elements in place
+  std::vector<const char *> corpus;
+};
+/// Reads a planc-retrieval-1 manifest; false (the message in planrt_last_error()) if malformed.
+bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Config &config);
+/// A grounded prompt from a query's hits (planrt_retrieval_ground): the instruction
+/// section, and the hits as quoted data with provenance (guard = quarantine) or as
+/// plain text (off); `report` is the JSON of the documents and their flags.
+planrt_status groundPrompt(const planrt_retrieval_config &cfg, const planrt_hit *hits, size_t count,
+                           const char *question, const char *instructions, std::string &prompt, std::string &report);
 
 // ---- serve.cpp.
 /// `EXE serve [options]` (argv[first..] are the options): the exit status.

@@ -7,6 +7,7 @@
 #include "answer.h"
 #include "http.h"
 #include "retrieval.h"
+#include "service.h"
 #include "status.h"
 #include "store.h"
 
@@ -20,7 +21,6 @@
 #include <thread>
 
 namespace planrt::rag {
-namespace {
 
 using serve::HttpError;
 using serve::json;
@@ -37,31 +37,12 @@ struct Searcher {
 struct Snapshot {
   Store store;
   uint64_t generation = 0;
-  std::mutex m;
-  std::condition_variable freed;
-  std::vector<std::unique_ptr<Searcher>> idle;
+  Pool<Searcher> searchers;
 };
 
-/// A searcher taken from a snapshot for one request.
-class Lease {
-public:
-  explicit Lease(Snapshot &s) : snap(s) {
-    std::unique_lock<std::mutex> lock(s.m);
-    s.freed.wait(lock, [&] { return !s.idle.empty(); });
-    searcher = std::move(s.idle.back());
-    s.idle.pop_back();
-  }
-  ~Lease() {
-    std::lock_guard<std::mutex> lock(snap.m);
-    snap.idle.push_back(std::move(searcher));
-    snap.freed.notify_one();
-  }
-  Searcher &operator*() { return *searcher; }
+namespace {
 
-private:
-  Snapshot &snap;
-  std::unique_ptr<Searcher> searcher;
-};
+using Lease = Pool<Searcher>::Lease;
 
 /// The store's identity on disk: its manifest's inode and modification time.
 std::string storeIdentity(const std::string &dir) {
@@ -94,181 +75,182 @@ planrt_fusion parseFusion(const std::string &f, planrt_fusion fallback) {
   throw HttpError(400, "\"fusion\" takes weighted or rrf");
 }
 
-class Service {
-public:
-  Service(const planrt_retrieval_config &cfg, int searchers) : cfg(cfg), searchers(searchers) {}
-
-  /// Opens the store (verified) with its searchers; the current one on success.
-  planrt_status open(std::shared_ptr<Snapshot> &out) {
-    auto snap = std::make_shared<Snapshot>();
-    std::string before = storeIdentity(storePath(cfg));
-    if (planrt_status s = openStore(cfg, &snap->store))
-      return s;
-    try {
-      for (int i = 0; i < searchers; ++i) {
-        auto s = std::make_unique<Searcher>();
-        s->keyword = openKeyword(snap->store);
-        if (planrt_status st = openEmbedder(cfg, s->embedder))
-          return st;
-        if (planrt_status st = openReranker(cfg, s->reranker))
-          return st;
-        snap->idle.push_back(std::move(s));
-      }
-    } catch (const Xapian::Error &e) {
-      return planrt::fail(PLANRT_ERR_FORMAT, "%s: Xapian cannot open it: %s", snap->store.dir.c_str(),
-                          e.get_description().c_str());
-    }
-    std::lock_guard<std::mutex> lock(swap);
-    snap->generation = ++generations;
-    seen = before;
-    current = snap;
-    out = snap;
-    return PLANRT_OK;
-  }
-
-  std::shared_ptr<Snapshot> now() {
-    std::lock_guard<std::mutex> lock(swap);
-    return current;
-  }
-
-  json query(const serve::Request &req) {
-    const json &b = req.body;
-    serve::onlyFields(b, {"text", "k", "mode", "fusion", "rerank"});
-    std::string text = serve::textField(b, "text", true, size_t(1) << 20);
-    if (text.empty())
-      throw HttpError(400, "\"text\" is empty");
-    int64_t k = serve::intField(b, "k", 0, 1, 10000);
-    planrt_search_kind mode = parseMode(serve::textField(b, "mode", false, 16), cfg.search);
-    planrt_fusion fusion = parseFusion(serve::textField(b, "fusion", false, 16), cfg.fusion);
-    const json &rerank = serve::field(b, "rerank");
-    if (!rerank.is_null() && !rerank.is_boolean())
-      throw HttpError(400, "\"rerank\" must be true or false");
-    static thread_local bool oneThread = (omp_set_num_threads(1), true); // the pool is the parallelism
-    (void)oneThread;
-    std::shared_ptr<Snapshot> snap = now();
-    Lease lease(*snap);
-    Searcher &s = *lease;
-    Reranker *reranker = rerank.is_boolean() && !rerank.get<bool>() ? nullptr : s.reranker.get();
-    if (search(cfg, snap->store, s.keyword, *s.embedder, reranker, text.c_str(), k, mode, fusion, s.answer))
-      throw HttpError(500, planrt_last_error());
-    if (serve::Clock::now() > req.deadline)
-      throw HttpError(503, "the query took longer than the server's --timeout");
-    return answerJson(cfg, text, mode, fusion, s.answer.hits.data(), s.answer.hits.size());
-  }
-
-  json reload(const serve::Request &req) {
-    serve::onlyFields(req.body, {"ingest"});
-    const json &ingest = serve::field(req.body, "ingest");
-    if (!ingest.is_null() && !ingest.is_boolean())
-      throw HttpError(400, "\"ingest\" must be true or false");
-    bool reingest = ingest.is_null() || ingest.get<bool>();
-    std::lock_guard<std::mutex> lock(reloading);
-    auto t0 = serve::Clock::now();
-    json out = json::object();
-    planrt_ingest_report r{};
-    if (reingest && planrt_retrieval_ingest(&cfg, 0, &r) != PLANRT_OK)
-      return failedReload(std::string("ingest failed: ") + planrt_last_error());
-    std::shared_ptr<Snapshot> snap;
-    if (open(snap) != PLANRT_OK)
-      return failedReload(planrt_last_error());
-    ++reloadsOk;
-    out["generation"] = snap->generation;
-    out["chunks"] = snap->store.chunks.size();
-    out["store"] = snap->store.dir;
-    if (reingest)
-      out["ingest"] = {{"files", r.files},         {"added", r.files_added},       {"changed", r.files_changed},
-                       {"unchanged", r.files_unchanged}, {"removed", r.files_removed}, {"chunks", r.chunks},
-                       {"embedded", r.chunks_embedded}, {"reused", r.chunks_reused}};
-    else
-      out["ingest"] = nullptr;
-    out["seconds"] = std::chrono::duration<double>(serve::Clock::now() - t0).count();
-    std::fprintf(stderr, "serve: store generation %llu: %zu chunks\n", (unsigned long long)snap->generation,
-                 snap->store.chunks.size());
-    return out;
-  }
-
-  json health(const serve::Request &) {
-    std::shared_ptr<Snapshot> snap = now();
-    return {{"status", "ok"},
-            {"graph", cfg.graph},
-            {"store", snap->store.dir},
-            {"chunks", snap->store.chunks.size()},
-            {"generation", snap->generation}};
-  }
-
-  std::string metrics() {
-    std::shared_ptr<Snapshot> snap = now();
-    return "# HELP planc_store_chunks Chunks in the store being served.\n# TYPE planc_store_chunks gauge\n"
-           "planc_store_chunks " +
-           std::to_string(snap->store.chunks.size()) +
-           "\n# HELP planc_store_generation Stores opened since the start (1: the first).\n"
-           "# TYPE planc_store_generation gauge\nplanc_store_generation " +
-           std::to_string(snap->generation) +
-           "\n# HELP planc_reloads_total Store reloads, by result.\n# TYPE planc_reloads_total counter\n"
-           "planc_reloads_total{result=\"ok\"} " +
-           std::to_string(reloadsOk.load()) + "\nplanc_reloads_total{result=\"failed\"} " +
-           std::to_string(reloadsFailed.load()) + "\n";
-  }
-
-  /// Swaps in a store that `ingest` replaced on disk, checking twice a second.
-  void watch() {
-    watcher = std::thread([this] {
-      std::unique_lock<std::mutex> lock(stopping);
-      while (!stopped.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop; })) {
-        std::string id = storeIdentity(storePath(cfg));
-        std::lock_guard<std::mutex> r(reloading);
-        if (id.empty() || id == seenIdentity())
-          continue;
-        std::shared_ptr<Snapshot> snap;
-        if (open(snap) == PLANRT_OK) {
-          ++reloadsOk;
-          std::fprintf(stderr, "serve: the store changed on disk: generation %llu, %zu chunks\n",
-                       (unsigned long long)snap->generation, snap->store.chunks.size());
-        } else {
-          ++reloadsFailed;
-          std::lock_guard<std::mutex> l(swap);
-          seen = id; // not again until it changes again
-          std::fprintf(stderr, "serve: the store changed on disk but cannot be opened (still serving the last "
-                               "one): %s\n", planrt_last_error());
-        }
-      }
-    });
-  }
-
-  void unwatch() {
-    {
-      std::lock_guard<std::mutex> lock(stopping);
-      stop = true;
-    }
-    stopped.notify_all();
-    if (watcher.joinable())
-      watcher.join();
-  }
-
-private:
-  json failedReload(const std::string &why) {
-    ++reloadsFailed;
-    throw HttpError(500, "reload failed (still serving generation " + std::to_string(now()->generation) +
-                             "): " + why);
-  }
-  std::string seenIdentity() {
-    std::lock_guard<std::mutex> lock(swap);
-    return seen;
-  }
-
-  planrt_retrieval_config cfg;
-  int searchers;
-  std::mutex swap, reloading, stopping;
-  std::shared_ptr<Snapshot> current;
-  std::string seen;
-  uint64_t generations = 0;
-  std::atomic<uint64_t> reloadsOk{0}, reloadsFailed{0};
-  std::condition_variable stopped;
-  bool stop = false;
-  std::thread watcher;
-};
+/// FAISS runs single-threaded in a worker: the pool is the parallelism.
+void oneFaissThread() {
+  static thread_local bool set = (omp_set_num_threads(1), true);
+  (void)set;
+}
 
 } // namespace
+
+planrt_status Service::open() {
+  auto snap = std::make_shared<Snapshot>();
+  std::string before = storeIdentity(storePath(cfg));
+  if (planrt_status s = openStore(cfg, &snap->store))
+    return s;
+  try {
+    for (int i = 0; i < searchers; ++i) {
+      auto s = std::make_unique<Searcher>();
+      s->keyword = openKeyword(snap->store);
+      if (planrt_status st = openEmbedder(cfg, s->embedder))
+        return st;
+      if (planrt_status st = openReranker(cfg, s->reranker))
+        return st;
+      snap->searchers.add(std::move(s));
+    }
+  } catch (const Xapian::Error &e) {
+    return planrt::fail(PLANRT_ERR_FORMAT, "%s: Xapian cannot open it: %s", snap->store.dir.c_str(),
+                        e.get_description().c_str());
+  }
+  std::lock_guard<std::mutex> lock(swap);
+  snap->generation = ++generations;
+  seen = before;
+  current = snap;
+  return PLANRT_OK;
+}
+
+std::shared_ptr<Snapshot> Service::now() {
+  std::lock_guard<std::mutex> lock(swap);
+  return current;
+}
+
+size_t Service::chunks() { return now()->store.chunks.size(); }
+uint64_t Service::generation() { return now()->generation; }
+
+json Service::query(const serve::Request &req) {
+  const json &b = req.body;
+  serve::onlyFields(b, {"text", "k", "mode", "fusion", "rerank"});
+  std::string text = serve::textField(b, "text", true, size_t(1) << 20);
+  if (text.empty())
+    throw HttpError(400, "\"text\" is empty");
+  int64_t k = serve::intField(b, "k", 0, 1, 10000);
+  planrt_search_kind mode = parseMode(serve::textField(b, "mode", false, 16), cfg.search);
+  planrt_fusion fusion = parseFusion(serve::textField(b, "fusion", false, 16), cfg.fusion);
+  const json &rerank = serve::field(b, "rerank");
+  if (!rerank.is_null() && !rerank.is_boolean())
+    throw HttpError(400, "\"rerank\" must be true or false");
+  oneFaissThread();
+  std::shared_ptr<Snapshot> snap = now();
+  Lease lease(snap->searchers);
+  Searcher &s = *lease;
+  Reranker *reranker = rerank.is_boolean() && !rerank.get<bool>() ? nullptr : s.reranker.get();
+  if (search(cfg, snap->store, s.keyword, *s.embedder, reranker, text.c_str(), k, mode, fusion, s.answer))
+    throw HttpError(500, planrt_last_error());
+  if (serve::Clock::now() > req.deadline)
+    throw HttpError(503, "the query took longer than the server's --timeout");
+  return answerJson(cfg, text, mode, fusion, s.answer.hits.data(), s.answer.hits.size());
+}
+
+planrt_status Service::ground(const std::string &question, const std::string &instructions, int64_t k,
+                              std::string &prompt, std::string &report) {
+  oneFaissThread();
+  std::shared_ptr<Snapshot> snap = now();
+  Lease lease(snap->searchers);
+  Searcher &s = *lease;
+  if (planrt_status st = search(cfg, snap->store, s.keyword, *s.embedder, s.reranker.get(), question.c_str(), k,
+                                cfg.search, cfg.fusion, s.answer))
+    return st;
+  return groundPrompt(cfg, s.answer.hits.data(), s.answer.hits.size(), question.c_str(), instructions.c_str(),
+                      prompt, report);
+}
+
+json Service::reload(const serve::Request &req) {
+  serve::onlyFields(req.body, {"ingest"});
+  const json &ingest = serve::field(req.body, "ingest");
+  if (!ingest.is_null() && !ingest.is_boolean())
+    throw HttpError(400, "\"ingest\" must be true or false");
+  bool reingest = ingest.is_null() || ingest.get<bool>();
+  std::lock_guard<std::mutex> lock(reloading);
+  auto t0 = serve::Clock::now();
+  json out = json::object();
+  planrt_ingest_report r{};
+  if (reingest && planrt_retrieval_ingest(&cfg, 0, &r) != PLANRT_OK)
+    failedReload(std::string("ingest failed: ") + planrt_last_error());
+  if (open() != PLANRT_OK)
+    failedReload(planrt_last_error());
+  ++reloadsOk;
+  std::shared_ptr<Snapshot> snap = now();
+  out["generation"] = snap->generation;
+  out["chunks"] = snap->store.chunks.size();
+  out["store"] = snap->store.dir;
+  if (reingest)
+    out["ingest"] = {{"files", r.files},         {"added", r.files_added},       {"changed", r.files_changed},
+                     {"unchanged", r.files_unchanged}, {"removed", r.files_removed}, {"chunks", r.chunks},
+                     {"embedded", r.chunks_embedded}, {"reused", r.chunks_reused}};
+  else
+    out["ingest"] = nullptr;
+  out["seconds"] = std::chrono::duration<double>(serve::Clock::now() - t0).count();
+  std::fprintf(stderr, "serve: store generation %llu: %zu chunks\n", (unsigned long long)snap->generation,
+               snap->store.chunks.size());
+  return out;
+}
+
+void Service::failedReload(const std::string &why) {
+  ++reloadsFailed;
+  throw HttpError(500, "reload failed (still serving generation " + std::to_string(now()->generation) + "): " + why);
+}
+
+json Service::health() {
+  std::shared_ptr<Snapshot> snap = now();
+  return {{"status", "ok"},
+          {"graph", cfg.graph},
+          {"store", snap->store.dir},
+          {"chunks", snap->store.chunks.size()},
+          {"generation", snap->generation}};
+}
+
+std::string Service::metrics() {
+  std::shared_ptr<Snapshot> snap = now();
+  return "# HELP planc_store_chunks Chunks in the store being served.\n# TYPE planc_store_chunks gauge\n"
+         "planc_store_chunks " +
+         std::to_string(snap->store.chunks.size()) +
+         "\n# HELP planc_store_generation Stores opened since the start (1: the first).\n"
+         "# TYPE planc_store_generation gauge\nplanc_store_generation " +
+         std::to_string(snap->generation) +
+         "\n# HELP planc_reloads_total Store reloads, by result.\n# TYPE planc_reloads_total counter\n"
+         "planc_reloads_total{result=\"ok\"} " +
+         std::to_string(reloadsOk.load()) + "\nplanc_reloads_total{result=\"failed\"} " +
+         std::to_string(reloadsFailed.load()) + "\n";
+}
+
+std::string Service::seenIdentity() {
+  std::lock_guard<std::mutex> lock(swap);
+  return seen;
+}
+
+void Service::watch() {
+  watcher = std::thread([this] {
+    std::unique_lock<std::mutex> lock(stopping);
+    while (!stopped.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop; })) {
+      std::string id = storeIdentity(storePath(cfg));
+      std::lock_guard<std::mutex> r(reloading);
+      if (id.empty() || id == seenIdentity())
+        continue;
+      if (open() == PLANRT_OK) {
+        ++reloadsOk;
+        std::fprintf(stderr, "serve: the store changed on disk: generation %llu, %zu chunks\n",
+                     (unsigned long long)generation(), chunks());
+      } else {
+        ++reloadsFailed;
+        std::lock_guard<std::mutex> l(swap);
+        seen = id; // not again until it changes again
+        std::fprintf(stderr,
+                     "serve: the store changed on disk but cannot be opened (still serving the last one): %s\n",
+                     planrt_last_error());
+      }
+    }
+  });
+}
+
+void Service::unwatch() {
+  {
+    std::lock_guard<std::mutex> lock(stopping);
+    stop = true;
+  }
+  stopped.notify_all();
+  if (watcher.joinable())
+    watcher.join();
+}
 
 int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, int first) {
   serve::Options o;
@@ -279,18 +261,16 @@ int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, in
   }
   int threads = serve::workerThreads(o);
   Service service(cfg, threads);
-  std::shared_ptr<Snapshot> snap;
-  if (service.open(snap) != PLANRT_OK) {
+  if (service.open() != PLANRT_OK) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
   }
-  std::string what = std::string("retrieval graph '") + cfg.graph + "', " + std::to_string(snap->store.chunks.size()) +
+  std::string what = std::string("retrieval graph '") + cfg.graph + "', " + std::to_string(service.chunks()) +
                      " chunks, " + std::to_string(threads) + " threads";
-  snap.reset();
   std::vector<serve::Route> routes = {
       {"POST", "/query", [&](const serve::Request &r) { return service.query(r); }},
       {"POST", "/reload", [&](const serve::Request &r) { return service.reload(r); }},
-      {"GET", "/health", [&](const serve::Request &r) { return service.health(r); }},
+      {"GET", "/health", [&](const serve::Request &) { return service.health(); }},
       {"POST", "/generate",
        [&](const serve::Request &) -> json {
          throw HttpError(404, std::string("retrieval graph '") + cfg.graph +

@@ -16,6 +16,10 @@
 #   * grounded generation: the prompt holds the retrieved documents in its DATA section with
 #     their provenance, an injected instruction in a document is flagged and never reaches the
 #     INSTRUCTIONS section, and --no-context decodes the bare prompt;
+#   * `serve` (test/e2e/serve_client.py): POST /generate equals the command line's --json,
+#     concurrent requests equal each alone, bad requests 400, a request past --timeout
+#     stops early, a reload loads the newest checkpoint; the grounded executable's
+#     generation and POST /query equal the command line's;
 #   * bad input: a missing checkpoint, a checkpoint of another model (a tensor it lacks named), token ids outside the
 #     vocabulary, an empty prompt, text for a model without a byte vocabulary, a window past
 #     the positional table, a file with several entries and no --entry.
@@ -232,6 +236,29 @@ PYEOF
 ./grounded "$QUESTION" --no-context --json > bare.json
 "$PY" -c "import json,sys; g=json.load(open('bare.json')); sys.exit(0 if g['prompt'].startswith('What does') and 'context' not in g else 1)" \
   || fail "--no-context still retrieved"
+
+echo "== serve"
+serve() { # serve NAME EXE [options]: in the background; sets PID and PORT
+  local name=$1 exe=$2
+  shift 2
+  ./$exe serve --listen 127.0.0.1:0 --access-log off "$@" 2> "$name.err" &
+  PID=$!
+  for _ in $(seq 100); do
+    PORT=$(grep -o 'http://127.0.0.1:[0-9]*' "$name.err" 2>/dev/null | sed 's/.*://' || true)
+    [[ -n "$PORT" ]] && return 0
+    kill -0 "$PID" 2>/dev/null || { cat "$name.err"; fail "$exe serve exited at start"; }
+    sleep 0.1
+  done
+  fail "$exe serve printed no ready line"
+}
+serve gen_serve gpt_gen --timeout 2
+"$PY" "$ROOT/test/e2e/serve_client.py" generate "$PORT" "$WORK" || fail "serving gpt_gen"
+kill -TERM "$PID"
+wait "$PID" || fail "gpt_gen serve exited with status $? after SIGTERM"
+serve grounded_serve grounded
+"$PY" "$ROOT/test/e2e/serve_client.py" grounded "$PORT" "$WORK" || fail "serving grounded"
+kill -TERM "$PID"
+wait "$PID" || fail "grounded serve exited with status $? after SIGTERM"
 
 echo "== bad input"
 expect() {  # expect STATUS PATTERN -- command...

@@ -5,10 +5,13 @@
   serve_client.py reload PORT TOKEN_FILE WORKDIR
   serve_client.py access-log FILE TOKEN_FILE
   serve_client.py drain PORT PID
+  serve_client.py generate PORT WORKDIR     (a generate executable's server: gpt_gen)
+  serve_client.py grounded PORT WORKDIR     (a grounded one: grounded)
 """
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -260,6 +263,110 @@ def drain(port, pid):
     print("serve_client: after SIGTERM no new connection is accepted, and the request in flight is answered")
 
 
+SAME = ("tokens", "logprobs", "text", "prompt", "prompt_tokens", "checkpoint", "temperature", "top_k", "seed",
+        "context", "stopped", "context_restarts")
+
+
+def same_run(got, want, what):
+    for key in SAME:
+        if got.get(key) != want.get(key):
+            fail(f"{what}: {key} is {str(got.get(key))[:200]}, the command line's {str(want.get(key))[:200]}")
+
+
+def cli(work, exe, *args):
+    out = subprocess.run([f"./{exe}", *args, "--json"], cwd=work, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def generate(port, work):
+    c = Client(port)
+    runs = [({"prompt": "The license", "max_tokens": 30}, ["The license", "--max-tokens", "30"]),
+            ({"prompt": "The", "max_tokens": 40, "temperature": 1, "top_k": 5, "seed": 9},
+             ["The", "--max-tokens", "40", "--temperature", "1", "--top-k", "5", "--seed", "9"]),
+            ({"tokens": [84, 104, 101], "max_tokens": 10}, ["--tokens", "84 104 101", "--max-tokens", "10"])]
+    for body, args in runs:
+        got, _ = expect(c, "POST", "/generate", 200, body=body)
+        same_run(got, cli(work, "gpt_gen", *args), f"POST /generate {body}")
+    print("serve_client: POST /generate equals the command line's --json (greedy, sampled, token ids)")
+
+    # Eight clients at once, each request against its answer alone: decoders share no state.
+    bodies = [{"prompt": f"Section {i}", "max_tokens": 48, "temperature": 0.9, "seed": i} for i in range(24)]
+    alone = [expect(c, "POST", "/generate", 200, body=b)[0]["tokens"] for b in bodies]
+    together, errors = [None] * len(bodies), []
+
+    def worker(w):
+        cw = Client(port)
+        for i in range(w, len(bodies), 8):
+            status, _, payload = cw.call("POST", "/generate", body=bodies[i])
+            if status != 200:
+                errors.append(payload[:200])
+            else:
+                together[i] = json.loads(payload)["tokens"]
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors or together != alone:
+        fail(f"concurrent generation differs from one at a time: {errors[:2]}")
+    print(f"serve_client: {len(bodies)} requests from 8 clients at once equal each one alone")
+
+    bad = [({"prompt": "x", "tokens": [1]}, "one way"), ({"tokens": [999]}, "not a token id"),
+           ({"prompt": ""}, "empty"), ({"prompt": "x", "temperature": -1}, "temperature"),
+           ({"prompt": "x", "max_tokens": 0}, "max_tokens"), ({"prompt": "x", "k": 2}, "retrieves nothing"),
+           ({"prompt": "x", "bogus": 1}, "unknown field"), ({}, "required"), ({"tokens": "1 2"}, "tokens"),
+           ({"prompt": "x", "context": "no"}, "context")]
+    for body, why in bad:
+        expect(c, "POST", "/generate", 400, body=body, has=why)
+    expect(c, "POST", "/query", 404, body={"text": "x"}, has="retrieves nothing")
+    expect(c, "POST", "/reload", 400, body={"ingest": True}, has="retrieves nothing")
+    print(f"serve_client: {len(bad)} bad requests 400, POST /query 404 on a generate executable")
+
+    long, _ = expect(c, "POST", "/generate", 200, body={"prompt": "The", "max_tokens": 1 << 20})
+    if long["stopped"] != "timeout" or not 0 < len(long["tokens"]) < 1 << 20:
+        fail(f"a request past --timeout: stopped {long['stopped']}, {len(long['tokens'])} tokens")
+    print(f"serve_client: a request past --timeout stops at {len(long['tokens'])} tokens (\"stopped\": \"timeout\")")
+
+    health, _ = expect(c, "GET", "/health", 200)
+    newer = os.path.join(work, "ckpt", "gpt", "step-00000300.safetensors")
+    shutil.copyfile(health["checkpoint"], newer)
+    try:
+        doc, _ = expect(c, "POST", "/reload", 200, body={})
+    finally:
+        os.remove(newer)
+    if doc["generation"] != 2 or doc["checkpoint"] != newer or doc["context"] is not None:
+        fail(f"POST /reload: {doc}")
+    got, _ = expect(c, "POST", "/generate", 200, body={"prompt": "The license", "max_tokens": 5})
+    if got["checkpoint"] != newer:
+        fail(f"after the reload the server decodes with {got['checkpoint']}")
+    m = metrics(expect(c, "GET", "/metrics", 200)[0])
+    if m["planc_checkpoint_generation"] != 2 or m["planc_generated_tokens_total"] < 30 + 40 + 10 + 48 * 48:
+        fail("metrics: checkpoint generation or generated tokens")
+    print("serve_client: POST /reload loads the newest checkpoint; /metrics counts the tokens")
+
+
+def grounded(port, work):
+    c = Client(port)
+    question = "What does the Apache License require, a NOTICE file?"
+    got, _ = expect(c, "POST", "/generate", 200, body={"prompt": question, "k": 4})
+    same_run(got, cli(work, "grounded", question, "--k", "4"), "grounded POST /generate")
+    got, _ = expect(c, "POST", "/generate", 200, body={"prompt": question, "context": False})
+    same_run(got, cli(work, "grounded", question, "--no-context"), "POST /generate with context false")
+    want = subprocess.run(["./rag", "query", "Apache NOTICE file", "--k", "3", "--json"], cwd=work, check=True,
+                          capture_output=True, text=True).stdout
+    got, _ = expect(c, "POST", "/query", 200, body={"text": "Apache NOTICE file", "k": 3})
+    if got != json.loads(want):
+        fail("a grounded generate executable's POST /query differs from the retrieval executable's query --json")
+    doc, _ = expect(c, "POST", "/reload", 200, body={"ingest": False})
+    if doc["context"]["generation"] != 2 or doc["context"]["ingest"] is not None:
+        fail(f"POST /reload of a grounded executable: {doc}")
+    health, _ = expect(c, "GET", "/health", 200)
+    if health["context"]["graph"] != "licenses":
+        fail(f"health: {health}")
+    print("serve_client: grounded POST /generate equals the command line (with and without context); "
+          "POST /query equals the retrieval executable's; reload swaps the store too")
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "endpoints":
@@ -268,6 +375,10 @@ def main():
         reload(int(sys.argv[2]), open(sys.argv[3]).read().strip(), sys.argv[4])
     elif cmd == "access-log":
         access_log(sys.argv[2], sys.argv[3])
+    elif cmd == "generate":
+        generate(int(sys.argv[2]), sys.argv[3])
+    elif cmd == "grounded":
+        grounded(int(sys.argv[2]), sys.argv[3])
     elif cmd == "drain":
         drain(int(sys.argv[2]), int(sys.argv[3]))
     else:

@@ -272,7 +272,8 @@ int runBuild(const Options &opts, const sema::Program &program, lang::Diags &dia
             (opts.target == "cuda" ? succeeded(cuda::link(std::string(object), exe, self, error))
                                    // cuda-host: the CPU's libraries (host loops, the CPU kernels).
                                    : succeeded(cpu::link(std::string(object), exe, self, error,
-                                                         module->lookupSymbol("planc_retrieval_manifest") != nullptr)));
+                                                         module->lookupSymbol("planc_retrieval_manifest") ||
+                                                             module->lookupSymbol("planc_generate_manifest"))));
   llvm::sys::fs::remove(object);
   if (!ok) {
     llvm::errs() << "planc: error: " << error << "\n";

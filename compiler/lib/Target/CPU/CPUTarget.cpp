@@ -173,8 +173,10 @@ LogicalResult link(const std::string &object, const std::string &exe, const std:
   SmallVector<StringRef> args{*cc, object, "-o", exe, "-L", rt, rpath};
   args.append(flags.begin(), flags.end());
   args.append({"-lplanrt", "-lopenblas", "-lm"});
+  // Kept even where nothing refers to it (GCC links --as-needed here): a generate
+  // executable's `serve` is in it, which libplanrt reaches through a weak symbol.
   if (retrieval)
-    args.push_back("-lplanrt_retrieval");
+    args.append({"-Wl,--push-state,--no-as-needed", "-lplanrt_retrieval", "-Wl,--pop-state"});
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0) {
