@@ -67,6 +67,11 @@ typedef struct {
   const char *rerank_checkpoint;
   int64_t rerank_top;                    /* results kept after re-ranking */
   const planrt_retrieval_models *models; /* the compiled entries (planrt.h) */
+
+  /* HNSW indexes (faiss("HNSW32", ef_search: N, ef_construction: N)); 0 = FAISS's
+   * defaults (16 and 40). ef_construction shapes the stored graph (part of the
+   * store's fingerprint); ef_search is the candidate list of a query. */
+  int64_t ef_search, ef_construction;
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]

@@ -81,6 +81,8 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
     cfg.index_factory = keep(str(m, "index"));
     cfg.metric = planrt_metric(choice(m, "metric", {"ip", "l2"}));
     cfg.nprobe = num(m, "nprobe");
+    cfg.ef_search = num(m, "ef_search");
+    cfg.ef_construction = num(m, "ef_construction");
     cfg.search = planrt_search_kind(choice(m, "search", {"vector", "keyword", "hybrid"}));
     cfg.vector_weight = real(m, "vector_weight");
     cfg.keyword_weight = real(m, "keyword_weight");

@@ -6,6 +6,7 @@
 #include "status.h"
 
 #include <faiss/IVFlib.h>
+#include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
@@ -248,6 +249,8 @@ planrt_status writeIndex(const planrt_retrieval_config &cfg, const Built &b, con
     return s;
   faiss::Index::idx_t n = faiss::Index::idx_t(b.chunks.size());
   try {
+    if (auto *hnsw = dynamic_cast<faiss::IndexHNSW *>(index.get()); hnsw && cfg.ef_construction > 0)
+      hnsw->hnsw.efConstruction = int(cfg.ef_construction);
     if (!index->is_trained) {
       if (const faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(index.get()); ivf && size_t(n) < ivf->nlist)
         return fail(PLANRT_ERR_ARG,
@@ -455,7 +458,10 @@ std::string configText(const planrt_retrieval_config &cfg, const Embedder &embed
                 chunkName(cfg.chunk), (long long)cfg.chunk_size, (long long)cfg.chunk_overlap,
                 embedder.describe().c_str(), cfg.index_factory ? cfg.index_factory : "",
                 cfg.metric == PLANRT_METRIC_L2 ? "l2" : "ip", kStemmer);
-  return buf;
+  std::string text = buf;
+  if (cfg.ef_construction > 0) // only then, so that stores built before the key stay valid
+    text += " ef_construction=" + std::to_string(cfg.ef_construction);
+  return text;
 }
 
 std::string storePath(const planrt_retrieval_config &cfg) {
@@ -493,6 +499,8 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
                 cfg.vector_weight, cfg.keyword_weight);
   if (cfg.rrf_k < 0)
     return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
+  if (cfg.ef_search < 0 || cfg.ef_construction < 0)
+    return fail(PLANRT_ERR_ARG, "%sef_search and ef_construction must be ≥ 0", w.c_str());
   if (cfg.nprobe < 0)
     return fail(PLANRT_ERR_ARG, "%snprobe = %lld: must be ≥ 0", w.c_str(), (long long)cfg.nprobe);
   if (cfg.rerank == PLANRT_RERANK_MODEL && (!cfg.rerank_model || !*cfg.rerank_model || !cfg.rerank_checkpoint ||
@@ -546,6 +554,8 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   if (cfg.nprobe > 0)
     if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(store->index.get()))
       ivf->nprobe = size_t(cfg.nprobe);
+  if (auto *hnsw = dynamic_cast<faiss::IndexHNSW *>(store->index.get()); hnsw && cfg.ef_search > 0)
+    hnsw->hnsw.efSearch = int(cfg.ef_search);
   return PLANRT_OK;
 }
 

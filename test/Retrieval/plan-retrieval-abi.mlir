@@ -6,6 +6,7 @@
 // RUN: planc emit %examples/rag.plan --entry docs --stage sched | FileCheck %s
 // RUN: planc emit %S/Inputs/small.plan --stage sched 2>&1 | FileCheck %s --check-prefix=SMALL
 // RUN: planc emit %S/Inputs/models.plan --stage sched 2>&1 | FileCheck %s --check-prefix=MODELS
+// RUN: planc emit %S/Inputs/hnsw.plan --stage sched 2>&1 | FileCheck %s --check-prefix=HNSW
 
 // CHECK-NOT: plan.
 // CHECK: llvm.mlir.global internal constant @planc_retrieval_manifest("{
@@ -19,6 +20,10 @@
 // CHECK-SAME: \22search\22:\22hybrid\22,\22store\22:\22{{.*}}/examples/index/docs\22,\22top\22:20,\22vector_weight\22:0.69999999999999996}\00")
 // CHECK-NOT: func.func
 // CHECK-NOT: llvm.func @main
+
+// An HNSW index with its build and search options (0 elsewhere: FAISS's defaults).
+// HNSW: \22ef_construction\22:80,\22ef_search\22:64,
+// HNSW-SAME: \22index\22:\22HNSW32\22
 
 // A graph with reciprocal-rank fusion (k 30), sentences, L2 and the guard off.
 // SMALL: \22chunk\22:\22sentences\22

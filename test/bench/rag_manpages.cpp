@@ -4,7 +4,8 @@
 // NAME description; the relevant document is that page. Queries alternate between
 // a dev half (where fusion weights are chosen) and a test half (reported).
 //
-//   rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N] [--ingest-only 1]
+//   rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]
+//                [--chunk N] [--overlap N] [--ingest-only 1]
 #include "planrt_retrieval.h"
 
 #include <algorithm>
@@ -52,11 +53,12 @@ void die(const char *what) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--dim D] [--chunk N] [--overlap N]\n");
+                 "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]\n"
+                 "                    [--chunk N] [--overlap N]\n");
     return 2;
   }
   std::string work = argv[1], factory = "Flat";
-  long nprobe = 8, dim = 384, chunk = 256, overlap = 32;
+  long nprobe = 8, dim = 384, chunk = 256, overlap = 32, efSearch = 0, efConstruction = 0;
   bool ingestOnly = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -70,6 +72,10 @@ int main(int argc, char **argv) {
       chunk = std::atol(argv[i + 1]);
     else if (a == "--overlap")
       overlap = std::atol(argv[i + 1]);
+    else if (a == "--ef-search")
+      efSearch = std::atol(argv[i + 1]);
+    else if (a == "--ef-construction")
+      efConstruction = std::atol(argv[i + 1]);
     else if (a == "--ingest-only")
       ingestOnly = std::atoi(argv[i + 1]) != 0;
   }
@@ -89,6 +95,8 @@ int main(int argc, char **argv) {
   cfg.index_factory = factory.c_str();
   cfg.metric = PLANRT_METRIC_IP;
   cfg.nprobe = nprobe;
+  cfg.ef_search = efSearch;
+  cfg.ef_construction = efConstruction;
   cfg.search = PLANRT_SEARCH_HYBRID;
   cfg.top = 50;
   cfg.vector_weight = 0.5;
@@ -120,9 +128,9 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
-              "faiss(\"%s\", ip, nprobe: %ld), %zu queries (%zu dev / %zu test)\n",
+              "faiss(\"%s\", ip, nprobe: %ld, ef_search: %ld, ef_construction: %ld), %zu queries (%zu dev / %zu test)\n",
               (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap, dim,
-              factory.c_str(), nprobe, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
+              factory.c_str(), nprobe, efSearch, efConstruction, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
   std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
               rep.chunks / ingestS);
   // Again with nothing changed: every chunk and vector is reused; the indexes are rebuilt.

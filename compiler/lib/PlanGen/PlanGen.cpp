@@ -278,7 +278,7 @@ private:
         i64(r.embed.dim), r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(),
         str(r.embed.checkpoint), str(r.embed.pool), str(r.index.factory),
         MetricAttr::get(ctx, r.index.metric == sema::Metric::InnerProduct ? Metric::ip : Metric::l2),
-        i64(r.index.nprobe), SearchKindAttr::get(ctx, *symbolizeSearchKind(searches[int(r.search.kind)])),
+        i64(r.index.nprobe), i64(r.index.efSearch), i64(r.index.efConstruction), SearchKindAttr::get(ctx, *symbolizeSearchKind(searches[int(r.search.kind)])),
         f64(r.search.vectorWeight), f64(r.search.keywordWeight), i64(r.search.top),
         FusionAttr::get(ctx, r.search.fusion == sema::Fusion::RRF ? Fusion::rrf : Fusion::weighted), i64(r.search.rrfK),
         r.rerank.enabled ? sym(program.models[r.rerank.model].name) : FlatSymbolRefAttr(), str(r.rerank.checkpoint),

@@ -109,6 +109,8 @@ std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
       {"index", r.getIndex()},
       {"metric", pl::stringifyMetric(r.getMetric())},
       {"nprobe", int64_t(r.getNprobeAttr().getInt())},
+      {"ef_search", r.getEfSearchAttr().getInt()},
+      {"ef_construction", r.getEfConstructionAttr().getInt()},
       {"search", pl::stringifySearchKind(r.getSearch())},
       {"vector_weight", r.getVectorWeight().convertToDouble()},
       {"keyword_weight", r.getKeywordWeight().convertToDouble()},

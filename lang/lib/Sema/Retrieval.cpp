@@ -190,7 +190,14 @@ void RetrievalCheck::checkEmbed() {
 
 void RetrievalCheck::checkIndex() {
   if (auto v = call("index", {"faiss"}, false, "faiss(\"IVF64,Flat\", metric: ip, nprobe: 8)")) {
-    if (auto a = bindArgs(sema, {"faiss", {{"factory", true}, {"metric", false}, {"nprobe", false}}}, *v)) {
+    if (auto a = bindArgs(sema,
+                          {"faiss",
+                           {{"factory", true},
+                            {"metric", false},
+                            {"nprobe", false},
+                            {"ef_search", false},
+                            {"ef_construction", false}}},
+                          *v)) {
       if (auto s = sema.toString((*a)["factory"], "the FAISS factory string")) {
         if (s->empty()) {
           diags.error((*a)["factory"].loc, "the FAISS factory string is empty");
@@ -207,6 +214,17 @@ void RetrievalCheck::checkIndex() {
           ok = false;
       }
       posInt(*a, "nprobe", r.index.nprobe);
+      for (const char *key : {"ef_search", "ef_construction"}) {
+        if (!a->count(key))
+          continue;
+        posInt(*a, key, std::string(key) == "ef_search" ? r.index.efSearch : r.index.efConstruction);
+        if (r.index.factory.find("HNSW") == std::string::npos) {
+          diags.error((*a)[key].loc, std::string(key) + " applies to HNSW indexes, but faiss(\"" +
+                                         r.index.factory + "\") is not one")
+              .note(std::string("an HNSW index: faiss(\"HNSW32\", metric: ip, ") + key + ": 64)");
+          ok = false;
+        }
+      }
     } else {
       ok = false;
     }

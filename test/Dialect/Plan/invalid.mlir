@@ -147,5 +147,10 @@ plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap
 
 // -----
 
+// expected-error @+1 {{ef_search and ef_construction must not be negative}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed hashing>, embed_checkpoint = "", ef_search = -1 : i64, embed_dim = 384 : i64, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "HNSW32", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
 // expected-error @+1 {{model @nothing is not a plan.model}}
 plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @nothing, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64, window = 16 : i64}

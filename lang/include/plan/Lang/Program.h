@@ -273,6 +273,7 @@ struct Retrieval {
     std::string factory = "Flat";
     Metric metric = Metric::InnerProduct;
     int64_t nprobe = 1;
+    int64_t efSearch = 0, efConstruction = 0; ///< HNSW's; 0: FAISS's defaults (16, 40)
   } index;
   struct {
     SearchKind kind = SearchKind::Hybrid;
