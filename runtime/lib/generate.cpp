@@ -441,12 +441,12 @@ std::unique_ptr<Generator> Generator::open(const char *manifest, planrt_decode_f
   g->impl->prefill = prefill;
   g->impl->step = step;
   g->impl->ground = std::move(ground);
-  g->base = std::make_unique<Decoder>(m.model, prefill);
   return g;
 }
 
 planrt_status Generator::load(const std::string &checkpoint) {
   const GenManifest &m = impl->m;
+  base = std::make_unique<Decoder>(m.model, impl->prefill);
   return base->load(checkpoint.empty() ? m.checkpoint : checkpoint, "generate '" + m.generate + "'");
 }
 
@@ -521,7 +521,6 @@ extern "C" int planrt_generate_main(int argc, char **argv, const char *manifestT
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return kExitError;
   }
-  std::unique_ptr<planrt::Decoder> dec = gen->decoder();
-  printResult(o, gen->decode(o, std::get<Prompt>(prepared), *dec));
+  printResult(o, gen->decode(o, std::get<Prompt>(prepared), gen->primary()));
   return 0;
 }

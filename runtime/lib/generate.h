@@ -51,9 +51,13 @@ public:
   /// null `ground` means the executable cannot ground (linked without retrieval).
   static std::unique_ptr<Generator> open(const char *manifest, planrt_decode_fn prefill, planrt_decode_fn step,
                                          GroundFn ground, std::string &error);
-  /// Loads the parameters from `checkpoint` (empty: the plan's).
+  /// Loads the parameters from `checkpoint` (empty: the plan's) into the primary
+  /// decoder (nothing of the model is allocated before).
   planrt_status load(const std::string &checkpoint);
-  /// A decoder over the loaded parameters, with a cache of its own.
+  /// The decoder load() filled, for one thread (the command line).
+  Decoder &primary() { return *base; }
+  /// Another decoder over the loaded parameters, with a cache of its own (`serve`'s
+  /// workers, side by side).
   std::unique_ptr<Decoder> decoder() const { return base->sibling(); }
 
   const std::string &name() const;

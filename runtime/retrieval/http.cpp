@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <sstream>
@@ -61,8 +62,12 @@ bool parseListen(const std::string &a, Options &o) {
   return true;
 }
 
+/// An address that only this machine reaches: "localhost", ::1, or an IPv4 literal in
+/// 127.0.0.0/8 (not a host name that merely starts with "127.").
 bool isLoopback(const std::string &host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  in_addr v4{};
+  return host == "localhost" || host == "::1" ||
+         (::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127);
 }
 
 std::string trim(const std::string &s) {
@@ -70,7 +75,8 @@ std::string trim(const std::string &s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-/// Reads the token and checks that the address may be served: an error or "".
+} // namespace
+
 std::string prepare(Options &o) {
   if (!o.tokenFile.empty()) {
     std::ifstream in(o.tokenFile, std::ios::binary);
@@ -90,6 +96,8 @@ std::string prepare(Options &o) {
                                   "bearer token)";
   return "";
 }
+
+namespace {
 
 /// Constant-time comparison of a request's Authorization header with the token.
 bool authorized(const httplib::Request &req, const std::string &token) {
@@ -212,12 +220,16 @@ private:
 thread_local Clock::time_point requestStart;
 
 /// The write end of StopOnSignal's pipe: a signal handler may only write(2).
-int stopPipeWrite = -1;
+std::atomic<int> stopPipeWrite{-1};
+static_assert(std::atomic<int>::is_always_lock_free, "read in a signal handler");
 
 void onStopSignal(int sig) {
+  int saved = errno;
   unsigned char b = (unsigned char)sig;
-  if (stopPipeWrite >= 0)
-    (void)!::write(stopPipeWrite, &b, 1);
+  int fd = stopPipeWrite.load();
+  if (fd >= 0)
+    (void)!::write(fd, &b, 1);
+  errno = saved;
 }
 
 /// Stops the server on SIGTERM or SIGINT: the handler (in whichever thread, the
@@ -236,17 +248,31 @@ public:
     sigaction(SIGTERM, &sa, &oldTerm);
     sigaction(SIGINT, &sa, &oldInt);
     waiter = std::thread([this, &svr] {
-      unsigned char sig = 0;
-      while (::read(fds[0], &sig, 1) < 0 && errno == EINTR) {
-      }
-      if (sig == SIGTERM || sig == SIGINT) {
+      bool stopping = false;
+      for (;;) {
+        unsigned char sig = 0;
+        ssize_t n = ::read(fds[0], &sig, 1);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0 || sig == 0)
+          return; // the server has stopped
+        if (stopping) {
+          std::fprintf(stderr, "serve: %s again: exiting now, without the requests in flight\n",
+                       sig == SIGTERM ? "SIGTERM" : "SIGINT");
+          std::_Exit(1);
+        }
+        stopping = true;
         std::fprintf(stderr, "serve: %s: finishing the requests in flight, then stopping\n",
                      sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        // A signal that comes before listening has begun would find nothing to stop.
+        while (!svr.is_running() && !leaving.load())
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         svr.stop();
       }
     });
   }
   ~StopOnSignal() {
+    leaving = true;
     sigaction(SIGTERM, &oldTerm, nullptr);
     sigaction(SIGINT, &oldInt, nullptr);
     stopPipeWrite = -1;
@@ -259,6 +285,7 @@ public:
 
 private:
   int fds[2] = {-1, -1};
+  std::atomic<bool> leaving{false};
   struct sigaction oldTerm{}, oldInt{};
   std::thread waiter;
 };
@@ -339,8 +366,32 @@ void onlyFields(const json &body, std::initializer_list<const char *> known) {
 
 namespace {
 
+using Handler = httplib::Server::Handler;
+
+/// A request's start (set when its headers are read) and whether it got that far.
+thread_local bool requestStarted = false;
+
+/// 401 unless the request carries the token (none needed without one). Checked after
+/// the body is read, so that a refused request leaves the connection in step.
+bool authorize(const httplib::Request &req, httplib::Response &res, const std::string &token) {
+  if (token.empty() || authorized(req, token))
+    return true;
+  res.status = 401;
+  res.set_header("WWW-Authenticate", "Bearer");
+  res.set_content(errorBody("missing or wrong bearer token (Authorization: Bearer <token>)"), "application/json");
+  return false;
+}
+
+/// Wraps a handler with the token check.
+Handler guarded(const std::string &token, Handler h) {
+  return [token, h](const httplib::Request &req, httplib::Response &res) {
+    if (authorize(req, res, token))
+      h(req, res);
+  };
+}
+
 /// The handler of one route: the body parsed and checked, the reply as JSON.
-httplib::Server::Handler handlerOf(const Route &route, double timeout) {
+Handler handlerOf(const Route &route, double timeout) {
   return [route, timeout](const httplib::Request &req, httplib::Response &res) {
     try {
       json body = json::object();
@@ -366,6 +417,58 @@ httplib::Server::Handler handlerOf(const Route &route, double timeout) {
   };
 }
 
+/// Before routing: the request's start, and a body the server can bound (one with a
+/// Content-Length: --max-body is checked against it before anything is read).
+httplib::Server::HandlerResponse beforeRouting(const httplib::Request &req, httplib::Response &res) {
+  requestStart = Clock::now();
+  requestStarted = true;
+  bool chunked = req.has_header("Transfer-Encoding");
+  bool bodyless = req.method == "GET" || req.method == "HEAD" || req.method == "DELETE" || req.method == "OPTIONS";
+  if (chunked || (!bodyless && !req.has_header("Content-Length"))) {
+    res.status = 411;
+    res.set_header("Connection", "close"); // the body, if any, is not read: no next request on it
+    res.set_content(errorBody("a request body needs a Content-Length (chunked bodies are not taken), "
+                              "even an empty one: Content-Length: 0"),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+/// Every route under its method, and 405 (with Allow) under the others.
+void addRoutes(httplib::Server &svr, const Options &o, const std::vector<Route> &routes, Handler metricsRoute) {
+  std::vector<std::pair<std::string, std::string>> all; // path, method
+  for (const Route &r : routes)
+    all.push_back({r.path, r.method});
+  all.push_back({"/metrics", "GET"});
+  for (const auto &[path, method] : all) {
+    Handler h = path == "/metrics"
+                    ? metricsRoute
+                    : handlerOf(*std::find_if(routes.begin(), routes.end(),
+                                              [&, &path = path](const Route &r) { return r.path == path; }),
+                                o.timeout);
+    Handler notAllowed = [path = path, method = method](const httplib::Request &, httplib::Response &res) {
+      res.status = 405;
+      res.set_header("Allow", method);
+      res.set_content(errorBody(path + " takes " + method), "application/json");
+    };
+    for (const char *m : {"GET", "POST", "PUT", "DELETE", "PATCH"}) {
+      Handler chosen = guarded(o.token, method == m ? h : notAllowed);
+      std::string verb = m;
+      if (verb == "GET")
+        svr.Get(path, chosen);
+      else if (verb == "POST")
+        svr.Post(path, chosen);
+      else if (verb == "PUT")
+        svr.Put(path, chosen);
+      else if (verb == "DELETE")
+        svr.Delete(path, chosen);
+      else
+        svr.Patch(path, chosen);
+    }
+  }
+}
+
 void configure(httplib::Server &svr, const Options &o, Metrics &metrics, AccessLog &log,
                const std::vector<Route> &routes, const MetricsFn &extra) {
   int threads = workerThreads(o);
@@ -377,16 +480,13 @@ void configure(httplib::Server &svr, const Options &o, Metrics &metrics, AccessL
   svr.set_payload_max_length(o.maxBody);
   svr.set_keep_alive_max_count(1000);
   svr.set_tcp_nodelay(true); // a reply's head and body are separate writes: no Nagle delay between them
-  svr.set_pre_routing_handler([token = o.token](const httplib::Request &req, httplib::Response &res) {
-    requestStart = Clock::now();
-    if (token.empty() || authorized(req, token))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 401;
-    res.set_header("WWW-Authenticate", "Bearer");
-    res.set_content(errorBody("missing or wrong bearer token (Authorization: Bearer <token>)"), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  svr.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
+  svr.set_pre_routing_handler(beforeRouting);
+  svr.set_error_handler([token = o.token](const httplib::Request &req, httplib::Response &res) {
+    // An unknown endpoint's body has been read: without the token, 401 rather than 404.
+    if (res.status == 404 && !authorized(req, token) && !token.empty()) {
+      authorize(req, res, token);
+      return;
+    }
     if (!res.body.empty())
       return;
     std::string why = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
@@ -400,28 +500,14 @@ void configure(httplib::Server &svr, const Options &o, Metrics &metrics, AccessL
   for (const Route &r : routes)
     known.push_back(r.path);
   svr.set_logger([&metrics, &log, known](const httplib::Request &req, const httplib::Response &res) {
-    double s = std::chrono::duration<double>(Clock::now() - requestStart).count();
+    // A request refused before its headers were read has no start: 0 s.
+    double s = requestStarted ? std::chrono::duration<double>(Clock::now() - requestStart).count() : 0.0;
+    requestStarted = false;
     bool isKnown = std::find(known.begin(), known.end(), req.path) != known.end() || req.path == "/metrics";
     metrics.record(isKnown ? req.method + " " + req.path : "other", res.status, s);
     log.write(req, res, s);
   });
-  for (const Route &r : routes) {
-    auto h = handlerOf(r, o.timeout);
-    std::string other = r.method == "GET" ? "POST" : "GET";
-    auto notAllowed = [r](const httplib::Request &, httplib::Response &res) {
-      res.status = 405;
-      res.set_header("Allow", r.method);
-      res.set_content(errorBody(r.path + " takes " + r.method), "application/json");
-    };
-    if (r.method == "GET") {
-      svr.Get(r.path, h);
-      svr.Post(r.path, notAllowed);
-    } else {
-      svr.Post(r.path, h);
-      svr.Get(r.path, notAllowed);
-    }
-  }
-  svr.Get("/metrics", [&metrics, extra](const httplib::Request &, httplib::Response &res) {
+  addRoutes(svr, o, routes, [&metrics, extra](const httplib::Request &, httplib::Response &res) {
     res.set_content(metrics.text() + (extra ? extra() : std::string()), "text/plain; version=0.0.4");
   });
 }

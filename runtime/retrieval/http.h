@@ -29,6 +29,10 @@ struct Options {
   std::string accessLog = "-"; ///< "-": stdout; "off": none; else a file (appended)
 };
 
+/// Reads the token file and checks that the address may be served: an error, or "".
+/// `run` calls it; callers call it first too, to refuse before loading anything.
+std::string prepare(Options &o);
+
 /// Parses serve's options from argv[first..]. On a bad one, false with `error` set.
 bool parseOptions(int argc, char **argv, int first, Options &o, std::string &error);
 /// The worker threads `run` starts: --threads, else max(4, hardware threads).

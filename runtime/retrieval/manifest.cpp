@@ -81,8 +81,9 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
     cfg.index_factory = keep(str(m, "index"));
     cfg.metric = planrt_metric(choice(m, "metric", {"ip", "l2"}));
     cfg.nprobe = num(m, "nprobe");
-    cfg.ef_search = num(m, "ef_search");
-    cfg.ef_construction = num(m, "ef_construction");
+    // Executables built before the HNSW keys existed run on: FAISS's defaults.
+    cfg.ef_search = m.contains("ef_search") ? num(m, "ef_search") : 0;
+    cfg.ef_construction = m.contains("ef_construction") ? num(m, "ef_construction") : 0;
     cfg.search = planrt_search_kind(choice(m, "search", {"vector", "keyword", "hybrid"}));
     cfg.vector_weight = real(m, "vector_weight");
     cfg.keyword_weight = real(m, "keyword_weight");

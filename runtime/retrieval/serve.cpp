@@ -88,19 +88,31 @@ planrt_status Service::open() {
   std::string before = storeIdentity(storePath(cfg));
   if (planrt_status s = openStore(cfg, &snap->store))
     return s;
+  // Every Xapian handle first, right after the store was verified, each checked to be
+  // the verified database (an ingest may replace the directory at any time); then the
+  // models, which may take long.
+  std::vector<std::unique_ptr<Searcher>> made;
   try {
+    const Xapian::Database &verified = snap->store.keyword;
     for (int i = 0; i < searchers; ++i) {
       auto s = std::make_unique<Searcher>();
       s->keyword = openKeyword(snap->store);
-      if (planrt_status st = openEmbedder(cfg, s->embedder))
-        return st;
-      if (planrt_status st = openReranker(cfg, s->reranker))
-        return st;
-      snap->searchers.add(std::move(s));
+      if (s->keyword.get_uuid() != verified.get_uuid() || s->keyword.get_revision() != verified.get_revision() ||
+          s->keyword.get_doccount() != verified.get_doccount())
+        return planrt::fail(PLANRT_ERR_IO, "%s: the store changed while it was being opened; try again",
+                            snap->store.dir.c_str());
+      made.push_back(std::move(s));
     }
   } catch (const Xapian::Error &e) {
     return planrt::fail(PLANRT_ERR_FORMAT, "%s: Xapian cannot open it: %s", snap->store.dir.c_str(),
                         e.get_description().c_str());
+  }
+  for (std::unique_ptr<Searcher> &s : made) {
+    if (planrt_status st = openEmbedder(cfg, s->embedder))
+      return st;
+    if (planrt_status st = openReranker(cfg, s->reranker))
+      return st;
+    snap->searchers.add(std::move(s));
   }
   std::lock_guard<std::mutex> lock(swap);
   snap->generation = ++generations;
@@ -164,8 +176,13 @@ json Service::reload(const serve::Request &req) {
   auto t0 = serve::Clock::now();
   json out = json::object();
   planrt_ingest_report r{};
-  if (reingest && planrt_retrieval_ingest(&cfg, 0, &r) != PLANRT_OK)
-    failedReload(std::string("ingest failed: ") + planrt_last_error());
+  if (reingest) {
+    omp_set_num_threads(omp_get_num_procs()); // this worker's FAISS runs single-threaded otherwise
+    planrt_status st = planrt_retrieval_ingest(&cfg, 0, &r);
+    omp_set_num_threads(1);
+    if (st != PLANRT_OK)
+      failedReload(std::string("ingest failed: ") + planrt_last_error());
+  }
   if (open() != PLANRT_OK)
     failedReload(planrt_last_error());
   ++reloadsOk;
@@ -226,7 +243,13 @@ void Service::watch() {
       std::lock_guard<std::mutex> r(reloading);
       if (id.empty() || id == seenIdentity())
         continue;
-      if (open() == PLANRT_OK) {
+      planrt_status st;
+      try {
+        st = open();
+      } catch (const std::exception &e) { // a failed reload, never the server's end
+        st = planrt::fail(PLANRT_ERR_FORMAT, "%s: %s", storePath(cfg).c_str(), e.what());
+      }
+      if (st == PLANRT_OK) {
         ++reloadsOk;
         std::fprintf(stderr, "serve: the store changed on disk: generation %llu, %zu chunks\n",
                      (unsigned long long)generation(), chunks());
@@ -258,6 +281,10 @@ int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, in
   if (!serve::parseOptions(argc, argv, first, o, error)) {
     std::fprintf(stderr, "planrt: error: %s (see --help)\n", error.c_str());
     return 2;
+  }
+  if (!(error = serve::prepare(o)).empty()) { // before the store is loaded
+    std::fprintf(stderr, "planrt: error: serve: %s\n", error.c_str());
+    return 1;
   }
   int threads = serve::workerThreads(o);
   Service service(cfg, threads);

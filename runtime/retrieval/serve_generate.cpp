@@ -73,8 +73,17 @@ class Generation {
 public:
   Generation(const gen::Entries &e, int workers, Service *context) : e(e), workers(workers), context(context) {}
 
-  /// Loads the newest checkpoint into a new model and makes it the current one.
+  /// Loads the newest checkpoint and makes it the current model.
   planrt_status open() {
+    std::shared_ptr<Model> model;
+    if (planrt_status s = load(model))
+      return s;
+    install(model);
+    return PLANRT_OK;
+  }
+
+  /// Loads the newest checkpoint into a new model (not yet served).
+  planrt_status load(std::shared_ptr<Model> &out) {
     gen::GroundFn ground;
     if (context)
       ground = [svc = context](const std::string &q, const std::string &i, int64_t k, std::string &p,
@@ -88,10 +97,14 @@ public:
       return s;
     for (int i = 0; i < workers; ++i)
       model->decoders.add(model->gen->decoder());
+    out = model;
+    return PLANRT_OK;
+  }
+
+  void install(const std::shared_ptr<Model> &model) {
     std::lock_guard<std::mutex> lock(swap);
     model->generation = ++generations;
     current = model;
-    return PLANRT_OK;
   }
 
   std::shared_ptr<Model> now() {
@@ -117,12 +130,15 @@ public:
     if (!context && !serve::field(req.body, "ingest").is_null())
       throw HttpError(400, "\"ingest\": generate '" + now()->gen->name() + "' retrieves nothing");
     std::lock_guard<std::mutex> lock(reloading);
-    json out = json::object();
-    out["context"] = context ? context->reload(req) : json(nullptr);
-    if (open() != PLANRT_OK)
+    // The checkpoint first: if it fails, nothing has changed; then the store, whose
+    // failure also leaves both as they were (the new model is not installed).
+    std::shared_ptr<Model> model;
+    if (load(model) != PLANRT_OK)
       throw HttpError(500, "reload failed (still serving checkpoint generation " +
                                std::to_string(now()->generation) + "): " + planrt_last_error());
-    std::shared_ptr<Model> model = now();
+    json out = json::object();
+    out["context"] = context ? context->reload(req) : json(nullptr);
+    install(model);
     out["generation"] = model->generation;
     out["checkpoint"] = model->gen->checkpoint();
     std::fprintf(stderr, "serve: checkpoint generation %llu: %s\n", (unsigned long long)model->generation,
@@ -169,6 +185,10 @@ extern "C" int planrt_serve_generate(int argc, char **argv, int first, const pla
   if (!planrt::serve::parseOptions(argc, argv, first, o, error)) {
     std::fprintf(stderr, "planrt: error: %s (see --help)\n", error.c_str());
     return 2;
+  }
+  if (!(error = planrt::serve::prepare(o)).empty()) { // before the model is loaded
+    std::fprintf(stderr, "planrt: error: serve: %s\n", error.c_str());
+    return 1;
   }
   int threads = planrt::serve::workerThreads(o);
   // A grounded plan's retrieval graph, served from one loaded store.

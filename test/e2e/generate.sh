@@ -238,24 +238,12 @@ PYEOF
   || fail "--no-context still retrieved"
 
 echo "== serve"
-serve() { # serve NAME EXE [options]: in the background; sets PID and PORT
-  local name=$1 exe=$2
-  shift 2
-  ./$exe serve --listen 127.0.0.1:0 --access-log off "$@" 2> "$name.err" &
-  PID=$!
-  for _ in $(seq 100); do
-    PORT=$(grep -o 'http://127.0.0.1:[0-9]*' "$name.err" 2>/dev/null | sed 's/.*://' || true)
-    [[ -n "$PORT" ]] && return 0
-    kill -0 "$PID" 2>/dev/null || { cat "$name.err"; fail "$exe serve exited at start"; }
-    sleep 0.1
-  done
-  fail "$exe serve printed no ready line"
-}
-serve gen_serve gpt_gen --timeout 2
+source "$ROOT/test/e2e/serve_lib.sh"
+serve_start gen_serve gpt_gen --access-log off --timeout 2
 "$PY" "$ROOT/test/e2e/serve_client.py" generate "$PORT" "$WORK" || fail "serving gpt_gen"
 kill -TERM "$PID"
 wait "$PID" || fail "gpt_gen serve exited with status $? after SIGTERM"
-serve grounded_serve grounded
+serve_start grounded_serve grounded --access-log off
 "$PY" "$ROOT/test/e2e/serve_client.py" grounded "$PORT" "$WORK" || fail "serving grounded"
 kill -TERM "$PID"
 wait "$PID" || fail "grounded serve exited with status $? after SIGTERM"

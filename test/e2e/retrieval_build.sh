@@ -9,26 +9,15 @@
 set -euo pipefail
 [[ $# -eq 2 ]] || { echo "usage: $0 PLANC_BIN WORKDIR" >&2; exit 2; }
 PLANC=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$2"
 mkdir -p "$2/docs"
 WORK=$(cd "$2" && pwd)
 cd "$WORK"
 fail() { echo "retrieval_build: FAIL: $*" >&2; exit 1; }
-for f in GPL-3 Apache-2.0 Artistic BSD MPL-2.0 LGPL-2.1; do
-  [[ -f /usr/share/common-licenses/$f ]] && cp "/usr/share/common-licenses/$f" "docs/$f.txt"
-done
-sha256sum docs/*.txt > MANIFEST.sha256
-cat > licenses.plan <<'EOF'
-retrieval licenses {
-  corpus   = files("docs/*.txt", manifest: "MANIFEST.sha256")
-  chunk    = tokens(96, overlap: 16)
-  embed    = hashing(dim: 256)
-  index    = faiss("Flat", metric: ip)
-  search   = hybrid(vector: 0.5, keyword: 0.5, top: 20)
-  guard    = quarantine
-  store    = "index/licenses"
-}
-EOF
+source "$HERE/serve_lib.sh"
+licenses_corpus GPL-3 Apache-2.0 Artistic BSD MPL-2.0 LGPL-2.1
+licenses_plan
 "$PLANC" build licenses.plan -o rag
 ./rag ingest --quiet | grep -q "chunks" || fail "ingest printed no summary"
 ./rag query "Apache License Version 2.0 grant of patent license" --k 3 --json > hits.json

@@ -16,21 +16,9 @@ mkdir -p "$2/docs"
 WORK=$(cd "$2" && pwd)
 cd "$WORK"
 fail() { echo "serve: FAIL: $*" >&2; exit 1; }
-for f in GPL-3 Apache-2.0 Artistic BSD MPL-2.0; do
-  [[ -f /usr/share/common-licenses/$f ]] && cp "/usr/share/common-licenses/$f" "docs/$f.txt"
-done
-sha256sum docs/*.txt > MANIFEST.sha256
-cat > licenses.plan <<'EOF'
-retrieval licenses {
-  corpus   = files("docs/*.txt", manifest: "MANIFEST.sha256")
-  chunk    = tokens(96, overlap: 16)
-  embed    = hashing(dim: 256)
-  index    = faiss("Flat", metric: ip)
-  search   = hybrid(vector: 0.5, keyword: 0.5, top: 20)
-  guard    = quarantine
-  store    = "index/licenses"
-}
-EOF
+source "$HERE/serve_lib.sh"
+licenses_corpus GPL-3 Apache-2.0 Artistic BSD MPL-2.0
+licenses_plan
 "$PLANC" build licenses.plan -o rag
 ./rag ingest --quiet > /dev/null
 
@@ -57,19 +45,6 @@ echo "serve: refused at start: beyond loopback without a token, a weak or missin
 ./rag query "patent license grant" --k 3 --mode keyword --json > cli_keyword.json
 ./rag query "warranty disclaimer" --k 4 --mode vector --fusion rrf --json > cli_vector.json
 
-start() { # start LOGPREFIX [options]: serve in the background; sets PID and PORT
-  local name=$1
-  shift
-  ./rag serve --listen 127.0.0.1:0 "$@" > "$name.out" 2> "$name.err" &
-  PID=$!
-  for _ in $(seq 100); do
-    PORT=$(grep -o 'http://127.0.0.1:[0-9]*' "$name.err" 2>/dev/null | sed 's/.*://' || true)
-    [[ -n "$PORT" ]] && return 0
-    kill -0 "$PID" 2>/dev/null || { cat "$name.err"; fail "serve exited at start"; }
-    sleep 0.1
-  done
-  fail "serve printed no ready line"
-}
 stop() { # stop NAME: SIGTERM, then exit status 0 within 20 s
   kill -TERM "$PID"
   for _ in $(seq 200); do
@@ -81,7 +56,7 @@ stop() { # stop NAME: SIGTERM, then exit status 0 within 20 s
   grep -q "serve: stopped" "$1.err" || { cat "$1.err"; fail "no stop line"; }
 }
 
-start main --token-file good.token --threads 6 --max-body 4096 --access-log access.jsonl
+serve_start main rag --token-file good.token --threads 6 --max-body 4096 --access-log access.jsonl
 /usr/bin/python3 "$HERE/serve_client.py" endpoints "$PORT" good.token "$WORK" || fail "endpoint checks"
 
 # A reload asked for (a file added to the corpus), then one seen on disk (`ingest` run
@@ -97,7 +72,7 @@ stop main
 
 # SIGTERM drains: a request whose body is still arriving when the signal comes is
 # answered; the server then stops listening and exits 0.
-start drain --access-log off
+serve_start drain rag --access-log off
 /usr/bin/python3 "$HERE/serve_client.py" drain "$PORT" "$PID" || fail "drain"
 wait "$PID" || fail "serve exited with status $? after draining"
 grep -q "serve: stopped" drain.err || { cat drain.err; fail "no stop line after draining"; }

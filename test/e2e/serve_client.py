@@ -41,7 +41,7 @@ class Client:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
         if method == "POST":
             headers["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=data if method == "POST" else None, headers=headers)
+        self.conn.request(method, path, body=data if method in ("POST", "PUT") else None, headers=headers)
         r = self.conn.getresponse()
         payload = r.read()
         if r.getheader("Connection", "").lower() == "close":
@@ -83,7 +83,15 @@ def endpoints(port, token, work):
             status, resp, payload = c.call(method, path, body={"text": "x"} if method == "POST" else None, token=t)
             if status != 401 or "error" not in json.loads(payload) or resp.getheader("WWW-Authenticate") != "Bearer":
                 fail(f"{method} {path} with token {t!r}: {status} {payload[:200]!r}, not 401 with a challenge")
-    print("serve_client: 401 without the token, or with a wrong one, on every endpoint")
+    # The body of a refused request is read, so the connection stays in step: the next
+    # request on it is answered.
+    status, _, _ = c.call("POST", "/query", body={"text": "x" * 3000}, token=wrong)
+    status2, _, payload = c.call("GET", "/health")
+    if status != 401 or status2 != 200:
+        fail(f"after a 401 with a 3 KB body the next request on the connection got {status2}: {payload[:200]!r}")
+    expect(c, "GET", "/nope", 401, token=wrong)
+    print("serve_client: 401 without the token, or with a wrong one, on every endpoint (unknown ones too); "
+          "the connection stays in step")
 
     health, _ = expect(c, "GET", "/health", 200)
     if health.get("status") != "ok" or health.get("graph") != "licenses" or health.get("generation") != 1:
@@ -113,7 +121,17 @@ def endpoints(port, token, work):
     _, resp = expect(c, "GET", "/query", 405)
     if resp.getheader("Allow") != "POST":
         fail("405 without Allow: POST")
-    print(f"serve_client: {len(bad)} malformed bodies 400, an oversized one 413, 404 and 405, each a JSON error")
+    expect(c, "PUT", "/query", 405)
+    expect(c, "POST", "/metrics", 405, body={})
+    for head in (b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", b"\r\n"):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() + b"\r\n" + head)
+        reply = s.recv(65536)
+        s.close()
+        if not reply.startswith(b"HTTP/1.1 411") or b"Connection: close" not in reply:
+            fail(f"a body without Content-Length got {reply[:100]!r}")
+    print(f"serve_client: {len(bad)} malformed bodies 400, an oversized one 413, a chunked or unsized one 411, "
+          "404 and 405, each a JSON error")
 
     text, resp = expect(c, "GET", "/metrics", 200)
     if not resp.getheader("Content-Type", "").startswith("text/plain"):
@@ -121,14 +139,17 @@ def endpoints(port, token, work):
     m = metrics(text)
     q = 'route="POST /query"'
     want = {f'planc_requests_total{{{q},code="200"}}': 3, f'planc_requests_total{{{q},code="400"}}': len(bad),
-            f'planc_requests_total{{{q},code="413"}}': 1, f'planc_requests_total{{{q},code="401"}}': 3,
+            f'planc_requests_total{{{q},code="413"}}': 1, f'planc_requests_total{{{q},code="401"}}': 4,
             'planc_requests_total{route="GET /query",code="405"}': 1,
-            'planc_requests_total{route="other",code="404"}': 1}
+            'planc_requests_total{route="PUT /query",code="405"}': 1,
+            'planc_requests_total{route="POST /query",code="411"}': 2,
+            'planc_requests_total{route="other",code="404"}': 1,
+            'planc_requests_total{route="other",code="401"}': 1}
     for name, n in want.items():
         if m.get(name) != n:
             fail(f"metrics: {name} = {m.get(name)}, not {n}")
     count = m[f"planc_request_duration_seconds_count{{{q}}}"]
-    if count != 3 + len(bad) + 1 + 3 or m[f'planc_request_duration_seconds_bucket{{{q},le="+Inf"}}'] != count:
+    if count != 3 + len(bad) + 1 + 4 + 2 or m[f'planc_request_duration_seconds_bucket{{{q},le="+Inf"}}'] != count:
         fail(f"metrics: the /query histogram counts {count} requests")
     buckets = [v for k, v in m.items() if k.startswith(f"planc_request_duration_seconds_bucket{{{q}")]
     if buckets != sorted(buckets):

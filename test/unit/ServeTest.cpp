@@ -75,3 +75,17 @@ TEST(ServeFields, StatusesOfBadFields) {
   EXPECT_EQ(statusOf([&] { onlyFields(body, {"text", "k", "n"}); }), 400);
   EXPECT_EQ(statusOf([&] { onlyFields(body, {"text", "k", "n", "flag"}); }), 200);
 }
+
+TEST(ServePrepare, LoopbackWithoutTokenOnly) {
+  for (const char *host : {"127.0.0.1", "127.3.2.1", "::1", "localhost"}) {
+    Options o;
+    o.host = host;
+    EXPECT_EQ(prepare(o), "") << host;
+  }
+  // A host name that merely starts with "127." may resolve anywhere.
+  for (const char *host : {"0.0.0.0", "10.0.0.7", "127.example.com", "::"}) {
+    Options o;
+    o.host = host;
+    EXPECT_NE(prepare(o).find("beyond loopback needs --token-file"), std::string::npos) << host;
+  }
+}
