@@ -21,9 +21,13 @@
 // CHECK-NOT: func.func
 // CHECK-NOT: llvm.func @main
 
-// An HNSW index with its build and search options (0 elsewhere: FAISS's defaults).
+// An HNSW index with its build and search options (0 elsewhere: FAISS's defaults), and no
+// `search`: hybrid with the hashing embedder's default weights, BM25 leading.
 // HNSW: \22ef_construction\22:80,\22ef_search\22:64,
 // HNSW-SAME: \22index\22:\22HNSW32\22
+// HNSW-SAME: \22keyword_weight\22:0.90000000000000002,
+// HNSW-SAME: \22search\22:\22hybrid\22,
+// HNSW-SAME: \22vector_weight\22:0.10000000000000001}
 
 // A graph with reciprocal-rank fusion (k 30), sentences, L2 and the guard off.
 // SMALL: \22chunk\22:\22sentences\22

@@ -275,8 +275,11 @@ struct Retrieval {
     int64_t nprobe = 1;
     int64_t efSearch = 0, efConstruction = 0; ///< HNSW's; 0: FAISS's defaults (16, 40)
   } index;
+  /// The default vector weight of hybrid search over hashing(…) vectors (keyword: the rest).
+  static constexpr double kHashingVectorWeight = 0.1;
   struct {
     SearchKind kind = SearchKind::Hybrid;
+    /// 0.5 / 0.5 for a model embedder; a hashing one's defaults are kHashingVectorWeight.
     double vectorWeight = 0.5, keywordWeight = 0.5;
     int64_t top = 10;
     Fusion fusion = Fusion::Weighted;
