@@ -28,7 +28,8 @@ const char *kOptionsUsage =
     "  --listen HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free one)\n"
     "  --token-file FILE      every request needs 'Authorization: Bearer <the file's token>'; required\n"
     "                         to listen beyond loopback\n"
-    "  --threads N            worker threads (default max(4, hardware threads))\n"
+    "  --threads N            connections served at once (default max(16, 4 x hardware threads))\n"
+    "  --engines N            searches or generations at once (default min(threads, 2 x hardware threads))\n"
     "  --max-body BYTES       larger request bodies get 413 (default 1048576)\n"
     "  --timeout SECONDS      bound on reading a request, writing a reply and a request's work (default 30)\n"
     "  --access-log FILE|-|off  JSON lines, one per request (default -: stdout)\n";
@@ -305,6 +306,8 @@ bool parseOptions(int argc, char **argv, int first, Options &o, std::string &err
       o.tokenFile = v;
     } else if (a == "--threads" && toNumber(v, 1, 1024, n) && n == double(int(n))) {
       o.threads = int(n);
+    } else if (a == "--engines" && toNumber(v, 1, 1024, n) && n == double(int(n))) {
+      o.engines = int(n);
     } else if (a == "--max-body" && toNumber(v, 64, 1ull << 32, n)) {
       o.maxBody = size_t(n);
     } else if (a == "--timeout" && toNumber(v, 0.001, 86400, n)) {
@@ -312,8 +315,8 @@ bool parseOptions(int argc, char **argv, int first, Options &o, std::string &err
     } else if (a == "--access-log" && v) {
       o.accessLog = v;
     } else {
-      bool known = a == "--token-file" || a == "--threads" || a == "--max-body" || a == "--timeout" ||
-                   a == "--access-log";
+      bool known = a == "--token-file" || a == "--threads" || a == "--engines" || a == "--max-body" ||
+                   a == "--timeout" || a == "--access-log";
       error = known ? a + ": " + (v ? "bad value '" + std::string(v) + "'" : std::string("needs a value"))
                     : "serve: unknown option '" + a + "'";
       return false;
@@ -324,7 +327,13 @@ bool parseOptions(int argc, char **argv, int first, Options &o, std::string &err
 }
 
 int workerThreads(const Options &o) {
-  return o.threads > 0 ? o.threads : int(std::max(4u, std::thread::hardware_concurrency()));
+  return o.threads > 0 ? o.threads : int(std::max(16u, 4 * std::thread::hardware_concurrency()));
+}
+
+int engineCount(const Options &o) {
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  // Twice the cores: a request holds its engine while its reply is built too.
+  return o.engines > 0 ? std::min(o.engines, workerThreads(o)) : std::min(workerThreads(o), 2 * cores);
 }
 
 const json &field(const json &body, const char *name) {

@@ -23,7 +23,8 @@ struct Options {
   int port = 8080;        ///< 0: any free port (the ready line names it)
   std::string tokenFile;  ///< --token-file: the bearer token every request needs
   std::string token;      ///< read from tokenFile by prepare()
-  int threads = 0;        ///< 0: max(4, hardware threads)
+  int threads = 0;        ///< connections served at once; 0: max(16, 4 × hardware threads)
+  int engines = 0;        ///< searches or generations at once; 0: min(threads, 2 × hardware threads)
   size_t maxBody = 1 << 20;
   double timeout = 30;    ///< seconds: reading a request, writing a reply, and a handler's budget
   std::string accessLog = "-"; ///< "-": stdout; "off": none; else a file (appended)
@@ -35,8 +36,13 @@ std::string prepare(Options &o);
 
 /// Parses serve's options from argv[first..]. On a bad one, false with `error` set.
 bool parseOptions(int argc, char **argv, int first, Options &o, std::string &error);
-/// The worker threads `run` starts: --threads, else max(4, hardware threads).
+/// The worker threads `run` starts, one per connection being served: --threads, else
+/// max(16, 4 × hardware threads). A kept-alive connection holds one while it lasts, so
+/// there are more than the cores: idle connections must not keep others waiting.
 int workerThreads(const Options &o);
+/// How many requests search or generate at once (searchers, decoders): --engines, else
+/// min(threads, 2 × hardware threads); a request waits for one, as the work is CPU-bound.
+int engineCount(const Options &o);
 /// Usage lines of the options, for --help.
 extern const char *kOptionsUsage;
 

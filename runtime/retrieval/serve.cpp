@@ -286,14 +286,15 @@ int serveRetrieval(const planrt_retrieval_config &cfg, int argc, char **argv, in
     std::fprintf(stderr, "planrt: error: serve: %s\n", error.c_str());
     return 1;
   }
-  int threads = serve::workerThreads(o);
-  Service service(cfg, threads);
+  int threads = serve::workerThreads(o), engines = serve::engineCount(o);
+  Service service(cfg, engines);
   if (service.open() != PLANRT_OK) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
   }
   std::string what = std::string("retrieval graph '") + cfg.graph + "', " + std::to_string(service.chunks()) +
-                     " chunks, " + std::to_string(threads) + " threads";
+                     " chunks, " + std::to_string(threads) + " threads, " + std::to_string(engines) +
+                     " searchers";
   std::vector<serve::Route> routes = {
       {"POST", "/query", [&](const serve::Request &r) { return service.query(r); }},
       {"POST", "/reload", [&](const serve::Request &r) { return service.reload(r); }},

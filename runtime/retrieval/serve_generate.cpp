@@ -190,7 +190,7 @@ extern "C" int planrt_serve_generate(int argc, char **argv, int first, const pla
     std::fprintf(stderr, "planrt: error: serve: %s\n", error.c_str());
     return 1;
   }
-  int threads = planrt::serve::workerThreads(o);
+  int threads = planrt::serve::workerThreads(o), engines = planrt::serve::engineCount(o);
   // A grounded plan's retrieval graph, served from one loaded store.
   Config config;
   std::unique_ptr<Service> context;
@@ -199,13 +199,13 @@ extern "C" int planrt_serve_generate(int argc, char **argv, int first, const pla
       std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
       return 1;
     }
-    context = std::make_unique<Service>(config.cfg, threads);
+    context = std::make_unique<Service>(config.cfg, engines);
     if (context->open() != PLANRT_OK) {
       std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
       return 1;
     }
   }
-  Generation generation(*e, threads, context.get());
+  Generation generation(*e, engines, context.get());
   if (generation.open() != PLANRT_OK) {
     std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
     return 1;
@@ -215,7 +215,7 @@ extern "C" int planrt_serve_generate(int argc, char **argv, int first, const pla
                      (context ? ", grounded on '" + std::string(config.cfg.graph) + "' (" +
                                     std::to_string(context->chunks()) + " chunks)"
                               : std::string()) +
-                     ", " + std::to_string(threads) + " threads";
+                     ", " + std::to_string(threads) + " threads, " + std::to_string(engines) + " decoders";
   std::string name = model->gen->name();
   model.reset();
   std::vector<planrt::serve::Route> routes = {

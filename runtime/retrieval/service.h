@@ -60,7 +60,7 @@ struct Snapshot;
 
 class Service {
 public:
-  /// `searchers`: how many requests may search at once (the server's threads).
+  /// `searchers`: how many requests may search at once (serve's --engines).
   Service(const planrt_retrieval_config &cfg, int searchers) : cfg(cfg), searchers(searchers) {}
   ~Service() { unwatch(); }
 

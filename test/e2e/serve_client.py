@@ -93,6 +93,15 @@ def endpoints(port, token, work):
     print("serve_client: 401 without the token, or with a wrong one, on every endpoint (unknown ones too); "
           "the connection stays in step")
 
+    # Idle kept-alive connections hold a thread each, not the server: with 6 threads, 4
+    # connections that send nothing leave the next request answered at once.
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    t0 = time.time()
+    expect(Client(port, token), "GET", "/health", 200)
+    for s in idle:
+        s.close()
+    if time.time() - t0 > 2:
+        fail(f"4 idle connections held up a request for {time.time() - t0:.1f} s")
     health, _ = expect(c, "GET", "/health", 200)
     if health.get("status") != "ok" or health.get("graph") != "licenses" or health.get("generation") != 1:
         fail(f"health: {health}")

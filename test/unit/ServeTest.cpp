@@ -35,6 +35,12 @@ TEST(ServeOptions, ListenForms) {
   EXPECT_EQ(o.threads, 3);
   EXPECT_DOUBLE_EQ(o.timeout, 2.5);
   EXPECT_EQ(workerThreads(o), 3);
+  EXPECT_LE(engineCount(o), 3);
+  ASSERT_TRUE(parse({"--threads", "32", "--engines", "5"}, o, error)) << error;
+  EXPECT_EQ(engineCount(o), 5);
+  Options defaults;
+  EXPECT_GE(workerThreads(defaults), 16);
+  EXPECT_GE(engineCount(defaults), 1);
   ASSERT_TRUE(parse({"--listen", "0.0.0.0:0", "--max-body", "4096", "--access-log", "off"}, o, error)) << error;
   EXPECT_EQ(o.host, "0.0.0.0");
   EXPECT_EQ(o.port, 0);
