@@ -16,7 +16,12 @@
 extern "C" {
 #endif
 
-typedef enum { PLANRT_CHUNK_TOKENS = 0, PLANRT_CHUNK_SENTENCES, PLANRT_CHUNK_PARAGRAPHS } planrt_chunk_kind;
+typedef enum {
+  PLANRT_CHUNK_TOKENS = 0,
+  PLANRT_CHUNK_SENTENCES,
+  PLANRT_CHUNK_PARAGRAPHS,
+  PLANRT_CHUNK_SEMANTIC /* sentences, cut where the embedding similarity drops */
+} planrt_chunk_kind;
 typedef enum { PLANRT_EMBED_HASHING = 0, PLANRT_EMBED_MODEL } planrt_embed_kind;
 typedef enum { PLANRT_METRIC_IP = 0, PLANRT_METRIC_L2 } planrt_metric;
 typedef enum { PLANRT_SEARCH_VECTOR = 0, PLANRT_SEARCH_KEYWORD, PLANRT_SEARCH_HYBRID } planrt_search_kind;
@@ -72,6 +77,10 @@ typedef struct {
    * defaults (16 and 40). ef_construction shapes the stored graph (part of the
    * store's fingerprint); ef_search is the candidate list of a query. */
   int64_t ef_search, ef_construction;
+
+  /* chunk = semantic(size, threshold): cut between sentences whose neighbourhoods'
+   * embeddings have a cosine below this (docs/RETRIEVAL.md "Ingest"). */
+  double chunk_threshold;
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]

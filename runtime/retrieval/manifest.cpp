@@ -70,7 +70,8 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
     cfg.corpus_count = corpus.size();
     std::string manifestPath = str(m, "manifest");
     cfg.manifest = manifestPath.empty() ? nullptr : keep(manifestPath);
-    cfg.chunk = planrt_chunk_kind(choice(m, "chunk", {"tokens", "sentences", "paragraphs"}));
+    cfg.chunk = planrt_chunk_kind(choice(m, "chunk", {"tokens", "sentences", "paragraphs", "semantic"}));
+    cfg.chunk_threshold = m.contains("chunk_threshold") ? real(m, "chunk_threshold") : 0;
     cfg.chunk_size = num(m, "chunk_size");
     cfg.chunk_overlap = num(m, "chunk_overlap");
     cfg.embed = planrt_embed_kind(choice(m, "embed", {"hashing", "model"}));

@@ -66,6 +66,13 @@ std::vector<Span> chunkUnits(planrt_chunk_kind kind, std::string_view text);
 /// Chunks of `size` units, consecutive chunks sharing `overlap` units; each chunk
 /// spans from its first unit's begin to its last unit's end.
 std::vector<Span> chunkText(planrt_chunk_kind kind, std::string_view text, int64_t size, int64_t overlap);
+class Embedder;
+/// Whole sentences in chunks of at most `size` tokens (a longer sentence alone), cut
+/// where the cosine between the mean embedding of the two sentences before a boundary
+/// and of the two after it is below `threshold`, once the chunk holds a quarter of
+/// `size`; a chunk about to outgrow `size` is cut at its least similar boundary past
+/// that quarter. The embedder is the store's.
+std::vector<Span> chunkSemantic(std::string_view text, int64_t size, double threshold, Embedder &embedder);
 
 // ---- embed.cpp.
 /// The words the hashing embedder sees: maximal runs of ASCII letters and digits

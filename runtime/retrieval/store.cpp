@@ -41,7 +41,10 @@ constexpr const char *kXapian = "xapian";
 constexpr uint64_t kMaxManifestBytes = 64u << 20;
 
 const char *chunkName(planrt_chunk_kind k) {
-  return k == PLANRT_CHUNK_SENTENCES ? "sentences" : k == PLANRT_CHUNK_PARAGRAPHS ? "paragraphs" : "tokens";
+  return k == PLANRT_CHUNK_SENTENCES    ? "sentences"
+         : k == PLANRT_CHUNK_PARAGRAPHS ? "paragraphs"
+         : k == PLANRT_CHUNK_SEMANTIC   ? "semantic"
+                                        : "tokens";
 }
 
 // "docs.plan:12: retrieval docs: " for errors in the declaration itself.
@@ -461,6 +464,10 @@ std::string configText(const planrt_retrieval_config &cfg, const Embedder &embed
   std::string text = buf;
   if (cfg.ef_construction > 0) // only then, so that stores built before the key stay valid
     text += " ef_construction=" + std::to_string(cfg.ef_construction);
+  if (cfg.chunk == PLANRT_CHUNK_SEMANTIC) {
+    std::snprintf(buf, sizeof buf, " threshold=%.17g", cfg.chunk_threshold);
+    text += buf;
+  }
   return text;
 }
 
@@ -499,6 +506,10 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
                 cfg.vector_weight, cfg.keyword_weight);
   if (cfg.rrf_k < 0)
     return fail(PLANRT_ERR_ARG, "%shybrid(k: %lld): must be ≥ 1", w.c_str(), (long long)cfg.rrf_k);
+  if (cfg.chunk == PLANRT_CHUNK_SEMANTIC &&
+      (cfg.chunk_overlap != 0 || !(cfg.chunk_threshold >= 0 && cfg.chunk_threshold <= 1)))
+    return fail(PLANRT_ERR_ARG, "%schunk = semantic(%lld, threshold: %g): the threshold must lie in [0, 1], and "
+                "semantic chunks do not overlap", w.c_str(), (long long)cfg.chunk_size, cfg.chunk_threshold);
   if (cfg.ef_search < 0 || cfg.ef_construction < 0)
     return fail(PLANRT_ERR_ARG, "%sef_search and ef_construction must be ≥ 0", w.c_str());
   if (cfg.nprobe < 0)
@@ -607,7 +618,10 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
       } else {
         ++(it == prev.files.end() ? rep.files_added : rep.files_changed);
         rep.bytes_read += f.text.size();
-        for (const Span &sp : chunkText(cfg.chunk, f.text, cfg.chunk_size, cfg.chunk_overlap)) {
+        std::vector<Span> spans = cfg.chunk == PLANRT_CHUNK_SEMANTIC
+                                      ? chunkSemantic(f.text, cfg.chunk_size, cfg.chunk_threshold, *embedder)
+                                      : chunkText(cfg.chunk, f.text, cfg.chunk_size, cfg.chunk_overlap);
+        for (const Span &sp : spans) {
           Chunk c;
           c.file = f.name;
           c.begin = sp.begin;

@@ -7,6 +7,7 @@
 // RUN: planc emit %S/Inputs/small.plan --stage sched 2>&1 | FileCheck %s --check-prefix=SMALL
 // RUN: planc emit %S/Inputs/models.plan --stage sched 2>&1 | FileCheck %s --check-prefix=MODELS
 // RUN: planc emit %S/Inputs/hnsw.plan --stage sched 2>&1 | FileCheck %s --check-prefix=HNSW
+// RUN: planc emit %S/Inputs/semantic.plan --stage sched 2>&1 | FileCheck %s --check-prefix=SEMANTIC
 
 // CHECK-NOT: plan.
 // CHECK: llvm.mlir.global internal constant @planc_retrieval_manifest("{
@@ -28,6 +29,9 @@
 // HNSW-SAME: \22keyword_weight\22:0.90000000000000002,
 // HNSW-SAME: \22search\22:\22hybrid\22,
 // HNSW-SAME: \22vector_weight\22:0.10000000000000001}
+
+// Semantic chunks: whole sentences of at most 128 tokens, cut under a similarity of 0.3.
+// SEMANTIC: \22chunk\22:\22semantic\22,\22chunk_overlap\22:0,\22chunk_size\22:128,\22chunk_threshold\22:0.29999999999999999,
 
 // A graph with reciprocal-rank fusion (k 30), sentences, L2 and the guard off.
 // SMALL: \22chunk\22:\22sentences\22

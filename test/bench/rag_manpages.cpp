@@ -5,7 +5,7 @@
 // a dev half (where fusion weights are chosen) and a test half (reported).
 //
 //   rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]
-//                [--chunk N] [--overlap N] [--ingest-only 1]
+//                [--chunk N] [--overlap N] [--semantic THRESHOLD] [--ingest-only 1]
 #include "planrt_retrieval.h"
 
 #include <algorithm>
@@ -54,11 +54,12 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]\n"
-                 "                    [--chunk N] [--overlap N]\n");
+                 "                    [--chunk N] [--overlap N] [--semantic THRESHOLD]\n");
     return 2;
   }
   std::string work = argv[1], factory = "Flat";
   long nprobe = 8, dim = 384, chunk = 256, overlap = 32, efSearch = 0, efConstruction = 0;
+  double semantic = -1; // --semantic THRESHOLD: chunk = semantic(chunk, threshold)
   bool ingestOnly = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -72,6 +73,8 @@ int main(int argc, char **argv) {
       chunk = std::atol(argv[i + 1]);
     else if (a == "--overlap")
       overlap = std::atol(argv[i + 1]);
+    else if (a == "--semantic")
+      semantic = std::atof(argv[i + 1]);
     else if (a == "--ef-search")
       efSearch = std::atol(argv[i + 1]);
     else if (a == "--ef-construction")
@@ -87,9 +90,10 @@ int main(int argc, char **argv) {
   cfg.corpus_count = 1;
   cfg.manifest = "MANIFEST.sha256";
   cfg.max_file_bytes = 64u << 20;
-  cfg.chunk = PLANRT_CHUNK_TOKENS;
+  cfg.chunk = semantic >= 0 ? PLANRT_CHUNK_SEMANTIC : PLANRT_CHUNK_TOKENS;
   cfg.chunk_size = chunk;
-  cfg.chunk_overlap = overlap;
+  cfg.chunk_overlap = semantic >= 0 ? 0 : overlap;
+  cfg.chunk_threshold = semantic >= 0 ? semantic : 0;
   cfg.embed = PLANRT_EMBED_HASHING;
   cfg.embed_dim = dim;
   cfg.index_factory = factory.c_str();
@@ -102,7 +106,8 @@ int main(int argc, char **argv) {
   cfg.vector_weight = 0.5;
   cfg.keyword_weight = 0.5;
   cfg.guard = PLANRT_GUARD_OFF;
-  std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk);
+  std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk) +
+                      (semantic >= 0 ? "-semantic" + std::to_string(int(semantic * 100)) : "");
   for (char c : factory)
     store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   cfg.store = store.c_str();
@@ -127,9 +132,10 @@ int main(int argc, char **argv) {
         queries.push_back({line.substr(0, tab), line.substr(tab + 1)});
     }
   }
-  std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (tokens(%ld, overlap: %ld)), hashing(dim: %ld), "
+  std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (%s(%ld, overlap: %ld)), hashing(dim: %ld), "
               "faiss(\"%s\", ip, nprobe: %ld, ef_search: %ld, ef_construction: %ld), %zu queries (%zu dev / %zu test)\n",
-              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks, chunk, overlap, dim,
+              (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks,
+              semantic >= 0 ? "semantic" : "tokens", chunk, long(cfg.chunk_overlap), dim,
               factory.c_str(), nprobe, efSearch, efConstruction, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
   std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
               rep.chunks / ingestS);

@@ -50,4 +50,23 @@ grep -qi "$(basename "$idx")" tampered.log || { cat tampered.log; fail "the tamp
 echo "retrieval_build: changed corpus file and tampered $(basename "$idx") refused, naming them"
 "$PLANC" run licenses.plan -- verify > run.log 2>&1 && fail "planc run verify passed on a tampered store"
 grep -qi "$(basename "$idx")" run.log || { cat run.log; fail "planc run did not pass arguments through"; }
+# chunk = semantic(…): whole sentences cut where the topic changes, through a built executable.
+sed -e 's/chunk    = tokens(96, overlap: 16)/chunk    = semantic(96, threshold: 0.2)/' -e 's|index/licenses|index/semantic|' \
+  licenses.plan > semantic.plan
+grep -q "semantic(96" semantic.plan || fail "semantic.plan was not written"
+cp bsd.orig docs/BSD.txt
+"$PLANC" build semantic.plan -o semantic
+./semantic ingest --quiet > semantic.log || { cat semantic.log; fail "semantic ingest"; }
+./semantic query "grant of patent license" --k 3 --json > semantic.json
+/usr/bin/python3 - <<'EOF' || fail "semantic chunks"
+import json
+hits = json.load(open("semantic.json"))["results"]
+assert len(hits) == 3, hits
+for h in hits:
+    words = len(h["text"].split())
+    # At most 96 tokens, unless the chunk is one long sentence.
+    assert 0 < words <= 96 or ". " not in h["text"].strip(), f"a chunk of {words} tokens"
+print(f"retrieval_build: semantic chunks of {[len(h['text'].split()) for h in hits]} tokens answer the query")
+EOF
+./semantic verify | grep -q "ok" || fail "verify of a semantic store"
 echo "retrieval_build: all checks passed"

@@ -151,6 +151,40 @@ TEST(Chunk, Paragraphs) {
   EXPECT_EQ(texts(t, chunks), (std::vector<std::string>{"first line\nsecond line\n  \t\nthird", "fourth"}));
 }
 
+TEST(Chunk, SemanticCutsWhereTheTopicChanges) {
+  planrt_retrieval_config cfg{};
+  cfg.embed = PLANRT_EMBED_HASHING;
+  cfg.embed_dim = 256;
+  std::unique_ptr<Embedder> embedder;
+  ASSERT_EQ(openEmbedder(cfg, embedder), PLANRT_OK);
+  std::string cats = "The cat sleeps on the warm mat. A cat purrs when the cat is warm. The old cat chases "
+                     "the young cat. Every cat likes a warm mat. ";
+  std::string sql = "The database commits the transaction. A transaction log keeps the database safe. The "
+                    "database index speeds the query. Every query reads the database index.";
+  std::string t = cats + sql;
+  auto chunks = chunkSemantic(t, 100, 0.2, *embedder);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(texts(t, chunks)[0], cats.substr(0, cats.size() - 1));
+  EXPECT_EQ(texts(t, chunks)[1], sql);
+  // Threshold 0 never cuts on similarity: one chunk while it fits.
+  EXPECT_EQ(chunkSemantic(t, 100, 0.0, *embedder).size(), 1u);
+  // At most `size` tokens per chunk, whole sentences, in order, nothing left out.
+  auto small = chunkSemantic(t, 16, 0.0, *embedder);
+  EXPECT_GT(small.size(), 2u);
+  auto sentences = chunkUnits(PLANRT_CHUNK_SENTENCES, t);
+  size_t next = 0;
+  for (const Span &c : small) {
+    EXPECT_LE(chunkUnits(PLANRT_CHUNK_TOKENS, t.substr(c.begin, c.end - c.begin)).size(), 16u);
+    ASSERT_LT(next, sentences.size());
+    EXPECT_EQ(c.begin, sentences[next].begin);
+    while (next < sentences.size() && sentences[next].end <= c.end)
+      ++next;
+    EXPECT_EQ(c.end, sentences[next - 1].end);
+  }
+  EXPECT_EQ(next, sentences.size());
+  EXPECT_TRUE(chunkSemantic("   ", 16, 0.2, *embedder).empty());
+}
+
 // ---- Hashing embedder.
 
 TEST(Embed, UnitNormDeterministicAndSimilarTextsCloser) {

@@ -268,12 +268,12 @@ private:
   }
 
   void genRetrieval(const sema::Retrieval &r) {
-    static const char *chunks[] = {"tokens", "sentences", "paragraphs"};
+    static const char *chunks[] = {"tokens", "sentences", "paragraphs", "semantic"};
     static const char *searches[] = {"hybrid", "vector", "keyword"};
     RetrievalOp::create(
         b, loc(r.loc), str(r.name), strs(r.corpus), str(r.manifest),
         ChunkKindAttr::get(ctx, *symbolizeChunkKind(chunks[int(r.chunk.kind)])), i64(r.chunk.size),
-        i64(r.chunk.overlap),
+        i64(r.chunk.overlap), f64(r.chunk.kind == sema::ChunkKind::Semantic ? r.chunk.threshold : 0.0),
         EmbedKindAttr::get(ctx, r.embed.kind == sema::EmbedKind::Hashing ? EmbedKind::hashing : EmbedKind::model),
         i64(r.embed.dim), r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(),
         str(r.embed.checkpoint), str(r.embed.pool), str(r.index.factory),

@@ -109,6 +109,7 @@ std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
       {"index", r.getIndex()},
       {"metric", pl::stringifyMetric(r.getMetric())},
       {"nprobe", int64_t(r.getNprobeAttr().getInt())},
+      {"chunk_threshold", r.getChunkThresholdAttr().getValueAsDouble()},
       {"ef_search", r.getEfSearchAttr().getInt()},
       {"ef_construction", r.getEfConstructionAttr().getInt()},
       {"search", pl::stringifySearchKind(r.getSearch())},

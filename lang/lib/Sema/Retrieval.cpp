@@ -136,12 +136,27 @@ void RetrievalCheck::checkCorpus() {
 }
 
 void RetrievalCheck::checkChunk() {
-  if (auto v = call("chunk", {"tokens", "sentences", "paragraphs"}, false, "tokens(256, overlap: 32)")) {
-    r.chunk.kind = v->s == "tokens"      ? sema::ChunkKind::Tokens
-                   : v->s == "sentences" ? sema::ChunkKind::Sentences
-                                         : sema::ChunkKind::Paragraphs;
-    if (auto a = bindArgs(sema, {v->s, {{"size", v->s == "tokens"}, {"overlap", false}}}, *v)) {
+  if (auto v = call("chunk", {"tokens", "sentences", "paragraphs", "semantic"}, false, "tokens(256, overlap: 32)")) {
+    r.chunk.kind = v->s == "tokens"       ? sema::ChunkKind::Tokens
+                   : v->s == "sentences"  ? sema::ChunkKind::Sentences
+                   : v->s == "paragraphs" ? sema::ChunkKind::Paragraphs
+                                          : sema::ChunkKind::Semantic;
+    // semantic(size: tokens at most, threshold): whole sentences, never overlapping.
+    Signature sig{v->s, {{"size", v->s == "tokens"}, {"overlap", false}}};
+    if (v->s == "semantic")
+      sig.params = {{"size", false}, {"threshold", false}};
+    if (auto a = bindArgs(sema, sig, *v)) {
       posInt(*a, "size", r.chunk.size);
+      if (a->count("threshold")) {
+        auto t = sema.toFloat((*a)["threshold"], "the threshold");
+        if (t && *t >= 0 && *t <= 1)
+          r.chunk.threshold = *t;
+        else {
+          if (t)
+            diags.error((*a)["threshold"].loc, "the threshold is a cosine similarity: it must lie in [0, 1]");
+          ok = false;
+        }
+      }
       if (a->count("overlap")) {
         auto o = sema.toInt((*a)["overlap"], "'overlap'");
         if (o && *o >= 0 && *o < r.chunk.size)

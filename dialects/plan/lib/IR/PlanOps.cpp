@@ -312,6 +312,9 @@ LogicalResult RetrievalOp::verify() {
   if (getEmbedDimAttr().getInt() < 1 || getTopAttr().getInt() < 1 || getNprobeAttr().getInt() < 1 ||
       getRrfKAttr().getInt() < 1)
     return emitOpError() << "embed_dim, top, nprobe and rrf_k must be at least 1";
+  double threshold = getChunkThresholdAttr().getValueAsDouble();
+  if (!(threshold >= 0 && threshold <= 1))
+    return emitOpError() << "chunk_threshold must lie in [0, 1]";
   if (getEfSearchAttr().getInt() < 0 || getEfConstructionAttr().getInt() < 0)
     return emitOpError() << "ef_search and ef_construction must not be negative";
   if (getVectorWeight().convertToDouble() < 0 || getKeywordWeight().convertToDouble() < 0)

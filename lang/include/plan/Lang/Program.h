@@ -248,7 +248,7 @@ struct Train {
   std::string baseDir;
 };
 
-enum class ChunkKind { Tokens, Sentences, Paragraphs };
+enum class ChunkKind { Tokens, Sentences, Paragraphs, Semantic };
 enum class EmbedKind { Hashing, Model };
 enum class SearchKind { Hybrid, Vector, Keyword };
 enum class Fusion { Weighted, RRF };
@@ -262,6 +262,7 @@ struct Retrieval {
   struct {
     ChunkKind kind = ChunkKind::Tokens;
     int64_t size = 256, overlap = 0;
+    double threshold = 0.25; ///< semantic(…): the similarity under which sentences part
   } chunk;
   struct {
     EmbedKind kind = EmbedKind::Hashing;

@@ -52,7 +52,8 @@ def Plan_LayerKindAttr : EnumAttr<Plan_Dialect, Plan_LayerKind, "layer">;
 
 def Plan_ChunkKind : Plan_Enum<"ChunkKind", "chunker", [
   I32EnumAttrCase<"tokens", 0>, I32EnumAttrCase<"sentences", 1>,
-  I32EnumAttrCase<"paragraphs", 2>]>;
+  I32EnumAttrCase<"paragraphs", 2>,
+  I32EnumAttrCase<"semantic", 3>]>;
 def Plan_ChunkKindAttr : EnumAttr<Plan_Dialect, Plan_ChunkKind, "chunk">;
 
 def Plan_EmbedKind : Plan_Enum<"EmbedKind", "embedder", [
