@@ -11,6 +11,24 @@ const char *searchName(planrt_search_kind m) {
 
 const char *fusionName(planrt_fusion f) { return f == PLANRT_FUSION_RRF ? "rrf" : "weighted"; }
 
+bool searchKind(const std::string &name, planrt_search_kind &out) {
+  for (planrt_search_kind k : {PLANRT_SEARCH_VECTOR, PLANRT_SEARCH_KEYWORD, PLANRT_SEARCH_HYBRID})
+    if (name == searchName(k)) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
+bool fusionKind(const std::string &name, planrt_fusion &out) {
+  for (planrt_fusion f : {PLANRT_FUSION_WEIGHTED, PLANRT_FUSION_RRF})
+    if (name == fusionName(f)) {
+      out = f;
+      return true;
+    }
+  return false;
+}
+
 json answerJson(const planrt_retrieval_config &cfg, const std::string &text, planrt_search_kind mode,
                 planrt_fusion fusion, const planrt_hit *hits, size_t count) {
   bool guarded = cfg.guard == PLANRT_GUARD_QUARANTINE;

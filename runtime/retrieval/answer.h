@@ -13,6 +13,9 @@ namespace planrt::rag {
 
 const char *searchName(planrt_search_kind mode);
 const char *fusionName(planrt_fusion fusion);
+/// The inverses, for `query --mode/--fusion` and POST /query: false for another name.
+bool searchKind(const std::string &name, planrt_search_kind &out);
+bool fusionKind(const std::string &name, planrt_fusion &out);
 
 /// The graph, the query, the mode, fusion and guard, and every hit with its
 /// provenance, scores, text and (under guard = quarantine) flags.

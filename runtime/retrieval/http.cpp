@@ -444,38 +444,20 @@ httplib::Server::HandlerResponse beforeRouting(const httplib::Request &req, http
   return httplib::Server::HandlerResponse::Unhandled;
 }
 
-/// Every route under its method, and 405 (with Allow) under the others.
-void addRoutes(httplib::Server &svr, const Options &o, const std::vector<Route> &routes, Handler metricsRoute) {
-  std::vector<std::pair<std::string, std::string>> all; // path, method
-  for (const Route &r : routes)
-    all.push_back({r.path, r.method});
-  all.push_back({"/metrics", "GET"});
-  for (const auto &[path, method] : all) {
-    Handler h = path == "/metrics"
-                    ? metricsRoute
-                    : handlerOf(*std::find_if(routes.begin(), routes.end(),
-                                              [&, &path = path](const Route &r) { return r.path == path; }),
-                                o.timeout);
-    Handler notAllowed = [path = path, method = method](const httplib::Request &, httplib::Response &res) {
-      res.status = 405;
-      res.set_header("Allow", method);
-      res.set_content(errorBody(path + " takes " + method), "application/json");
-    };
-    for (const char *m : {"GET", "POST", "PUT", "DELETE", "PATCH"}) {
-      Handler chosen = guarded(o.token, method == m ? h : notAllowed);
-      std::string verb = m;
-      if (verb == "GET")
-        svr.Get(path, chosen);
-      else if (verb == "POST")
-        svr.Post(path, chosen);
-      else if (verb == "PUT")
-        svr.Put(path, chosen);
-      else if (verb == "DELETE")
-        svr.Delete(path, chosen);
-      else
-        svr.Patch(path, chosen);
-    }
-  }
+/// `h` at `path` under `method`, 405 (with Allow) under the other methods; all behind the token.
+void addRoute(httplib::Server &svr, const std::string &token, const std::string &path, const std::string &method,
+              const Handler &h) {
+  Handler notAllowed = [path, method](const httplib::Request &, httplib::Response &res) {
+    res.status = 405;
+    res.set_header("Allow", method);
+    res.set_content(errorBody(path + " takes " + method), "application/json");
+  };
+  auto pick = [&](const char *m) { return guarded(token, method == m ? h : notAllowed); };
+  svr.Get(path, pick("GET"));
+  svr.Post(path, pick("POST"));
+  svr.Put(path, pick("PUT"));
+  svr.Delete(path, pick("DELETE"));
+  svr.Patch(path, pick("PATCH"));
 }
 
 void configure(httplib::Server &svr, const Options &o, Metrics &metrics, AccessLog &log,
@@ -516,20 +498,20 @@ void configure(httplib::Server &svr, const Options &o, Metrics &metrics, AccessL
     metrics.record(isKnown ? req.method + " " + req.path : "other", res.status, s);
     log.write(req, res, s);
   });
-  addRoutes(svr, o, routes, [&metrics, extra](const httplib::Request &, httplib::Response &res) {
+  for (const Route &r : routes)
+    addRoute(svr, o.token, r.path, r.method, handlerOf(r, o.timeout));
+  addRoute(svr, o.token, "/metrics", "GET", [&metrics, extra](const httplib::Request &, httplib::Response &res) {
     res.set_content(metrics.text() + (extra ? extra() : std::string()), "text/plain; version=0.0.4");
   });
 }
 
 } // namespace
 
-int run(Options o, const std::string &what, std::vector<Route> routes, MetricsFn extra,
+int run(const Options &o, const std::string &what, std::vector<Route> routes, MetricsFn extra,
         const std::function<void()> &onStop) {
-  std::string error = prepare(o);
+  std::string error;
   AccessLog log;
-  if (error.empty())
-    log.open(o.accessLog, error);
-  if (!error.empty()) {
+  if (!log.open(o.accessLog, error)) {
     std::fprintf(stderr, "planrt: error: serve: %s\n", error.c_str());
     return 1;
   }

@@ -31,7 +31,7 @@ struct Options {
 };
 
 /// Reads the token file and checks that the address may be served: an error, or "".
-/// `run` calls it; callers call it first too, to refuse before loading anything.
+/// Call it before loading anything, and before `run`.
 std::string prepare(Options &o);
 
 /// Parses serve's options from argv[first..]. On a bad one, false with `error` set.
@@ -66,11 +66,12 @@ struct Route {
 /// Lines appended to GET /metrics (Prometheus text format, each ending in '\n').
 using MetricsFn = std::function<std::string()>;
 
-/// Binds, prints the ready line on stderr (`serve: listening on http://HOST:PORT …`,
-/// with `what`), serves until SIGTERM or SIGINT, then drains in-flight requests
-/// and returns 0; 1 when the token or the address is refused, or the port cannot
-/// be bound (the cause on stderr). `onStop` runs after the last request.
-int run(Options o, const std::string &what, std::vector<Route> routes, MetricsFn metrics,
+/// With options that passed prepare(): binds, prints the ready line on stderr
+/// (`serve: listening on http://HOST:PORT …`, with `what`), serves until SIGTERM or
+/// SIGINT, then drains in-flight requests and returns 0; 1 when the access log cannot
+/// be opened or the port cannot be bound (the cause on stderr). `onStop` runs after
+/// the last request.
+int run(const Options &o, const std::string &what, std::vector<Route> routes, MetricsFn metrics,
         const std::function<void()> &onStop);
 
 /// A JSON body's field checks, for handlers: 400 naming the field.

@@ -164,23 +164,11 @@ int planrt_retrieval_main(int argc, char **argv, const planrt_retrieval_config *
           k = n;
         } else if (a == "--mode") {
           const char *v = value("--mode");
-          std::string m = v ? v : "";
-          if (m == "vector")
-            mode = PLANRT_SEARCH_VECTOR;
-          else if (m == "keyword")
-            mode = PLANRT_SEARCH_KEYWORD;
-          else if (m == "hybrid")
-            mode = PLANRT_SEARCH_HYBRID;
-          else
+          if (!searchKind(v ? v : "", mode))
             return bad("--mode takes vector, keyword or hybrid");
         } else if (a == "--fusion") {
           const char *v = value("--fusion");
-          std::string f = v ? v : "";
-          if (f == "weighted")
-            fusion = PLANRT_FUSION_WEIGHTED;
-          else if (f == "rrf")
-            fusion = PLANRT_FUSION_RRF;
-          else
+          if (!fusionKind(v ? v : "", fusion))
             return bad("--fusion takes weighted or rrf");
         } else if (a == "--no-rerank") {
           run.rerank = PLANRT_RERANK_NONE;

@@ -54,25 +54,15 @@ std::string storeIdentity(const std::string &dir) {
 }
 
 planrt_search_kind parseMode(const std::string &m, planrt_search_kind fallback) {
-  if (m.empty())
-    return fallback;
-  if (m == "vector")
-    return PLANRT_SEARCH_VECTOR;
-  if (m == "keyword")
-    return PLANRT_SEARCH_KEYWORD;
-  if (m == "hybrid")
-    return PLANRT_SEARCH_HYBRID;
-  throw HttpError(400, "\"mode\" takes vector, keyword or hybrid");
+  if (!m.empty() && !searchKind(m, fallback))
+    throw HttpError(400, "\"mode\" takes vector, keyword or hybrid");
+  return fallback;
 }
 
 planrt_fusion parseFusion(const std::string &f, planrt_fusion fallback) {
-  if (f.empty())
-    return fallback;
-  if (f == "weighted")
-    return PLANRT_FUSION_WEIGHTED;
-  if (f == "rrf")
-    return PLANRT_FUSION_RRF;
-  throw HttpError(400, "\"fusion\" takes weighted or rrf");
+  if (!f.empty() && !fusionKind(f, fallback))
+    throw HttpError(400, "\"fusion\" takes weighted or rrf");
+  return fallback;
 }
 
 /// FAISS runs single-threaded in a worker: the pool is the parallelism.

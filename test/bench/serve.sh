@@ -19,6 +19,8 @@ stores=("$@")
 [[ ${#stores[@]} -gt 0 ]] || stores=(pages:256:32:Flat small:32:4:Flat)
 command -v wrk > /dev/null || { echo "serve bench: needs wrk (apt-get install wrk)" >&2; exit 2; }
 [[ -f "$work/queries.tsv" ]] || bash "$root/test/bench/rag_manpages_prepare.sh" "$work"
+source "$root/test/e2e/serve_lib.sh"
+fail() { echo "serve bench: $*" >&2; exit 1; }
 cd "$work"
 threads=${SERVE_THREADS:-4}
 duration=${SERVE_SECONDS:-10}
@@ -70,15 +72,8 @@ EOF
   done < cli_queries.txt
   sort -n cli_times.txt | awk '{a[NR]=$1} END {printf "one process per query: p50 %.1f ms, max %.1f ms (%d queries)\n", a[int((NR+1)/2)]/1000, a[NR]/1000, NR}'
 
-  "./rag_$name" serve --listen 127.0.0.1:0 --threads "$threads" --access-log off 2> "serve_$name.err" &
-  pid=$!
-  port=""
-  for _ in $(seq 600); do
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "serve_$name.err" | sed 's/.*://' || true)
-    [[ -n "$port" ]] && break
-    sleep 0.1
-  done
-  [[ -n "$port" ]] || { cat "serve_$name.err"; kill "$pid"; exit 1; }
+  SERVE_START_SECONDS=120 serve_start "serve_$name" "rag_$name" --threads "$threads" --access-log off
+  pid=$PID port=$PORT
   wrk -t1 -c1 -d2s -s post.lua "http://127.0.0.1:$port" > /dev/null # warm
   for c in 1 8 32; do
     wrk -t1 -c"$c" -d"${duration}s" --latency -s post.lua "http://127.0.0.1:$port" > "wrk_${name}_$c.txt"

@@ -28,13 +28,14 @@ PLAN
 }
 
 # serve_start LOG EXE [OPTION...]: `EXE serve` on a free loopback port in the background,
-# stderr in LOG.err, stdout in LOG.out; sets PID and PORT once the ready line names it.
+# stderr in LOG.err, stdout in LOG.out; sets PID and PORT once the ready line names it
+# (within SERVE_START_SECONDS, default 10: a large store takes longer to verify and load).
 serve_start() {
   local log=$1 exe=$2
   shift 2
   "./$exe" serve --listen 127.0.0.1:0 "$@" > "$log.out" 2> "$log.err" &
   PID=$!
-  for _ in $(seq 100); do
+  for _ in $(seq $((${SERVE_START_SECONDS:-10} * 10))); do
     PORT=$(grep -o 'http://127.0.0.1:[0-9]*' "$log.err" 2>/dev/null | sed 's/.*://' || true)
     [[ -n "$PORT" ]] && return 0
     kill -0 "$PID" 2>/dev/null || { cat "$log.err"; fail "$exe serve exited at start"; }
