@@ -114,6 +114,45 @@
 // ONEF-NEXT: sched.on "pp" = 0 {
 // ONEF-NEXT:   sched.update
 // ONEF-NEXT:   sched.all_gather @param_shard_s0[0, 480] -> @params_s0[0] over ["dp"] {purpose = "updated parameters"}
+// ZeRO-3 with a pipeline (data 2 x pipeline 2, 1F1B), as FSDP under torchtitan's pipelines:
+// each stage gathers its parameters once, before its first forward pass, and frees them after
+// its last backward pass; its whole gradient accumulates over the micro-batches and, after the
+// tied embedding's sum over "pp", is reduce-scattered once and freed. The update then reads
+// only this rank's shards, and planc_gather gathers each stage's own for evaluation.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry zero3 | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=Z3PP
+// Z3PP:      sched.buffer @params_s0 {floats = 1120 : i64, lifetime = "transient", stage = 0 : i64}
+// Z3PP-NEXT: sched.buffer @grads_s0 {floats = 1120 : i64, lifetime = "transient", stage = 0 : i64}
+// Z3PP:      sched.on "pp" = 0 {
+// Z3PP-NEXT:   sched.fill @grad_shard_s0[0, 560] = 0.000000e+00
+// Z3PP-NEXT:   sched.alloc @params_s0
+// Z3PP-NEXT:   sched.all_gather @param_shard_s0[0, 480] -> @params_s0[0] over ["dp"] {purpose = "parameters"}
+// Z3PP-NEXT:   sched.all_gather @param_shard_s0[480, 80] -> @params_s0[960] over ["dp"] {purpose = "parameters"}
+// Z3PP-NEXT:   sched.alloc @grads_s0
+// Z3PP-NEXT:   sched.fill @grads_s0[0, 1120] = 0.000000e+00
+// Z3PP-NEXT:   sched.forward
+// Z3PP:        sched.backward %{{.*}}, %{{.*}} stage 0
+// Z3PP-NEXT:   sched.recv @cot_s0[0, 64] from 1 along "pp" {purpose = "activation gradients"}
+// Z3PP-NEXT:   sched.backward %{{.*}}, %{{.*}} stage 0
+// Z3PP-NEXT:   sched.free @params_s0
+// Z3PP-NEXT:   sched.all_reduce @grads_s0[0, 128] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// Z3PP-NEXT:   sched.reduce_scatter @grads_s0[0, 480] -> @grad_shard_s0[0] over ["dp"] {purpose = "gradients"}
+// Z3PP-NEXT:   sched.reduce_scatter @grads_s0[960, 80] -> @grad_shard_s0[480] over ["dp"] {purpose = "gradients"}
+// Z3PP-NEXT:   sched.free @grads_s0
+// Z3PP-NEXT: }
+// Z3PP:      sched.on "pp" = 1 {
+// Z3PP:        sched.update %{{.*}} [@param_shard_s1, @param_shard_s1, @grad_shard_s1
+// Z3PP-NOT:    sched.all_gather
+// Z3PP:      func.func @planc_gather
+// Z3PP-NEXT:   sched.on "pp" = 0 {
+// Z3PP-NEXT:     sched.alloc @params_s0
+// Z3PP:        sched.on "pp" = 1 {
+// Z3PP-NEXT:     sched.alloc @params_s1
+// Z3PP:      func.func @planc_release
+// Z3PP-NEXT:   sched.on "pp" = 0 {
+// Z3PP-NEXT:     sched.free @params_s0
+// Z3PP-NEXT:   }
+// Z3PP-NEXT:   sched.on "pp" = 1 {
+// Z3PP-NEXT:     sched.free @params_s1
 // Parameters shared across stages (Inputs/shared-weights.mlir: "w" by stages 0 and 1, "e" by
 // stages 0 and 2): one all-reduce over "pp" per shared parameter, in the same order on every
 // stage; a stage that lacks one adds zeros from its `tied` buffer.

@@ -8,7 +8,8 @@
 # 4, data 2 × tensor 2 with ZeRO-1 and selective recompute, data 2 × tensor 4 with ZeRO-3 on
 # 8 ranks, TP 2 with accumulation 4 and full recompute; the same with sequence parallelism);
 # pipeline parallelism (GPipe and 1F1B, alone and times data, tensor and tensor + sequence,
-# data 2 x tensor 2 x pipeline 2 on 8 ranks, evaluation through the pipeline); and ZeRO-1,
+# data 2 x tensor 2 x pipeline 2 on 8 ranks, evaluation through the pipeline; ZeRO-2 and 3
+# with 2 and 4 stages); and ZeRO-1,
 # data 2 × tensor 2 and pipeline 2 in
 # bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
 # loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
@@ -37,13 +38,15 @@ plan() {
 }
 
 # eval_vs_one LABEL RANKS ONE LAYOUT MICRO [DP_PLAN ARGS AFTER STEPS…]: one process (ONE) and a
-# layout on RANKS processes (LAYOUT, dp_plan's arguments after STEPS), both evaluating every 10
-# steps on 2 batches of the same windows: their validation losses must agree within 1e-5.
+# layout on RANKS processes (LAYOUT, dp_plan's arguments after STEPS, on EVAL_DATA data ranks,
+# 1 by default, with ZeRO stage EVAL_ZERO, 0; ONE's micro-batches EVAL_DATA times as large),
+# both evaluating every 10 steps on 2 batches of the same windows: their validation losses
+# must agree within 1e-5.
 eval_vs_one() {
   local label=$1 ranks=$2 one=$3 layout=$4 micro=$5
   shift 5
-  dp_plan "$one" 1 "$micro" 0 20
-  dp_plan "$layout" 1 "$micro" 0 20 "$@"
+  dp_plan "$one" 1 $(( micro * ${EVAL_DATA:-1} )) 0 20
+  dp_plan "$layout" "${EVAL_DATA:-1}" "$micro" "${EVAL_ZERO:-0}" 20 "$@"
   for name in "$one" "$layout"; do
     sed -i "s|^  data .*|&\\n  val       = tokens(\"$WORK/data/val.bin\")\\n  eval      { every: 10, batches: 2 }|" $name.plan
     "$PLANC" build $name.plan -o exe_$name
@@ -223,10 +226,25 @@ plan pp2_accum8_full 1 1 0 fp32 full 1 false 2 1f1b
 plan dp2_tp2_pp2 2 2 1 fp32 none 2 false 2 1f1b
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single pp2_gpipe pp2_1f1b dp2_pp2 dp2_pp2_zero1 tp2_pp2 tp2_sp_pp2_selective \
   pp2_accum8_full dp2_tp2_pp2
+# ZeRO-2 and 3 with a pipeline (a stage's gradient reduce-scattered once, after its last
+# backward pass; ZeRO-3's parameters gathered once, before its first forward pass): data 2 x
+# pipeline 2 under 1F1B and GPipe, with tensor 2 + SP and selective recompute on 8 ranks; and
+# on a 4-layer tiny, 4 stages alone and times data 2 with ZeRO-2 and ZeRO-3 (8 ranks).
+plan dp2_pp2_zero2 2 2 2 fp32 none 1 false 2 1f1b
+plan dp2_pp2_zero3 2 1 3 fp32 none 1 false 2 gpipe
+plan dp2_tp2_sp_pp2_zero3 2 2 3 fp32 selective 2 true 2 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single dp2_pp2_zero2 dp2_pp2_zero3 dp2_tp2_sp_pp2_zero3
+LAYERS=4 plan single_l4 1 8 0
+LAYERS=4 plan pp4 1 2 0 fp32 none 1 false 4 1f1b
+LAYERS=4 plan dp2_pp4_zero2 2 1 2 fp32 none 1 false 4 gpipe
+LAYERS=4 plan dp2_pp4_zero3 2 1 3 fp32 none 1 false 4 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single_l4 pp4 dp2_pp4_zero2 dp2_pp4_zero3
 # Evaluation through the pipeline (each stage's forward, the activations sent on, the last
 # stage's losses summed over "pp"): the validation losses of one process with the same
 # micro-batches.
 eval_vs_one "PP 2" 2 single_eval_m2 pp2_eval 2 fp32 none 1 false 2 1f1b
+# And under ZeRO-3 over data 2 (each stage's parameters gathered by planc_gather).
+EVAL_DATA=2 EVAL_ZERO=3 eval_vs_one "data 2 x PP 2, ZeRO-3" 4 single_eval_dp2 dp2_pp2_zero3_eval 1 fp32 none 1 false 2 1f1b
 # The same on a small stdlib llama (grouped-query attention with 4 query and 2 key/value
 # heads split per block, SwiGLU's gate and up sharing one input gather, RMSNorm, rotary
 # positions, an untied column-parallel head): TP 2 and TP 2 + SP against one process.

@@ -5,7 +5,7 @@
 # frozen base sharded too, with and without parameter buckets) on 4 ranks, full and selective
 # recompute, bf16 and fp16 (rtol 2e-2) alone and with ZeRO-1,
 # tensor parallelism 2 (with and without sequence parallelism), data 2 × tensor 2 with
-# ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1: each
+# ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1 and ZeRO-3: each
 # layout's per-step loss within rtol 1e-5 of one process (TESTING.md), its communication
 # equal to `planc explain`'s to the byte and its memory peak within 5 % (compare_layouts.py);
 # a pipeline's --save-init and merged export hold every stage's tensors. The
@@ -54,6 +54,7 @@ lora dp2_tp2 2 4 1 2
 STAGES=2 SCHEDULE=gpipe lora pp2_gpipe 1 2 0
 STAGES=2 lora pp2 1 2 0 1 false --save-init pp2_init.safetensors --export pp2_merged.safetensors --merge
 STAGES=2 lora dp2_pp2 2 2 1
+STAGES=2 lora dp2_pp2_zero3 2 1 3 1 false --export dp2_pp2_zero3_merged.safetensors --merge
 lora zero3 4 1 3 1 false --export zero3_merged.safetensors --merge
 BUCKET="1 KiB" lora zero3_buckets 4 1 3
 lora dp2_tp2_zero3 2 4 3 2
@@ -64,9 +65,9 @@ PRECISION=bf16 lora bf16 1 8 0 1 false --init single_init.safetensors --checkpoi
 PRECISION=fp16 lora fp16 1 8 0
 PRECISION=bf16 lora bf16_zero1 4 2 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
-  dp2_pp2 zero3 zero3_buckets dp2_tp2_zero3 full selective
+  dp2_pp2 dp2_pp2_zero3 zero3 zero3_buckets dp2_tp2_zero3 full selective
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single bf16 fp16 bf16_zero1
-echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge, hold every tensor"
+echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge (alone and with a pipeline), hold every tensor"
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
 "$PY" - "$ROOT/test/e2e" <<'PYEOF'
 import sys
@@ -74,7 +75,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 from gpt_ref import read_safetensors
 for one, piped, tol in (("single_init", "pp2_init", 0), ("single_merged", "pp2_merged", 1e-6),
-                        ("single_merged", "zero3_merged", 1e-6)):
+                        ("single_merged", "zero3_merged", 1e-6),
+                        ("single_merged", "dp2_pp2_zero3_merged", 1e-6)):
     a, _ = read_safetensors(one + ".safetensors")
     b, _ = read_safetensors(piped + ".safetensors")
     assert sorted(a) == sorted(b), (one, sorted(set(a) ^ set(b)))

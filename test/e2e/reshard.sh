@@ -10,7 +10,8 @@
 #      checkpoint loaded into data 2 x tensor 2, bitwise; --save-grads under TP 2 gives one
 #      process's first gradient to rounding; pipeline parallelism (PP 2): resumed bitwise,
 #      PP 2 -> DDP 2 and one process, one process and ZeRO-3 -> PP 2, data 2 x tensor 2 x
-#      pipeline 2 -> one process, bitwise; --save-grads under PP 2;
+#      pipeline 2 -> one process, bitwise; --save-grads under PP 2; ZeRO-3 over data 2 x
+#      pipeline 2 resumed bitwise, to and from one process bitwise;
 #   3. a shard whose bytes change is refused, naming the file and the hash;
 #   4. one rank killed mid-run: every rank exits non-zero within the timeout and the
 #      launcher names the rank; a stopped (hung) rank: the others stop within
@@ -121,6 +122,12 @@ run 8 ./exe_dp2_tp2_pp2 --steps 10 --checkpoint-dir ck_3d --checkpoint-every 10 
 run 8 ./exe_dp2_tp2_pp2 --resume ck_3d --steps 10 --export dp2_tp2_pp2_own.st --quiet
 run 1 ./exe_single --resume ck_3d --steps 10 --export single_from_3d.st --quiet
 run 2 ./exe_pp2 --steps 1 --save-grads grads_pp2.st --quiet
+# ZeRO-3 over data 2 x pipeline 2: each stage's shards saved, resumed bitwise, loaded by one
+# process, and one process's checkpoint loaded by it.
+dp_plan dp2_pp2_zero3 2 2 3 20 fp32 none 1 false 2 1f1b
+checkpointed 4 dp2_pp2_zero3 ck_pp_z3 rank-00003.safetensors
+run 1 ./exe_single --resume ck_pp_z3 --steps 10 --export single_from_pp_z3.st --quiet
+run 4 ./exe_dp2_pp2_zero3 --resume ck_single --steps 10 --export pp_z3_from_single.st --quiet
 PYTHONPATH="$ROOT/test/e2e" "$PY" - <<'EOF'
 from same_tensors import close_gradients, resumed_bitwise, same
 resumed_bitwise("pp2_full.jsonl", "pp2_resumed.jsonl", "PP x2 resumed from its checkpoint")
@@ -130,6 +137,9 @@ same("single_own.st", "pp2_from_single.st", "one process -> PP x2")
 same("zero3.st", "pp2_from_zero3.st", "ZeRO-3 x4 -> PP x2")
 same("dp2_tp2_pp2_own.st", "single_from_3d.st", "data 2 x tensor 2 x pipeline 2 -> one process")
 close_gradients("grads_single.st", "grads_pp2.st", "PP x2")
+resumed_bitwise("dp2_pp2_zero3_full.jsonl", "dp2_pp2_zero3_resumed.jsonl", "ZeRO-3 x data 2 x PP 2 resumed")
+same("dp2_pp2_zero3.st", "single_from_pp_z3.st", "ZeRO-3 x data 2 x PP 2 -> one process")
+same("single_own.st", "pp_z3_from_single.st", "one process -> ZeRO-3 x data 2 x PP 2")
 EOF
 # 3. A corrupted shard is refused before it is used.
 cp -r ck_z3 ck_bad

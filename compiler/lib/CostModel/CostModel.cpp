@@ -1066,11 +1066,15 @@ private:
     if (paramsByParts)
       add("ZeRO-3 parameters gathered by bucket, the one in use and the next (fp32)", gathered);
     else if (d > 1 && l.zero == 3)
-      add("ZeRO-3 parameters gathered whole for each micro-batch (fp32)", 4 * n);
+      add(p > 1 ? "ZeRO-3 parameters gathered whole for the stage's micro-batches (fp32)"
+                : "ZeRO-3 parameters gathered whole for each micro-batch (fp32)",
+          4 * n);
     if (gradients < 4 * n)
       add("ZeRO-2/3 gradients by bucket: the first the backward pass writes, and its sum (fp32)", gradients);
     else if (d > 1 && l.zero >= 2)
-      add("ZeRO-2/3 gradients whole for each micro-batch (fp32)", 4 * n);
+      add(p > 1 ? "ZeRO-2/3 gradients whole for the stage's micro-batches (fp32)"
+                : "ZeRO-2/3 gradients whole for each micro-batch (fp32)",
+          4 * n);
     add(l.precision == sema::Precision::FP32 ? "ZeRO shards of the update (parameters and gradients, fp32)"
                                              : "parameters and gradients kept in fp32, and the update's shards",
         extra, /*held=*/true);
@@ -1269,7 +1273,7 @@ private:
     // ZeRO-3 with buckets frees each bucket of gathered parameters after the forward pass
     // and gathers it again for the backward pass (plan-train-abi).
     bool regather = l.bucketBytes > 0;
-    for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, !regather)) {
+    for (const training::DataCollective &c : training::dataCollectives(l.zero, d, mb, flat, !regather, p > 1)) {
       bool params = c.kind == training::Collective::AllGather;
       dp.push_back({c.kind, double(c.floats) * (params ? wireParams : wire), c.times, c.calls, c.purpose, params});
     }
@@ -1328,16 +1332,18 @@ private:
       row.link = links.at("data").name;
       e.comm.push_back(row);
     }
-    // ZeRO-3 with adapters: the frozen base gathered whole for each micro-batch, before
-    // its forward pass reads it (plan-schedule): exposed.
+    // ZeRO-3 with adapters: the frozen base gathered whole for each micro-batch (a
+    // pipeline stage's once per step), before its forward pass reads it (plan-schedule):
+    // exposed.
     if (lora() && d > 1 && l.zero >= 3 && rankFrozenRegion[commRank] > 0) {
       double full = double(rankFrozenRegion[commRank]);
-      double total = collSeconds(Coll::AllGather, full, d, "data") * double(mb);
+      int64_t times = p > 1 ? 1 : mb;
+      double total = collSeconds(Coll::AllGather, full, d, "data") * double(times);
       dpTotal += total;
       dpExposed += total;
       e.comm.push_back({collName(Coll::AllGather), "data", "frozen base",
-                        int64_t(training::ringBytes(Coll::AllGather, d, uint64_t(full)) * uint64_t(mb)), mb, d, total,
-                        total, links.at("data").name});
+                        int64_t(training::ringBytes(Coll::AllGather, d, uint64_t(full)) * uint64_t(times)), times, d,
+                        total, total, links.at("data").name});
     }
     return dpExposed;
   }
@@ -1351,10 +1357,10 @@ private:
     // Under sequence parallelism each tensor rank sees a slice of the tokens, so the
     // gradients of parameters it does not split (norms, biases) are summed over it.
     // ZeRO-2 and 3 keep a micro-batch's whole gradient only until its reduce-scatter: there
-    // the sum runs per micro-batch.
+    // the sum runs per micro-batch (under a pipeline they reduce once per step).
     if (t > 1 && l.sequence && replicatedElems(commRank) > 0) {
       double full = double(replicatedElems(commRank)) * wire;
-      int64_t times = l.zero >= 2 && d > 1 ? mb : 1;
+      int64_t times = l.zero >= 2 && d > 1 && p == 1 ? mb : 1;
       double sec = collSeconds(Coll::AllReduce, full, t, "tensor") * double(times);
       e.comm.push_back({"all_reduce", "tensor", "replicated-parameter gradients",
                         int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))) * times, times, t, sec, sec,

@@ -136,7 +136,11 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
               }
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const Candidate &a, const Candidate &b) { return a.estimate.stepSeconds < b.estimate.stepSeconds; });
+  // Fastest first; of equally fast layouts the one that needs less memory, then the lower
+  // ZeRO stage.
+  std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
+    return std::make_tuple(a.estimate.stepSeconds, a.estimate.perDevice.total(), a.layout.zero) <
+           std::make_tuple(b.estimate.stepSeconds, b.estimate.perDevice.total(), b.layout.zero);
+  });
   return out;
 }

@@ -156,8 +156,6 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     s.p = int64_t(stages->size());
     if (s.p != s.sizes[size_t(llvm::find(s.axes, s.pipelineAxis) - s.axes.begin())])
       return bad("has a stage count other than the pipeline axis's size");
-    if (s.zero >= 2 && s.d > 1)
-      return bad("asks for ZeRO-2 or 3 with a pipeline");
     for (const llvm::json::Value &v : *stages) {
       const llvm::json::Object *so = v.getAsObject();
       if (!so)
@@ -515,8 +513,23 @@ private:
     sched::WaitOp::create(b, loc, done);
   }
 
+  /// Builds body() in a sched.on region of stage k (pipeline parallelism) at the
+  /// insertion point, which it leaves after the region.
+  void onStage(int64_t k, llvm::function_ref<void()> body) {
+    OpBuilder::InsertionGuard g(b);
+    auto on = sched::OnOp::create(b, loc, b.getStringAttr(s.pipelineAxis), i64(k));
+    b.setInsertionPointToStart(b.createBlock(&on.getBody()));
+    body();
+  }
+
   /// Pipeline parallelism: each stage's ranks run their part of the schedule in a
   /// sched.on region; the loss and the gradient norm are then summed over the stages.
+  /// ZeRO-2 and 3 work as FSDP does under torchtitan's pipelines: the stage's gradient
+  /// accumulates whole over the micro-batches and is reduce-scattered once, after its
+  /// last backward pass, and ZeRO-3 gathers the stage's parameters once, before its
+  /// first forward pass, and frees them after its last backward pass (gathering them per
+  /// micro-batch would gather m times what 1F1B reads between two frees). Between steps,
+  /// and in the update, a stage holds only its shards.
   void buildPipelineStep() {
     OpBuilder::InsertionGuard guard(b);
     func::FuncOp f = function("planc_step", true);
@@ -527,24 +540,35 @@ private:
     SmallVector<Value> micro;
     for (int64_t i = 0; i < s.accumulation; ++i)
       micro.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(i)));
-    auto onStage = [&](int64_t k, llvm::function_ref<void()> body) {
-      OpBuilder::InsertionGuard g(b);
-      auto on = sched::OnOp::create(b, loc, b.getStringAttr(s.pipelineAxis), i64(k));
-      b.setInsertionPointToStart(b.createBlock(&on.getBody()));
-      body();
-    };
     for (int64_t k = 0; k < s.p; ++k)
       onStage(k, [&] {
+        const Bufs &x = bufs[size_t(k)];
         zeroGradients(k);
+        if (zero3) {
+          sched::AllocOp::create(b, loc, x.params);
+          gatherFrozen(k, "frozen base");
+          perGroup(k, false, false, "parameters");
+        }
+        if (zero2) {
+          sched::AllocOp::create(b, loc, x.grads);
+          sched::FillOp::create(b, loc, x.grads, i64(0), i64(layout(k).total), b.getF32FloatAttr(0));
+        }
         Block *here = b.getInsertionBlock();
         if (s.gpipe)
           gpipe(k, step, micro);
         else
           oneFOneB(k, step, micro);
         b.setInsertionPointToEnd(here);
+        if (zero3)
+          sched::FreeOp::create(b, loc, x.params);
         tiedGradients(k);
         replicatedGradients(k);
-        reduceGradients(k);
+        if (zero2) {
+          perGroup(k, true, false, "gradients");
+          sched::FreeOp::create(b, loc, x.grads);
+        } else {
+          reduceGradients(k);
+        }
       });
     // Only the last stage computed a loss; the others add zero.
     sched::AllReduceOp::create(b, because("pipeline", s.pipelineAxis, "loss"), state, i64(7), i64(1),
@@ -810,19 +834,27 @@ private:
   /// step, for evaluation. Only ZeRO-3 has anything to do.
   void buildGather() {
     OpBuilder::InsertionGuard guard(b);
+    // Each stage its own under a pipeline.
+    auto eachStage = [&](llvm::function_ref<void(int64_t)> body) {
+      if (s.p <= 1)
+        return body(0);
+      for (int64_t k = 0; k < s.p; ++k)
+        onStage(k, [&] { body(k); });
+    };
     func::FuncOp gather = function("planc_gather", false);
     b.setInsertionPointToStart(gather.addEntryBlock());
-    if (zero3) {
-      sched::AllocOp::create(b, loc, bufs[0].params);
-      gatherFrozen(0, "frozen base (evaluation)");
-      perGroup(0, false, false, "parameters (evaluation)");
-    }
+    if (zero3)
+      eachStage([&](int64_t k) {
+        sched::AllocOp::create(b, loc, bufs[size_t(k)].params);
+        gatherFrozen(k, "frozen base (evaluation)");
+        perGroup(k, false, false, "parameters (evaluation)");
+      });
     func::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(gather);
     func::FuncOp release = function("planc_release", false);
     b.setInsertionPointToStart(release.addEntryBlock());
     if (zero3)
-      sched::FreeOp::create(b, loc, bufs[0].params);
+      eachStage([&](int64_t k) { sched::FreeOp::create(b, loc, bufs[size_t(k)].params); });
     func::ReturnOp::create(b, loc);
   }
 

@@ -58,10 +58,12 @@ uint64_t ringBytes(Collective c, int64_t n, uint64_t fullBytes) {
 }
 
 std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t micro, const FlatLayout &l,
-                                            bool oneGather) {
+                                            bool oneGather, bool pipelined) {
   std::vector<DataCollective> out;
   if (d <= 1)
     return out;
+  if (pipelined)
+    micro = 1; // a stage's whole gradient, and its parameters, once per step
   int64_t groups = (l.groupFloats(0) > 0) + (l.groupFloats(1) > 0);
   int64_t n = l.total;
   switch (zero) {

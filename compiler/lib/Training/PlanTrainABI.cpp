@@ -273,10 +273,6 @@ LogicalResult checkSupported(pl::TrainOp train) {
       return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
                                << " ranks; several stages per rank (virtual stages) are not "
                                   "implemented by the code generator in this version of planc";
-    if (training::dataParallelSize(train) > 1 && par.getZero() >= 2)
-      return train.emitError() << "ZeRO-" << par.getZero() << " with pipeline parallelism (axis '" << pp.axis
-                               << "') is not implemented in this version of planc (nor by DeepSpeed or "
-                                  "Megatron): use ZeRO-1 or DDP over the data axes";
   }
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)

@@ -78,10 +78,13 @@ struct DataCollective {
 ///    forward and backward of a micro-step share one gather: parameters gathered whole;
 ///    otherwise, with buckets, each bucket is gathered for the forward pass, freed, and
 ///    gathered again for the backward pass) and reduce-scatter the gradients after it;
+///  - under a pipeline (`pipelined`), ZeRO-2 and 3 reduce-scatter a stage's gradient
+///    once, after its last backward pass, and ZeRO-3 gathers its parameters once, before
+///    its first forward pass (plan-schedule);
 ///  - and always: the mean loss for the log (1 float), and under ZeRO the partial
 ///    sums of squared gradients for the global norm (1 float).
 std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t micro, const FlatLayout &l,
-                                            bool oneGather);
+                                            bool oneGather, bool pipelined = false);
 
 } // namespace plan::training
 
