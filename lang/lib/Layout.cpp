@@ -12,6 +12,7 @@ Layout plan::sema::layoutOf(const Train &t) {
   l.pipeline = t.pipelineParallel;
   l.stages = t.parallel.stages;
   l.schedule = t.parallel.schedule;
+  l.keepActivations = t.parallel.keepActivations;
   l.sequence = t.parallel.sequence;
   l.zero = t.parallel.zero;
   l.bucketBytes = t.parallel.bucketBytes;

@@ -274,12 +274,14 @@ typedef void (*planrt_update_chunk_fn)(float *p, float *g, float *m, float *v, i
  * again from `in` then G += dloss/dP / (accumulation × data-parallel ranks) from the
  * gradient of its output `cotangent` (the last stage: from its loss, scaled by state[2]
  * with fp16, adding loss / accumulation to *loss), with dinput = the gradient of `in`.
- * Pointers a stage does not use may be anything. */
+ * Under `keep: activations` the forward pass also writes what the backward pass needs to
+ * `saved` (the manifest's `saved` floats), and the backward pass starts from it instead
+ * of computing the forward again. Pointers a stage does not use may be anything. */
 typedef void (*planrt_stage_fwd_fn)(float *params, const int32_t *tokens, const int32_t *targets, const float *in,
-                                    float *out);
+                                    float *out, float *saved);
 typedef void (*planrt_stage_bwd_fn)(float *params, float *grads, const int32_t *tokens, const int32_t *targets,
                                     const float *in, const float *cotangent, float *dinput, float *loss,
-                                    const float *state);
+                                    const float *state, const float *saved);
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets, float *loss);
 

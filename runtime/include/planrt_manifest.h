@@ -102,6 +102,7 @@ inline constexpr char precision[] = "precision";
 inline constexpr char qkv[] = "qkv";
 inline constexpr char rank[] = "rank";
 inline constexpr char replica[] = "replica";
+inline constexpr char saved[] = "saved";
 inline constexpr char schedule[] = "schedule";
 inline constexpr char seed[] = "seed";
 inline constexpr char seq[] = "seq";

@@ -312,36 +312,39 @@ bool checkStage(planrt_step_ctx *ctx, int64_t stage, const char *op) {
 } // namespace
 
 void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params, int32_t in,
-                          int64_t in_offset, int32_t out, int64_t out_offset) {
+                          int64_t in_offset, int32_t out, int64_t out_offset, int32_t saved, int64_t saved_offset) {
   if (!checkStage(ctx, stage, "forward"))
     return;
-  float none = 0;
+  float none[2] = {0, 0};
   float *p = ctx->range(params, 0, 0, "forward"),
-        *x = ctx->optional(in, in_offset, ctx->activationIn, "forward", &none),
-        *y = ctx->range(out, out_offset, ctx->activationOut, "forward");
-  if (!p || !x || !y)
+        *x = ctx->optional(in, in_offset, ctx->activationIn, "forward", none),
+        *y = ctx->range(out, out_offset, ctx->activationOut, "forward"),
+        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "forward", none + 1);
+  if (!p || !x || !y || !kept)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageForward(p, ctx->tokens.data(), ctx->targets.data(), x, y);
+    ctx->stageForward(p, ctx->tokens.data(), ctx->targets.data(), x, y, kept);
 }
 
 void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
                            int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
-                           int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset) {
+                           int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset, int32_t saved,
+                           int64_t saved_offset) {
   if (!checkStage(ctx, stage, "backward"))
     return;
-  float none[2] = {0, 0};
+  float none[3] = {0, 0, 0};
   float *p = ctx->range(params, 0, 0, "backward"), *g = ctx->range(grads, 0, 0, "backward"),
         *s = ctx->range(state, 0, 8, "backward"),
         *x = ctx->optional(in, in_offset, ctx->activationIn, "backward", none),
         *dy = ctx->optional(cotangent, cotangent_offset, ctx->activationOut, "backward", none),
-        *dx = ctx->optional(dinput, dinput_offset, ctx->activationIn, "backward", none + 1);
-  if (!p || !g || !s || !x || !dy || !dx)
+        *dx = ctx->optional(dinput, dinput_offset, ctx->activationIn, "backward", none + 1),
+        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "backward", none + 2);
+  if (!p || !g || !s || !x || !dy || !dx || !kept)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s);
+    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept);
 }
 
 void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {

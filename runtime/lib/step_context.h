@@ -101,6 +101,7 @@ struct planrt_step_ctx {
   /// Floats of the activation a stage receives and of the one it hands on (0 on the
   /// first and the last stage respectively).
   int64_t activationIn = 0, activationOut = 0;
+  int64_t savedFloats = 0; ///< `keep: activations`: floats a micro-batch's forward pass keeps
   planrt::BackendVector<int32_t> tokens, targets;
   std::atomic<int64_t> step{0}; ///< read by the watchdog thread
   /// The first failure; later calls do nothing.

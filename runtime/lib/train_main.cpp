@@ -180,6 +180,7 @@ void Trainer::bindStep() {
     ctx.stage = m.stage;
     ctx.activationIn = m.activationIn;
     ctx.activationOut = m.activationOut;
+    ctx.savedFloats = m.savedFloats;
     void *const *mine = e.stages + kStageEntries * m.stage;
     ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(mine[0]);
     ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(mine[1]);
@@ -369,7 +370,11 @@ planrt_status Trainer::stageEval(const int32_t *tokens, const int32_t *targets, 
     if (planrt_status st = planrt_recv(ctx.mesh, int(axis), m.stage - 1, in.data(), m.activationIn))
       return st;
   }
-  ctx.stageForward(data(params), tokens, targets, in.data(), out.data());
+  // keep: activations: the forward pass writes what a backward pass would read into the
+  // schedule's first slot, unused outside a step.
+  int saved = bufferId(m.bufferName("saved"));
+  float unused = 0;
+  ctx.stageForward(data(params), tokens, targets, in.data(), out.data(), saved >= 0 ? data(saved) : &unused);
   loss = 0;
   if (m.stage + 1 == m.pipeline) {
     loss = out[0];

@@ -51,6 +51,8 @@ const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::stri
     m.activationIn = integer(stages[size_t(stage - 1)], key::activation, stageName(stage - 1), 1, kMaxFloats);
   if (stage + 1 < m.pipeline)
     m.activationOut = integer(stages[size_t(stage)], key::activation, stageName(stage), 1, kMaxFloats);
+  if (stages[size_t(stage)].contains(key::saved))
+    m.savedFloats = integer(stages[size_t(stage)], key::saved, stageName(stage), 0, kMaxFloats);
   in = stageName(stage) + ".";
   return stages[size_t(stage)];
 }

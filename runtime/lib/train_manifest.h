@@ -97,6 +97,7 @@ struct Manifest {
   std::vector<std::vector<Param>> stageFrozen;
   std::vector<int64_t> stageFrozenFullFloats;
   int64_t activationIn = 0, activationOut = 0; ///< floats received from and sent to the neighbours
+  int64_t savedFloats = 0; ///< `keep: activations`: floats this stage's forward pass keeps per micro-batch
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
   /// one of this rank's stage.
   std::string bufferName(const std::string &name) const {

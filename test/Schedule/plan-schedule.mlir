@@ -153,6 +153,22 @@
 // Z3PP-NEXT:   }
 // Z3PP-NEXT:   sched.on "pp" = 1 {
 // Z3PP-NEXT:     sched.free @params_s1
+// keep: activations (data 2 x pipeline 2, 1F1B, 2 micro-batches): stage 0's forward pass
+// writes what its backward pass reads (1,024 floats a micro-batch: the manifest's `saved`)
+// into the micro-batch's slot of @saved_s0, as many slots as micro-batches in flight, and
+// its backward pass starts from the same slot; the last stage, whose backward pass follows
+// its forward pass at once, keeps nothing.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry keep | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=KEEP
+// KEEP:      sched.buffer @saved_s0 {floats = 2048 : i64, lifetime = "step", stage = 0 : i64}
+// KEEP-NOT:  @saved_s1
+// KEEP:      sched.forward %[[STEP:[^,]*]], %[[M0:[^ ]*]] stage 0 params @params_s0 out @act_s0[0] saved @saved_s0[0]
+// KEEP:      sched.forward %[[STEP]], %[[M1:[^ ]*]] stage 0 params @params_s0 out @act_s0[0] saved @saved_s0[1024]
+// KEEP:      sched.backward %[[STEP]], %[[M0]] stage 0 {{.*}} cotangent @cot_s0[0] saved @saved_s0[0]
+// KEEP:      sched.backward %[[STEP]], %[[M1]] stage 0 {{.*}} cotangent @cot_s0[0] saved @saved_s0[1024]
+// KEEP:      sched.backward %[[STEP]], %[[M0]] stage 1 {{.*}} dinput @dinput_s1[0]{{$}}
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry keep | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=KEEPM
+// KEEPM:      \22saved\22:1024
+// KEEPM-SAME: \22saved\22:0
 // Parameters shared across stages (Inputs/shared-weights.mlir: "w" by stages 0 and 1, "e" by
 // stages 0 and 2): one all-reduce over "pp" per shared parameter, in the same order on every
 // stage; a stage that lacks one adds zeros from its `tied` buffer.

@@ -14,12 +14,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$WORK"
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
-plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE [SCHEDULE]]]: DEVICES / TENSOR data-parallel ranks ×
-  # TENSOR; with a SCHEDULE (gpipe or 1f1b), DEVICES pipeline stages instead, 4 micro-batches.
+plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE [SCHEDULE [KEEP]]]]: DEVICES / TENSOR data-parallel ranks ×
+  # TENSOR; with a SCHEDULE (gpipe or 1f1b), DEVICES pipeline stages instead, 4 micro-batches,
+  # keeping KEEP (inputs by default, or activations).
   local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor="" micro
   if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp  sequence = ${5:-false}"; fi
   micro=$((16 / d))
-  if [[ -n ${6:-} ]]; then axes="dp: 1, pp: $2"; tensor="pipeline = pp(stages: $2, schedule: $6)"; micro=4; fi
+  if [[ -n ${6:-} ]]; then axes="dp: 1, pp: $2"; tensor="pipeline = pp(stages: $2, schedule: $6${7:+, keep: $7})"; micro=4; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
@@ -39,7 +40,10 @@ EOF
 }
 measure() {  # NAME DEVICES
   local out
-  if [[ $2 -eq 1 ]]; then out=$("./exe_$1" --log "$1.jsonl" --quiet 2>&1); else out=$(mpirun -n "$2" "./exe_$1" --log "$1.jsonl" --quiet 2>&1); fi
+  # One rank per core, bound: unbound, two ranks on this 2-core machine sometimes share a
+  # core and run at half speed.
+  if [[ $2 -eq 1 ]]; then out=$("./exe_$1" --log "$1.jsonl" --quiet 2>&1)
+  else out=$(mpirun -bind-to core -n "$2" "./exe_$1" --log "$1.jsonl" --quiet 2>&1); fi
   local share
   share=$(echo "$out" | grep -o "communication [0-9.]*%" | grep -o "[0-9.]*%" || echo "-")
   /usr/bin/python3 - "$1" "$share" <<'EOF'
@@ -57,10 +61,11 @@ plan "tp$RANKS" "$RANKS" 0 "$RANKS"
 plan "tp${RANKS}_sp" "$RANKS" 0 "$RANKS" true
 plan "pp${RANKS}_gpipe" "$RANKS" 0 1 false gpipe
 plan "pp${RANKS}_1f1b" "$RANKS" 0 1 false 1f1b
+plan "pp${RANKS}_1f1b_keep" "$RANKS" 0 1 false 1f1b activations
 echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
 echo "|---|---|---|---|---|"
 for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS" \
-           "pp${RANKS}_gpipe $RANKS" "pp${RANKS}_1f1b $RANKS"; do
+           "pp${RANKS}_gpipe $RANKS" "pp${RANKS}_1f1b $RANKS" "pp${RANKS}_1f1b_keep $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
   echo "| $name | $2 | $ms | $share | $bytes |"

@@ -77,6 +77,7 @@ same tp2_sp 2 1 8 0 20 fp32 none 2 true
 same pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b
 same dp2_zero1 2 2 4 1 20
 same dp2_pp2_zero3 4 2 1 3 20 fp32 none 1 false 2 1f1b  # each stage's parameters gathered into the arena
+KEEP=activations same pp2_keep 2 1 2 0 20 fp32 none 1 false 2 1f1b  # keep: activations: the saved slots in the arena
 BUCKET="16 KiB" same dp2_buckets 2 2 2 0 20  # DDP buckets: planrt_grad_ready between kernels
 BUCKET="16 KiB" same dp2_zero1_buckets 2 2 2 1 20  # ZeRO-1 buckets: reduce-scatter slices
 BUCKET="16 KiB" same dp2_zero3_buckets 2 2 4 3 20  # ZeRO-3 buckets: planrt_params_ready between kernels (one micro-batch: see below)

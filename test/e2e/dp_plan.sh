@@ -9,11 +9,12 @@
 #     SCHEDULE, gpipe or 1f1b) and builds exe_NAME (for --target $TARGET when TARGET is set;
 #     with BUCKET set, e.g. "16 KiB", DDP gradient buckets of that size; with OFFLOAD set,
 #     e.g. 'nvme("DIR")', the optimizer's moments offloaded there; with LAYERS set, tiny's
-#     shape with that many layers).
+#     shape with that many layers; with KEEP set, the pipeline's `keep:`, inputs or
+#     activations).
 dp_plan() {
   local t=${8:-1} p=${10:-1} axes="dp: $2" tensor="" pipeline=""
   if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
-  if [[ $p -gt 1 ]]; then axes="pp: $p, $axes"; pipeline="pipeline = pp(stages: $p, schedule: ${11:-1f1b})"; fi
+  if [[ $p -gt 1 ]]; then axes="pp: $p, $axes"; pipeline="pipeline = pp(stages: $p, schedule: ${11:-1f1b}${KEEP:+, keep: $KEEP})"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 ${LAYERS:+model tiny$LAYERS = gpt(vocab: 256, context: 64, layers: $LAYERS, heads: 4, width: 64)}

@@ -9,7 +9,8 @@
 # 8 ranks, TP 2 with accumulation 4 and full recompute; the same with sequence parallelism);
 # pipeline parallelism (GPipe and 1F1B, alone and times data, tensor and tensor + sequence,
 # data 2 x tensor 2 x pipeline 2 on 8 ranks, evaluation through the pipeline; ZeRO-2 and 3
-# with 2 and 4 stages); and ZeRO-1,
+# with 2 and 4 stages; keep: activations, bitwise keep: inputs, on tiny and a small llama);
+# and ZeRO-1,
 # data 2 × tensor 2 and pipeline 2 in
 # bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
 # loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
@@ -239,23 +240,51 @@ LAYERS=4 plan pp4 1 2 0 fp32 none 1 false 4 1f1b
 LAYERS=4 plan dp2_pp4_zero2 2 1 2 fp32 none 1 false 4 gpipe
 LAYERS=4 plan dp2_pp4_zero3 2 1 3 fp32 none 1 false 4 1f1b
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single_l4 pp4 dp2_pp4_zero2 dp2_pp4_zero3
+# keep: activations (each stage but the last keeps what its backward pass reads, per
+# micro-batch in flight, instead of computing its forward again): 1F1B and GPipe, tensor 2 +
+# SP with selective recompute (its forward collectives not repeated), full recompute (only
+# the layers' inputs kept), ZeRO-3 over data 2, and 4 stages; each bitwise the same layout
+# keeping its inputs where there is one, and within 1e-5 of one process.
+KEEP=activations plan pp2_1f1b_keep 1 2 0 fp32 none 1 false 2 1f1b
+KEEP=activations plan pp2_gpipe_keep 1 2 0 fp32 none 1 false 2 gpipe
+KEEP=activations plan tp2_sp_pp2_selective_keep 1 4 0 fp32 selective 2 true 2 gpipe
+KEEP=activations plan pp2_accum8_full_keep 1 1 0 fp32 full 1 false 2 1f1b
+KEEP=activations plan dp2_pp2_zero3_keep 2 1 3 fp32 none 1 false 2 gpipe
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single pp2_1f1b_keep pp2_gpipe_keep tp2_sp_pp2_selective_keep \
+  pp2_accum8_full_keep dp2_pp2_zero3_keep
+for keep in pp2_1f1b pp2_gpipe tp2_sp_pp2_selective pp2_accum8_full dp2_pp2_zero3; do
+  "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 $keep ${keep}_keep
+done
+LAYERS=4 KEEP=activations plan pp4_keep 1 2 0 fp32 none 1 false 4 1f1b
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 pp4 pp4_keep
+# The backward pass reads the forward pass's values: a stage before the last runs no forward
+# op in its backward entry point (only their gradients).
+"$PLANC" emit pp2_1f1b_keep.plan --stage llvm > pp2_1f1b_keep.ll
+awk '/llvm.func @planc_bwd_s0\(/{on=1} on{print} on && /^  }/{exit}' pp2_1f1b_keep.ll > bwd_s0.ll
+if grep -q "planrt_k_sdpa(\|planrt_k_layernorm(" bwd_s0.ll || ! grep -q "planrt_k_sdpa_bwd\|planrt_k_layernorm_bwd" bwd_s0.ll; then
+  echo "layouts: FAIL: keep: activations's planc_bwd_s0 computes the forward pass again"; exit 1
+fi
 # Evaluation through the pipeline (each stage's forward, the activations sent on, the last
 # stage's losses summed over "pp"): the validation losses of one process with the same
 # micro-batches.
 eval_vs_one "PP 2" 2 single_eval_m2 pp2_eval 2 fp32 none 1 false 2 1f1b
 # And under ZeRO-3 over data 2 (each stage's parameters gathered by planc_gather).
 EVAL_DATA=2 EVAL_ZERO=3 eval_vs_one "data 2 x PP 2, ZeRO-3" 4 single_eval_dp2 dp2_pp2_zero3_eval 1 fp32 none 1 false 2 1f1b
+# And keeping activations (evaluation's forward passes write into the schedule's first slot).
+KEEP=activations eval_vs_one "PP 2, keep: activations" 2 single_eval_m2k pp2_keep_eval 2 fp32 none 1 false 2 1f1b
 # The same on a small stdlib llama (grouped-query attention with 4 query and 2 key/value
 # heads split per block, SwiGLU's gate and up sharing one input gather, RMSNorm, rotary
 # positions, an untied column-parallel head): TP 2 and TP 2 + SP against one process.
-llama_plan() {  # NAME DEVICES PARALLEL
+llama_plan() {  # NAME DEVICES PARALLEL: over the axis tp (pp with PIPELINE set, micro 2)
+  local axis=tp micro=8
+  [[ -n ${PIPELINE:-} ]] && { axis=pp; micro=2; }
   cat > "$1.plan" <<EOF
 import "models/llama.plan"
 model small_llama = llama(vocab: 256, depth: 2, heads: 4, kv_heads: 2, width: 64, hidden: 128)
-mesh m_$1 { devices = cpu($2)  axes = [tp: $2] }
+mesh m_$1 { devices = cpu($2)  axes = [$axis: $2] }
 train $1 {
   model = small_llama  mesh = m_$1  data = tokens("$WORK/data/train.bin")
-  batch = 8  micro = 8  seq = 32
+  batch = 8  micro = $micro  seq = 32
   parallel { $3 }
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)
   schedule = cosine(warmup: 4, min_lr: 1e-4)
@@ -272,6 +301,14 @@ llama_plan llama_tp2_sp 2 "tensor = tp  sequence = true"
 "$MPIRUN" -n 2 ./exe_llama_tp2 --log llama_tp2.jsonl --quiet
 "$MPIRUN" -n 2 ./exe_llama_tp2_sp --log llama_tp2_sp.jsonl --quiet
 "$PY" "$ROOT/test/e2e/compare_layouts.py" llama_single llama_tp2 llama_tp2_sp
+# A 2-stage pipeline of it keeping activations (RMSNorm, rotary positions, grouped-query
+# attention and SwiGLU cut where the backward pass starts): bitwise the one keeping inputs.
+PIPELINE=1 llama_plan llama_pp2 2 "pipeline = pp(stages: 2)"
+PIPELINE=1 llama_plan llama_pp2_keep 2 "pipeline = pp(stages: 2, keep: activations)"
+"$MPIRUN" -n 2 ./exe_llama_pp2 --log llama_pp2.jsonl --quiet
+"$MPIRUN" -n 2 ./exe_llama_pp2_keep --log llama_pp2_keep.jsonl --quiet
+"$PY" "$ROOT/test/e2e/compare_layouts.py" llama_single llama_pp2 llama_pp2_keep
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 llama_pp2 llama_pp2_keep
 # bf16 (emulated: f32 master weights and buffers): a layout against the one-process bf16 run,
 # data-parallel and, as the language reference's tiny_3d, data 2 × tensor 2 under ZeRO-1,
 # without and with sequence parallelism.

@@ -5,7 +5,8 @@
 # frozen base sharded too, with and without parameter buckets) on 4 ranks, full and selective
 # recompute, bf16 and fp16 (rtol 2e-2) alone and with ZeRO-1,
 # tensor parallelism 2 (with and without sequence parallelism), data 2 × tensor 2 with
-# ZeRO-1, 2-stage GPipe and 1F1B pipelines and data 2 × pipeline 2 with ZeRO-1 and ZeRO-3: each
+# ZeRO-1, 2-stage GPipe and 1F1B pipelines (keeping inputs or activations) and data 2 ×
+# pipeline 2 with ZeRO-1 and ZeRO-3: each
 # layout's per-step loss within rtol 1e-5 of one process (TESTING.md), its communication
 # equal to `planc explain`'s to the byte and its memory peak within 5 % (compare_layouts.py);
 # a pipeline's --save-init and merged export hold every stage's tensors. The
@@ -55,6 +56,7 @@ STAGES=2 SCHEDULE=gpipe lora pp2_gpipe 1 2 0
 STAGES=2 lora pp2 1 2 0 1 false --save-init pp2_init.safetensors --export pp2_merged.safetensors --merge
 STAGES=2 lora dp2_pp2 2 2 1
 STAGES=2 lora dp2_pp2_zero3 2 1 3 1 false --export dp2_pp2_zero3_merged.safetensors --merge
+STAGES=2 KEEP=activations lora pp2_keep 1 2 0
 lora zero3 4 1 3 1 false --export zero3_merged.safetensors --merge
 BUCKET="1 KiB" lora zero3_buckets 4 1 3
 lora dp2_tp2_zero3 2 4 3 2
@@ -65,7 +67,7 @@ PRECISION=bf16 lora bf16 1 8 0 1 false --init single_init.safetensors --checkpoi
 PRECISION=fp16 lora fp16 1 8 0
 PRECISION=bf16 lora bf16_zero1 4 2 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
-  dp2_pp2 dp2_pp2_zero3 zero3 zero3_buckets dp2_tp2_zero3 full selective
+  dp2_pp2 dp2_pp2_zero3 pp2_keep zero3 zero3_buckets dp2_tp2_zero3 full selective
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single bf16 fp16 bf16_zero1
 echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge (alone and with a pipeline), hold every tensor"
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
@@ -145,8 +147,12 @@ lora q_ddp 4 2 0
 lora q_zero2 4 1 2
 lora q_zero3 4 1 3
 STAGES=2 lora q_pp2 1 2 0
+STAGES=2 KEEP=activations lora q_pp2_keep 1 2 0
 TARGET=cuda-host lora q_single_ch 1 8 0
-"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2 q_zero3 q_pp2
+"$PY" "$ROOT/test/e2e/compare_layouts.py" q_single q_accum4 q_ddp q_zero2 q_zero3 q_pp2 q_pp2_keep
+# keep: activations keeps the adapters' activations, not the dequantized base (computed again
+# from the NF4 codes in the backward pass): bitwise the run that keeps its inputs.
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 q_pp2 q_pp2_keep
 "$PY" - <<'PYEOF'
 import json
 loss = lambda n: [json.loads(l)["loss"] for l in open(n + ".jsonl") if '"loss"' in l]

@@ -726,9 +726,13 @@ private:
       // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
       // stage reads the tokens again) and computes its forward again in its backward pass:
       // one micro-batch's activations, plus the inputs of those in flight.
+      // Under `keep: activations` every stage but the last (whose backward pass follows its
+      // forward pass at once) keeps each micro-batch's activations in flight too.
       double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
-      mem.activations =
-          int64_t(std::llround(p > 1 ? actRank[r] + workingSet[r] + stash : actRank[r] * flight + workingSet[r]));
+      bool keeps = p > 1 && l.keepActivations && r + 1 < p;
+      double otherKept = keeps ? actRank[r] * (flight - 1) : 0; // the micro-batches in flight but this one
+      mem.activations = int64_t(std::llround(p > 1 ? actRank[r] + otherKept + workingSet[r] + stash
+                                                   : actRank[r] * flight + workingSet[r]));
       std::vector<BufferRow> bufs;
       if (logitsRank[r] > 0) {
         bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
@@ -747,7 +751,8 @@ private:
       // activation and an op's gradients at once (measured so on the LoRA pipelines).
       double start = p > 1 ? double(mem.activations) + std::max(2 * logitsRank[r], maxOpGrads(int(r))) : 0;
       double beyond =
-          std::max({backwardPeak(int(r)) + stash, end, start}) - double(mem.activations) - 2 * logitsRank[r];
+          std::max({backwardPeak(int(r), keeps) + stash + otherKept, end, start}) - double(mem.activations) -
+          2 * logitsRank[r];
       if (beyond > 0)
         bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
                         "precision, a layer recomputed, an op's gradients)",
@@ -831,8 +836,10 @@ private:
   /// precision rounds each once, as the forward pass starts) that an op up to i still
   /// reads in its backward (an embedding's does not); and the op's own gradients: its
   /// output's and its input's (the cross-entropy: the logits' probabilities and their
-  /// gradient; the head: the logits' gradient and its input's).
-  double backwardPeak(int r) const {
+  /// gradient; the head: the logits' gradient and its input's). With `keptWhole` (a
+  /// pipeline stage under `keep: activations`, whose saved slot lives through the step)
+  /// every activation the stage keeps is held at every op.
+  double backwardPeak(int r, bool keptWhole = false) const {
     const auto &ops = model.ops;
     size_t n = ops.size();
     // Offload on a cuda mesh is estimated as its design holds it: each gradient bucket
@@ -882,7 +889,7 @@ private:
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
-      peak = std::max(peak, below[i + 1] + recomputed[i] + grads + own);
+      peak = std::max(peak, (keptWhole ? below[n] : below[i + 1]) + recomputed[i] + grads + own);
     }
     return peak;
   }
@@ -1174,8 +1181,9 @@ private:
       for (const TensorColl &tc : c.bwdColls)
         addColl(tc, false, 1);
       // A pipeline stage before the last computes its forward again in its backward pass
-      // (from the input it kept): the forward's compute and collectives, once more.
-      if (p > 1 && opRank[i] < p - 1 && !notRepeated.count(i)) {
+      // (from the input it kept): the forward's compute and collectives, once more; not
+      // under `keep: activations`.
+      if (p > 1 && opRank[i] < p - 1 && !notRepeated.count(i) && !l.keepActivations) {
         r.bwd += roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
         hardware += c.fwdFlops;
         for (const TensorColl &tc : c.fwdColls)

@@ -31,6 +31,9 @@ static std::string seconds(double s) {
 
 static std::string schedule(const sema::Layout &l) { return sema::scheduleName(l.schedule); }
 
+/// What a pipeline stage keeps for its backward pass (`keep:`).
+static const char *keep(const sema::Layout &l) { return l.keepActivations ? "activations" : "inputs"; }
+
 static bool offloaded(const sema::Layout &l) { return l.optimizerOffload.any() || l.paramsOffload.any(); }
 
 /// " (offload: optimizer nvme, params nvme)" for a search row, or nothing.
@@ -59,7 +62,8 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
   out += "    zero     = " + std::to_string(l.zero) + "\n";
   out += "    tensor   = " + std::string(l.tensor > 1 ? "tp" : "none") + "\n";
   if (l.pipeline > 1)
-    out += "    pipeline = pp(stages: " + std::to_string(l.stages) + ", schedule: " + schedule(l) + ")\n";
+    out += "    pipeline = pp(stages: " + std::to_string(l.stages) + ", schedule: " + schedule(l) +
+           (l.keepActivations ? ", keep: activations" : "") + ")\n";
   else
     out += "    pipeline = none\n";
   if (l.sequence)
@@ -93,7 +97,7 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
      << sema::deviceKindName(mesh.kind) << " devices\n";
   os << "layout: data " << l.data << " x tensor " << l.tensor << " x pipeline " << l.pipeline;
   if (l.pipeline > 1)
-    os << " (" << l.stages << " stages, " << schedule(l) << ")";
+    os << " (" << l.stages << " stages, " << schedule(l) << ", keep " << keep(l) << ")";
   os << "; zero " << l.zero << "; " << sema::precisionName(l.precision) << "; recompute "
      << sema::recomputeName(l.recompute) << (l.sequence ? "; sequence parallel" : "");
   if (offloaded(l))
@@ -240,6 +244,7 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
                         {"pipeline", l.pipeline},
                         {"stages", l.stages},
                         {"schedule", schedule(l)},
+                        {"keep", keep(l)},
                         {"zero", l.zero},
                         {"sequence", l.sequence},
                         {"recompute", sema::recomputeName(l.recompute)},
@@ -337,7 +342,8 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
     const sema::Layout &l = c[i].layout;
     const Estimate &e = c[i].estimate;
     os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,5:f1}%  {12}\n",
-                        i + 1, l.data, l.tensor, l.pipeline, l.pipeline > 1 ? schedule(l) : "-", l.zero,
+                        i + 1, l.data, l.tensor, l.pipeline,
+                        l.pipeline > 1 ? schedule(l) + (l.keepActivations ? " +act" : "") : "-", l.zero,
                         sema::recomputeName(l.recompute), l.sequence ? "yes" : "no", l.micro,
                         formatBytes(double(e.perDevice.total())), seconds(e.stepSeconds), 100 * e.mfu,
                         e.bottleneck + offloadNote(l));

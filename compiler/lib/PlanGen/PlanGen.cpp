@@ -231,7 +231,8 @@ private:
     auto parallel =
         ParallelAttr::get(ctx, b.getArrayAttr(data), t.parallel.zero, str(t.parallel.tensorAxis),
                           str(t.parallel.pipelineAxis), t.parallel.stages, schedule, b.getBoolAttr(t.parallel.sequence),
-                          b.getArrayAttr(replicate), t.parallel.bucketBytes, offloadAttr(t.parallel));
+                          b.getArrayAttr(replicate), t.parallel.bucketBytes, offloadAttr(t.parallel),
+                          t.parallel.keepActivations);
     SmallVector<NamedAttribute> shard;
     for (auto &[dim, axis] : t.shard)
       shard.push_back(b.getNamedAttr(dim, str(axis)));

@@ -34,6 +34,7 @@ struct StageShape {
   SmallVector<std::tuple<std::string, int64_t, int64_t, bool>> params;
   int64_t activation = 0; ///< floats of the activation it hands on
   int64_t frozen = 0;     ///< floats of a fine-tuning plan's frozen base, after the layout in params
+  int64_t saved = 0;      ///< `keep: activations`: floats a micro-batch's forward pass keeps
 };
 
 /// What the schedule needs from the manifest.
@@ -141,8 +142,9 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     if (l.groupEnd[0] > l.groupBegin[1] || l.total % s.d != 0)
       return bad("has overlapping groups or num_floats not divisible over the data axes");
     st.activation = from.getInteger(key::activation).value_or(0);
-    if (st.activation < 0)
-      return bad("has a negative activation size");
+    st.saved = from.getInteger(key::saved).value_or(0);
+    if (st.activation < 0 || st.saved < 0)
+      return bad("has a negative activation or saved size");
     return success();
   };
   if (const llvm::json::Object *pipe = o->getObject(key::pipeline)) {
@@ -222,6 +224,8 @@ private:
     FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq;
     FlatSymbolRefAttr frozenShard; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
     FlatSymbolRefAttr stash, act, cot, dinput, tied; ///< pipeline only
+    FlatSymbolRefAttr saved;                         ///< `keep: activations`: a slot per micro-batch in flight
+    int64_t savedFloats = 0;
     int64_t slots = 0, inFloats = 0, outFloats = 0;
   };
 
@@ -286,6 +290,11 @@ private:
     }
     if (int64_t zeros = zerosFor(k); zeros > 0)
       x.tied = buffer("tied", zeros, "step", stage);
+    // keep: activations: what each micro-batch in flight's forward pass keeps for its
+    // backward pass, in as many slots as the stash.
+    x.savedFloats = s.stages[size_t(k)].saved;
+    if (x.savedFloats > 0)
+      x.saved = buffer("saved", x.slots * x.savedFloats, "step", stage);
   }
 
   /// Where group g's piece of this rank lies: in a shard buffer (offset 0, then
@@ -588,11 +597,15 @@ private:
   // --- The pipeline schedule of stage k: micro-batch i's forward (F), backward (B)
   // and the transfers between neighbouring stages.
   int64_t slot(int64_t k, int64_t i) const { return i % bufs[size_t(k)].slots * bufs[size_t(k)].inFloats; }
+  int64_t savedSlot(int64_t k, int64_t i) const {
+    return i % bufs[size_t(k)].slots * bufs[size_t(k)].savedFloats;
+  }
   StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
   void forward(int64_t k, Value step, Value i, int64_t micro) {
     const Bufs &x = bufs[size_t(k)];
     sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
-                             k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0),
+                             k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0), x.saved,
+                             x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
                              inside("planc_fwd_s" + std::to_string(k)));
   }
   void backward(int64_t k, Value step, Value i, int64_t micro) {
@@ -601,7 +614,9 @@ private:
     sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, first ? FlatSymbolRefAttr() : x.stash,
                               first ? IntegerAttr() : i64(slot(k, micro)), last ? FlatSymbolRefAttr() : x.cot,
                               last ? IntegerAttr() : i64(0), first ? FlatSymbolRefAttr() : x.dinput,
-                              first ? IntegerAttr() : i64(0), inside("planc_bwd_s" + std::to_string(k)));
+                              first ? IntegerAttr() : i64(0), x.saved,
+                              x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
+                              inside("planc_bwd_s" + std::to_string(k)));
   }
   void recvForward(int64_t k, int64_t i) {
     const Bufs &x = bufs[size_t(k)];

@@ -13,6 +13,7 @@
 #include "plan/Training/Flat.h"
 #include "plan/Training/Manifest.h"
 #include "plan/Training/Passes.h"
+#include "plan/Training/StageSplit.h"
 #include "plan/Training/Training.h"
 #include "planrt_manifest.h"
 
@@ -68,6 +69,7 @@ struct StageTable {
   SmallVector<int64_t> index; ///< each parameter's position in the whole model
   SmallVector<bool> replica;  ///< a copy of a parameter an earlier stage owns
   int64_t activation = 0;     ///< floats of the activation the stage hands on
+  int64_t saved = 0;          ///< `keep: activations`: floats a micro-batch's forward pass keeps
   /// A fine-tuning plan's frozen base (nn.frozen): read from P after the trained
   /// parameters' layout (offsets from layout.total), never written, no gradient.
   SmallVector<Param> frozen;
@@ -237,6 +239,7 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
       llvm::json::Object table{{key::num_floats, st.layout.total},
                                {key::groups, groupsOf(st.layout)},
                                {key::activation, st.activation},
+                               {key::saved, st.saved},
                                {key::params, paramTable(st)}};
       // A fine-tuning plan's frozen base: each stage's own, after its trained layout.
       if (!st.frozen.empty()) {
@@ -749,14 +752,19 @@ public:
     func::ReturnOp::create(b, loc);
   }
 
-  /// Pipeline stage k: `planc_fwd_s<k>(P, tokens, targets, in, out)` runs the stage's
-  /// forward function (`in`: the previous stage's activation; `out`: the activation it
-  /// hands on, or on the last stage the loss), and `planc_bwd_s<k>(P, G, tokens,
-  /// targets, in, cotangent, dinput, loss, state)` its gradient: G += ∇ / (accumulation
-  /// × data parallel) from the cotangent of its output (the last stage: from its loss,
-  /// scaled by state[2] with fp16, adding loss / accumulation to *loss), and dinput =
-  /// the gradient of `in`. Unused pointers may be anything.
-  void stage(int64_t k, const StageTable &st, func::FuncOp grad, bool last) {
+  /// Pipeline stage k: `planc_fwd_s<k>(P, tokens, targets, in, out, saved)` runs the
+  /// stage's forward function (`in`: the previous stage's activation; `out`: the
+  /// activation it hands on, or on the last stage the loss), and `planc_bwd_s<k>(P, G,
+  /// tokens, targets, in, cotangent, dinput, loss, state, saved)` its gradient: G += ∇ /
+  /// (accumulation × data parallel) from the cotangent of its output (the last stage: from
+  /// its loss, scaled by state[2] with fp16, adding loss / accumulation to *loss), and
+  /// dinput = the gradient of `in`. Under `keep: activations` (every stage but the last,
+  /// whose backward pass follows its forward pass at once) the forward entry point runs
+  /// the forward part of the gradient function and writes the values its backward part
+  /// reads to `saved` (st.saved floats), from which the backward entry point starts;
+  /// otherwise the backward entry point computes the forward pass again from `in`.
+  /// Unused pointers may be anything.
+  LogicalResult stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, bool keepActivations) {
     OpBuilder::InsertionGuard g(b);
     std::string suffix = "_s" + std::to_string(k);
     func::FuncOp fwd = st.fwd;
@@ -766,30 +774,62 @@ public:
       if (fwd.getArgAttr(i, "nn.activation"))
         inTy = actTy(fwd.getArgument(i).getType());
     Type outTy = last ? scalarTy() : actTy(fwd.getResultTypes()[0]);
+    std::optional<training::StageSplit> split;
+    if (keepActivations && !last) {
+      FailureOr<training::StageSplit> s = training::splitStage(grad);
+      if (failed(s))
+        return failure();
+      split = std::move(*s);
+      st.saved = split->floats;
+    }
+    Type savedTy = MemRefType::get({std::max<int64_t>(st.saved, 1)}, b.getF32Type());
+    auto residual = [&](size_t i) {
+      auto type = cast<RankedTensorType>(split->residuals[i].getType());
+      return Param{"saved", type, split->offsets[i], type.getNumElements()};
+    };
     {
       OpBuilder::InsertionGuard g1(b);
-      auto f = entry("planc_fwd" + suffix, {paramsTy(st), tokTy(st), tokTy(st), inTy, outTy});
+      auto f = entry("planc_fwd" + suffix, {paramsTy(st), tokTy(st), tokTy(st), inTy, outTy, savedTy});
       Block &e = f.getBody().front();
-      SmallVector<Value> outs =
-          inlineBody(b, fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3)));
-      if (last)
-        memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
-                                ValueRange{index0()});
-      else
-        Flat(b, loc, e.getArgument(4)).write(outs[0], activation(outs[0].getType()));
+      SmallVector<Value> args =
+          forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3));
+      if (split) {
+        args.push_back(Value()); // the cotangent: the backward part is not cloned
+        IRMapping map;
+        Flat saved(b, loc, e.getArgument(5));
+        training::cloneForward(b, *split, args, map, [&](size_t i, Value v) { saved.write(v, residual(i)); });
+        Value out = map.lookup(grad.getBody().front().getTerminator()->getOperand(0));
+        Flat(b, loc, e.getArgument(4)).write(out, activation(out.getType()));
+      } else {
+        SmallVector<Value> outs = inlineBody(b, fwd, args);
+        if (last)
+          memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
+                                  ValueRange{index0()});
+        else
+          Flat(b, loc, e.getArgument(4)).write(outs[0], activation(outs[0].getType()));
+      }
       func::ReturnOp::create(b, loc);
     }
     {
       OpBuilder::InsertionGuard g2(b);
-      auto f = entry("planc_bwd" + suffix,
-                     {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy, scalarTy(), statsTy()});
+      auto f = entry("planc_bwd" + suffix, {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy,
+                                            scalarTy(), statsTy(), savedTy});
       Block &e = f.getBody().front();
       SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
       if (last && scaled)
         args.push_back(lossScale(e.getArgument(8)));
       if (!last)
         args.push_back(Flat(b, loc, e.getArgument(5)).read(activation(fwd.getResultTypes()[0])));
-      SmallVector<Value> outs = inlineBody(b, grad, args);
+      SmallVector<Value> outs;
+      if (split) {
+        SmallVector<Value> residuals;
+        Flat saved(b, loc, e.getArgument(9));
+        for (size_t i = 0; i < split->residuals.size(); ++i)
+          residuals.push_back(saved.read(residual(i)));
+        outs = training::cloneBackward(b, *split, args, residuals);
+      } else {
+        outs = inlineBody(b, grad, args);
+      }
       accumulateGrads(st, e.getArgument(1), outs);
       if (k > 0)
         Flat(b, loc, e.getArgument(6)).write(outs.back(), activation(outs.back().getType()));
@@ -797,6 +837,7 @@ public:
         addLoss(outs[0], e.getArgument(7));
       func::ReturnOp::create(b, loc);
     }
+    return success();
   }
 
 private:
@@ -980,7 +1021,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         bool last = k + 1 == pp.size;
         if (!last)
           st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
-        entries.stage(k, *st, grad, last);
+        if (failed(entries.stage(k, *st, grad, last, pp.keepActivations)))
+          return signalPassFailure();
         entries.update("planc_update_s" + std::to_string(k), *st, update);
         for (int grp = 0; grp < 2; ++grp)
           if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))

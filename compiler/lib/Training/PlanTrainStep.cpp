@@ -53,6 +53,7 @@ training::Pipeline training::pipelineOf(pl::TrainOp train) {
   out.size = mesh.getAxisSize(axis);
   out.stages = par.getStages();
   out.schedule = par.getSchedule();
+  out.keepActivations = par.getKeepActivations();
   return out;
 }
 

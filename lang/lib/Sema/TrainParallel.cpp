@@ -171,7 +171,7 @@ void TrainCheck::checkPipeline(const Section &par) {
       t.parallel.pipelineAxis = v.s;
       uses.push_back({v.s, "pipeline", v.loc});
       t.parallel.stages = 0;
-      if (auto args = bindArgs(sema, {v.s, {{"stages", false}, {"schedule", false}}}, v)) {
+      if (auto args = bindArgs(sema, {v.s, {{"stages", false}, {"schedule", false}, {"keep", false}}}, v)) {
         if (args->count("stages")) {
           if (auto s = sema.toPositiveInt((*args)["stages"], "'stages'"))
             t.parallel.stages = *s;
@@ -187,11 +187,19 @@ void TrainCheck::checkPipeline(const Section &par) {
                                   : *s == "1f1b" ? sema::PipelineSchedule::OneFOneB
                                                  : sema::PipelineSchedule::Interleaved;
         }
+        if (args->count("keep")) {
+          auto s = sema.toChoice((*args)["keep"], "pipeline keep mode",
+                                 {"inputs", "activations"});
+          if (!s)
+            ok = false;
+          else
+            t.parallel.keepActivations = *s == "activations";
+        }
       } else {
         ok = false;
       }
     } else if (v.kind != Value::Kind::None) {
-      sema.typeError(v, "'pipeline'", "none, an axis, or axis(stages: N, schedule: 1f1b)");
+      sema.typeError(v, "'pipeline'", "none, an axis, or axis(stages: N, schedule: 1f1b, keep: inputs)");
       ok = false;
     }
   }

@@ -86,6 +86,7 @@ struct Pipeline {
   std::string axis;
   int64_t size = 1, stages = 1;
   pl::PipelineSchedule schedule = pl::PipelineSchedule::one_f_one_b;
+  bool keepActivations = false; ///< `keep: activations`
 };
 Pipeline pipelineOf(pl::TrainOp train);
 

@@ -45,7 +45,8 @@ static LogicalResult verifyNames(function_ref<InFlightDiagnostic()> emitError, A
 
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr data, int64_t zero,
                                    StringAttr tensor, StringAttr pipeline, int64_t stages, PipelineSchedule schedule,
-                                   BoolAttr sequence, ArrayAttr replicate, int64_t bucket, DictionaryAttr offload) {
+                                   BoolAttr sequence, ArrayAttr replicate, int64_t bucket, DictionaryAttr offload,
+                                   bool keepActivations) {
   if (failed(verifyNames(emitError, data, "'data'")) || failed(verifyNames(emitError, replicate, "'replicate'")))
     return failure();
   if (zero < 0 || zero > 3)

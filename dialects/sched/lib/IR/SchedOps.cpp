@@ -384,7 +384,8 @@ LogicalResult ForwardOp::verify() {
 }
 LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) ||
-      failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")))
+      failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")) ||
+      failed(checkOptional(*this, t, getSavedAttr(), getSavedOffset(), "what it keeps")))
     return failure();
   return checkRange(*this, t, getOutputAttr(), getOutputOffset(), 0);
 }
@@ -398,7 +399,8 @@ LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &t) {
       failed(checkRange(*this, t, getStateAttr(), 0, 8)))
     return failure();
   if (failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")) ||
-      failed(checkOptional(*this, t, getCotangentAttr(), getCotangentOffset(), "its cotangent")))
+      failed(checkOptional(*this, t, getCotangentAttr(), getCotangentOffset(), "its cotangent")) ||
+      failed(checkOptional(*this, t, getSavedAttr(), getSavedOffset(), "what its forward pass kept")))
     return failure();
   return checkOptional(*this, t, getDinputAttr(), getDinputOffset(), "its input's gradient");
 }

@@ -25,6 +25,7 @@ struct Layout {
   int64_t pipeline = 1; ///< pipeline ranks
   int64_t stages = 1;   ///< pipeline stages (pipeline × virtual stages per rank)
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  bool keepActivations = false; ///< `keep: activations` (Parallel::keepActivations)
   bool sequence = false; ///< sequence parallel over the tensor axis
   int zero = 0;
   int64_t bucketBytes = 0; ///< DDP gradient buckets (Parallel::bucketBytes); 0: one all-reduce

@@ -162,6 +162,10 @@ struct Parallel {
   std::string pipelineAxis; ///< empty: none
   int64_t stages = 1;       ///< pipeline stages (axis size × virtual stages)
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// `keep: activations`: a pipeline stage keeps what its backward pass needs from its
+  /// forward pass, per micro-batch in flight; `keep: inputs` (false, the default) keeps its
+  /// input and computes the forward again in the backward pass.
+  bool keepActivations = false;
   bool sequence = false; ///< sequence parallel over the tensor axis
   std::vector<std::string> replicate;
   /// DDP gradient buckets: at most this many bytes of gradients per all-reduce, each

@@ -29,7 +29,9 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     the ZeRO stage over the data axes; sequence parallelism; and the axes that
     keep replicas; `bucket`, the bytes of gradients per DDP bucket, or of
     parameters per ZeRO-3 all-gather bucket (0, the default: one collective
-    of the whole buffer); `offload`, where state lives off the device
+    of the whole buffer); `keep_activations` (`keep: activations`), a pipeline
+    stage keeps its forward pass's values for its backward pass instead of its
+    input alone; `offload`, where state lives off the device
     (`{optimizer = {target = "nvme", dir = "…", buffer = N}, params = {…}}`,
     absent: everything on the device). An empty string means "no axis".
 
@@ -49,7 +51,8 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     "::mlir::BoolAttr":$sequence,
     "::mlir::ArrayAttr":$replicate,
     DefaultValuedParameter<"int64_t", "0">:$bucket,
-    OptionalParameter<"::mlir::DictionaryAttr">:$offload);
+    OptionalParameter<"::mlir::DictionaryAttr">:$offload,
+    DefaultValuedParameter<"bool", "false">:$keep_activations);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

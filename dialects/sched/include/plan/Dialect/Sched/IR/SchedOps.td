@@ -195,18 +195,22 @@ def Sched_ForwardOp : Sched_BufferUser<"forward"> {
     Reads micro-batch `micro` of step `step` (as `sched.grad`) and calls stage
     `stage`'s forward entry point with the parameters in `params` and, on every
     stage but the first, the activation the previous stage sent (`in`); writes
-    the activation it hands on to `out`. The stage's backward pass
-    (`sched.backward`) computes the forward again from the same input, so a
+    the activation it hands on to `out`. Without `saved` the stage's backward
+    pass (`sched.backward`) computes the forward again from the same input, so a
     stage keeps one activation per micro-batch in flight (GPipe's
-    re-materialisation). `collectives` lists those the entry point issues
-    itself (tensor parallelism), as on `sched.grad`.
+    re-materialisation); with `saved` (`keep: activations`) the forward pass
+    writes what its backward pass reads there, the micro-batch's slot.
+    `collectives` lists those the entry point issues itself (tensor
+    parallelism), as on `sched.grad`.
   }];
   let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
                        OptionalAttr<FlatSymbolRefAttr>:$input, OptionalAttr<I64Attr>:$input_offset,
-                       FlatSymbolRefAttr:$output, I64Attr:$output_offset, OptionalAttr<ArrayAttr>:$collectives);
+                       FlatSymbolRefAttr:$output, I64Attr:$output_offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$saved, OptionalAttr<I64Attr>:$saved_offset,
+                       OptionalAttr<ArrayAttr>:$collectives);
   let assemblyFormat = [{
     $step `,` $micro `stage` $stage `params` $params (`in` $input^ `[` $input_offset `]`)?
-    `out` $output `[` $output_offset `]` attr-dict
+    `out` $output `[` $output_offset `]` (`saved` $saved^ `[` $saved_offset `]`)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -220,18 +224,20 @@ def Sched_BackwardOp : Sched_BufferUser<"backward"> {
     output (`cotangent`, from the next stage; the last stage starts from its
     loss, which it adds / accumulation to `state[7]`). `grads += ∇` as
     `sched.grad`; on every stage but the first the gradient of the input goes to
-    `dinput`, for the previous stage.
+    `dinput`, for the previous stage. With `saved` it starts from what the
+    micro-batch's `sched.forward` kept there instead of its forward pass.
   }];
   let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
                        FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state,
                        OptionalAttr<FlatSymbolRefAttr>:$input, OptionalAttr<I64Attr>:$input_offset,
                        OptionalAttr<FlatSymbolRefAttr>:$cotangent, OptionalAttr<I64Attr>:$cotangent_offset,
                        OptionalAttr<FlatSymbolRefAttr>:$dinput, OptionalAttr<I64Attr>:$dinput_offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$saved, OptionalAttr<I64Attr>:$saved_offset,
                        OptionalAttr<ArrayAttr>:$collectives);
   let assemblyFormat = [{
     $step `,` $micro `stage` $stage `params` $params `grads` $grads `state` $state
     (`in` $input^ `[` $input_offset `]`)? (`cotangent` $cotangent^ `[` $cotangent_offset `]`)?
-    (`dinput` $dinput^ `[` $dinput_offset `]`)? attr-dict
+    (`dinput` $dinput^ `[` $dinput_offset `]`)? (`saved` $saved^ `[` $saved_offset `]`)? attr-dict
   }];
   let hasVerifier = 1;
 }
