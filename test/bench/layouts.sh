@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): per-rank step time and communication share of each
 # data-parallel layout, and of tensor and pipeline parallelism over the same ranks, against one process, for a 4-layer, 256-wide GPT (3.4M
-# parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core,
-# one BLAS thread per rank). Results go to stdout as a Markdown table.
+# parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core, bound,
+# one BLAS thread per rank); the pipelines (GPipe, 1F1B keeping inputs and keeping
+# activations) also with the bubble planc explain predicts. Results go to stdout as a
+# Markdown table.
 #
 #   test/bench/layouts.sh PLANC_BIN WORKDIR [RANKS]
 set -euo pipefail
@@ -55,6 +57,15 @@ comm = sum(steps[0]["comm_bytes"].values())
 print(f"{name}|{ms:.1f}|{share}|{comm}")
 EOF
 }
+# The share of the step planc explain predicts idle in the pipeline's bubble, beside the
+# measured share rank 0 spends in communication calls (waiting for its neighbour: the
+# bubble, and the stages' imbalance).
+bubble() {  # NAME
+  "$PLANC" explain "$1.plan" --json | /usr/bin/python3 -c '
+import json, sys
+e = json.load(sys.stdin)
+print("%.1f%%" % (100 * e["time_breakdown_s"]["bubble"] / e["step_time_s"]))'
+}
 plan single 1 0
 for z in 0 1 2 3; do plan "zero$z" "$RANKS" "$z"; done
 plan "tp$RANKS" "$RANKS" 0 "$RANKS"
@@ -62,11 +73,13 @@ plan "tp${RANKS}_sp" "$RANKS" 0 "$RANKS" true
 plan "pp${RANKS}_gpipe" "$RANKS" 0 1 false gpipe
 plan "pp${RANKS}_1f1b" "$RANKS" 0 1 false 1f1b
 plan "pp${RANKS}_1f1b_keep" "$RANKS" 0 1 false 1f1b activations
-echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step |"
-echo "|---|---|---|---|---|"
+echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step | explain's bubble share |"
+echo "|---|---|---|---|---|---|"
 for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS" \
            "pp${RANKS}_gpipe $RANKS" "pp${RANKS}_1f1b $RANKS" "pp${RANKS}_1f1b_keep $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
-  echo "| $name | $2 | $ms | $share | $bytes |"
+  predicted=-
+  [[ $name == pp* ]] && predicted=$(bubble "$name")
+  echo "| $name | $2 | $ms | $share | $bytes | $predicted |"
 done
