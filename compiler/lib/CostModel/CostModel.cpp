@@ -723,40 +723,8 @@ private:
       mem.grads = int64_t((l.zero >= 2 ? shard : n) * gradBytes);
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
-      // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
-      // stage reads the tokens again) and computes its forward again in its backward pass:
-      // one micro-batch's activations, plus the inputs of those in flight.
-      // Under `keep: activations` every stage but the last (whose backward pass follows its
-      // forward pass at once) keeps each micro-batch's activations in flight too.
-      double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
-      bool keeps = p > 1 && l.keepActivations && r + 1 < p;
-      double otherKept = keeps ? actRank[r] * (flight - 1) : 0; // the micro-batches in flight but this one
-      mem.activations = int64_t(std::llround(p > 1 ? actRank[r] + otherKept + workingSet[r] + stash
-                                                   : actRank[r] * flight + workingSet[r]));
       std::vector<BufferRow> bufs;
-      if (logitsRank[r] > 0) {
-        bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(logitsRank[r]))});
-        // The backward pass starts with the cross-entropy's gradient beside them.
-        bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsRank[r]))});
-      }
-      // The backward pass at its peak, over what the activations and logits rows hold
-      // (a pipeline stage: beside the inputs of the micro-batches in flight). Without a
-      // pipeline, at least its end as measured: every parameter's gradient beside the
-      // activations of the embedding and the first layer (the peak with one sequence per
-      // micro-batch).
-      double end = p > 1 || designOffload() ? 0
-                                            : 4.0 * double(n) + firstAct[r] +
-                                                  (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
-      // A pipeline stage's backward pass starts from its recomputed forward with every
-      // activation and an op's gradients at once (measured so on the LoRA pipelines).
-      double start = p > 1 ? double(mem.activations) + std::max(2 * logitsRank[r], maxOpGrads(int(r))) : 0;
-      double beyond =
-          std::max({backwardPeak(int(r), keeps) + stash + otherKept, end, start}) - double(mem.activations) -
-          2 * logitsRank[r];
-      if (beyond > 0)
-        bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
-                        "precision, a layer recomputed, an op's gradients)",
-                        int64_t(std::llround(beyond))});
+      activations(r, n, flight, {actRank[r], workingSet[r], logitsRank[r], firstAct[r]}, mem, bufs);
       // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
@@ -806,6 +774,47 @@ private:
     for (size_t pr = 0; pr < model.params.size(); ++pr)
       if (paramRanks[pr].size() > 1)
         tiedElems += trainedElems(int(pr));
+  }
+  /// What rank r's activations hold per micro-batch (memory()).
+  struct RankActivations {
+    double kept = 0, workingSet = 0, logits = 0, first = 0;
+  };
+  /// Rank r's activations (mem.activations) with `flight` micro-batches in flight, and the
+  /// buffers the logits and the backward pass add at its peak.
+  void activations(int64_t r, int64_t n, double flight, const RankActivations &a, Memory &mem,
+                   std::vector<BufferRow> &bufs) const {
+    // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
+    // stage reads the tokens again) and computes its forward again in its backward pass:
+    // one micro-batch's activations, plus the inputs of those in flight.
+    // Under `keep: activations` every stage but the last (whose backward pass follows its
+    // forward pass at once) keeps each micro-batch's activations in flight too.
+    double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
+    bool keeps = p > 1 && l.keepActivations && r + 1 < p;
+    double otherKept = keeps ? a.kept * (flight - 1) : 0; // the micro-batches in flight but this one
+    mem.activations =
+        int64_t(std::llround(p > 1 ? a.kept + otherKept + a.workingSet + stash : a.kept * flight + a.workingSet));
+    if (a.logits > 0) {
+      bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(a.logits))});
+      // The backward pass starts with the cross-entropy's gradient beside them.
+      bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(a.logits))});
+    }
+    // The backward pass at its peak, over what the activations and logits rows hold
+    // (a pipeline stage: beside the inputs of the micro-batches in flight). Without a
+    // pipeline, at least its end as measured: every parameter's gradient beside the
+    // activations of the embedding and the first layer (the peak with one sequence per
+    // micro-batch).
+    double end = p > 1 || designOffload() ? 0
+                                          : 4.0 * double(n) + a.first +
+                                                (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
+    // A pipeline stage's backward pass starts from its recomputed forward with every
+    // activation and an op's gradients at once (measured so on the LoRA pipelines).
+    double start = p > 1 ? double(mem.activations) + std::max(2 * a.logits, maxOpGrads(int(r))) : 0;
+    double beyond = std::max({backwardPeak(int(r), keeps) + stash + otherKept, end, start}) -
+                    double(mem.activations) - 2 * a.logits;
+    if (beyond > 0)
+      bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
+                      "precision, a layer recomputed, an op's gradients)",
+                      int64_t(std::llround(beyond))});
   }
   /// The trained, frozen and quantized parameters (whole), and the worst rank's frozen bytes.
   void countTrained(Estimate &e) const {
