@@ -151,6 +151,8 @@ const char *plan::sema::scheduleName(PipelineSchedule s) {
     return "1f1b";
   case PipelineSchedule::Interleaved:
     return "interleaved";
+  case PipelineSchedule::ZeroBubble:
+    return "zb";
   }
   return "?";
 }

@@ -598,6 +598,7 @@ private:
     case sema::PipelineSchedule::GPipe:
       return double(mb);
     case sema::PipelineSchedule::OneFOneB:
+    case sema::PipelineSchedule::ZeroBubble: // ZB-H1 holds 1F1B's micro-batches (Qi et al. 2023)
       return double(std::min<int64_t>(mb, p - rank));
     case sema::PipelineSchedule::Interleaved:
       // Korthikanti et al. 2022 §4.2.3: the first stage holds p·(1 + (p−1)/(p·v)).
@@ -733,7 +734,9 @@ private:
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
         heldBeyondModelStates(r, n, shard, mem.params - frozenHeld, mem, bufs);
       if (zero3 && rankFrozenRegion[r] > 0)
-        bufs.push_back({"ZeRO-3 frozen base gathered whole for each micro-batch", rankFrozenRegion[r]});
+        bufs.push_back({p > 1 ? "ZeRO-3 frozen base gathered whole for the stage's micro-batches"
+                              : "ZeRO-3 frozen base gathered whole for each micro-batch",
+                        rankFrozenRegion[r]});
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
@@ -882,9 +885,10 @@ private:
         logits += opRank[i] == r ? costs[i].logits : 0;
       }
     // Kept and rounded by ops before i; recomputed by i's unit up to i.
-    std::vector<double> below(n + 1, 0), recomputed(n, 0);
+    std::vector<double> below(n + 1, 0), keptBelow(n + 1, 0), recomputed(n, 0);
     for (size_t i = 0; i < n; ++i) {
       below[i + 1] = below[i] + (opRank[i] == r ? opKept[i] + roundedAt[i] : 0);
+      keptBelow[i + 1] = keptBelow[i] + (opRank[i] == r ? opKept[i] : 0);
       recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] ? recomputed[i - 1] : 0);
     }
     auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
@@ -898,7 +902,9 @@ private:
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
-      peak = std::max(peak, (keptWhole ? below[n] : below[i + 1]) + recomputed[i] + grads + own);
+      // keptWhole: every kept activation, and the rounded copies still read.
+      double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
+      peak = std::max(peak, held + recomputed[i] + grads + own);
     }
     return peak;
   }
@@ -1108,6 +1114,7 @@ private:
     double compute = 0, memory = 0; // matmul-bound vs bandwidth-bound share of fwd + bwd
     double tpFwd = 0, tpBwd = 0;    // tensor collectives per micro-batch
     double ppSend = 0;              // pipeline sends per micro-batch
+    double wgrad = 0;               // of bwd: the weight gradients' GEMMs (zero-bubble's W pass)
     struct Row {
       double bytes = 0, seconds = 0;
       int64_t calls = 0;
@@ -1120,6 +1127,10 @@ private:
     double mt = bytes / (hbm * cal.memoryEfficiency);
     (ct >= mt ? rt.compute : rt.memory) += std::max(ct, mt);
     return std::max(ct, mt);
+  }
+  /// The seconds of roofline(), counted nowhere.
+  double rooflineSeconds(double flops, double bytes, bool matmul) const {
+    return std::max(flops / (peak * (matmul ? cal.matmulEfficiency : 1.0)), bytes / (hbm * cal.memoryEfficiency));
   }
 
   /// Under a pipeline, what a stage's backward pass does not compute again: its output
@@ -1176,6 +1187,10 @@ private:
       }
       r.fwd += f;
       r.bwd += bw;
+      // A linear op's (and the head's) backward is its input's gradient, a GEMM of its
+      // forward's size, and its weight's: the rest (a frozen base's adapters under LoRA).
+      if (ops[i].kind == OpKind::Linear || ops[i].kind == OpKind::Attend)
+        r.wgrad += rooflineSeconds(std::max(0.0, c.bwdFlops - c.fwdFlops), c.bwdBytes / 2, c.matmul);
       hardware += hw;
       auto addColl = [&](const TensorColl &tc, bool fwd, int times) {
         double sec = collSeconds(tc.kind, tc.fullBytes, t, "tensor") * times;
@@ -1457,6 +1472,12 @@ private:
     double bubbleStages = p > 1 ? double(p - 1) / double(v) : 0;
     double pipelined = (double(mb) + bubbleStages) * stage;
     e.bubbleSeconds = bubbleStages * stage;
+    // ZB-H1 (Qi et al. 2023): the weight-gradient passes fill the bubble but for
+    // (p − 1)(T_F + T_B − T_W), T_B the input gradients' share of the backward pass.
+    if (p > 1 && l.schedule == sema::PipelineSchedule::ZeroBubble) {
+      e.bubbleSeconds = double(p - 1) * std::max(0.0, stage - 2 * rt[slowest].wgrad);
+      pipelined = double(mb) * stage + e.bubbleSeconds;
+    }
     RankTime &w = rt[slowest];
     e.computeSeconds = w.compute * mb;
     e.memorySeconds = w.memory * mb;

@@ -27,7 +27,7 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // Offload: the optimizer's moments to NVMe on a cpu mesh (plan-train-abi).
   if (l.paramsOffload.any() || (l.optimizerOffload.any() && e.onCuda))
     return false;
-  return l.schedule != sema::PipelineSchedule::Interleaved;
+  return l.schedule != sema::PipelineSchedule::Interleaved && l.schedule != sema::PipelineSchedule::ZeroBubble;
 }
 
 namespace {

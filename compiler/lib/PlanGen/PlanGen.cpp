@@ -225,9 +225,10 @@ private:
     for (auto &a : t.parallel.replicate)
       replicate.push_back(str(a));
     PipelineSchedule schedule =
-        *symbolizePipelineSchedule(t.parallel.schedule == sema::PipelineSchedule::GPipe      ? "gpipe"
-                                   : t.parallel.schedule == sema::PipelineSchedule::OneFOneB ? "one_f_one_b"
-                                                                                             : "interleaved");
+        *symbolizePipelineSchedule(t.parallel.schedule == sema::PipelineSchedule::GPipe         ? "gpipe"
+                                   : t.parallel.schedule == sema::PipelineSchedule::OneFOneB    ? "one_f_one_b"
+                                   : t.parallel.schedule == sema::PipelineSchedule::Interleaved ? "interleaved"
+                                                                                                : "zb");
     auto parallel =
         ParallelAttr::get(ctx, b.getArrayAttr(data), t.parallel.zero, str(t.parallel.tensorAxis),
                           str(t.parallel.pipelineAxis), t.parallel.stages, schedule, b.getBoolAttr(t.parallel.sequence),

@@ -267,7 +267,7 @@ private:
       x.gradShard = buffer("grad_shard", pieces, "step", stage);
     }
     // ZeRO-3 shards the frozen base too: each rank keeps its piece, gathered with the
-    // parameters for each micro-batch.
+    // parameters (for each micro-batch; under a pipeline once per step).
     if (zero3 && s.stages[size_t(k)].frozen > 0)
       x.frozenShard = buffer("frozen_shard", s.stages[size_t(k)].frozen / s.d, "persistent", stage);
     x.expAvg = buffer("exp_avg", pieces, "persistent", stage);
@@ -347,7 +347,7 @@ private:
   }
 
   /// The gradient buffers zeroed at the start of a step (ZeRO-2 and 3 zero theirs per
-  /// micro-batch).
+  /// micro-batch, or under a pipeline once per step as they allocate them).
   void zeroGradients(int64_t k) {
     const Bufs &x = bufs[size_t(k)];
     if (sharded)

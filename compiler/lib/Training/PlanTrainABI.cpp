@@ -272,6 +272,8 @@ LogicalResult checkSupported(pl::TrainOp train) {
   if (pp.size > 1) {
     if (pp.schedule == pl::PipelineSchedule::interleaved)
       return notYet("the interleaved pipeline schedule", pp.axis);
+    if (pp.schedule == pl::PipelineSchedule::zb)
+      return notYet("the zero-bubble pipeline schedule (zb)", pp.axis);
     if (pp.stages != pp.size)
       return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
                                << " ranks; several stages per rank (virtual stages) are not "
@@ -764,7 +766,7 @@ public:
   /// reads to `saved` (st.saved floats), from which the backward entry point starts;
   /// otherwise the backward entry point computes the forward pass again from `in`.
   /// Unused pointers may be anything.
-  LogicalResult stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, bool keepActivations) {
+  void stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, bool keepActivations) {
     OpBuilder::InsertionGuard g(b);
     std::string suffix = "_s" + std::to_string(k);
     func::FuncOp fwd = st.fwd;
@@ -776,10 +778,7 @@ public:
     Type outTy = last ? scalarTy() : actTy(fwd.getResultTypes()[0]);
     std::optional<training::StageSplit> split;
     if (keepActivations && !last) {
-      FailureOr<training::StageSplit> s = training::splitStage(grad);
-      if (failed(s))
-        return failure();
-      split = std::move(*s);
+      split = training::splitStage(grad);
       st.saved = split->floats;
     }
     Type savedTy = MemRefType::get({std::max<int64_t>(st.saved, 1)}, b.getF32Type());
@@ -837,7 +836,6 @@ public:
         addLoss(outs[0], e.getArgument(7));
       func::ReturnOp::create(b, loc);
     }
-    return success();
   }
 
 private:
@@ -1021,8 +1019,7 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         bool last = k + 1 == pp.size;
         if (!last)
           st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
-        if (failed(entries.stage(k, *st, grad, last, pp.keepActivations)))
-          return signalPassFailure();
+        entries.stage(k, *st, grad, last, pp.keepActivations);
         entries.update("planc_update_s" + std::to_string(k), *st, update);
         for (int grp = 0; grp < 2; ++grp)
           if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))

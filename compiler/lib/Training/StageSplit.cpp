@@ -27,7 +27,7 @@ bool isF32Tensor(Type t) {
 }
 } // namespace
 
-FailureOr<StageSplit> splitStage(func::FuncOp grad) {
+StageSplit splitStage(func::FuncOp grad) {
   StageSplit out;
   out.grad = grad;
   Block &body = grad.getBody().front();
@@ -65,24 +65,23 @@ FailureOr<StageSplit> splitStage(func::FuncOp grad) {
     Operation *def = v.getDefiningOp();
     if (kept.contains(v) || out.recomputed.contains(def))
       continue;
+    // Computed again: what reads only parameters and constants, and what the saved buffer
+    // cannot hold (not f32, or of a dynamic shape), from operands kept or computed again
+    // in turn.
     unsigned d = deps.lookup(v);
-    bool cheap = (d & ~unsigned(kParams)) == 0 || (!isF32Tensor(v.getType()) && (d & kActivation) == 0);
-    if (cheap) {
+    if ((d & ~unsigned(kParams)) == 0 || !isF32Tensor(v.getType())) {
       out.recomputed.insert(def);
       for (Value operand : def->getOperands())
         need(operand);
       continue;
     }
-    if (!isF32Tensor(v.getType()))
-      return def->emitOpError() << "computes a value of type " << v.getType()
-                                << " that the stage's backward pass reads and that 'keep: activations' can "
-                                   "neither keep (as f32) nor compute again";
     kept.insert(v);
   }
-  // In the order the forward pass computes them.
+  // In the order the forward pass computes them; an op computed again for one result
+  // gives the backward pass its others too.
   for (Operation &op : body.without_terminator())
     for (Value r : op.getResults())
-      if (kept.contains(r)) {
+      if (kept.contains(r) && !out.recomputed.contains(&op)) {
         out.residuals.push_back(r);
         out.offsets.push_back(out.floats);
         out.floats += cast<RankedTensorType>(r.getType()).getNumElements();

@@ -50,6 +50,8 @@ private:
   // TrainParallel.cpp
   void checkParallel();
   void checkPipeline(const Section &par);
+  /// pp(stages:, schedule:, keep:): their values into t.parallel.
+  void checkPipelineArgs(std::map<std::string, Value> &args);
   /// `offload { optimizer = …  params = … }`.
   void checkOffload(const Section &par);
   /// Offload against the mesh and ZeRO.

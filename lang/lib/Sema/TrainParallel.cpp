@@ -171,38 +171,56 @@ void TrainCheck::checkPipeline(const Section &par) {
       t.parallel.pipelineAxis = v.s;
       uses.push_back({v.s, "pipeline", v.loc});
       t.parallel.stages = 0;
-      if (auto args = bindArgs(sema, {v.s, {{"stages", false}, {"schedule", false}, {"keep", false}}}, v)) {
-        if (args->count("stages")) {
-          if (auto s = sema.toPositiveInt((*args)["stages"], "'stages'"))
-            t.parallel.stages = *s;
-          else
-            ok = false;
-        }
-        if (args->count("schedule")) {
-          auto s = sema.toChoice((*args)["schedule"], "pipeline schedule", {"gpipe", "1f1b", "interleaved"});
-          if (!s)
-            ok = false;
-          else
-            t.parallel.schedule = *s == "gpipe"  ? sema::PipelineSchedule::GPipe
-                                  : *s == "1f1b" ? sema::PipelineSchedule::OneFOneB
-                                                 : sema::PipelineSchedule::Interleaved;
-        }
-        if (args->count("keep")) {
-          auto s = sema.toChoice((*args)["keep"], "pipeline keep mode",
-                                 {"inputs", "activations"});
-          if (!s)
-            ok = false;
-          else
-            t.parallel.keepActivations = *s == "activations";
-        }
-      } else {
+      if (auto args = bindArgs(sema, {v.s, {{"stages", false}, {"schedule", false}, {"keep", false}}}, v))
+        checkPipelineArgs(*args);
+      else
         ok = false;
-      }
     } else if (v.kind != Value::Kind::None) {
       sema.typeError(v, "'pipeline'", "none, an axis, or axis(stages: N, schedule: 1f1b, keep: inputs)");
       ok = false;
     }
   }
+}
+
+void TrainCheck::checkPipelineArgs(std::map<std::string, Value> &args) {
+  if (args.count("stages")) {
+    if (auto s = sema.toPositiveInt(args["stages"], "'stages'"))
+      t.parallel.stages = *s;
+    else
+      ok = false;
+  }
+  if (args.count("schedule")) {
+    auto s = sema.toChoice(args["schedule"], "pipeline schedule", {"gpipe", "1f1b", "interleaved", "zb", "zbv"});
+    if (!s) {
+      ok = false;
+    } else if (*s == "zbv") {
+      diags.error(args["schedule"].loc, "the ZB-V schedule ('zbv': two stages per rank in a V) is not implemented "
+                                        "in this version of planc")
+          .note("'zb' (ZB-H1) is estimated by planc explain; 1f1b with 'keep: activations' builds");
+      ok = false;
+    } else {
+      t.parallel.schedule = *s == "gpipe"         ? sema::PipelineSchedule::GPipe
+                            : *s == "1f1b"        ? sema::PipelineSchedule::OneFOneB
+                            : *s == "interleaved" ? sema::PipelineSchedule::Interleaved
+                                                  : sema::PipelineSchedule::ZeroBubble;
+    }
+  }
+  bool zb = t.parallel.schedule == sema::PipelineSchedule::ZeroBubble;
+  if (args.count("keep")) {
+    auto s = sema.toChoice(args["keep"], "pipeline keep mode", {"inputs", "activations"});
+    if (!s) {
+      ok = false;
+    } else if (zb && *s == "inputs") {
+      diags.error(args["keep"].loc, "schedule 'zb' keeps each stage's activations (its weight-gradient passes run "
+                                    "after its input-gradient passes, from them), not its inputs")
+          .note("write 'keep: activations' or leave 'keep' out");
+      ok = false;
+    } else {
+      t.parallel.keepActivations = *s == "activations";
+    }
+  }
+  if (zb)
+    t.parallel.keepActivations = true;
 }
 
 void TrainCheck::checkAxisRoles() {

@@ -21,8 +21,8 @@ struct StageSplit {
   /// (nn.recomputed) with what reads them: the backward pass.
   llvm::DenseSet<mlir::Operation *> backward;
   /// Forward ops the backward pass computes again rather than keeps: those that read
-  /// only parameters and constants (a weight's transpose or rounding), and values other
-  /// than f32 that read only parameters and tokens (positions).
+  /// only parameters and constants (a weight's transpose or rounding), and those whose
+  /// value is not a static f32 tensor (positions), from operands kept or computed again.
   llvm::DenseSet<mlir::Operation *> recomputed;
   /// The forward pass's f32 values that the backward pass reads, in the order the
   /// forward pass computes them; each kept at its offset (floats) in the saved buffer.
@@ -32,9 +32,8 @@ struct StageSplit {
 };
 
 /// Cuts `grad` (one block; its arguments marked nn.param, nn.frozen, nn.input,
-/// nn.activation or nn.cotangent). Fails, naming the value, where the backward pass
-/// reads a forward value it can neither keep as f32 nor compute again.
-mlir::FailureOr<StageSplit> splitStage(mlir::func::FuncOp grad);
+/// nn.activation or nn.cotangent).
+StageSplit splitStage(mlir::func::FuncOp grad);
 
 /// Clones the forward part of the split at the builder's point, `grad`'s arguments
 /// replaced by `args` (the cotangent's may be null); `map` holds the clones. `keep(i, v)`

@@ -128,7 +128,9 @@ struct Mesh {
   const MeshAxis *axis(const std::string &name) const;
 };
 
-enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+/// ZeroBubble: ZB-H1 (Qi et al. 2023), each backward pass split into its input-gradient
+/// and weight-gradient passes, the latter filling the bubble.
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble };
 const char *scheduleName(PipelineSchedule s);
 enum class Precision { FP32, BF16, FP16 };
 const char *precisionName(Precision p);

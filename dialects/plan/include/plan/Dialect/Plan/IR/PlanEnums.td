@@ -30,7 +30,7 @@ def Plan_RecomputeAttr : EnumAttr<Plan_Dialect, Plan_Recompute, "recompute">;
 // `1f1b` is not an MLIR keyword, so the IR spells it one_f_one_b.
 def Plan_PipelineSchedule : Plan_Enum<"PipelineSchedule", "pipeline schedule", [
   I32EnumAttrCase<"gpipe", 0>, I32EnumAttrCase<"one_f_one_b", 1>,
-  I32EnumAttrCase<"interleaved", 2>]>;
+  I32EnumAttrCase<"interleaved", 2>, I32EnumAttrCase<"zb", 3>]>;
 
 def Plan_LRSchedule : Plan_Enum<"LRSchedule", "learning-rate schedule", [
   I32EnumAttrCase<"constant", 0>, I32EnumAttrCase<"linear", 1>, I32EnumAttrCase<"cosine", 2>]>;
