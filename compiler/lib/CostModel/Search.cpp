@@ -83,6 +83,50 @@ static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const
     }
 }
 
+namespace {
+/// Every layout of data d × tensor t × pipeline p that the search estimates, before the
+/// static rules: the schedules, what a stage keeps, micro, ZeRO, recompute and sequence
+/// parallelism.
+std::vector<sema::Layout> layoutsOf(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
+                                    int64_t d, int64_t t, int64_t p, const std::set<std::string> &tensorDims) {
+  std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
+  if (p > 1 && model.layers >= 2 * p)
+    schedules.push_back(sema::PipelineSchedule::Interleaved);
+  // Under a pipeline each stage keeps its inputs or its activations (`keep:`).
+  std::vector<bool> keeps = {false};
+  if (p > 1)
+    keeps.push_back(true);
+  std::vector<sema::Layout> out;
+  for (sema::PipelineSchedule sched : schedules)
+    for (bool keep : keeps)
+      for (int64_t micro : divisors(base.batch / d))
+        for (int zero = 0; zero <= (d > 1 ? 3 : 0); ++zero)
+          for (sema::Recompute rc : {sema::Recompute::None, sema::Recompute::Selective, sema::Recompute::Full})
+            for (bool sp : {false, true}) {
+              // Under a pipeline ZeRO-2 and 3 move the bytes ZeRO-1 moves and hold as much
+              // at the peak (a stage's parameters and gradient are whole through its
+              // micro-batches: plan-schedule), so they never beat it: left out.
+              if ((sp && t == 1) || (p > 1 && zero >= 2))
+                continue;
+              sema::Layout l = base;
+              l.data = d;
+              l.tensor = t;
+              l.pipeline = p;
+              l.schedule = sched;
+              l.keepActivations = keep;
+              l.stages = sched == sema::PipelineSchedule::Interleaved ? 2 * p : p;
+              l.micro = micro;
+              l.zero = zero;
+              l.recompute = rc;
+              l.sequence = sp;
+              l.bucketBytes = sema::defaultBucketBytes(mesh.kind, d, zero, t, p);
+              l.tensorDims = t > 1 ? tensorDims : std::set<std::string>();
+              out.push_back(std::move(l));
+            }
+  return out;
+}
+} // namespace
+
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
                                           const SearchOptions &options, const Calibration &cal) {
   std::vector<Candidate> out;
@@ -97,50 +141,18 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
       int64_t d = n / t / p;
       if (base.batch % d != 0)
         continue;
-      std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
-      if (p > 1 && model.layers >= 2 * p)
-        schedules.push_back(sema::PipelineSchedule::Interleaved);
-      // Under a pipeline each stage keeps its inputs or its activations (`keep:`).
-      std::vector<bool> keeps = {false};
-      if (p > 1)
-        keeps.push_back(true);
-      for (sema::PipelineSchedule sched : schedules)
-        for (bool keep : keeps)
-          for (int64_t micro : divisors(base.batch / d))
-            for (int zero = 0; zero <= (d > 1 ? 3 : 0); ++zero)
-              for (sema::Recompute rc : {sema::Recompute::None, sema::Recompute::Selective, sema::Recompute::Full})
-                for (bool sp : {false, true}) {
-                  if (sp && t == 1)
-                    continue;
-                  // Under a pipeline ZeRO-2 and 3 move the bytes ZeRO-1 moves and hold as
-                  // much at the peak (a stage's parameters and gradient are whole through its
-                  // micro-batches: plan-schedule), so they never beat it: left out.
-                  if (p > 1 && zero >= 2)
-                    continue;
-                  sema::Layout l = base;
-                  l.data = d;
-                  l.tensor = t;
-                  l.pipeline = p;
-                  l.schedule = sched;
-                  l.keepActivations = keep;
-                  l.stages = sched == sema::PipelineSchedule::Interleaved ? 2 * p : p;
-                  l.micro = micro;
-                  l.zero = zero;
-                  l.recompute = rc;
-                  l.sequence = sp;
-                  l.bucketBytes = sema::defaultBucketBytes(mesh.kind, d, zero, t, p);
-                  l.tensorDims = t > 1 ? tensorDims : std::set<std::string>();
-                  if (!sema::checkLayout(&model, l).empty())
-                    continue;
-                  Estimate e = estimate(model, mesh, l, {}, cal);
-                  // What does not fit may with its state offloaded: the least offload that
-                  // fits, tried once the most does (else none would).
-                  if (!e.fits())
-                    offloadToFit(model, mesh, base, zero, cal, l, e);
-                  if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
-                    continue;
-                  out.push_back({l, std::move(e)});
-                }
+      for (sema::Layout &l : layoutsOf(model, mesh, base, d, t, p, tensorDims)) {
+        if (!sema::checkLayout(&model, l).empty())
+          continue;
+        Estimate e = estimate(model, mesh, l, {}, cal);
+        // What does not fit may with its state offloaded: the least offload that fits,
+        // tried once the most does (else none would).
+        if (!e.fits())
+          offloadToFit(model, mesh, base, l.zero, cal, l, e);
+        if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
+          continue;
+        out.push_back({l, std::move(e)});
+      }
     }
   }
   // Fastest first; of equally fast layouts the one that needs less memory, then the lower
