@@ -734,9 +734,7 @@ private:
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
         heldBeyondModelStates(r, n, shard, mem.params - frozenHeld, mem, bufs);
       if (zero3 && rankFrozenRegion[r] > 0)
-        bufs.push_back({p > 1 ? "ZeRO-3 frozen base gathered whole for the stage's micro-batches"
-                              : "ZeRO-3 frozen base gathered whole for each micro-batch",
-                        rankFrozenRegion[r]});
+        bufs.push_back({"ZeRO-3 frozen base gathered whole " + wholeFor(), rankFrozenRegion[r]});
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
@@ -1069,6 +1067,8 @@ private:
       gathered += 4 * buckets.floats[size_t(k)];
     return true;
   }
+  /// How long ZeRO-2/3 hold what they gather or reduce whole (the buffer rows).
+  std::string wholeFor() const { return p > 1 ? "for the stage's micro-batches" : "for each micro-batch"; }
   void heldBeyondModelStates(int64_t rank, int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
                              std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
@@ -1078,7 +1078,7 @@ private:
     bool paramsByParts = byParts(rank, gathered, gradients);
     int64_t held = gathered + gradients + (sharded ? 4 * shard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
-    auto add = [&](const char *name, int64_t bytes, bool held = false) {
+    auto add = [&](const std::string &name, int64_t bytes, bool held = false) {
       bytes = std::min(bytes, extra);
       if (bytes > 0) {
         bufs.push_back({name, bytes, held});
@@ -1088,15 +1088,11 @@ private:
     if (paramsByParts)
       add("ZeRO-3 parameters gathered by bucket, the one in use and the next (fp32)", gathered);
     else if (d > 1 && l.zero == 3)
-      add(p > 1 ? "ZeRO-3 parameters gathered whole for the stage's micro-batches (fp32)"
-                : "ZeRO-3 parameters gathered whole for each micro-batch (fp32)",
-          4 * n);
+      add("ZeRO-3 parameters gathered whole " + wholeFor() + " (fp32)", 4 * n);
     if (gradients < 4 * n)
       add("ZeRO-2/3 gradients by bucket: the first the backward pass writes, and its sum (fp32)", gradients);
     else if (d > 1 && l.zero >= 2)
-      add(p > 1 ? "ZeRO-2/3 gradients whole for the stage's micro-batches (fp32)"
-                : "ZeRO-2/3 gradients whole for each micro-batch (fp32)",
-          4 * n);
+      add("ZeRO-2/3 gradients whole " + wholeFor() + " (fp32)", 4 * n);
     add(l.precision == sema::Precision::FP32 ? "ZeRO shards of the update (parameters and gradients, fp32)"
                                              : "parameters and gradients kept in fp32, and the update's shards",
         extra, /*held=*/true);
@@ -1122,15 +1118,19 @@ private:
     std::map<std::pair<std::string, std::string>, Row> tpRows; // by (collective, purpose)
   };
 
-  double roofline(double flops, double bytes, bool matmul, RankTime &rt) const {
-    double ct = flops / (peak * (matmul ? cal.matmulEfficiency : 1.0));
-    double mt = bytes / (hbm * cal.memoryEfficiency);
-    (ct >= mt ? rt.compute : rt.memory) += std::max(ct, mt);
-    return std::max(ct, mt);
+  /// An op's seconds bound by compute and by memory bandwidth.
+  std::pair<double, double> bounds(double flops, double bytes, bool matmul) const {
+    return {flops / (peak * (matmul ? cal.matmulEfficiency : 1.0)), bytes / (hbm * cal.memoryEfficiency)};
   }
   /// The seconds of roofline(), counted nowhere.
   double rooflineSeconds(double flops, double bytes, bool matmul) const {
-    return std::max(flops / (peak * (matmul ? cal.matmulEfficiency : 1.0)), bytes / (hbm * cal.memoryEfficiency));
+    auto [ct, mt] = bounds(flops, bytes, matmul);
+    return std::max(ct, mt);
+  }
+  double roofline(double flops, double bytes, bool matmul, RankTime &rt) const {
+    auto [ct, mt] = bounds(flops, bytes, matmul);
+    (ct >= mt ? rt.compute : rt.memory) += std::max(ct, mt);
+    return std::max(ct, mt);
   }
 
   /// Under a pipeline, what a stage's backward pass does not compute again: its output
@@ -1369,7 +1369,7 @@ private:
     // exposed.
     if (lora() && d > 1 && l.zero >= 3 && rankFrozenRegion[commRank] > 0) {
       double full = double(rankFrozenRegion[commRank]);
-      int64_t times = p > 1 ? 1 : mb;
+      int64_t times = training::zeroCollectivesPerStep(mb, p > 1);
       double total = collSeconds(Coll::AllGather, full, d, "data") * double(times);
       dpTotal += total;
       dpExposed += total;
@@ -1392,7 +1392,7 @@ private:
     // the sum runs per micro-batch (under a pipeline they reduce once per step).
     if (t > 1 && l.sequence && replicatedElems(commRank) > 0) {
       double full = double(replicatedElems(commRank)) * wire;
-      int64_t times = l.zero >= 2 && d > 1 && p == 1 ? mb : 1;
+      int64_t times = l.zero >= 2 && d > 1 ? training::zeroCollectivesPerStep(mb, p > 1) : 1;
       double sec = collSeconds(Coll::AllReduce, full, t, "tensor") * double(times);
       e.comm.push_back({"all_reduce", "tensor", "replicated-parameter gradients",
                         int64_t(std::llround(ringBytes(Coll::AllReduce, full, t))) * times, times, t, sec, sec,

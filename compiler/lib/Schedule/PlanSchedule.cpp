@@ -346,6 +346,14 @@ private:
                                dataAxes, b.getStringAttr(purpose));
   }
 
+  /// ZeRO-3: stage k's parameters allocated and gathered whole, the frozen base with them;
+  /// `why` is added to the purposes.
+  void gatherWhole(int64_t k, StringRef why) {
+    sched::AllocOp::create(b, loc, bufs[size_t(k)].params);
+    gatherFrozen(k, ("frozen base" + why).str());
+    perGroup(k, false, false, ("parameters" + why).str());
+  }
+
   /// The gradient buffers zeroed at the start of a step (ZeRO-2 and 3 zero theirs per
   /// micro-batch, or under a pipeline once per step as they allocate them).
   void zeroGradients(int64_t k) {
@@ -553,11 +561,8 @@ private:
       onStage(k, [&] {
         const Bufs &x = bufs[size_t(k)];
         zeroGradients(k);
-        if (zero3) {
-          sched::AllocOp::create(b, loc, x.params);
-          gatherFrozen(k, "frozen base");
-          perGroup(k, false, false, "parameters");
-        }
+        if (zero3)
+          gatherWhole(k, "");
         if (zero2) {
           sched::AllocOp::create(b, loc, x.grads);
           sched::FillOp::create(b, loc, x.grads, i64(0), i64(layout(k).total), b.getF32FloatAttr(0));
@@ -596,10 +601,11 @@ private:
 
   // --- The pipeline schedule of stage k: micro-batch i's forward (F), backward (B)
   // and the transfers between neighbouring stages.
-  int64_t slot(int64_t k, int64_t i) const { return i % bufs[size_t(k)].slots * bufs[size_t(k)].inFloats; }
-  int64_t savedSlot(int64_t k, int64_t i) const {
-    return i % bufs[size_t(k)].slots * bufs[size_t(k)].savedFloats;
-  }
+  /// Where micro-batch i's slot of `floats` lies in a buffer of stage k's slots (the
+  /// stash, the saved values).
+  int64_t slotOf(int64_t k, int64_t i, int64_t floats) const { return i % bufs[size_t(k)].slots * floats; }
+  int64_t slot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].inFloats); }
+  int64_t savedSlot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].savedFloats); }
   StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
   void forward(int64_t k, Value step, Value i, int64_t micro) {
     const Bufs &x = bufs[size_t(k)];
@@ -859,11 +865,7 @@ private:
     func::FuncOp gather = function("planc_gather", false);
     b.setInsertionPointToStart(gather.addEntryBlock());
     if (zero3)
-      eachStage([&](int64_t k) {
-        sched::AllocOp::create(b, loc, bufs[size_t(k)].params);
-        gatherFrozen(k, "frozen base (evaluation)");
-        perGroup(k, false, false, "parameters (evaluation)");
-      });
+      eachStage([&](int64_t k) { gatherWhole(k, " (evaluation)"); });
     func::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(gather);
     func::FuncOp release = function("planc_release", false);

@@ -62,8 +62,7 @@ std::vector<DataCollective> dataCollectives(int64_t zero, int64_t d, int64_t mic
   std::vector<DataCollective> out;
   if (d <= 1)
     return out;
-  if (pipelined)
-    micro = 1; // a stage's whole gradient, and its parameters, once per step
+  micro = zeroCollectivesPerStep(micro, pipelined);
   int64_t groups = (l.groupFloats(0) > 0) + (l.groupFloats(1) > 0);
   int64_t n = l.total;
   switch (zero) {

@@ -8,17 +8,16 @@ using namespace mlir;
 
 namespace plan::training {
 namespace {
-/// What a value depends on, by the kind of argument.
-enum Deps : unsigned { kParams = 1, kTokens = 2, kActivation = 4, kCotangent = 8 };
+/// What a value depends on, by the kind of argument: parameters (nn.param, nn.frozen),
+/// the micro-batch (tokens, targets, the activation in), the cotangent.
+enum Deps : unsigned { kParams = 1, kMicroBatch = 2, kCotangent = 4 };
 
 unsigned argDeps(func::FuncOp f, unsigned i) {
   if (f.getArgAttr(i, "nn.cotangent"))
     return kCotangent;
-  if (f.getArgAttr(i, "nn.activation"))
-    return kActivation;
-  if (f.getArgAttr(i, "nn.input"))
-    return kTokens;
-  return kParams; // nn.param, nn.frozen
+  if (f.getArgAttr(i, "nn.activation") || f.getArgAttr(i, "nn.input"))
+    return kMicroBatch;
+  return kParams;
 }
 
 bool isF32Tensor(Type t) {

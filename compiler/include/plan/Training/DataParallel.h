@@ -60,6 +60,10 @@ std::vector<std::vector<size_t>> gradientBuckets(const std::vector<int64_t> &flo
 /// before the reduce-scatter. plan-train-abi and the cost model both ask it.
 inline bool gradientsInBuckets(int64_t zero, bool sequenceParallel) { return zero <= 1 || !sequenceParallel; }
 
+/// How many times per step ZeRO-2 and 3 reduce a gradient, and ZeRO-3 gathers what it
+/// shards: once per micro-batch, or under a pipeline once per step (plan-schedule).
+inline int64_t zeroCollectivesPerStep(int64_t micro, bool pipelined) { return pipelined ? 1 : micro; }
+
 /// One collective over the data axis, as the step issues it.
 struct DataCollective {
   Collective kind;
