@@ -1,10 +1,11 @@
 // Scaled dot-product attention and its backward on the device (lib/kernels/attention.cpp's
-// planrt_k_sdpa*): causal or not, grouped-query heads, rope. The kernels are
-// flash_attention.cuh's (tiled, online softmax, fp32 on CUDA cores) or, with
-// PLANRT_CUDA_ATTENTION=mma and a head dimension up to 128, flash_attention_mma.cuh's
-// (the same algorithm on the tensor cores, split TF32: not yet run on a GPU, so not the
-// default); this file launches them on the runtime's stream with stream-ordered scratch
-// memory.
+// planrt_k_sdpa*): causal or not, grouped-query heads, rope. With a head dimension up to
+// 128 the kernels are flash_attention_mma.cuh's, on the tensor cores: bf16 operands where
+// the compiler says the call's operands are bf16 values (compute PLANRT_GEMM_BF16), split
+// TF32 otherwise (fp32's accuracy), or for every call with PLANRT_CUDA_ATTENTION=tf32;
+// beyond 128, or with PLANRT_CUDA_ATTENTION=simt, flash_attention.cuh's (tiled, online
+// softmax, fp32 on CUDA cores). This file launches
+// them on the runtime's stream with stream-ordered scratch memory.
 #include "common.cuh"
 #include "flash_attention_mma.cuh"
 
@@ -45,10 +46,13 @@ void checkShape(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int32_t
   }
 }
 
-/// Whether this call runs on the tensor cores: PLANRT_CUDA_ATTENTION=mma and D ≤ 128.
-bool tensorCores(int64_t D) {
+/// The kernels of a call: 0 CUDA cores, 1 tensor cores on split TF32, 2 tensor cores on bf16.
+enum class Path { Simt, Tf32, Bf16 };
+Path pathOf(int64_t D, int32_t compute) {
   const char *v = std::getenv("PLANRT_CUDA_ATTENTION");
-  return v && std::strcmp(v, "mma") == 0 && D <= attn::mma::kMaxD;
+  if (D > attn::mma::kMaxD || (v && std::strcmp(v, "simt") == 0))
+    return Path::Simt;
+  return compute == PLANRT_GEMM_BF16 && !(v && std::strcmp(v, "tf32") == 0) ? Path::Bf16 : Path::Tf32;
 }
 
 } // namespace
@@ -56,25 +60,37 @@ bool tensorCores(int64_t D) {
 extern "C" {
 
 void planrt_cuda_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-                      int32_t causal, int32_t rope, float rope_theta) {
+                      int32_t causal, int32_t rope, float rope_theta, int32_t compute) {
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa");
   DeviceLaunch launch{"planrt_cuda_sdpa"};
-  if (tensorCores(D))
+  switch (pathOf(D, compute)) {
+  case Path::Bf16:
+    attn::sdpa<attn::mma::KernelsBf16>(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+    break;
+  case Path::Tf32:
     attn::sdpa<attn::mma::Kernels>(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
-  else
+    break;
+  case Path::Simt:
     attn::sdpa(launch, qkv, out, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  }
   finish("planrt_cuda_sdpa");
 }
 
 void planrt_cuda_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
-                          int64_t KVH, int64_t D, int32_t causal, int32_t rope, float rope_theta) {
+                          int64_t KVH, int64_t D, int32_t causal, int32_t rope, float rope_theta, int32_t compute) {
   checkShape(B, S, H, KVH, D, rope, "planrt_cuda_sdpa_bwd");
   DeviceLaunch launch{"planrt_cuda_sdpa_bwd"};
-  if (tensorCores(D))
-    attn::sdpaBackward<attn::mma::Kernels>(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0,
-                                           rope_theta);
-  else
-    attn::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, causal != 0, rope != 0, rope_theta);
+  bool c = causal != 0, r = rope != 0;
+  switch (pathOf(D, compute)) {
+  case Path::Bf16:
+    attn::sdpaBackward<attn::mma::KernelsBf16>(launch, dout, qkv, dqkv, B, S, H, KVH, D, c, r, rope_theta);
+    break;
+  case Path::Tf32:
+    attn::sdpaBackward<attn::mma::Kernels>(launch, dout, qkv, dqkv, B, S, H, KVH, D, c, r, rope_theta);
+    break;
+  case Path::Simt:
+    attn::sdpaBackward(launch, dout, qkv, dqkv, B, S, H, KVH, D, c, r, rope_theta);
+  }
   finish("planrt_cuda_sdpa_bwd");
 }
 

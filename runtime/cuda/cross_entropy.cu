@@ -93,7 +93,9 @@ void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, floa
 void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
                                    int64_t rows, int64_t V) {
   // *dloss is read here, on the host: the generated code passes the backward pass's
-  // seed as a constant global of the executable, which the device cannot read.
+  // seed as a constant global of the executable, which the device cannot read, or (fp16
+  // plans) the loss scale, which host code stored before the step's first launch; no
+  // kernel writes either, so reading it while launches are queued is safe.
   if (rows > 0)
     crossEntropyBwd<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
                                                                        indexError());

@@ -48,10 +48,24 @@ cudaStream_t theStream = nullptr;
 IndexError *theFlag = nullptr;
 
 // Managed memory, with freed blocks kept by size: the generated code frees and
-// allocates the same sizes every step, and cudaMallocManaged/cudaFree synchronise.
+// allocates the same sizes every step, and cudaMallocManaged/cudaFree synchronise. A
+// block freed while device work may still use it (launches are queued) is reused only
+// after the next wait for the stream (pendingFree, then freeBlocks).
 std::mutex poolMutex;
 std::unordered_map<size_t, std::vector<void *>> freeBlocks;
+std::vector<void *> pendingFree;
 std::unordered_map<void *, size_t> blockSize;
+
+/// PLANRT_CUDA_MEM_ADVISE=gpu: each managed block advised to live on the GPU
+/// (cudaMemAdviseSetPreferredLocation): host accesses then map pages rather than
+/// migrate them. A measurement knob for docs/CUDA.md; off by default.
+bool adviseToGpu() {
+  static bool on = [] {
+    const char *v = std::getenv("PLANRT_CUDA_MEM_ADVISE");
+    return v && std::strcmp(v, "gpu") == 0;
+  }();
+  return on;
+}
 
 void *managedAlloc(size_t bytes) {
   size_t size = (bytes + 255) / 256 * 256;
@@ -66,8 +80,13 @@ void *managedAlloc(size_t bytes) {
   }
   void *p = nullptr;
   if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
-    // Out of memory: give the cached blocks of other sizes back and try once more.
+    // Out of memory: give the cached blocks of other sizes back (those freed since the
+    // last wait too, once the device is done with them) and try once more.
     (void)cudaGetLastError();
+    (void)cudaStreamSynchronize(theStream);
+    for (void *q : pendingFree)
+      freeBlocks[blockSize[q]].push_back(q);
+    pendingFree.clear();
     for (auto &[bytes, blocks] : freeBlocks)
       for (void *q : blocks) {
         (void)cudaFree(q);
@@ -79,6 +98,16 @@ void *managedAlloc(size_t bytes) {
       return nullptr;
     }
   }
+  if (adviseToGpu()) {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+#if CUDART_VERSION >= 13000
+    cudaMemLocation gpu{cudaMemLocationTypeDevice, device};
+#else
+    int gpu = device;
+#endif
+    check(cudaMemAdvise(p, size, cudaMemAdviseSetPreferredLocation, gpu), "cudaMemAdvise (PLANRT_CUDA_MEM_ADVISE=gpu)");
+  }
   blockSize[p] = size;
   return p;
 }
@@ -87,10 +116,17 @@ void managedFree(void *p) {
   if (!p)
     return;
   std::lock_guard<std::mutex> lock(poolMutex);
-  auto it = blockSize.find(p);
-  if (it == blockSize.end())
+  if (blockSize.find(p) == blockSize.end())
     die("free", "a pointer libplanrt_cuda did not allocate");
-  freeBlocks[it->second].push_back(p);
+  pendingFree.push_back(p);
+}
+
+/// The blocks freed before a wait for the stream, reusable now.
+void releasePending() {
+  std::lock_guard<std::mutex> lock(poolMutex);
+  for (void *p : pendingFree)
+    freeBlocks[blockSize[p]].push_back(p);
+  pendingFree.clear();
 }
 
 size_t deviceFree() {
@@ -135,12 +171,15 @@ void check(cudaError_t e, const char *what) {
 
 namespace {
 std::atomic<uint64_t> syncCount{0}, launchCount{0};
+/// The last launch or library call queued: what a wait's error names.
+std::atomic<const char *> lastQueued{nullptr};
 
 /// Waits for the stream; then checks it and the index flag, `what` naming the work.
 void syncStream(const char *what) {
   check(cudaGetLastError(), what);
   ++syncCount;
   check(cudaStreamSynchronize(theStream), what);
+  releasePending();
   if (theFlag && theFlag->kind != 0) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s %lld is outside [0, %lld)",
@@ -150,10 +189,29 @@ void syncStream(const char *what) {
   }
   profileMark(what);
 }
+
+/// Whether every launch and call waits: on a device without concurrent managed access
+/// (the host may not touch managed memory while a kernel runs), and under the profile.
+bool waitEach = false;
+
+/// A launch or library call queued: checked, and waited for only when waitEach.
+void queued(const char *what) {
+  lastQueued.store(what);
+  if (waitEach || profiling())
+    syncStream(what);
+  else
+    check(cudaGetLastError(), what);
+}
 } // namespace
 
 void finish(const char *what) {
   ++launchCount; // a library call: its kernels, GEMM or collective
+  queued(what);
+}
+
+void finishAndWait(const char *what) {
+  ++launchCount;
+  lastQueued.store(what);
   syncStream(what);
 }
 
@@ -192,6 +250,15 @@ int planrt_cuda_start(int argc, char **argv) {
                  worldRank(), device);
     return 1;
   }
+  int concurrent = 0;
+  check(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device), "cudaDeviceGetAttribute");
+  if (!concurrent) {
+    waitEach = true;
+    std::fprintf(stderr,
+                 "planrt: note: rank %d: CUDA device %d has no concurrent managed access: every launch waits for "
+                 "the device (slower)\n",
+                 worldRank(), device);
+  }
   check(cudaStreamCreateWithFlags(&theStream, cudaStreamNonBlocking), "cudaStreamCreate");
   // The kernels' scratch memory (cudaMallocAsync) stays in the pool between calls.
   cudaMemPool_t pool;
@@ -204,6 +271,14 @@ int planrt_cuda_start(int argc, char **argv) {
   planrt_set_backend(&kManaged);
   installCollectives();
   return 0;
+}
+
+void planrt_cuda_sync(void) {
+  // An error found here belongs to some work queued since the last wait; name the last.
+  static thread_local std::string what;
+  const char *last = lastQueued.load();
+  what = std::string("the device work up to ") + (last ? last : "this point");
+  syncStream(what.c_str());
 }
 
 void *mgpuModuleLoad(void *data, size_t) { return new Module{data}; }
@@ -237,11 +312,12 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
 }
 
 void *mgpuStreamCreate(void) { return theStream; }
-// gpu-to-llvm follows every launch by a synchronisation of its stream: the launch
-// itself returns at once, the wait is charged to the kernel it waits for.
+// gpu-to-llvm follows every launch by a synchronisation of its stream. The host does not
+// wait there (plan-cuda-host-sync's planrt_cuda_sync does, where host code runs next),
+// except under PLANRT_CUDA_PROFILE, which charges the wait to the kernel it waits for.
 void mgpuStreamSynchronize(void *) {
   const std::string *last = lastKernel.load();
-  syncStream(last ? last->c_str() : "a generated kernel");
+  queued(last ? last->c_str() : "a generated kernel");
 }
 void mgpuStreamDestroy(void *) {}
 

@@ -13,9 +13,15 @@ namespace planrt::cuda {
 cudaStream_t stream();
 /// Prints "planrt: error: rank R: <what>: <CUDA error>" and exits 1 unless e is success.
 void check(cudaError_t e, const char *what);
-/// The end of a library call: counted as a launch; waits for the stream, then checks it
-/// and the index flag; `what` names the call.
+/// The end of a device library call (GEMM, fused kernel) that the generated code makes:
+/// counted as a launch, its launch checked; the host does not wait (the compiler puts
+/// planrt_cuda_sync where host code runs next), except under PLANRT_CUDA_PROFILE, which
+/// times each call. `what` names the call in errors found at the next wait.
 void finish(const char *what);
+/// The end of a call whose result the host may read at once (the runtime's fills and
+/// adds, NCCL collectives): counted as a launch; waits for the stream, then checks it and
+/// the index flag.
+void finishAndWait(const char *what);
 /// Host synchronisations and launches (generated kernels and library calls) since the
 /// start: the backend's counters, which the training log reports per step.
 void counters(uint64_t *hostSyncs, uint64_t *launches);

@@ -29,7 +29,7 @@ namespace planrt::cuda {
 
 void deviceAdd(float *to, const float *from, size_t count) {
   addFloats<<<gridFor(count), 256, 0, stream()>>>(to, from, count);
-  finish("planrt_mem_add");
+  finishAndWait("planrt_mem_add");
 }
 
 void deviceFill(void *ptr, float value, size_t count) {
@@ -40,7 +40,7 @@ void deviceFill(void *ptr, float value, size_t count) {
   } else {
     fillFloats<<<gridFor(count), 256, 0, stream()>>>(static_cast<float *>(ptr), value, count);
   }
-  finish("planrt_mem_fill");
+  finishAndWait("planrt_mem_fill");
 }
 
 } // namespace planrt::cuda

@@ -1,32 +1,41 @@
 // Tiled attention on the tensor cores: flash_attention.cuh's algorithm with every matrix
-// product a warp's mma.sync (m16n8k8, TF32) on split operands — each fp32 value x as
-// hi + lo, two TF32 numbers, and each product as lo·hi + hi·lo + hi·hi — which keeps
-// fp32's accuracy (about 2^-21 relative per product) at a third of TF32's rate. One
-// code path for fp32 and bf16 plans; head dimensions up to 128 (kMaxD), zero-padded to
-// a multiple of 8.
+// product a warp's mma.sync, in one of two operand policies:
+//   - SplitTf32 (fp32 plans, and fp16 plans): m16n8k8 TF32 on split operands — each fp32
+//     value x as hi + lo, two TF32 numbers, and each product as lo·hi + hi·lo + hi·hi —
+//     which keeps fp32's accuracy (about 2^-21 relative per product) at a third of TF32's
+//     rate;
+//   - Bf16 (bf16 plans): m16n8k16 on bf16 tiles, one instruction per product. q, k, v
+//     and the output's gradient are bf16 values in such a plan, so they enter the tiles
+//     exactly (all but the roped q and k, which rope computes in fp32); the
+//     probabilities and their gradients are rounded to bf16 before the products that
+//     use them (flash attention's choice, and PyTorch's), and the scale multiplies the
+//     fp32 scores rather than the queries.
+// Head dimensions up to 128 (kMaxD), zero-padded to a multiple of 8.
 //
 // A block is four warps; each warp owns 16 rows (queries, or keys in the keys' backward)
 // of the block's 64, and the other side goes through shared memory in tiles of 64 rows.
 // A product's operands are read from shared memory straight into the mma fragments
-// (warpMma); probabilities and their gradients go back through shared memory between
+// (Op::product); probabilities and their gradients go back through shared memory between
 // the two products that use them. The row statistics follow the layout of the mma's
 // result: a thread holds two rows (g and g + 8) and two columns of every 8, and the
 // four threads of a row combine their maxima and sums with xor shuffles. No atomics:
 // the same bits every run.
 //
 // Written on simt.cuh like flash_attention.cuh: planc-simt-tests runs it emulated
-// (simt::mmaTf32 computing the documented fragment layout) against the CPU kernels.
+// (simt::mmaTf32 and simt::mmaBf16 computing the documented fragment layouts) against
+// the CPU kernels.
 #ifndef PLANRT_CUDA_FLASH_ATTENTION_MMA_CUH
 #define PLANRT_CUDA_FLASH_ATTENTION_MMA_CUH
 
 #include "flash_attention.cuh"
+
+#include <vector>
 
 namespace planrt::attention::mma {
 
 constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps; ///< rows a block owns
 constexpr int kKeys = 64;          ///< rows of the other side's tiles
-constexpr int kScratch = kKeys + 4; ///< row stride of a warp's 16 x 64 scratch
 constexpr int64_t kMaxD = 128;
 
 /// x as hi + lo, two TF32 values.
@@ -35,40 +44,130 @@ SIMT_DEVICE void split(float x, uint32_t &hi, uint32_t &lo) {
   lo = simt::toTf32(x - simt::fromBits(hi));
 }
 
-/// acc[nb] += A · B over k < K (a multiple of 8) for the calling warp: A(m, k) =
-/// A[m am + k ak] for m < 16, B(k, n) = B[k bk + n bn] for n < 8 NB; acc[nb][q] holds
-/// C[g + 8 (q / 2)][8 nb + 2 t + q % 2] (lane = 4 g + t).
-template <int NB>
-SIMT_DEVICE void warpMma(const float *A, int am, int ak, const float *B, int bk, int bn, int K, float (&acc)[NB][4]) {
-  int lane = simt::threadIndex() % 32, g = lane / 4, t = lane % 4;
-  for (int k0 = 0; k0 < K; k0 += 8) {
-    const float av[4] = {A[g * am + (k0 + t) * ak], A[(g + 8) * am + (k0 + t) * ak], A[g * am + (k0 + t + 4) * ak],
-                         A[(g + 8) * am + (k0 + t + 4) * ak]};
-    uint32_t ah[4], al[4];
-    SIMT_UNROLL
-    for (int i = 0; i < 4; ++i)
-      split(av[i], ah[i], al[i]);
-    SIMT_UNROLL
-    for (int nb = 0; nb < NB; ++nb) {
-      int n = 8 * nb + g;
-      uint32_t bh[2], bl[2];
-      split(B[(k0 + t) * bk + n * bn], bh[0], bl[0]);
-      split(B[(k0 + t + 4) * bk + n * bn], bh[1], bl[1]);
-      simt::mmaTf32(acc[nb], al, bh);
-      simt::mmaTf32(acc[nb], ah, bl);
-      simt::mmaTf32(acc[nb], ah, bh);
+/// fp32 products as split TF32: tiles of floats, three m16n8k8 per product, the queries
+/// scaled as they enter their tile (as the CPU kernels scale them).
+struct SplitTf32 {
+  using Elem = float;
+  static constexpr int kPad = 4;       ///< tile rows are 8 ND + kPad elements apart
+  static constexpr int kScratch = kKeys + kPad; ///< row stride of a warp's 16 x 64 scratch
+  static constexpr bool kScaleQ = true; ///< the queries' tile holds q · scale
+  SIMT_DEVICE static Elem from(float x) { return x; }
+
+  /// The kernels read q, k, v and dout where they are.
+  using Src = View;
+  /// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head) · scale; zeros past n, past
+  /// D. A warp a row, its lanes along it.
+  SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float scale,
+                               Elem *tile, int ld, int rows) {
+    int warp = simt::threadIndex() / 32, lane = simt::threadIndex() % 32;
+    for (int r = warp; r < rows; r += kWarps) {
+      const float *src = r < n ? v.at(a.S, a.D, b, r0 + r, head) : nullptr;
+      for (int d = lane; d < ld; d += 32)
+        tile[r * ld + d] = src && d < a.D ? src[d] * scale : 0.0f;
     }
   }
-}
 
-/// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head) · scale; zeros past n, past D.
-SIMT_DEVICE void fillTile(const Shape &a, const View &v, int64_t b, int64_t head, int64_t r0, int n, float scale,
-                          float *tile, int ld, int rows) {
-  for (int e = simt::threadIndex(); e < rows * ld; e += kThreads) {
-    int r = e / ld, d = e % ld;
-    tile[e] = r < n && d < a.D ? v.at(a.S, a.D, b, r0 + r, head)[d] * scale : 0.0f;
+  /// acc[nb] += A · B over k < K (a multiple of 8) for the calling warp: A(m, k) =
+  /// A[m am + k ak] for m < 16, B(k, n) = B[k bk + n bn] for n < 8 NB; acc[nb][q] holds
+  /// C[g + 8 (q / 2)][8 nb + 2 t + q % 2] (lane = 4 g + t).
+  template <int NB>
+  SIMT_DEVICE static void product(const float *A, int am, int ak, const float *B, int bk, int bn, int K,
+                                  float (&acc)[NB][4]) {
+    int lane = simt::threadIndex() % 32, g = lane / 4, t = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+      const float av[4] = {A[g * am + (k0 + t) * ak], A[(g + 8) * am + (k0 + t) * ak], A[g * am + (k0 + t + 4) * ak],
+                           A[(g + 8) * am + (k0 + t + 4) * ak]};
+      uint32_t ah[4], al[4];
+      SIMT_UNROLL
+      for (int i = 0; i < 4; ++i)
+        split(av[i], ah[i], al[i]);
+      SIMT_UNROLL
+      for (int nb = 0; nb < NB; ++nb) {
+        int n = 8 * nb + g;
+        uint32_t bh[2], bl[2];
+        split(B[(k0 + t) * bk + n * bn], bh[0], bl[0]);
+        split(B[(k0 + t + 4) * bk + n * bn], bh[1], bl[1]);
+        simt::mmaTf32(acc[nb], al, bh);
+        simt::mmaTf32(acc[nb], ah, bl);
+        simt::mmaTf32(acc[nb], ah, bh);
+      }
+    }
   }
-}
+};
+
+/// bf16 operands, one m16n8k16 per product, fp32 sums: the kernels of a bf16 plan, whose
+/// q, k, v and output gradients are bf16 values (so entering a tile loses nothing, but for
+/// the roped q and k). The
+/// probabilities and their gradients are rounded to bf16 before the products that use
+/// them, as flash attention does; the scale multiplies the fp32 scores (docs/CUDA.md).
+struct Bf16 {
+  using Elem = uint16_t;
+  static constexpr int kPad = 8;
+  static constexpr int kScratch = kKeys + kPad;
+  static constexpr bool kScaleQ = false;
+  /// x rounded to bf16 (to nearest, ties to even), as its bits.
+  SIMT_DEVICE static Elem from(float x) {
+    uint32_t u = simt::bitsOf(x);
+    return Elem((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+
+  /// The kernels read head-major bf16 copies of q, k, v and dout (staged by stageBf16):
+  /// row (b, h, s) at ((b heads + h) S + s) dp, dp = 8 ND elements, zeros past D.
+  struct Src {
+    const Elem *p;
+    int64_t heads;
+    int dp;
+    SIMT_DEVICE const Elem *at(int64_t S, int64_t b, int64_t s, int64_t h) const {
+      return p + ((b * heads + h) * S + s) * dp;
+    }
+  };
+  /// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head), zeros past n, by 16-byte
+  /// copies (the scale is never on the tiles: kScaleQ is false).
+  SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float,
+                               Elem *tile, int ld, int rows) {
+    int chunks = v.dp / 8;
+    for (int e = simt::threadIndex(); e < rows * chunks; e += kThreads) {
+      int r = e / chunks, c = e % chunks;
+      if (r < n)
+        simt::copy16(tile + r * ld + 8 * c, v.at(a.S, b, r0 + r, head) + 8 * c);
+      else
+        simt::zero16(tile + r * ld + 8 * c);
+    }
+  }
+  /// Elements i and i + step of p as one register, i's in the low half.
+  /// With step 1, i is even (every tile row and fragment column is), one 32-bit load.
+  SIMT_DEVICE static uint32_t pair(const Elem *p, int i, int step) {
+#ifdef PLANRT_SIMT_EMULATE
+    if (step == 1 && i % 2 != 0)
+      throw std::logic_error("mma::Bf16::pair: an odd offset");
+#endif
+    if (step == 1)
+      return *reinterpret_cast<const uint32_t *>(p + i);
+    return uint32_t(p[i]) | uint32_t(p[i + step]) << 16;
+  }
+  /// SplitTf32::product's contract, K a multiple of 16.
+  template <int NB>
+  SIMT_DEVICE static void product(const Elem *A, int am, int ak, const Elem *B, int bk, int bn, int K,
+                                  float (&acc)[NB][4]) {
+    int lane = simt::threadIndex() % 32, g = lane / 4, t = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      const uint32_t a[4] = {pair(A, g * am + (k0 + 2 * t) * ak, ak), pair(A, (g + 8) * am + (k0 + 2 * t) * ak, ak),
+                             pair(A, g * am + (k0 + 2 * t + 8) * ak, ak),
+                             pair(A, (g + 8) * am + (k0 + 2 * t + 8) * ak, ak)};
+      SIMT_UNROLL
+      for (int nb = 0; nb < NB; ++nb) {
+        int n = 8 * nb + g;
+        const uint32_t b[2] = {pair(B, (k0 + 2 * t) * bk + n * bn, bk), pair(B, (k0 + 2 * t + 8) * bk + n * bn, bk)};
+        simt::mmaBf16(acc[nb], a, b);
+      }
+    }
+  }
+};
+
+/// The inputs of a pass as the kernels of Op read them.
+template <class Op> struct Inputs {
+  typename Op::Src q, k, v, dout;
+};
 
 template <int NB> SIMT_DEVICE void zero(float (&acc)[NB][4]) {
   SIMT_UNROLL
@@ -118,39 +217,51 @@ SIMT_DEVICE void storeResult(const Shape &a, const Lane &me, const float (&acc)[
   }
 }
 
-/// Shared floats of each kernel, by tile row stride ld.
-inline size_t forwardShared(int ld) { return size_t(3 * kRows * ld + kWarps * 16 * kScratch) * sizeof(float); }
-inline size_t backwardShared(int ld) {
-  return size_t(4 * kRows * ld + kWarps * 16 * kScratch + 3 * kKeys) * sizeof(float);
+/// Shared bytes of each kernel, by tile row stride ld: the key side's row statistics
+/// (floats) first, then the tiles and the warps' scratch (Op's elements).
+template <class Op> size_t forwardShared(int ld) {
+  return size_t(3 * kRows * ld + kWarps * 16 * Op::kScratch) * sizeof(typename Op::Elem);
+}
+template <class Op> size_t backwardShared(int ld) {
+  return size_t(3 * kKeys) * sizeof(float) +
+         size_t(4 * kRows * ld + kWarps * 16 * Op::kScratch) * sizeof(typename Op::Elem);
 }
 
 /// The key and value tiles of key head (b, g) from key t0 (at most kKeys, none from `end`
 /// on) into K and V, between barriers; returns how many keys they hold.
-SIMT_DEVICE int loadKeys(const Shape &a, int ld, int64_t b, int64_t g, int64_t t0, int64_t end, float *K, float *V) {
+template <class Op>
+SIMT_DEVICE int loadKeys(const Shape &a, const Inputs<Op> &in, int ld, int64_t b, int64_t g, int64_t t0, int64_t end,
+                         typename Op::Elem *K, typename Op::Elem *V) {
   int n = int(end - t0 < kKeys ? end - t0 : kKeys);
   simt::syncBlock();
-  fillTile(a, a.k, b, g, t0, n, 1.0f, K, ld, kKeys);
-  fillTile(a, a.v, b, g, t0, n, 1.0f, V, ld, kKeys);
+  Op::fill(a, in.k, b, g, t0, n, 1.0f, K, ld, kKeys);
+  Op::fill(a, in.v, b, g, t0, n, 1.0f, V, ld, kKeys);
   simt::syncBlock();
   return n;
 }
 
+/// The factors of the scale: on the queries as they enter a tile, or on the scores.
+template <class Op> SIMT_DEVICE float queryScale(const Shape &a) { return Op::kScaleQ ? a.scale : 1.0f; }
+template <class Op> SIMT_DEVICE float scoreScale(const Shape &a) { return Op::kScaleQ ? 1.0f : a.scale; }
+
 /// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out and each row's maximum
 /// and 1 / sum into stats (as flash_attention.cuh's forward).
-template <int ND> SIMT_GLOBAL void forward(Shape a, int ld, View out, float *stats) {
-  float *Q = simt::dynamicShared<float>(), *K = Q + kRows * ld, *V = K + kKeys * ld, *P = V + kKeys * ld;
+template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats) {
+  using E = typename Op::Elem;
+  constexpr int kScratch = Op::kScratch;
+  E *Q = simt::dynamicShared<E>(), *K = Q + kRows * ld, *V = K + kKeys * ld, *P = V + kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * kRows, g = h / a.group;
-  float *Qw = Q + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
-  fillTile(a, a.q, b, h, s0, int(a.S - s0 < kRows ? a.S - s0 : kRows), a.scale, Q, ld, kRows);
+  E *Qw = Q + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
+  Op::fill(a, in.q, b, h, s0, int(a.S - s0 < kRows ? a.S - s0 : kRows), queryScale<Op>(a), Q, ld, kRows);
   float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   zero(o);
   int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
   for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = loadKeys(a, ld, b, g, t0, end, K, V);
+    int n = loadKeys<Op>(a, in, ld, b, g, t0, end, K, V);
     float s[kKeys / 8][4];
     zero(s);
-    warpMma(Qw, ld, 1, K, 1, ld, ND * 8, s);
+    Op::product(Qw, ld, 1, K, 1, ld, ND * 8, s);
     float top[2] = {-INFINITY, -INFINITY};
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
@@ -158,7 +269,7 @@ template <int ND> SIMT_GLOBAL void forward(Shape a, int ld, View out, float *sta
       for (int q = 0; q < 4; ++q) {
         int c = colOf(me, nb, q);
         bool seen = c < n && (!a.causal || t0 + c <= s0 + rowOf(me, q));
-        s[nb][q] = seen ? s[nb][q] : -INFINITY;
+        s[nb][q] = seen ? s[nb][q] * scoreScale<Op>(a) : -INFINITY;
         top[q / 2] = fmaxf(top[q / 2], s[nb][q]);
       }
     // Key 0 is seen by every row, so m is finite from the first tile on.
@@ -180,10 +291,10 @@ template <int ND> SIMT_GLOBAL void forward(Shape a, int ld, View out, float *sta
       for (int q = 0; q < 4; ++q) {
         float p = expf(s[nb][q] - m[q / 2]);
         l[q / 2] += p;
-        Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = p;
+        Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = Op::from(p);
       }
     simt::syncBlock();
-    warpMma(Pw, kScratch, 1, V, ld, 1, kKeys, o);
+    Op::product(Pw, kScratch, 1, V, ld, 1, kKeys, o);
   }
   float inv[2] = {1.0f / rowSum(l[0]), 1.0f / rowSum(l[1])};
   storeResult(a, me, o, inv, out, b, s0, h);
@@ -212,16 +323,18 @@ SIMT_GLOBAL void rowDeltas(Shape a, View out, View dout, float *deltas) {
 
 /// The queries' gradient over grid (query blocks of 64, H, B): dq = scale Σ_t p_t (dout ·
 /// v_t − delta) k_t, from the forward's stats and the rows' deltas.
-template <int ND>
-SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, const float *deltas, View dq) {
-  float *Q = simt::dynamicShared<float>(), *dO = Q + kRows * ld, *K = dO + kRows * ld, *V = K + kKeys * ld,
-        *P = V + kKeys * ld;
+template <class Op, int ND>
+SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dq) {
+  using E = typename Op::Elem;
+  constexpr int kScratch = Op::kScratch;
+  E *Q = reinterpret_cast<E *>(simt::dynamicShared<float>() + 3 * kKeys), *dO = Q + kRows * ld, *K = dO + kRows * ld,
+    *V = K + kKeys * ld, *P = V + kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * kRows, g = h / a.group;
   int rows = int(a.S - s0 < kRows ? a.S - s0 : kRows);
-  fillTile(a, a.q, b, h, s0, rows, a.scale, Q, ld, kRows);
-  fillTile(a, dout, b, h, s0, rows, 1.0f, dO, ld, kRows);
-  float *Qw = Q + 16 * me.warp * ld, *dOw = dO + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
+  Op::fill(a, in.q, b, h, s0, rows, queryScale<Op>(a), Q, ld, kRows);
+  Op::fill(a, in.dout, b, h, s0, rows, 1.0f, dO, ld, kRows);
+  E *Qw = Q + 16 * me.warp * ld, *dOw = dO + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float m[2], inv[2], delta[2];
   for (int r = 0; r < 2; ++r) {
     int64_t s = s0 + rowOf(me, 2 * r), row = (b * a.H + h) * a.S + s;
@@ -234,12 +347,12 @@ SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, c
   zero(acc);
   int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
   for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = loadKeys(a, ld, b, g, t0, end, K, V);
+    int n = loadKeys<Op>(a, in, ld, b, g, t0, end, K, V);
     float s[kKeys / 8][4], dp[kKeys / 8][4];
     zero(s);
     zero(dp);
-    warpMma(Qw, ld, 1, K, 1, ld, ND * 8, s);
-    warpMma(dOw, ld, 1, V, 1, ld, ND * 8, dp);
+    Op::product(Qw, ld, 1, K, 1, ld, ND * 8, s);
+    Op::product(dOw, ld, 1, V, 1, ld, ND * 8, dp);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
@@ -247,11 +360,11 @@ SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, c
         int c = colOf(me, nb, q);
         int64_t row = s0 + rowOf(me, q);
         bool seen = c < n && row < a.S && (!a.causal || t0 + c <= row);
-        float p = seen ? expf(s[nb][q] - m[q / 2]) * inv[q / 2] : 0.0f;
-        Pw[(me.g + 8 * (q / 2)) * kScratch + c] = p * (dp[nb][q] - delta[q / 2]);
+        float p = seen ? expf(s[nb][q] * scoreScale<Op>(a) - m[q / 2]) * inv[q / 2] : 0.0f;
+        Pw[(me.g + 8 * (q / 2)) * kScratch + c] = Op::from(p * (dp[nb][q] - delta[q / 2]));
       }
     simt::syncBlock();
-    warpMma(Pw, kScratch, 1, K, ld, 1, kKeys, acc);
+    Op::product(Pw, kScratch, 1, K, ld, 1, kKeys, acc);
   }
   const float scale[2] = {a.scale, a.scale};
   storeResult(a, me, acc, scale, dq, b, s0, h);
@@ -260,17 +373,20 @@ SIMT_GLOBAL void backwardQuery(Shape a, int ld, View dout, const float *stats, c
 /// The keys' and values' gradients over grid (key blocks of 64, KVH, B), over the query
 /// heads of each key head's group and the queries that see the key: dv = Σ p dout and
 /// dk = Σ p (dout · v − delta) · scale · q.
-template <int ND>
-SIMT_GLOBAL void backwardKeyValue(Shape a, int ld, View dout, const float *stats, const float *deltas, View dk,
+template <class Op, int ND>
+SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dk,
                                   View dv) {
-  float *Kb = simt::dynamicShared<float>(), *Vb = Kb + kRows * ld, *Q = Vb + kRows * ld, *dO = Q + kKeys * ld,
-        *P = dO + kKeys * ld, *rowStats = P + kWarps * 16 * kScratch;
+  using E = typename Op::Elem;
+  constexpr int kScratch = Op::kScratch;
+  float *rowStats = simt::dynamicShared<float>();
+  E *Kb = reinterpret_cast<E *>(rowStats + 3 * kKeys), *Vb = Kb + kRows * ld, *Q = Vb + kRows * ld,
+    *dO = Q + kKeys * ld, *P = dO + kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), g = simt::blockIndex(1), t0 = simt::blockIndex(0) * kRows;
   int keys = int(a.S - t0 < kRows ? a.S - t0 : kRows);
-  fillTile(a, a.k, b, g, t0, keys, 1.0f, Kb, ld, kRows);
-  fillTile(a, a.v, b, g, t0, keys, 1.0f, Vb, ld, kRows);
-  float *Kw = Kb + 16 * me.warp * ld, *Vw = Vb + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
+  Op::fill(a, in.k, b, g, t0, keys, 1.0f, Kb, ld, kRows);
+  Op::fill(a, in.v, b, g, t0, keys, 1.0f, Vb, ld, kRows);
+  E *Kw = Kb + 16 * me.warp * ld, *Vw = Vb + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float dK[ND][4], dV[ND][4];
   zero(dK);
   zero(dV);
@@ -278,15 +394,15 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, int ld, View dout, const float *stats
     for (int64_t s0 = a.causal ? t0 : 0; s0 < a.S; s0 += kKeys) {
       int n = int(a.S - s0 < kKeys ? a.S - s0 : kKeys);
       simt::syncBlock();
-      fillTile(a, a.q, b, h, s0, n, a.scale, Q, ld, kKeys);
-      fillTile(a, dout, b, h, s0, n, 1.0f, dO, ld, kKeys);
+      Op::fill(a, in.q, b, h, s0, n, queryScale<Op>(a), Q, ld, kKeys);
+      Op::fill(a, in.dout, b, h, s0, n, 1.0f, dO, ld, kKeys);
       loadRowStats(a, b, h, s0, n, stats, deltas, rowStats);
       simt::syncBlock();
       float st[kKeys / 8][4], dpt[kKeys / 8][4];
       zero(st);
       zero(dpt);
-      warpMma(Kw, ld, 1, Q, 1, ld, ND * 8, st);   // S^T = K Q^T
-      warpMma(Vw, ld, 1, dO, 1, ld, ND * 8, dpt); // dP^T = V dO^T
+      Op::product(Kw, ld, 1, Q, 1, ld, ND * 8, st);   // S^T = K Q^T
+      Op::product(Vw, ld, 1, dO, 1, ld, ND * 8, dpt); // dP^T = V dO^T
       SIMT_UNROLL
       for (int nb = 0; nb < kKeys / 8; ++nb)
         SIMT_UNROLL
@@ -294,31 +410,31 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, int ld, View dout, const float *stats
           int c = colOf(me, nb, q);
           int64_t key = t0 + rowOf(me, q);
           bool seen = c < n && key < a.S && (!a.causal || s0 + c >= key);
-          float p = seen ? expf(st[nb][q] - rowStats[3 * c]) * rowStats[3 * c + 1] : 0.0f;
-          Pw[(me.g + 8 * (q / 2)) * kScratch + c] = p;
+          float p = seen ? expf(st[nb][q] * scoreScale<Op>(a) - rowStats[3 * c]) * rowStats[3 * c + 1] : 0.0f;
+          Pw[(me.g + 8 * (q / 2)) * kScratch + c] = Op::from(p);
           dpt[nb][q] = p * (dpt[nb][q] - (seen ? rowStats[3 * c + 2] : 0.0f)); // dS^T
         }
       simt::syncBlock();
-      warpMma(Pw, kScratch, 1, dO, ld, 1, kKeys, dV); // dV += P^T dO
+      Op::product(Pw, kScratch, 1, dO, ld, 1, kKeys, dV); // dV += P^T dO
       simt::syncBlock();
       SIMT_UNROLL
       for (int nb = 0; nb < kKeys / 8; ++nb)
         SIMT_UNROLL
         for (int q = 0; q < 4; ++q)
-          Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = dpt[nb][q];
+          Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = Op::from(dpt[nb][q]);
       simt::syncBlock();
-      warpMma(Pw, kScratch, 1, Q, ld, 1, kKeys, dK); // dK += dS^T (scale q)
+      Op::product(Pw, kScratch, 1, Q, ld, 1, kKeys, dK); // dK += dS^T q (· scale, below or in q)
     }
-  const float one[2] = {1.0f, 1.0f};
-  storeResult(a, me, dK, one, dk, b, t0, g);
+  const float one[2] = {1.0f, 1.0f}, dkScale[2] = {scoreScale<Op>(a), scoreScale<Op>(a)};
+  storeResult(a, me, dK, dkScale, dk, b, t0, g);
   storeResult(a, me, dV, one, dv, b, t0, g);
 }
 
 // ---- Host side, through flash_attention.cuh's launcher L.
 
-/// The kernels' row stride in shared memory: D rounded up to ND · 8, plus 4 (so that a
-/// fragment's 32 reads fall in 32 banks).
-inline int strideOf(int nd) { return 8 * nd + 4; }
+/// The kernels' row stride in shared memory: D rounded up to ND · 8, plus Op's padding
+/// (so that a fragment's 32 reads fall in 32 banks).
+template <class Op> int strideOf(int nd) { return 8 * nd + Op::kPad; }
 
 /// ND for D (a power of two from 2 to 16), or 0 when D > kMaxD.
 inline int blocksFor(int64_t D) {
@@ -330,20 +446,70 @@ inline int blocksFor(int64_t D) {
   return nd;
 }
 
-template <int ND, class L> void forwardAs(L &launch, const Shape &a, View out, float *stats) {
-  int ld = strideOf(ND);
-  launch.run(blocksOf(a.S, kRows), unsigned(a.H), unsigned(a.B), forwardShared(ld), forward<ND>, a, ld, out, stats);
+template <class Op, int ND, class L>
+void forwardAs(L &launch, const Shape &a, const Inputs<Op> &in, View out, float *stats) {
+  int ld = strideOf<Op>(ND);
+  launch.run(blocksOf(a.S, kRows), unsigned(a.H), unsigned(a.B), forwardShared<Op>(ld), forward<Op, ND>, a, in, ld,
+             out, stats);
 }
 
-template <int ND, class L>
-void backwardAs(L &launch, const Shape &a, View dout, const float *stats, const float *deltas, float *dqkv) {
-  int ld = strideOf(ND);
+template <class Op, int ND, class L>
+void backwardAs(L &launch, const Shape &a, const Inputs<Op> &in, const float *stats, const float *deltas,
+                float *dqkv) {
+  int ld = strideOf<Op>(ND);
   int64_t row = (a.H + 2 * a.KVH) * a.D;
-  launch.run(blocksOf(a.S, kRows), unsigned(a.H), unsigned(a.B), backwardShared(ld), backwardQuery<ND>, a, ld, dout,
-             stats, deltas, View{dqkv, row, 0});
-  launch.run(blocksOf(a.S, kRows), unsigned(a.KVH), unsigned(a.B), backwardShared(ld), backwardKeyValue<ND>, a, ld,
-             dout, stats, deltas, View{dqkv, row, a.H}, View{dqkv, row, a.H + a.KVH});
+  launch.run(blocksOf(a.S, kRows), unsigned(a.H), unsigned(a.B), backwardShared<Op>(ld), backwardQuery<Op, ND>, a, in,
+             ld, stats, deltas, View{dqkv, row, 0});
+  launch.run(blocksOf(a.S, kRows), unsigned(a.KVH), unsigned(a.B), backwardShared<Op>(ld), backwardKeyValue<Op, ND>,
+             a, in, ld, stats, deltas, View{dqkv, row, a.H}, View{dqkv, row, a.H + a.KVH});
 }
+
+/// dst = head-major bf16 copy of src's `heads` heads (Bf16::Src's layout), over
+/// B · heads · S · dp / 8 threads, each writing 8 elements as one 16-byte store.
+SIMT_GLOBAL void stageBf16(Shape a, View src, int64_t heads, int dp, uint16_t *dst) {
+  int64_t e = simt::blockIndex(0) * kThreads + simt::threadIndex(), chunks = dp / 8;
+  if (e >= a.B * heads * a.S * chunks)
+    return;
+  int64_t d0 = e % chunks * 8, row = e / chunks, s = row % a.S, h = (row / a.S) % heads, b = row / (a.S * heads);
+  const float *x = src.at(a.S, a.D, b, s, h);
+  alignas(16) uint16_t out[8];
+  for (int i = 0; i < 8; ++i)
+    out[i] = Bf16::from(d0 + i < a.D ? x[d0 + i] : 0.0f);
+  simt::copy16(dst + 8 * e, out);
+}
+
+/// A pass's inputs for Op's kernels, made through launcher L: SplitTf32's are the views
+/// themselves; Bf16's are copies staged before the pass and freed after it.
+template <class Op, class L> struct Staging {
+  Staging(L &, const Shape &a, const View *dout) : in{a.q, a.k, a.v, dout ? *dout : View{}} {}
+  Inputs<Op> in;
+};
+template <class L> struct Staging<Bf16, L> {
+  Staging(L &launch, const Shape &a, const View *dout) : launch(launch) {
+    int dp = 8 * blocksFor(a.D);
+    in.q = stage(a, a.q, a.H, dp);
+    in.k = stage(a, a.k, a.KVH, dp);
+    in.v = stage(a, a.v, a.KVH, dp);
+    in.dout = dout ? stage(a, *dout, a.H, dp) : Bf16::Src{};
+  }
+  Staging(const Staging &) = delete;
+  Staging &operator=(const Staging &) = delete;
+  ~Staging() {
+    for (float *p : owned)
+      launch.free(p);
+  }
+  Bf16::Src stage(const Shape &a, const View &src, int64_t heads, int dp) {
+    int64_t n = a.B * heads * a.S * dp;
+    float *p = launch.alloc((n + 1) / 2);
+    owned.push_back(p);
+    auto *dst = reinterpret_cast<uint16_t *>(p);
+    launch.run(blocksOf(n / 8, kThreads), 1, 1, 0, stageBf16, a, src, heads, dp, dst);
+    return Bf16::Src{dst, heads, dp};
+  }
+  L &launch;
+  Inputs<Bf16> in;
+  std::vector<float *> owned;
+};
 
 /// f<ND>(args...) for D's ND.
 #define PLANRT_MMA_DISPATCH(nd, call)                                                                                  \
@@ -368,16 +534,21 @@ void backwardAs(L &launch, const Shape &a, View dout, const float *stats, const 
 
 /// The tensor cores' kernels of a call (D ≤ kMaxD), for flash_attention.cuh's sdpa and
 /// sdpaBackward; the rows' deltas by a kernel of their own.
-struct Kernels {
+template <class Op> struct KernelsOf {
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
-    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<N>(launch, a, out, stats)))
+    Staging<Op, L> s(launch, a, nullptr);
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, out, stats)))
   }
   template <class L>
   static void backwardPass(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
     launch.run(blocksOf(a.B * a.H * a.S, kThreads), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
-    PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<N>(launch, a, t.doutView, t.stats, t.deltas, dqkv)))
+    Staging<Op, L> s(launch, a, &t.doutView);
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<Op, N>(launch, a, s.in, t.stats, t.deltas, dqkv)))
   }
 };
+/// fp32 plans' kernels (split TF32), and bf16 plans'.
+using Kernels = KernelsOf<SplitTf32>;
+using KernelsBf16 = KernelsOf<Bf16>;
 
 #undef PLANRT_MMA_DISPATCH
 

@@ -171,8 +171,9 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
           "cublasLtMatmul");
   if (!planrt::cuda::profiling())
     return planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
-  // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT".
-  char name[128];
+  // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT" (kept past
+  // the call: the runtime names the last work queued with it).
+  static thread_local char name[128];
   std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c", kComputes[compute].name, m, n, k,
                 transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N');
   planrt::cuda::finish(name);

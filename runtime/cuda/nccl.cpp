@@ -114,7 +114,7 @@ int allReduce(const void *mpiComm, float *buf, int64_t count, int max) {
     return 1;
   checkNccl(ncclAllReduce(buf, buf, size_t(count), ncclFloat, max ? ncclMax : ncclSum, c, planrt::cuda::stream()),
             "ncclAllReduce");
-  planrt::cuda::finish("ncclAllReduce");
+  planrt::cuda::finishAndWait("ncclAllReduce");
   return 0;
 }
 
@@ -123,7 +123,7 @@ int allGather(const void *mpiComm, const float *send, int64_t count, float *recv
   if (!c)
     return 1;
   checkNccl(ncclAllGather(send, recv, size_t(count), ncclFloat, c, planrt::cuda::stream()), "ncclAllGather");
-  planrt::cuda::finish("ncclAllGather");
+  planrt::cuda::finishAndWait("ncclAllGather");
   return 0;
 }
 
@@ -133,7 +133,7 @@ int reduceScatter(const void *mpiComm, const float *send, int64_t count, float *
     return 1;
   checkNccl(ncclReduceScatter(send, recv, size_t(count), ncclFloat, ncclSum, c, planrt::cuda::stream()),
             "ncclReduceScatter");
-  planrt::cuda::finish("ncclReduceScatter");
+  planrt::cuda::finishAndWait("ncclReduceScatter");
   return 0;
 }
 
@@ -142,7 +142,7 @@ int sendTo(const void *mpiComm, int64_t peer, const float *buf, int64_t count) {
   if (!c)
     return 1;
   checkNccl(ncclSend(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclSend");
-  planrt::cuda::finish("ncclSend");
+  planrt::cuda::finishAndWait("ncclSend");
   return 0;
 }
 
@@ -151,7 +151,7 @@ int recvFrom(const void *mpiComm, int64_t peer, float *buf, int64_t count) {
   if (!c)
     return 1;
   checkNccl(ncclRecv(buf, size_t(count), ncclFloat, int(peer), c, planrt::cuda::stream()), "ncclRecv");
-  planrt::cuda::finish("ncclRecv");
+  planrt::cuda::finishAndWait("ncclRecv");
   return 0;
 }
 
@@ -165,7 +165,7 @@ int sendRecv(const void *mpiComm, int64_t to, const float *send, int64_t count, 
   checkNccl(ncclSend(send, size_t(count), ncclFloat, int(to), c, planrt::cuda::stream()), "ncclSend");
   checkNccl(ncclRecv(recv, size_t(recvCount), ncclFloat, int(from), c, planrt::cuda::stream()), "ncclRecv");
   checkNccl(ncclGroupEnd(), "ncclGroupEnd");
-  planrt::cuda::finish("ncclSend/ncclRecv");
+  planrt::cuda::finishAndWait("ncclSend/ncclRecv");
   return 0;
 }
 
@@ -272,7 +272,7 @@ int reduceScatterStart(const void *mpiComm, const float *send, int64_t count, fl
 }
 
 /// The compute stream waits for the bucket's collective, and so does the host (which
-/// may read the range next, as every call here is synchronous).
+/// may read the range next: the runtime's calls here wait for their work).
 void waitFor(void *handle) {
   auto done = static_cast<cudaEvent_t>(handle);
   check(cudaStreamWaitEvent(planrt::cuda::stream(), done, 0), "cudaStreamWaitEvent (compute waits for a bucket)");

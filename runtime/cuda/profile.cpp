@@ -1,5 +1,6 @@
-// PLANRT_CUDA_PROFILE=FILE: where a CUDA executable's time goes, with no profiler. Every
-// launch and library call of libplanrt_cuda ends by synchronising its stream, so the
+// PLANRT_CUDA_PROFILE=FILE: where a CUDA executable's time goes, with no profiler. With it
+// set, every launch and library call of libplanrt_cuda ends by synchronising its stream
+// (without it they are queued, and the host waits only where host code runs next), so the
 // wall time from one synchronisation to the next is the time of the operation that
 // ended it: its kernels, and the host work before it (a host fill of managed memory, the
 // page migrations it causes). At exit FILE gets one line per operation, slowest first:

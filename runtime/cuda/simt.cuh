@@ -1,6 +1,6 @@
 // The few SIMT primitives libplanrt_cuda's tiled kernels use — thread and block
-// indices, the block barrier, the warp's xor shuffle, dynamic shared memory, a 16-byte
-// load, the warp's TF32 mma.sync, and the launch — written once for two builds:
+// indices, the block barrier, the warp's xor shuffle, dynamic shared memory, 16-byte
+// loads and copies, the warp's mma.sync (TF32, and bf16), and the launch — written once for two builds:
 //   - nvcc (libplanrt_cuda): each is the CUDA built-in or PTX instruction it names;
 //   - a host C++ compiler with PLANRT_SIMT_EMULATE defined (the gtest
 //     planc-simt-tests): each block's threads run as coroutines that switch at every
@@ -32,6 +32,9 @@ SIMT_DEVICE Vec4 load4(const float *p) {
   float4 v = *reinterpret_cast<const float4 *>(p);
   return {v.x, v.y, v.z, v.w};
 }
+/// 16 bytes from src to dst, each a multiple of 16 bytes; and 16 zero bytes at dst.
+SIMT_DEVICE void copy16(void *dst, const void *src) { *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src); }
+SIMT_DEVICE void zero16(void *dst) { *static_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0); }
 SIMT_DEVICE int threadIndex() { return int(threadIdx.x); }
 SIMT_DEVICE int64_t blockIndex(int axis) { return axis == 0 ? blockIdx.x : axis == 1 ? blockIdx.y : blockIdx.z; }
 SIMT_DEVICE void syncBlock() { __syncthreads(); }
@@ -46,6 +49,17 @@ SIMT_DEVICE uint32_t toTf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
+}
+SIMT_DEVICE uint32_t bitsOf(float x) { return __float_as_uint(x); }
+/// d += A · B on the tensor cores for one warp (mma.sync m16n8k16, bf16 operands, fp32
+/// accumulation). Each register holds two bf16, the lower index in the low half; with
+/// lane = 4 g + t: a = A[g][2t..], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..] (A 16 x 16);
+/// b = B[2t..][g], B[2t+8..][g] (B 16 x 8); d as mmaTf32's.
+SIMT_DEVICE void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 /// d += A · B on the tensor cores for one warp (mma.sync m16n8k8, TF32 operands, fp32
 /// accumulation). With lane = 4 g + t: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]
@@ -154,6 +168,16 @@ inline Vec4 load4(const float *p) {
     throw std::logic_error("simt::load4: an address not a multiple of 16 bytes");
   return {p[0], p[1], p[2], p[3]};
 }
+inline void copy16(void *dst, const void *src) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    throw std::logic_error("simt::copy16: an address not a multiple of 16 bytes");
+  std::memcpy(dst, src, 16);
+}
+inline void zero16(void *dst) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+    throw std::logic_error("simt::zero16: an address not a multiple of 16 bytes");
+  std::memset(dst, 0, 16);
+}
 inline int threadIndex() { return theBlock->current; }
 inline int64_t blockIndex(int axis) { return theBlock->index[axis]; }
 inline void syncBlock() { theBlock->wait(); }
@@ -173,6 +197,11 @@ inline float fromBits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+}
+inline uint32_t bitsOf(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
 }
 /// cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (the magnitude's bits).
 inline uint32_t toTf32(float x) {
@@ -204,6 +233,40 @@ inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
     int r = g + 8 * (q / 2), c = 2 * t + q % 2;
     double acc = d[q];
     for (int k = 0; k < 8; ++k)
+      acc += double(A(r, k)) * double(B(k, c));
+    out[q] = float(acc);
+  }
+  blk.wait();
+  for (int q = 0; q < 4; ++q)
+    d[q] = out[q];
+}
+
+/// mma.sync m16n8k16 bf16 over the calling thread's warp, as mmaTf32: each register two
+/// bf16 (the lower index in the low half), A[r][k] in lane 4 (r % 8) + (k % 8) / 2,
+/// register (r >= 8) + 2 (k >= 8); B[k][n] in lane 4 n + (k % 8) / 2, register
+/// 4 + (k >= 8).
+inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  Block &blk = *theBlock;
+  int me = blk.current;
+  uint32_t *mine = &blk.fragments[size_t(me) * 6];
+  for (int i = 0; i < 4; ++i)
+    mine[i] = a[i];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  blk.wait();
+  int lane = me % 32, base = me - lane, g = lane / 4, t = lane % 4;
+  auto half = [](uint32_t reg, int k) { return fromBits(k % 2 ? reg & 0xFFFF0000u : reg << 16); };
+  auto A = [&](int r, int k) {
+    return half(blk.fragments[size_t(base + 4 * (r % 8) + (k % 8) / 2) * 6 + (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+  };
+  auto B = [&](int k, int n) {
+    return half(blk.fragments[size_t(base + 4 * n + (k % 8) / 2) * 6 + 4 + (k >= 8 ? 1 : 0)], k);
+  };
+  float out[4];
+  for (int q = 0; q < 4; ++q) {
+    int r = g + 8 * (q / 2), c = 2 * t + q % 2;
+    double acc = d[q];
+    for (int k = 0; k < 16; ++k)
       acc += double(A(r, k)) * double(B(k, c));
     out[q] = float(acc);
   }

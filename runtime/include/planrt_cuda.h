@@ -9,12 +9,14 @@
  * - The device versions of planrt_kernels.h, same arguments and semantics, on
  *   device (managed) pointers: planrt_cuda_<name> for planrt_k_<name>.
  *   planrt_cuda_gemm has cblas_sgemm's arguments (row-major only) and one more,
- *   the precision cuBLASLt computes in (planrt_gemm_compute).
+ *   the precision cuBLASLt computes in (planrt_gemm_compute); planrt_cuda_sdpa(_bwd)
+ *   take one more too, the precision of their products.
  * - The launch ABI of MLIR's gpu-to-llvm (mgpu*), which the generated host code
  *   calls for its kernels.
- * Every call and launch is synchronous (it returns after the device finished), and
- * any CUDA error, or an index a kernel found out of range, prints
- * "planrt: error: rank R: ..." naming the call or kernel and exits with status 1. */
+ * Calls and launches are queued on one stream and return at once; planrt_cuda_sync
+ * waits for them (the compiler calls it where host code runs next). Any CUDA error, or
+ * an index a kernel found out of range, prints "planrt: error: rank R: ..." naming the
+ * call or kernel (at a wait: the last work queued) and exits with status 1. */
 #ifndef PLANRT_CUDA_H
 #define PLANRT_CUDA_H
 

@@ -11,6 +11,7 @@
 #include "planrt_nf4.h"
 
 #include <cblas.h>
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,8 +55,10 @@ void fill(Buf &b, uint32_t seed, float scale = 1.0f) {
     b.p[i] = d(g);
 }
 
-/// max |a - b| / max(max |b|, tiny) over the buffer.
+/// max |a - b| / max(max |b|, tiny) over the buffer, once the device's queued work is done
+/// (the library's calls return before it is).
 double relDiff(const float *a, const float *b, int64_t n) {
+  planrt_cuda_sync();
   double diff = 0, big = 1e-30;
   for (int64_t i = 0; i < n; ++i) {
     diff = std::max(diff, double(std::fabs(a[i] - b[i])));
@@ -64,12 +67,14 @@ double relDiff(const float *a, const float *b, int64_t n) {
   return diff / big;
 }
 
-/// Median time of `f` over 20 calls (each synchronous), printed with `what`.
+/// Median time of `f` over 20 calls (each waited for), printed with `what`.
 void bench(const std::string &what, const std::function<void()> &f) {
   std::vector<double> t;
   for (int i = 0; i < 20; ++i) {
+    planrt_cuda_sync();
     auto a = std::chrono::steady_clock::now();
     f();
+    planrt_cuda_sync();
     t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
   }
   std::nth_element(t.begin(), t.begin() + 10, t.end());
@@ -178,52 +183,84 @@ TEST(CudaKernels, LayerNormAndRmsNorm) {
         [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
 }
 
-/// Attention forward and backward against the CPU for one shape.
-void attention(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int causal, int rope) {
+/// b's elements rounded to bf16 (to nearest, ties to even): a bf16 plan's values.
+void roundToBf16(Buf &b) {
+  for (int64_t i = 0; i < b.n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &b.p[i], sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    std::memcpy(&b.p[i], &u, sizeof u);
+  }
+}
+
+/// Attention forward and backward against the CPU for one shape, computed as `compute`
+/// says (PLANRT_GEMM_BF16: the bf16 kernels, on bf16 inputs as a bf16 plan's; else fp32's).
+/// Each error (largest difference over the largest reference value) printed as [diff].
+void attention(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int causal, int rope, int32_t compute) {
   int64_t row = (H + 2 * KVH) * D;
   Buf qkv(B * S * row), out(B * S * H * D), outr(B * S * H * D), dout(B * S * H * D), dq(B * S * row), dqr(B * S * row);
   fill(qkv, 9);
   fill(dout, 10);
+  bool bf16 = compute == PLANRT_GEMM_BF16;
+  if (bf16) {
+    roundToBf16(qkv);
+    roundToBf16(dout);
+  }
   planrt_k_sdpa(qkv.p, outr.p, B, S, H, KVH, D, causal, rope, 10000.0f);
-  planrt_cuda_sdpa(qkv.p, out.p, B, S, H, KVH, D, causal, rope, 10000.0f);
-  EXPECT_LT(relDiff(out.p, outr.p, B * S * H * D), 2e-5) << "causal " << causal << " rope " << rope;
+  planrt_cuda_sdpa(qkv.p, out.p, B, S, H, KVH, D, causal, rope, 10000.0f, compute);
+  double fwd = relDiff(out.p, outr.p, B * S * H * D);
+  EXPECT_LT(fwd, bf16 ? 2e-2 : 2e-5) << "causal " << causal << " rope " << rope;
   planrt_k_sdpa_bwd(dout.p, qkv.p, dqr.p, B, S, H, KVH, D, causal, rope, 10000.0f);
-  planrt_cuda_sdpa_bwd(dout.p, qkv.p, dq.p, B, S, H, KVH, D, causal, rope, 10000.0f);
-  EXPECT_LT(relDiff(dq.p, dqr.p, B * S * row), 1e-4) << "causal " << causal << " rope " << rope;
+  planrt_cuda_sdpa_bwd(dout.p, qkv.p, dq.p, B, S, H, KVH, D, causal, rope, 10000.0f, compute);
+  double bwd = relDiff(dq.p, dqr.p, B * S * row);
+  EXPECT_LT(bwd, bf16 ? 3e-2 : 1e-4) << "causal " << causal << " rope " << rope;
+  std::printf("[diff] sdpa%s B%lld S%lld H%lld KVH%lld D%lld causal %d rope %d: forward %.2e backward %.2e\n",
+              bf16 ? " bf16" : "", (long long)B, (long long)S, (long long)H, (long long)KVH, (long long)D, causal,
+              rope, fwd, bwd);
 }
 
 /// Every attention shape against the CPU (head dimensions up to maxD), then the timing at
 /// gpt2_small's shape, its lines labelled `label`.
-void attentionSuite(int64_t maxD, const char *label) {
-  attention(2, 37, 4, 4, 16, 1, 0); // GPT: causal, no rope
-  attention(2, 37, 4, 4, 16, 0, 0); // bidirectional (embedders)
-  attention(2, 29, 6, 2, 32, 1, 1); // llama: grouped-query, rope
-  attention(1, 16, 2, 1, 64, 1, 1);
-  attention(1, 150, 2, 2, 16, 0, 0); // the tiles: two query blocks, three key tiles, ragged
-  attention(1, 70, 2, 2, 64, 1, 0);
-  attention(1, 40, 4, 1, 128, 0, 1);
-  attention(1, 33, 2, 1, 48, 1, 1);
+void attentionSuite(int64_t maxD, const char *label, int32_t compute = PLANRT_GEMM_F32) {
+  attention(2, 37, 4, 4, 16, 1, 0, compute); // GPT: causal, no rope
+  attention(2, 37, 4, 4, 16, 0, 0, compute); // bidirectional (embedders)
+  attention(2, 29, 6, 2, 32, 1, 1, compute); // llama: grouped-query, rope
+  attention(1, 16, 2, 1, 64, 1, 1, compute);
+  attention(1, 150, 2, 2, 16, 0, 0, compute); // the tiles: two query blocks, three key tiles, ragged
+  attention(1, 70, 2, 2, 64, 1, 0, compute);
+  attention(1, 40, 4, 1, 128, 0, 1, compute);
+  attention(1, 33, 2, 1, 48, 1, 1, compute);
+  attention(2, 1024, 12, 12, 64, 1, 0, compute); // gpt2_small's
   if (maxD >= 256)
-    attention(1, 20, 2, 1, 256, 1, 0);
-  const int64_t B = 4, S = 1024, H = 12, D = 64;
-  Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
-  bench(std::string("sdpa") + label + " B4 S1024 H12 D64 causal",
-        [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f); });
-  bench(std::string("sdpa_bwd") + label + " B4 S1024 H12 D64 causal",
-        [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f); });
+    attention(1, 20, 2, 1, 256, 1, 0, compute);
+  for (int64_t B : {4, 8}) {
+    const int64_t S = 1024, H = 12, D = 64;
+    Buf qkv(B * S * 3 * H * D), out(B * S * H * D), dq(B * S * 3 * H * D);
+    std::string shape = " B" + std::to_string(B) + " S1024 H12 D64 causal";
+    bench(std::string("sdpa") + label + shape,
+          [&] { planrt_cuda_sdpa(qkv.p, out.p, B, S, H, H, D, 1, 0, 0.0f, compute); });
+    bench(std::string("sdpa_bwd") + label + shape,
+          [&] { planrt_cuda_sdpa_bwd(out.p, qkv.p, dq.p, B, S, H, H, D, 1, 0, 0.0f, compute); });
+  }
 }
 
+// The CUDA-core kernels (PLANRT_CUDA_ATTENTION=simt; any D up to 256).
 TEST(CudaKernels, Attention) {
   NEED_GPU();
-  attentionSuite(256, "");
+  setenv("PLANRT_CUDA_ATTENTION", "simt", 1);
+  attentionSuite(256, " (simt)");
+  unsetenv("PLANRT_CUDA_ATTENTION");
 }
 
-// The tensor-core kernels (PLANRT_CUDA_ATTENTION=mma, D up to 128): the same checks.
+// The tensor-core kernels, the default up to D 128: split TF32 (fp32 plans), and bf16.
 TEST(CudaKernels, AttentionOnTensorCores) {
   NEED_GPU();
-  setenv("PLANRT_CUDA_ATTENTION", "mma", 1);
-  attentionSuite(128, " (mma)");
-  unsetenv("PLANRT_CUDA_ATTENTION");
+  attentionSuite(256, " (mma)");
+}
+
+TEST(CudaKernels, AttentionOnTensorCoresBf16) {
+  NEED_GPU();
+  attentionSuite(256, " (mma bf16)", PLANRT_GEMM_BF16);
 }
 
 TEST(CudaKernels, EmbeddingAndCrossEntropy) {
@@ -246,6 +283,7 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   EXPECT_EQ(relDiff(dt.p, dtr.p, V * C), 0.0); // same order of additions
   planrt_k_cross_entropy(logits.p, ids.p, lossr.p, rows, V);
   planrt_cuda_cross_entropy(logits.p, ids.p, loss.p, rows, V);
+  planrt_cuda_sync();
   EXPECT_LT(std::fabs(loss.p[0] - lossr.p[0]) / std::fabs(lossr.p[0]), 1e-6);
   // The seed as the generated code passes it: a constant of the executable, in host memory.
   static const float seed = 1.5f;
@@ -266,6 +304,46 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
 }
 
+// Where the runtime's memory lives, measured (docs/CUDA.md, issue 23's plain device
+// memory): the same cross-entropy over 4096 x 50257 logits, and a device-to-device copy of
+// its 0.8 GB, on managed memory (the runtime's backend), on managed memory advised to
+// stay on the GPU, and on plain device memory (cudaMalloc). A measurement, not a check.
+TEST(CudaKernels, ManagedAgainstDeviceMemory) {
+  NEED_GPU();
+  const int64_t R = 4096, W = 50257, n = R * W;
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  for (const char *kind : {"managed", "managed, advised to the GPU", "cudaMalloc"}) {
+    float *logits = nullptr, *copy = nullptr, *loss = nullptr;
+    int32_t *ids = nullptr;
+    bool plain = std::strcmp(kind, "cudaMalloc") == 0;
+    for (void **p : {(void **)&logits, (void **)&copy}) {
+      ASSERT_EQ(plain ? cudaMalloc(p, size_t(n) * 4) : cudaMallocManaged(p, size_t(n) * 4), cudaSuccess);
+      if (std::strcmp(kind, "managed, advised to the GPU") == 0) {
+#if CUDART_VERSION >= 13000
+        cudaMemLocation gpu{cudaMemLocationTypeDevice, device};
+#else
+        int gpu = device;
+#endif
+        ASSERT_EQ(cudaMemAdvise(*p, size_t(n) * 4, cudaMemAdviseSetPreferredLocation, gpu), cudaSuccess);
+      }
+    }
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&loss), 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&ids), size_t(R) * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(ids, 0, size_t(R) * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(logits, 0, size_t(n) * 4), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    bench(std::string("cross_entropy 4096x50257, ") + kind, [&] { planrt_cuda_cross_entropy(logits, ids, loss, R, W); });
+    // A device-to-device cudaMemcpy may return before the copy is done: wait for it.
+    bench(std::string("copy 0.82 GB, ") + kind, [&] {
+      ASSERT_EQ(cudaMemcpy(copy, logits, size_t(n) * 4, cudaMemcpyDeviceToDevice), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    });
+    for (void *p : {(void *)logits, (void *)copy, (void *)loss, (void *)ids})
+      cudaFree(p);
+  }
+}
+
 TEST(CudaKernels, DequantizeNf4) {
   NEED_GPU();
   for (int dbl : {0, 1}) {
@@ -275,6 +353,7 @@ TEST(CudaKernels, DequantizeNf4) {
     planrt::nf4::quantize(w.p, n, 64, dbl != 0, reinterpret_cast<uint8_t *>(q.p));
     planrt_k_dequant_nf4(q.p, outr.p, n, 64, dbl);
     planrt_cuda_dequant_nf4(q.p, out.p, n, 64, dbl);
+    planrt_cuda_sync();
     EXPECT_EQ(std::memcmp(out.p, outr.p, size_t(n) * 4), 0) << "double " << dbl; // bitwise
   }
   // Llama 3 70B's largest matrix, 8192 × 28672 (the quantized bytes are left as zeros).

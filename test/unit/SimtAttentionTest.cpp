@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -47,32 +48,57 @@ double relDiff(const std::vector<float> &a, const std::vector<float> &ref) {
   return std::sqrt(num / den);
 }
 
-/// The kernels compared: CUDA cores (flash_attention.cuh) or tensor cores (_mma.cuh).
-enum class Kernels { Simt, Mma };
+/// v's elements rounded to bf16 (to nearest, ties to even): a bf16 plan's values.
+void roundToBf16(std::vector<float> &v) {
+  for (float &x : v) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    std::memcpy(&x, &u, sizeof u);
+  }
+}
 
+/// The kernels compared: CUDA cores (flash_attention.cuh), or tensor cores (_mma.cuh) on
+/// split TF32 or on bf16.
+enum class Kernels { Simt, Mma, Bf16 };
+
+template <class K> void run(const std::vector<float> &qkv, const std::vector<float> &dout, std::vector<float> &out,
+                            std::vector<float> &dqkv, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                            bool causal, bool rope) {
+  HostLaunch launch;
+  attn::sdpa<K>(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+  attn::sdpaBackward<K>(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+}
+
+/// The kernels' output and gradients against the CPU's on random inputs (bf16 values for
+/// the bf16 kernels), as relative L2 errors.
 void compare(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, bool rope,
              Kernels kernels = Kernels::Simt) {
   SCOPED_TRACE(testing::Message() << "B " << B << " S " << S << " H " << H << " KVH " << KVH << " D " << D
-                                  << " causal " << causal << " rope " << rope << " mma "
-                                  << (kernels == Kernels::Mma));
+                                  << " causal " << causal << " rope " << rope << " kernels " << int(kernels));
   int64_t row = (H + 2 * KVH) * D;
   std::vector<float> qkv = random(B * S * row, 1), dout = random(B * S * H * D, 2);
-  std::vector<float> out(size_t(B * S * H * D)), outRef(out.size()), dqkv(size_t(B * S * row), NAN),
+  if (kernels == Kernels::Bf16) {
+    roundToBf16(qkv);
+    roundToBf16(dout);
+  }
+  std::vector<float> out(size_t(B * S * H * D), NAN), outRef(out.size()), dqkv(size_t(B * S * row), NAN),
       dqkvRef(dqkv.size());
-  HostLaunch launch;
   if (kernels == Kernels::Mma)
-    attn::sdpa<attn::mma::Kernels>(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+    run<attn::mma::Kernels>(qkv, dout, out, dqkv, B, S, H, KVH, D, causal, rope);
+  else if (kernels == Kernels::Bf16)
+    run<attn::mma::KernelsBf16>(qkv, dout, out, dqkv, B, S, H, KVH, D, causal, rope);
   else
-    attn::sdpa(launch, qkv.data(), out.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
+    run<attn::Kernels>(qkv, dout, out, dqkv, B, S, H, KVH, D, causal, rope);
   planrt_k_sdpa(qkv.data(), outRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
-  EXPECT_LT(relDiff(out, outRef), 2e-6);
-  if (kernels == Kernels::Mma)
-    attn::sdpaBackward<attn::mma::Kernels>(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal,
-                                           rope, 10000.0f);
-  else
-    attn::sdpaBackward(launch, dout.data(), qkv.data(), dqkv.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
   planrt_k_sdpa_bwd(dout.data(), qkv.data(), dqkvRef.data(), B, S, H, KVH, D, causal, rope, 10000.0f);
-  EXPECT_LT(relDiff(dqkv, dqkvRef), 1e-5); // NaN (an element never written) fails too
+  // bf16: the probabilities (forward) and their gradients (backward) rounded to 8 bits.
+  bool bf16 = kernels == Kernels::Bf16;
+  EXPECT_LT(relDiff(out, outRef), bf16 ? 4e-3 : 2e-6);
+  EXPECT_LT(relDiff(dqkv, dqkvRef), bf16 ? 5e-3 : 1e-5); // NaN (an element never written) fails too
+  if (bf16) { // and not as exact as fp32: the rounding is there
+    EXPECT_GT(relDiff(out, outRef), 1e-5);
+  }
 }
 
 TEST(SimtAttention, CausalAndNotAcrossBlocksAndTiles) {
@@ -103,6 +129,19 @@ TEST(SimtAttention, TensorCoresGroupedQueryWithRope) {
   compare(1, 29, 4, 2, 32, true, true, Kernels::Mma);
   compare(1, 33, 2, 1, 48, true, true, Kernels::Mma);
   compare(1, 20, 2, 1, 128, false, true, Kernels::Mma);
+}
+
+// The bf16 kernels (bf16 plans): one m16n8k16 per product on bf16 tiles, through an
+// emulated mma.sync with its documented fragment layout; bf16 inputs, as a bf16 plan's.
+TEST(SimtAttention, TensorCoresBf16CausalAndNot) {
+  compare(1, 70, 2, 2, 64, true, false, Kernels::Bf16);
+  compare(1, 37, 2, 2, 16, false, false, Kernels::Bf16);
+}
+
+TEST(SimtAttention, TensorCoresBf16GroupedQueryWithRope) {
+  compare(1, 29, 4, 2, 32, true, true, Kernels::Bf16);
+  compare(1, 33, 2, 1, 48, true, true, Kernels::Bf16);
+  compare(1, 20, 2, 1, 128, false, true, Kernels::Bf16);
 }
 
 TEST(SimtAttention, DeterministicBits) {

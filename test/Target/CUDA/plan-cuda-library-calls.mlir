@@ -1,7 +1,8 @@
 // plan-cuda-library-calls: the fused kernels with a device version become calls of
 // libplanrt_cuda (planrt_cuda_*), same arguments; the GEMM (cblas_sgemm) becomes
-// planrt_cuda_gemm (cuBLASLt) with one more argument, the planrt_gemm_compute of the
-// call's plan.gemm_precision (0 fp32 where it has none, 1 bf16, 2 f16, 3 tf32); the
+// planrt_cuda_gemm (cuBLASLt), and the attention its device version, with one more
+// argument, the planrt_gemm_compute of the call's plan.gemm_precision (0 fp32 where it
+// has none, 1 bf16, 2 f16, 3 tf32); the
 // tensor-parallel kernels stay the host's (they act on managed memory between
 // synchronous launches); a name already taken, or a precision the runtime does not
 // have, is an error.
@@ -9,7 +10,8 @@
 
 // CHECK-DAG: func.func private @planrt_cuda_gemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32, i32)
 // CHECK-DAG: func.func private @planrt_cuda_layernorm(
-// CHECK-DAG: func.func private @planrt_cuda_sdpa_bwd(
+// CHECK-DAG: func.func private @planrt_cuda_sdpa_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32, i32)
+// CHECK-DAG: func.func private @planrt_cuda_sdpa(!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32, i32)
 // CHECK-DAG: func.func private @planrt_cuda_cross_entropy(
 // CHECK-DAG: func.func private @planrt_k_all_reduce(
 // CHECK-LABEL: func.func @step(
@@ -22,13 +24,17 @@
 // CHECK: %[[TF32:.*]] = arith.constant 3 : i32
 // CHECK: call @planrt_cuda_gemm(%{{.*}}, %[[TF32]]) : (
 // CHECK: call @planrt_cuda_layernorm(
-// CHECK: call @planrt_cuda_sdpa_bwd(
+// CHECK: %[[A32:.*]] = arith.constant 0 : i32
+// CHECK: call @planrt_cuda_sdpa_bwd(%{{.*}}, %[[A32]]) : (
+// CHECK: %[[ABF16:.*]] = arith.constant 1 : i32
+// CHECK: call @planrt_cuda_sdpa(%{{.*}}, %[[ABF16]]) : (
 // CHECK: call @planrt_cuda_cross_entropy(
 // CHECK: call @planrt_k_all_reduce(
 // CHECK-NOT: cblas_sgemm
 func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
 func.func private @planrt_k_layernorm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32)
 func.func private @planrt_k_sdpa_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
+func.func private @planrt_k_sdpa(!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
 func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64)
 func.func private @planrt_k_all_reduce(!llvm.ptr, !llvm.ptr, i64, i32, i32)
 func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
@@ -43,6 +49,8 @@ func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
   call @planrt_k_layernorm(%p, %p, %p, %p, %n, %n, %f) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> ()
   call @planrt_k_sdpa_bwd(%p, %p, %p, %n, %n, %n, %n, %n, %i, %i, %f)
       : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
+  call @planrt_k_sdpa(%p, %p, %n, %n, %n, %n, %n, %i, %i, %f) {plan.gemm_precision = "bf16"}
+      : (!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
   call @planrt_k_cross_entropy(%p, %p, %p, %n, %n) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
   call @planrt_k_all_reduce(%p, %p, %n, %i, %i) : (!llvm.ptr, !llvm.ptr, i64, i32, i32) -> ()
   return

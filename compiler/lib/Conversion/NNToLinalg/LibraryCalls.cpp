@@ -95,8 +95,15 @@ private:
 // CBLAS constants (cblas.h).
 enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
 
+/// The op's GEMM precision (kGemmPrecisionAttr), if any, on the call that replaces it,
+/// for the targets that read it.
+void keepPrecision(Operation *op, func::CallOp call) {
+  if (Attribute precision = op->getAttr(kGemmPrecisionAttr))
+    call->setAttr(kGemmPrecisionAttr, precision);
+}
+
 /// C[m, n] = op(A) · op(B), row-major, through BLAS; the call keeps the op's GEMM
-/// precision (kGemmPrecisionAttr) for the targets that read it.
+/// precision.
 void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, int64_t n, int64_t k, Value a,
           int64_t lda, Value bm, int64_t ldb, Value c, int64_t ldc) {
   func::CallOp call = Call(b, op)
@@ -115,8 +122,7 @@ void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, i
                           .ptr(c)
                           .i32(ldc)
                           .emit("cblas_sgemm");
-  if (Attribute precision = op->getAttr(kGemmPrecisionAttr))
-    call->setAttr(kGemmPrecisionAttr, precision);
+  keepPrecision(op, call);
 }
 
 int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
@@ -311,7 +317,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
       })
       .Case([&](nn::SDPAOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
-        Call(b, op)
+        func::CallOp call = Call(b, op)
             .ptr(in[0])
             .ptr(out[0])
             .i64(dim(o.getQkv(), 0))
@@ -323,11 +329,12 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .i32(o.getRope())
             .f32(o.getRopeTheta().convertToDouble())
             .emit(rt::Fn::planrt_k_sdpa);
+        keepPrecision(op, call);
         return success();
       })
       .Case([&](nn::SDPAGradOp o) {
         int64_t h = int64_t(o.getHeadsAttr().getInt()), kv = int64_t(o.getKvHeadsAttr().getInt());
-        Call(b, op)
+        func::CallOp call = Call(b, op)
             .ptr(in[0])
             .ptr(in[1])
             .ptr(out[0])
@@ -340,6 +347,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .i32(o.getRope())
             .f32(o.getRopeTheta().convertToDouble())
             .emit(rt::Fn::planrt_k_sdpa_bwd);
+        keepPrecision(op, call);
         return success();
       })
       .Case([&](nn::CrossEntropyOp o) {

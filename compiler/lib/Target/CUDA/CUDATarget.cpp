@@ -83,7 +83,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
       "plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"
-      "gpu-kernel-outlining," +
+      "gpu-kernel-outlining,plan-cuda-host-sync," +
       attach +
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{" +

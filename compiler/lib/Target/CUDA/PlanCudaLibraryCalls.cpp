@@ -13,6 +13,8 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <array>
+
 namespace plan {
 #define GEN_PASS_DEF_PLANCUDALIBRARYCALLS
 #include "plan/Target/CUDA/Passes.h.inc"
@@ -25,15 +27,14 @@ namespace {
 
 /// The runtime kernels libplanrt_cuda implements on the device: each CPU kernel
 /// (planrt_kernels.h) and its device version (planrt_cuda.h), which takes the same
-/// arguments. cblas_sgemm becomes planrt_cuda_gemm (cuBLASLt): the same arguments and
-/// the precision its call carries (kGemmPrecisionAttr) as planrt_gemm_compute.
+/// arguments. cblas_sgemm becomes planrt_cuda_gemm (cuBLASLt), and the attention kernels
+/// their device versions, with one more argument: the precision the call carries
+/// (kGemmPrecisionAttr) as planrt_gemm_compute (withPrecisionCalls).
 constexpr std::pair<rt::Fn, rt::Fn> kDeviceKernels[] = {
     {rt::Fn::planrt_k_layernorm, rt::Fn::planrt_cuda_layernorm},
     {rt::Fn::planrt_k_layernorm_bwd, rt::Fn::planrt_cuda_layernorm_bwd},
     {rt::Fn::planrt_k_rmsnorm, rt::Fn::planrt_cuda_rmsnorm},
     {rt::Fn::planrt_k_rmsnorm_bwd, rt::Fn::planrt_cuda_rmsnorm_bwd},
-    {rt::Fn::planrt_k_sdpa, rt::Fn::planrt_cuda_sdpa},
-    {rt::Fn::planrt_k_sdpa_bwd, rt::Fn::planrt_cuda_sdpa_bwd},
     {rt::Fn::planrt_k_embedding, rt::Fn::planrt_cuda_embedding},
     {rt::Fn::planrt_k_embedding_bwd, rt::Fn::planrt_cuda_embedding_bwd},
     {rt::Fn::planrt_k_cross_entropy, rt::Fn::planrt_cuda_cross_entropy},
@@ -44,17 +45,29 @@ static_assert(std::is_same_v<decltype(planrt_k_layernorm), decltype(planrt_cuda_
 static_assert(std::is_same_v<decltype(planrt_k_layernorm_bwd), decltype(planrt_cuda_layernorm_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_rmsnorm), decltype(planrt_cuda_rmsnorm)>);
 static_assert(std::is_same_v<decltype(planrt_k_rmsnorm_bwd), decltype(planrt_cuda_rmsnorm_bwd)>);
-static_assert(std::is_same_v<decltype(planrt_k_sdpa), decltype(planrt_cuda_sdpa)>);
-static_assert(std::is_same_v<decltype(planrt_k_sdpa_bwd), decltype(planrt_cuda_sdpa_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_embedding), decltype(planrt_cuda_embedding)>);
 static_assert(std::is_same_v<decltype(planrt_k_embedding_bwd), decltype(planrt_cuda_embedding_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_cross_entropy), decltype(planrt_cuda_cross_entropy)>);
 static_assert(std::is_same_v<decltype(planrt_k_cross_entropy_bwd), decltype(planrt_cuda_cross_entropy_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_dequant_nf4), decltype(planrt_cuda_dequant_nf4)>);
 
+/// The calls that become a device call with one more argument, their precision.
+struct WithPrecision {
+  StringRef from;
+  rt::Fn to;
+};
+std::array<WithPrecision, 3> withPrecisionCalls() {
+  return {{{"cblas_sgemm", rt::Fn::planrt_cuda_gemm},
+           {rt::name(rt::Fn::planrt_k_sdpa), rt::Fn::planrt_cuda_sdpa},
+           {rt::name(rt::Fn::planrt_k_sdpa_bwd), rt::Fn::planrt_cuda_sdpa_bwd}}};
+}
+
 /// Whether `callee` is one of libplanrt_cuda's device kernels.
 bool isDeviceKernel(StringRef callee) {
-  return llvm::any_of(kDeviceKernels, [&](auto pair) { return callee == rt::name(pair.second); });
+  return llvm::any_of(kDeviceKernels, [&](auto pair) { return callee == rt::name(pair.second); }) ||
+         llvm::any_of(withPrecisionCalls(), [&](const WithPrecision &w) {
+           return w.to != rt::Fn::planrt_cuda_gemm && callee == rt::name(w.to);
+         });
 }
 
 struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibraryCalls> {
@@ -68,8 +81,9 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
   void runOnOperation() override {
     ModuleOp m = getOperation();
     SymbolTable symbols(m);
-    if (failed(gemmCalls(m, symbols)))
-      return signalPassFailure();
+    for (const WithPrecision &w : withPrecisionCalls())
+      if (failed(withPrecision(m, symbols, w)))
+        return signalPassFailure();
     for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
       if (!f.isDeclaration())
         continue;
@@ -104,22 +118,22 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
       signalPassFailure();
   }
 
-  /// Each call of cblas_sgemm becomes one of planrt_cuda_gemm with one more operand,
-  /// the planrt_gemm_compute of the call's precision.
-  static LogicalResult gemmCalls(ModuleOp m, SymbolTable &symbols) {
-    auto sgemm = symbols.lookup<func::FuncOp>("cblas_sgemm");
-    if (!sgemm)
+  /// Each call of w.from becomes one of w.to with one more operand, the
+  /// planrt_gemm_compute of the call's precision (fp32 without one).
+  static LogicalResult withPrecision(ModuleOp m, SymbolTable &symbols, const WithPrecision &w) {
+    auto from = symbols.lookup<func::FuncOp>(w.from);
+    if (!from)
       return success();
-    StringRef kGemm = rt::name(rt::Fn::planrt_cuda_gemm);
-    if (symbols.lookup(kGemm))
-      return sgemm.emitOpError() << "'" << kGemm << "' is already declared";
-    OpBuilder b(sgemm);
-    auto gemm = func::FuncOp::create(b, sgemm.getLoc(), kGemm, rt::funcType(b.getContext(), rt::Fn::planrt_cuda_gemm));
-    gemm.setPrivate();
-    symbols.insert(gemm);
+    StringRef to = rt::name(w.to);
+    if (symbols.lookup(to))
+      return from.emitOpError() << "'" << to << "' is already declared";
+    OpBuilder b(from);
+    auto decl = func::FuncOp::create(b, from.getLoc(), to, rt::funcType(b.getContext(), w.to));
+    decl.setPrivate();
+    symbols.insert(decl);
     SmallVector<func::CallOp> calls;
     m.walk([&](func::CallOp call) {
-      if (call.getCallee() == "cblas_sgemm")
+      if (call.getCallee() == w.from)
         calls.push_back(call);
     });
     for (func::CallOp call : calls) {
@@ -138,10 +152,10 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
       b.setInsertionPoint(call);
       SmallVector<Value> args(call.getOperands());
       args.push_back(arith::ConstantOp::create(b, call.getLoc(), b.getI32IntegerAttr(compute)));
-      rt::callFunc(b, call.getLoc(), m, rt::Fn::planrt_cuda_gemm, args);
+      rt::callFunc(b, call.getLoc(), m, w.to, args);
       call.erase();
     }
-    symbols.erase(sgemm);
+    symbols.erase(from);
     return success();
   }
 

@@ -43,10 +43,12 @@ def PlanCudaLibraryCalls : Pass<"plan-cuda-library-calls", "mlir::ModuleOp"> {
     Library calls become calls of the CUDA runtime's versions: `cblas_sgemm`
     becomes `planrt_cuda_gemm` (cuBLASLt) with the same arguments and the
     precision its call carries (`plan.gemm_precision`) as a
-    `planrt_gemm_compute`; the normalisation, attention, embedding and
-    cross-entropy kernels `planrt_k_<name>` become `planrt_cuda_<name>`. The
-    tensor-parallel kernels (collectives, sequence and vocabulary slices) stay
-    the host's: they act on managed memory, between synchronous launches.
+    `planrt_gemm_compute`, and the attention kernels `planrt_cuda_sdpa(_bwd)`
+    likewise (bf16 tensor cores where it says bf16); the normalisation,
+    embedding and cross-entropy kernels `planrt_k_<name>` become
+    `planrt_cuda_<name>`. The tensor-parallel kernels (collectives, sequence and
+    vocabulary slices) stay the host's: they act on managed memory, after the
+    host waits for the device (`plan-cuda-host-sync`).
 
     ```mlir
     func.call @planrt_k_layernorm(%x, %w, %b, %y, %rows, %c, %eps) : (...) -> ()
@@ -55,6 +57,36 @@ def PlanCudaLibraryCalls : Pass<"plan-cuda-library-calls", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
+  let summary = "Make the host wait for the device only where host code runs next";
+  let description = [{
+    Kernel launches (`gpu.launch_func`) and libplanrt_cuda's device calls
+    (`planrt_cuda_*`: GEMMs, fused kernels) are queued on the runtime's one
+    stream and return at once. The host must wait for them before any host code
+    reads or writes memory they may use: before a call of a host function (the
+    runtime's `planrt_sched_*`, the tensor-parallel `planrt_k_*` kernels, MPI)
+    and before a host function that did device work returns to its (host)
+    caller, this pass inserts `planrt_cuda_sync()`, unless no device work can
+    have been queued since the last one in the same block, or since the
+    function's entry (its caller is host code, which runs with the device idle).
+    `planrt_step_arena` touches no memory and needs none.
+
+    ```mlir
+    gpu.launch_func @k::@f ...
+    func.call @planrt_cuda_gemm(...) : (...) -> ()
+    func.call @planrt_k_all_reduce(...) : (...) -> ()
+    return
+    // becomes
+    gpu.launch_func @k::@f ...
+    func.call @planrt_cuda_gemm(...) : (...) -> ()
+    func.call @planrt_cuda_sync() : () -> ()
+    func.call @planrt_k_all_reduce(...) : (...) -> ()
+    return
+    ```
+    (the return needs none: the host call ran after the device was idle).
+  }];
 }
 
 def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
