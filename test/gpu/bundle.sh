@@ -45,10 +45,11 @@ PLAN
 }
 # Paths in the plans are relative to their directory: the bundle moves as a whole.
 plan tiny_check tiny ../data/train.bin 8 64 20 fp32
+plan tiny_bf16_check tiny ../data/train.bin 8 64 20 bf16
 plan gpt2s_check gpt2_small ../data/gpt2_tokens.bin 1 1024 20 fp32
 plan gpt2s_bf16_check gpt2_small ../data/gpt2_tokens.bin 1 1024 20 bf16
 plan gpt2s_bench gpt2_small ../data/gpt2_tokens.bin 8 1024 30 bf16
-for p in tiny_check gpt2s_check gpt2s_bf16_check gpt2s_bench; do
+for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check gpt2s_bench; do
   "$PLANC" build "plans/$p.plan" --target cuda -o "cuda_$p"
   [[ $p == gpt2s_bench ]] || "$PLANC" build "plans/$p.plan" -o "cpu_$p"
   "$PLANC" explain "plans/$p.plan" --json > "explain_$p.json"
@@ -59,9 +60,9 @@ cp "$KTEST" .
 # time goes to the GPU (REFS=0 leaves them to run_all.sh). About 5 minutes on 2 cores.
 if [[ ${REFS:-1} != 0 ]]; then
   mkdir -p ref
-  for p in tiny_check gpt2s_check gpt2s_bf16_check; do
+  for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check; do
     d=data/gpt2_tokens.bin
-    [[ $p == tiny_check ]] && d=data/train.bin
+    [[ $p == tiny* ]] && d=data/train.bin
     "./cpu_$p" --data "$d" --log "ref/cpu_$p.jsonl" --quiet > /dev/null
   done
 fi

@@ -3,8 +3,9 @@
 #   1. step-0 gradients (--save-grads) of the CUDA target against the CPU target's, tensor
 #      by tensor (compare_grads.py: relative L2 error per tensor), for tiny and gpt2_small
 #      in fp32;
-#   2. compute-sanitizer memcheck (2 steps) and racecheck (1 step) on the tiny plan, with
-#      each attention kernel (PLANRT_CUDA_ATTENTION simt and mma);
+#   2. compute-sanitizer memcheck (2 steps) and racecheck (1 step) on the tiny plan in fp32,
+#      with each attention kernel (the default tensor cores, and PLANRT_CUDA_ATTENTION=simt),
+#      and in bf16 (the bf16 tensor-core kernels);
 #   3. the tensor-core instructions (HMMA/HGMMA) in each libplanrt_cuda kernel's SASS, and
 #      each kernel's registers, stack and spills (cuobjdump -res-usage).
 # Results go to OUT_DIR/deep_results.md; exit status 1 if a check failed.
@@ -18,7 +19,7 @@ mkdir -p "$OUTDIR"
 R="$OUTDIR/deep_results.md"
 source "$ROOT/test/gpu/env.sh"
 cd "$B"
-data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
+data() { [[ $1 == tiny* ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
 
 echo "# planc GPU deep checks" > "$R"
 echo -e "\n## 1. Step-0 gradients, CUDA against CPU (fp32)\n" >> "$R"
@@ -33,16 +34,19 @@ for p in tiny_check gpt2s_check; do
   rm -f "$OUTDIR"/grads_*_"$p".safetensors
 done
 
-echo -e "\n## 2. compute-sanitizer on the tiny plan\n" >> "$R"
-for att in simt mma; do
+echo -e "\n## 2. compute-sanitizer on the tiny plans\n" >> "$R"
+# tiny in fp32 with each attention kernel (the default tensor cores, simt), and in bf16.
+for run in tiny_check:default tiny_check:simt tiny_bf16_check:default; do
+  p=${run%%:*} att=${run##*:}
+  [[ -x ./cuda_$p ]] || continue
   for tool in memcheck racecheck; do
     steps=2; [[ $tool == racecheck ]] && steps=1
-    log="$OUTDIR/sanitizer_${tool}_$att.txt"
-    PLANRT_CUDA_ATTENTION=$att timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 --print-limit 20 \
-      ./cuda_tiny_check --steps $steps --quiet --data "$(data tiny_check)" > "$log" 2>&1
+    log="$OUTDIR/sanitizer_${tool}_${p}_$att.txt"
+    PLANRT_CUDA_ATTENTION=$att timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 3 --print-limit 20 \
+      ./cuda_$p --steps $steps --quiet --data "$(data tiny_check)" > "$log" 2>&1
     rc=$?
-    echo "- $tool, attention $att: exit $rc; $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')" >> "$R"
-    [[ $rc == 0 ]] || fail "compute-sanitizer $tool, attention $att (exit $rc, see $(basename "$log"))"
+    echo "- $tool, $p, attention $att: exit $rc; $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')" >> "$R"
+    [[ $rc == 0 ]] || fail "compute-sanitizer $tool, $p, attention $att (exit $rc, see $(basename "$log"))"
   done
 done
 

@@ -22,7 +22,9 @@
 #
 #   test/gpu/run_all.sh [BUNDLE_DIR|BUNDLE.tar.xz [OUT_DIR]]   (defaults: gpu-bundle, $OUT or gpu-results)
 # CHECKS="tiny_check" limits sections 2 and 3 to those plans; BENCH=0 skips sections 4
-# and 5, DEEP=0 section 6.
+# and 5, TORCH=0 PyTorch's runs in section 4, DEEP=0 section 6. Each program is stopped
+# after STEP_TIMEOUT seconds (default 300) and compute-sanitizer after SAN_TIMEOUT (default
+# 150), so that a hang costs one check.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=$(realpath "${1:-$ROOT/gpu-bundle}")
@@ -35,6 +37,7 @@ OUTDIR="$RESULTS/logs"
 mkdir -p "$OUTDIR"
 R="$RESULTS/gpu_results.md"
 source "$ROOT/test/gpu/env.sh"
+T="timeout ${STEP_TIMEOUT:-300}"
 
 {
   echo "# planc GPU results"
@@ -46,8 +49,8 @@ source "$ROOT/test/gpu/env.sh"
   echo "## 1. Kernels against the CPU"
   echo '```'
 } > "$R"
-if ! "$B/planc-cuda-kernels-test" > "$OUTDIR/kernels.txt" 2>&1; then fail "planc-cuda-kernels-test"; fi
-grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[bench\]' "$OUTDIR/kernels.txt" >> "$R"
+if ! $T "$B/planc-cuda-kernels-test" > "$OUTDIR/kernels.txt" 2>&1; then fail "planc-cuda-kernels-test"; fi
+grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[bench\]|^\[diff\]' "$OUTDIR/kernels.txt" >> "$R"
 echo '```' >> "$R"
 
 cd "$B"
@@ -55,8 +58,8 @@ echo -e "\n## 2. CUDA target against the CPU target (20 steps, same weights and 
 echo "| plan | precision | worst per-step loss rel. diff | final loss CPU / CUDA | pass |" >> "$R"
 echo "|---|---|---|---|---|" >> "$R"
 # The plans' data paths were resolved where the bundle was made: name the bundle's copy.
-data() { [[ $1 == tiny_check ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
-CHECKS=${CHECKS:-tiny_check gpt2s_check gpt2s_bf16_check}
+data() { [[ $1 == tiny* ]] && echo "$B/data/train.bin" || echo "$B/data/gpt2_tokens.bin"; }
+CHECKS=${CHECKS:-tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check}
 for p in $CHECKS; do
   ok=1
   if [[ -s "$B/ref/cpu_$p.jsonl" ]]; then
@@ -66,10 +69,11 @@ for p in $CHECKS; do
       { fail "cpu_$p"; ok=0; }
   fi
   [[ $ok == 1 ]] || continue
-  # Each plan with the default attention kernels and with the tensor-core ones (mma).
-  for att in simt mma; do
-    run=cuda_$p; [[ $att == mma ]] && run=cuda_${p}_mma
-    PLANRT_CUDA_ATTENTION=$att ./cuda_$p --data "$(data $p)" --log "$OUTDIR/$run.jsonl" > "$OUTDIR/$run.out" 2>&1 ||
+  # Each plan with the default attention kernels (tensor cores: bf16 in a bf16 plan, split
+  # TF32 in an fp32 one) and with the CUDA-core ones (simt).
+  for att in default simt; do
+    run=cuda_$p; [[ $att == simt ]] && run=cuda_${p}_simt
+    PLANRT_CUDA_ATTENTION=$att $T ./cuda_$p --data "$(data $p)" --log "$OUTDIR/$run.jsonl" > "$OUTDIR/$run.out" 2>&1 ||
       { fail "$run (see $run.out)"; continue; }
     $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/$run.jsonl" "$p" "$att" >> "$R" <<'PY' || fail "$run: CUDA losses differ from the CPU's"
 import json, sys
@@ -79,7 +83,7 @@ worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 final = abs(a[-1] - b[-1]) / abs(a[-1])
 ok = len(a) == len(b) >= 20 and worst <= 2e-2 and final <= 1e-2
 prec = "bf16" if "bf16" in sys.argv[3] else "fp32"
-name = sys.argv[3] + (" (attention: mma)" if sys.argv[4] == "mma" else "")
+name = sys.argv[3] + (" (attention: simt)" if sys.argv[4] == "simt" else "")
 print(f"| {name} | {prec} | {worst:.2e} | {a[-1]:.5f} / {b[-1]:.5f} | {'yes' if ok else 'NO'} |")
 sys.exit(0 if ok else 1)
 PY
@@ -117,13 +121,18 @@ finish() {
 }
 if [[ ${BENCH:-1} == 0 ]]; then finish; fi
 echo -e "\n## 4. Benchmark: gpt2_small, batch 8 x 1024, bf16 (median of steps 5-29)\n" >> "$R"
-PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" \
+# Timed without the profile (which waits after every operation), with the default
+# attention (bf16 tensor cores) and with the split-TF32 one; then profiled for 12 steps.
+$T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" \
   > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
-PLANRT_CUDA_ATTENTION=mma PLANRT_CUDA_PROFILE="$OUTDIR/profile_mma.txt" ./cuda_gpt2s_bench \
-  --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_mma.jsonl" > "$OUTDIR/bench_mma.out" 2>&1 ||
-  fail "cuda_gpt2s_bench with PLANRT_CUDA_ATTENTION=mma (see bench_mma.out)"
-for mode in eager compile; do
-  $PY "$ROOT/test/gpu/torch_gpt.py" --mode $mode --batch 8 --seq 1024 --steps 30 --precision bf16 \
+PLANRT_CUDA_ATTENTION=tf32 $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_tf32.jsonl" \
+  > "$OUTDIR/bench_tf32.out" 2>&1 || fail "cuda_gpt2s_bench with PLANRT_CUDA_ATTENTION=tf32 (see bench_tf32.out)"
+PLANRT_CUDA_MEM_ADVISE=gpu $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_advised.jsonl" \
+  > "$OUTDIR/bench_advised.out" 2>&1 || fail "cuda_gpt2s_bench with PLANRT_CUDA_MEM_ADVISE=gpu (see bench_advised.out)"
+PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" $T ./cuda_gpt2s_bench --steps 12 --data "$B/data/gpt2_tokens.bin" \
+  --log "$OUTDIR/bench_profiled.jsonl" > "$OUTDIR/bench_profiled.out" 2>&1 || fail "profiled cuda_gpt2s_bench"
+for mode in $([[ ${TORCH:-1} != 0 ]] && echo eager compile); do
+  $T $PY "$ROOT/test/gpu/torch_gpt.py" --mode $mode --batch 8 --seq 1024 --steps 30 --precision bf16 \
     > "$OUTDIR/torch_$mode.json" 2> "$OUTDIR/torch_$mode.err" || fail "torch $mode (see torch_$mode.err)"
 done
 $PY - "$OUTDIR" "explain_gpt2s_bench.json" >> "$R" <<'PY'
@@ -141,7 +150,9 @@ peak = 989e12
 L, S, d = 12, 1024, 768
 def mfu(tok, params): return tok * (6 * params + 6 * L * S * d) / peak
 rows = []
-for log, label in (("bench.jsonl", "planc (CUDA target)"), ("bench_mma.jsonl", "planc (CUDA target, attention: mma)")):
+for log, label in (("bench.jsonl", "planc (CUDA target)"),
+                   ("bench_tf32.jsonl", "planc (CUDA target, attention: split TF32)"),
+                   ("bench_advised.jsonl", "planc (CUDA target, PLANRT_CUDA_MEM_ADVISE=gpu)")):
     try:
         steps = [json.loads(l) for l in open(os.path.join(out, log)) if '"loss"' in l]
         tok = statistics.median(s["tokens_per_s"] for s in steps[5:])
@@ -149,6 +160,8 @@ for log, label in (("bench.jsonl", "planc (CUDA target)"), ("bench_mma.jsonl", "
     except Exception as x:
         rows.append((label, None, None))
 for mode in ("eager", "compile"):
+    if not os.path.exists(os.path.join(out, f"torch_{mode}.json")):
+        continue
     try:
         t = json.load(open(os.path.join(out, f"torch_{mode}.json")))
         rows.append((f"PyTorch {mode} {t['torch']}", t["tokens_per_s"], mfu(t["tokens_per_s"], t["params"])))
@@ -166,8 +179,6 @@ for n, tok, m in rows:
         print(f"| {n} | {tok:,.0f} | {100 * m:.1f} % | {ratio} |")
 PY
 echo -e "\nreference: llm.c, about 470K tokens/s per H100 for GPT-2 124M (from its 8xH100 runs)" >> "$R"
-echo -e "\n## 5. Where the benchmark's time goes (PLANRT_CUDA_PROFILE, 30 steps and the start-up)\n" >> "$R"
-[[ -s "$OUTDIR/profile.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile.txt" 30 >> "$R"
-echo -e "\nWith PLANRT_CUDA_ATTENTION=mma:\n" >> "$R"
-[[ -s "$OUTDIR/profile_mma.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile_mma.txt" 30 >> "$R"
+echo -e "\n## 5. Where the benchmark's time goes (PLANRT_CUDA_PROFILE: every operation waited for, 12 steps)\n" >> "$R"
+[[ -s "$OUTDIR/profile.txt" ]] && $PY "$ROOT/test/gpu/profile_summary.py" "$OUTDIR/profile.txt" 12 >> "$R"
 finish
