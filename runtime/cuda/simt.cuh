@@ -209,10 +209,13 @@ inline uint32_t toTf32(float x) {
   std::memcpy(&u, &x, sizeof u);
   return (u + 0x1000u) & 0xFFFFE000u;
 }
-/// mma.sync m16n8k8 TF32 over the calling thread's warp, with the fragments of the CUDA
-/// version: every lane posts its a and b, then computes its four elements of D from the
-/// warp's A and B (products in double, summed in k order, rounded once).
-inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+/// An mma.sync over the calling thread's warp, as the CUDA version's fragments say:
+/// every lane posts its a and b, then computes its four elements of D (row g + 8 (q / 2),
+/// column 2 t + q % 2) from the warp's A and B over k < K — element(fragments, r, k) of
+/// A and element(fragments, k, n) of B read the posted registers of the warp's lanes
+/// (six a lane: a[4], b[2]) — products in double, summed in k order, rounded once.
+template <class ElementA, class ElementB>
+inline void warpMma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], int K, ElementA A, ElementB B) {
   Block &blk = *theBlock;
   int me = blk.current;
   uint32_t *mine = &blk.fragments[size_t(me) * 6];
@@ -221,19 +224,14 @@ inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
   mine[4] = b[0];
   mine[5] = b[1];
   blk.wait();
-  int lane = me % 32, base = me - lane, g = lane / 4, t = lane % 4;
-  auto A = [&](int r, int k) { // A[r][k]: lane 4 (r % 8) + k % 4, register (r >= 8) + 2 (k >= 4)
-    return fromBits(blk.fragments[size_t(base + 4 * (r % 8) + k % 4) * 6 + (r >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]);
-  };
-  auto B = [&](int k, int n) { // B[k][n]: lane 4 n + k % 4, register 4 + (k >= 4)
-    return fromBits(blk.fragments[size_t(base + 4 * n + k % 4) * 6 + 4 + (k >= 4 ? 1 : 0)]);
-  };
+  int lane = me % 32, g = lane / 4, t = lane % 4;
+  const uint32_t *warp = &blk.fragments[size_t(me - lane) * 6];
   float out[4];
   for (int q = 0; q < 4; ++q) {
     int r = g + 8 * (q / 2), c = 2 * t + q % 2;
     double acc = d[q];
-    for (int k = 0; k < 8; ++k)
-      acc += double(A(r, k)) * double(B(k, c));
+    for (int k = 0; k < K; ++k)
+      acc += double(A(warp, r, k)) * double(B(warp, k, c));
     out[q] = float(acc);
   }
   blk.wait();
@@ -241,38 +239,26 @@ inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
     d[q] = out[q];
 }
 
-/// mma.sync m16n8k16 bf16 over the calling thread's warp, as mmaTf32: each register two
-/// bf16 (the lower index in the low half), A[r][k] in lane 4 (r % 8) + (k % 8) / 2,
-/// register (r >= 8) + 2 (k >= 8); B[k][n] in lane 4 n + (k % 8) / 2, register
-/// 4 + (k >= 8).
+/// mma.sync m16n8k8 TF32: A[r][k] in lane 4 (r % 8) + k % 4, register (r >= 8) + 2 (k >= 4);
+/// B[k][n] in lane 4 n + k % 4, register 4 + (k >= 4).
+inline void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  warpMma(
+      d, a, b, 8,
+      [](const uint32_t *w, int r, int k) { return fromBits(w[(4 * (r % 8) + k % 4) * 6 + (r >= 8) + 2 * (k >= 4)]); },
+      [](const uint32_t *w, int k, int n) { return fromBits(w[(4 * n + k % 4) * 6 + 4 + (k >= 4)]); });
+}
+
+/// mma.sync m16n8k16 bf16: each register two bf16 (the lower index in the low half),
+/// A[r][k] in lane 4 (r % 8) + (k % 8) / 2, register (r >= 8) + 2 (k >= 8); B[k][n] in
+/// lane 4 n + (k % 8) / 2, register 4 + (k >= 8).
+inline float bf16Half(uint32_t reg, int k) { return fromBits(k % 2 ? reg & 0xFFFF0000u : reg << 16); }
 inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  Block &blk = *theBlock;
-  int me = blk.current;
-  uint32_t *mine = &blk.fragments[size_t(me) * 6];
-  for (int i = 0; i < 4; ++i)
-    mine[i] = a[i];
-  mine[4] = b[0];
-  mine[5] = b[1];
-  blk.wait();
-  int lane = me % 32, base = me - lane, g = lane / 4, t = lane % 4;
-  auto half = [](uint32_t reg, int k) { return fromBits(k % 2 ? reg & 0xFFFF0000u : reg << 16); };
-  auto A = [&](int r, int k) {
-    return half(blk.fragments[size_t(base + 4 * (r % 8) + (k % 8) / 2) * 6 + (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
-  };
-  auto B = [&](int k, int n) {
-    return half(blk.fragments[size_t(base + 4 * n + (k % 8) / 2) * 6 + 4 + (k >= 8 ? 1 : 0)], k);
-  };
-  float out[4];
-  for (int q = 0; q < 4; ++q) {
-    int r = g + 8 * (q / 2), c = 2 * t + q % 2;
-    double acc = d[q];
-    for (int k = 0; k < 16; ++k)
-      acc += double(A(r, k)) * double(B(k, c));
-    out[q] = float(acc);
-  }
-  blk.wait();
-  for (int q = 0; q < 4; ++q)
-    d[q] = out[q];
+  warpMma(
+      d, a, b, 16,
+      [](const uint32_t *w, int r, int k) {
+        return bf16Half(w[(4 * (r % 8) + (k % 8) / 2) * 6 + (r >= 8) + 2 * (k >= 8)], k);
+      },
+      [](const uint32_t *w, int k, int n) { return bf16Half(w[(4 * n + (k % 8) / 2) * 6 + 4 + (k >= 8)], k); });
 }
 
 /// Runs kernel(args...) over the grid, one block after another, each block's threads

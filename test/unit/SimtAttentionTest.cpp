@@ -118,30 +118,22 @@ TEST(SimtAttention, WidestHead) {
 }
 
 // The tensor-core kernels, through an emulated mma.sync with the documented fragment
-// layout, on split TF32 operands: fp32's accuracy, every ND (D 16, 32, 64, 128, and 48
-// padded to 64), ragged tiles and blocks (S 70: two blocks of 64 queries and keys).
+// layouts: on split TF32 operands (fp32's accuracy) and on bf16 (bf16 plans, bf16
+// inputs); every ND (D 16, 32, 64, 128, and 48 padded to 64), ragged tiles and blocks (S
+// 70: two blocks of 64 queries and keys).
 TEST(SimtAttention, TensorCoresCausalAndNot) {
-  compare(1, 70, 2, 2, 64, true, false, Kernels::Mma);
-  compare(1, 37, 2, 2, 16, false, false, Kernels::Mma);
+  for (Kernels k : {Kernels::Mma, Kernels::Bf16}) {
+    compare(1, 70, 2, 2, 64, true, false, k);
+    compare(1, 37, 2, 2, 16, false, false, k);
+  }
 }
 
 TEST(SimtAttention, TensorCoresGroupedQueryWithRope) {
-  compare(1, 29, 4, 2, 32, true, true, Kernels::Mma);
-  compare(1, 33, 2, 1, 48, true, true, Kernels::Mma);
-  compare(1, 20, 2, 1, 128, false, true, Kernels::Mma);
-}
-
-// The bf16 kernels (bf16 plans): one m16n8k16 per product on bf16 tiles, through an
-// emulated mma.sync with its documented fragment layout; bf16 inputs, as a bf16 plan's.
-TEST(SimtAttention, TensorCoresBf16CausalAndNot) {
-  compare(1, 70, 2, 2, 64, true, false, Kernels::Bf16);
-  compare(1, 37, 2, 2, 16, false, false, Kernels::Bf16);
-}
-
-TEST(SimtAttention, TensorCoresBf16GroupedQueryWithRope) {
-  compare(1, 29, 4, 2, 32, true, true, Kernels::Bf16);
-  compare(1, 33, 2, 1, 48, true, true, Kernels::Bf16);
-  compare(1, 20, 2, 1, 128, false, true, Kernels::Bf16);
+  for (Kernels k : {Kernels::Mma, Kernels::Bf16}) {
+    compare(1, 29, 4, 2, 32, true, true, k);
+    compare(1, 33, 2, 1, 48, true, true, k);
+    compare(1, 20, 2, 1, 128, false, true, k);
+  }
 }
 
 TEST(SimtAttention, DeterministicBits) {
