@@ -22,7 +22,8 @@
 #
 #   test/gpu/run_all.sh [BUNDLE_DIR|BUNDLE.tar.xz [OUT_DIR]]   (defaults: gpu-bundle, $OUT or gpu-results)
 # CHECKS="tiny_check" limits sections 2 and 3 to those plans; BENCH=0 skips sections 4
-# and 5, TORCH=0 PyTorch's runs in section 4, DEEP=0 section 6. Each program is stopped
+# and 5, TORCH=0 PyTorch's runs in section 4, DEEP=0 section 6; NCU=REGEX adds section 7,
+# Nsight Compute on the benchmark's kernels matching REGEX. Each program is stopped
 # after STEP_TIMEOUT seconds (default 300) and compute-sanitizer after SAN_TIMEOUT (default
 # 150), so that a hang costs one check.
 set -uo pipefail
@@ -113,6 +114,19 @@ finish() {
     echo -e "\n## 6. Deep checks: see deep_results.md\n" >> "$R"
     "$ROOT/test/gpu/deep_checks.sh" "$B" "$OUTDIR" > "$OUTDIR/deep.log" 2>&1 || fail "deep checks (see deep_results.md)"
     mv "$OUTDIR/deep_results.md" "$RESULTS/" 2>/dev/null
+  fi
+  if [[ -n ${NCU:-} ]]; then
+    # Nsight Compute on the kernels named by the regular expression NCU (for instance
+    # NCU='planc_grad_loop199|crossEntropy'), one launch each, in the benchmark's second
+    # step: achieved bandwidth and occupancy, for what the profile cannot say.
+    echo -e "\n## 7. Nsight Compute: kernels matching '$NCU'\n" >> "$R"
+    timeout ${NCU_TIMEOUT:-240} ncu --kernel-name "regex:$NCU" --launch-skip 0 --launch-count 4 --section SpeedOfLight \
+      --section Occupancy --section MemoryWorkloadAnalysis ./cuda_gpt2s_bench --steps 2 --quiet \
+      --data "$B/data/gpt2_tokens.bin" > "$OUTDIR/ncu.txt" 2>&1 || fail "ncu (see ncu.txt)"
+    echo '```' >> "$R"
+    grep -E '^  [a-zA-Z_].*\(|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per' \
+      "$OUTDIR/ncu.txt" >> "$R"
+    echo '```' >> "$R"
   fi
   rm -f "$OUTDIR"/*.safetensors
   tar -C "$RESULTS" -czf "$RESULTS/logs.tgz" logs && rm -rf "$OUTDIR"
