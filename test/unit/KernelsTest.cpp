@@ -2,6 +2,7 @@
 // differences of its forward, input by input, and forward sanity checks whose
 // expected values are worked out independently (closed forms, invariants). The
 // comparison with PyTorch is test/ops/kernels_vs_torch.py.
+#include "planrt_cuda.h"
 #include "planrt_kernels.h"
 
 #include <gtest/gtest.h>
@@ -532,6 +533,39 @@ TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
               "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
   EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3),
               ::testing::ExitedWithCode(1), "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
+}
+
+// The cuda-host precision audit (plan-precision-audit): a call marked bf16 computes as
+// the call it replaces when every operand is a bf16 value, and stops naming the first
+// element that is not; 1 + 2^-10 is an fp16 value but not a bf16 one.
+TEST(KernelsPrecisionAuditDeathTest, GemmOperandsMustBeValuesOfTheMarkedType) {
+  Vec A = {1.0f, 2.0f, 3.0f, 4.0f}, B = {1.0f, 0.5f, -2.0f, 1.0f}, C(4), ref(4);
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2, PLANRT_GEMM_BF16);
+  // C = A Bᵀ, worked out by hand.
+  EXPECT_EQ(C, (Vec{2.0f, -0.0f, 5.0f, -2.0f}));
+  A[3] = 1.0f + 1.0f / 1024;
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2, PLANRT_GEMM_F16);
+  EXPECT_EXIT(
+      planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2, PLANRT_GEMM_BF16),
+      ::testing::ExitedWithCode(1),
+      "planrt: error: GEMM marked bf16: operand A element \\(1, 1\\) = 1.0009765.* is not a bf16 value");
+  A[3] = 4.0f;
+  B[1] = 1.0f / 3; // operand B, transposed: its element (0, 1)
+  EXPECT_EXIT(
+      planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2, PLANRT_GEMM_F16),
+      ::testing::ExitedWithCode(1), "GEMM marked fp16: operand B element \\(0, 1\\) = 0.333.* is not a fp16 value");
+}
+
+TEST(KernelsPrecisionAuditDeathTest, AttentionOperandsMustBeBf16) {
+  const int64_t H = 1, KVH = 1, D = 2, S = 2;
+  Vec qkv(S * (H + 2 * KVH) * D, 0.5f), out(S * H * D), dout(S * H * D, 0.25f), dqkv(qkv.size());
+  planrt_audit_sdpa(qkv.data(), out.data(), 1, S, H, KVH, D, 1, 0, 0.0f, PLANRT_GEMM_BF16);
+  EXPECT_FLOAT_EQ(out[0], 0.5f); // the first query sees one key: its value
+  dout[3] = 0.1f;
+  EXPECT_EXIT(planrt_audit_sdpa_bwd(dout.data(), qkv.data(), dqkv.data(), 1, S, H, KVH, D, 1, 0, 0.0f,
+                                    PLANRT_GEMM_BF16),
+              ::testing::ExitedWithCode(1),
+              "attention's backward marked bf16: the output's gradient element \\(1, 1\\) = 0.1.* is not a bf16 value");
 }
 
 } // namespace

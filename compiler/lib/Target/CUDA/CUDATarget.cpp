@@ -103,9 +103,13 @@ void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   StringRef name = order, seed = "1";
   if (name.starts_with("shuffle:"))
     std::tie(name, seed) = name.split(':');
+  // The CUDA target's precisions, audited: a call it would run on bf16 (fp16) tensor
+  // cores checks that its operands are bf16 (fp16) values.
+  if (failed(parsePassPipeline("plan-gemm-precision", pm, llvm::errs())))
+    llvm::report_fatal_error("planc: the host emulation pipeline does not parse");
   cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),func.func(convert-linalg-to-parallel-loops),"
                                  "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops{order=" +
-                                     name.str() + " seed=" + seed.str() + "}");
+                                     name.str() + " seed=" + seed.str() + "},plan-precision-audit");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

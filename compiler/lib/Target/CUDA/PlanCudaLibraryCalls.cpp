@@ -1,5 +1,6 @@
 // `plan-cuda-library-calls`: BLAS and CPU kernel calls replaced by libplanrt_cuda's.
 #include "plan/Target/CUDA/Passes.h"
+#include "plan/Target/CUDA/PrecisionCalls.h"
 
 #include "plan/Conversion/LibraryCalls.h"
 #include "plan/Target/RuntimeABI.h"
@@ -11,7 +12,6 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 
-#include "llvm/ADT/StringSwitch.h"
 
 #include <array>
 
@@ -82,7 +82,7 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
     ModuleOp m = getOperation();
     SymbolTable symbols(m);
     for (const WithPrecision &w : withPrecisionCalls())
-      if (failed(withPrecision(m, symbols, w)))
+      if (failed(rewriteWithPrecision(m, symbols, w.from, w.to, PrecisionCalls::All)))
         return signalPassFailure();
     for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
       if (!f.isDeclaration())
@@ -116,47 +116,6 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
     });
     if (r.wasInterrupted())
       signalPassFailure();
-  }
-
-  /// Each call of w.from becomes one of w.to with one more operand, the
-  /// planrt_gemm_compute of the call's precision (fp32 without one).
-  static LogicalResult withPrecision(ModuleOp m, SymbolTable &symbols, const WithPrecision &w) {
-    auto from = symbols.lookup<func::FuncOp>(w.from);
-    if (!from)
-      return success();
-    StringRef to = rt::name(w.to);
-    if (symbols.lookup(to))
-      return from.emitOpError() << "'" << to << "' is already declared";
-    OpBuilder b(from);
-    auto decl = func::FuncOp::create(b, from.getLoc(), to, rt::funcType(b.getContext(), w.to));
-    decl.setPrivate();
-    symbols.insert(decl);
-    SmallVector<func::CallOp> calls;
-    m.walk([&](func::CallOp call) {
-      if (call.getCallee() == w.from)
-        calls.push_back(call);
-    });
-    for (func::CallOp call : calls) {
-      int32_t compute = PLANRT_GEMM_F32;
-      if (auto precision = call->getAttrOfType<StringAttr>(kGemmPrecisionAttr)) {
-        std::optional<int32_t> c = llvm::StringSwitch<std::optional<int32_t>>(precision.getValue())
-                                       .Case("bf16", PLANRT_GEMM_BF16)
-                                       .Case("f16", PLANRT_GEMM_F16)
-                                       .Case("tf32", PLANRT_GEMM_TF32)
-                                       .Default(std::nullopt);
-        if (!c)
-          return call.emitOpError() << "has GEMM precision '" << precision.getValue()
-                                    << "', which the CUDA target does not implement (bf16, f16 or tf32)";
-        compute = *c;
-      }
-      b.setInsertionPoint(call);
-      SmallVector<Value> args(call.getOperands());
-      args.push_back(arith::ConstantOp::create(b, call.getLoc(), b.getI32IntegerAttr(compute)));
-      rt::callFunc(b, call.getLoc(), m, w.to, args);
-      call.erase();
-    }
-    symbols.erase(from);
-    return success();
   }
 
   /// The memref.get_global whose buffer a library call's pointer operand points into

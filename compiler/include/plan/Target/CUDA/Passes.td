@@ -89,6 +89,30 @@ def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
   }];
 }
 
+def PlanPrecisionAudit : Pass<"plan-precision-audit", "mlir::ModuleOp"> {
+  let summary = "On cuda-host, check that the operands of bf16 (fp16) GEMMs and attention are bf16 (fp16) values";
+  let description = [{
+    The CUDA target runs a GEMM or an attention that `plan-gemm-precision`
+    marked bf16 (f16) on tensor cores, converting its float32 operands to that
+    type: sound only if each already is a bf16 (fp16) value, as the marking
+    claims. On the `cuda-host` target each such call of `cblas_sgemm`,
+    `planrt_k_sdpa` or `planrt_k_sdpa_bwd` becomes the runtime's
+    `planrt_audit_gemm` / `planrt_audit_sdpa` / `planrt_audit_sdpa_bwd` with
+    the precision as one more argument: it checks every element of the operands
+    the claim is about (a GEMM's two inputs; the attention's q, k, v, and the
+    output's gradient), stops with an error naming the first that is not, and
+    computes as the CPU target does. Unmarked and TF32 calls are left alone.
+
+    ```mlir
+    func.call @cblas_sgemm(...) {plan.gemm_precision = "bf16"} : (...) -> ()
+    // becomes
+    %c1 = arith.constant 1 : i32
+    func.call @planrt_audit_gemm(..., %c1) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
   let summary = "Launch every outermost parallel loop, memref copy and serial loop nest of the host functions as a GPU kernel";
   let description = [{

@@ -1,0 +1,71 @@
+// The cuda-host target's precision audit (planrt_kernels.h, plan-precision-audit): a
+// GEMM or attention the CUDA target runs on bf16 (fp16) tensor cores converts its float32
+// operands to that type, which loses nothing only if each is already a value of it, as
+// plan-gemm-precision claims. These check every element of those operands — fatal at
+// the first that is not, naming the call, the operand, the element and the value — then
+// compute as the call they replace.
+#include "common.h"
+#include "planrt_cuda.h"
+#include "planrt_kernels.h"
+
+#include <cblas.h>
+#include <cstring>
+
+using planrt::kernels::fatal;
+
+namespace {
+
+/// Whether x is a value of the type `compute` names (PLANRT_GEMM_BF16 or _F16).
+bool exactIn(float x, int32_t compute) {
+  if (compute == PLANRT_GEMM_BF16) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return (u & 0xFFFFu) == 0;
+  }
+  return float(_Float16(x)) == x || x != x;
+}
+
+const char *typeName(int32_t compute) { return compute == PLANRT_GEMM_BF16 ? "bf16" : "fp16"; }
+
+/// Every element of the rows × cols matrix at p (rows ld floats apart) exact in `compute`.
+void checkMatrix(const char *call, const char *operand, const float *p, int64_t rows, int64_t cols, int64_t ld,
+                 int32_t compute) {
+  if (compute != PLANRT_GEMM_BF16 && compute != PLANRT_GEMM_F16)
+    fatal("%s: precision %d is not audited (bf16 or fp16)", call, compute);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (!exactIn(p[r * ld + c], compute))
+        fatal("%s marked %s: %s element (%lld, %lld) = %.9g is not a %s value", call, typeName(compute), operand,
+              (long long)r, (long long)c, double(p[r * ld + c]), typeName(compute));
+}
+
+} // namespace
+
+extern "C" {
+
+void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, float alpha,
+                       const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc,
+                       int32_t compute) {
+  if (order != CblasRowMajor)
+    fatal("planrt_audit_gemm: only row-major GEMMs are audited");
+  bool ta = transA == CblasTrans, tb = transB == CblasTrans;
+  checkMatrix("GEMM", "operand A", A, ta ? k : m, ta ? m : k, lda, compute);
+  checkMatrix("GEMM", "operand B", B, tb ? n : k, tb ? k : n, ldb, compute);
+  cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, A, lda, B, ldb, beta,
+              C, ldc);
+}
+
+void planrt_audit_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                       int32_t causal, int32_t rope, float rope_theta, int32_t compute) {
+  checkMatrix("attention", "q, k, v", qkv, B * S, (H + 2 * KVH) * D, (H + 2 * KVH) * D, compute);
+  planrt_k_sdpa(qkv, out, B, S, H, KVH, D, causal, rope, rope_theta);
+}
+
+void planrt_audit_sdpa_bwd(const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
+                           int64_t KVH, int64_t D, int32_t causal, int32_t rope, float rope_theta, int32_t compute) {
+  checkMatrix("attention's backward", "the output's gradient", dout, B * S, H * D, H * D, compute);
+  checkMatrix("attention's backward", "q, k, v", qkv, B * S, (H + 2 * KVH) * D, (H + 2 * KVH) * D, compute);
+  planrt_k_sdpa_bwd(dout, qkv, dqkv, B, S, H, KVH, D, causal, rope, rope_theta);
+}
+
+} // extern "C"
