@@ -1,67 +1,114 @@
 // Cross-entropy (mean over rows) and its backward on the device (lib/kernels/cross_entropy.cpp's
-// planrt_k_cross_entropy*): a warp per row, log-sum-exp in double, the mean summed in
-// row order; a target outside [0, V) is flagged and reported by finish().
+// planrt_k_cross_entropy*): a block per row; each thread keeps an online maximum and a
+// sum of exponentials (float exp, double sum) over its share of the row in one read, the
+// block combines them in a fixed order; the mean is summed by one block in a fixed order,
+// so every run gives the same bits. A target outside [0, V) is flagged and reported by
+// finish(). The forward reads the logits once, the backward twice and writes them once.
 #include "common.cuh"
 
 using namespace planrt::cuda;
 
 namespace {
 
-/// The row's maximum m and Σ exp(x − m) (double), on every lane.
-__device__ void maxSumExp(const float *lr, int64_t V, int lane, float &m, double &sum) {
-  m = -INFINITY;
-  for (int64_t j = lane; j < V; j += kWarp)
-    m = fmaxf(m, lr[j]);
-  m = warpMax(m);
-  sum = 0;
-  for (int64_t j = lane; j < V; j += kWarp)
-    sum += exp(double(lr[j] - m));
-  sum = warpSum(sum);
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
+
+/// The block's max m and Σ exp(x − m) over row `lr` (length V), on every thread.
+__device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blockMax, double &blockSum) {
+  __shared__ float maxes[kThreads / kWarp];
+  __shared__ double sums[kThreads / kWarp];
+  float m = -INFINITY;
+  double s = 0;
+  // One read: m rises as the row goes, the sum is rescaled when it does.
+  auto take = [&](float x) {
+    if (x > m) {
+      s = s * double(expf(m - x)) + 1.0;
+      m = x;
+    } else if (x != -INFINITY) { // a NaN goes on to the sum, as on the CPU
+      s += double(expf(x - m));
+    }
+  };
+  int64_t j = threadIdx.x;
+  for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      x[u] = lr[j + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      take(x[u]);
+  }
+  for (; j < V; j += kThreads)
+    take(lr[j]);
+  // The block's maximum, then each thread's sum rescaled to it, summed in a fixed order.
+  int warp = threadIdx.x / kWarp, lane = laneId();
+  float wm = warpMax(m);
+  if (lane == 0)
+    maxes[warp] = wm;
+  __syncthreads();
+  float M = maxes[0];
+  for (int w = 1; w < kThreads / kWarp; ++w)
+    M = fmaxf(M, maxes[w]);
+  double mine = m == -INFINITY ? 0.0 : s * double(expf(m - M));
+  double ws = warpSum(mine);
+  if (lane == 0)
+    sums[warp] = ws;
+  __syncthreads();
+  double S = 0;
+  for (int w = 0; w < kThreads / kWarp; ++w)
+    S += sums[w];
+  blockMax = M;
+  blockSum = S;
 }
 
 /// Row r's target, or -1 after flagging it when outside [0, V).
-__device__ int64_t targetOf(const int32_t *targets, int64_t r, int64_t V, int lane, IndexError *flag) {
+__device__ int64_t targetOf(const int32_t *targets, int64_t r, int64_t V, IndexError *flag) {
   int64_t t = targets[r];
   if (t >= 0 && t < V)
     return t;
-  if (lane == 0)
+  if (threadIdx.x == 0)
     flagIndex(flag, 2, t, V);
   return -1;
 }
 
-/// Per row: logsumexp − the target's logit, in double (a warp a row).
-__global__ void crossEntropyRows(const float *logits, const int32_t *targets, double *perRow, int64_t rows, int64_t V,
-                                 IndexError *flag) {
-  int64_t r = warpItem();
-  int lane = laneId();
-  if (r >= rows)
-    return;
-  int64_t t = targetOf(targets, r, V, lane, flag);
+/// Per row: logsumexp − the target's logit, in double (a block a row).
+__global__ void __launch_bounds__(kThreads) crossEntropyRows(const float *__restrict__ logits,
+                                                             const int32_t *targets, double *perRow, int64_t V,
+                                                             IndexError *flag) {
+  int64_t r = blockIdx.x;
+  int64_t t = targetOf(targets, r, V, flag);
   if (t < 0)
     return;
   const float *lr = logits + r * V;
   float m;
   double sum;
-  maxSumExp(lr, V, lane, m, sum);
-  if (lane == 0)
+  rowMaxSumExp(lr, V, m, sum);
+  if (threadIdx.x == 0)
     perRow[r] = double(m) + log(sum) - double(lr[t]);
 }
 
-/// *loss = mean of the rows' losses, summed in row order by one thread.
-__global__ void meanOfRows(const double *perRow, int64_t rows, float *loss) {
+/// *loss = mean of the rows' losses: each thread sums rows i, i + kThreads, …, then the
+/// threads' sums are added in thread order (one block; a fixed order).
+__global__ void __launch_bounds__(kThreads) meanOfRows(const double *perRow, int64_t rows, float *loss) {
+  __shared__ double part[kThreads];
   double total = 0;
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = threadIdx.x; r < rows; r += kThreads)
     total += perRow[r];
-  *loss = rows > 0 ? float(total / double(rows)) : 0.0f;
+  part[threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  double all = 0;
+  for (int i = 0; i < kThreads; ++i)
+    all += part[i];
+  *loss = rows > 0 ? float(all / double(rows)) : 0.0f;
 }
 
-__global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t *targets, float *dlogits, int64_t rows,
-                                int64_t V, IndexError *flag) {
-  int64_t r = warpItem();
-  int lane = laneId();
-  if (r >= rows)
-    return;
-  int64_t t = targetOf(targets, r, V, lane, flag);
+__global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const float *__restrict__ logits,
+                                                            const int32_t *targets, float *__restrict__ dlogits,
+                                                            int64_t rows, int64_t V, IndexError *flag) {
+  int64_t r = blockIdx.x;
+  int64_t t = targetOf(targets, r, V, flag);
   if (t < 0)
     return;
   double scale = double(dloss) / double(rows);
@@ -69,12 +116,27 @@ __global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t 
   float *dr = dlogits + r * V;
   float m;
   double sum;
-  maxSumExp(lr, V, lane, m, sum);
-  double k = scale / sum;
-  for (int64_t j = lane; j < V; j += kWarp) {
-    double pj = k * exp(double(lr[j] - m));
-    dr[j] = float(j == t ? pj - scale : pj);
+  rowMaxSumExp(lr, V, m, sum);
+  float k = float(scale / sum), fscale = float(scale);
+  auto grad = [&](int64_t j, float x) { dr[j] = k * expf(x - m) - (j == t ? fscale : 0.0f); };
+  int64_t j = threadIdx.x;
+  for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      x[u] = lr[j + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      grad(j + u * kThreads, x[u]);
   }
+  for (; j < V; j += kThreads)
+    grad(j, lr[j]);
+}
+
+/// Rows are blocks: a grid's x extent is below 2^31.
+void checkRows(int64_t rows, const char *what) {
+  if (rows >= (int64_t(1) << 31))
+    check(cudaErrorInvalidValue, what);
 }
 
 } // namespace
@@ -82,23 +144,25 @@ __global__ void crossEntropyBwd(float dloss, const float *logits, const int32_t 
 extern "C" {
 
 void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V) {
+  checkRows(rows, "planrt_cuda_cross_entropy: 2^31 rows or more");
   double *perRow = scratch<double>(rows, "cudaMallocAsync (cross-entropy)");
   if (rows > 0)
-    crossEntropyRows<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(logits, targets, perRow, rows, V, indexError());
-  meanOfRows<<<1, 1, 0, stream()>>>(perRow, rows, loss);
+    crossEntropyRows<<<unsigned(rows), kThreads, 0, stream()>>>(logits, targets, perRow, V, indexError());
+  meanOfRows<<<1, kThreads, 0, stream()>>>(perRow, rows, loss);
   release(perRow);
   finish("planrt_cuda_cross_entropy");
 }
 
 void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
                                    int64_t rows, int64_t V) {
+  checkRows(rows, "planrt_cuda_cross_entropy_bwd: 2^31 rows or more");
   // *dloss is read here, on the host: the generated code passes the backward pass's
   // seed as a constant global of the executable, which the device cannot read, or (fp16
   // plans) the loss scale, which host code stored before the step's first launch; no
   // kernel writes either, so reading it while launches are queued is safe.
   if (rows > 0)
-    crossEntropyBwd<<<blocksForRows(rows), kRowThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
-                                                                       indexError());
+    crossEntropyBwd<<<unsigned(rows), kThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
+                                                                indexError());
   finish("planrt_cuda_cross_entropy_bwd");
 }
 
