@@ -41,6 +41,14 @@ IndexError *indexError();
 void deviceFill(void *ptr, float value, size_t count);
 void deviceAdd(float *to, const float *from, size_t count);
 
+/// planrt_cuda_gemm's staging (gemm_stage.cu), in stream-ordered scratch memory: the
+/// rows × cols floats at src (leading dimension ld) converted to bf16, or fp16 when
+/// fp16, into a new dstRows × dstCols buffer (leading dimension ldd), zeros beyond the
+/// source; and its release once the stream's work queued so far is done.
+void *stageHalves(const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t dstRows, int64_t dstCols,
+                  int64_t ldd, bool fp16);
+void releaseStaged(void *p);
+
 /// PLANRT_CUDA_PROFILE (profile.cpp): whether it is set, and the end of an operation
 /// (the wall time since the previous end is charged to `what`).
 bool profiling();

@@ -8,6 +8,17 @@
 // row-major C [m, n] is the column-major Cᵀ [n, m] = op(B)ᵀ op(A)ᵀ, so B is passed as
 // cuBLASLt's A and A as its B, each with its own transpose flag.
 //
+// A bf16 or fp16 GEMM's operands may be staged (PLANRT_CUDA_GEMM_STAGE, below): copied
+// to 16-bit buffers whose leading dimensions and inner dimension k are padded to a
+// multiple of 64 with zeros (gemm_stage.cu), so that cuBLASLt runs its native 16-bit
+// kernels on aligned rows; the values, already bf16 (fp16) ones, are the same, the
+// padding adds zero products, and the sums are fp32 as before. By default that is done
+// for every such GEMM but one whose operands are aligned and whose result's rows are not
+// (on an H100, cuBLASLt's 16-bit kernels beat its float32-input ones on each of
+// gpt2_small's GEMMs but its output head's logits, 8,192 x 50,257: 6.7 ms staged, 4.8
+// not): the head's two backward GEMMs then read copies whose rows of the vocabulary of
+// 50,257 are padded to 50,304, with zeros where it is the inner dimension (docs/CUDA.md).
+//
 // A step calls the same few shapes every step: the descriptor, the layouts and the
 // algorithm cuBLASLt's heuristic picks are made on a shape's first call and kept.
 #include "device.h"
@@ -18,6 +29,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -70,9 +83,30 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute.
+/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute, and
+/// whether A and B are 16-bit copies (the leading dimensions and alignments are those
+/// of the buffers cuBLASLt reads).
 using Shape = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
-                         uint32_t, int32_t>;
+                         uint32_t, int32_t, bool>;
+
+/// PLANRT_CUDA_GEMM_STAGE: which bf16 and fp16 GEMMs get 16-bit copies of their operands
+/// (never; auto, the default: all but those whose operands' rows are 16-byte aligned
+/// and whose result's are not; operands: every one). Read on each call (tests switch it).
+enum class Stage { Never, Auto, Operands };
+Stage stagePolicy() {
+  const char *v = std::getenv("PLANRT_CUDA_GEMM_STAGE");
+  if (!v || !*v || std::strcmp(v, "auto") == 0)
+    return Stage::Auto;
+  for (auto [name, stage] : {std::pair{"never", Stage::Never}, std::pair{"operands", Stage::Operands}})
+    if (std::strcmp(v, name) == 0)
+      return stage;
+  std::string what = std::string("PLANRT_CUDA_GEMM_STAGE=") + v + ": not one of never, auto, operands";
+  check(cudaErrorInvalidValue, what.c_str());
+  return Stage::Auto;
+}
+
+bool rowsAligned(const void *p, int32_t ld) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % 4 == 0; }
+int32_t padded(int32_t cols) { return (cols + 63) / 64 * 64; }
 
 class Lt {
 public:
@@ -97,15 +131,19 @@ private:
   std::map<Shape, Plan> plans;
 
   void make(const Shape &s, Plan &p) {
-    auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute] = s;
+    auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute, staged] = s;
     bool tb = transB == kTrans, ta = transA == kTrans;
+    // 16-bit copies are multiplied in cuBLASLt's plain fp32 compute (their products are
+    // exact, the sums fp32), float32 operands in the compute the compiler chose.
+    cudaDataType_t in = !staged ? CUDA_R_32F : compute == PLANRT_GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cublasComputeType_t type = staged ? CUBLAS_COMPUTE_32F : kComputes[compute].type;
     // Column-major views: X = B (op → n × k), Y = A (op → k × m), D = C (n × m).
-    checkLt(cublasLtMatmulDescCreate(&p.desc, kComputes[compute].type, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    checkLt(cublasLtMatmulDescCreate(&p.desc, type, CUDA_R_32F), "cublasLtMatmulDescCreate");
     cublasOperation_t opX = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opY = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opX, sizeof opX), "TRANSA");
     checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof opY), "TRANSB");
-    checkLt(cublasLtMatrixLayoutCreate(&p.x, CUDA_R_32F, tb ? k : n, tb ? n : k, ldb), "layout of B");
-    checkLt(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, ta ? m : k, ta ? k : m, lda), "layout of A");
+    checkLt(cublasLtMatrixLayoutCreate(&p.x, in, tb ? k : n, tb ? n : k, ldb), "layout of B");
+    checkLt(cublasLtMatrixLayoutCreate(&p.y, in, ta ? m : k, ta ? k : m, lda), "layout of A");
     checkLt(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n, m, ldc), "layout of C");
     cublasLtMatmulPreference_t pref;
     checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -128,8 +166,8 @@ private:
       checkLt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
     if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s", m, n, k,
-                    kComputes[compute].name);
+      std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s%s", m, n,
+                    k, kComputes[compute].name, staged ? " (16-bit copies of the operands)" : "");
       check(cudaErrorNotSupported, buf);
     }
     p.algo = result.algo;
@@ -139,6 +177,46 @@ private:
 Lt &lt() {
   static Lt instance;
   return instance;
+}
+
+} // namespace
+
+namespace {
+
+/// The operands cuBLASLt reads for one call: the caller's, or 16-bit copies (k then
+/// padded), which release() frees once the stream is past the GEMM.
+struct Operands {
+  const void *a, *b;
+  int32_t lda, ldb, k;
+  bool staged = false;
+
+  void release() const {
+    if (staged)
+      for (const void *p : {a, b})
+        planrt::cuda::releaseStaged(const_cast<void *>(p));
+  }
+};
+
+/// What planrt_cuda_gemm hands cuBLASLt under the staging policy (above).
+Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, const float *A, int32_t lda,
+               const float *B, int32_t ldb, const float *C, int32_t ldc, int32_t compute) {
+  Operands o{A, B, lda, ldb, k};
+  if (compute != PLANRT_GEMM_BF16 && compute != PLANRT_GEMM_F16)
+    return o;
+  Stage policy = stagePolicy();
+  bool operandsAligned = rowsAligned(A, lda) && rowsAligned(B, ldb);
+  if (policy == Stage::Never || (policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc)))
+    return o;
+  bool fp16 = compute == PLANRT_GEMM_F16, ta = transA == kTrans, tb = transB == kTrans;
+  // A is (ta ? k × m : m × k) row-major, B (tb ? n × k : k × n); k padded with zeros.
+  o.k = padded(k);
+  int32_t rowsA = ta ? k : m, colsA = ta ? m : k, rowsB = tb ? n : k, colsB = tb ? k : n;
+  o.lda = padded(colsA);
+  o.ldb = padded(colsB);
+  o.a = planrt::cuda::stageHalves(A, rowsA, colsA, lda, ta ? o.k : m, ta ? m : o.k, o.lda, fp16);
+  o.b = planrt::cuda::stageHalves(B, rowsB, colsB, ldb, tb ? n : o.k, tb ? o.k : n, o.ldb, fp16);
+  o.staged = true;
+  return o;
 }
 
 } // namespace
@@ -164,17 +242,19 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
     return planrt::cuda::finish("planrt_cuda_gemm (k = 0)");
   }
   Lt &l = lt();
-  const Plan &p =
-      l.plan(Shape{transA, transB, m, n, k, lda, ldb, ldc, alignment(B), alignment(A), alignment(C), compute});
-  checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, B, p.x, A, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
+  Operands o = stage(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, compute);
+  const Plan &p = l.plan(Shape{transA, transB, m, n, o.k, o.lda, o.ldb, ldc, alignment(o.b), alignment(o.a),
+                               alignment(C), compute, o.staged});
+  checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, o.b, p.x, o.a, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");
+  o.release();
   if (!planrt::cuda::profiling())
     return planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
   // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT" (kept past
   // the call: the runtime names the last work queued with it).
   static thread_local char name[128];
-  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c", kComputes[compute].name, m, n, k,
-                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N');
+  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c%s", kComputes[compute].name, m, n, k,
+                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N', o.staged ? " staged" : "");
   planrt::cuda::finish(name);
 }

@@ -152,6 +152,69 @@ TEST(CudaKernels, Gemm) {
     });
 }
 
+/// PLANRT_CUDA_GEMM_STAGE set for one scope.
+struct StagePolicy {
+  explicit StagePolicy(const char *v) { setenv("PLANRT_CUDA_GEMM_STAGE", v, 1); }
+  ~StagePolicy() { unsetenv("PLANRT_CUDA_GEMM_STAGE"); }
+};
+
+// The 16-bit staging of bf16 and fp16 GEMMs (gemm.cpp): every policy gives the CPU's
+// sgemm on bf16 (fp16) operands, with leading dimensions wider than the rows and not a
+// multiple of 4, 4-byte aligned operands, an odd k (padded with zeros when staged), and
+// C accumulated (beta 1); then the output
+// head's three GEMMs of gpt2_small (batch 8 x 1024, vocabulary 50,257) and a layer's
+// timed under each policy.
+TEST(CudaKernels, GemmStaging) {
+  NEED_GPU();
+  for (const char *policy : {"never", "auto", "operands"})
+    for (auto [compute, mantissa] : {std::pair{PLANRT_GEMM_BF16, 7}, std::pair{PLANRT_GEMM_F16, 10}})
+      for (int ta : {111, 112})
+        for (int tb : {111, 112}) {
+          StagePolicy set(policy);
+          const int m = 67, n = 45, k = 39, pad = 3;
+          int lda = (ta == 111 ? k : m) + pad, ldb = (tb == 111 ? n : k) + pad, ldc = n + pad;
+          Buf a(int64_t(ta == 111 ? m : k) * lda + 1), b(int64_t(tb == 111 ? k : n) * ldb + 1),
+              c(int64_t(m) * ldc + 1), ref(int64_t(m) * ldc);
+          fill(a, 21);
+          fill(b, 22);
+          fill(c, 23);
+          for (Buf *x : {&a, &b})
+            for (int64_t i = 0; i < x->n; ++i)
+              x->p[i] = roundTo(x->p[i], mantissa);
+          std::memcpy(ref.p, c.p + 1, size_t(ref.n) * 4);
+          cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 0.5f, a.p + 1, lda, b.p + 1,
+                      ldb, 1.0f, ref.p, ldc);
+          planrt_cuda_gemm(101, ta, tb, m, n, k, 0.5f, a.p + 1, lda, b.p + 1, ldb, 1.0f, c.p + 1, ldc, compute);
+          EXPECT_LT(relDiff(c.p + 1, ref.p, ref.n), 1e-5)
+              << policy << " compute " << compute << " transA " << ta << " transB " << tb;
+        }
+  const int64_t T = 8192, C = 768, V = 50257;
+  Buf x(T * C), wte(V * C), logits(T * V), dx(T * C), dwte(V * C), w(C * 3 * C), y(T * 3 * C);
+  struct Shape {
+    const char *name;
+    int ta, tb, m, n, k;
+    const float *a;
+    int lda;
+    const float *b;
+    int ldb;
+    float *c;
+    int ldc;
+  };
+  const Shape shapes[] = {
+      {"head logits 8192x50257x768 NT", 111, 112, int(T), int(V), int(C), x.p, int(C), wte.p, int(C), logits.p, int(V)},
+      {"head dx 8192x768x50257 NN", 111, 111, int(T), int(C), int(V), logits.p, int(V), wte.p, int(C), dx.p, int(C)},
+      {"head dwte 50257x768x8192 TN", 112, 111, int(V), int(C), int(T), logits.p, int(V), x.p, int(C), dwte.p, int(C)},
+      {"qkv 8192x2304x768 NN", 111, 111, int(T), int(3 * C), int(C), x.p, int(C), w.p, int(3 * C), y.p, int(3 * C)}};
+  for (const char *policy : {"never", "auto", "operands"}) {
+    StagePolicy set(policy);
+    for (const Shape &g : shapes)
+      bench(std::string("gemm bf16 ") + g.name + ", " + policy, [&] {
+        planrt_cuda_gemm(101, g.ta, g.tb, g.m, g.n, g.k, 1.0f, g.a, g.lda, g.b, g.ldb, 0.0f, g.c, g.ldc,
+                         PLANRT_GEMM_BF16);
+      });
+  }
+}
+
 TEST(CudaKernels, LayerNormAndRmsNorm) {
   NEED_GPU();
   const int64_t rows = 300, C = 200;
