@@ -423,8 +423,8 @@ template <class L> struct BackwardScratch {
 };
 
 /// The CUDA-core kernels of a call (flash_attention_mma.cuh's Kernels has the tensor cores'):
-/// the forward pass into out and stats, and the backward pass from the scratch the forward
-/// filled.
+/// the forward pass into out and stats, the backward pass from the scratch the forward
+/// filled, and the two in a row (sdpaBackward's).
 struct Kernels {
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
     size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
@@ -439,6 +439,11 @@ struct Kernels {
     launch.run(blocksOf(a.S, a.rows), unsigned(a.KVH), unsigned(a.B), shared + size_t(3 * a.tile) * sizeof(float),
                backwardKeyValue, a, t.doutView, (const float *)t.stats, (const float *)t.deltas,
                View{dqkv, row, a.H}, View{dqkv, row, a.H + a.KVH});
+  }
+  template <class L>
+  static void forwardAndBackward(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
+    forwardPass(launch, a, t.outView, t.stats);
+    backwardPass(launch, a, t, dqkv);
   }
 };
 
@@ -461,8 +466,7 @@ void sdpaBackward(L &launch, const float *dout, const float *qkv, float *dqkv, i
     return;
   Prepared<L> p(launch, qkv, B, S, H, KVH, D, causal, rope, theta);
   BackwardScratch<L> t(launch, p.a, dout);
-  K::forwardPass(launch, p.a, t.outView, t.stats);
-  K::backwardPass(launch, p.a, t, dqkv);
+  K::forwardAndBackward(launch, p.a, t, dqkv);
   p.unrope(dqkv);
 }
 

@@ -14,9 +14,11 @@
 //
 // A block is four warps; each warp owns 16 rows (queries, or keys in the keys' backward)
 // of the block's 64, and the other side goes through shared memory in tiles of 64 rows.
-// A product's operands are read from shared memory straight into the mma fragments
-// (Op::product); probabilities and their gradients go back through shared memory between
-// the two products that use them. The row statistics follow the layout of the mma's
+// A product's operands are read from shared memory into the mma fragments (Bf16: by
+// ldmatrix); the probabilities and their gradients, a product's result that is the next
+// one's operand, stay in registers in Bf16 (an m16n8 result's layout is an m16n8k16 A
+// operand's, two columns of 8 a register pair) and go through a warp's shared scratch in
+// SplitTf32 (whose k8 layout differs). The row statistics follow the layout of the mma's
 // result: a thread holds two rows (g and g + 8) and two columns of every 8, and the
 // four threads of a row combine their maxima and sums with xor shuffles. No atomics:
 // the same bits every run.
@@ -51,6 +53,8 @@ struct SplitTf32 {
   static constexpr int kPad = 4;       ///< tile rows are 8 ND + kPad elements apart
   static constexpr int kScratch = kKeys + kPad; ///< row stride of a warp's 16 x 64 scratch
   static constexpr bool kScaleQ = true; ///< the queries' tile holds q · scale
+  static constexpr bool kPInRegisters = false; ///< P goes through the warp's scratch
+  static constexpr int kBuffers = 1; ///< fills that land at once: one buffer of the other side's tiles
   SIMT_DEVICE static Elem from(float x) { return x; }
 
   /// The kernels read q, k, v and dout where they are.
@@ -93,6 +97,12 @@ struct SplitTf32 {
       }
     }
   }
+  /// acc[nb] += A · Bᵀ: A the warp's 16 rows (stride lda), Bᵀ's 8 NB rows (stride ldb),
+  /// both along k < K.
+  template <int NB>
+  SIMT_DEVICE static void productNT(const Elem *A, int lda, const Elem *Bt, int ldb, int K, float (&acc)[NB][4]) {
+    product(A, lda, 1, Bt, 1, ldb, K, acc);
+  }
 };
 
 /// bf16 operands, one m16n8k16 per product, fp32 sums: the kernels of a bf16 plan, whose
@@ -103,8 +113,10 @@ struct SplitTf32 {
 struct Bf16 {
   using Elem = uint16_t;
   static constexpr int kPad = 8;
-  static constexpr int kScratch = kKeys + kPad;
+  static constexpr int kScratch = 0; ///< no scratch: P stays in registers
   static constexpr bool kScaleQ = false;
+  static constexpr bool kPInRegisters = true;
+  static constexpr int kBuffers = 2; ///< the next tile loads (asynchronously) while this one is used
   /// x rounded to bf16 (to nearest, ties to even), as its bits.
   SIMT_DEVICE static Elem from(float x) {
     uint32_t u = simt::bitsOf(x);
@@ -122,45 +134,52 @@ struct Bf16 {
     }
   };
   /// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head), zeros past n, by 16-byte
-  /// copies (the scale is never on the tiles: kScaleQ is false).
+  /// asynchronous copies (the scale is never on the tiles: kScaleQ is false): the tile
+  /// is there once the block has waited for its group (the kernels' pipeline).
   SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float,
                                Elem *tile, int ld, int rows) {
     int chunks = v.dp / 8;
     for (int e = simt::threadIndex(); e < rows * chunks; e += kThreads) {
       int r = e / chunks, c = e % chunks;
       if (r < n)
-        simt::copy16(tile + r * ld + 8 * c, v.at(a.S, b, r0 + r, head) + 8 * c);
+        simt::copyAsync16(tile + r * ld + 8 * c, v.at(a.S, b, r0 + r, head) + 8 * c);
       else
         simt::zero16(tile + r * ld + 8 * c);
     }
   }
-  /// Elements i and i + step of p as one register, i's in the low half.
-  /// With step 1, i is even (every tile row and fragment column is), one 32-bit load.
-  SIMT_DEVICE static uint32_t pair(const Elem *p, int i, int step) {
-#ifdef PLANRT_SIMT_EMULATE
-    if (step == 1 && i % 2 != 0)
-      throw std::logic_error("mma::Bf16::pair: an odd offset");
-#endif
-    if (step == 1)
-      return *reinterpret_cast<const uint32_t *>(p + i);
-    return uint32_t(p[i]) | uint32_t(p[i + step]) << 16;
-  }
-  /// SplitTf32::product's contract, K a multiple of 16.
+  /// SplitTf32::productNT's contract (NB even, K a multiple of 16), by ldmatrix: A's
+  /// four 8 x 8 quarters of each k16 in one, and two n8 blocks of Bᵀ in another.
   template <int NB>
-  SIMT_DEVICE static void product(const Elem *A, int am, int ak, const Elem *B, int bk, int bn, int K,
-                                  float (&acc)[NB][4]) {
-    int lane = simt::threadIndex() % 32, g = lane / 4, t = lane % 4;
+  SIMT_DEVICE static void productNT(const Elem *A, int lda, const Elem *Bt, int ldb, int K, float (&acc)[NB][4]) {
+    int lane = simt::threadIndex() % 32, i = lane / 8, r = lane % 8;
     for (int k0 = 0; k0 < K; k0 += 16) {
-      const uint32_t a[4] = {pair(A, g * am + (k0 + 2 * t) * ak, ak), pair(A, (g + 8) * am + (k0 + 2 * t) * ak, ak),
-                             pair(A, g * am + (k0 + 2 * t + 8) * ak, ak),
-                             pair(A, (g + 8) * am + (k0 + 2 * t + 8) * ak, ak)};
+      uint32_t a[4];
+      simt::ldmatrix4(a, A + (r + 8 * (i % 2)) * lda + k0 + 8 * (i / 2));
       SIMT_UNROLL
-      for (int nb = 0; nb < NB; ++nb) {
-        int n = 8 * nb + g;
-        const uint32_t b[2] = {pair(B, (k0 + 2 * t) * bk + n * bn, bk), pair(B, (k0 + 2 * t + 8) * bk + n * bn, bk)};
-        simt::mmaBf16(acc[nb], a, b);
+      for (int nb = 0; nb < NB; nb += 2) {
+        uint32_t b[4];
+        simt::ldmatrix4(b, Bt + (8 * nb + r + 8 * (i / 2)) * ldb + k0 + 8 * (i % 2));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        simt::mmaBf16(acc[nb], a, b0);
+        simt::mmaBf16(acc[nb + 1], a, b1);
       }
     }
+  }
+  /// acc[nb] += A · B: A as KB k16 blocks of m16n8k16 A fragments (registers), B(k, n) =
+  /// B[k ldb + n] for k < 16 KB, n < 8 NB (NB even), by ldmatrix.trans.
+  template <int KB, int NB>
+  SIMT_DEVICE static void productRN(const uint32_t (&a)[KB][4], const Elem *B, int ldb, float (&acc)[NB][4]) {
+    int lane = simt::threadIndex() % 32, i = lane / 8, r = lane % 8;
+    SIMT_UNROLL
+    for (int kb = 0; kb < KB; ++kb)
+      SIMT_UNROLL
+      for (int nb = 0; nb < NB; nb += 2) {
+        uint32_t b[4];
+        simt::ldmatrix4Trans(b, B + (16 * kb + r + 8 * (i % 2)) * ldb + 8 * nb + 8 * (i / 2));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        simt::mmaBf16(acc[nb], a[kb], b0);
+        simt::mmaBf16(acc[nb + 1], a[kb], b1);
+      }
   }
 };
 
@@ -199,6 +218,37 @@ SIMT_DEVICE float rowSum(float v) {
   return v + simt::shuffleXor(v, 2);
 }
 
+/// acc += P · B for the calling warp: P its 16 x kKeys p, as an mma leaves a result (rows
+/// g and g + 8, columns 2 t, 2 t + 1 of every 8), rounded to Op's elements; B(k, n) =
+/// B[k ldb + n]. Bf16 passes p on in registers; SplitTf32 through the warp's scratch Pw,
+/// then a barrier, and a barrier before too where a product since the last barrier read
+/// the scratch (`scratchRead`).
+template <class Op, int NB>
+SIMT_DEVICE void productP(const Lane &me, const float (&p)[kKeys / 8][4], typename Op::Elem *Pw,
+                          const typename Op::Elem *B, int ldb, float (&acc)[NB][4], bool scratchRead = false) {
+  if constexpr (Op::kPInRegisters) {
+    uint32_t a[kKeys / 16][4];
+    SIMT_UNROLL
+    for (int kb = 0; kb < kKeys / 16; ++kb) {
+      a[kb][0] = simt::packBf16(p[2 * kb][0], p[2 * kb][1]);
+      a[kb][1] = simt::packBf16(p[2 * kb][2], p[2 * kb][3]);
+      a[kb][2] = simt::packBf16(p[2 * kb + 1][0], p[2 * kb + 1][1]);
+      a[kb][3] = simt::packBf16(p[2 * kb + 1][2], p[2 * kb + 1][3]);
+    }
+    Op::productRN(a, B, ldb, acc);
+  } else {
+    if (scratchRead)
+      simt::syncBlock();
+    SIMT_UNROLL
+    for (int nb = 0; nb < kKeys / 8; ++nb)
+      SIMT_UNROLL
+      for (int q = 0; q < 4; ++q)
+        Pw[(me.g + 8 * (q / 2)) * Op::kScratch + colOf(me, nb, q)] = Op::from(p[nb][q]);
+    simt::syncBlock();
+    Op::product(Pw, Op::kScratch, 1, B, ldb, 1, kKeys, acc);
+  }
+}
+
 /// The warp's 16 x 8 ND result acc, each row times scale[its half], into the rows r0 + …
 /// (below S) of v's head (b, head), columns below D.
 template <int ND>
@@ -218,26 +268,49 @@ SIMT_DEVICE void storeResult(const Shape &a, const Lane &me, const float (&acc)[
 }
 
 /// Shared bytes of each kernel, by tile row stride ld: the key side's row statistics
-/// (floats) first, then the tiles and the warps' scratch (Op's elements).
+/// (floats) first, then the block's own tiles, the other side's two tiles in each of
+/// Op's buffers, and the warps' scratch (Op's elements).
 template <class Op> size_t forwardShared(int ld) {
-  return size_t(3 * kRows * ld + kWarps * 16 * Op::kScratch) * sizeof(typename Op::Elem);
+  return size_t(kRows * ld + 2 * Op::kBuffers * kKeys * ld + kWarps * 16 * Op::kScratch) * sizeof(typename Op::Elem);
 }
 template <class Op> size_t backwardShared(int ld) {
   return size_t(3 * kKeys) * sizeof(float) +
-         size_t(4 * kRows * ld + kWarps * 16 * Op::kScratch) * sizeof(typename Op::Elem);
+         size_t(2 * kRows * ld + 2 * Op::kBuffers * kKeys * ld + kWarps * 16 * Op::kScratch) *
+             sizeof(typename Op::Elem);
 }
 
-/// The key and value tiles of key head (b, g) from key t0 (at most kKeys, none from `end`
-/// on) into K and V, between barriers; returns how many keys they hold.
-template <class Op>
-SIMT_DEVICE int loadKeys(const Shape &a, const Inputs<Op> &in, int ld, int64_t b, int64_t g, int64_t t0, int64_t end,
-                         typename Op::Elem *K, typename Op::Elem *V) {
-  int n = int(end - t0 < kKeys ? end - t0 : kKeys);
+/// The number of rows of the other side's tile from t0 (at most kKeys, none from end on).
+SIMT_DEVICE int tileRows(int64_t t0, int64_t end) { return int(end - t0 < kKeys ? end - t0 : kKeys); }
+
+/// Step i of the loop over the other side's tiles. With two buffers (Bf16, whose fills
+/// are asynchronous), tile i is in buffer i % 2 while tile i + 1 loads into the other:
+/// once every warp is done with that buffer (a barrier), loadNext(buffer) starts the
+/// load (when `more`) and meanwhile() runs; then the step waits for tile i and shows it,
+/// and what meanwhile() wrote, to the block (a barrier). With one (SplitTf32, whose
+/// fills land at once and whose tiles are twice as large), loadThis(0) loads tile i
+/// between the same barriers. Returns tile i's buffer; the loop's first tile with two
+/// buffers is loaded before it (pipelineStart).
+template <class Op, class Next, class This, class Meanwhile>
+SIMT_DEVICE int pipelineStep(int64_t i, bool more, const Next &loadNext, const This &loadThis,
+                             const Meanwhile &meanwhile) {
   simt::syncBlock();
-  Op::fill(a, in.k, b, g, t0, n, 1.0f, K, ld, kKeys);
-  Op::fill(a, in.v, b, g, t0, n, 1.0f, V, ld, kKeys);
+  if constexpr (Op::kBuffers == 2) {
+    if (more)
+      loadNext(int((i + 1) % 2));
+  } else {
+    loadThis(0);
+  }
+  simt::commitAsync();
+  meanwhile();
+  simt::waitAsyncButOne();
   simt::syncBlock();
-  return n;
+  return Op::kBuffers == 2 ? int(i % 2) : 0;
+}
+template <class Op, class Load> SIMT_DEVICE void pipelineStart(const Load &loadFirst) {
+  if constexpr (Op::kBuffers == 2) {
+    loadFirst(0);
+    simt::commitAsync();
+  }
 }
 
 /// The factors of the scale: on the queries as they enter a tile, or on the scores.
@@ -249,19 +322,29 @@ template <class Op> SIMT_DEVICE float scoreScale(const Shape &a) { return Op::kS
 template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
-  E *Q = simt::dynamicShared<E>(), *K = Q + kRows * ld, *V = K + kKeys * ld, *P = V + kKeys * ld;
+  E *Q = simt::dynamicShared<E>(), *KV = Q + kRows * ld, *P = KV + 2 * Op::kBuffers * kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * kRows, g = h / a.group;
   E *Qw = Q + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
+  int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
+  // Buffer i holds K at KV + 2 i kKeys ld and V after it.
+  auto load = [&](int64_t t0, int i) {
+    E *K = KV + 2 * i * kKeys * ld;
+    Op::fill(a, in.k, b, g, t0, tileRows(t0, end), 1.0f, K, ld, kKeys);
+    Op::fill(a, in.v, b, g, t0, tileRows(t0, end), 1.0f, K + kKeys * ld, ld, kKeys);
+  };
   Op::fill(a, in.q, b, h, s0, int(a.S - s0 < kRows ? a.S - s0 : kRows), queryScale<Op>(a), Q, ld, kRows);
+  pipelineStart<Op>([&](int buffer) { load(0, buffer); });
   float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   zero(o);
-  int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
-  for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = loadKeys<Op>(a, in, ld, b, g, t0, end, K, V);
+  for (int64_t t0 = 0, i = 0; t0 < end; t0 += kKeys, ++i) {
+    int buffer = pipelineStep<Op>(
+        i, t0 + kKeys < end, [&](int next) { load(t0 + kKeys, next); }, [&](int now) { load(t0, now); }, [] {});
+    int n = tileRows(t0, end);
+    E *K = KV + 2 * buffer * kKeys * ld, *V = K + kKeys * ld;
     float s[kKeys / 8][4];
     zero(s);
-    Op::product(Qw, ld, 1, K, 1, ld, ND * 8, s);
+    Op::productNT(Qw, ld, K, ld, ND * 8, s);
     float top[2] = {-INFINITY, -INFINITY};
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
@@ -291,10 +374,9 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
       for (int q = 0; q < 4; ++q) {
         float p = expf(s[nb][q] - m[q / 2]);
         l[q / 2] += p;
-        Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = Op::from(p);
+        s[nb][q] = p;
       }
-    simt::syncBlock();
-    Op::product(Pw, kScratch, 1, V, ld, 1, kKeys, o);
+    productP<Op>(me, s, Pw, V, ld, o);
   }
   float inv[2] = {1.0f / rowSum(l[0]), 1.0f / rowSum(l[1])};
   storeResult(a, me, o, inv, out, b, s0, h);
@@ -327,13 +409,20 @@ template <class Op, int ND>
 SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dq) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
-  E *Q = reinterpret_cast<E *>(simt::dynamicShared<float>() + 3 * kKeys), *dO = Q + kRows * ld, *K = dO + kRows * ld,
-    *V = K + kKeys * ld, *P = V + kKeys * ld;
+  E *Q = reinterpret_cast<E *>(simt::dynamicShared<float>() + 3 * kKeys), *dO = Q + kRows * ld, *KV = dO + kRows * ld,
+    *P = KV + 2 * Op::kBuffers * kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), h = simt::blockIndex(1), s0 = simt::blockIndex(0) * kRows, g = h / a.group;
   int rows = int(a.S - s0 < kRows ? a.S - s0 : kRows);
+  int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
+  auto load = [&](int64_t t0, int i) {
+    E *K = KV + 2 * i * kKeys * ld;
+    Op::fill(a, in.k, b, g, t0, tileRows(t0, end), 1.0f, K, ld, kKeys);
+    Op::fill(a, in.v, b, g, t0, tileRows(t0, end), 1.0f, K + kKeys * ld, ld, kKeys);
+  };
   Op::fill(a, in.q, b, h, s0, rows, queryScale<Op>(a), Q, ld, kRows);
   Op::fill(a, in.dout, b, h, s0, rows, 1.0f, dO, ld, kRows);
+  pipelineStart<Op>([&](int buffer) { load(0, buffer); });
   E *Qw = Q + 16 * me.warp * ld, *dOw = dO + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float m[2], inv[2], delta[2];
   for (int r = 0; r < 2; ++r) {
@@ -345,14 +434,16 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
   }
   float acc[ND][4];
   zero(acc);
-  int64_t end = a.causal ? (s0 + kRows < a.S ? s0 + kRows : a.S) : a.S;
-  for (int64_t t0 = 0; t0 < end; t0 += kKeys) {
-    int n = loadKeys<Op>(a, in, ld, b, g, t0, end, K, V);
+  for (int64_t t0 = 0, i = 0; t0 < end; t0 += kKeys, ++i) {
+    int buffer = pipelineStep<Op>(
+        i, t0 + kKeys < end, [&](int next) { load(t0 + kKeys, next); }, [&](int now) { load(t0, now); }, [] {});
+    int n = tileRows(t0, end);
+    E *K = KV + 2 * buffer * kKeys * ld, *V = K + kKeys * ld;
     float s[kKeys / 8][4], dp[kKeys / 8][4];
     zero(s);
     zero(dp);
-    Op::product(Qw, ld, 1, K, 1, ld, ND * 8, s);
-    Op::product(dOw, ld, 1, V, 1, ld, ND * 8, dp);
+    Op::productNT(Qw, ld, K, ld, ND * 8, s);
+    Op::productNT(dOw, ld, V, ld, ND * 8, dp);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
@@ -361,10 +452,9 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
         int64_t row = s0 + rowOf(me, q);
         bool seen = c < n && row < a.S && (!a.causal || t0 + c <= row);
         float p = seen ? expf(s[nb][q] * scoreScale<Op>(a) - m[q / 2]) * inv[q / 2] : 0.0f;
-        Pw[(me.g + 8 * (q / 2)) * kScratch + c] = Op::from(p * (dp[nb][q] - delta[q / 2]));
+        s[nb][q] = p * (dp[nb][q] - delta[q / 2]); // dS
       }
-    simt::syncBlock();
-    Op::product(Pw, kScratch, 1, K, ld, 1, kKeys, acc);
+    productP<Op>(me, s, Pw, K, ld, acc);
   }
   const float scale[2] = {a.scale, a.scale};
   storeResult(a, me, acc, scale, dq, b, s0, h);
@@ -379,30 +469,39 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *s
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
   float *rowStats = simt::dynamicShared<float>();
-  E *Kb = reinterpret_cast<E *>(rowStats + 3 * kKeys), *Vb = Kb + kRows * ld, *Q = Vb + kRows * ld,
-    *dO = Q + kKeys * ld, *P = dO + kKeys * ld;
+  E *Kb = reinterpret_cast<E *>(rowStats + 3 * kKeys), *Vb = Kb + kRows * ld, *QdO = Vb + kRows * ld,
+    *P = QdO + 2 * Op::kBuffers * kKeys * ld;
   Lane me = laneOf();
   int64_t b = simt::blockIndex(2), g = simt::blockIndex(1), t0 = simt::blockIndex(0) * kRows;
   int keys = int(a.S - t0 < kRows ? a.S - t0 : kRows);
+  // The (query head, query tile) pairs in order: heads of the group, tiles from the first
+  // that sees these keys; buffer i holds the queries at QdO + 2 i kKeys ld, dout after.
+  const int64_t hEnd = (g + 1) * a.group, sFirst = a.causal ? t0 : 0;
+  auto load = [&](int64_t h, int64_t s0, int i) {
+    E *Q = QdO + 2 * i * kKeys * ld;
+    Op::fill(a, in.q, b, h, s0, tileRows(s0, a.S), queryScale<Op>(a), Q, ld, kKeys);
+    Op::fill(a, in.dout, b, h, s0, tileRows(s0, a.S), 1.0f, Q + kKeys * ld, ld, kKeys);
+  };
   Op::fill(a, in.k, b, g, t0, keys, 1.0f, Kb, ld, kRows);
   Op::fill(a, in.v, b, g, t0, keys, 1.0f, Vb, ld, kRows);
+  pipelineStart<Op>([&](int buffer) { load(g * a.group, sFirst, buffer); });
   E *Kw = Kb + 16 * me.warp * ld, *Vw = Vb + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float dK[ND][4], dV[ND][4];
   zero(dK);
   zero(dV);
-  for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
-    for (int64_t s0 = a.causal ? t0 : 0; s0 < a.S; s0 += kKeys) {
-      int n = int(a.S - s0 < kKeys ? a.S - s0 : kKeys);
-      simt::syncBlock();
-      Op::fill(a, in.q, b, h, s0, n, queryScale<Op>(a), Q, ld, kKeys);
-      Op::fill(a, in.dout, b, h, s0, n, 1.0f, dO, ld, kKeys);
-      loadRowStats(a, b, h, s0, n, stats, deltas, rowStats);
-      simt::syncBlock();
+  for (int64_t h = g * a.group, s0 = sFirst, i = 0; h < hEnd; ++i) {
+    int64_t nextH = s0 + kKeys < a.S ? h : h + 1, nextS0 = s0 + kKeys < a.S ? s0 + kKeys : sFirst;
+    int n = tileRows(s0, a.S);
+    int buffer = pipelineStep<Op>(
+        i, nextH < hEnd, [&](int next) { load(nextH, nextS0, next); }, [&](int now) { load(h, s0, now); },
+        [&] { loadRowStats(a, b, h, s0, n, stats, deltas, rowStats); });
+    E *Q = QdO + 2 * buffer * kKeys * ld, *dO = Q + kKeys * ld;
+    {
       float st[kKeys / 8][4], dpt[kKeys / 8][4];
       zero(st);
       zero(dpt);
-      Op::product(Kw, ld, 1, Q, 1, ld, ND * 8, st);   // S^T = K Q^T
-      Op::product(Vw, ld, 1, dO, 1, ld, ND * 8, dpt); // dP^T = V dO^T
+      Op::productNT(Kw, ld, Q, ld, ND * 8, st);   // S^T = K Q^T
+      Op::productNT(Vw, ld, dO, ld, ND * 8, dpt); // dP^T = V dO^T
       SIMT_UNROLL
       for (int nb = 0; nb < kKeys / 8; ++nb)
         SIMT_UNROLL
@@ -411,20 +510,15 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *s
           int64_t key = t0 + rowOf(me, q);
           bool seen = c < n && key < a.S && (!a.causal || s0 + c >= key);
           float p = seen ? expf(st[nb][q] * scoreScale<Op>(a) - rowStats[3 * c]) * rowStats[3 * c + 1] : 0.0f;
-          Pw[(me.g + 8 * (q / 2)) * kScratch + c] = Op::from(p);
           dpt[nb][q] = p * (dpt[nb][q] - (seen ? rowStats[3 * c + 2] : 0.0f)); // dS^T
+          st[nb][q] = p;                                                          // P^T
         }
-      simt::syncBlock();
-      Op::product(Pw, kScratch, 1, dO, ld, 1, kKeys, dV); // dV += P^T dO
-      simt::syncBlock();
-      SIMT_UNROLL
-      for (int nb = 0; nb < kKeys / 8; ++nb)
-        SIMT_UNROLL
-        for (int q = 0; q < 4; ++q)
-          Pw[(me.g + 8 * (q / 2)) * kScratch + colOf(me, nb, q)] = Op::from(dpt[nb][q]);
-      simt::syncBlock();
-      Op::product(Pw, kScratch, 1, Q, ld, 1, kKeys, dK); // dK += dS^T q (· scale, below or in q)
+      productP<Op>(me, st, Pw, dO, ld, dV);  // dV += P^T dO
+      productP<Op>(me, dpt, Pw, Q, ld, dK, true); // dK += dS^T q (· scale, below or in q)
     }
+    h = nextH;
+    s0 = nextS0;
+  }
   const float one[2] = {1.0f, 1.0f}, dkScale[2] = {scoreScale<Op>(a), scoreScale<Op>(a)};
   storeResult(a, me, dK, dkScale, dk, b, t0, g);
   storeResult(a, me, dV, one, dv, b, t0, g);
@@ -533,16 +627,18 @@ template <class L> struct Staging<Bf16, L> {
   }
 
 /// The tensor cores' kernels of a call (D ≤ kMaxD), for flash_attention.cuh's sdpa and
-/// sdpaBackward; the rows' deltas by a kernel of their own.
+/// sdpaBackward (the forward recomputed and the backward on one staging of the inputs);
+/// the rows' deltas by a kernel of their own.
 template <class Op> struct KernelsOf {
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
     Staging<Op, L> s(launch, a, nullptr);
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, out, stats)))
   }
   template <class L>
-  static void backwardPass(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
-    launch.run(blocksOf(a.B * a.H * a.S, kThreads), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
+  static void forwardAndBackward(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
     Staging<Op, L> s(launch, a, &t.doutView);
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, t.outView, t.stats)))
+    launch.run(blocksOf(a.B * a.H * a.S, kThreads), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<Op, N>(launch, a, s.in, t.stats, t.deltas, dqkv)))
   }
 };

@@ -1,6 +1,8 @@
 // The few SIMT primitives libplanrt_cuda's tiled kernels use — thread and block
 // indices, the block barrier, the warp's xor shuffle, dynamic shared memory, 16-byte
-// loads and copies, the warp's mma.sync (TF32, and bf16), and the launch — written once for two builds:
+// loads and copies (and asynchronous ones: cp.async, its groups and their wait), the
+// warp's mma.sync (TF32, and bf16) and ldmatrix, the pair of bf16
+// a register holds, and the launch — written once for two builds:
 //   - nvcc (libplanrt_cuda): each is the CUDA built-in or PTX instruction it names;
 //   - a host C++ compiler with PLANRT_SIMT_EMULATE defined (the gtest
 //     planc-simt-tests): each block's threads run as coroutines that switch at every
@@ -35,6 +37,16 @@ SIMT_DEVICE Vec4 load4(const float *p) {
 /// 16 bytes from src to dst, each a multiple of 16 bytes; and 16 zero bytes at dst.
 SIMT_DEVICE void copy16(void *dst, const void *src) { *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src); }
 SIMT_DEVICE void zero16(void *dst) { *static_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0); }
+/// copy16 from global to shared memory without waiting (cp.async); the copies issued so
+/// far become a group at commitAsync(); waitAsyncButOne() waits until every group but the
+/// last committed one has landed (visible to the issuing thread; a barrier then shows
+/// them to the block).
+SIMT_DEVICE void copyAsync16(void *sharedDst, const void *globalSrc) {
+  auto d = static_cast<uint32_t>(__cvta_generic_to_shared(sharedDst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(globalSrc) : "memory");
+}
+SIMT_DEVICE void commitAsync() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+SIMT_DEVICE void waitAsyncButOne() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 SIMT_DEVICE int threadIndex() { return int(threadIdx.x); }
 SIMT_DEVICE int64_t blockIndex(int axis) { return axis == 0 ? blockIdx.x : axis == 1 ? blockIdx.y : blockIdx.z; }
 SIMT_DEVICE void syncBlock() { __syncthreads(); }
@@ -60,6 +72,28 @@ SIMT_DEVICE void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
                "{%0,%1,%2,%3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/// lo and hi rounded to bf16 (to nearest, ties to even) in one register, lo in the low half.
+SIMT_DEVICE uint32_t packBf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+/// ldmatrix .x4 (.trans): four 8 x 8 matrices of 16-bit elements in shared memory, whose
+/// rows lanes 8 i … 8 i + 7 of the warp address (row = 16 bytes at a 16-byte boundary),
+/// into r[i]: lane 4 g + t gets row g, columns 2 t and 2 t + 1 of matrix i (transposed:
+/// rows 2 t and 2 t + 1 of column g), the lower index in the low half.
+SIMT_DEVICE void ldmatrix4(uint32_t (&r)[4], const void *row) {
+  auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+SIMT_DEVICE void ldmatrix4Trans(uint32_t (&r)[4], const void *row) {
+  auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 /// d += A · B on the tensor cores for one warp (mma.sync m16n8k8, TF32 operands, fp32
 /// accumulation). With lane = 4 g + t: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]
@@ -97,6 +131,7 @@ struct Grid {
 struct Block {
   Block(int threads, size_t sharedBytes, std::function<void()> body)
       : threads(threads), shared(sharedBytes), slots(size_t(threads)), fragments(size_t(threads) * 6),
+        rows(size_t(threads)),
         contexts(size_t(threads)), stacks(size_t(threads) * kStack), done(size_t(threads), false),
         body(std::move(body)) {}
   static constexpr size_t kStack = size_t(256) << 10;
@@ -105,6 +140,7 @@ struct Block {
   std::vector<unsigned char> shared;
   std::vector<float> slots;
   std::vector<uint32_t> fragments; ///< each thread's a[4] and b[2] of an mma
+  std::vector<const uint16_t *> rows; ///< each thread's row address of an ldmatrix
   std::vector<ucontext_t> contexts;
   ucontext_t caller;
   std::vector<char> stacks;
@@ -178,6 +214,10 @@ inline void zero16(void *dst) {
     throw std::logic_error("simt::zero16: an address not a multiple of 16 bytes");
   std::memset(dst, 0, 16);
 }
+/// The copy lands at once: the kernel's choice of buffers is what the emulation checks.
+inline void copyAsync16(void *sharedDst, const void *globalSrc) { copy16(sharedDst, globalSrc); }
+inline void commitAsync() {}
+inline void waitAsyncButOne() {}
 inline int threadIndex() { return theBlock->current; }
 inline int64_t blockIndex(int axis) { return theBlock->index[axis]; }
 inline void syncBlock() { theBlock->wait(); }
@@ -261,6 +301,36 @@ inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
       [](const uint32_t *w, int k, int n) { return bf16Half(w[(4 * n + (k % 8) / 2) * 6 + 4 + (k >= 8)], k); });
 }
 
+/// x rounded to bf16 (to nearest, ties to even; NaN stays a NaN), as its 16 bits.
+inline uint32_t bf16Bits(float x) {
+  uint32_t u = bitsOf(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return (u >> 16) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+inline uint32_t packBf16(float lo, float hi) { return bf16Bits(lo) | bf16Bits(hi) << 16; }
+/// ldmatrix .x4 (.trans) as the CUDA version says: every lane posts its row's address,
+/// then reads its two elements of each matrix from the rows the warp posted.
+inline void ldmatrix(uint32_t (&r)[4], const void *row, bool trans) {
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0)
+    throw std::logic_error("simt::ldmatrix: a row not at a 16-byte boundary");
+  Block &blk = *theBlock;
+  int me = blk.current, lane = me % 32, g = lane / 4, t = lane % 4;
+  blk.rows[size_t(me)] = static_cast<const uint16_t *>(row);
+  blk.wait();
+  const uint16_t *const *warp = &blk.rows[size_t(me - lane)];
+  uint32_t out[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t *const *m = warp + 8 * i;
+    out[i] = trans ? uint32_t(m[2 * t][g]) | uint32_t(m[2 * t + 1][g]) << 16
+                   : uint32_t(m[g][2 * t]) | uint32_t(m[g][2 * t + 1]) << 16;
+  }
+  blk.wait();
+  for (int i = 0; i < 4; ++i)
+    r[i] = out[i];
+}
+inline void ldmatrix4(uint32_t (&r)[4], const void *row) { ldmatrix(r, row, false); }
+inline void ldmatrix4Trans(uint32_t (&r)[4], const void *row) { ldmatrix(r, row, true); }
 /// Runs kernel(args...) over the grid, one block after another, each block's threads
 /// as coroutines.
 template <class Kernel, class... Args>
