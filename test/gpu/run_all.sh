@@ -72,11 +72,13 @@ for p in $CHECKS; do
   [[ $ok == 1 ]] || continue
   # Each plan with the default attention kernels (tensor cores: bf16 in a bf16 plan, split
   # TF32 in an fp32 one) and with the CUDA-core ones (simt).
-  for att in default simt; do
-    run=cuda_$p; [[ $att == simt ]] && run=cuda_${p}_simt
-    PLANRT_CUDA_ATTENTION=$att $T ./cuda_$p --data "$(data $p)" --log "$OUTDIR/$run.jsonl" > "$OUTDIR/$run.out" 2>&1 ||
-      { fail "$run (see $run.out)"; continue; }
-    $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/$run.jsonl" "$p" "$att" >> "$R" <<'PY' || fail "$run: CUDA losses differ from the CPU's"
+  # A bf16 plan also with every GEMM's operands staged in 16 bits (gemm.cpp).
+  for v in default simt $([[ $p == *bf16* ]] && echo staged); do
+    run=cuda_$p; [[ $v != default ]] && run=cuda_${p}_$v
+    att=$v stage=auto; [[ $v == staged ]] && att=default stage=operands
+    PLANRT_CUDA_ATTENTION=$att PLANRT_CUDA_GEMM_STAGE=$stage $T ./cuda_$p --data "$(data $p)" \
+      --log "$OUTDIR/$run.jsonl" > "$OUTDIR/$run.out" 2>&1 || { fail "$run (see $run.out)"; continue; }
+    $PY - "$OUTDIR/cpu_$p.jsonl" "$OUTDIR/$run.jsonl" "$p" "$v" >> "$R" <<'PY' || fail "$run: CUDA losses differ from the CPU's"
 import json, sys
 def losses(f): return [json.loads(l)["loss"] for l in open(f) if '"loss"' in l]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
@@ -84,7 +86,7 @@ worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 final = abs(a[-1] - b[-1]) / abs(a[-1])
 ok = len(a) == len(b) >= 20 and worst <= 2e-2 and final <= 1e-2
 prec = "bf16" if "bf16" in sys.argv[3] else "fp32"
-name = sys.argv[3] + (" (attention: simt)" if sys.argv[4] == "simt" else "")
+name = sys.argv[3] + {"simt": " (attention: simt)", "staged": " (GEMMs: every one staged)"}.get(sys.argv[4], "")
 print(f"| {name} | {prec} | {worst:.2e} | {a[-1]:.5f} / {b[-1]:.5f} | {'yes' if ok else 'NO'} |")
 sys.exit(0 if ok else 1)
 PY
@@ -121,7 +123,7 @@ finish() {
     # step: achieved bandwidth and occupancy, for what the profile cannot say.
     echo -e "\n## 7. Nsight Compute: kernels matching '$NCU'\n" >> "$R"
     timeout ${NCU_TIMEOUT:-240} ncu --kernel-name "regex:$NCU" --launch-skip 0 --launch-count 4 --section SpeedOfLight \
-      --section Occupancy --section MemoryWorkloadAnalysis ./cuda_gpt2s_bench --steps 2 --quiet \
+      --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats ./cuda_gpt2s_bench --steps 2 --quiet \
       --data "$B/data/gpt2_tokens.bin" > "$OUTDIR/ncu.txt" 2>&1 || fail "ncu (see ncu.txt)"
     echo '```' >> "$R"
     grep -E '^  [a-zA-Z_].*\(|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per' \
@@ -135,14 +137,19 @@ finish() {
 }
 if [[ ${BENCH:-1} == 0 ]]; then finish; fi
 echo -e "\n## 4. Benchmark: gpt2_small, batch 8 x 1024, bf16 (median of steps 5-29)\n" >> "$R"
-# Timed without the profile (which waits after every operation), with the default
-# attention (bf16 tensor cores) and with the split-TF32 one; then profiled for 12 steps.
-$T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench.jsonl" \
-  > "$OUTDIR/bench.out" 2>&1 || fail "cuda_gpt2s_bench (see bench.out)"
-PLANRT_CUDA_ATTENTION=tf32 $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_tf32.jsonl" \
-  > "$OUTDIR/bench_tf32.out" 2>&1 || fail "cuda_gpt2s_bench with PLANRT_CUDA_ATTENTION=tf32 (see bench_tf32.out)"
-PLANRT_CUDA_MEM_ADVISE=gpu $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_advised.jsonl" \
-  > "$OUTDIR/bench_advised.out" 2>&1 || fail "cuda_gpt2s_bench with PLANRT_CUDA_MEM_ADVISE=gpu (see bench_advised.out)"
+# Timed without the profile (which waits after every operation): the defaults, then each
+# variant of BENCH_VARIANTS (space-separated; a variant's NAME=VALUE settings
+# comma-separated); then profiled for 12 steps.
+BENCH_VARIANTS=${BENCH_VARIANTS:-PLANRT_CUDA_GEMM_STAGE=never PLANRT_CUDA_GEMM_STAGE=operands}
+: > "$OUTDIR/bench_runs.txt"
+i=0
+for v in "" $BENCH_VARIANTS; do
+  log=bench$([[ -n $v ]] && echo _$i).jsonl
+  env ${v//,/ } $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/$log" > "$OUTDIR/${log%.jsonl}.out" 2>&1 ||
+    fail "cuda_gpt2s_bench ${v:-(defaults)} (see ${log%.jsonl}.out)"
+  echo "$log|planc (CUDA target${v:+, $v})" >> "$OUTDIR/bench_runs.txt"
+  i=$((i + 1))
+done
 PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" $T ./cuda_gpt2s_bench --steps 12 --data "$B/data/gpt2_tokens.bin" \
   --log "$OUTDIR/bench_profiled.jsonl" > "$OUTDIR/bench_profiled.out" 2>&1 || fail "profiled cuda_gpt2s_bench"
 for mode in $([[ ${TORCH:-1} != 0 ]] && echo eager compile); do
@@ -164,9 +171,7 @@ peak = 989e12
 L, S, d = 12, 1024, 768
 def mfu(tok, params): return tok * (6 * params + 6 * L * S * d) / peak
 rows = []
-for log, label in (("bench.jsonl", "planc (CUDA target)"),
-                   ("bench_tf32.jsonl", "planc (CUDA target, attention: split TF32)"),
-                   ("bench_advised.jsonl", "planc (CUDA target, PLANRT_CUDA_MEM_ADVISE=gpu)")):
+for log, label in (line.rstrip("\n").split("|", 1) for line in open(os.path.join(out, "bench_runs.txt"))):
     try:
         steps = [json.loads(l) for l in open(os.path.join(out, log)) if '"loss"' in l]
         tok = statistics.median(s["tokens_per_s"] for s in steps[5:])
