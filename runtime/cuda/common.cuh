@@ -3,8 +3,9 @@
 // out-of-range index flag, stream-ordered scratch memory. Each kernel file is the device
 // version of a family of runtime/lib/kernels/ (one file per family) (the CPU reference, planrt_kernels.h);
 // test/gpu/kernels_test.cpp compares the two and times each. Written for correctness
-// first: row reductions in double as the CPU's, one warp per row, no atomics in sums
-// (every run gives the same bits).
+// first: row reductions in double as the CPU's (cross-entropy: its exponentials in
+// float, summed in double), a warp (cross-entropy: a block) per row, no atomics in
+// sums (every run gives the same bits).
 #ifndef PLANRT_CUDA_COMMON_CUH
 #define PLANRT_CUDA_COMMON_CUH
 

@@ -13,6 +13,23 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
+/// f(j, lr[j]) for this thread's share of row lr (j = threadIdx.x, + kThreads, … < V),
+/// kUnroll loads in flight.
+template <class F> __device__ void forShare(const float *__restrict__ lr, int64_t V, const F &f) {
+  int64_t j = threadIdx.x;
+  for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      x[u] = lr[j + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      f(j + u * kThreads, x[u]);
+  }
+  for (; j < V; j += kThreads)
+    f(j, lr[j]);
+}
+
 /// The block's max m and Σ exp(x − m) over row `lr` (length V), on every thread.
 __device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blockMax, double &blockSum) {
   __shared__ float maxes[kThreads / kWarp];
@@ -28,18 +45,7 @@ __device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blo
       s += double(expf(x - m));
     }
   };
-  int64_t j = threadIdx.x;
-  for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
-    float x[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      x[u] = lr[j + u * kThreads];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      take(x[u]);
-  }
-  for (; j < V; j += kThreads)
-    take(lr[j]);
+  forShare(lr, V, [&](int64_t, float x) { take(x); });
   // The block's maximum, then each thread's sum rescaled to it, summed in a fixed order.
   int warp = threadIdx.x / kWarp, lane = laneId();
   float wm = warpMax(m);
@@ -49,7 +55,9 @@ __device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blo
   float M = maxes[0];
   for (int w = 1; w < kThreads / kWarp; ++w)
     M = fmaxf(M, maxes[w]);
-  double mine = m == -INFINITY ? 0.0 : s * double(expf(m - M));
+  // A share of only −inf adds nothing; a NaN anywhere goes on to the sum (fmaxf drops
+  // NaN from the maxima, not from the sums).
+  double mine = m == -INFINITY && !isnan(s) ? 0.0 : s * double(expf(m - M));
   double ws = warpSum(mine);
   if (lane == 0)
     sums[warp] = ws;
@@ -117,20 +125,14 @@ __global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const f
   float m;
   double sum;
   rowMaxSumExp(lr, V, m, sum);
-  float k = float(scale / sum), fscale = float(scale);
-  auto grad = [&](int64_t j, float x) { dr[j] = k * expf(x - m) - (j == t ? fscale : 0.0f); };
-  int64_t j = threadIdx.x;
-  for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
-    float x[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      x[u] = lr[j + u * kThreads];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      grad(j + u * kThreads, x[u]);
-  }
-  for (; j < V; j += kThreads)
-    grad(j, lr[j]);
+  // p_j = k exp(x_j − m) in float; the target's p_t − scale in double, as the CPU's
+  // (where p_t is near 1 the difference would lose its digits in float).
+  double kd = scale / sum;
+  float k = float(kd);
+  auto grad = [&](int64_t j, float x) {
+    dr[j] = j == t ? float(kd * exp(double(x - m)) - scale) : k * expf(x - m);
+  };
+  forShare(lr, V, grad);
 }
 
 /// Rows are blocks: a grid's x extent is below 2^31.

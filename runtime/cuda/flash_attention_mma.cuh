@@ -117,11 +117,8 @@ struct Bf16 {
   static constexpr bool kScaleQ = false;
   static constexpr bool kPInRegisters = true;
   static constexpr int kBuffers = 2; ///< the next tile loads (asynchronously) while this one is used
-  /// x rounded to bf16 (to nearest, ties to even), as its bits.
-  SIMT_DEVICE static Elem from(float x) {
-    uint32_t u = simt::bitsOf(x);
-    return Elem((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-  }
+  /// x rounded to bf16 (to nearest, ties to even; a NaN stays a NaN), as its bits.
+  SIMT_DEVICE static Elem from(float x) { return Elem(simt::bf16Bits(x)); }
 
   /// The kernels read head-major bf16 copies of q, k, v and dout (staged by stageBf16):
   /// row (b, h, s) at ((b heads + h) S + s) dp, dp = 8 ND elements, zeros past D.

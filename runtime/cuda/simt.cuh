@@ -301,14 +301,6 @@ inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
       [](const uint32_t *w, int k, int n) { return bf16Half(w[(4 * n + (k % 8) / 2) * 6 + 4 + (k >= 8)], k); });
 }
 
-/// x rounded to bf16 (to nearest, ties to even; NaN stays a NaN), as its 16 bits.
-inline uint32_t bf16Bits(float x) {
-  uint32_t u = bitsOf(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-    return (u >> 16) | 0x40u;
-  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
-inline uint32_t packBf16(float lo, float hi) { return bf16Bits(lo) | bf16Bits(hi) << 16; }
 /// ldmatrix .x4 (.trans) as the CUDA version says: every lane posts its row's address,
 /// then reads its two elements of each matrix from the rows the warp posted.
 inline void ldmatrix(uint32_t (&r)[4], const void *row, bool trans) {
@@ -352,5 +344,19 @@ void launch(Grid grid, int threads, size_t sharedBytes, Kernel kernel, Args... a
 } // namespace planrt::simt
 
 #endif // PLANRT_SIMT_EMULATE
+
+namespace planrt::simt {
+/// x rounded to bf16 (to nearest, ties to even; a NaN stays a quiet NaN), as its 16 bits.
+SIMT_DEVICE uint32_t bf16Bits(float x) {
+  uint32_t u = bitsOf(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return (u >> 16) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+#ifdef PLANRT_SIMT_EMULATE
+/// cvt.rn.bf16x2.f32's result (NaN aside: the device's is canonical).
+inline uint32_t packBf16(float lo, float hi) { return bf16Bits(lo) | bf16Bits(hi) << 16; }
+#endif
+} // namespace planrt::simt
 
 #endif // PLANRT_CUDA_SIMT_CUH

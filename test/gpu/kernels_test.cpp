@@ -353,6 +353,31 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V);
   planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V);
   EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), 1e-6);
+  // Rows longer than a block's unrolled stride (4 x 256), of an odd length; then one
+  // element of a row a NaN (not its target): the loss is NaN on both, and so is that
+  // row's gradient.
+  {
+    const int64_t r2 = 37, V2 = 5003;
+    Buf l2(r2 * V2), g2(r2 * V2), g2r(r2 * V2), s2(1), s2r(1);
+    Ids t2(r2);
+    for (int64_t r = 0; r < r2; ++r)
+      t2.p[r] = int32_t(g() % uint32_t(V2));
+    fill(l2, 15, 4.0f);
+    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2);
+    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
+    planrt_cuda_sync();
+    EXPECT_LT(std::fabs(s2.p[0] - s2r.p[0]) / std::fabs(s2r.p[0]), 1e-6);
+    planrt_k_cross_entropy_bwd(&seed, l2.p, t2.p, g2r.p, r2, V2);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2);
+    EXPECT_LT(relDiff(g2.p, g2r.p, r2 * V2), 1e-6);
+    l2.p[5 * V2 + (t2.p[5] + 1) % V2] = NAN;
+    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2);
+    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2);
+    planrt_cuda_sync();
+    EXPECT_TRUE(std::isnan(s2r.p[0]) && std::isnan(s2.p[0])) << s2r.p[0] << " " << s2.p[0];
+    EXPECT_TRUE(std::isnan(g2.p[5 * V2 + t2.p[5]]));
+  }
   const int64_t R = 4096, W = 50257;
   Buf bl(R * W), bdl(R * W), bloss(1);
   Ids bt(R);
