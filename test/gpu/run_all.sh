@@ -150,6 +150,11 @@ for v in "" $BENCH_VARIANTS; do
   echo "$log|planc (CUDA target${v:+, $v})" >> "$OUTDIR/bench_runs.txt"
   i=$((i + 1))
 done
+if [[ -x ./cuda_gpt2s_bench_v50304 ]]; then
+  $T ./cuda_gpt2s_bench_v50304 --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_v50304.jsonl" \
+    > "$OUTDIR/bench_v50304.out" 2>&1 || fail "cuda_gpt2s_bench_v50304 (see bench_v50304.out)"
+  echo "bench_v50304.jsonl|planc (CUDA target, the vocabulary padded to 50,304 in the model)" >> "$OUTDIR/bench_runs.txt"
+fi
 PLANRT_CUDA_PROFILE="$OUTDIR/profile.txt" $T ./cuda_gpt2s_bench --steps 12 --data "$B/data/gpt2_tokens.bin" \
   --log "$OUTDIR/bench_profiled.jsonl" > "$OUTDIR/bench_profiled.out" 2>&1 || fail "profiled cuda_gpt2s_bench"
 for mode in $([[ ${TORCH:-1} != 0 ]] && echo eager compile); do
