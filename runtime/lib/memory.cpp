@@ -5,6 +5,7 @@
 // the buffers the runtime holds for the generated code (planrt_mem_alloc: parameters,
 // gradients, optimizer state, the step's buffers, tokens), the peak of all the memory
 // the executable used: what `planc explain`'s per-device total predicts.
+#include "memory_trace.h"
 #include "planrt.h"
 #include "status.h"
 
@@ -53,8 +54,8 @@ const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
-/// `counter` (live or held).
-void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter) {
+/// `counter` (live or held), for code at `caller` (PLANRT_MEM_TRACE).
+void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter, const void *caller) {
   void *base = backend.load()->alloc(size + sizeof(Header) + alignment);
   if (!base)
     return nullptr;
@@ -64,7 +65,10 @@ void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter) {
   uint64_t now = counter.fetch_add(size, std::memory_order_relaxed) + size;
   if (&counter == &live)
     raise(peak, now);
-  raise(totalPeak, live.load(std::memory_order_relaxed) + held.load(std::memory_order_relaxed));
+  uint64_t total = live.load(std::memory_order_relaxed) + held.load(std::memory_order_relaxed);
+  raise(totalPeak, total);
+  if (planrt::trace::on())
+    planrt::trace::allocated(reinterpret_cast<void *>(p), size, &counter == &live, caller, total);
   return reinterpret_cast<void *>(p);
 }
 
@@ -73,6 +77,8 @@ void release(void *ptr, std::atomic<uint64_t> &counter) {
     return;
   Header h;
   std::memcpy(&h, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof h);
+  if (planrt::trace::on())
+    planrt::trace::released(ptr);
   counter.fetch_sub(h.size, std::memory_order_relaxed);
   backend.load()->free(h.base);
 }
@@ -87,15 +93,15 @@ struct Arena {
 
 extern "C" {
 
-void *_mlir_memref_to_llvm_alloc(size_t size) { return allocate(size, 16, live); }
+void *_mlir_memref_to_llvm_alloc(size_t size) { return allocate(size, 16, live, __builtin_return_address(0)); }
 
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  return allocate(size, alignment < 16 ? 16 : alignment, live);
+  return allocate(size, alignment < 16 ? 16 : alignment, live, __builtin_return_address(0));
 }
 
 void _mlir_memref_to_llvm_free(void *ptr) { release(ptr, live); }
 
-void *planrt_mem_alloc(size_t bytes) { return allocate(bytes, 256, held); }
+void *planrt_mem_alloc(size_t bytes) { return allocate(bytes, 256, held, __builtin_return_address(0)); }
 void planrt_mem_free(void *ptr) { release(ptr, held); }
 void planrt_mem_fill(void *ptr, float value, size_t count) {
   if (!ptr || count == 0)
@@ -130,10 +136,14 @@ void *planrt_mem_reserve(size_t bytes) {
 void planrt_mem_commit(size_t bytes) {
   uint64_t now = held.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   raise(totalPeak, live.load(std::memory_order_relaxed) + now);
+  if (planrt::trace::on())
+    planrt::trace::committed(int64_t(bytes), live.load(std::memory_order_relaxed) + now);
 }
 
 void planrt_mem_decommit(void *ptr, size_t bytes) {
   held.fetch_sub(bytes, std::memory_order_relaxed);
+  if (planrt::trace::on())
+    planrt::trace::committed(-int64_t(bytes), 0);
   // Only the pages wholly inside: a page shared with a neighbouring range stays.
   uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   uintptr_t lo = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);

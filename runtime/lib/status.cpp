@@ -13,6 +13,8 @@ const char *planrt_last_error(void) { return lastError.c_str(); }
 
 void planrt_set_rank(int rank) { currentRank = rank; }
 
+int planrt::rank() { return currentRank; }
+
 planrt_status planrt::fail(planrt_status status, const char *fmt, ...) {
   char buf[2048];
   va_list ap;

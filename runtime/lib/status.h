@@ -9,6 +9,8 @@
 namespace planrt {
 /// Records "rank R: message" as the last error and returns `status`.
 planrt_status fail(planrt_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/// The rank planrt_set_rank set (0 before).
+int rank();
 } // namespace planrt
 
 #endif // PLANRT_LIB_STATUS_H

@@ -15,7 +15,8 @@
 # bf16, ZeRO-1 in fp16, against one process of the same precision. Each layout's per-step
 # loss must match the single-process run within rtol 1e-5 (TESTING.md; 2e-2 for bf16 and
 # fp16), and the bytes the runtime counts per step, by collective, must equal
-# `planc explain --json`'s prediction exactly.
+# `planc explain --json`'s prediction exactly. A pipeline run also writes its memory trace
+# (PLANRT_MEM_TRACE), whose rows must add up to the peak its log reports.
 #
 #   test/e2e/layouts.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -227,6 +228,20 @@ plan pp2_accum8_full 1 1 0 fp32 full 1 false 2 1f1b
 plan dp2_tp2_pp2 2 2 1 fp32 none 2 false 2 1f1b
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single pp2_gpipe pp2_1f1b dp2_pp2 dp2_pp2_zero1 tp2_pp2 tp2_sp_pp2_selective \
   pp2_accum8_full dp2_tp2_pp2
+# PLANRT_MEM_TRACE: what each rank holds at its peak; rank 0's total is the peak its log
+# reports, and its rows (grouped blocks, committed parts) add up to that total.
+rm -f trace.txt trace.txt.rank1
+PLANRT_MEM_TRACE="$WORK/trace.txt" "$MPIRUN" -n 2 ./exe_pp2_accum8_full --log trace.jsonl --quiet
+"$PY" - trace.txt trace.txt.rank1 trace.jsonl <<'PYEOF'
+import json, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if not l.startswith("#")]
+total = int(open(sys.argv[1]).readline().split(": ")[1].split()[0])
+peak = max(json.loads(l)["mem_device_peak_bytes"] for l in open(sys.argv[3]) if '"loss"' in l)
+summed = sum(int(r[0]) for r in rows)
+assert total == peak == summed, f"layouts: FAIL: trace total {total}, log peak {peak}, rows {summed}"
+assert open(sys.argv[2]).readline().startswith("# planrt memory at its peak"), "layouts: FAIL: no rank 1 trace"
+print(f"memory trace: rank 0 holds {total} B at its peak in {len(rows)} rows, as its log says")
+PYEOF
 # ZeRO-2 and 3 with a pipeline (a stage's gradient reduce-scattered once, after its last
 # backward pass; ZeRO-3's parameters gathered once, before its first forward pass): data 2 x
 # pipeline 2 under 1F1B and GPipe, with tensor 2 + SP and selective recompute on 8 ranks; and

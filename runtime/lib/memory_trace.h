@@ -1,0 +1,23 @@
+// Internal: PLANRT_MEM_TRACE, what the executable holds at its memory peak (memory.cpp
+// reports each allocation, release and commit; memory_trace.cpp keeps the blocks live at
+// the peak of live + held bytes and writes them at exit).
+#ifndef PLANRT_LIB_MEMORY_TRACE_H
+#define PLANRT_LIB_MEMORY_TRACE_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace planrt::trace {
+
+/// Whether PLANRT_MEM_TRACE is set (read once).
+bool on();
+/// A block of `size` bytes at ptr: the generated code's (`generated`) or the runtime's,
+/// allocated from code at `caller` (a return address); `total` is live + held after it.
+void allocated(const void *ptr, size_t size, bool generated, const void *caller, uint64_t total);
+void released(const void *ptr);
+/// Bytes committed (positive) or decommitted (negative) in a reserved buffer's parts.
+void committed(int64_t bytes, uint64_t total);
+
+} // namespace planrt::trace
+
+#endif // PLANRT_LIB_MEMORY_TRACE_H
