@@ -37,7 +37,7 @@ __device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blo
   float m = -INFINITY;
   double s = 0;
   // One read: m rises as the row goes, the sum is rescaled when it does.
-  auto take = [&](float x) {
+  auto take = [&](int64_t, float x) {
     if (x > m) {
       s = s * double(expf(m - x)) + 1.0;
       m = x;
@@ -45,7 +45,7 @@ __device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blo
       s += double(expf(x - m));
     }
   };
-  forShare(lr, V, [&](int64_t, float x) { take(x); });
+  forShare(lr, V, take);
   // The block's maximum, then each thread's sum rescaled to it, summed in a fixed order.
   int warp = threadIdx.x / kWarp, lane = laneId();
   float wm = warpMax(m);

@@ -179,10 +179,6 @@ Lt &lt() {
   return instance;
 }
 
-} // namespace
-
-namespace {
-
 /// The operands cuBLASLt reads for one call: the caller's, or 16-bit copies (k then
 /// padded), which release() frees once the stream is past the GEMM.
 struct Operands {
