@@ -1,6 +1,9 @@
 // Small queries and names over the checked program.
 #include "plan/Lang/Program.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace plan::sema;
 
 int64_t Parameter::numElements() const {
@@ -15,6 +18,12 @@ int64_t Model::numParameters() const {
   for (const Parameter &p : params)
     n += p.numElements();
   return n;
+}
+
+int64_t Federated::sampled() const {
+  // ⌈fraction × clients⌉, with fractions such as 0.3 × 10 that are whole in decimal kept whole.
+  auto n = int64_t(std::ceil(fraction * double(clients) - 1e-9));
+  return std::clamp<int64_t>(n, 1, clients);
 }
 
 std::vector<const GraphOp *> Model::attentions() const {

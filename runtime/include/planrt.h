@@ -113,7 +113,9 @@ PLANRT_C_BEGIN
  * `planc explain` predicts. */
 typedef struct planrt_mesh planrt_mesh;
 typedef enum { PLANRT_ALL_REDUCE = 0, PLANRT_ALL_GATHER, PLANRT_REDUCE_SCATTER, PLANRT_SEND } planrt_collective;
-typedef enum { PLANRT_SUM = 0, PLANRT_MAX } planrt_reduce_op;
+/* PLANRT_SUM_U64: the buffer holds count / 2 unsigned 64-bit integers, summed modulo 2^64
+ * (a federated round's fixed-point updates; MPI only). */
+typedef enum { PLANRT_SUM = 0, PLANRT_MAX, PLANRT_SUM_U64 } planrt_reduce_op;
 
 /* Initialises MPI if needed; the world size must equal the product of the sizes. */
 planrt_status planrt_mesh_init(int *argc, char ***argv, const int64_t *sizes, int axes, planrt_mesh **out);
@@ -396,6 +398,10 @@ typedef void (*planrt_program_fn)(planrt_step_ctx *ctx);
 /* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
  * not finite), flushed; `step` is the 0-based step after which it was measured. */
 planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
+/* A federated round's line, {"round": r, "loss": x, "val_loss": y (only if given: not
+ * NaN), "clients": [the sampled client indices], "comm_bytes": {…}}, flushed. */
+planrt_status planrt_log_round(planrt_log *log, uint64_t round, double loss, double val_loss, const int64_t *clients,
+                               size_t nclients, const uint64_t comm[4]);
 /* The entry points generated code calls (the step program's sched ops, the bucket
  * hooks, the step arena, the drivers main calls), each with its contract:
  * planrt_abi.def (PLANRT_ABI_STEP). */

@@ -296,9 +296,15 @@ int64_t planrt_mesh_coord(const planrt_mesh *mesh, int axis) {
 }
 
 planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op) {
-  if (!validMask(mesh, mask) || (count && !buf) || !validCount(count))
+  if (!validMask(mesh, mask) || (count && !buf) || !validCount(count) || (op == PLANRT_SUM_U64 && count % 2))
     return fail(PLANRT_ERR_ARG, "planrt_all_reduce: bad argument");
   mesh->count(PLANRT_ALL_REDUCE, mask, uint64_t(count) * 4);
+  if (op == PLANRT_SUM_U64) { // integers wrap modulo 2^64: exact in any order
+    if (gCollectives.load())
+      return fail(PLANRT_ERR_ARG, "planrt_all_reduce: 64-bit integer sums run over MPI only, not a device backend");
+    return mesh->check(MPI_Allreduce_c(MPI_IN_PLACE, buf, MPI_Count(count / 2), MPI_UINT64_T, MPI_SUM, mesh->comm(mask)),
+                       "all_reduce (64-bit integers)");
+  }
   if (onDevice(&planrt_collectives::all_reduce, mesh->comm(mask), buf, count, int(op == PLANRT_MAX)))
     return PLANRT_OK;
   return mesh->check(

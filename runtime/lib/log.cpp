@@ -87,6 +87,28 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
   return flushLine(log);
 }
 
+planrt_status planrt_log_round(planrt_log *log, uint64_t round, double loss, double valLoss, const int64_t *clients,
+                               size_t nclients, const uint64_t comm[4]) {
+  if (!log)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_round: null log");
+  FILE *f = log->file;
+  std::fprintf(f, "{\"round\": %llu, \"loss\": ", (unsigned long long)round);
+  number(f, loss);
+  if (!std::isnan(valLoss)) {
+    std::fputs(", \"val_loss\": ", f);
+    number(f, valLoss);
+  }
+  std::fputs(", \"clients\": [", f);
+  for (size_t i = 0; i < nclients; ++i)
+    std::fprintf(f, "%s%lld", i ? ", " : "", (long long)clients[i]);
+  std::fprintf(
+      f,
+      "], \"comm_bytes\": {\"all_reduce\": %llu, \"all_gather\": %llu, \"reduce_scatter\": %llu, \"send_recv\": %llu}}\n",
+      (unsigned long long)comm[0], (unsigned long long)comm[1], (unsigned long long)comm[2],
+      (unsigned long long)comm[3]);
+  return flushLine(log);
+}
+
 planrt_status planrt_log_loss_scale(planrt_log *log, uint64_t step, double scale, int skipped) {
   if (!log)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_log_loss_scale: null log");

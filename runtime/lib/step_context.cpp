@@ -138,8 +138,8 @@ float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, con
 }
 
 bool planrt_step_ctx::readBatch(int64_t s, int64_t micro) {
-  uint64_t first =
-      uint64_t(s) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) + uint64_t(dataRank * this->micro);
+  uint64_t first = uint64_t(s + sampleStepBase) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) +
+                   uint64_t(dataRank * this->micro);
   if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, tokens.data(), targets.data())) {
     failWith(st);
     return false;
@@ -403,7 +403,8 @@ void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, in
   if (!p)
     return;
   planrt::Waiting w(*ctx, describe("all_reduce", ctx->buffers[size_t(buf)], offset, count, mask));
-  if (planrt_status s = planrt_all_reduce(ctx->mesh, unsigned(mask), p, count, reduce == 1 ? PLANRT_MAX : PLANRT_SUM))
+  planrt_reduce_op op = reduce == 1 ? PLANRT_MAX : reduce == 3 ? PLANRT_SUM_U64 : PLANRT_SUM;
+  if (planrt_status s = planrt_all_reduce(ctx->mesh, unsigned(mask), p, count, op))
     return ctx->failWith(s);
   if (reduce == 2) {
     float n = float(planrt_mesh_group_size(ctx->mesh, unsigned(mask)));

@@ -103,6 +103,19 @@ struct planrt_step_ctx {
   int64_t activationIn = 0, activationOut = 0;
   int64_t savedFloats = 0; ///< `keep: activations`: floats a micro-batch's forward pass keeps
   planrt::BackendVector<int32_t> tokens, targets;
+  /// Added to a step's index where it picks samples: a federated round's local step i
+  /// reads the samples of step round × local_steps + i.
+  int64_t sampleStepBase = 0;
+  /// A federated round (federated.cpp): the clients it sampled, and this client's part.
+  struct Federated {
+    uint64_t seed = 0;
+    int64_t clients = 0, client = 0, localSteps = 0;
+    std::vector<double> tokens;  ///< every client's data, in tokens (weighting: tokens)
+    std::vector<int64_t> sampled; ///< this round's, ascending
+    bool mine = false;            ///< whether this client is one of them
+    double lossSum = 0;           ///< of its local steps' losses
+    int64_t lossCount = 0;
+  } fed;
   std::atomic<int64_t> step{0}; ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
   planrt_status status = PLANRT_OK;

@@ -310,6 +310,8 @@ std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> 
     const Param &p = *whole[i].p;
     int rank = int(p.fullShape.size());
     tensors.push_back({p.name.c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[0]});
+    if (m.fed.any())
+      continue; // a federated plan's global model: the clients' moments restart each round
     tensors.push_back({keep[2 * i].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[1]});
     tensors.push_back({keep[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[2]});
   }

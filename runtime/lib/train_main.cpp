@@ -45,7 +45,7 @@ int Trainer::run() {
     for (int64_t i = 0; entries && i < kStageEntries * m.pipeline; ++i)
       entries = i % kStageEntries >= 3 || e.stages[i] != nullptr; // the chunk updates are optional
   }
-  if (!entries || !e.step || !e.gather || !e.release)
+  if (!entries || !e.step || !e.gather || !e.release || (m.fed.any() && !e.round))
     return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
   if (planrt_status s = prepare())
     return error(s);
@@ -56,13 +56,15 @@ int Trainer::run() {
     if (planrt_status s = planrt_mesh_agree(ctx.mesh, &ready))
       return error(s);
     // Launchers name a dead process by its pid: say which pid is which rank.
-    int64_t devices = m.dataParallel * m.tensorParallel * m.pipeline;
+    int64_t devices = m.dataParallel * m.tensorParallel * m.pipeline * m.fed.clients;
     std::vector<char> ranks(size_t(64 * devices + 64));
     planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
     if (rank0)
       std::fprintf(stderr, "planrt: %lld ranks: %s\n", (long long)devices, ranks.data());
     watchdog = std::make_unique<planrt::Watchdog>(ctx, o.commTimeout);
   }
+  if (m.fed.any())
+    return runFederated();
   if (start >= end) {
     progress.line("nothing to do: the run starts at step " + std::to_string(start) + " and ends at step " +
                       std::to_string(end),
@@ -204,6 +206,9 @@ void Trainer::bindStep() {
 
 planrt_status Trainer::openData() {
   std::vector<std::string> trainFiles = o.data.empty() ? m.data : o.data;
+  if (m.fed.perClient)
+    if (planrt_status s = clientFiles(trainFiles))
+      return s;
   if (trainFiles.empty())
     return fail(PLANRT_ERR_ARG, "no training data: the plan names none and no --data was given");
   std::vector<const char *> patterns;
@@ -274,7 +279,7 @@ planrt_status Trainer::allocateBuffers() {
 }
 
 planrt_status Trainer::initialState() {
-  if (!o.resume.empty())
+  if (!o.resume.empty() && !m.fed.any()) // a federated run resumes its rounds (resumeRound)
     return resume();
   std::vector<float> P(size_t(m.fullFloats), 0.0f);
   // --init FILE overrides the plan's `init = checkpoint(…)`, which under adapters holds
@@ -312,6 +317,19 @@ planrt_status Trainer::initialState() {
 }
 
 planrt_status Trainer::evaluate(int64_t s) {
+  double mean = 0;
+  if (planrt_status st = validationLoss(mean))
+    return st;
+  if (log)
+    if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean))
+      return st;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "step %lld/%lld · val loss %.4f", (long long)(s + 1), (long long)end, mean);
+  progress.line(buf);
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::validationLoss(double &mean) {
   e.gather(&ctx);
   if (ctx.status)
     return fail(ctx.status, "%s", ctx.error.c_str());
@@ -351,13 +369,7 @@ planrt_status Trainer::evaluate(int64_t s) {
     if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &sum, 1, PLANRT_SUM))
       return st;
   }
-  double mean = double(sum) / double(m.evalBatches * m.dataParallel);
-  if (log)
-    if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean))
-      return st;
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld · val loss %.4f", (long long)(s + 1), (long long)end, mean);
-  progress.line(buf);
+  mean = double(sum) / double(m.evalBatches * m.dataParallel);
   return PLANRT_OK;
 }
 
@@ -487,7 +499,7 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
                                  planrt_sumsq_fn sumsq, planrt_update_fn update, planrt_eval_fn eval,
                                  planrt_step_fn step, planrt_program_fn gather, planrt_program_fn release,
                                  planrt_update_chunk_fn chunk0, planrt_update_chunk_fn chunk1, void *const *stages,
-                                 int64_t nstages) {
+                                 int64_t nstages, planrt_step_fn round) {
   // The step functions allocate and free the same activation buffers every step: keep
   // them in the heap (up to glibc's 32 MiB maximum) rather than mapping and unmapping
   // them, which costs a page fault per 4 KiB touched each step.
@@ -512,7 +524,7 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
       return kExitError;
     }
     // More than one device: one process per device, started by mpirun (or srun).
-    if (m.dataParallel * m.tensorParallel * m.pipeline > 1) {
+    if (m.dataParallel * m.tensorParallel * m.pipeline * m.fed.clients > 1) {
       if (planrt_mesh_init(&argc, &argv, m.sizes.data(), int(m.sizes.size()), &mesh) != PLANRT_OK) {
         std::fprintf(stderr, "planrt: error: %s\n", planrt_last_error());
         return kExitError;
@@ -545,7 +557,8 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
     }
     int rc;
     {
-      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, chunk0, chunk1, stages, nstages}, mesh);
+      Trainer t(m, o, Entries{grad, sumsq, update, eval, step, gather, release, chunk0, chunk1, stages, nstages, round},
+                mesh);
       rc = t.run();
     }
     planrt_mesh_finalize(mesh);

@@ -259,6 +259,24 @@ void readGroups(const json &lay, Manifest &m) {
   }
 }
 
+/// A federated plan's round: what the driver needs of it (the round program has the rest).
+void readFederated(const json &root, Manifest &m) {
+  if (!root.contains(key::federated))
+    return;
+  const json &f = root[key::federated];
+  if (!f.is_object())
+    throw Malformed{"federated must be an object"};
+  m.fed.axisName = text(f, key::axis, "federated");
+  m.fed.clients = integer(f, key::clients, "federated", 1, 65536);
+  m.fed.rounds = integer(f, key::rounds, "federated", 1, kMaxSteps);
+  m.fed.localSteps = integer(f, key::local_steps, "federated", 1, kMaxSteps);
+  m.fed.sampled = integer(f, key::sampled, "federated", 1, m.fed.clients);
+  const json &perClient = field(f, key::per_client, "federated");
+  if (!perClient.is_boolean())
+    throw Malformed{"federated.per_client must be true or false"};
+  m.fed.perClient = perClient.get<bool>();
+}
+
 /// The device mesh, checked against train's data, tensor and pipeline parallelism.
 void readMesh(const json &root, Manifest &m) {
   const json &mesh = field(root, key::mesh, "the manifest");
@@ -293,11 +311,17 @@ void readMesh(const json &root, Manifest &m) {
   if (m.pipelineAxis >= 0 && m.sizes[size_t(m.pipelineAxis)] != m.pipeline)
     throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stages for a pipeline axis of " +
                     std::to_string(m.sizes[size_t(m.pipelineAxis)])};
-  if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel * m.pipeline)
+  if (!m.fed.axisName.empty()) {
+    auto it = std::find(m.axes.begin(), m.axes.end(), m.fed.axisName);
+    if (it == m.axes.end() || m.sizes[size_t(it - m.axes.begin())] != m.fed.clients)
+      throw Malformed{"federated.axis '" + m.fed.axisName + "' is not a mesh axis of federated.clients ranks"};
+    m.fed.axis = int(it - m.axes.begin());
+  }
+  if (data != m.dataParallel || devices != m.dataParallel * m.tensorParallel * m.pipeline * m.fed.clients)
     throw Malformed{"train.data_parallel " + std::to_string(m.dataParallel) + " × tensor_parallel " +
                     std::to_string(m.tensorParallel) + " × pipeline stages " + std::to_string(m.pipeline) +
-                    " is not the mesh's " + std::to_string(devices) +
-                    " devices over its data, tensor and pipeline axes"};
+                    " × federated clients " + std::to_string(m.fed.clients) + " is not the mesh's " +
+                    std::to_string(devices) + " devices over its data, tensor, pipeline and federated axes"};
 }
 
 /// Whole parameters lie one after another (tensor parallelism; else as the flat layout).
@@ -495,6 +519,7 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     const json &train = field(root, key::train, "the manifest");
     readTrainShape(train, m);
     readGroups(lay, m);
+    readFederated(root, m);
     readMesh(root, m);
     placeWholeParams(m);
     readSchedule(root, m);

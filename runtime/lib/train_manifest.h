@@ -127,6 +127,14 @@ struct Manifest {
   /// at their offsets in its first stateBytes, then stepBytes of step region.
   bool arena = false;
   int64_t stateBytes = 0, stepBytes = 0;
+  /// A federated plan's round (`federated`, docs/FEDERATED.md): clients 1 without.
+  struct {
+    std::string axisName;
+    int axis = -1; ///< the mesh axis whose coordinates are the clients
+    int64_t clients = 1, rounds = 0, localSteps = 0, sampled = 0;
+    bool perClient = false; ///< data holds patterns whose sorted matches are the clients' files
+    bool any() const { return axis >= 0; }
+  } fed;
   int64_t rankStateBytes = 0, rankStepBytes = 0; ///< what this rank's pipeline stage needs of them
 };
 

@@ -36,6 +36,7 @@ struct Entries {
   planrt_update_chunk_fn chunk0, chunk1; ///< an offloaded optimizer's chunk updates (null without)
   void *const *stages; ///< pipeline: kStageEntries per stage (forward, backward, update, two chunk updates)
   int64_t nstages;
+  planrt_step_fn round; ///< a federated plan's round program (null otherwise)
 };
 
 class Trainer {
@@ -79,6 +80,8 @@ private:
   /// whatever the layout: each data-parallel rank takes every d-th block of micro windows,
   /// and the sums are reduced over the data axes.
   planrt_status evaluate(int64_t s);
+  /// The mean validation loss evaluate logs (collective over the data and pipeline axes).
+  planrt_status validationLoss(double &mean);
 
   /// One evaluation micro-batch through the pipeline: this stage's forward pass on the
   /// previous stage's activation, handed on to the next; the last stage's loss in `loss`
@@ -91,6 +94,26 @@ private:
   void commTotals(uint64_t out[4]) const;
 
   planrt_status step(int64_t s);
+
+  // ---- A federated plan's rounds (train_federated.cpp).
+
+  /// The rounds in place of the steps: planc_round each, its log line and progress,
+  /// then --export of the global model.
+  int runFederated();
+  /// per_client(…): the sorted matches of the patterns, one per client; `files` becomes
+  /// this client's. Every client's tokens go to ctx.fed.tokens once the data is open.
+  planrt_status clientFiles(std::vector<std::string> &files);
+  /// Every client's token count (collective over the client axis), for `weighting: tokens`.
+  planrt_status clientTokens();
+  /// The checkpoint after `done` rounds: the global model (and FedAdam's moments) that
+  /// every rank holds alike, written by rank 0 as DIR/step-<done>.safetensors.
+  planrt_status saveRound(int64_t done);
+  /// --resume: the newest round checkpoint into the global model (and FedAdam's moments);
+  /// `first` the round to run next. The rounds that follow are those of an uninterrupted
+  /// run: each draws its clients and samples from the seed and its index alone.
+  planrt_status resumeRound(int64_t &first);
+  /// FedAdam's moment buffers (-1 each under sgd).
+  int serverMoment(int k) const { return bufferId(k ? "server_exp_avg_sq" : "server_exp_avg"); }
 
   // ---- Buffers and this rank's pieces (train_state.cpp).
 

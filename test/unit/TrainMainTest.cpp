@@ -258,7 +258,7 @@ Result run(const TempDir &dir, const std::string &manifestText, std::vector<std:
       argv.push_back(a.data());
     argv.push_back(nullptr);
     int rc = planrt_train_main(int(args.size()), argv.data(), manifestText.c_str(), grad, bigramSumsq, adamUpdate,
-                               bigramEval, bigramStep, noProgram, noProgram, nullptr, nullptr, nullptr, 0);
+                               bigramEval, bigramStep, noProgram, noProgram, nullptr, nullptr, nullptr, 0, nullptr);
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(rc);
@@ -858,8 +858,8 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "groups[1] is not a span of num_floats that splits into data_parallel pieces");
   m = json::parse(good);
   m["mesh"]["sizes"] = {2};
-  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 × pipeline stages 1 is not the mesh's 2 devices "
-                        "over its data, tensor and pipeline axes");
+  expectError(m.dump(), "train.data_parallel 1 × tensor_parallel 1 × pipeline stages 1 × federated clients 1 is not "
+                        "the mesh's 2 devices over its data, tensor, pipeline and federated axes");
   m = json::parse(good);
   m["mesh"]["data"] = {"tp"};
   expectError(m.dump(), "mesh.data names 'tp', which is not an axis");
@@ -912,7 +912,7 @@ TEST(TrainMain, TheProgressLineIsRedrawnOnATerminal) {
     char arg0[] = "train";
     char *argv[] = {arg0, nullptr};
     int rc = planrt_train_main(1, argv, m.c_str(), bigramGrad, bigramSumsq, adamUpdate, bigramEval, bigramStep,
-                               noProgram, noProgram, nullptr, nullptr, nullptr, 0);
+                               noProgram, noProgram, nullptr, nullptr, nullptr, 0, nullptr);
     std::fflush(stderr);
     _exit(rc);
   }

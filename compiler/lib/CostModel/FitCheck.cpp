@@ -18,6 +18,7 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
       continue;
     sema::Layout layout = sema::layoutOf(t);
     cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh));
+    cost::addFederated(e, model, t, mesh);
     if (e.fits())
       continue;
     ok = false;

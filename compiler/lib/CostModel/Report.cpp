@@ -185,6 +185,18 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   os << llvm::formatv("  tokens/s {0:f0}; model FLOPs/step {1:e3}; MFU {2:f1}% of {3:e3} FLOP/s per device\n",
                       e.tokensPerSecond, e.modelFlopsPerStep, 100 * e.mfu, e.peakFlops);
   os << "  bottleneck: " << e.bottleneck << "\n";
+  if (e.federated) {
+    const FederatedRound &r = *e.federated;
+    os << llvm::formatv("\nfederated round ({0} of {1} clients sampled, {2} local steps each, {3} rounds):\n",
+                        r.sampled, r.clients, r.localSteps, r.rounds);
+    os << llvm::formatv("  {0,-32} {1,12}\n", "update each client hands over", formatBytes(double(r.updateBytes)));
+    os << llvm::formatv("  {0,-32} {1,12} ({2} link)\n", "sent per client per round", formatBytes(double(r.bytesPerClient)),
+                        r.link);
+    os << llvm::formatv("  {0,-32} {1,12}\n", "local steps", seconds(r.localSeconds));
+    os << llvm::formatv("  {0,-32} {1,12}\n", "aggregation", seconds(r.aggregationSeconds));
+    os << llvm::formatv("  {0,-32} {1,12}\n", "round", seconds(r.roundSeconds));
+    os << llvm::formatv("  {0,-32} {1,12}\n", "all rounds", seconds(r.totalSeconds));
+  }
   return s;
 }
 
@@ -287,6 +299,21 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
       {"peak_flops_per_device", e.peakFlops},
       {"bottleneck", e.bottleneck},
   };
+  if (e.federated) {
+    const FederatedRound &r = *e.federated;
+    root["federated"] = Object{{"clients", r.clients},
+                               {"sampled", r.sampled},
+                               {"local_steps", r.localSteps},
+                               {"rounds", r.rounds},
+                               {"update_bytes", r.updateBytes},
+                               {"bytes_per_client_per_round", r.bytesPerClient},
+                               {"server_bytes", r.serverBytes},
+                               {"link", r.link},
+                               {"local_s", r.localSeconds},
+                               {"aggregation_s", r.aggregationSeconds},
+                               {"round_s", r.roundSeconds},
+                               {"total_s", r.totalSeconds}};
+  }
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";

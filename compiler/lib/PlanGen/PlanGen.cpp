@@ -266,7 +266,28 @@ private:
         i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir),
         t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format),
         adapt, t.tokenizer.empty() ? StringAttr() : str(t.tokenizer), t.dataText ? b.getUnitAttr() : UnitAttr(),
-        t.valText ? b.getUnitAttr() : UnitAttr());
+        t.valText ? b.getUnitAttr() : UnitAttr(), federatedAttr(t));
+  }
+
+  /// `federated = fedavg(…)` as plan.train's federated dictionary; null when not federated.
+  DictionaryAttr federatedAttr(const sema::Train &t) {
+    namespace key = planrt::manifest::key;
+    const sema::Federated &f = t.federated;
+    if (!f.any())
+      return DictionaryAttr();
+    bool adam = f.server.kind == sema::ServerOptimizer::Adam;
+    DictionaryAttr server = b.getDictionaryAttr(
+        {b.getNamedAttr(key::kind, str(adam ? "adam" : "sgd")), b.getNamedAttr(key::lr, f64(f.server.lr)),
+         b.getNamedAttr(key::beta1, f64(f.server.beta1)), b.getNamedAttr(key::beta2, f64(f.server.beta2)),
+         b.getNamedAttr(key::eps, f64(f.server.eps))});
+    return b.getDictionaryAttr(
+        {b.getNamedAttr(key::axis, str(f.axis)), b.getNamedAttr(key::clients, i64(f.clients)),
+         b.getNamedAttr(key::rounds, i64(f.rounds)), b.getNamedAttr(key::local_steps, i64(f.localSteps)),
+         b.getNamedAttr(key::fraction, f64(f.fraction)), b.getNamedAttr(key::sampled, i64(f.sampled())),
+         b.getNamedAttr(key::weighting, str(f.weighting == sema::FedWeighting::Tokens ? "tokens" : "uniform")),
+         b.getNamedAttr(key::prox, f64(f.prox)), b.getNamedAttr(key::secure, b.getBoolAttr(f.secure)),
+         b.getNamedAttr(key::dp_clip, f64(f.dpClip)), b.getNamedAttr(key::dp_noise, f64(f.dpNoise)),
+         b.getNamedAttr(key::per_client, b.getBoolAttr(t.dataPerClient)), b.getNamedAttr(key::server, server)});
   }
 
   void genRetrieval(const sema::Retrieval &r) {

@@ -49,7 +49,50 @@ struct StepShape {
   int64_t p = 1;
   bool gpipe = false;
   SmallVector<StageShape> stages; ///< one without pipeline parallelism
+  /// A federated plan's round (the manifest's `federated`); axis "" otherwise.
+  struct {
+    std::string axis, weighting, optimizer;
+    int64_t sampled = 0, localSteps = 0;
+    double prox = 0, clip = 0, noise = 0, lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+    bool secure = false;
+  } fed;
 };
+
+/// Fraction bits of a federated round's fixed-point updates: 2^-40 ≈ 9.1e-13 resolution
+/// and ±2^23 range (docs/FEDERATED.md).
+constexpr int64_t kFedFractionBits = 40;
+
+/// The manifest's `federated` object into s.fed, if it has one.
+LogicalResult readFederated(const llvm::json::Object &o, StepShape &s,
+                            llvm::function_ref<InFlightDiagnostic(const Twine &)> bad) {
+  const llvm::json::Object *f = o.getObject(key::federated);
+  if (!f)
+    return success();
+  const llvm::json::Object *server = f->getObject(key::server);
+  std::optional<StringRef> axis = f->getString(key::axis), weighting = f->getString(key::weighting),
+                           kind = server ? server->getString(key::kind) : std::nullopt;
+  std::optional<int64_t> sampled = f->getInteger(key::sampled), local = f->getInteger(key::local_steps);
+  if (!axis || !llvm::is_contained(s.axes, axis->str()) || !weighting || !kind || !sampled || !local ||
+      *sampled < 1 || *local < 1)
+    return bad("has a federated round without a client axis of the mesh, weighting, server, sampled and local_steps");
+  auto &x = s.fed;
+  x.axis = axis->str();
+  x.weighting = weighting->str();
+  x.optimizer = kind->str();
+  x.sampled = *sampled;
+  x.localSteps = *local;
+  x.prox = f->getNumber(key::prox).value_or(0);
+  x.secure = f->getBoolean(key::secure).value_or(false);
+  double clip = f->getNumber(key::dp_clip).value_or(0), sigma = f->getNumber(key::dp_noise).value_or(0);
+  x.clip = clip;
+  // DP-FedAvg's noise σ·C on the sum of the clipped updates is σ·C / sampled on their mean.
+  x.noise = clip > 0 ? sigma * clip / double(x.sampled) : 0;
+  x.lr = server->getNumber(key::lr).value_or(1);
+  x.beta1 = server->getNumber(key::beta1).value_or(0.9);
+  x.beta2 = server->getNumber(key::beta2).value_or(0.99);
+  x.eps = server->getNumber(key::eps).value_or(1e-3);
+  return success();
+}
 
 LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, StepShape &s) {
   FailureOr<llvm::json::Value> value = manifestJson(global);
@@ -97,6 +140,8 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
   s.accumulation = train->getInteger(key::accumulation).value_or(1);
   if (s.d < 1 || s.zero < 0 || s.zero > 3 || s.accumulation < 1)
     return bad("has a data_parallel, zero or accumulation out of range");
+  if (failed(readFederated(*o, s, bad)))
+    return failure();
   // A layout: the top level's, or a pipeline stage's.
   auto readStage = [&](const llvm::json::Object &from, StageShape &st) -> LogicalResult {
     const llvm::json::Array *spans = from.getArray(key::groups), *params = from.getArray(key::params);
@@ -196,12 +241,16 @@ public:
     for (int64_t k = 0; k < int64_t(s.stages.size()); ++k)
       declare(k);
     state = buffer("state", 8, "persistent");
+    if (federated())
+      declareFederated();
 
     if (s.p > 1)
       buildPipelineStep();
     else
       buildStep();
     buildGather();
+    if (federated())
+      buildRound();
 
     llvm::json::Array table;
     for (auto &[name, floats, lifetime, stage] : declared) {
@@ -488,9 +537,62 @@ private:
     if (s.d > 1)
       sched::AllReduceOp::create(b, cause("loss"), state, i64(7), i64(1), dataAxes, b.getStringAttr("mean"),
                                  b.getStringAttr("loss"));
+    if (federated() && s.fed.prox > 0) // FedProx: the proximal term's gradient, before clipping
+      sched::FedProxOp::create(b, loc, x.grads, i64(l.total), b.getF64FloatAttr(s.fed.prox), x.params, global);
     sumSquares(0);
     reduceNorm();
     update(0, step);
+    func::ReturnOp::create(b, loc);
+  }
+
+  bool federated() const { return !s.fed.axis.empty(); }
+
+  /// A federated plan's server state: the global model, the clients' fixed-point updates
+  /// (and the round loss) as 64-bit integers, and FedAdam's moments.
+  void declareFederated() {
+    int64_t n = layout(0).total;
+    global = buffer("global", n, "persistent");
+    fedUpdate = buffer("update", 2 * (n + 1), "persistent");
+    if (s.fed.optimizer == "adam") {
+      serverMoments.push_back(buffer("server_exp_avg", n, "persistent"));
+      serverMoments.push_back(buffer("server_exp_avg_sq", n, "persistent"));
+    }
+  }
+
+  /// planc_round(ctx, round): the clients sampled, their local steps (planc_step), their
+  /// updates encoded (and masked), summed over the client axis, and the server step.
+  void buildRound() {
+    OpBuilder::InsertionGuard guard(b);
+    func::FuncOp f = function("planc_round", true);
+    Block *entry = f.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    Value ctx = entry->getArgument(0), round = entry->getArgument(1);
+    int64_t n = layout(0).total, words = 2 * (n + 1);
+    const Bufs &x = bufs[0];
+    auto rule = [&](StringRef what) { return because("federated", s.fed.axis, what); };
+    sched::FedBeginOp::create(b, rule("sampled clients start from the global model"), round, b.getStringAttr(s.fed.axis),
+                              i64(s.fed.sampled), global, x.params, b.getArrayAttr({x.expAvg, x.expAvgSq}));
+    auto local = sched::FedLocalOp::create(b, rule("local steps"), i64(s.fed.localSteps));
+    Block *body = b.createBlock(&local.getBody(), {}, {b.getI64Type()}, {loc});
+    b.setInsertionPointToStart(body);
+    func::CallOp::create(b, loc, "planc_step", TypeRange{}, ValueRange{ctx, body->getArgument(0)});
+    sched::FedLossOp::create(b, loc, state);
+    b.setInsertionPointAfter(local);
+    sched::FedEncodeOp::create(b, rule("client update"), fedUpdate, x.params, global, i64(n),
+                               b.getStringAttr(s.fed.weighting), b.getF64FloatAttr(s.fed.clip),
+                               i64(kFedFractionBits));
+    if (s.fed.secure)
+      sched::FedMaskOp::create(b, rule("secure aggregation"), round, fedUpdate, i64(words),
+                               b.getStringAttr(s.fed.axis));
+    sched::AllReduceOp::create(b, rule("client updates"), fedUpdate, i64(0), i64(words),
+                               b.getArrayAttr({b.getStringAttr(s.fed.axis)}), b.getStringAttr("sum_u64"),
+                               b.getStringAttr("client updates"));
+    sched::FedServerOp::create(b, rule("server step"), round, global, fedUpdate, x.params,
+                               serverMoments.empty() ? ArrayAttr() : b.getArrayAttr(serverMoments),
+                               b.getStringAttr(s.fed.optimizer), b.getF64FloatAttr(s.fed.lr),
+                               b.getF64FloatAttr(s.fed.beta1), b.getF64FloatAttr(s.fed.beta2),
+                               b.getF64FloatAttr(s.fed.eps), b.getF64FloatAttr(s.fed.noise), i64(kFedFractionBits),
+                               state);
     func::ReturnOp::create(b, loc);
   }
 
@@ -883,6 +985,9 @@ private:
   ArrayAttr dataAxes;
   FlatSymbolRefAttr state;
   SmallVector<Bufs> bufs; ///< per pipeline stage (one without a pipeline)
+  FlatSymbolRefAttr global, fedUpdate;   ///< a federated plan's global model and client updates
+  SmallVector<Attribute> serverMoments; ///< FedAdam's
+
   SmallVector<std::tuple<std::string, int64_t, std::string, int64_t>> declared;
 };
 
@@ -896,7 +1001,7 @@ struct PlanSchedule : plan::impl::PlanScheduleBase<PlanSchedule> {
       module.emitError() << "plan-schedule needs the manifest of plan-train-abi (planc_manifest)";
       return signalPassFailure();
     }
-    for (const char *name : {"planc_step", "planc_gather", "planc_release"})
+    for (const char *name : {"planc_step", "planc_gather", "planc_release", "planc_round"})
       if (module.lookupSymbol(name)) {
         module.emitError() << "plan-schedule: the module already has a '" << name << "'";
         return signalPassFailure();

@@ -77,6 +77,27 @@ public:
             return failure();
         continue;
       }
+      if (auto callOp = dyn_cast<func::CallOp>(op)) {
+        // A step program called from another (a federated round's local steps): its
+        // collectives are the caller's.
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(callOp, callOp.getCalleeAttr());
+        if (callee && !callee.isExternal() && callee.getNumArguments() > 0 &&
+            callee.getArgAttr(0, "sched.context") && failed(trace(callee.getBody().front(), rank, out)))
+          return failure();
+        continue;
+      }
+      if (auto local = dyn_cast<sched::FedLocalOp>(op)) {
+        // Only the round's sampled clients run it: a collective there would wait for
+        // ranks that never come.
+        std::vector<Event> inside;
+        if (failed(trace(local.getBody().front(), rank, inside)))
+          return failure();
+        if (!inside.empty())
+          return inside.front().op->emitOpError()
+                 << "communicates inside sched.fed_local, which only the round's sampled clients run: the "
+                    "clients not sampled would never join it";
+        continue;
+      }
       if (auto on = dyn_cast<sched::OnOp>(op)) {
         int a = axisIndex(on.getAxis());
         if (a < 0)

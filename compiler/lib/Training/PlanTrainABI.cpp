@@ -138,6 +138,25 @@ llvm::json::Array groupsOf(const training::BufferLayout &layout) {
                            llvm::json::Array{layout.groupBegin[1], layout.groupEnd[1]}};
 }
 
+/// A dictionary of scalars and dictionaries (plan.train's federated) as JSON.
+llvm::json::Value jsonOf(Attribute a) {
+  if (auto d = dyn_cast<DictionaryAttr>(a)) {
+    llvm::json::Object o;
+    for (NamedAttribute e : d)
+      o[e.getName().getValue()] = jsonOf(e.getValue());
+    return o;
+  }
+  if (auto s = dyn_cast<StringAttr>(a))
+    return s.getValue();
+  if (auto b = dyn_cast<BoolAttr>(a))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return int64_t(i.getInt());
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return f.getValueAsDouble();
+  return nullptr;
+}
+
 /// `stages` holds the whole model's table, or one per pipeline stage: then the
 /// top-level table is the first stage's and `stages` lists them all.
 llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t vocab) {
@@ -217,6 +236,8 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                                           {key::alpha, cast<FloatAttr>(adapt.get("alpha")).getValueAsDouble()},
                                           {key::targets, std::move(targets)}};
   }
+  if (DictionaryAttr federated = train.getFederatedAttr())
+    root[key::federated] = jsonOf(federated);
   // Offloaded state: where it lives and the chunk it streams through.
   if (DictionaryAttr offload = train.getParallel().getOffload()) {
     llvm::json::Object places;
@@ -282,8 +303,13 @@ LogicalResult checkSupported(pl::TrainOp train) {
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
+  // A federated plan's client axis: one client per coordinate.
+  int64_t clients = 1;
+  if (DictionaryAttr fed = train.getFederatedAttr())
+    if (auto axis = fed.getAs<StringAttr>(planrt::manifest::key::axis))
+      clients = mesh.getAxisSize(axis.getValue());
   if (training::deviceCount(train) !=
-      training::dataParallelSize(train) * training::tensorParallelOf(train).size * pp.size)
+      training::dataParallelSize(train) * training::tensorParallelOf(train).size * pp.size * clients)
     return train.emitError() << "every axis of mesh '" << train.getMesh()
                              << "' larger than 1 needs a role; this version runs data-parallel layouts";
   if (DictionaryAttr offload = par.getOffload()) {

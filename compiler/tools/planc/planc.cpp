@@ -309,6 +309,7 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
   sema::Layout layout = sema::layoutOf(t);
   cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh), cost::Calibration::defaults(),
                                     /*withTrace=*/!opts.trace.empty());
+  cost::addFederated(e, model, t, mesh);
   if (opts.searchLayouts) {
     cost::SearchOptions all;
     all.buildableOnly = false;

@@ -10,7 +10,8 @@ TrainCheck::TrainCheck(Sema &sema, const ast::Decl &decl)
     : sema(sema), diags(sema.diags), decl(decl), what("train '" + decl.name + "'"),
       sec(sema, decl.entries, what,
           {"model", "mesh", "data", "val", "batch", "micro", "seq", "parallel", "shard", "precision", "loss_scale",
-           "recompute", "optimizer", "schedule", "clip", "steps", "seed", "eval", "checkpoint", "init", "adapt", "quantize", "tokenizer"}) {
+           "recompute", "optimizer", "schedule", "clip", "steps", "seed", "eval", "checkpoint", "init", "adapt", "quantize", "tokenizer", "federated",
+           "server"}) {
   t.name = decl.name;
   t.loc = decl.nameLoc;
   t.baseDir = sema.baseDir(decl.loc);
@@ -38,6 +39,7 @@ void TrainCheck::run() {
   checkInit();
   checkAdapt();
   checkQuantize();
+  checkFederated();
   if (ok && diags.errorCount() == 0)
     sema.program.trains.push_back(std::move(t));
 }

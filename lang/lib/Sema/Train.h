@@ -72,6 +72,8 @@ private:
   void checkPrecision();
 
   // TrainOptimizer.cpp
+  /// `betas: [b1, b2]`, each in [0, 1), into beta1 and beta2 (AdamW's and FedAdam's).
+  void betas(const Value &b, double &beta1, double &beta2);
   void checkOptimizer();
   /// The learning-rate schedule.
   void checkSchedule();
@@ -92,6 +94,17 @@ private:
   /// `quantize = nf4(…)`: needs adapt.
   void checkQuantize();
 
+  // TrainFederated.cpp
+  /// `federated = fedavg(…)`, `server = sgd(…) | adam(…)`, the federated axis and
+  /// per_client data, and what this version does not combine with them.
+  void checkFederated();
+  /// fedavg(…)'s arguments into t.federated.
+  void checkFedAvgArgs(std::map<std::string, Value> &args);
+  /// `server = sgd(lr) | adam(lr, betas, eps)`.
+  void checkServer();
+  /// The keys and layouts a federated plan refuses in this version.
+  void checkFederatedRules();
+
   Sema &sema;
   Diags &diags;
   const ast::Decl &decl;
@@ -107,7 +120,8 @@ private:
   // Where the parallel section set each thing, for the rules checked later.
   const ast::Entry *parallelEntry = nullptr;
   std::vector<AxisUse> uses;
-  ast::Loc tensorLoc, pipelineLoc, sequenceLoc, zeroLoc, bucketLoc;
+  ast::Loc tensorLoc, pipelineLoc, sequenceLoc, zeroLoc, bucketLoc, federatedLoc;
+  ast::Loc perClientLoc; ///< data = per_client(…)
   bool bucketSet = false;
   std::vector<ast::Loc> dataLocs;
 };

@@ -29,12 +29,18 @@ void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out, bool
     return;
   }
   text = v.kind == Value::Kind::Call && v.s == "text";
-  if (v.kind != Value::Kind::Call || (v.s != "tokens" && !text) || v.items.empty()) {
+  bool perClient = v.kind == Value::Kind::Call && v.s == "per_client" && std::string(key) == "data";
+  if (v.kind != Value::Kind::Call || (v.s != "tokens" && !text && !perClient) || v.items.empty()) {
     sema.typeError(v, std::string("'") + key + "' of " + what,
                    "token files, as in tokens(\"data/train.bin\"), or text files, as in text(\"corpus/*.txt\", "
-                   "tokenizer: bpe(\"tokenizer.json\"))");
+                   "tokenizer: bpe(\"tokenizer.json\"))" +
+                       std::string(std::string(key) == "data" ? ", or a federated plan's per_client(\"clients/*/train.bin\")" : ""));
     ok = false;
     return;
+  }
+  if (perClient) {
+    t.dataPerClient = true;
+    perClientLoc = v.loc;
   }
   bool haveTokenizer = false;
   for (const Value::Item &it : v.items) {
@@ -104,7 +110,7 @@ void TrainCheck::checkSizes() {
   haveBatch = intKey("batch", t.batch, true, 1);
   haveMicro = intKey("micro", t.micro, false, 1);
   haveSeq = intKey("seq", t.seq, false, 1);
-  intKey("steps", t.steps, true, 1);
+  intKey("steps", t.steps, !sec.get("federated"), 1); // a federated plan runs rounds
   intKey("seed", t.seed, false, 0);
 }
 

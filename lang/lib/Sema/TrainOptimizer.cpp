@@ -6,6 +6,24 @@ using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
 
+void TrainCheck::betas(const Value &b, double &beta1, double &beta2) {
+  if (b.kind != Value::Kind::List || b.items.size() != 2 || !b.items[0].key.empty()) {
+    sema.typeError(b, "'betas'", "a list of two numbers, as in [0.9, 0.95]");
+    ok = false;
+    return;
+  }
+  auto b1 = sema.toFloat(*b.items[0].value, "beta1");
+  auto b2 = sema.toFloat(*b.items[1].value, "beta2");
+  if (b1 && b2 && *b1 >= 0 && *b1 < 1 && *b2 >= 0 && *b2 < 1) {
+    beta1 = *b1;
+    beta2 = *b2;
+  } else {
+    if (b1 && b2)
+      diags.error(b.loc, "betas must lie in [0, 1)");
+    ok = false;
+  }
+}
+
 void TrainCheck::checkOptimizer() {
   if (const Expr *e = sec.value("optimizer")) {
     Value v = sema.eval(*e, nullptr);
@@ -22,24 +40,8 @@ void TrainCheck::checkOptimizer() {
         } else {
           ok = false;
         }
-        if (a.count("betas")) {
-          Value &b = a["betas"];
-          if (b.kind != Value::Kind::List || b.items.size() != 2 || !b.items[0].key.empty()) {
-            sema.typeError(b, "'betas'", "a list of two numbers, as in [0.9, 0.95]");
-            ok = false;
-          } else {
-            auto b1 = sema.toFloat(*b.items[0].value, "beta1");
-            auto b2 = sema.toFloat(*b.items[1].value, "beta2");
-            if (b1 && b2 && *b1 >= 0 && *b1 < 1 && *b2 >= 0 && *b2 < 1) {
-              t.optimizer.beta1 = *b1;
-              t.optimizer.beta2 = *b2;
-            } else {
-              if (b1 && b2)
-                diags.error(b.loc, "betas must lie in [0, 1)");
-              ok = false;
-            }
-          }
-        }
+        if (a.count("betas"))
+          betas(a["betas"], t.optimizer.beta1, t.optimizer.beta2);
         if (a.count("eps")) {
           auto eps = sema.toFloat(a["eps"], "'eps'");
           if (eps && *eps > 0)

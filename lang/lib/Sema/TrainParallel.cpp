@@ -13,7 +13,7 @@ void TrainCheck::checkParallel() {
   parallelEntry = sec.section("parallel");
   if (parallelEntry) {
     Section par(sema, parallelEntry->children, "the parallel section",
-                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket", "offload"});
+                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket", "offload", "federated"});
     auto names = [&](const char *key, const char *role, std::vector<std::string> &out, std::vector<ast::Loc> *locs) {
       const Expr *e = par.value(key);
       if (!e)
@@ -43,6 +43,15 @@ void TrainCheck::checkParallel() {
     } else if (tensor.size() == 1) {
       t.parallel.tensorAxis = tensor[0];
       tensorLoc = par.get("tensor")->loc;
+    }
+    std::vector<std::string> federated;
+    names("federated", "federated", federated, nullptr);
+    if (federated.size() > 1) {
+      diags.error(par.get("federated")->loc, "'federated' takes one mesh axis: its coordinates are the clients");
+      ok = false;
+    } else if (federated.size() == 1) {
+      t.federated.axis = federated[0];
+      federatedLoc = par.get("federated")->loc;
     }
     if (const Expr *e = par.value("zero")) {
       zeroLoc = e->loc;
@@ -248,7 +257,7 @@ void TrainCheck::checkAxisRoles() {
       if (!inserted) {
         diags.error(u.loc, "mesh axis '" + u.axis + "' is used by two roles, " + it->second->role + " and " + u.role)
             .note(it->second->loc, "first used for " + it->second->role + " here")
-            .note("each mesh axis has exactly one role: data, tensor, pipeline or replicate");
+            .note("each mesh axis has exactly one role: data, tensor, pipeline, federated or replicate");
         ok = false;
       }
     }
@@ -273,6 +282,8 @@ void TrainCheck::checkAxisRoles() {
       t.pipelineParallel = size(t.parallel.pipelineAxis);
     if (t.parallel.stages == 0)
       t.parallel.stages = t.pipelineParallel;
+    if (t.federated.any())
+      t.federated.clients = size(t.federated.axis);
   }
 }
 

@@ -203,7 +203,7 @@ func.func @f(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 sched.mesh @mesh {axes = ["dp"], sizes = array<i64: 2>}
 sched.buffer @g {floats = 16 : i64, lifetime = "step"}
 func.func @f(%ctx: !llvm.ptr {sched.context}) {
-  // expected-error @+1 {{'sched.all_reduce' op reduce must be sum, mean or max, not 'prod'}}
+  // expected-error @+1 {{'sched.all_reduce' op reduce must be sum, mean, max or sum_u64, not 'prod'}}
   sched.all_reduce @g[0, 16] over ["dp"] {purpose = "gradients", reduce = "prod"}
   return
 }

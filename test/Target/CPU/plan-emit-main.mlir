@@ -1,12 +1,13 @@
 // plan-emit-main: an executable's main(argc, argv) hands the manifest, the four
 // entry points on flat buffers (grad, sumsq, update, eval), the three step
-// programs of plan-schedule (step, gather, release) and the pipeline stages' table
-// (none here: null, 0) to the runtime's planrt_train_main, in the order of its C
+// programs of plan-schedule (step, gather, release), the pipeline stages' table
+// (none here: null, 0) and a federated plan's round program (none: null) to the
+// runtime's planrt_train_main, in the order of its C
 // signature (runtime/include/planrt.h); a module without a manifest gets none.
 // RUN: planc-opt %s -split-input-file -plan-emit-main | FileCheck %s
 
 // CHECK-LABEL: llvm.func @planc_grad(
-// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK: llvm.func @planrt_train_main(i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32
 // CHECK-LABEL: llvm.func @main(
 // CHECK-SAME: %[[ARGC:[^:]*]]: i32, %[[ARGV:[^:]*]]: !llvm.ptr) -> i32 {
 // CHECK-NEXT: %[[M:.*]] = llvm.mlir.addressof @planc_manifest : !llvm.ptr
@@ -21,7 +22,8 @@
 // CHECK-NEXT: %[[C1:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[NO:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(0 : i64) : i64
-// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[S]], %[[U]], %[[E]], %[[ST]], %[[GA]], %[[R]], %[[C0]], %[[C1]], %[[NO]], %[[N]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK-NEXT: %[[NR:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[RC:.*]] = llvm.call @planrt_train_main(%[[ARGC]], %[[ARGV]], %[[M]], %[[G]], %[[S]], %[[U]], %[[E]], %[[ST]], %[[GA]], %[[R]], %[[C0]], %[[C1]], %[[NO]], %[[N]], %[[NR]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32
 // CHECK-NEXT: llvm.return %[[RC]] : i32
 // CHECK-NEXT: }
 llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22}\00") {addr_space = 0 : i32}

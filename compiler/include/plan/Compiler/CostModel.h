@@ -86,6 +86,22 @@ struct TraceEvent {
   double start = 0, duration = 0; ///< seconds
 };
 
+/// A federated plan's round (docs/FEDERATED.md): what each client hands to the
+/// aggregation, what it sends under the ring model, and how long a round takes.
+struct FederatedRound {
+  int64_t clients = 0, sampled = 0, localSteps = 0, rounds = 0;
+  /// The fixed-point update and round loss each client hands to the all-reduce:
+  /// 8 × (the flat layout's floats + 1) bytes.
+  int64_t updateBytes = 0;
+  /// Sent by every client per round (sampled or not; ring all-reduce over the client axis).
+  int64_t bytesPerClient = 0;
+  /// The server's state on every rank: the global model, the update's integers and
+  /// FedAdam's two moments (in the estimate's buffers).
+  int64_t serverBytes = 0;
+  double localSeconds = 0, aggregationSeconds = 0, roundSeconds = 0, totalSeconds = 0;
+  std::string link; ///< node or network
+};
+
 struct Estimate {
   int64_t params = 0;        ///< model parameters
   /// Fine-tuning (`adapt`): the adapters' elements, which train, and the model's, which
@@ -128,6 +144,7 @@ struct Estimate {
   }
   std::vector<TraceEvent> trace; ///< one step of the slowest pipeline rank
   int traceRank = 0;
+  std::optional<FederatedRound> federated; ///< a federated plan's round (addFederated)
 };
 
 /// Estimates `model` laid out as `layout` on `mesh`. The layout must pass
@@ -137,6 +154,11 @@ struct Estimate {
 Estimate estimate(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &layout,
                   const std::vector<std::string> &axisRoles = {}, const Calibration &cal = Calibration::defaults(),
                   bool withTrace = false);
+
+/// A federated plan's round added to its estimate: e.federated, and the server's
+/// buffers in e.buffers and perDevice (nothing for a plan that is not federated).
+void addFederated(Estimate &e, const sema::Model &model, const sema::Train &train, const sema::Mesh &mesh,
+                  const Calibration &cal = Calibration::defaults());
 
 /// Whether `layout` fits the mesh's memory (device, and host under offload): estimate's
 /// memory alone, for searches that only need to know.

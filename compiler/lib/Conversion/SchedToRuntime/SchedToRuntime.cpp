@@ -56,16 +56,24 @@ private:
     for (Operation &op : llvm::make_early_inc_range(block)) {
       Location loc = op.getLoc();
       b.setInsertionPoint(&op);
-      if (auto loop = dyn_cast<sched::MicroLoopOp>(op)) {
-        Value lo = arith::ConstantIndexOp::create(b, loc, 0),
-              hi = arith::ConstantIndexOp::create(b, loc, loop.getCount()),
-              one = arith::ConstantIndexOp::create(b, loc, 1);
+      if (isa<sched::MicroLoopOp, sched::FedLocalOp>(op)) {
+        // The micro-batch loop; a round's local steps, which the runtime says how many
+        // of this client runs (none when the round did not sample it).
+        Value lo = arith::ConstantIndexOp::create(b, loc, 0), hi;
+        if (auto loop = dyn_cast<sched::MicroLoopOp>(op))
+          hi = arith::ConstantIndexOp::create(b, loc, loop.getCount());
+        else
+          hi = arith::IndexCastOp::create(
+              b, loc, b.getIndexType(),
+              call(loc, rt::Fn::planrt_sched_fed_local, {i64(loc, cast<sched::FedLocalOp>(op).getCount())})
+                  ->getResult(0));
+        Value one = arith::ConstantIndexOp::create(b, loc, 1);
         auto forOp = scf::ForOp::create(b, loc, lo, hi, one);
-        Block &body = loop.getBody().front();
+        Block &body = op.getRegion(0).front();
         Block *target = forOp.getBody();
         b.setInsertionPointToStart(target);
-        Value micro = arith::IndexCastOp::create(b, loc, b.getI64Type(), forOp.getInductionVar());
-        body.getArgument(0).replaceAllUsesWith(micro);
+        Value index = arith::IndexCastOp::create(b, loc, b.getI64Type(), forOp.getInductionVar());
+        body.getArgument(0).replaceAllUsesWith(index);
         target->getOperations().splice(std::prev(target->end()), body.getOperations());
         op.erase();
         if (failed(lowerBlock(*target)))
@@ -87,6 +95,7 @@ private:
         continue;
       }
       Value m;
+      bool handled = false;
       if (auto x = dyn_cast<sched::FillOp>(op)) {
         Value v = arith::ConstantOp::create(b, loc, x.getValueAttr());
         call(loc, rt::Fn::planrt_sched_fill,
@@ -152,7 +161,10 @@ private:
       } else if (auto x = dyn_cast<sched::AllReduceOp>(op)) {
         if (failed(mask(&op, x.getAxes(), m)))
           return failure();
-        int reduce = x.getReduce() == "sum" ? 0 : x.getReduce() == "max" ? 1 : 2;
+        int reduce = x.getReduce() == "sum"   ? 0
+                     : x.getReduce() == "max" ? 1
+                     : x.getReduce() == "sum_u64" ? 3
+                                                  : 2;
         call(loc, rt::Fn::planrt_sched_all_reduce,
              {m, buf(loc, x.getBufferAttr()), i64(loc, x.getOffset()), i64(loc, x.getCount()), i32(loc, reduce)});
       } else if (isa<sched::AllReduceStartOp, sched::ReduceScatterStartOp>(op)) {
@@ -188,11 +200,65 @@ private:
         call(loc, rt::Fn::planrt_sched_recv,
              {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getPeer()), buf(loc, x.getBufferAttr()),
               i64(loc, x.getOffset()), i64(loc, x.getCount())});
-      } else {
+      } else if (failed(lowerFederated(op, handled))) {
+        return failure();
+      } else if (!handled) {
         continue;
       }
       op.dropAllUses();
       op.erase();
+    }
+    return success();
+  }
+
+  /// A federated round's ops (sched.fed_*); `handled` says whether `op` was one.
+  LogicalResult lowerFederated(Operation &op, bool &handled) {
+    Location loc = op.getLoc();
+    auto f64 = [&](APFloat v) { return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v.convertToDouble())); };
+    auto axis = [&](StringRef name) -> FailureOr<Value> {
+      int a = axisIndex(name);
+      if (a < 0)
+        return op.emitOpError() << "names axis '" << name << "', which the mesh lacks";
+      return i32(loc, a);
+    };
+    handled = true;
+    if (auto x = dyn_cast<sched::FedBeginOp>(op)) {
+      FailureOr<Value> a = axis(x.getAxis());
+      if (failed(a))
+        return failure();
+      ArrayAttr moments = x.getMoments();
+      call(loc, rt::Fn::planrt_sched_fed_begin,
+           {x.getRound(), *a, i64(loc, x.getSampled()), buf(loc, x.getGlobalAttr()), buf(loc, x.getParamsAttr()),
+            moments.size() > 0 ? buf(loc, cast<FlatSymbolRefAttr>(moments[0])) : i32(loc, -1),
+            moments.size() > 1 ? buf(loc, cast<FlatSymbolRefAttr>(moments[1])) : i32(loc, -1)});
+    } else if (auto x = dyn_cast<sched::FedLossOp>(op)) {
+      call(loc, rt::Fn::planrt_sched_fed_loss, {buf(loc, x.getStateAttr())});
+    } else if (auto x = dyn_cast<sched::FedProxOp>(op)) {
+      call(loc, rt::Fn::planrt_sched_fed_prox,
+           {buf(loc, x.getGradsAttr()), i64(loc, x.getCount()), f64(x.getMu()), buf(loc, x.getParamsAttr()),
+            buf(loc, x.getGlobalAttr())});
+    } else if (auto x = dyn_cast<sched::FedEncodeOp>(op)) {
+      call(loc, rt::Fn::planrt_sched_fed_encode,
+           {buf(loc, x.getUpdateAttr()), buf(loc, x.getParamsAttr()), buf(loc, x.getGlobalAttr()),
+            i64(loc, x.getCount()), i32(loc, x.getWeighting() == "uniform" ? 1 : 0), f64(x.getClip()),
+            i64(loc, x.getFractionBits())});
+    } else if (auto x = dyn_cast<sched::FedMaskOp>(op)) {
+      FailureOr<Value> a = axis(x.getAxis());
+      if (failed(a))
+        return failure();
+      call(loc, rt::Fn::planrt_sched_fed_mask, {x.getRound(), buf(loc, x.getUpdateAttr()), i64(loc, x.getCount()), *a});
+    } else if (auto x = dyn_cast<sched::FedServerOp>(op)) {
+      std::optional<ArrayAttr> moments = x.getMoments();
+      auto moment = [&](size_t i) {
+        return moments && moments->size() > i ? buf(loc, cast<FlatSymbolRefAttr>((*moments)[i])) : i32(loc, -1);
+      };
+      call(loc, rt::Fn::planrt_sched_fed_server,
+           {x.getRound(), buf(loc, x.getGlobalAttr()), buf(loc, x.getUpdateAttr()), buf(loc, x.getParamsAttr()),
+            moment(0), moment(1), i32(loc, x.getOptimizer() == "adam" ? 1 : 0), f64(x.getLr()), f64(x.getBeta1()),
+            f64(x.getBeta2()), f64(x.getEps()), f64(x.getNoise()), i64(loc, x.getFractionBits()),
+            buf(loc, x.getStateAttr())});
+    } else {
+      handled = false;
     }
     return success();
   }

@@ -122,6 +122,9 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     args.push_back(stages > 0 ? Value(LLVM::AddressOfOp::create(b, loc, ptr, "planc_stages"))
                               : Value(LLVM::ZeroOp::create(b, loc, ptr)));
     args.push_back(LLVM::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(stages)));
+    // A federated executable's round program.
+    args.push_back(m.lookupSymbol("planc_round") ? Value(LLVM::AddressOfOp::create(b, loc, ptr, "planc_round"))
+                                                 : Value(LLVM::ZeroOp::create(b, loc, ptr)));
     auto call = rt::callLLVMFunc(b, loc, m, rt::Fn::planrt_train_main, args);
     LLVM::ReturnOp::create(b, loc, call.getResult());
   }

@@ -94,13 +94,18 @@ LogicalResult BufferOp::verify() {
   return success();
 }
 
-LogicalResult MicroLoopOp::verify() {
-  if (getCountAttr().getInt() < 1)
-    return emitOpError() << "runs at least once";
-  Block &b = getBody().front();
+/// A loop op's count (at least one) and its body's one i64 argument, `index`.
+static LogicalResult verifyLoop(Operation *op, int64_t count, StringRef once, StringRef index) {
+  if (count < 1)
+    return op->emitOpError() << once;
+  Block &b = op->getRegion(0).front();
   if (b.getNumArguments() != 1 || !b.getArgument(0).getType().isInteger(64))
-    return emitOpError() << "body takes one i64 argument, the micro-batch index";
+    return op->emitOpError() << "body takes one i64 argument, " << index;
   return success();
+}
+
+LogicalResult MicroLoopOp::verify() {
+  return verifyLoop(*this, getCountAttr().getInt(), "runs at least once", "the micro-batch index");
 }
 
 namespace {
@@ -214,8 +219,10 @@ LogicalResult UpdateOp::verify() {
 
 LogicalResult AllReduceOp::verify() {
   StringRef r = getReduce();
-  if (r != "sum" && r != "mean" && r != "max")
-    return emitOpError() << "reduce must be sum, mean or max, not '" << r << "'";
+  if (r != "sum" && r != "mean" && r != "max" && r != "sum_u64")
+    return emitOpError() << "reduce must be sum, mean, max or sum_u64, not '" << r << "'";
+  if (r == "sum_u64" && (getOffset() % 2 || getCount() % 2))
+    return emitOpError() << "sums 64-bit integers: offset and count must be even";
   return success();
 }
 
@@ -410,4 +417,106 @@ LogicalResult SendRecvOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkRange(*this, t, getBufferAttr(), getOffset(), getCount())))
     return failure();
   return checkRange(*this, t, getRecvBufferAttr(), getRecvOffset(), getRecvCount());
+}
+
+//===----------------------------------------------------------------------===//
+// Federated rounds
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The client axis of a federated op: an axis of the mesh.
+LogicalResult checkAxis(Operation *op, StringRef axis) {
+  MeshOp mesh = getMesh(op);
+  if (!mesh)
+    return op->emitOpError() << "needs a sched.mesh in its module";
+  if (mesh.axisIndex(axis) < 0)
+    return op->emitOpError() << "names axis '" << axis << "', which the mesh lacks";
+  return success();
+}
+/// Each of `names` is a buffer of at least `floats` floats.
+LogicalResult checkEach(Operation *op, SymbolTableCollection &t, ArrayAttr names, int64_t floats) {
+  for (Attribute a : names)
+    if (failed(checkRange(op, t, cast<FlatSymbolRefAttr>(a), 0, floats)))
+      return failure();
+  return success();
+}
+} // namespace
+
+LogicalResult FedBeginOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkAxis(*this, getAxis())))
+    return failure();
+  MeshOp mesh = getMesh(*this);
+  int64_t clients = mesh.getSizes()[size_t(mesh.axisIndex(getAxis()))];
+  if (getSampled() < 1 || int64_t(getSampled()) > clients)
+    return emitOpError() << "samples " << getSampled() << " of the " << clients << " clients on '" << getAxis()
+                         << "'";
+  auto global = t.lookupNearestSymbolFrom<BufferOp>(*this, getGlobalAttr());
+  if (!global)
+    return emitOpError() << "uses " << getGlobalAttr() << ", which is not a sched.buffer";
+  int64_t n = global.getFloats();
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, n)))
+    return failure();
+  return checkEach(*this, t, getMoments(), n);
+}
+
+LogicalResult FedLocalOp::verify() {
+  return verifyLoop(*this, getCountAttr().getInt(), "runs at least one local step", "the local step");
+}
+
+LogicalResult FedLossOp::verifySymbolUses(SymbolTableCollection &t) {
+  return checkRange(*this, t, getStateAttr(), 0, 8);
+}
+
+LogicalResult FedProxOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (!(getMu().convertToDouble() >= 0))
+    return emitOpError() << "has a negative mu";
+  for (FlatSymbolRefAttr b : {getGradsAttr(), getParamsAttr(), getGlobalAttr()})
+    if (failed(checkRange(*this, t, b, 0, getCount())))
+      return failure();
+  return success();
+}
+
+LogicalResult FedEncodeOp::verify() {
+  if (getWeighting() != "tokens" && getWeighting() != "uniform")
+    return emitOpError() << "weighting must be tokens or uniform, not '" << getWeighting() << "'";
+  if (getFractionBits() < 1 || getFractionBits() > 52)
+    return emitOpError() << "fraction_bits must lie in [1, 52]";
+  if (!(getClip().convertToDouble() >= 0))
+    return emitOpError() << "has a negative clip";
+  return success();
+}
+LogicalResult FedEncodeOp::verifySymbolUses(SymbolTableCollection &t) {
+  int64_t n = getCount();
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, n)) || failed(checkRange(*this, t, getGlobalAttr(), 0, n)))
+    return failure();
+  return checkRange(*this, t, getUpdateAttr(), 0, 2 * (n + 1));
+}
+
+LogicalResult FedMaskOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (getCount() % 2)
+    return emitOpError() << "masks 64-bit integers: count must be even, not " << getCount();
+  if (failed(checkAxis(*this, getAxis())))
+    return failure();
+  return checkRange(*this, t, getUpdateAttr(), 0, getCount());
+}
+
+LogicalResult FedServerOp::verify() {
+  StringRef o = getOptimizer();
+  if (o != "sgd" && o != "adam")
+    return emitOpError() << "optimizer must be sgd or adam, not '" << o << "'";
+  if ((o == "adam") != (getMoments() && getMoments()->size() == 2))
+    return emitOpError() << (o == "adam" ? "adam needs its two moment buffers" : "sgd keeps no moments");
+  if (getFractionBits() < 1 || getFractionBits() > 52)
+    return emitOpError() << "fraction_bits must lie in [1, 52]";
+  return success();
+}
+LogicalResult FedServerOp::verifySymbolUses(SymbolTableCollection &t) {
+  auto global = t.lookupNearestSymbolFrom<BufferOp>(*this, getGlobalAttr());
+  if (!global)
+    return emitOpError() << "uses " << getGlobalAttr() << ", which is not a sched.buffer";
+  int64_t n = global.getFloats();
+  if (failed(checkRange(*this, t, getUpdateAttr(), 0, 2 * (n + 1))) ||
+      failed(checkRange(*this, t, getParamsAttr(), 0, n)) || failed(checkRange(*this, t, getStateAttr(), 0, 8)))
+    return failure();
+  return getMoments() ? checkEach(*this, t, *getMoments(), n) : success();
 }

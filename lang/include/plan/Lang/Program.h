@@ -190,6 +190,31 @@ struct Parallel {
 /// pass uses; under tensor parallelism NCCL would run two communicators at once).
 int64_t defaultBucketBytes(DeviceKind kind, int64_t dataRanks, int zero, int64_t tensorRanks, int64_t pipelineRanks);
 
+/// `federated = fedavg(…)` over `parallel { federated = AXIS }` (EXTENSIONS.md §3): each
+/// coordinate of the axis is a client with its own data; a round samples clients, each
+/// takes `localSteps` optimizer steps from the global model, and the server applies
+/// `server` to the weighted mean of their updates.
+enum class FedWeighting { Tokens, Uniform };
+enum class ServerOptimizer { SGD, Adam };
+struct Federated {
+  std::string axis; ///< empty: not a federated plan
+  ast::Loc loc;     ///< the fedavg(…) call
+  int64_t clients = 0;
+  int64_t rounds = 0, localSteps = 0;
+  double fraction = 1.0;
+  FedWeighting weighting = FedWeighting::Tokens;
+  double prox = 0;     ///< FedProx's μ; 0: FedAvg
+  bool secure = false; ///< pairwise masks over fixed point (Bonawitz et al. 2017)
+  double dpClip = 0, dpNoise = 0; ///< dp: gaussian(clip: C, noise: σ); clip 0: no DP
+  struct {
+    ServerOptimizer kind = ServerOptimizer::SGD;
+    double lr = 1.0, beta1 = 0.9, beta2 = 0.99, eps = 1e-3;
+  } server;
+  bool any() const { return !axis.empty(); }
+  /// ⌈fraction × clients⌉, the clients each round samples.
+  int64_t sampled() const;
+};
+
 struct Train {
   std::string name;
   ast::Loc loc;
@@ -250,6 +275,9 @@ struct Train {
       std::vector<std::string> matrices;
     } quantize;
   } adapt;
+  /// `data = per_client("clients/*/train.bin")`: the sorted matches, one per client.
+  bool dataPerClient = false;
+  Federated federated;
   /// The plan file's directory, against which relative paths resolve at run time.
   std::string baseDir;
 };

@@ -183,6 +183,12 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     `double` and the base `matrices` stored quantized (plan-quantize).
     `data_text` / `val_text`: `data` / `val` are text files, which the executable
     tokenizes at load with `tokenizer` (a Hugging Face tokenizer.json).
+    `federated` (`federated = fedavg(…)`, EXTENSIONS.md §3): the client `axis`
+    and its size `clients`, `rounds`, `local_steps`, `fraction` and the clients
+    a round samples (`sampled`), `weighting` ("tokens" or "uniform"), `prox`
+    (FedProx's μ), `secure`, `dp_clip` and `dp_noise` (DP-FedAvg; clip 0: off),
+    `per_client` (`data` is one file per client) and the `server` optimizer
+    (`kind` "sgd" or "adam", `lr`, `beta1`, `beta2`, `eps`).
 
     ```mlir
     plan.train @t {model = @tiny, mesh = @cpu4, batch = 32 : i64, micro = 4 : i64,
@@ -227,7 +233,8 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     OptionalAttr<DictionaryAttr>:$adapt,
     OptionalAttr<StrAttr>:$tokenizer,
     UnitAttr:$data_text,
-    UnitAttr:$val_text);
+    UnitAttr:$val_text,
+    OptionalAttr<DictionaryAttr>:$federated);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

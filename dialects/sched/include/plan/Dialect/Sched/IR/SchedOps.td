@@ -265,6 +265,11 @@ def Sched_UpdateOp : Sched_BufferUser<"update"> {
 // Collectives carry the mesh axes they span and a purpose for logs and errors.
 def Sched_AllReduceOp : Sched_BufferUser<"all_reduce"> {
   let summary = "In-place all-reduce of a buffer range";
+  let description = [{
+    `reduce` is "sum", "mean" or "max" of floats, or "sum_u64": the range holds
+    count / 2 unsigned 64-bit integers, summed modulo 2^64 (a federated round's
+    fixed-point updates).
+  }];
   let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$offset, I64Attr:$count, StrArrayAttr:$axes,
                        StrAttr:$reduce, StrAttr:$purpose);
   let assemblyFormat = "$buffer `[` $offset `,` $count `]` `over` $axes attr-dict";
@@ -417,6 +422,110 @@ def Sched_SendRecvOp : Sched_BufferUser<"send_recv"> {
     $buffer `[` $offset `,` $count `]` `to` $to `,` $recv_buffer `[` $recv_offset `,` $recv_count `]` `from` $from
     `along` $axis attr-dict
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Federated rounds (EXTENSIONS.md §3): @planc_round, as every client runs it.
+//===----------------------------------------------------------------------===//
+
+def Sched_FedBeginOp : Sched_BufferUser<"fed_begin"> {
+  let summary = "Starts a federated round: samples its clients and resets them";
+  let description = [{
+    Every rank draws the same `sampled` coordinates of the client axis `axis`
+    from the plan's seed and `round` (a seeded partial Fisher–Yates shuffle,
+    docs/FEDERATED.md). A sampled client starts from the global model (`global`
+    copied into `params`) with its optimizer afresh (`moments` zeroed); the
+    others take no part in the round but its aggregation, where they add zero.
+  }];
+  let arguments = (ins I64:$round, StrAttr:$axis, I64Attr:$sampled, FlatSymbolRefAttr:$global,
+                       FlatSymbolRefAttr:$params, SymbolRefArrayAttr:$moments);
+  let assemblyFormat = [{
+    $round `sample` $sampled `of` $axis `global` $global `params` $params `moments` $moments attr-dict
+  }];
+}
+
+def Sched_FedLocalOp : Sched_Op<"fed_local", [SingleBlock, NoTerminator]> {
+  let summary = "The local steps of the round's sampled clients";
+  let description = [{
+    On a client the round sampled, runs its region `count` times, the block
+    argument being the local step (i64, from 0): the client's own optimizer
+    steps on its own data. Clients not sampled skip it, so the region holds no
+    collective (sched-check-deadlock refuses one).
+  }];
+  let arguments = (ins I64Attr:$count);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$count $body attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_FedLossOp : Sched_BufferUser<"fed_loss"> {
+  let summary = "Adds a local step's loss (state[7]) to the client's round loss";
+  let arguments = (ins FlatSymbolRefAttr:$state);
+  let assemblyFormat = "`state` $state attr-dict";
+}
+
+def Sched_FedProxOp : Sched_BufferUser<"fed_prox"> {
+  let summary = "FedProx's proximal gradient: grads += mu · (params − global)";
+  let description = [{
+    The gradient of μ/2·‖w − w_global‖² (Li et al. 2020) added to the local
+    step's gradient over the first `count` floats, before clipping and the
+    update.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grads, I64Attr:$count, F64Attr:$mu, FlatSymbolRefAttr:$params,
+                       FlatSymbolRefAttr:$global);
+  let assemblyFormat = "$grads `[` $count `]` `mu` $mu `params` $params `global` $global attr-dict";
+}
+
+def Sched_FedEncodeOp : Sched_BufferUser<"fed_encode"> {
+  let summary = "A client's update in fixed point, weighted for the mean";
+  let description = [{
+    `update` holds count + 1 unsigned 64-bit integers (2 · (count + 1) floats):
+    element i is round(a · (params − global)[i] · 2^fraction_bits) in two's
+    complement, with a the client's share of the mean (`weighting` "tokens":
+    its data's tokens over the sampled clients'; "uniform": 1 / sampled), the
+    update first scaled to norm at most `clip` when clip > 0 (DP-FedAvg); the
+    last is the client's mean local loss / sampled. A client not sampled writes
+    zeros. Integers make the aggregate exact and independent of the order of
+    the sum, so that secure aggregation's masks cancel bitwise.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$update, FlatSymbolRefAttr:$params, FlatSymbolRefAttr:$global,
+                       I64Attr:$count, StrAttr:$weighting, F64Attr:$clip, I64Attr:$fraction_bits);
+  let assemblyFormat = "$update `=` `delta` `(` $params `,` $global `)` `[` $count `]` attr-dict";
+  let hasVerifier = 1;
+}
+
+def Sched_FedMaskOp : Sched_BufferUser<"fed_mask"> {
+  let summary = "Secure aggregation's pairwise masks, added modulo 2^64";
+  let description = [{
+    For every other sampled client j of the round, client i adds (i < j) or
+    subtracts (i > j) a mask drawn from the pair's key and `round` to each of
+    the `count` floats' 64-bit integers of `update` (Bonawitz et al. 2017,
+    without dropouts): each buffer a client sends is uniformly random on its
+    own, and the masks cancel exactly in the sum over the sampled clients.
+  }];
+  let arguments = (ins I64:$round, FlatSymbolRefAttr:$update, I64Attr:$count, StrAttr:$axis);
+  let assemblyFormat = "$round $update `[` $count `]` `over` $axis attr-dict";
+}
+
+def Sched_FedServerOp : Sched_BufferUser<"fed_server"> {
+  let summary = "The server step: the mean update decoded, noised, applied to the global model";
+  let description = [{
+    Decodes the sum of the clients' `update`s (the weighted mean update Δ̄ and
+    the round loss, written to state[7]), adds Gaussian noise of standard
+    deviation `noise` per element when noise > 0 (DP-FedAvg; drawn from the
+    seed and `round`, alike on every rank), and applies `optimizer` to
+    `global` with the pseudo-gradient −Δ̄: "sgd" global += lr · Δ̄; "adam"
+    Adam with bias correction on `moments` (FedAdam, Reddi et al. 2021). The
+    new global model is copied into `params`.
+  }];
+  let arguments = (ins I64:$round, FlatSymbolRefAttr:$global, FlatSymbolRefAttr:$update, FlatSymbolRefAttr:$params,
+                       OptionalAttr<SymbolRefArrayAttr>:$moments, StrAttr:$optimizer, F64Attr:$lr, F64Attr:$beta1,
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$noise, I64Attr:$fraction_bits,
+                       FlatSymbolRefAttr:$state);
+  let assemblyFormat = [{
+    $round `global` $global `update` $update `params` $params (`moments` $moments^)? `state` $state attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // PLAN_DIALECT_SCHED_IR_SCHEDOPS_TD
