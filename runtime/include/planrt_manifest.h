@@ -93,6 +93,7 @@ inline constexpr char mesh[] = "mesh";
 inline constexpr char micro[] = "micro";
 inline constexpr char min_lr[] = "min_lr";
 inline constexpr char model[] = "model";
+inline constexpr char momentum[] = "momentum";
 inline constexpr char name[] = "name";
 inline constexpr char nf4[] = "nf4";
 inline constexpr char num_floats[] = "num_floats";

@@ -7,7 +7,9 @@ seeded sample of the clients starts from the global model, takes local_steps Ada
 added to its loss; the server averages the updates (local − global), weighted by each
 client's tokens or uniformly, each clipped to norm C first under DP (noise σ = 0 only:
 planc's noise is its own seeded draw), and applies torch.optim.SGD or torch.optim.Adam to
-the pseudo-gradient −mean.
+the pseudo-gradient −mean. --client-optimizer sgd --momentum μ makes the clients'
+optimizer torch.optim.SGD; --combined instead takes one SGD step on every client's first
+batch together, the DDP step that one round of FedAvg with one local SGD step equals.
 
   fedavg_ref.py --init init.safetensors --clients 'clients/*.bin' MODEL... --batch 4 \\
       --micro 2 --seq 32 --rounds 5 --local-steps 3 --fraction 1.0 --weighting tokens \\
@@ -46,9 +48,37 @@ def sample_clients(seed, rnd, clients, sampled):
     return sorted(perm[:sampled])
 
 
+def client_optimizer(model, args):
+    """AdamW as gpt_ref's, or torch.optim.SGD with the same groups (decay on matrices only)."""
+    if args.client_optimizer == "adamw":
+        return gpt_ref.make_optimizer(model, args)
+    decay = [p for _, p in gpt_ref.trainable(model) if p.dim() >= 2]
+    no_decay = [p for _, p in gpt_ref.trainable(model) if p.dim() < 2]
+    return torch.optim.SGD([{"params": decay, "weight_decay": args.weight_decay},
+                            {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, momentum=args.momentum,
+                           foreach=False)
+
+
+def combined_step(model, data, args):
+    """One SGD step on every client's first batch at once (the DDP step FedAvg with one
+    local SGD step, every client and uniform weights equals): its loss."""
+    opt = client_optimizer(model, args)
+    opt.zero_grad(set_to_none=False)
+    accum = args.batch // args.micro
+    total = 0.0
+    for d in data:
+        for a in range(accum):
+            x, y = d.batch(a * args.micro, args.micro, args.seq)
+            loss = model(x, y)
+            (loss / (accum * len(data))).backward()
+            total += loss.item() / (accum * len(data))
+    opt.step()
+    return total
+
+
 def local_round(model, global_params, data, args, rnd):
     """The client's local steps from the global model: its mean loss and its update."""
-    opt = gpt_ref.make_optimizer(model, args)  # afresh each round
+    opt = client_optimizer(model, args)  # afresh each round
     params = [p for _, p in gpt_ref.trainable(model)]
     accum = args.batch // args.micro
     losses = []
@@ -83,10 +113,13 @@ def main(argv=None):
                                 ("eps", float, 1e-8), ("weight-decay", float, 0.0), ("clip", float, 0.0),
                                 ("server-lr", float, 1.0), ("server-beta1", float, 0.9),
                                 ("server-beta2", float, 0.99), ("server-eps", float, 1e-3),
-                                ("dp-clip", float, 0.0), ("seed", int, 1337)]:
+                                ("dp-clip", float, 0.0), ("momentum", float, 0.0), ("seed", int, 1337)]:
         p.add_argument("--" + name, type=kind, default=default)
     p.add_argument("--weighting", choices=["tokens", "uniform"], default="tokens")
     p.add_argument("--server", choices=["sgd", "adam"], default="sgd")
+    p.add_argument("--client-optimizer", choices=["adamw", "sgd"], default="adamw")
+    p.add_argument("--combined", action="store_true",
+                   help="instead: one SGD step on every client's first batch together (DDP's step)")
     p.add_argument("--out", required=True)
     p.add_argument("--final-out")
     p.add_argument("--sample-only", action="store_true")
@@ -105,6 +138,13 @@ def main(argv=None):
     gpt_ref.load_params(model, tensors, args.init, allow_extra_prefix=())
     data = [gpt_ref.TokenData(f, args.seed, args.vocab) for f in files]
     tokens = [sum(len(t) for t in d.files) for d in data]
+    if args.combined:
+        loss = combined_step(model, data, args)
+        with open(args.out, "w") as f:
+            json.dump({"rounds": [{"round": 0, "loss": loss, "clients": list(range(C))}]}, f)
+        if args.final_out:
+            gpt_ref.write_safetensors(args.final_out, gpt_ref.params_numpy(model), {"round": "1"})
+        return 0
     global_params = [p for _, p in gpt_ref.trainable(model)]
     if args.server == "sgd":
         server = torch.optim.SGD(global_params, lr=args.server_lr)

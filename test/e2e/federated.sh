@@ -14,7 +14,10 @@
 # 4. DP-FedAvg: clipping against the reference (noise 0); the noise's spread as set.
 # 5. Rounds resumed from a round checkpoint (FedAdam's moments in it) are bitwise those of
 #    the uninterrupted run.
-# 6. A per_client glob that matches too few files is refused by name.
+# 6. DDP identity: one round, one local SGD step, every client, uniform weights, server SGD
+#    at lr 1 equals one SGD step on all the clients' batches together (PyTorch).
+# 7. Clients with SGD (momentum, weight decay) against the reference.
+# 8. A per_client glob that matches too few files is refused by name.
 # And planc explain's bytes per client per round equal the executable's count.
 # MPIRUN is the MPI launcher; PYTHON overrides the interpreter.
 set -euo pipefail
@@ -34,7 +37,8 @@ cd "$WORK"
 rm -rf data dump ./*.safetensors ./*.jsonl ./*.json exe_* ./*.plan
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" --clients 4 > /dev/null
 
-# plan NAME FEDAVG_ARGS [SERVER [MORE]]: MORE, more keys of the train plan
+# plan NAME FEDAVG_ARGS [SERVER [MORE [OPTIMIZER]]]: MORE, more keys of the train plan;
+# OPTIMIZER, the clients' (default AdamW at LR, EPS)
 plan() {
   cat > "$1.plan" <<EOF
 // Written by test/e2e/federated.sh.
@@ -49,7 +53,7 @@ train $1 {
   batch = $BATCH  micro = $MICRO  seq = $SEQ
   parallel  { federated = clients }
   federated = fedavg($2)
-  optimizer = adamw(lr: $LR, eps: $EPS)
+  optimizer = ${5:-adamw(lr: $LR, eps: $EPS)}
   server    = ${3:-sgd(lr: 1.0)}
   seed      = $SEED
   ${4:-}
@@ -237,7 +241,19 @@ assert any(k.startswith("server.exp_avg.") for k in t), "FedAdam's moments are n
 print("  rounds 2-3 resumed from round 2's checkpoint: bitwise the uninterrupted run; %d checkpoints kept" % len(files))
 EOF
 
-echo "== 6. a per_client glob with too few files"
+echo "== 6. one round of one local SGD step on every client equals one DDP step of their batches"
+plan ddp "rounds: 1, local_steps: 1, weighting: uniform" "sgd(lr: 1.0)" "" "sgd(lr: 0.5)"
+"$MPIRUN" -n 4 ./exe_ddp --init init.safetensors --export ddp.safetensors --log ddp.jsonl --quiet
+ref ddp_ref.json ddp_ref.safetensors --combined --client-optimizer sgd --lr 0.5
+compare ddp.jsonl ddp_ref.json ddp.safetensors ddp_ref.safetensors
+echo "== 7. clients with SGD and momentum against PyTorch"
+plan sgdm "rounds: 3, local_steps: 3, weighting: tokens" "sgd(lr: 1.0)" "" "sgd(lr: 0.1, momentum: 0.9, weight_decay: 0.01)"
+"$MPIRUN" -n 4 ./exe_sgdm --init init.safetensors --export sgdm.safetensors --log sgdm.jsonl --quiet
+ref sgdm_ref.json sgdm_ref.safetensors --rounds 3 --local-steps 3 --client-optimizer sgd --lr 0.1 --momentum 0.9 \
+  --weight-decay 0.01
+compare sgdm.jsonl sgdm_ref.json sgdm.safetensors sgdm_ref.safetensors
+
+echo "== 8. a per_client glob with too few files"
 mkdir -p few/0 few/1
 cp data/clients/0/train.bin few/0/ && cp data/clients/1/train.bin few/1/
 sed "s|$WORK/data/clients/\*/train.bin|$WORK/few/*/train.bin|" fedavg.plan > few.plan

@@ -266,7 +266,8 @@ private:
         i64(t.checkpointEvery), i64(t.checkpointKeep), str(t.checkpointDir), str(t.baseDir),
         t.init.path.empty() ? StringAttr() : str(t.init.path), t.init.path.empty() ? StringAttr() : str(t.init.format),
         adapt, t.tokenizer.empty() ? StringAttr() : str(t.tokenizer), t.dataText ? b.getUnitAttr() : UnitAttr(),
-        t.valText ? b.getUnitAttr() : UnitAttr(), federatedAttr(t));
+        t.valText ? b.getUnitAttr() : UnitAttr(), federatedAttr(t),
+        str(t.optimizer.kind == sema::OptimizerKind::SGD ? "sgd" : "adamw"), f64(t.optimizer.momentum));
   }
 
   /// `federated = fedavg(…)` as plan.train's federated dictionary; null when not federated.

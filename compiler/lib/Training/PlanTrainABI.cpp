@@ -193,6 +193,8 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                        {key::beta1, train.getBeta1().convertToDouble()},
                        {key::beta2, train.getBeta2().convertToDouble()},
                        {key::eps, train.getEps().convertToDouble()},
+                       {key::optimizer, train.getOptimizer()},
+                       {key::momentum, train.getMomentum().convertToDouble()},
                        {key::precision, pl::stringifyPrecision(train.getPrecision())},
                        {key::loss_scale, lossScale(train)}};
   if (std::optional<StringRef> tokenizer = train.getTokenizer()) {

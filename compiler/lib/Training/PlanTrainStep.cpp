@@ -217,6 +217,14 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
     double wd = groups[i] == 0 ? train.getWeightDecay().convertToDouble() : 0.0;
     RankedTensorType ty = spanType(groups[i]);
     // With loss scaling, a skipped step leaves parameters and moments as they were.
+    if (train.getOptimizer() == "sgd") { // the momentum buffer in exp_avg; exp_avg_sq unused
+      auto op = nn::SGDOp::create(b, loc, ty, ty, arg(0, i), arg(1, i), arg(2, i), lr, scale,
+                                  scaled ? finite : Value(), train.getMomentumAttr(), b.getF64FloatAttr(wd));
+      results.push_back(op.getNewParam());
+      newM.push_back(op.getNewBuf());
+      newV.push_back(arg(3, i));
+      continue;
+    }
     auto op = nn::AdamWOp::create(b, loc, ty, ty, ty, arg(0, i), arg(1, i), arg(2, i), arg(3, i), lr, scale, bc1, bc2,
                                   scaled ? finite : Value(), train.getBeta1Attr(), train.getBeta2Attr(),
                                   train.getEpsAttr(), b.getF64FloatAttr(wd));

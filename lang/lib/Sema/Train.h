@@ -72,6 +72,10 @@ private:
   void checkPrecision();
 
   // TrainOptimizer.cpp
+  /// Argument `key` of a call, if given: a number for which `valid` holds, into `out`;
+  /// else the error `must`.
+  void numberArg(std::map<std::string, Value> &a, const char *key, double &out, bool (*valid)(double),
+                 const char *must);
   /// `betas: [b1, b2]`, each in [0, 1), into beta1 and beta2 (AdamW's and FedAdam's).
   void betas(const Value &b, double &beta1, double &beta2);
   void checkOptimizer();

@@ -161,26 +161,11 @@ void TrainCheck::checkServer() {
     }
     auto &a = *args;
     s.kind = adam ? sema::ServerOptimizer::Adam : sema::ServerOptimizer::SGD;
-    auto lr = sema.toFloat(a["lr"], "the server's 'lr'");
-    if (lr && *lr > 0) {
-      s.lr = *lr;
-    } else {
-      if (lr)
-        diags.error(a["lr"].loc, "the server's learning rate must be positive");
-      ok = false;
-    }
+    auto positive = [](double x) { return x > 0; };
+    numberArg(a, "lr", s.lr, positive, "the server's learning rate must be positive");
     if (a.count("betas"))
       betas(a["betas"], s.beta1, s.beta2);
-    if (a.count("eps")) {
-      auto eps = sema.toFloat(a["eps"], "the server's 'eps'");
-      if (eps && *eps > 0) {
-        s.eps = *eps;
-      } else {
-        if (eps)
-          diags.error(a["eps"].loc, "the server's 'eps' (FedAdam's τ) must be positive");
-        ok = false;
-      }
-    }
+    numberArg(a, "eps", s.eps, positive, "the server's 'eps' (FedAdam's τ) must be positive");
   } else if (!v.isError()) {
     std::string name = v.kind == Value::Kind::Call || v.kind == Value::Kind::Name ? v.s : "";
     diags.error(e->loc, name.empty() ? "the server's optimizer is written 'sgd(lr: 1.0)' or 'adam(lr: 1e-2)'"

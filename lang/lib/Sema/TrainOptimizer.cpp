@@ -6,6 +6,20 @@ using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
 
+void TrainCheck::numberArg(std::map<std::string, Value> &a, const char *key, double &out, bool (*valid)(double),
+                           const char *must) {
+  if (!a.count(key))
+    return;
+  auto x = sema.toFloat(a[key], std::string("'") + key + "'");
+  if (x && valid(*x)) {
+    out = *x;
+  } else {
+    if (x)
+      diags.error(a[key].loc, must);
+    ok = false;
+  }
+}
+
 void TrainCheck::betas(const Value &b, double &beta1, double &beta2) {
   if (b.kind != Value::Kind::List || b.items.size() != 2 || !b.items[0].key.empty()) {
     sema.typeError(b, "'betas'", "a list of two numbers, as in [0.9, 0.95]");
@@ -25,57 +39,52 @@ void TrainCheck::betas(const Value &b, double &beta1, double &beta2) {
 }
 
 void TrainCheck::checkOptimizer() {
-  if (const Expr *e = sec.value("optimizer")) {
-    Value v = sema.eval(*e, nullptr);
-    if (v.kind == Value::Kind::Call && v.s == "adamw") {
-      if (auto args =
-              bindArgs(sema, {"adamw", {{"lr", true}, {"betas", false}, {"eps", false}, {"weight_decay", false}}}, v)) {
-        auto &a = *args;
-        if (auto lr = sema.toFloat(a["lr"], "'lr'")) {
-          t.optimizer.lr = *lr;
-          if (!(*lr > 0)) {
-            diags.error(a["lr"].loc, "the learning rate must be positive");
-            ok = false;
-          }
-        } else {
-          ok = false;
-        }
-        if (a.count("betas"))
-          betas(a["betas"], t.optimizer.beta1, t.optimizer.beta2);
-        if (a.count("eps")) {
-          auto eps = sema.toFloat(a["eps"], "'eps'");
-          if (eps && *eps > 0)
-            t.optimizer.eps = *eps;
-          else {
-            if (eps)
-              diags.error(a["eps"].loc, "'eps' must be positive");
-            ok = false;
-          }
-        }
-        if (a.count("weight_decay")) {
-          auto wd = sema.toFloat(a["weight_decay"], "'weight_decay'");
-          if (wd && *wd >= 0)
-            t.optimizer.weightDecay = *wd;
-          else {
-            if (wd)
-              diags.error(a["weight_decay"].loc, "'weight_decay' must not be negative");
-            ok = false;
-          }
-        }
-      } else {
-        ok = false;
-      }
-    } else if (!v.isError()) {
-      std::string name = v.kind == Value::Kind::Call || v.kind == Value::Kind::Name ? v.s : "";
-      auto d = diags.error(e->loc, name.empty() ? "the optimizer is written 'adamw(lr: …)'"
-                                                : "optimizer '" + name + "' is not implemented");
-      d.note("planc implements adamw(lr, betas: [b1, b2], eps, weight_decay)");
-      ok = false;
-    } else {
+  const Expr *e = sec.value("optimizer");
+  if (!e) {
+    if (!sec.get("optimizer")) {
+      diags.error(decl.nameLoc, what + " needs 'optimizer', as in 'optimizer = adamw(lr: 3e-4)'");
       ok = false;
     }
-  } else if (!sec.get("optimizer")) {
-    diags.error(decl.nameLoc, what + " needs 'optimizer', as in 'optimizer = adamw(lr: 3e-4)'");
+    return;
+  }
+  Value v = sema.eval(*e, nullptr);
+  bool sgd = v.kind == Value::Kind::Call && v.s == "sgd";
+  if (v.kind == Value::Kind::Call && (v.s == "adamw" || sgd)) {
+    Signature sig{v.s, {{"lr", true}, {"weight_decay", false}}};
+    if (sgd)
+      sig.params.push_back({"momentum", false});
+    else
+      sig.params.insert(sig.params.end(), {{"betas", false}, {"eps", false}});
+    auto args = bindArgs(sema, sig, v);
+    if (!args) {
+      ok = false;
+      return;
+    }
+    auto &a = *args;
+    t.optimizer.kind = sgd ? sema::OptimizerKind::SGD : sema::OptimizerKind::AdamW;
+    auto number = [&](const char *key, double &out, bool (*valid)(double), const char *must) {
+      numberArg(a, key, out, valid, must);
+    };
+    number("lr", t.optimizer.lr, [](double x) { return x > 0; }, "the learning rate must be positive");
+    if (a.count("betas"))
+      betas(a["betas"], t.optimizer.beta1, t.optimizer.beta2);
+    number("eps", t.optimizer.eps, [](double x) { return x > 0; }, "'eps' must be positive");
+    number("weight_decay", t.optimizer.weightDecay, [](double x) { return x >= 0; },
+           "'weight_decay' must not be negative");
+    number("momentum", t.optimizer.momentum, [](double x) { return x >= 0 && x < 1; },
+           "'momentum' must lie in [0, 1)");
+    if (sgd && t.parallel.optimizerOffload.any()) {
+      diags.error(e->loc, "sgd(…) with an offloaded optimizer is not implemented in this version of planc")
+          .note(t.parallel.optimizerOffload.loc, "the offload streams AdamW's moments");
+      ok = false;
+    }
+  } else if (!v.isError()) {
+    std::string name = v.kind == Value::Kind::Call || v.kind == Value::Kind::Name ? v.s : "";
+    auto d = diags.error(e->loc, name.empty() ? "the optimizer is written 'adamw(lr: …)'"
+                                              : "optimizer '" + name + "' is not implemented");
+    d.note("planc implements adamw(lr, betas: [b1, b2], eps, weight_decay) and sgd(lr, momentum, weight_decay)");
+    ok = false;
+  } else {
     ok = false;
   }
 }

@@ -263,6 +263,32 @@ func.func @adamw(%p: tensor<8x24xf32>, %g: tensor<8x24xf32>, %m: tensor<8x24xf32
   return %p2, %m2, %v2 : tensor<8x24xf32>, tensor<8x24xf32>, tensor<8x24xf32>
 }
 
+// SGD with momentum and weight decay: lr narrowed to f32 outside the loop, then one
+// generic of 3 inputs (p, g, buf) and 2 outputs (p, buf): g·scale + wd·p, buf = μ·buf + g,
+// p − lr·buf.
+// CHECK-LABEL: func.func @sgd(
+// CHECK-SAME: %[[P:[^:]*]]: tensor<8x24xf32>, %[[G:[^:]*]]: tensor<8x24xf32>, %[[B:[^:]*]]: tensor<8x24xf32>, %[[LR:[^:]*]]: f64, %[[SCALE:[^:]*]]: f32)
+// CHECK: %[[LR32:.*]] = arith.truncf %[[LR]] : f64 to f32
+// CHECK: %[[R:.*]]:2 = linalg.generic
+// CHECK-SAME: ins(%[[P]], %[[G]], %[[B]] : tensor<8x24xf32>, tensor<8x24xf32>, tensor<8x24xf32>)
+// CHECK-NEXT: ^bb0(%[[IP:[^:]*]]: f32, %[[IG:[^:]*]]: f32, %[[IB:[^:]*]]: f32, %{{[^:]*}}: f32, %{{[^:]*}}: f32):
+// CHECK-DAG: %[[GS:.*]] = arith.mulf %[[IG]], %[[SCALE]] : f32
+// CHECK-DAG: %[[WD:.*]] = arith.constant 0.00999999977 : f32
+// CHECK-DAG: %[[PW:.*]] = arith.mulf %[[IP]], %[[WD]] : f32
+// CHECK-DAG: %[[GW:.*]] = arith.addf %[[GS]], %[[PW]] : f32
+// CHECK-DAG: %[[MU:.*]] = arith.constant 0.899999976 : f32
+// CHECK-DAG: %[[BM:.*]] = arith.mulf %[[IB]], %[[MU]] : f32
+// CHECK-DAG: %[[NB:.*]] = arith.addf %[[BM]], %[[GW]] : f32
+// CHECK-DAG: %[[STEP:.*]] = arith.mulf %[[LR32]], %[[NB]] : f32
+// CHECK-DAG: %[[NP:.*]] = arith.subf %[[IP]], %[[STEP]] : f32
+// CHECK: linalg.yield %[[NP]], %[[NB]] : f32, f32
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @sgd(%p: tensor<8x24xf32>, %g: tensor<8x24xf32>, %b: tensor<8x24xf32>, %lr: f64, %s: f32)
+    -> (tensor<8x24xf32>, tensor<8x24xf32>) {
+  %p2, %b2 = nn.sgd %p, %g, %b, %lr, %s {momentum = 0.9 : f64, weight_decay = 0.01 : f64} : tensor<8x24xf32>
+  return %p2, %b2 : tensor<8x24xf32>, tensor<8x24xf32>
+}
+
 // The library ops stay, forward and backward.
 // CHECK-LABEL: func.func @library(
 // CHECK: nn.embedding

@@ -273,6 +273,31 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
               return V{np, m, v};
             });
       })
+      .Case([&](nn::SGDOp o) {
+        Type f32 = b.getF32Type();
+        double mu = o.getMomentum().convertToDouble(), wd = o.getWeightDecay().convertToDouble();
+        // lr applied in f32, as torch's add_(d_p, alpha=-lr).
+        Value lr = arith::TruncFOp::create(b, loc, f32, o.getLr());
+        Value scale = o.getGradScale();
+        RankedTensorType t = type(o.getParam());
+        AffineMap id = b.getMultiDimIdentityMap(t.getRank());
+        SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
+        return generic(b, loc, {o.getParam(), o.getGrad(), o.getBuf()}, {id, id, id}, {t, t}, {id, id}, iters, {},
+                       [&](OpBuilder &b, Location l, ValueRange a) {
+                         auto c = [&](double v) { return cst(b, l, f32, v); };
+                         Value g = arith::MulFOp::create(b, l, a[1], scale);
+                         if (wd != 0)
+                           g = arith::AddFOp::create(b, l, g, arith::MulFOp::create(b, l, a[0], c(wd)));
+                         Value buf = a[2];
+                         if (mu != 0)
+                           g = buf = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(mu)), g);
+                         Value np = arith::SubFOp::create(b, l, a[0], arith::MulFOp::create(b, l, lr, g));
+                         if (Value apply = o.getApply())
+                           return V{arith::SelectOp::create(b, l, apply, np, a[0]),
+                                    arith::SelectOp::create(b, l, apply, buf, a[2])};
+                         return V{np, buf};
+                       });
+      })
       .Default([](Operation *) { return V{}; });
 }
 

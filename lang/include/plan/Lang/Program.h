@@ -138,6 +138,7 @@ enum class Recompute { None, Full, Selective };
 const char *recomputeName(Recompute r);
 enum class LossScale { None, Dynamic, Static };
 enum class LRSchedule { Constant, Linear, Cosine };
+enum class OptimizerKind { AdamW, SGD };
 const char *lrScheduleName(LRSchedule s);
 
 /// Where a piece of the training state lives (`offload`): on the device (None), in host
@@ -239,8 +240,12 @@ struct Train {
   LossScale lossScale = LossScale::None;
   double staticLossScale = 0;
   Recompute recompute = Recompute::None;
+  /// adamw(lr, betas, eps, weight_decay), or sgd(lr, momentum, weight_decay) (its
+  /// weight decay L2 on the gradient, as torch.optim.SGD's; both on matrices only).
   struct {
+    OptimizerKind kind = OptimizerKind::AdamW;
     double lr = 3e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.0;
+    double momentum = 0.0; ///< sgd
   } optimizer;
   struct {
     LRSchedule kind = LRSchedule::Constant;

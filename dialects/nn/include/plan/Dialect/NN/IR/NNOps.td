@@ -678,4 +678,23 @@ def NN_AdamWOp : NN_Op<"adamw", [AllTypesMatch<["param", "grad", "m", "v", "new_
   let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $grad_scale `,` $bc1 `,` $bc2 (`if` $apply^)? attr-dict `:` type($param)";
 }
 
+def NN_SGDOp : NN_Op<"sgd", [AllTypesMatch<["param", "grad", "buf", "new_param", "new_buf"]>]> {
+  let summary = "One SGD update of a parameter (PyTorch's torch.optim.SGD, no dampening)";
+  let description = [{
+    With `g = grad · grad_scale + weight_decay · p` (L2 decay, as torch.optim.SGD):
+    with momentum μ > 0, `buf ← μ · buf + g` and `p ← p − lr · buf` (a buffer that
+    starts at zero makes the first step's `buf = g`, as PyTorch's); without, `p ← p −
+    lr · g` and the buffer is returned unchanged. With `if %apply`, a false `%apply`
+    returns both unchanged (a step skipped by fp16 loss scaling).
+
+    ```mlir
+    %p2, %b2 = nn.sgd %p, %g, %buf, %lr, %scale {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyFloatTensor:$param, NN_AnyFloatTensor:$grad, NN_AnyFloatTensor:$buf, F64:$lr,
+                       F32:$grad_scale, Optional<I1>:$apply, F64Attr:$momentum, F64Attr:$weight_decay);
+  let results = (outs NN_AnyFloatTensor:$new_param, NN_AnyFloatTensor:$new_buf);
+  let assemblyFormat = "$param `,` $grad `,` $buf `,` $lr `,` $grad_scale (`if` $apply^)? attr-dict `:` type($param)";
+}
+
 #endif // PLAN_DIALECT_NN_IR_NNOPS_TD

@@ -188,7 +188,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     a round samples (`sampled`), `weighting` ("tokens" or "uniform"), `prox`
     (FedProx's μ), `secure`, `dp_clip` and `dp_noise` (DP-FedAvg; clip 0: off),
     `per_client` (`data` is one file per client) and the `server` optimizer
-    (`kind` "sgd" or "adam", `lr`, `beta1`, `beta2`, `eps`).
+    (`kind` "sgd" or "adam", `lr`, `beta1`, `beta2`, `eps`). `optimizer` is
+    "adamw" (`lr`, `beta1`, `beta2`, `eps`, `weight_decay`) or "sgd" (`lr`,
+    `momentum`, `weight_decay`).
 
     ```mlir
     plan.train @t {model = @tiny, mesh = @cpu4, batch = 32 : i64, micro = 4 : i64,
@@ -234,7 +236,9 @@ def Plan_TrainOp : Plan_Op<"train", [Symbol,
     OptionalAttr<StrAttr>:$tokenizer,
     UnitAttr:$data_text,
     UnitAttr:$val_text,
-    OptionalAttr<DictionaryAttr>:$federated);
+    OptionalAttr<DictionaryAttr>:$federated,
+    DefaultValuedAttr<StrAttr, "\"adamw\"">:$optimizer,
+    DefaultValuedAttr<F64Attr, "0.0">:$momentum);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
