@@ -26,6 +26,13 @@ int64_t Federated::sampled() const {
   return std::clamp<int64_t>(n, 1, clients);
 }
 
+bool Mesh::axisWithinNode(size_t i) const {
+  std::vector<int64_t> sizes;
+  for (const MeshAxis &a : axes)
+    sizes.push_back(a.size);
+  return planrt::manifest::axisWithinNode(perNode, sizes.data(), sizes.size(), i);
+}
+
 std::vector<const GraphOp *> Model::attentions() const {
   std::vector<const GraphOp *> out;
   for (const GraphOp &op : ops)

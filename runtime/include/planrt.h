@@ -167,6 +167,13 @@ planrt_status planrt_mesh_agree(planrt_mesh *mesh, float *flag);
 /* "rank 0 = pid P on HOST, rank 1 = …": which process is which rank, for the
  * launcher's messages (which name a dead process by its pid). */
 void planrt_mesh_describe(const planrt_mesh *mesh, char *buf, size_t size);
+/* The host rank `rank` runs on: its index among the mesh's hosts, in the order of their
+ * first ranks (a host: one host name, boot and pid namespace), and its name in `name`;
+ * -1 without a mesh. */
+int planrt_mesh_host(const planrt_mesh *mesh, int rank, char *name, size_t size);
+/* The ranks on hosts other than this rank's, by host ("plh2: rank 2, 3"), into buf;
+ * returns how many other hosts there are. */
+int planrt_mesh_remote_peers(const planrt_mesh *mesh, char *buf, size_t size);
 /* The first peer rank on this host whose process is gone (described into buf), or -1.
  * Peers on other hosts are not checked: a collective's timeout catches them. */
 int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size);
@@ -398,6 +405,8 @@ typedef void (*planrt_program_fn)(planrt_step_ctx *ctx);
 /* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
  * not finite), flushed; `step` is the 0-based step after which it was measured. */
 planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
+/* One line of JSON written as given (an object the caller formatted), flushed. */
+planrt_status planrt_log_json(planrt_log *log, const char *line);
 /* A federated round's line, {"round": r, "loss": x, "val_loss": y (only if given: not
  * NaN), "clients": [the sampled client indices], "comm_bytes": {…}}, flushed. */
 planrt_status planrt_log_round(planrt_log *log, uint64_t round, double loss, double val_loss, const int64_t *clients,

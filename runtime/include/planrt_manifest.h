@@ -23,6 +23,18 @@ inline constexpr int64_t kDefaultBuffer = int64_t(4) << 20;
 inline constexpr int64_t kMaxBuffer = int64_t(256) << 20;
 } // namespace offload
 
+/* Whether mesh axis i (of `axes`, sizes row-major, the last fastest) keeps each group of
+ * ranks that differ only in its coordinate inside one node, ranks placed node-major,
+ * `perNode` consecutive ranks a node (the manifest's mesh.per_node): its size is 1, or
+ * its span (its size times the sizes after it) divides perNode. planc explain's links
+ * and the executable's host map both follow it. */
+inline bool axisWithinNode(int64_t perNode, const int64_t *sizes, size_t axes, size_t i) {
+  int64_t span = 1;
+  for (size_t a = i; a < axes; ++a)
+    span *= sizes[a];
+  return sizes[i] == 1 || (perNode > 0 && span <= perNode && perNode % span == 0);
+}
+
 /* Each executable kind's manifest format: its "format" field. A runtime reads its own
  * version only. */
 namespace format {
@@ -101,6 +113,7 @@ inline constexpr char offload[] = "offload";
 inline constexpr char offset[] = "offset";
 inline constexpr char optimizer[] = "optimizer";
 inline constexpr char params[] = "params";
+inline constexpr char per_node[] = "per_node";
 inline constexpr char parts[] = "parts";
 inline constexpr char path[] = "path";
 inline constexpr char per_client[] = "per_client";

@@ -544,6 +544,52 @@ void planrt_mesh_describe(const planrt_mesh *mesh, char *buf, size_t size) {
   }
 }
 
+int planrt_mesh_host(const planrt_mesh *mesh, int rank, char *name, size_t size) {
+  if (!mesh || gRank < 0 || rank < 0 || rank >= gWorld)
+    return -1;
+  auto same = [](int a, int b) { return std::strcmp(gHosts[a], gHosts[b]) == 0 && gSpaces[a] == gSpaces[b]; };
+  int index = 0;
+  for (int r = 0; r < rank; ++r) {
+    bool first = true; // r is the first rank of its host
+    for (int q = 0; q < r && first; ++q)
+      first = !same(q, r);
+    if (first && same(r, rank))
+      return name && size ? (std::snprintf(name, size, "%s", gHosts[r]), index) : index;
+    index += first;
+  }
+  if (name && size)
+    std::snprintf(name, size, "%s", gHosts[rank]);
+  return index;
+}
+
+int planrt_mesh_remote_peers(const planrt_mesh *mesh, char *buf, size_t size) {
+  if (!mesh || gRank < 0 || !buf || !size)
+    return 0;
+  buf[0] = 0;
+  size_t at = 0;
+  int hosts = 0;
+  char me[64], name[64];
+  int mine = planrt_mesh_host(mesh, gRank, me, sizeof me);
+  for (int h = 0;; ++h) { // each other host, in order, with its ranks
+    bool any = false, seen = false;
+    for (int r = 0; r < gWorld && at + 1 < size; ++r) {
+      int hr = planrt_mesh_host(mesh, r, name, sizeof name);
+      seen |= hr == h;
+      if (hr != h || h == mine)
+        continue;
+      int n = any ? std::snprintf(buf + at, size - at, ", %d", r)
+                  : std::snprintf(buf + at, size - at, "%s%s: rank %d", hosts ? "; " : "", name, r);
+      if (n < 0)
+        break;
+      at = std::min(size - 1, at + size_t(n));
+      any = true;
+    }
+    hosts += any;
+    if (!seen)
+      return hosts;
+  }
+}
+
 int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size) {
   if (!mesh || gRank < 0)
     return -1;

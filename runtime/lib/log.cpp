@@ -87,6 +87,14 @@ planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
   return flushLine(log);
 }
 
+planrt_status planrt_log_json(planrt_log *log, const char *line) {
+  if (!log || !line)
+    return planrt::fail(PLANRT_ERR_ARG, "planrt_log_json: null argument");
+  std::fputs(line, log->file);
+  std::fputc('\n', log->file);
+  return flushLine(log);
+}
+
 planrt_status planrt_log_round(planrt_log *log, uint64_t round, double loss, double valLoss, const int64_t *clients,
                                size_t nclients, const uint64_t comm[4]) {
   if (!log)

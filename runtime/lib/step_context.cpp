@@ -78,6 +78,7 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
           std::fprintf(stderr, "planrt: error: rank %d: %s during step %lld; stopping every rank\n", rank, peer,
                        (long long)this->ctx.step.load());
           std::fflush(stderr);
+          ::alarm(10); // MPI_Abort may wait for a launcher it cannot reach
           planrt_mesh_abort(this->ctx.mesh, 1);
           _exit(1);
         }
@@ -86,20 +87,31 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
       if (!since)
         continue;
       int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-      if (double(now - since) * 1e-9 < this->seconds)
+      double limit = std::max(this->seconds, this->ctx.allowed.load());
+      if (double(now - since) * 1e-9 < limit)
         continue;
       std::string what;
       {
         std::lock_guard<std::mutex> lock(this->ctx.whatMutex);
         what = this->ctx.what;
       }
-      char peer[128] = "a peer rank died or hung";
-      if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0)
-        planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer);
+      char peer[512] = "a peer rank died or hung";
+      if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0 &&
+          planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer) < 0) {
+        // No peer on this host died: name the other hosts' ranks, one of which did or
+        // lost its link.
+        char remote[400];
+        if (planrt_mesh_remote_peers(this->ctx.mesh, remote, sizeof remote) > 0)
+          std::snprintf(peer, sizeof peer,
+                        "no peer on this host died; a host of the job died or lost its link, or a rank there hung "
+                        "(%s)",
+                        remote);
+      }
       std::fprintf(stderr,
                    "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
-                   rank, what.c_str(), (long long)this->ctx.step.load(), this->seconds, peer);
+                   rank, what.c_str(), (long long)this->ctx.step.load(), limit, peer);
       std::fflush(stderr);
+      ::alarm(10); // MPI_Abort may wait for a launcher it cannot reach
       planrt_mesh_abort(this->ctx.mesh, 1);
       _exit(1);
     }
@@ -156,11 +168,12 @@ void planrt_step_ctx::failWith(planrt_status s) {
 
 namespace planrt {
 
-Waiting::Waiting(planrt_step_ctx &ctx, const std::string &what) : ctx(ctx) {
+Waiting::Waiting(planrt_step_ctx &ctx, const std::string &what, double allowed) : ctx(ctx) {
   {
     std::lock_guard<std::mutex> lock(ctx.whatMutex);
     ctx.what = what;
   }
+  ctx.allowed = allowed;
   ctx.since = std::chrono::steady_clock::now().time_since_epoch().count();
 }
 

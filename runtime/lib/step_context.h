@@ -124,6 +124,9 @@ struct planrt_step_ctx {
   // The watchdog: while a collective waits, `since` holds when it started (ns of the
   // steady clock) and `what` names it.
   std::atomic<int64_t> since{0};
+  /// The wait `since` allows, in seconds, if more than the watchdog's (a checkpoint's
+  /// barriers wait for the slowest rank's writes too); 0: the watchdog's.
+  std::atomic<double> allowed{0};
   std::mutex whatMutex;
   std::string what;
   /// Gradient buckets of the next planc_grad call: each range's all-reduce (DDP,
@@ -194,7 +197,8 @@ namespace planrt {
 /// commSeconds). `what` names it in the watchdog's message.
 class Waiting {
 public:
-  Waiting(planrt_step_ctx &ctx, const std::string &what);
+  /// `allowed`: seconds this wait may take if more than the watchdog's timeout.
+  Waiting(planrt_step_ctx &ctx, const std::string &what, double allowed = 0);
   ~Waiting();
 
 private:

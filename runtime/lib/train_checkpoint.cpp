@@ -332,6 +332,13 @@ planrt_status Trainer::checkFinite(int64_t s) {
 }
 
 planrt_status Trainer::checkpoint(int64_t s) {
+  // The watchdog times the checkpoint too, its barriers included: a rank lost during one
+  // must not leave the others waiting for ever. Its writes may take long on slow storage,
+  // so it is allowed kCheckpointWait seconds, or the timeout if longer.
+  std::unique_ptr<planrt::Waiting> waiting;
+  if (ctx.mesh)
+    waiting = std::make_unique<planrt::Waiting>(ctx, "the checkpoint after step " + std::to_string(s + 1),
+                                                kCheckpointWait);
   // Offloaded moments come back from their files for the write.
   planrt_status st = momentsIn(true);
   st = st ? st : saveCheckpoint(s);

@@ -7,6 +7,10 @@
 // line, this rank's state and the checkpoints each have their own file (trainer.h).
 #include "trainer.h"
 
+#include "topology.h"
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -61,6 +65,8 @@ int Trainer::run() {
     planrt_mesh_describe(ctx.mesh, ranks.data(), ranks.size());
     if (rank0)
       std::fprintf(stderr, "planrt: %lld ranks: %s\n", (long long)devices, ranks.data());
+    if (planrt_status s = reportTopology(int(devices)))
+      return error(s);
     watchdog = std::make_unique<planrt::Watchdog>(ctx, o.commTimeout);
   }
   if (m.fed.any())
@@ -120,6 +126,41 @@ int Trainer::run() {
     summary += " · checkpoint " + lastCheckpoint;
   progress.line(summary, true);
   return finish();
+}
+
+planrt_status Trainer::reportTopology(int ranks) {
+  planrt::HostMap map = planrt::hostMap(ctx.mesh, ranks);
+  std::vector<bool> within = planrt::axesWithinHosts(map, m.sizes);
+  std::vector<bool> assumed = planrt::axesWithinNodes(m.perNode, m.sizes);
+  if (!rank0)
+    return PLANRT_OK;
+  nlohmann::json hosts = nlohmann::json::array(), axes = nlohmann::json::object();
+  for (size_t h = 0; h < map.hosts.size(); ++h) {
+    nlohmann::json ranksOf = nlohmann::json::array();
+    for (size_t r = 0; r < map.hostOf.size(); ++r)
+      if (map.hostOf[r] == int(h))
+        ranksOf.push_back(r);
+    hosts.push_back({{"name", map.hosts[h]}, {"ranks", ranksOf}});
+  }
+  std::string inside, across;
+  for (size_t a = 0; a < m.axes.size(); ++a) {
+    axes[m.axes[a]] = within[a] ? "node" : "network";
+    if (m.sizes[a] > 1)
+      (within[a] ? inside : across) += (within[a] ? inside : across).empty() ? m.axes[a] : ", " + m.axes[a];
+  }
+  std::fprintf(stderr, "planrt: %zu host%s: %s; axes within a host: %s; across hosts: %s\n", map.hosts.size(),
+               map.hosts.size() == 1 ? "" : "s", planrt::describeHosts(map).c_str(),
+               inside.empty() ? "none" : inside.c_str(), across.empty() ? "none" : across.c_str());
+  for (size_t a = 0; a < m.axes.size(); ++a)
+    if (m.sizes[a] > 1 && assumed[a] && !within[a])
+      std::fprintf(stderr,
+                   "planrt: warning: axis '%s' crosses hosts, but the mesh holds %lld devices a node, which keeps it "
+                   "inside one: planc explain assumed a node link for it, and its collectives take the network; "
+                   "give each host %lld ranks (a hostfile's slots, Slurm's tasks per node)\n",
+                   m.axes[a].c_str(), (long long)m.perNode, (long long)m.perNode);
+  if (!log)
+    return PLANRT_OK;
+  return planrt_log_json(log, nlohmann::json{{"hosts", hosts}, {"axes", axes}}.dump().c_str());
 }
 
 int Trainer::error(planrt_status) {

@@ -284,6 +284,7 @@ void readMesh(const json &root, Manifest &m) {
   const json &sizes = field(mesh, key::sizes, "mesh");
   if (!sizes.is_array() || sizes.size() != m.axes.size() || m.axes.empty() || m.axes.size() > 16)
     throw Malformed{"mesh.sizes does not give one size per axis"};
+  m.perNode = mesh.contains(key::per_node) ? integer(mesh, key::per_node, "mesh", 1, 1 << 20) : 0;
   int64_t devices = 1, data = 1;
   for (const json &n : sizes) {
     if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 65536)

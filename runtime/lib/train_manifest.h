@@ -78,6 +78,7 @@ struct Manifest {
   int64_t groupBegin[2] = {0, 0}, groupEnd[2] = {0, 0};
   std::vector<std::string> axes;
   std::vector<int64_t> sizes;
+  int64_t perNode = 0; ///< mesh.per_node: the devices a node of the mesh holds (0: not given)
   unsigned dataMask = 0;
   int64_t zero = 0;
   std::vector<BufferSpec> buffers;

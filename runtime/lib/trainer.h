@@ -25,6 +25,10 @@ namespace planrt::train {
 /// update and the two chunk updates of an offloaded optimizer.
 constexpr int64_t kStageEntries = 5;
 
+/// The seconds a checkpoint (its writes and the barriers between them) may take before the
+/// watchdog stops every rank, when more than --comm-timeout.
+constexpr double kCheckpointWait = 1800;
+
 /// The entry points planc generated.
 struct Entries {
   planrt_grad_fn grad;
@@ -51,6 +55,11 @@ private:
   // ---- The run (train_main.cpp).
 
   int error(planrt_status);
+
+  /// The launch's hosts and which mesh axes cross them: on stderr and as the log's
+  /// {"hosts": […], "axes": {axis: "node" | "network"}} line (rank 0), with a warning for
+  /// an axis that crosses hosts where the mesh's node keeps it inside one.
+  planrt_status reportTopology(int ranks);
 
   int finish();
 

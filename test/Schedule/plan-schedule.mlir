@@ -402,7 +402,7 @@
 
 // ZeRO-1 over two data axes (dp 2 × dq 2 = 4 ranks, the same layout as d = 4): every
 // collective spans both axes.
-// Z1X2: \22mesh\22:{\22axes\22:[\22dp\22,\22dq\22],\22data\22:[\22dp\22,\22dq\22],\22name\22:\22dp2x2\22,\22sizes\22:[2,2],\22tensor\22:\22\22},
+// Z1X2: \22mesh\22:{\22axes\22:[\22dp\22,\22dq\22],\22data\22:[\22dp\22,\22dq\22],\22name\22:\22dp2x2\22,\22per_node\22:4,\22sizes\22:[2,2],\22tensor\22:\22\22},
 // Z1X2: sched.mesh @mesh {axes = ["dp", "dq"], sizes = array<i64: 2, 2>}
 // Z1X2: sched.buffer @param_shard {floats = 48 : i64, lifetime = "persistent"}
 // Z1X2: sched.micro_loop 2 {

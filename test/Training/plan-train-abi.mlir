@@ -194,7 +194,7 @@
 // directory (absolute ones kept), batch, schedule, checkpoints, data-parallel size and ZeRO
 // stage; NUL-terminated.
 // CHECK: llvm.mlir.global internal constant @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,192],[192,224]],
-// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22sizes\22:[1],\22tensor\22:\22\22},\22model\22:\22m\22,\22num_floats\22:224,
+// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22per_node\22:1,\22sizes\22:[1],\22tensor\22:\22\22},\22model\22:\22m\22,\22num_floats\22:224,
 // CHECK-SAME: \22params\22:[{\22count\22:128,\22init\22:\22normal\22,\22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[16,8],\22std\22:0.02},
 // CHECK-SAME: {\22count\22:8,\22init\22:\22ones\22,\22name\22:\22ln.weight\22,\22offset\22:192,\22shape\22:[8],\22std\22:0},
 // CHECK-SAME: {\22count\22:64,\22init\22:\22normal\22,\22name\22:\22fc.weight\22,\22offset\22:128,\22shape\22:[8,8],\22std\22:0.01},
@@ -449,7 +449,7 @@ plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 
 // CHECK-SAME: memref<256xf32>
 // The manifest: the padded groups, the 4-rank mesh, data_parallel 4 and zero 0.
 // CHECK: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,192],[192,256]],
-// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu4\22,\22sizes\22:[4],\22tensor\22:\22\22},\22model\22:\22m\22,\22num_floats\22:256,
+// CHECK-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu4\22,\22per_node\22:4,\22sizes\22:[4],\22tensor\22:\22\22},\22model\22:\22m\22,\22num_floats\22:256,
 // CHECK-SAME: \22accumulation\22:2,\22batch\22:8,
 // CHECK-SAME: \22data_parallel\22:4,
 // CHECK-SAME: \22zero\22:0}}\00")
@@ -531,7 +531,7 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // CHAR-NEXT: nn.adamw {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<6912xf32>
 // CHAR: func.func @planc_eval({{.*}}: memref<842496xf32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<16x128xi32>, {{.*}}: memref<1xf32>)
 // CHAR: @planc_manifest("{\22format\22:\22planc-train-1\22,\22groups\22:{{\[\[}}0,835584],[835584,842496]],
-// CHAR-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22sizes\22:[1],\22tensor\22:\22\22},\22model\22:\22char_gpt\22,\22num_floats\22:842496,
+// CHAR-SAME: \22mesh\22:{\22axes\22:[\22dp\22],\22data\22:[\22dp\22],\22name\22:\22cpu1\22,\22per_node\22:1,\22sizes\22:[1],\22tensor\22:\22\22},\22model\22:\22char_gpt\22,\22num_floats\22:842496,
 // CHAR-SAME: \22name\22:\22wte.weight\22,\22offset\22:0,\22shape\22:[256,128]
 // CHAR-SAME: \22name\22:\22wpe.weight\22,\22offset\22:32768,\22shape\22:[128,128]
 // CHAR-SAME: \22name\22:\22h.0.ln_1.weight\22,\22offset\22:835584,\22shape\22:[128]

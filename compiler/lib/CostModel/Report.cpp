@@ -89,6 +89,20 @@ std::string plan::cost::parallelBlock(const sema::Layout &l) {
   return out;
 }
 
+/// Which mesh axes stay inside a node (sema::Mesh::axisWithinNode): "axes within a node:
+/// tp; across nodes: dp".
+static std::string axisLinks(const sema::Mesh &mesh) {
+  std::string inside, across;
+  for (size_t a = 0; a < mesh.axes.size(); ++a) {
+    if (mesh.axes[a].size == 1)
+      continue;
+    std::string &to = mesh.axisWithinNode(a) ? inside : across;
+    to += (to.empty() ? "" : ", ") + mesh.axes[a].name;
+  }
+  return "axes within a node: " + (inside.empty() ? std::string("none") : inside) +
+         "; across nodes: " + (across.empty() ? std::string("none") : across);
+}
+
 std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, const sema::Mesh &mesh,
                                    const sema::Layout &l, bool perLayer) {
   std::string s;
@@ -106,6 +120,8 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   os << "\n";
   os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x " << l.microBatches()
      << " micro-batches; seq " << l.seq << "\n";
+  os << "topology: " << mesh.nodes << " node" << (mesh.nodes == 1 ? "" : "s") << " of " << mesh.perNode
+     << " devices, ranks node-major; " << axisLinks(mesh) << "\n";
   if (l.adapt.rank > 0) {
     os << "fine-tuning: LoRA rank " << l.adapt.rank << " on " << l.adapt.matrices.size() << " weights: "
        << e.trainableParams << " parameters train, " << e.frozenParams << " are frozen";
@@ -299,6 +315,10 @@ std::string plan::cost::renderJson(const Estimate &e, const sema::Model &model, 
       {"peak_flops_per_device", e.peakFlops},
       {"bottleneck", e.bottleneck},
   };
+  Object axisLinks;
+  for (size_t a = 0; a < mesh.axes.size(); ++a)
+    axisLinks[mesh.axes[a].name] = mesh.axisWithinNode(a) ? "node" : "network";
+  root["axis_links"] = std::move(axisLinks);
   if (e.federated) {
     const FederatedRound &r = *e.federated;
     root["federated"] = Object{{"clients", r.clients},

@@ -206,11 +206,14 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     t[key::init] = llvm::json::Object{{key::path, resolvePlanPath(base, *init)},
                                       {key::format, train.getInitFormat().value_or("planc")}};
   llvm::json::Array axes, sizes, data;
-  if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr()))
+  int64_t perNode = 0;
+  if (auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr())) {
     for (auto axis : mesh.getAxes().getAsRange<pl::AxisAttr>()) {
       axes.push_back(axis.getName().getValue());
       sizes.push_back(axis.getSize());
     }
+    perNode = mesh.getDevicesPerNode();
+  }
   for (Attribute a : train.getParallel().getData())
     data.push_back(cast<StringAttr>(a).getValue());
   llvm::json::Object root{{key::format, planrt::manifest::format::kTrain},
@@ -218,7 +221,8 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                                                          {key::axes, std::move(axes)},
                                                          {key::sizes, std::move(sizes)},
                                                          {key::data, std::move(data)},
-                                                         {key::tensor, train.getParallel().getTensor().getValue()}}},
+                                                         {key::tensor, train.getParallel().getTensor().getValue()},
+                                                         {key::per_node, perNode}}},
                           {key::plan, train.getSymName()},
                           {key::model, train.getModel()},
                           {key::num_floats, layout.total},

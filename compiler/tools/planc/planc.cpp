@@ -1,4 +1,5 @@
 // planc: the command-line driver (check, emit, build, explain, run).
+#include "Launch.h"
 #include "plan/Compiler/CostModel.h"
 #include "plan/Compiler/FitCheck.h"
 #include "plan/Compiler/Pipeline.h"
@@ -44,7 +45,7 @@ commands:
   emit FILE --stage STAGE    print the IR at STAGE (ast|plan|nn|grad|sharded|spmd|sched|llvm|ptx)
   build FILE [-o OUT]        an executable for a train, retrieval or generate declaration
   explain FILE               per-device memory, communication and step time of a train plan
-  run FILE [-- ARGS]         build, then launch
+  run FILE [-- ARGS]         build, then launch (mpirun for a mesh of several devices)
 
 options:
   -I DIR                     search DIR for imports (after the importing file's directory)
@@ -59,6 +60,8 @@ options:
                              first, shuffle in an order drawn from SEED (default 1), so that
                              a race between threads changes the results (default forward)
   --entry NAME               the declaration to compile or emit
+  --hosts HOSTFILE           (run) launch across the hosts of HOSTFILE ('host:slots' lines,
+                             MPICH's format), each holding one node of the mesh
   --summary                  (check) print what each declaration amounts to
   --json                     (explain) machine-readable output (fields: docs/EXPLAIN.md)
   --search                   (explain) rank every layout of the mesh that fits
@@ -70,8 +73,8 @@ options:
 )";
 
 struct Options {
-  std::string command, file, stage, entry, output, dumpDir, trace, target = "cpu", cudaArch = "sm_90",
-                                                                   hostOrder = "forward";
+  std::string command, file, stage, entry, output, dumpDir, trace, hosts, target = "cpu", cudaArch = "sm_90",
+                                                                          hostOrder = "forward";
   std::vector<std::string> includeDirs, runArgs;
   bool printAfterAll = false, summary = false, json = false, searchLayouts = false, perLayer = false;
 };
@@ -444,23 +447,21 @@ int run(const Options &opts, const char *argv0) {
   if (opts.command == "build")
     return 0;
   // planc run: the executable replaces planc, with the arguments after `--`; a mesh of
-  // more than one device is launched through mpirun, one process per device.
+  // more than one device is launched through mpirun, one process per device, here, on
+  // the hosts of --hosts, or in a Slurm allocation (Launch.h).
   llvm::SmallString<256> path(exe);
   llvm::sys::fs::make_absolute(path);
-  int64_t devices = 1;
+  sema::Mesh one;
+  one.name = "(none)";
+  const sema::Mesh *mesh = &one;
   for (const sema::Train &t : program->trains)
-    if (t.loc.file == 0 && (opts.entry.empty() || t.name == opts.entry))
-      devices = std::max<int64_t>(devices, program->meshes[t.mesh].devices());
-  std::vector<std::string> argvStrings{std::string(path)};
-  if (devices > 1) {
-    auto mpirun = llvm::sys::findProgramByName("mpirun");
-    if (!mpirun) {
-      llvm::errs() << "planc: error: the plan's mesh has " << devices
-                   << " devices, which run as MPI processes, but mpirun is not on PATH (install mpich)\n";
-      return 1;
-    }
-    argvStrings = {std::string(*mpirun), std::string("-n"), std::to_string(devices), std::string(path)};
-  }
+    if (t.loc.file == 0 && (opts.entry.empty() || t.name == opts.entry) &&
+        program->meshes[t.mesh].devices() > mesh->devices())
+      mesh = &program->meshes[t.mesh];
+  std::optional<std::vector<std::string>> launch = launchCommand(*mesh, std::string(path), opts.hosts);
+  if (!launch)
+    return 1;
+  std::vector<std::string> argvStrings = std::move(*launch);
   argvStrings.insert(argvStrings.end(), opts.runArgs.begin(), opts.runArgs.end());
   std::vector<char *> args;
   for (std::string &a : argvStrings)
@@ -517,7 +518,7 @@ int main(int argc, char **argv) {
     } else if (a.size() > 2 && a.compare(0, 2, "-I") == 0) {
       opts.includeDirs.push_back(a.substr(2));
     } else if (a == "--stage" || a == "--entry" || a == "-o" || a == "--dump-ir" || a == "--target" ||
-               a == "--cuda-arch" || a == "--cuda-host-order") {
+               a == "--cuda-arch" || a == "--cuda-host-order" || a == "--hosts") {
       auto v = value(a.c_str());
       if (!v)
         return 2;
@@ -527,12 +528,13 @@ int main(int argc, char **argv) {
                          : a == "--dump-ir"         ? opts.dumpDir
                          : a == "--cuda-arch"       ? opts.cudaArch
                          : a == "--cuda-host-order" ? opts.hostOrder
+                         : a == "--hosts"           ? opts.hosts
                                                     : opts.target;
       out = *v;
     } else if (takeInline("--stage", opts.stage) || takeInline("--entry", opts.entry) ||
                takeInline("--dump-ir", opts.dumpDir) || takeInline("--target", opts.target) ||
                takeInline("--cuda-arch", opts.cudaArch) || takeInline("--trace", opts.trace) ||
-               takeInline("--cuda-host-order", opts.hostOrder)) {
+               takeInline("--cuda-host-order", opts.hostOrder) || takeInline("--hosts", opts.hosts)) {
     } else if (a == "--print-ir-after-all") {
       opts.printAfterAll = true;
     } else if (a == "--summary") {

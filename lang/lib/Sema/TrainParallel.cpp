@@ -288,6 +288,17 @@ void TrainCheck::checkAxisRoles() {
 }
 
 void TrainCheck::checkParallelRules() {
+  // Tensor parallelism communicates in every layer: across nodes it waits on the network.
+  if (mesh && t.tensorParallel > 1)
+    for (size_t a = 0; a < mesh->axes.size(); ++a)
+      if (mesh->axes[a].name == t.parallel.tensorAxis && !mesh->axisWithinNode(a))
+        diags
+            .warning(tensorLoc, "the tensor axis '" + t.parallel.tensorAxis + "' crosses nodes of mesh '" +
+                                    mesh->name + "' (" + std::to_string(mesh->perNode) +
+                                    " devices a node): its collectives, several in every layer, take the network link")
+            .note(mesh->axes[a].loc, "ranks are placed node-major: an axis stays in a node when its size times the "
+                                     "sizes of the axes after it divides the node; put the tensor axis last and "
+                                     "within a node, as Megatron and torchtitan do");
   if (!bucketSet) {
     t.parallel.bucketBytes = mesh && !((t.parallel.zero == 1 || t.parallel.zero == 2) && t.parallel.sequence)
                                  ? sema::defaultBucketBytes(mesh->kind, t.dataParallel, t.parallel.zero,

@@ -126,6 +126,9 @@ struct Mesh {
   std::optional<double> nvmeBytesPerSecond; ///< per node, read or write
   int64_t devices() const { return perNode * nodes; }
   const MeshAxis *axis(const std::string &name) const;
+  /// Whether axis i's groups (the ranks that differ in its coordinate only) each lie
+  /// inside one node, ranks placed node-major (planrt::manifest::axisWithinNode).
+  bool axisWithinNode(size_t i) const;
 };
 
 /// ZeroBubble: ZB-H1 (Qi et al. 2023), each backward pass split into its input-gradient
