@@ -14,7 +14,7 @@ packages=(
   libssl-dev                                                      # sha256 in the retrieval runtime
   libcpp-httplib-dev                                              # HTTP server of `serve`
   libmpich-dev mpich                                              # processes and CPU collectives
-  openssh-server openssh-client iproute2                          # the multi-host test's hosts (namespaces)
+  openssh-server openssh-client iproute2 slurm-wlm munge          # the multi-host test's hosts (namespaces)
   liburing-dev                                                    # asynchronous I/O of offloaded state
   libicu-dev                                                      # Unicode regexes of the BPE tokenizer
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)
