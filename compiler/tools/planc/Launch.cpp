@@ -119,8 +119,16 @@ std::optional<std::vector<std::string>> launchCommand(const sema::Mesh &mesh, co
     if (!hosts || !checkHosts(mesh, *hosts, hostsFile))
       return std::nullopt;
     argv.insert(argv.end(), {"-f", hostsFile});
-  } else if (std::getenv("SLURM_JOB_ID") && !checkSlurm(mesh)) {
-    return std::nullopt;
+  } else if (std::getenv("SLURM_JOB_ID")) {
+    if (!checkSlurm(mesh))
+      return std::nullopt;
+    // Slurm starts the ranks itself, handing them MPICH's PMI-2 (SLURM_MPI_TYPE, if set,
+    // names another); without srun, mpirun launches through the allocation.
+    if (auto srun = llvm::sys::findProgramByName("srun")) {
+      argv = {*srun};
+      if (!std::getenv("SLURM_MPI_TYPE"))
+        argv.push_back("--mpi=pmi2");
+    }
   }
   argv.insert(argv.end(), {"-n", std::to_string(mesh.devices()), exe});
   return argv;

@@ -13,11 +13,10 @@ namespace plan {
 
 /// The argv that runs `exe` (an absolute path) for `mesh`: the executable itself on one
 /// device; else MPI's `mpirun -n DEVICES` (MPICH's hydra), with `-f HOSTS` when a
-/// hostfile is given. Ranks go to hosts in order, a host's slots at a time (node-major),
-/// so each host must hold one node of the mesh: a hostfile's slots, or a Slurm
-/// allocation's nodes and tasks per node (read from its environment when there is no
-/// hostfile; hydra then launches through Slurm itself), must match the mesh's nodes and
-/// devices a node. A mismatch, an unreadable or malformed hostfile, or a missing mpirun
+/// hostfile is given, or inside a Slurm allocation `srun --mpi=pmi2 -n DEVICES`. Ranks
+/// go to hosts in order, a host's slots at a time (node-major), so each host must hold
+/// one node of the mesh: a hostfile's slots, or the allocation's nodes and tasks per node
+/// (read from its environment), must match the mesh's nodes and devices a node. A mismatch, an unreadable or malformed hostfile, or a missing mpirun
 /// is reported on stderr, and nothing returned.
 std::optional<std::vector<std::string>> launchCommand(const sema::Mesh &mesh, const std::string &exe,
                                                       const std::string &hostsFile);
