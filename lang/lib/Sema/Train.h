@@ -72,6 +72,10 @@ private:
   void checkPrecision();
 
   // TrainOptimizer.cpp
+  /// The arguments of an optimizer call `v`, in this order: `lr` (required), `more` (those
+  /// with a name), then with `adam` `betas` and `eps`; nothing, with ok cleared, on an error.
+  std::optional<std::map<std::string, Value>> optimizerArgs(const Value &v, bool adam,
+                                                            std::vector<Signature::Param> more);
   /// Argument `key` of a call, if given: a number for which `valid` holds, into `out`;
   /// else the error `must`.
   void numberArg(std::map<std::string, Value> &a, const char *key, double &out, bool (*valid)(double),

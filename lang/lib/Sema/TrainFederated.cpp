@@ -151,14 +151,9 @@ void TrainCheck::checkServer() {
   auto &s = t.federated.server;
   if (v.kind == Value::Kind::Call && (v.s == "sgd" || v.s == "adam")) {
     bool adam = v.s == "adam";
-    Signature sig{v.s, {{"lr", true}}};
-    if (adam)
-      sig.params.insert(sig.params.end(), {{"betas", false}, {"eps", false}});
-    auto args = bindArgs(sema, sig, v);
-    if (!args) {
-      ok = false;
+    auto args = optimizerArgs(v, adam, {});
+    if (!args)
       return;
-    }
     auto &a = *args;
     s.kind = adam ? sema::ServerOptimizer::Adam : sema::ServerOptimizer::SGD;
     auto positive = [](double x) { return x > 0; };

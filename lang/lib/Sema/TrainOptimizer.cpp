@@ -6,6 +6,19 @@ using namespace plan;
 using namespace plan::lang;
 using ast::Expr;
 
+std::optional<std::map<std::string, Value>> TrainCheck::optimizerArgs(const Value &v, bool adam,
+                                                                     std::vector<Signature::Param> more) {
+  Signature sig{v.s, {{"lr", true}}};
+  for (Signature::Param &p : more)
+    if (!p.name.empty())
+      sig.params.push_back(std::move(p));
+  if (adam)
+    sig.params.insert(sig.params.end(), {{"betas", false}, {"eps", false}});
+  auto args = bindArgs(sema, sig, v);
+  ok = ok && args.has_value();
+  return args;
+}
+
 void TrainCheck::numberArg(std::map<std::string, Value> &a, const char *key, double &out, bool (*valid)(double),
                            const char *must) {
   if (!a.count(key))
@@ -50,16 +63,9 @@ void TrainCheck::checkOptimizer() {
   Value v = sema.eval(*e, nullptr);
   bool sgd = v.kind == Value::Kind::Call && v.s == "sgd";
   if (v.kind == Value::Kind::Call && (v.s == "adamw" || sgd)) {
-    Signature sig{v.s, {{"lr", true}, {"weight_decay", false}}};
-    if (sgd)
-      sig.params.push_back({"momentum", false});
-    else
-      sig.params.insert(sig.params.end(), {{"betas", false}, {"eps", false}});
-    auto args = bindArgs(sema, sig, v);
-    if (!args) {
-      ok = false;
+    auto args = optimizerArgs(v, !sgd, {{"weight_decay", false}, {sgd ? "momentum" : "", false}});
+    if (!args)
       return;
-    }
     auto &a = *args;
     t.optimizer.kind = sgd ? sema::OptimizerKind::SGD : sema::OptimizerKind::AdamW;
     auto number = [&](const char *key, double &out, bool (*valid)(double), const char *must) {

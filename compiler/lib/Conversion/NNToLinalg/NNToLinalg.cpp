@@ -82,8 +82,80 @@ Value sigmoid(OpBuilder &b, Location loc, Value x) {
   return arith::DivFOp::create(b, loc, cst(b, loc, t, 1.0), arith::AddFOp::create(b, loc, cst(b, loc, t, 1.0), e));
 }
 
+/// The optimizers' updates (nn.adamw, nn.sgd) as one elementwise generic each.
+SmallVector<Value> lowerOptimizer(OpBuilder &b, Operation *op) {
+  Location loc = op->getLoc();
+  auto type = [&](Value v) { return cast<RankedTensorType>(v.getType()); };
+  using V = SmallVector<Value>;
+  return llvm::TypeSwitch<Operation *, V>(op)
+      .Case([&](nn::AdamWOp o) {
+        // Scalars in f64 as PyTorch computes them on the host, applied in f32.
+        Type f32 = b.getF32Type();
+        auto narrow = [&](Value v) { return arith::TruncFOp::create(b, loc, f32, v); };
+        auto c64 = [&](double v) { return cst(b, loc, b.getF64Type(), v); };
+        double wd = o.getWeightDecay().convertToDouble(), b1 = o.getBeta1().convertToDouble(),
+               b2 = o.getBeta2().convertToDouble(), eps = o.getEps().convertToDouble();
+        Value decay =
+            narrow(arith::SubFOp::create(b, loc, c64(1.0), arith::MulFOp::create(b, loc, o.getLr(), c64(wd))));
+        Value stepSize = narrow(arith::DivFOp::create(b, loc, o.getLr(), o.getBc1()));
+        Value bc2Sqrt = narrow(math::SqrtOp::create(b, loc, o.getBc2()));
+        Value scale = o.getGradScale();
+        RankedTensorType t = type(o.getParam());
+        AffineMap id = b.getMultiDimIdentityMap(t.getRank());
+        SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
+        return generic(
+            b, loc, {o.getParam(), o.getGrad(), o.getM(), o.getV()}, {id, id, id, id}, {t, t, t}, {id, id, id}, iters,
+            {}, [&](OpBuilder &b, Location l, ValueRange a) {
+              auto c = [&](double v) { return cst(b, l, f32, v); };
+              Value g = arith::MulFOp::create(b, l, a[1], scale);
+              Value p = arith::MulFOp::create(b, l, a[0], decay);
+              Value m = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(b1)),
+                                              arith::MulFOp::create(b, l, g, c(1 - b1)));
+              Value v =
+                  arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[3], c(b2)),
+                                        arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, g, g), c(1 - b2)));
+              Value denom = arith::AddFOp::create(
+                  b, l, arith::DivFOp::create(b, l, math::SqrtOp::create(b, l, v), bc2Sqrt), c(eps));
+              Value upd = arith::MulFOp::create(b, l, stepSize, arith::DivFOp::create(b, l, m, denom));
+              Value np = arith::SubFOp::create(b, l, p, upd);
+              if (Value apply = o.getApply())
+                return V{arith::SelectOp::create(b, l, apply, np, a[0]), arith::SelectOp::create(b, l, apply, m, a[2]),
+                         arith::SelectOp::create(b, l, apply, v, a[3])};
+              return V{np, m, v};
+            });
+      })
+      .Case([&](nn::SGDOp o) {
+        Type f32 = b.getF32Type();
+        double mu = o.getMomentum().convertToDouble(), wd = o.getWeightDecay().convertToDouble();
+        // lr applied in f32, as torch's add_(d_p, alpha=-lr).
+        Value lr = arith::TruncFOp::create(b, loc, f32, o.getLr());
+        Value scale = o.getGradScale();
+        RankedTensorType t = type(o.getParam());
+        AffineMap id = b.getMultiDimIdentityMap(t.getRank());
+        SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
+        return generic(b, loc, {o.getParam(), o.getGrad(), o.getBuf()}, {id, id, id}, {t, t}, {id, id}, iters, {},
+                       [&](OpBuilder &b, Location l, ValueRange a) {
+                         auto c = [&](double v) { return cst(b, l, f32, v); };
+                         Value g = arith::MulFOp::create(b, l, a[1], scale);
+                         if (wd != 0)
+                           g = arith::AddFOp::create(b, l, g, arith::MulFOp::create(b, l, a[0], c(wd)));
+                         Value buf = a[2];
+                         if (mu != 0)
+                           g = buf = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(mu)), g);
+                         Value np = arith::SubFOp::create(b, l, a[0], arith::MulFOp::create(b, l, lr, g));
+                         if (Value apply = o.getApply())
+                           return V{arith::SelectOp::create(b, l, apply, np, a[0]),
+                                    arith::SelectOp::create(b, l, apply, buf, a[2])};
+                         return V{np, buf};
+                       });
+      })
+      .Default([](Operation *) { return V{}; });
+}
+
 /// The linalg form of one nn op, or null if it stays (a library call).
 SmallVector<Value> lower(OpBuilder &b, Operation *op) {
+  if (isa<nn::AdamWOp, nn::SGDOp>(op))
+    return lowerOptimizer(b, op);
   Location loc = op->getLoc();
   auto type = [&](Value v) { return cast<RankedTensorType>(v.getType()); };
   using V = SmallVector<Value>;
@@ -235,67 +307,6 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
                          if (offset)
                            s = arith::AddIOp::create(b, l, s, offset);
                          return V{arith::TruncIOp::create(b, l, b.getI32Type(), s)};
-                       });
-      })
-      .Case([&](nn::AdamWOp o) {
-        // Scalars in f64 as PyTorch computes them on the host, applied in f32.
-        Type f32 = b.getF32Type();
-        auto narrow = [&](Value v) { return arith::TruncFOp::create(b, loc, f32, v); };
-        auto c64 = [&](double v) { return cst(b, loc, b.getF64Type(), v); };
-        double wd = o.getWeightDecay().convertToDouble(), b1 = o.getBeta1().convertToDouble(),
-               b2 = o.getBeta2().convertToDouble(), eps = o.getEps().convertToDouble();
-        Value decay =
-            narrow(arith::SubFOp::create(b, loc, c64(1.0), arith::MulFOp::create(b, loc, o.getLr(), c64(wd))));
-        Value stepSize = narrow(arith::DivFOp::create(b, loc, o.getLr(), o.getBc1()));
-        Value bc2Sqrt = narrow(math::SqrtOp::create(b, loc, o.getBc2()));
-        Value scale = o.getGradScale();
-        RankedTensorType t = type(o.getParam());
-        AffineMap id = b.getMultiDimIdentityMap(t.getRank());
-        SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
-        return generic(
-            b, loc, {o.getParam(), o.getGrad(), o.getM(), o.getV()}, {id, id, id, id}, {t, t, t}, {id, id, id}, iters,
-            {}, [&](OpBuilder &b, Location l, ValueRange a) {
-              auto c = [&](double v) { return cst(b, l, f32, v); };
-              Value g = arith::MulFOp::create(b, l, a[1], scale);
-              Value p = arith::MulFOp::create(b, l, a[0], decay);
-              Value m = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(b1)),
-                                              arith::MulFOp::create(b, l, g, c(1 - b1)));
-              Value v =
-                  arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[3], c(b2)),
-                                        arith::MulFOp::create(b, l, arith::MulFOp::create(b, l, g, g), c(1 - b2)));
-              Value denom = arith::AddFOp::create(
-                  b, l, arith::DivFOp::create(b, l, math::SqrtOp::create(b, l, v), bc2Sqrt), c(eps));
-              Value upd = arith::MulFOp::create(b, l, stepSize, arith::DivFOp::create(b, l, m, denom));
-              Value np = arith::SubFOp::create(b, l, p, upd);
-              if (Value apply = o.getApply())
-                return V{arith::SelectOp::create(b, l, apply, np, a[0]), arith::SelectOp::create(b, l, apply, m, a[2]),
-                         arith::SelectOp::create(b, l, apply, v, a[3])};
-              return V{np, m, v};
-            });
-      })
-      .Case([&](nn::SGDOp o) {
-        Type f32 = b.getF32Type();
-        double mu = o.getMomentum().convertToDouble(), wd = o.getWeightDecay().convertToDouble();
-        // lr applied in f32, as torch's add_(d_p, alpha=-lr).
-        Value lr = arith::TruncFOp::create(b, loc, f32, o.getLr());
-        Value scale = o.getGradScale();
-        RankedTensorType t = type(o.getParam());
-        AffineMap id = b.getMultiDimIdentityMap(t.getRank());
-        SmallVector<utils::IteratorType> iters(t.getRank(), utils::IteratorType::parallel);
-        return generic(b, loc, {o.getParam(), o.getGrad(), o.getBuf()}, {id, id, id}, {t, t}, {id, id}, iters, {},
-                       [&](OpBuilder &b, Location l, ValueRange a) {
-                         auto c = [&](double v) { return cst(b, l, f32, v); };
-                         Value g = arith::MulFOp::create(b, l, a[1], scale);
-                         if (wd != 0)
-                           g = arith::AddFOp::create(b, l, g, arith::MulFOp::create(b, l, a[0], c(wd)));
-                         Value buf = a[2];
-                         if (mu != 0)
-                           g = buf = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, a[2], c(mu)), g);
-                         Value np = arith::SubFOp::create(b, l, a[0], arith::MulFOp::create(b, l, lr, g));
-                         if (Value apply = o.getApply())
-                           return V{arith::SelectOp::create(b, l, apply, np, a[0]),
-                                    arith::SelectOp::create(b, l, apply, buf, a[2])};
-                         return V{np, buf};
                        });
       })
       .Default([](Operation *) { return V{}; });
