@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <string>
 #include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -547,19 +548,17 @@ void planrt_mesh_describe(const planrt_mesh *mesh, char *buf, size_t size) {
 int planrt_mesh_host(const planrt_mesh *mesh, int rank, char *name, size_t size) {
   if (!mesh || gRank < 0 || rank < 0 || rank >= gWorld)
     return -1;
-  auto same = [](int a, int b) { return std::strcmp(gHosts[a], gHosts[b]) == 0 && gSpaces[a] == gSpaces[b]; };
-  int index = 0;
-  for (int r = 0; r < rank; ++r) {
-    bool first = true; // r is the first rank of its host
-    for (int q = 0; q < r && first; ++q)
-      first = !same(q, r);
-    if (first && same(r, rank))
-      return name && size ? (std::snprintf(name, size, "%s", gHosts[r]), index) : index;
-    index += first;
+  // Each rank's host index, numbered in the order of the hosts' first ranks: made once.
+  static std::vector<int> index;
+  if (index.size() != size_t(gWorld)) {
+    std::map<std::pair<std::string, uint64_t>, int> seen;
+    index.clear();
+    for (int r = 0; r < gWorld; ++r)
+      index.push_back(seen.emplace(std::make_pair(std::string(gHosts[r]), gSpaces[r]), int(seen.size())).first->second);
   }
   if (name && size)
     std::snprintf(name, size, "%s", gHosts[rank]);
-  return index;
+  return index[size_t(rank)];
 }
 
 int planrt_mesh_remote_peers(const planrt_mesh *mesh, char *buf, size_t size) {
