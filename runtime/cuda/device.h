@@ -48,6 +48,13 @@ void deviceAdd(float *to, const float *from, size_t count);
 void *stageHalves(const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t dstRows, int64_t dstCols,
                   int64_t ldd, bool fp16);
 void releaseStaged(void *p);
+/// A GEMM's rounded result (PLANRT_GEMM_ROUND_RESULT, gemm_stage.cu): a scratch buffer of
+/// `elements` 16-bit values (freed by releaseStaged); the rows × cols 16-bit values at src
+/// (leading dimension lds, even) widened into float32 at dst (leading dimension ldd); the
+/// rows × cols floats at p (leading dimension ld) rounded in place to bf16 (fp16) values.
+void *halvesScratch(int64_t elements);
+void widenHalves(const void *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd, bool fp16);
+void roundToHalves(float *p, int64_t rows, int64_t cols, int64_t ld, bool fp16);
 
 /// PLANRT_CUDA_PROFILE (profile.cpp): whether it is set, and the end of an operation
 /// (the wall time since the previous end is charged to `what`).

@@ -19,6 +19,14 @@
 // not): the head's two backward GEMMs then read copies whose rows of the vocabulary of
 // 50,257 are padded to 50,304, with zeros where it is the inner dimension (docs/CUDA.md).
 //
+// A GEMM whose result the compiler wants rounded to bf16 (fp16) values
+// (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results) has its operands staged whatever the
+// policy but never, n padded as k is, and cuBLASLt writes its result in 16 bits to a
+// scratch buffer of rows padded to a multiple of 64, which one pass widens into C: half
+// the bytes of a float32 result and its separate rounding, and aligned rows where C's are
+// not (the logits' 50,257). Under the policy never, or PLANRT_CUDA_GEMM_ROUND=inplace, the
+// float32 result is rounded in place.
+//
 // A step calls the same few shapes every step: the descriptor, the layouts and the
 // algorithm cuBLASLt's heuristic picks are made on a shape's first call and kept.
 #include "device.h"
@@ -83,11 +91,26 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute, and
-/// whether A and B are 16-bit copies (the leading dimensions and alignments are those
-/// of the buffers cuBLASLt reads).
+/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute,
+/// whether A and B are 16-bit copies and whether C is (the leading dimensions and
+/// alignments are those of the buffers cuBLASLt reads and writes).
 using Shape = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
-                         uint32_t, int32_t, bool>;
+                         uint32_t, int32_t, bool, bool>;
+
+/// PLANRT_CUDA_GEMM_ROUND: how a rounded result (PLANRT_GEMM_ROUND_RESULT) is made: half,
+/// the default (16-bit operands and result, widened), or inplace (the float32 result
+/// rounded in place). Read on each call (tests switch it).
+enum class Round { Half, InPlace };
+Round roundPolicy() {
+  const char *v = std::getenv("PLANRT_CUDA_GEMM_ROUND");
+  if (!v || !*v || std::strcmp(v, "half") == 0)
+    return Round::Half;
+  if (std::strcmp(v, "inplace") != 0) {
+    std::string what = std::string("PLANRT_CUDA_GEMM_ROUND=") + v + ": not one of half, inplace";
+    check(cudaErrorInvalidValue, what.c_str());
+  }
+  return Round::InPlace;
+}
 
 /// PLANRT_CUDA_GEMM_STAGE: which bf16 and fp16 GEMMs get 16-bit copies of their operands
 /// (never; auto, the default: all but those whose operands' rows are 16-byte aligned
@@ -131,7 +154,7 @@ private:
   std::map<Shape, Plan> plans;
 
   void make(const Shape &s, Plan &p) {
-    auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute, staged] = s;
+    auto [transA, transB, m, n, k, lda, ldb, ldc, alignX, alignY, alignD, compute, staged, halfResult] = s;
     bool tb = transB == kTrans, ta = transA == kTrans;
     // 16-bit copies are multiplied in cuBLASLt's plain fp32 compute (their products are
     // exact, the sums fp32), float32 operands in the compute the compiler chose.
@@ -144,7 +167,7 @@ private:
     checkLt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof opY), "TRANSB");
     checkLt(cublasLtMatrixLayoutCreate(&p.x, in, tb ? k : n, tb ? n : k, ldb), "layout of B");
     checkLt(cublasLtMatrixLayoutCreate(&p.y, in, ta ? m : k, ta ? k : m, lda), "layout of A");
-    checkLt(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n, m, ldc), "layout of C");
+    checkLt(cublasLtMatrixLayoutCreate(&p.d, halfResult ? in : CUDA_R_32F, n, m, ldc), "layout of C");
     cublasLtMatmulPreference_t pref;
     checkLt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     size_t ws = kWorkspaceBytes;
@@ -167,7 +190,8 @@ private:
     if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "planrt_cuda_gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d in %s%s", m, n,
-                    k, kComputes[compute].name, staged ? " (16-bit copies of the operands)" : "");
+                    k, kComputes[compute].name,
+                    halfResult ? " (16-bit operands and result)" : staged ? " (16-bit copies of the operands)" : "");
       check(cudaErrorNotSupported, buf);
     }
     p.algo = result.algo;
@@ -184,7 +208,9 @@ Lt &lt() {
 struct Operands {
   const void *a, *b;
   int32_t lda, ldb, k;
+  int32_t n;               // the result's columns cuBLASLt computes (padded for a 16-bit result)
   bool staged = false;
+  bool halfResult = false; // a rounded result written in 16 bits, then widened
 
   void release() const {
     if (staged)
@@ -195,22 +221,27 @@ struct Operands {
 
 /// What planrt_cuda_gemm hands cuBLASLt under the staging policy (above).
 Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, const float *A, int32_t lda,
-               const float *B, int32_t ldb, const float *C, int32_t ldc, int32_t compute) {
-  Operands o{A, B, lda, ldb, k};
+               const float *B, int32_t ldb, const float *C, int32_t ldc, int32_t compute, bool round) {
+  Operands o{A, B, lda, ldb, k, n};
   if (compute != PLANRT_GEMM_BF16 && compute != PLANRT_GEMM_F16)
     return o;
   Stage policy = stagePolicy();
+  o.halfResult = round && policy != Stage::Never && roundPolicy() == Round::Half;
   bool operandsAligned = rowsAligned(A, lda) && rowsAligned(B, ldb);
-  if (policy == Stage::Never || (policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc)))
+  if (policy == Stage::Never ||
+      (!o.halfResult && policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc)))
     return o;
   bool fp16 = compute == PLANRT_GEMM_F16, ta = transA == kTrans, tb = transB == kTrans;
-  // A is (ta ? k × m : m × k) row-major, B (tb ? n × k : k × n); k padded with zeros.
+  // A is (ta ? k × m : m × k) row-major, B (tb ? n × k : k × n); k padded with zeros, and
+  // n too for a 16-bit result (B's extra rows or columns zeros, C's extra columns dropped).
   o.k = padded(k);
+  if (o.halfResult)
+    o.n = padded(n);
   int32_t rowsA = ta ? k : m, colsA = ta ? m : k, rowsB = tb ? n : k, colsB = tb ? k : n;
   o.lda = padded(colsA);
-  o.ldb = padded(colsB);
+  o.ldb = padded(tb ? colsB : o.n);
   o.a = planrt::cuda::stageHalves(A, rowsA, colsA, lda, ta ? o.k : m, ta ? m : o.k, o.lda, fp16);
-  o.b = planrt::cuda::stageHalves(B, rowsB, colsB, ldb, tb ? n : o.k, tb ? o.k : n, o.ldb, fp16);
+  o.b = planrt::cuda::stageHalves(B, rowsB, colsB, ldb, tb ? o.n : o.k, tb ? o.k : o.n, o.ldb, fp16);
   o.staged = true;
   return o;
 }
@@ -222,11 +253,17 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
                                  float *C, int32_t ldc, int32_t compute) {
   if (order != kRowMajor)
     check(cudaErrorInvalidValue, "planrt_cuda_gemm: only row-major (CblasRowMajor) is implemented");
+  bool round = (compute & PLANRT_GEMM_ROUND_RESULT) != 0;
+  compute &= ~PLANRT_GEMM_ROUND_RESULT;
   if (compute < 0 || compute >= int32_t(std::size(kComputes))) {
     std::string what = "planrt_cuda_gemm: unknown compute precision " + std::to_string(compute) +
-                       " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32)";
+                       " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32; + 16: the result rounded)";
     check(cudaErrorInvalidValue, what.c_str());
   }
+  bool sixteen = compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16;
+  if (round && (!sixteen || beta != 0.0f))
+    check(cudaErrorInvalidValue, "planrt_cuda_gemm: a rounded result (PLANRT_GEMM_ROUND_RESULT) needs a bf16 or "
+                                 "fp16 compute and beta = 0");
   if (m == 0 || n == 0)
     return;
   if (k == 0) { // C = beta C: what the generated code asks (beta = 0) is a zeroed C
@@ -238,19 +275,30 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
     return planrt::cuda::finish("planrt_cuda_gemm (k = 0)");
   }
   Lt &l = lt();
-  Operands o = stage(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, compute);
-  const Plan &p = l.plan(Shape{transA, transB, m, n, o.k, o.lda, o.ldb, ldc, alignment(o.b), alignment(o.a),
-                               alignment(C), compute, o.staged});
-  checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, o.b, p.x, o.a, p.y, &beta, C, p.d, C, p.d, &p.algo, l.workspace,
+  Operands o = stage(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, compute, round);
+  // A rounded result on 16-bit operands: cuBLASLt writes 16 bits, rows padded, widened below.
+  bool halfResult = o.halfResult, fp16 = compute == PLANRT_GEMM_F16;
+  int32_t ldd = halfResult ? o.n : ldc;
+  void *D = halfResult ? planrt::cuda::halvesScratch(int64_t(m) * ldd) : C;
+  const Plan &p = l.plan(Shape{transA, transB, m, o.n, o.k, o.lda, o.ldb, ldd, alignment(o.b), alignment(o.a),
+                               alignment(D), compute, o.staged, halfResult});
+  checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, o.b, p.x, o.a, p.y, &beta, D, p.d, D, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");
+  if (halfResult) {
+    planrt::cuda::widenHalves(D, m, n, ldd, C, ldc, fp16);
+    planrt::cuda::releaseStaged(D);
+  } else if (round) {
+    planrt::cuda::roundToHalves(C, m, n, ldc, fp16);
+  }
   o.release();
   if (!planrt::cuda::profiling())
     return planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
   // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT" (kept past
   // the call: the runtime names the last work queued with it).
   static thread_local char name[128];
-  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c%s", kComputes[compute].name, m, n, k,
-                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N', o.staged ? " staged" : "");
+  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c%s%s", kComputes[compute].name, m, n, k,
+                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N', o.staged ? " staged" : "",
+                !round ? "" : halfResult ? " rounded (16-bit result)" : " rounded in place");
   planrt::cuda::finish(name);
 }

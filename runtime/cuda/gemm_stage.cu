@@ -3,6 +3,8 @@
 // multiple of 64, so that cuBLASLt reads half the bytes, aligned, with its native 16-bit
 // kernels, and the inner dimension padded with zeros. The conversion rounds to nearest,
 // which changes nothing on such values.
+// And the result of a GEMM the compiler asked for rounded (PLANRT_GEMM_ROUND_RESULT):
+// cuBLASLt's 16-bit result widened to float32, or a float32 result rounded in place.
 #include "common.cuh"
 
 #include <cuda_bf16.h>
@@ -36,9 +38,75 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Thread (x, y) widens columns 2x, 2x + 1 of rows y, y + gridDim.y, … of the rows x cols
+/// 16-bit src (leading dimension lds, even) into the float32 dst (leading dimension ldd).
+template <class H>
+__global__ void __launch_bounds__(kThreads)
+    fromHalves(const H *__restrict__ src, int64_t rows, int64_t cols, int64_t lds, float *__restrict__ dst,
+               int64_t ldd) {
+  int64_t c = 2 * (int64_t(blockIdx.x) * kThreads + threadIdx.x);
+  if (c >= cols)
+    return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    float2 v;
+    if constexpr (std::is_same_v<H, __nv_bfloat16>)
+      v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(src + r * lds + c));
+    else
+      v = __half22float2(*reinterpret_cast<const __half2 *>(src + r * lds + c));
+    float *d = dst + r * ldd + c;
+    d[0] = v.x;
+    if (c + 1 < cols)
+      d[1] = v.y;
+  }
+}
+
+/// Each element of the rows x cols float32 matrix at p (leading dimension ld) rounded to
+/// the nearest bf16 (fp16) value, ties to even.
+template <class H>
+__global__ void __launch_bounds__(kThreads) roundToHalves(float *__restrict__ p, int64_t rows, int64_t cols, int64_t ld) {
+  int64_t c = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (c >= cols)
+    return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    float &x = p[r * ld + c];
+    if constexpr (std::is_same_v<H, __nv_bfloat16>)
+      x = __bfloat162float(__float2bfloat16_rn(x));
+    else
+      x = __half2float(__float2half_rn(x));
+  }
+}
+
+unsigned rowBlocks(int64_t rows) { return unsigned(rows < 65535 ? rows : 65535); }
+
 } // namespace
 
 namespace planrt::cuda {
+
+void *halvesScratch(int64_t elements) {
+  return scratch<uint16_t>(elements, "cudaMallocAsync (planrt_cuda_gemm's 16-bit result)");
+}
+
+void widenHalves(const void *src, int64_t rows, int64_t cols, int64_t lds, float *dst, int64_t ldd, bool fp16) {
+  if (rows == 0 || cols == 0)
+    return;
+  dim3 grid(unsigned((cols + 2 * kThreads - 1) / (2 * kThreads)), rowBlocks(rows));
+  if (fp16)
+    fromHalves<<<grid, kThreads, 0, stream()>>>(static_cast<const __half *>(src), rows, cols, lds, dst, ldd);
+  else
+    fromHalves<<<grid, kThreads, 0, stream()>>>(static_cast<const __nv_bfloat16 *>(src), rows, cols, lds, dst, ldd);
+  check(cudaGetLastError(), "planrt_cuda_gemm's widening of its 16-bit result");
+}
+
+void roundToHalves(float *p, int64_t rows, int64_t cols, int64_t ld, bool fp16) {
+  if (rows == 0 || cols == 0)
+    return;
+  dim3 grid(unsigned((cols + kThreads - 1) / kThreads), rowBlocks(rows));
+  if (fp16)
+    ::roundToHalves<__half><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
+  else
+    ::roundToHalves<__nv_bfloat16><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
+  check(cudaGetLastError(), "planrt_cuda_gemm's rounding of its result");
+}
 
 void *stageHalves(const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t dstRows, int64_t dstCols,
                   int64_t ldd, bool fp16) {

@@ -36,6 +36,11 @@ extern "C" {
  * - TF32: tensor cores on the operands rounded to TF32 (10 bits of mantissa): the
  *   GEMMs of a mixed-precision plan whose operands are not all exact in its type. */
 enum planrt_gemm_compute { PLANRT_GEMM_F32 = 0, PLANRT_GEMM_BF16 = 1, PLANRT_GEMM_F16 = 2, PLANRT_GEMM_TF32 = 3 };
+/* Or'ed into a BF16 or F16 compute (plan-cuda-round-results): the result is rounded to
+ * that type, to nearest with ties to even, and stored as float32 — what a rounding of
+ * the result to it (nn.round) would make of it, without the separate pass; beta must be
+ * 0. On the device, cuBLASLt writes a 16-bit result that is then widened to float32. */
+#define PLANRT_GEMM_ROUND_RESULT 16
 
 /* planrt_cuda_start, planrt_cuda_gemm and the device kernels: planrt_abi.def
  * (PLANRT_ABI_CUDA). */

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -213,6 +214,70 @@ TEST(CudaKernels, GemmStaging) {
                          PLANRT_GEMM_BF16);
       });
   }
+}
+
+// A GEMM asked for its result rounded (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results):
+// under every staging policy (and both PLANRT_CUDA_GEMM_ROUND ways), every element of C is a bf16 (fp16) value, the CPU's sgemm rounded
+// within the order of the sums (one unit of the last place), with odd sizes and 4-byte
+// aligned operands; then gpt2_small's logits GEMM so, against the plain one and its
+// separate rounding (run_all.sh's profile shows that as a generated kernel).
+TEST(CudaKernels, GemmRoundedResult) {
+  NEED_GPU();
+  for (const char *policy : {"never", "auto", "operands", "auto inplace"})
+    for (auto [compute, mantissa] : {std::pair{PLANRT_GEMM_BF16, 7}, std::pair{PLANRT_GEMM_F16, 10}})
+      for (int ta : {111, 112})
+        for (int tb : {111, 112}) {
+          bool inplace = std::strcmp(policy, "auto inplace") == 0;
+          StagePolicy set(inplace ? "auto" : policy);
+          if (inplace)
+            setenv("PLANRT_CUDA_GEMM_ROUND", "inplace", 1);
+          const int m = 67, n = 45, k = 39;
+          int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
+          Buf a(int64_t(m) * k + 1), b(int64_t(k) * n + 1), c(int64_t(m) * n + 1), ref(int64_t(m) * n);
+          fill(a, 31);
+          fill(b, 32);
+          for (Buf *x : {&a, &b})
+            for (int64_t i = 0; i < x->n; ++i)
+              x->p[i] = roundTo(x->p[i], mantissa);
+          cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p + 1, lda, b.p + 1,
+                      ldb, 0.0f, ref.p, n);
+          planrt_cuda_gemm(101, ta, tb, m, n, k, 1.0f, a.p + 1, lda, b.p + 1, ldb, 0.0f, c.p + 1, n,
+                           compute | PLANRT_GEMM_ROUND_RESULT);
+          planrt_cuda_sync();
+          // Within one unit in the last place (fp16's subnormals: 2^-24) of the rounded
+          // reference, beyond what the order of the fp32 sums may move the sum before it is
+          // rounded (the tolerance of the other GEMM tests, 1e-5 of the largest element: an
+          // element much smaller than its terms can cross a rounding boundary, as one fp16
+          // element of 67 x 45 did on an H100 under every policy).
+          double big = 1e-30;
+          for (int64_t i = 0; i < ref.n; ++i)
+            big = std::max(big, double(std::fabs(ref.p[i])));
+          int64_t inexact = 0, far = 0;
+          for (int64_t i = 0; i < ref.n; ++i) {
+            float got = c.p[1 + i], want = roundTo(ref.p[i], mantissa);
+            inexact += roundTo(got, mantissa) != got;
+            float ulp = std::max(std::ldexp(std::fabs(want), -mantissa), mantissa == 10 ? 0x1p-24f : 0.0f);
+            far += std::fabs(got - want) > 1.01 * ulp + 1e-5 * big;
+          }
+          EXPECT_EQ(inexact, 0) << policy << " compute " << compute << " transA " << ta << " transB " << tb;
+          EXPECT_EQ(far, 0) << policy << " compute " << compute << " transA " << ta << " transB " << tb;
+          unsetenv("PLANRT_CUDA_GEMM_ROUND");
+        }
+  const int64_t T = 8192, C = 768, V = 50257;
+  Buf x(T * C), wte(V * C), logits(T * V);
+  fill(x, 33);
+  fill(wte, 34);
+  for (Buf *b : {&x, &wte})
+    for (int64_t i = 0; i < b->n; ++i)
+      b->p[i] = roundTo(b->p[i], 7);
+  for (const char *how : {"half", "inplace"}) {
+    setenv("PLANRT_CUDA_GEMM_ROUND", how, 1);
+    bench(std::string("gemm bf16 head logits, rounded result, ") + how, [&] {
+      planrt_cuda_gemm(101, 111, 112, int(T), int(V), int(C), 1.0f, x.p, int(C), wte.p, int(C), 0.0f, logits.p,
+                       int(V), PLANRT_GEMM_BF16 | PLANRT_GEMM_ROUND_RESULT);
+    });
+  }
+  unsetenv("PLANRT_CUDA_GEMM_ROUND");
 }
 
 TEST(CudaKernels, LayerNormAndRmsNorm) {

@@ -556,6 +556,26 @@ TEST(KernelsPrecisionAuditDeathTest, GemmOperandsMustBeValuesOfTheMarkedType) {
       ::testing::ExitedWithCode(1), "GEMM marked fp16: operand B element \\(0, 1\\) = 0.333.* is not a fp16 value");
 }
 
+// A rounded result (PLANRT_GEMM_ROUND_RESULT): C rounded to nearest, ties to even, in the
+// marked type, worked out by hand; beta must be 0.
+TEST(KernelsPrecisionAuditDeathTest, GemmRoundsItsResultWhenAsked) {
+  const float u = 1.0f / 256; // bf16 steps by 2u = 2^-7 in [1, 2)
+  Vec A = {1.0f, u, 1.0f, 3 * u}, B = {1.0f, 1.0f, 1.0f, 0.0f}, C(4);
+  // C = A Bᵀ = [1 + u, 1; 1 + 3u, 1]: two ties, to the even neighbours 1 and 1 + 4u.
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2, PLANRT_GEMM_BF16);
+  EXPECT_EQ(C, (Vec{1.0f + u, 1.0f, 1.0f + 3 * u, 1.0f}));
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2,
+                    PLANRT_GEMM_BF16 | PLANRT_GEMM_ROUND_RESULT);
+  EXPECT_EQ(C, (Vec{1.0f, 1.0f, 1.0f + 4 * u, 1.0f}));
+  // fp16 keeps both (steps of 2^-10).
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2,
+                    PLANRT_GEMM_F16 | PLANRT_GEMM_ROUND_RESULT);
+  EXPECT_EQ(C, (Vec{1.0f + u, 1.0f, 1.0f + 3 * u, 1.0f}));
+  EXPECT_EXIT(planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 1.0f, C.data(), 2,
+                                PLANRT_GEMM_BF16 | PLANRT_GEMM_ROUND_RESULT),
+              ::testing::ExitedWithCode(1), "a rounded result \\(PLANRT_GEMM_ROUND_RESULT\\) needs beta = 0");
+}
+
 TEST(KernelsPrecisionAuditDeathTest, AttentionOperandsMustBeBf16) {
   const int64_t H = 1, KVH = 1, D = 2, S = 2;
   Vec qkv(S * (H + 2 * KVH) * D, 0.5f), out(S * H * D), dout(S * H * D, 0.25f), dqkv(qkv.size());

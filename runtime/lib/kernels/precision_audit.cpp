@@ -3,7 +3,9 @@
 // operands to that type, which loses nothing only if each is already a value of it, as
 // plan-gemm-precision claims. These check every element of those operands — fatal at
 // the first that is not, naming the call, the operand, the element and the value — then
-// compute as the call they replace.
+// compute as the call they replace. A GEMM asked for a rounded result
+// (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results) rounds C as the CUDA target's does.
+#include "../pretrained.h"
 #include "common.h"
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
@@ -48,11 +50,21 @@ void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
                        int32_t compute) {
   if (order != CblasRowMajor)
     fatal("planrt_audit_gemm: only row-major GEMMs are audited");
+  bool round = (compute & PLANRT_GEMM_ROUND_RESULT) != 0;
+  compute &= ~PLANRT_GEMM_ROUND_RESULT;
+  if (round && beta != 0.0f)
+    fatal("planrt_audit_gemm: a rounded result (PLANRT_GEMM_ROUND_RESULT) needs beta = 0");
   bool ta = transA == CblasTrans, tb = transB == CblasTrans;
   checkMatrix("GEMM", "operand A", A, ta ? k : m, ta ? m : k, lda, compute);
   checkMatrix("GEMM", "operand B", B, tb ? n : k, tb ? k : n, ldb, compute);
   cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, A, lda, B, ldb, beta,
               C, ldc);
+  if (!round)
+    return;
+  const std::string precision = typeName(compute);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      C[r * ldc + c] = planrt::train::roundToPrecision(C[r * ldc + c], precision);
 }
 
 void planrt_audit_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,

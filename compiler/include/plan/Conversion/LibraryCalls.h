@@ -2,6 +2,7 @@
 #ifndef PLAN_CONVERSION_LIBRARYCALLS_H
 #define PLAN_CONVERSION_LIBRARYCALLS_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Operation.h"
 
@@ -15,12 +16,21 @@ namespace plan {
 /// it and its cuBLASLt call reads it; the CPU's BLAS computes in fp32 whatever it says.
 inline constexpr llvm::StringLiteral kGemmPrecisionAttr = "plan.gemm_precision";
 
+/// On a GEMM call marked bf16 or f16 (kGemmPrecisionAttr), set by the CUDA targets'
+/// plan-cuda-round-results: its result is to be rounded to that type, as the rounding
+/// it replaced did (PLANRT_GEMM_ROUND_RESULT).
+inline constexpr llvm::StringLiteral kRoundResultAttr = "plan.round_result";
+
 /// Attaches the BufferizableOpInterface models that turn GEMMs, attention,
 /// normalisations, embeddings and cross-entropy into calls.
 void registerLibraryCallModels(mlir::DialectRegistry &registry);
 
 /// Whether `op` is one of those ops: computed by a call, never fused with another op.
 bool isLibraryCall(mlir::Operation *op);
+
+/// The address of a static, contiguous row-major buffer's first element, as a library
+/// call's pointer argument (!llvm.ptr).
+mlir::Value firstElementPointer(mlir::OpBuilder &b, mlir::Location loc, mlir::Value buffer);
 } // namespace plan
 
 #endif // PLAN_CONVERSION_LIBRARYCALLS_H

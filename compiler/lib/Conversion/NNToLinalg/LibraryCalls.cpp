@@ -38,12 +38,7 @@ public:
       memref::CopyOp::create(b, loc, buffer, copy);
       buffer = copy;
     }
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
-    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
-    int64_t bytes = mt.getElementTypeBitWidth() / 8;
-    Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), arith::ConstantIndexOp::create(b, loc, bytes));
-    Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
-    args.push_back(LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), addr));
+    args.push_back(firstElementPointer(b, loc, buffer));
     return *this;
   }
   /// A null pointer (an absent optional operand).
@@ -486,3 +481,13 @@ void plan::registerLibraryCallModels(DialectRegistry &registry) {
 }
 
 bool plan::isLibraryCall(Operation *op) { return isa<PLAN_LIBRARY_CALL_OPS, nn::SDPACachedOp>(op); }
+
+Value plan::firstElementPointer(OpBuilder &b, Location loc, Value buffer) {
+  auto mt = cast<MemRefType>(buffer.getType());
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  int64_t bytes = mt.getElementTypeBitWidth() / 8;
+  Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), arith::ConstantIndexOp::create(b, loc, bytes));
+  Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
+  return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), addr);
+}

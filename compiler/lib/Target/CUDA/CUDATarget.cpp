@@ -81,7 +81,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   std::string pipeline =
       "plan-cuda-check-buckets,plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
       "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
-      "plan-cuda-library-calls,"
+      "plan-cuda-round-results,plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"
       "gpu-kernel-outlining,plan-cuda-host-sync," +
       attach +
@@ -107,7 +107,8 @@ void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   // cores checks that its operands are bf16 (fp16) values.
   if (failed(parsePassPipeline("plan-gemm-precision", pm, llvm::errs())))
     llvm::report_fatal_error("planc: the host emulation pipeline does not parse");
-  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),func.func(convert-linalg-to-parallel-loops),"
+  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),plan-cuda-round-results,"
+                                 "func.func(convert-linalg-to-parallel-loops),"
                                  "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops{order=" +
                                      name.str() + " seed=" + seed.str() + "},plan-precision-audit");
 }

@@ -38,7 +38,7 @@ LogicalResult rewriteWithPrecision(ModuleOp m, SymbolTable &symbols, StringRef f
       compute = *c;
     }
     if (which == PrecisionCalls::All || compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16)
-      calls.emplace_back(call, compute);
+      calls.emplace_back(call, compute | (call->hasAttr(kRoundResultAttr) ? PLANRT_GEMM_ROUND_RESULT : 0));
     return WalkResult::advance();
   });
   if (r.wasInterrupted())

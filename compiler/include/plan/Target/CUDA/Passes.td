@@ -59,6 +59,30 @@ def PlanCudaLibraryCalls : Pass<"plan-cuda-library-calls", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def PlanCudaRoundResults : Pass<"plan-cuda-round-results", "mlir::ModuleOp"> {
+  let summary = "Let a bf16 (fp16) GEMM round its own result instead of a separate rounding pass";
+  let description = [{
+    A mixed-precision step rounds most GEMM results to bf16 (fp16) right after
+    the GEMM (`nn.round`): a pass over the whole result that reads and writes
+    float32. Where a `cblas_sgemm` marked bf16 or f16 (`plan.gemm_precision`)
+    with beta 0 writes a fresh buffer that nothing but the next op reads, and
+    that op is such a rounding into another buffer (neither operand's, and
+    there before the GEMM), the GEMM writes that buffer instead, marked
+    `plan.round_result`; the rounding and the result buffer go. The call then
+    passes `PLANRT_GEMM_ROUND_RESULT` with its precision: cuBLASLt writes the
+    result in 16 bits and one pass widens it (the CUDA target), or the audited
+    GEMM rounds it (cuda-host), with the bits the rounding made.
+
+    ```mlir
+    func.call @cblas_sgemm(..., %c_ptr, ...) {plan.gemm_precision = "bf16"}
+    linalg.generic ins(%c) outs(%y) { truncf to bf16, extf }
+    // becomes
+    func.call @cblas_sgemm(..., %y_ptr, ...) {plan.gemm_precision = "bf16", plan.round_result}
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect", "mlir::memref::MemRefDialect"];
+}
+
 def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
   let summary = "Make the host wait for the device only where host code runs next";
   let description = [{
