@@ -91,7 +91,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and C, compute,
+/// transA, transB, m, n, k, lda, ldb, ldc, the alignments of B, A and D (what cuBLASLt writes), compute,
 /// whether A and B are 16-bit copies and whether C is (the leading dimensions and
 /// alignments are those of the buffers cuBLASLt reads and writes).
 using Shape = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
@@ -180,6 +180,13 @@ private:
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD}};
     for (auto [attr, value] : aligns)
       checkLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, value, sizeof *value), "alignment preference");
+    // A 16-bit result is rounded once, from fp32 sums: no split-K reduction in the output type.
+    if (halfResult) {
+      uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      checkLt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                   sizeof schemes),
+              "reduction scheme preference");
+    }
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     cublasStatus_t heuristic =
@@ -203,8 +210,8 @@ Lt &lt() {
   return instance;
 }
 
-/// The operands cuBLASLt reads for one call: the caller's, or 16-bit copies (k then
-/// padded), which release() frees once the stream is past the GEMM.
+/// The operands cuBLASLt reads for one call: the caller's, or 16-bit copies (k, and n for a
+/// 16-bit result, then padded), which release() frees once the stream is past the GEMM.
 struct Operands {
   const void *a, *b;
   int32_t lda, ldb, k;
@@ -226,7 +233,7 @@ Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, 
   if (compute != PLANRT_GEMM_BF16 && compute != PLANRT_GEMM_F16)
     return o;
   Stage policy = stagePolicy();
-  o.halfResult = round && policy != Stage::Never && roundPolicy() == Round::Half;
+  o.halfResult = round && roundPolicy() == Round::Half && policy != Stage::Never;
   bool operandsAligned = rowsAligned(A, lda) && rowsAligned(B, ldb);
   if (policy == Stage::Never ||
       (!o.halfResult && policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc)))

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
 /// Each element of the rows x cols float32 matrix at p (leading dimension ld) rounded to
 /// the nearest bf16 (fp16) value, ties to even.
 template <class H>
-__global__ void __launch_bounds__(kThreads) roundToHalves(float *__restrict__ p, int64_t rows, int64_t cols, int64_t ld) {
+__global__ void __launch_bounds__(kThreads) roundInPlace(float *__restrict__ p, int64_t rows, int64_t cols, int64_t ld) {
   int64_t c = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (c >= cols)
     return;
@@ -102,9 +102,9 @@ void roundToHalves(float *p, int64_t rows, int64_t cols, int64_t ld, bool fp16) 
     return;
   dim3 grid(unsigned((cols + kThreads - 1) / kThreads), rowBlocks(rows));
   if (fp16)
-    ::roundToHalves<__half><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
+    roundInPlace<__half><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
   else
-    ::roundToHalves<__nv_bfloat16><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
+    roundInPlace<__nv_bfloat16><<<grid, kThreads, 0, stream()>>>(p, rows, cols, ld);
   check(cudaGetLastError(), "planrt_cuda_gemm's rounding of its result");
 }
 

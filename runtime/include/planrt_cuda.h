@@ -39,7 +39,9 @@ enum planrt_gemm_compute { PLANRT_GEMM_F32 = 0, PLANRT_GEMM_BF16 = 1, PLANRT_GEM
 /* Or'ed into a BF16 or F16 compute (plan-cuda-round-results): the result is rounded to
  * that type, to nearest with ties to even, and stored as float32 — what a rounding of
  * the result to it (nn.round) would make of it, without the separate pass; beta must be
- * 0. On the device, cuBLASLt writes a 16-bit result that is then widened to float32. */
+ * 0. On the device, cuBLASLt writes a 16-bit result that is then widened to float32
+ * (unless PLANRT_CUDA_GEMM_STAGE=never or PLANRT_CUDA_GEMM_ROUND=inplace: the float32
+ * result rounded in place). */
 #define PLANRT_GEMM_ROUND_RESULT 16
 
 /* planrt_cuda_start, planrt_cuda_gemm and the device kernels: planrt_abi.def

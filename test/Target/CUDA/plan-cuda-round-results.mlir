@@ -58,13 +58,13 @@ func.func @logits(%x: memref<4x8xf32>, %w: memref<16x8xf32>) -> memref<4x16xf32>
 // -----
 
 // Left as they are: beta 1 (the GEMM adds to C); a rounding to f16 of a bf16 GEMM; a
-// rounding that also adds; the result read again after the rounding; and an output
-// that is an operand of the GEMM.
+// rounding that also adds; the result read again after the rounding; an output that
+// is an operand of the GEMM; and a rounding of the result in place.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 
 // CHECK-LABEL: func.func @kept(
 // CHECK-NOT: plan.round_result
-// CHECK-COUNT-5: linalg.generic
+// CHECK-COUNT-6: linalg.generic
 // CHECK-NOT: plan.round_result
 // DEVICE-LABEL: func.func @kept(
 // DEVICE-NOT: arith.constant 17 : i32
@@ -168,5 +168,22 @@ func.func @kept(%x: memref<4x4xf32>, %w: memref<4x4xf32>, %y: memref<4x4xf32>) {
     linalg.yield %e : f32
   }
   memref.dealloc %c5 : memref<4x4xf32>
+
+  // rounded in place
+  %c6 = memref.alloc() : memref<4x4xf32>
+  %c6i = memref.extract_aligned_pointer_as_index %c6 : memref<4x4xf32> -> index
+  %c6l = arith.index_cast %c6i : index to i64
+  %c6p = llvm.inttoptr %c6l : i64 to !llvm.ptr
+  call @cblas_sgemm(%c101, %c111, %c111, %c4, %c4, %c4, %one, %xp, %c4, %wp, %c4, %zero, %c6p, %c4)
+      {plan.gemm_precision = "bf16"}
+      : (i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32) -> ()
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c6 : memref<4x4xf32>) outs(%c6 : memref<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %in : f32 to bf16
+    %e = arith.extf %t : bf16 to f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %c6 : memref<4x4xf32>
   return
 }

@@ -27,7 +27,8 @@ namespace {
 
 // cblas_sgemm's operands (CblasRowMajor, transA, transB, m, n, k, alpha, A, lda, B, ldb,
 // beta, C, ldc).
-enum GemmOperand { kM = 3, kN = 4, kA = 7, kB = 9, kBeta = 11, kC = 12, kLdc = 13, kGemmOperands = 14 };
+enum GemmOperand { kOrder = 0, kM = 3, kN = 4, kA = 7, kB = 9, kBeta = 11, kC = 12, kLdc = 13, kGemmOperands = 14 };
+constexpr int64_t kRowMajor = 101; // CblasRowMajor
 
 /// The buffer a library call's pointer argument points into, through the address
 /// arithmetic of firstElementPointer; `chain` collects those ops, last first.
@@ -97,7 +98,7 @@ std::optional<Candidate> candidate(func::CallOp gemm, DominanceInfo &dom) {
   auto precision = gemm->getAttrOfType<StringAttr>(kGemmPrecisionAttr);
   if (gemm.getNumOperands() != kGemmOperands || !precision ||
       (precision.getValue() != "bf16" && precision.getValue() != "f16") ||
-      !matchPattern(gemm.getOperand(kBeta), m_AnyZeroFloat()))
+      constantInt(gemm.getOperand(kOrder)) != kRowMajor || !matchPattern(gemm.getOperand(kBeta), m_AnyZeroFloat()))
     return std::nullopt;
   Candidate c{gemm, {}, {}, {}, false};
   Value result = bufferOf(gemm.getOperand(kC), &c.chain);
@@ -138,8 +139,11 @@ std::optional<Candidate> candidate(func::CallOp gemm, DominanceInfo &dom) {
   if (!c.hoist && !dom.properlyDominates(out, gemm))
     return std::nullopt;
   // The GEMM now writes the output while it reads A and B: they must be other buffers,
-  // and no buffer released between the GEMM and the rounding may be the output's.
+  // and no buffer released between the GEMM and the rounding may be the output's. A
+  // rounding in place (the result its own output) has nothing to gain.
   Value root = rootOf(out);
+  if (root == result)
+    return std::nullopt;
   for (unsigned i : {kA, kB}) {
     Value operand = bufferOf(gemm.getOperand(i));
     if (!operand || rootOf(operand) == root)
@@ -163,7 +167,9 @@ void fuse(Candidate &c) {
   for (Operation *op : c.chain)
     op->erase();
   for (Operation *user : llvm::make_early_inc_range(c.result->getUsers()))
-    user->erase(); // the releases
+    if (isa<memref::DeallocOp>(user))
+      user->erase();
+  assert(c.result->use_empty() && "plan-cuda-round-results: the result buffer is still used");
   c.result.erase();
 }
 
