@@ -179,6 +179,11 @@ int planrt_mesh_remote_peers(const planrt_mesh *mesh, char *buf, size_t size);
 int planrt_mesh_dead_peer(const planrt_mesh *mesh, char *buf, size_t size);
 /* The first peer rank on this host whose process is stopped (SIGSTOP, a debugger), or -1. */
 int planrt_mesh_stopped_peer(const planrt_mesh *mesh, char *buf, size_t size);
+/* What a collective that failed or stalled most likely waits for, into buf: a stopped or
+ * dead peer on this host, else the ranks of the other hosts ("no peer on this host died;
+ * a host of the job died or lost its link, or a rank there hung (plh2: rank 2, 3)");
+ * returns 0 when there is nothing to name (one host, every peer alive). */
+int planrt_mesh_lost_peer(const planrt_mesh *mesh, char *buf, size_t size);
 /* Aborts every rank of the job (after a failure on this one that its peers cannot see). */
 void planrt_mesh_abort(planrt_mesh *mesh, int code);
 /* Bytes this rank has sent with `kind` over the group `mask`, under the ring model. */

@@ -76,6 +76,10 @@ struct planrt_mesh {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
+    // A peer that vanished fails the collective (or stalls it: the step's watchdog): name it.
+    char peer[512];
+    if (planrt_mesh_lost_peer(this, peer, sizeof peer))
+      return fail(PLANRT_ERR_IO, "%s failed: %s; %s", what, msg, peer);
     return fail(PLANRT_ERR_IO, "%s failed: %s", what, msg);
   }
 };
@@ -525,6 +529,20 @@ planrt_status planrt_mesh_agree(planrt_mesh *mesh, float *flag) {
   if (!mesh)
     return PLANRT_OK;
   return mesh->check(MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), "barrier");
+}
+
+int planrt_mesh_lost_peer(const planrt_mesh *mesh, char *buf, size_t size) {
+  if (!buf || !size)
+    return 0;
+  buf[0] = 0;
+  if (planrt_mesh_stopped_peer(mesh, buf, size) >= 0 || planrt_mesh_dead_peer(mesh, buf, size) >= 0)
+    return 1;
+  char remote[400];
+  if (planrt_mesh_remote_peers(mesh, remote, sizeof remote) <= 0)
+    return 0;
+  std::snprintf(buf, size, "no peer on this host died; a host of the job died or lost its link, or a rank there hung (%s)",
+                remote);
+  return 1;
 }
 
 void planrt_mesh_abort(planrt_mesh *mesh, int code) {

@@ -95,18 +95,9 @@ Watchdog::Watchdog(planrt_step_ctx &ctx, double seconds) : ctx(ctx), seconds(sec
         std::lock_guard<std::mutex> lock(this->ctx.whatMutex);
         what = this->ctx.what;
       }
-      char peer[512] = "a peer rank died or hung";
-      if (planrt_mesh_stopped_peer(this->ctx.mesh, peer, sizeof peer) < 0 &&
-          planrt_mesh_dead_peer(this->ctx.mesh, peer, sizeof peer) < 0) {
-        // No peer on this host died: name the other hosts' ranks, one of which did or
-        // lost its link.
-        char remote[400];
-        if (planrt_mesh_remote_peers(this->ctx.mesh, remote, sizeof remote) > 0)
-          std::snprintf(peer, sizeof peer,
-                        "no peer on this host died; a host of the job died or lost its link, or a rank there hung "
-                        "(%s)",
-                        remote);
-      }
+      char peer[512];
+      if (!planrt_mesh_lost_peer(this->ctx.mesh, peer, sizeof peer))
+        std::snprintf(peer, sizeof peer, "a peer rank died or hung");
       std::fprintf(stderr,
                    "planrt: error: rank %d: %s of step %lld has waited %.0f s for its peers: %s; stopping every rank\n",
                    rank, what.c_str(), (long long)this->ctx.step.load(), limit, peer);

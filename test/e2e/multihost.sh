@@ -15,6 +15,8 @@
 # 3. A plan whose tensor axis crosses nodes is warned about, naming the axis and the link.
 # 4. A host whose processes are killed: every rank exits within 60 s (hydra's teardown;
 #    ssh names the host when it notices before hydra stops it, which is not always).
+#    Under Slurm (1c), where srun lets the ranks left find the loss themselves, within 60 s
+#    too, and they name the lost host's ranks.
 # 5. A host whose link is cut: every rank exits within 60 s (--comm-timeout 20), naming the
 #    other host's ranks; then --resume on the restored hosts continues bitwise as on one.
 # Needs root (namespaces), iproute2, sshd and ssh (openssh-server, -client) and MPICH;
@@ -222,6 +224,32 @@ EOF
   grep -q "the Slurm allocation runs 1 tasks a node, but mesh 'm' holds 2 devices a node" slurm_bad.out \
     || { cat slurm_bad.out; fail "the allocation's mismatch is not named"; }
   echo "  salloc -N 2 --ntasks-per-node=1: refused, naming the tasks a node against the mesh's"
+
+  echo "== 1c. under Slurm, a host whose ranks are killed"
+  timeout 300 salloc -N 2 --ntasks-per-node=2 env -u HYDRA_LAUNCHER_EXEC -u HYDRA_IFACE "$PLANC" run hosts.plan \
+    -o exe_hosts -- --steps 1000000 --comm-timeout 20 --log slurm_killed.jsonl --quiet > slurm_killed.out 2>&1 &
+  allocation=$!
+  for try in $(seq 1 1200); do
+    [[ $(grep -c '"loss"' slurm_killed.jsonl 2> /dev/null || true) -ge 30 ]] && break
+    sleep 0.05
+  done
+  t0=$(date +%s.%N)
+  for p in $(ip netns pids "${TAG}h2"); do
+    [[ $(cat "/proc/$p/comm" 2> /dev/null) == exe_hosts ]] && kill -9 "$p"
+  done
+  waited=0
+  while pgrep -f "$WORK/exe_hosts" > /dev/null && [[ $waited -lt 120 ]]; do
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  took=$(echo "$(date +%s.%N) - $t0" | bc)
+  wait "$allocation" || true
+  pgrep -f "$WORK/exe_hosts" > /dev/null && { pkill -9 -f "$WORK/exe_hosts"; fail "ranks survive the killed host under Slurm"; }
+  (($(echo "$took < 60" | bc))) || { cat slurm_killed.out; fail "under Slurm the ranks took ${took} s to exit"; }
+  grep -q "a host of the job died or lost its link, or a rank there hung (${TAG}h2: rank 2, 3)" slurm_killed.out \
+    || { cat slurm_killed.out; fail "under Slurm the ranks left do not name the killed host's"; }
+  echo "  every rank gone ${took} s after host 2's ranks were killed; the ranks left said:"
+  echo "    $(grep -m1 "a host of the job died" slurm_killed.out | cut -c1-240)"
   unset SLURM_CONF
 else
   echo "  SKIP: no Slurm cluster on this machine (above); the hostfile runs remain"
@@ -270,8 +298,9 @@ took=$(run_until_fault killed kill_host)
 echo "  every rank gone ${took} s after host 2's processes were killed"
 pgrep -f "$WORK/exe_hosts" > /dev/null && fail "ranks survive the dead host"
 (($(echo "$took < 60" | bc))) || fail "the ranks took ${took} s to exit"
-# Hydra tears the job down as soon as host 2's proxy goes; the ranks left are killed before
-# they can say anything, and only ssh, when it notices first, names the host.
+# Hydra tears the job down as soon as host 2's proxy goes: the ranks left are killed
+# (SIGKILL) before they can say anything, and only ssh, when it notices first, names the
+# host. Under Slurm (1c) the ranks left name it.
 if grep -q "${HOSTS[1]}" killed.out; then
   echo "  the launcher named the host: $(grep -m1 "${HOSTS[1]}" killed.out)"
 else
