@@ -68,34 +68,29 @@ void TrainCheck::checkFedAvgArgs(std::map<std::string, Value> &a) {
     f.localSteps = *l;
   else
     ok = false;
-  if (a.count("fraction")) {
-    auto x = sema.toFloat(a["fraction"], "'fraction' of fedavg");
-    if (x && *x > 0 && *x <= 1) {
-      f.fraction = *x;
-    } else {
-      if (x)
-        diags.error(a["fraction"].loc, "'fraction' of fedavg is the share of clients each round samples: it lies in "
-                                       "(0, 1]");
-      ok = false;
+  // An optional number of fedavg(…) that `valid` accepts, else `error` at it.
+  auto number = [&](const char *key, auto valid, const char *error, double &out) {
+    if (!a.count(key))
+      return;
+    auto x = sema.toFloat(a[key], std::string("'") + key + "' of fedavg");
+    if (x && valid(*x)) {
+      out = *x;
+      return;
     }
-  }
+    if (x)
+      diags.error(a[key].loc, error);
+    ok = false;
+  };
+  number("fraction", [](double x) { return x > 0 && x <= 1; },
+         "'fraction' of fedavg is the share of clients each round samples: it lies in (0, 1]", f.fraction);
   if (a.count("weighting")) {
     if (auto w = sema.toChoice(a["weighting"], "client weighting", {"tokens", "uniform"}))
       f.weighting = *w == "tokens" ? sema::FedWeighting::Tokens : sema::FedWeighting::Uniform;
     else
       ok = false;
   }
-  if (a.count("prox")) {
-    auto mu = sema.toFloat(a["prox"], "'prox' of fedavg");
-    if (mu && *mu >= 0) {
-      f.prox = *mu;
-    } else {
-      if (mu)
-        diags.error(a["prox"].loc, "'prox' is FedProx's μ, the weight of μ/2·‖w − w_global‖²: it must not be "
-                                   "negative");
-      ok = false;
-    }
-  }
+  number("prox", [](double mu) { return mu >= 0; },
+         "'prox' is FedProx's μ, the weight of μ/2·‖w − w_global‖²: it must not be negative", f.prox);
   if (a.count("secure")) {
     if (auto b = sema.toBool(a["secure"], "'secure' of fedavg"))
       f.secure = *b;

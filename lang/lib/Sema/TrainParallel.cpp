@@ -35,24 +35,21 @@ void TrainCheck::checkParallel() {
     };
     names("data", "data", t.parallel.dataAxes, &dataLocs);
     names("replicate", "replicate", t.parallel.replicate, nullptr);
-    std::vector<std::string> tensor;
-    names("tensor", "tensor", tensor, nullptr);
-    if (tensor.size() > 1) {
-      diags.error(par.get("tensor")->loc, "'tensor' takes one mesh axis");
-      ok = false;
-    } else if (tensor.size() == 1) {
-      t.parallel.tensorAxis = tensor[0];
-      tensorLoc = par.get("tensor")->loc;
-    }
-    std::vector<std::string> federated;
-    names("federated", "federated", federated, nullptr);
-    if (federated.size() > 1) {
-      diags.error(par.get("federated")->loc, "'federated' takes one mesh axis: its coordinates are the clients");
-      ok = false;
-    } else if (federated.size() == 1) {
-      t.federated.axis = federated[0];
-      federatedLoc = par.get("federated")->loc;
-    }
+    // An entry that names one mesh axis at most: the axis and the entry's location.
+    auto oneAxis = [&](const char *key, const char *error, std::string &axis, ast::Loc &loc) {
+      std::vector<std::string> named;
+      names(key, key, named, nullptr);
+      if (named.size() > 1) {
+        diags.error(par.get(key)->loc, error);
+        ok = false;
+      } else if (named.size() == 1) {
+        axis = named[0];
+        loc = par.get(key)->loc;
+      }
+    };
+    oneAxis("tensor", "'tensor' takes one mesh axis", t.parallel.tensorAxis, tensorLoc);
+    oneAxis("federated", "'federated' takes one mesh axis: its coordinates are the clients", t.federated.axis,
+            federatedLoc);
     if (const Expr *e = par.value("zero")) {
       zeroLoc = e->loc;
       if (auto z = sema.toInt(sema.eval(*e, nullptr), "'zero'")) {
