@@ -142,7 +142,8 @@ size_t deviceFree() {
   return free;
 }
 
-const planrt_backend kManaged = {"cuda", managedAlloc, managedFree, deviceFree, deviceFill, counters, deviceAdd};
+const planrt_backend kManaged = {"cuda",   managedAlloc, managedFree, deviceFree,     deviceFill,  counters,
+                                  deviceAdd, nullptr,      nullptr,     deviceFillAsync, deviceCopyIn};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

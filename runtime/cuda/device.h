@@ -40,6 +40,11 @@ IndexError *indexError();
 /// to[i] += from[i], on the device.
 void deviceFill(void *ptr, float value, size_t count);
 void deviceAdd(float *to, const float *from, size_t count);
+/// The backend's fill_async and copy_in: as deviceFill without the wait, and a
+/// host-to-device copy on the stream (cudaMemcpyAsync: pageable src is staged before it
+/// returns), queued.
+void deviceFillAsync(void *ptr, float value, size_t count);
+void deviceCopyIn(void *dst, const void *src, size_t bytes);
 
 /// planrt_cuda_gemm's staging (gemm_stage.cu), in stream-ordered scratch memory: the
 /// rows × cols floats at src (leading dimension ld) converted to bf16, or fp16 when

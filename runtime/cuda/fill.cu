@@ -1,4 +1,4 @@
-// The CUDA backend's fill and add (planrt_backend.fill, .add): the runtime's zeroing of
+// The CUDA backend's fill and add (planrt_backend.fill, .add, .fill_async, .copy_in): the runtime's zeroing of
 // gradients and buffers, its other fills, and its accumulation of a reduce-scatter into a
 // ZeRO-2 gradient shard run on the device, so that no host access pulls managed pages to
 // the host inside a step.
@@ -32,7 +32,8 @@ void deviceAdd(float *to, const float *from, size_t count) {
   finishAndWait("planrt_mem_add");
 }
 
-void deviceFill(void *ptr, float value, size_t count) {
+namespace {
+void queueFill(void *ptr, float value, size_t count) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   if (bits == 0) {
@@ -40,7 +41,22 @@ void deviceFill(void *ptr, float value, size_t count) {
   } else {
     fillFloats<<<gridFor(count), 256, 0, stream()>>>(static_cast<float *>(ptr), value, count);
   }
+}
+} // namespace
+
+void deviceFill(void *ptr, float value, size_t count) {
+  queueFill(ptr, value, count);
   finishAndWait("planrt_mem_fill");
+}
+
+void deviceFillAsync(void *ptr, float value, size_t count) {
+  queueFill(ptr, value, count);
+  finish("planrt_mem_fill_async");
+}
+
+void deviceCopyIn(void *dst, const void *src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()), "planrt_mem_copy_in (cudaMemcpyAsync)");
+  finish("planrt_mem_copy_in");
 }
 
 } // namespace planrt::cuda

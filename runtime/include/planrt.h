@@ -335,6 +335,20 @@ typedef struct {
   /* to[i] += from[i] for i < count, where the memory is (both from alloc), returning when
    * done; NULL: the host adds (and the runtime keeps its temporaries on the host). */
   void (*add)(float *to, const float *from, size_t count);
+  /* The step program starts (1) or has ended (0); NULL for a backend that does not
+   * care. cuda-host's emulated device (planrt_emu_start) audits the host's accesses to
+   * its memory in between. */
+  void (*step)(int begin);
+  /* Host accesses to device memory during the step programs since the start (each
+   * stretch of host code that touched it, counted once); NULL for a backend that cannot
+   * see them (CUDA's managed memory). */
+  uint64_t (*host_touches)(void);
+  /* As fill, and as a host-to-device copy of `bytes` from host memory `src` to `dst`
+   * (memory from alloc), queued behind the device's work without waiting: the host
+   * must wait for the device (a step program's planrt_cuda_sync) before it touches
+   * them; src may be reused at once. NULL: fill, and memcpy on the host. */
+  void (*fill_async)(void *ptr, float value, size_t count);
+  void (*copy_in)(void *dst, const void *src, size_t bytes);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -348,6 +362,13 @@ void planrt_mem_reset_peak(void);
 void *planrt_mem_alloc(size_t bytes);
 /* `count` floats at ptr (the backend's memory) set to value by the backend's fill. */
 void planrt_mem_fill(void *ptr, float value, size_t count);
+/* planrt_mem_fill queued without waiting (the backend's fill_async), for the step
+ * program: its own waits (planrt_cuda_sync), and the emulated device's audit, cover
+ * what the host reads next. */
+void planrt_mem_fill_async(void *ptr, float value, size_t count);
+/* `bytes` of host memory at src to the backend's memory at dst, by the backend's
+ * copy_in (queued; src reusable at once). */
+void planrt_mem_copy_in(void *dst, const void *src, size_t bytes);
 /* to[i] += from[i] for i < count (the backend's memory) by the backend's add. */
 void planrt_mem_add(float *to, const float *from, size_t count);
 void planrt_mem_free(void *ptr);

@@ -1,5 +1,6 @@
 // The device mesh over MPI: communicators per axis group, collectives, and the
 // ring-model byte counters that `planc explain` predicts.
+#include "emulated_device.h"
 #include "status.h"
 
 #include <mpi.h>
@@ -307,16 +308,24 @@ planrt_status planrt_all_reduce(planrt_mesh *mesh, unsigned mask, float *buf, in
   if (op == PLANRT_SUM_U64) { // integers wrap modulo 2^64: exact in any order
     if (gCollectives.load())
       return fail(PLANRT_ERR_ARG, "planrt_all_reduce: 64-bit integer sums run over MPI only, not a device backend");
+    planrt::emu::Work device("all_reduce (MPI, 64-bit integers)", planrt::emu::Then::Wait);
     return mesh->check(MPI_Allreduce_c(MPI_IN_PLACE, buf, MPI_Count(count / 2), MPI_UINT64_T, MPI_SUM, mesh->comm(mask)),
                        "all_reduce (64-bit integers)");
   }
   if (onDevice(&planrt_collectives::all_reduce, mesh->comm(mask), buf, count, int(op == PLANRT_MAX)))
     return PLANRT_OK;
+  planrt::emu::Work device("all_reduce (MPI)", planrt::emu::Then::Wait);
   return mesh->check(
       MPI_Allreduce_c(MPI_IN_PLACE, buf, MPI_Count(count), MPI_FLOAT, op == PLANRT_MAX ? MPI_MAX : MPI_SUM, mesh->comm(mask)),
       "all_reduce");
 }
 
+// startedAtOnce: on cuda-host's emulated device, a non-blocking collective (the CUDA
+// target's NCCL on a stream of its own) is done in its start, by MPI's blocking call, and
+// waited for (for the audit) at planrt_wait. MPI's non-blocking transfer would go on
+// while the host runs code that may not touch device memory — another rank reads this
+// one's buffers through CMA (process_vm_readv) whenever it progresses — and a device's
+// collective needs no host to progress. Every rank starts them in the same order.
 struct planrt_request {
   planrt_mesh *mesh = nullptr;
   MPI_Request mpi = MPI_REQUEST_NULL;
@@ -326,6 +335,7 @@ struct planrt_request {
   std::vector<MPI_Count> counts; ///< MPI_Iallgatherv_c's, alive until it completes
   std::vector<MPI_Aint> displs;
   const char *what = "all_reduce (non-blocking)";
+  int flight = -1; ///< its buffers in flight on cuda-host's emulated device (planrt::emu::inFlight)
 };
 
 planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op,
@@ -340,6 +350,14 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
   if (c && c->all_reduce_start && c->wait &&
       c->all_reduce_start(&comm, buf, count, int(op == PLANRT_MAX), &r->handle) == 0) {
     r->device = c;
+  } else if (planrt::emu::active()) { // see startedAtOnce
+    planrt::emu::Work device("all_reduce start (MPI)", planrt::emu::Then::Aside);
+    r->done = true;
+    r->flight = planrt::emu::inFlight(buf, size_t(count) * 4, nullptr, 0);
+    if (planrt_status s = mesh->check(MPI_Allreduce_c(MPI_IN_PLACE, buf, MPI_Count(count), MPI_FLOAT,
+                                                      op == PLANRT_MAX ? MPI_MAX : MPI_SUM, comm),
+                                      "all_reduce (non-blocking)"))
+      return s;
   } else if (planrt_status s = mesh->check(MPI_Iallreduce_c(MPI_IN_PLACE, buf, MPI_Count(count), MPI_FLOAT,
                                                           op == PLANRT_MAX ? MPI_MAX : MPI_SUM, comm, &r->mpi),
                                            "all_reduce (non-blocking)")) {
@@ -369,6 +387,8 @@ planrt_status planrt_wait(planrt_request *request) {
     r->device->wait(r->handle);
     return PLANRT_OK;
   }
+  planrt::emu::landed(r->flight);
+  planrt::emu::Work device("wait (MPI)", planrt::emu::Then::Wait); // the host waits, done or not
   if (r->done)
     return PLANRT_OK;
   return r->mesh->check(MPI_Wait(&r->mpi, MPI_STATUS_IGNORE), r->what);
@@ -426,10 +446,15 @@ planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const fl
   if (!r->device) {
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
-    if (planrt_status s =
-            mesh->check(MPI_Iallgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+    planrt::emu::Work device("all_gather start (MPI)", planrt::emu::Then::Aside);
+    r->done = planrt::emu::active(); // see startedAtOnce
+    r->flight = planrt::emu::inFlight(part, size_t(r->counts[size_t(me)]) * 4, recv + begin, size_t(size) * 4);
+    if (planrt_status s = mesh->check(
+            r->done ? MPI_Allgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+                                       r->displs.data(), MPI_FLOAT, mesh->comm(mask))
+                    : MPI_Iallgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
                                         r->displs.data(), MPI_FLOAT, mesh->comm(mask), &r->mpi),
-                        r->what))
+            r->what))
       return s;
   }
   *out = r.release();
@@ -448,8 +473,13 @@ planrt_status planrt_reduce_scatter_start(planrt_mesh *mesh, unsigned mask, cons
   if (!r->device) {
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     float *part = r->counts[size_t(me)] ? recv + (std::max(begin, me * count) - me * count) : recv;
+    planrt::emu::Work device("reduce_scatter start (MPI)", planrt::emu::Then::Aside);
+    r->done = planrt::emu::active(); // see startedAtOnce
+    r->flight = planrt::emu::inFlight(send + begin, size_t(size) * 4, part, size_t(r->counts[size_t(me)]) * 4);
     if (planrt_status s = mesh->check(
-            MPI_Ireduce_scatter_c(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM, mesh->comm(mask), &r->mpi),
+            r->done ? MPI_Reduce_scatter_c(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM, mesh->comm(mask))
+                    : MPI_Ireduce_scatter_c(send + begin, part, r->counts.data(), MPI_FLOAT, MPI_SUM,
+                                            mesh->comm(mask), &r->mpi),
             r->what))
       return s;
   }
@@ -465,6 +495,7 @@ planrt_status planrt_all_gather(planrt_mesh *mesh, unsigned mask, const float *s
     return PLANRT_OK;
   // A send buffer that is this rank's block of recv is gathered in place.
   const void *from = send == recv + planrt_mesh_group_rank(mesh, mask) * count ? MPI_IN_PLACE : send;
+  planrt::emu::Work device("all_gather (MPI)", planrt::emu::Then::Wait);
   return mesh->check(MPI_Allgather_c(from, MPI_Count(count), MPI_FLOAT, recv, MPI_Count(count), MPI_FLOAT, mesh->comm(mask)),
                      "all_gather");
 }
@@ -475,6 +506,7 @@ planrt_status planrt_reduce_scatter(planrt_mesh *mesh, unsigned mask, const floa
   mesh->count(PLANRT_REDUCE_SCATTER, mask, uint64_t(count) * 4 * uint64_t(mesh->groupSize(mask)));
   if (onDevice(&planrt_collectives::reduce_scatter, mesh->comm(mask), send, count, recv))
     return PLANRT_OK;
+  planrt::emu::Work device("reduce_scatter (MPI)", planrt::emu::Then::Wait);
   return mesh->check(MPI_Reduce_scatter_block_c(send, recv, MPI_Count(count), MPI_FLOAT, MPI_SUM, mesh->comm(mask)),
                      "reduce_scatter");
 }
@@ -486,6 +518,7 @@ planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
   if (onDevice(&planrt_collectives::send, mesh->comm(1u << axis), peer, buf, count))
     return PLANRT_OK;
+  planrt::emu::Work device("send (MPI)", planrt::emu::Then::Wait);
   return mesh->check(MPI_Send_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis)), "send");
 }
 
@@ -495,6 +528,7 @@ planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf,
     return fail(PLANRT_ERR_ARG, "planrt_recv: bad argument");
   if (onDevice(&planrt_collectives::recv, mesh->comm(1u << axis), peer, buf, count))
     return PLANRT_OK;
+  planrt::emu::Work device("recv (MPI)", planrt::emu::Then::Wait);
   return mesh->check(MPI_Recv_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "recv");
 }
@@ -508,6 +542,7 @@ planrt_status planrt_sendrecv(planrt_mesh *mesh, int axis, int64_t to, const flo
   mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
   if (onDevice(&planrt_collectives::sendrecv, mesh->comm(1u << axis), to, send, count, from, recv, recv_count))
     return PLANRT_OK;
+  planrt::emu::Work device("sendrecv (MPI)", planrt::emu::Then::Wait);
   return mesh->check(MPI_Sendrecv_c(send, MPI_Count(count), MPI_FLOAT, int(to), 0, recv, MPI_Count(recv_count), MPI_FLOAT, int(from),
                                   0, mesh->comm(1u << axis), MPI_STATUS_IGNORE),
                      "sendrecv");

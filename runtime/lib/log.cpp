@@ -10,7 +10,7 @@ struct planrt_log {
   FILE *file = nullptr;
   std::string path;
   /// The backend's counters at the previous step line.
-  uint64_t syncs = 0, launches = 0;
+  uint64_t syncs = 0, launches = 0, touches = 0;
 };
 
 namespace {
@@ -34,6 +34,8 @@ planrt_status planrt_log_open(const char *path, planrt_log **out) {
   *out = new planrt_log{f, path};
   if (const planrt_backend *b = planrt_get_backend(); b->counters) // the first step line counts from here
     b->counters(&(*out)->syncs, &(*out)->launches);
+  if (const planrt_backend *b = planrt_get_backend(); b->host_touches)
+    (*out)->touches = b->host_touches();
   return PLANRT_OK;
 }
 
@@ -72,6 +74,12 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
                  (unsigned long long)(launches - log->launches));
     log->syncs = syncs;
     log->launches = launches;
+  }
+  // cuda-host's emulated device: host accesses to device memory in the step.
+  if (const planrt_backend *b = planrt_get_backend(); b->host_touches) {
+    uint64_t touches = b->host_touches();
+    std::fprintf(f, ", \"host_touches\": %llu", (unsigned long long)(touches - log->touches));
+    log->touches = touches;
   }
   std::fputs("}\n", f);
   return flushLine(log);

@@ -50,7 +50,7 @@ void hostAdd(float *to, const float *from, size_t count) {
   for (size_t i = 0; i < count; ++i)
     to[i] += from[i];
 }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill};
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -108,6 +108,22 @@ void planrt_mem_fill(void *ptr, float value, size_t count) {
     return;
   const planrt_backend *b = backend.load();
   (b->fill ? b->fill : hostFill)(ptr, value, count);
+}
+void planrt_mem_fill_async(void *ptr, float value, size_t count) {
+  if (!ptr || count == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  if (b->fill_async)
+    return b->fill_async(ptr, value, count);
+  planrt_mem_fill(ptr, value, count);
+}
+void planrt_mem_copy_in(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  if (b->copy_in)
+    return b->copy_in(dst, src, bytes);
+  std::memcpy(dst, src, bytes);
 }
 void planrt_mem_add(float *to, const float *from, size_t count) {
   if (count == 0)

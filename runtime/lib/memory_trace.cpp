@@ -66,17 +66,6 @@ State *state() {
   return s;
 }
 
-std::string symbolOf(const void *caller) {
-  Dl_info info;
-  if (!caller || !dladdr(caller, &info))
-    return "?";
-  if (info.dli_sname)
-    return info.dli_sname;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "+0x%llx",
-                (unsigned long long)(reinterpret_cast<uintptr_t>(caller) - reinterpret_cast<uintptr_t>(info.dli_fbase)));
-  return std::string(info.dli_fname ? info.dli_fname : "?") + buf;
-}
 
 void State::write() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -128,3 +117,15 @@ void committed(int64_t bytes, uint64_t total) {
 }
 
 } // namespace planrt::trace
+
+std::string planrt::trace::symbolOf(const void *caller) {
+  Dl_info info;
+  if (!caller || !dladdr(caller, &info))
+    return "?";
+  if (info.dli_sname)
+    return info.dli_sname;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "+0x%llx",
+                (unsigned long long)(reinterpret_cast<uintptr_t>(caller) - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  return std::string(info.dli_fname ? info.dli_fname : "?") + buf;
+}

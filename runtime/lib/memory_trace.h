@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace planrt::trace {
 
@@ -17,6 +18,9 @@ void allocated(const void *ptr, size_t size, bool generated, const void *caller,
 void released(const void *ptr);
 /// Bytes committed (positive) or decommitted (negative) in a reserved buffer's parts.
 void committed(int64_t bytes, uint64_t total);
+/// The function at code address `pc` by its symbol, or as OBJECT+0xOFFSET where the
+/// symbol is not exported (`addr2line -f -e OBJECT OFFSET` names it); "?" if unknown.
+std::string symbolOf(const void *pc);
 
 } // namespace planrt::trace
 

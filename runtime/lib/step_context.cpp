@@ -143,10 +143,16 @@ float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, con
 bool planrt_step_ctx::readBatch(int64_t s, int64_t micro) {
   uint64_t first = uint64_t(s + sampleStepBase) * uint64_t(batch) + uint64_t(micro * this->micro * dataSize) +
                    uint64_t(dataRank * this->micro);
-  if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, tokens.data(), targets.data())) {
+  // Read on the host, then copied to the device's buffers (queued): the host never
+  // writes device memory in a step.
+  hostTokens.resize(tokens.size());
+  hostTargets.resize(targets.size());
+  if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, hostTokens.data(), hostTargets.data())) {
     failWith(st);
     return false;
   }
+  planrt_mem_copy_in(tokens.data(), hostTokens.data(), tokens.size() * sizeof(int32_t));
+  planrt_mem_copy_in(targets.data(), hostTargets.data(), targets.size() * sizeof(int32_t));
   return true;
 }
 
@@ -266,7 +272,7 @@ extern "C" {
 
 void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value) {
   if (float *p = ctx->range(buf, offset, count, "fill"))
-    planrt_mem_fill(p, value, size_t(count));
+    planrt_mem_fill_async(p, value, size_t(count)); // the step program waits before the host reads
 }
 
 void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf, int32_t parts) {

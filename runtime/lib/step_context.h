@@ -103,6 +103,7 @@ struct planrt_step_ctx {
   int64_t activationIn = 0, activationOut = 0;
   int64_t savedFloats = 0; ///< `keep: activations`: floats a micro-batch's forward pass keeps
   planrt::BackendVector<int32_t> tokens, targets;
+  std::vector<int32_t> hostTokens, hostTargets; ///< readBatch's host copies, copied to tokens and targets
   /// Added to a step's index where it picks samples: a federated round's local step i
   /// reads the samples of step round × local_steps + i.
   int64_t sampleStepBase = 0;

@@ -451,8 +451,14 @@ planrt_status Trainer::step(int64_t s) {
   ctx.step = s;
   double commBefore = ctx.commSeconds;
   planrt_mem_reset_peak();
-  // The step program: micro-batches, gradients, collectives, the update.
+  // The step program: micro-batches, gradients, collectives, the update (which an
+  // emulated device audits: planrt_backend's step).
+  const planrt_backend *device = planrt_get_backend();
+  if (device->step)
+    device->step(1);
   e.step(&ctx, s);
+  if (device->step)
+    device->step(0);
   uint64_t memPeak = planrt_mem_peak();
   maxMemPeak = std::max(maxMemPeak, memPeak);
   stepComm += ctx.commSeconds - commBefore;

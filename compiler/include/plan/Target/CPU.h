@@ -16,7 +16,8 @@ inline constexpr const char *kLoops = "func.func(plan-free-buffers,convert-linal
 /// grad stage → LLVM dialect: entry points, linalg, fusion, bufferization
 /// (library calls), loops (`loops`: a pipeline fragment), LLVM, and the `main` that
 /// starts the runtime.
-void buildLoweringPipeline(mlir::OpPassManager &pm, const std::string &loops = kLoops);
+void buildLoweringPipeline(mlir::OpPassManager &pm, const std::string &loops = kLoops,
+                           const std::string &mainBackend = "cpu");
 
 /// Translates an LLVM-dialect module to LLVM IR, optimises it at O3 for this
 /// host's CPU and writes an object file.

@@ -62,7 +62,7 @@ static void registerPipelinePasses() {
   (void)done;
 }
 
-void buildLoweringPipeline(OpPassManager &pm, const std::string &loops) {
+void buildLoweringPipeline(OpPassManager &pm, const std::string &loops, const std::string &mainBackend) {
   registerPipelinePasses();
   std::string pipeline =
       "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
@@ -74,7 +74,8 @@ void buildLoweringPipeline(OpPassManager &pm, const std::string &loops) {
       "metadata,lower-affine,convert-scf-to-cf,"
       "convert-cf-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,finalize-memref-to-llvm{use-generic-functions=1},"
       "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts,plan-emit-manifest,plan-emit-"
-      "main";
+      "main{backend=" +
+      mainBackend + "}";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("planc: the CPU lowering pipeline does not parse");
 }
@@ -170,7 +171,9 @@ LogicalResult link(const std::string &object, const std::string &exe, const std:
   SmallVector<std::string> flags;
   for (const std::string &lib : extraLibraries)
     flags.push_back("-l" + lib);
-  SmallVector<StringRef> args{*cc, object, "-o", exe, "-L", rt, rpath};
+  // -rdynamic: the generated entry points in the dynamic symbol table, so that the
+  // runtime's diagnostics (PLANRT_MEM_TRACE, cuda-host's host-touch audit) name them.
+  SmallVector<StringRef> args{*cc, object, "-o", exe, "-rdynamic", "-L", rt, rpath};
   args.append(flags.begin(), flags.end());
   args.append({"-lplanrt", "-lopenblas", "-lm"});
   // Kept even where nothing refers to it (GCC links --as-needed here): a generate

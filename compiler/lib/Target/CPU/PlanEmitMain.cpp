@@ -20,21 +20,23 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
   using PlanEmitMainBase::PlanEmitMainBase;
 
   /// On the CUDA backend: `if ((rc = planrt_cuda_start(argc, argv)) != 0) return rc;`
-  /// at the start of main; the builder is left in the block that goes on.
+  /// at the start of main (cuda-host: planrt_emu_start, the emulated device); the
+  /// builder is left in the block that goes on.
   void startDevice(OpBuilder &b, ModuleOp m, LLVM::LLVMFuncOp main) {
-    if (backend != "cuda")
+    if (backend == "cpu")
       return;
+    rt::Fn start = backend == "cuda" ? rt::Fn::planrt_cuda_start : rt::Fn::planrt_emu_start;
     Location loc = main.getLoc();
     auto i32 = b.getI32Type();
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToEnd(m.getBody());
-      LLVM::LLVMFuncOp::create(b, loc, rt::name(rt::Fn::planrt_cuda_start),
-                               rt::llvmFuncType(&getContext(), rt::Fn::planrt_cuda_start));
+      if (!m.lookupSymbol(rt::name(start)))
+        LLVM::LLVMFuncOp::create(b, loc, rt::name(start), rt::llvmFuncType(&getContext(), start));
     }
     Block *entry = b.getInsertionBlock();
     Block *failed = main.addBlock(), *started = main.addBlock();
-    auto rc = rt::callLLVMFunc(b, loc, m, rt::Fn::planrt_cuda_start,
+    auto rc = rt::callLLVMFunc(b, loc, m, start,
                                ValueRange{entry->getArgument(0), entry->getArgument(1)});
     Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
     Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc.getResult(), zero);
@@ -45,8 +47,8 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
   }
 
   void runOnOperation() override {
-    if (backend != "cpu" && backend != "cuda") {
-      getOperation().emitError() << "plan-emit-main: unknown backend '" << backend << "' (cpu or cuda)";
+    if (backend != "cpu" && backend != "cuda" && backend != "cuda-host") {
+      getOperation().emitError() << "plan-emit-main: unknown backend '" << backend << "' (cpu, cuda or cuda-host)";
       return signalPassFailure();
     }
     ModuleOp m = getOperation();

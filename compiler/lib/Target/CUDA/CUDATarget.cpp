@@ -82,7 +82,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
       "plan-cuda-check-buckets,plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
       "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
       "plan-cuda-round-results,plan-cuda-library-calls,"
-      "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"
+      "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-gpu-host-scalars,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"
       "gpu-kernel-outlining,plan-cuda-host-sync," +
       attach +
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),"
@@ -107,10 +107,15 @@ void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   // cores checks that its operands are bf16 (fp16) values.
   if (failed(parsePassPipeline("plan-gemm-precision", pm, llvm::errs())))
     llvm::report_fatal_error("planc: the host emulation pipeline does not parse");
-  cpu::buildLoweringPipeline(pm, "func.func(plan-free-buffers),plan-cuda-round-results,"
-                                 "func.func(convert-linalg-to-parallel-loops),"
-                                 "canonicalize,plan-gpu-map-loops,plan-memory-plan,plan-gpu-launch-to-loops{order=" +
-                                     name.str() + " seed=" + seed.str() + "},plan-precision-audit");
+  // The device work bracketed and waited for as on the CUDA target, for the emulated
+  // device's host-touch and synchronisation audits (planrt_emu_start in main).
+  cpu::buildLoweringPipeline(pm,
+                             "func.func(plan-free-buffers),plan-cuda-round-results,"
+                             "func.func(convert-linalg-to-parallel-loops),"
+                             "canonicalize,plan-gpu-map-loops,plan-gpu-host-scalars,plan-memory-plan,plan-cuda-host-sync{emulated=1},"
+                             "plan-emulated-device,plan-gpu-launch-to-loops{order=" +
+                                 name.str() + " seed=" + seed.str() + "},plan-precision-audit",
+                             "cuda-host");
 }
 
 LogicalResult printPTX(ModuleOp module, llvm::raw_ostream &os, std::string &error) {

@@ -1,5 +1,6 @@
 // `plan-cuda-host-sync`: the host waits for the device only where host code runs next.
 #include "plan/Target/CUDA/Passes.h"
+#include "plan/Target/CUDA/DeviceCalls.h"
 
 #include "plan/Target/RuntimeABI.h"
 
@@ -28,8 +29,21 @@ bool isDeviceCall(StringRef callee) {
          callee != rt::name(rt::Fn::planrt_cuda_sync);
 }
 
-Kind kindOf(Operation *op) {
-  if (isa<gpu::LaunchFuncOp>(op))
+/// Calls that are neither device work nor host code touching memory: the step region's
+/// address, the waits, and the emulated device's brackets.
+bool isNeitherCall(StringRef callee) {
+  for (rt::Fn fn : {rt::Fn::planrt_step_arena, rt::Fn::planrt_cuda_sync, rt::Fn::planrt_emu_sync,
+                    rt::Fn::planrt_emu_begin, rt::Fn::planrt_emu_end})
+    if (callee == rt::name(fn))
+      return true;
+  return false;
+}
+
+/// On the CUDA target (after outlining): launch_func and libplanrt_cuda's calls are
+/// device work. On cuda-host (`emulated`, launches not outlined): gpu.launch and the
+/// CPU calls the CUDA target would make device calls.
+Kind kindOf(Operation *op, bool emulated) {
+  if (isa<gpu::LaunchFuncOp, gpu::LaunchOp>(op))
     return Kind::Device;
   // Any call (func.call, and llvm.call, which the sched program's runtime calls are):
   // by its callee; an indirect one is host code.
@@ -38,9 +52,9 @@ Kind kindOf(Operation *op) {
     if (!symbol)
       return Kind::Host;
     StringRef callee = symbol.getLeafReference().getValue();
-    if (isDeviceCall(callee))
+    if (emulated ? cuda::becomesDeviceCall(callee) : isDeviceCall(callee))
       return Kind::Device;
-    if (callee == rt::name(rt::Fn::planrt_step_arena) || callee == rt::name(rt::Fn::planrt_cuda_sync))
+    if (isNeitherCall(callee))
       return Kind::Neither;
     return Kind::Host;
   }
@@ -52,49 +66,56 @@ Kind kindOf(Operation *op) {
 }
 
 /// Whether op holds device work in its regions.
-bool holdsDeviceWork(Operation *op) {
+bool holdsDeviceWork(Operation *op, bool emulated) {
   bool found = false;
   op->walk([&](Operation *inner) {
-    if (inner != op && kindOf(inner) == Kind::Device)
+    if (inner != op && kindOf(inner, emulated) == Kind::Device)
       found = true;
   });
   return found;
 }
 
 struct PlanCudaHostSync : plan::impl::PlanCudaHostSyncBase<PlanCudaHostSync> {
+  using PlanCudaHostSyncBase::PlanCudaHostSyncBase;
+
   void runOnOperation() override {
     ModuleOp m = getOperation();
     SmallVector<func::FuncOp> work;
     for (func::FuncOp f : m.getOps<func::FuncOp>())
-      if (!f.isDeclaration() && holdsDeviceWork(f))
+      if (!f.isDeclaration() && holdsDeviceWork(f, emulated))
         work.push_back(f);
     if (work.empty())
       return;
+    rt::Fn wait = emulated ? rt::Fn::planrt_emu_sync : rt::Fn::planrt_cuda_sync;
     for (func::FuncOp f : work)
-      f.walk([&](Block *block) { syncBlock(m, *block); });
+      f.walk([&](Block *block) {
+        // A launch's body is the device's code, not the host's.
+        if (!block->getParentOp()->getParentOfType<gpu::LaunchOp>() && !isa<gpu::LaunchOp>(block->getParentOp()))
+          syncBlock(m, *block, wait);
+      });
   }
 
   /// Inserts a wait before each host op of the block that device work may precede: since
-  /// the last wait, or before the block (what ran before is not tracked across blocks),
-  /// except at a function's entry: its caller, host code, had the device idle.
-  static void syncBlock(ModuleOp m, Block &block) {
-    bool pending = !(block.isEntryBlock() && isa<func::FuncOp>(block.getParentOp()));
+  /// the last wait, or before the block (what ran before is not tracked across blocks;
+  /// before a function, its caller may have queued work: the runtime's fills and copies).
+  void syncBlock(ModuleOp m, Block &block, rt::Fn wait) {
+    bool pending = true;
     for (Operation &op : llvm::make_early_inc_range(block)) {
-      switch (kindOf(&op)) {
+      switch (kindOf(&op, emulated)) {
       case Kind::Device:
         pending = true;
         break;
       case Kind::Host:
         if (pending) {
           OpBuilder b(&op);
-          rt::callFunc(b, op.getLoc(), m, rt::Fn::planrt_cuda_sync, {});
+          rt::callFunc(b, op.getLoc(), m, wait, {});
           pending = false;
         }
         break;
       case Kind::Neither:
         // A loop or branch: device work inside leaves some pending after it.
         if (op.getNumRegions() > 0)
-          pending = pending || holdsDeviceWork(&op);
+          pending = pending || holdsDeviceWork(&op, emulated);
         break;
       }
     }

@@ -1,5 +1,6 @@
 // `plan-cuda-library-calls`: BLAS and CPU kernel calls replaced by libplanrt_cuda's.
 #include "plan/Target/CUDA/Passes.h"
+#include "plan/Target/CUDA/DeviceCalls.h"
 #include "plan/Target/CUDA/PrecisionCalls.h"
 
 #include "plan/Conversion/LibraryCalls.h"
@@ -138,3 +139,8 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
 };
 
 } // namespace
+
+bool plan::cuda::becomesDeviceCall(StringRef callee) {
+  return !PlanCudaLibraryCalls::deviceName(callee).empty() ||
+         llvm::any_of(withPrecisionCalls(), [&](const WithPrecision &w) { return w.from == callee; });
+}

@@ -78,7 +78,8 @@ def PlanEmitMain : Pass<"plan-emit-main", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"backend", "backend", "std::string", /*default=*/"\"cpu\"",
-           "cpu, or cuda: main first starts the device (planrt_cuda_start) and returns its status if that fails">
+           "cpu; cuda: main first starts the device (planrt_cuda_start) and returns its status if that fails; "
+           "cuda-host: likewise the emulated device (planrt_emu_start)">
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }

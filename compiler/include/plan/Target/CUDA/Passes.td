@@ -94,8 +94,9 @@ def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
     runtime's `planrt_sched_*`, the tensor-parallel `planrt_k_*` kernels, MPI)
     and before a host function that did device work returns to its (host)
     caller, this pass inserts `planrt_cuda_sync()`, unless no device work can
-    have been queued since the last one in the same block, or since the
-    function's entry (its caller is host code, which runs with the device idle).
+    have been queued since the last one in the same block. A function's entry
+    is no exception: its caller may have queued work too (the runtime's
+    gradient fills and token copies are queued, not waited for).
     `planrt_step_arena` touches no memory and needs none.
 
     ```mlir
@@ -111,7 +112,83 @@ def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
     return
     ```
     (the return needs none: the host call ran after the device was idle).
+
+    With `emulated` (the `cuda-host` target, before `plan-gpu-launch-to-loops`),
+    the device work is each `gpu.launch` and each call the CUDA target makes a
+    device call (`cblas_sgemm`, the `planrt_k_*` kernels libplanrt_cuda has),
+    and the wait is the emulated device's `planrt_emu_sync`: the same places,
+    audited by the runtime (`plan-emulated-device`).
   }];
+  let options = [
+    Option<"emulated", "emulated", "bool", /*default=*/"false",
+           "cuda-host: gpu.launch and the CPU calls the CUDA target runs on the device are device work; "
+           "the wait is planrt_emu_sync">
+  ];
+}
+
+def PlanGpuHostScalars : Pass<"plan-gpu-host-scalars", "mlir::ModuleOp"> {
+  let summary = "Run the host functions' scalar loads and stores of device memory as one-thread kernels";
+  let description = [{
+    After `plan-gpu-map-loops` a function that launches kernels may still read
+    or write single elements of device memory on the host: the loss added into
+    its accumulator, a sum of squares' initial zero and result, the optimizer's
+    clipping factor and learning rate. On a GPU each such access is a host
+    synchronisation and a managed page moved to the host and back. This pass
+    moves them to the device, in their places in the stream:
+
+    - a host `memref.load` becomes a one-thread kernel that copies the element
+      into a one-element device buffer (allocated on entry, freed before the
+      return), at the load's place;
+    - a kernel, or a moved store, that uses the loaded value — or a pure scalar
+      op computed from it — reads that buffer and computes the op itself;
+    - a host `memref.store` becomes a one-thread kernel at its place.
+
+    A load whose value the host itself needs (a host call, a return, a loop
+    bound) stays, and so does a store of that very value: the host waits there
+    (`plan-cuda-host-sync`); a kernel or moved store computing from it takes it
+    as an argument. Functions without kernels, and functions of several blocks,
+    are left alone.
+
+    ```mlir
+    %l = memref.load %mean[] : memref<f32>
+    %a = memref.load %acc[%c0] : memref<1xf32>
+    %s = arith.addf %a, %l : f32
+    memref.store %s, %acc[%c0] : memref<1xf32>
+    // becomes (the buffers allocated on entry)
+    gpu.launch ... { %0 = memref.load %mean[] ; memref.store %0, %b0[] ; gpu.terminator }
+    gpu.launch ... { %0 = memref.load %acc[%c0] ; memref.store %0, %b1[] ; gpu.terminator }
+    gpu.launch ... { %0 = memref.load %b1[] ; %1 = memref.load %b0[] ; %2 = arith.addf %0, %1 : f32
+                     memref.store %2, %acc[%c0] ; gpu.terminator }
+    ```
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::arith::ArithDialect", "mlir::memref::MemRefDialect"];
+}
+
+def PlanEmulatedDevice : Pass<"plan-emulated-device", "mlir::ModuleOp"> {
+  let summary = "On cuda-host, bracket the device work so the runtime can audit the host's accesses";
+  let description = [{
+    On the `cuda-host` target the CUDA target's program runs on the host, so
+    nothing stops host code from touching device memory or reading it before
+    the device is done. This pass brackets every piece of device work of a host
+    function — each `gpu.launch` (before `plan-gpu-launch-to-loops` inlines it)
+    and each call the CUDA target makes a device call (`cblas_sgemm`, the
+    `planrt_k_*` kernels libplanrt_cuda has) — with `planrt_emu_begin(what)`
+    and `planrt_emu_end()`, `what` naming it ("generated kernel 3 at
+    file:line", "cblas_sgemm at file:line"). The runtime's emulated device keeps
+    its memory inaccessible to the host in a step outside those brackets, so a
+    host access is caught and named (docs/CUDA.md, "The host-touch and
+    synchronisation audits").
+
+    ```mlir
+    func.call @cblas_sgemm(...) : (...) -> ()
+    // becomes
+    %w = llvm.mlir.addressof @planrt_emu_what_0 : !llvm.ptr
+    func.call @planrt_emu_begin(%w) : (!llvm.ptr) -> ()
+    func.call @cblas_sgemm(...) : (...) -> ()
+    func.call @planrt_emu_end() : () -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect"];
 }
 
 def PlanPrecisionAudit : Pass<"plan-precision-audit", "mlir::ModuleOp"> {
