@@ -143,7 +143,8 @@ size_t deviceFree() {
 }
 
 const planrt_backend kManaged = {"cuda",   managedAlloc, managedFree, deviceFree,     deviceFill,  counters,
-                                  deviceAdd, nullptr,      nullptr,     deviceFillAsync, deviceCopyIn};
+                                  deviceAdd, nullptr,      nullptr,     deviceFillAsync, deviceCopyIn,
+                                  deviceDivide};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {
@@ -215,6 +216,8 @@ void finishAndWait(const char *what) {
   lastQueued.store(what);
   syncStream(what);
 }
+
+void countWait() { ++syncCount; }
 
 void counters(uint64_t *hostSyncs, uint64_t *launches) {
   *hostSyncs = syncCount.load();

@@ -25,6 +25,8 @@ void finishAndWait(const char *what);
 /// Host synchronisations and launches (generated kernels and library calls) since the
 /// start: the backend's counters, which the training log reports per step.
 void counters(uint64_t *hostSyncs, uint64_t *launches);
+/// A host wait for the device made elsewhere (a bucket's event), counted as one.
+void countWait();
 
 /// What a kernel found out of range: kind 0 none, 1 an embedding id, 2 a
 /// cross-entropy target; the first one found wins.
@@ -45,6 +47,9 @@ void deviceAdd(float *to, const float *from, size_t count);
 /// returns), queued.
 void deviceFillAsync(void *ptr, float value, size_t count);
 void deviceCopyIn(void *dst, const void *src, size_t bytes);
+/// The backend's divide: p[i] /= divisor on the device (IEEE division, as the host's),
+/// waited for (the runtime's host code may read the result next, as after NCCL's calls).
+void deviceDivide(float *p, float divisor, size_t count);
 
 /// planrt_cuda_gemm's staging (gemm_stage.cu), in stream-ordered scratch memory: the
 /// rows × cols floats at src (leading dimension ld) converted to bf16, or fp16 when

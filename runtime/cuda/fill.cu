@@ -18,6 +18,11 @@ __global__ void addFloats(float *to, const float *from, size_t n) {
     to[i] += from[i];
 }
 
+__global__ void divideFloats(float *p, float divisor, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = __fdiv_rn(p[i], divisor);
+}
+
 unsigned gridFor(size_t count) {
   size_t blocks = (count + 255) / 256;
   return unsigned(blocks < 65535 ? blocks : 65535);
@@ -52,6 +57,11 @@ void deviceFill(void *ptr, float value, size_t count) {
 void deviceFillAsync(void *ptr, float value, size_t count) {
   queueFill(ptr, value, count);
   finish("planrt_mem_fill_async");
+}
+
+void deviceDivide(float *p, float divisor, size_t count) {
+  divideFloats<<<gridFor(count), 256, 0, stream()>>>(p, divisor, count);
+  finishAndWait("planrt_mem_divide");
 }
 
 void deviceCopyIn(void *dst, const void *src, size_t bytes) {

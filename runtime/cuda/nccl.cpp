@@ -277,6 +277,7 @@ void waitFor(void *handle) {
   auto done = static_cast<cudaEvent_t>(handle);
   check(cudaStreamWaitEvent(planrt::cuda::stream(), done, 0), "cudaStreamWaitEvent (compute waits for a bucket)");
   check(cudaEventSynchronize(done), "NCCL bucket collective");
+  planrt::cuda::countWait(); // host_syncs counts it, as cuda-host's emulated device does
   check(cudaEventDestroy(done), "cudaEventDestroy");
 }
 

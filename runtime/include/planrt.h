@@ -349,6 +349,10 @@ typedef struct {
    * them; src may be reused at once. NULL: fill, and memcpy on the host. */
   void (*fill_async)(void *ptr, float value, size_t count);
   void (*copy_in)(void *dst, const void *src, size_t bytes);
+  /* p[i] = p[i] / divisor for i < count (memory from alloc), where the memory is,
+   * returning when done (the runtime's host code may read it next); NULL: the host
+   * divides. */
+  void (*divide)(float *p, float divisor, size_t count);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -369,6 +373,8 @@ void planrt_mem_fill_async(void *ptr, float value, size_t count);
 /* `bytes` of host memory at src to the backend's memory at dst, by the backend's
  * copy_in (queued; src reusable at once). */
 void planrt_mem_copy_in(void *dst, const void *src, size_t bytes);
+/* p[i] = p[i] / divisor for i < count (the backend's memory) by the backend's divide. */
+void planrt_mem_divide(float *p, float divisor, size_t count);
 /* to[i] += from[i] for i < count (the backend's memory) by the backend's add. */
 void planrt_mem_add(float *to, const float *from, size_t count);
 void planrt_mem_free(void *ptr);

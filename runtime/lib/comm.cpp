@@ -336,6 +336,8 @@ struct planrt_request {
   std::vector<MPI_Aint> displs;
   const char *what = "all_reduce (non-blocking)";
   int flight = -1; ///< its buffers in flight on cuda-host's emulated device (planrt::emu::inFlight)
+
+  ~planrt_request() { planrt::emu::landed(flight); } // waited for, or failed to start
 };
 
 planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *buf, int64_t count, planrt_reduce_op op,
@@ -387,7 +389,6 @@ planrt_status planrt_wait(planrt_request *request) {
     r->device->wait(r->handle);
     return PLANRT_OK;
   }
-  planrt::emu::landed(r->flight);
   planrt::emu::Work device("wait (MPI)", planrt::emu::Then::Wait); // the host waits, done or not
   if (r->done)
     return PLANRT_OK;

@@ -48,9 +48,11 @@ std::mutex allocMutex;
 std::unordered_map<size_t, std::vector<void *>> freeBlocks;
 std::unordered_map<void *, size_t> blockSize;
 
-/// The audit: whether a step program runs; whether the region is accessible now; device
-/// work begun and not ended (nesting); whether work has ended that no wait has followed.
-std::atomic<bool> auditing{false}, accessible{true}, pending{false};
+/// The audit: whether a step program runs; whether the region is accessible now (inside
+/// device work, and outside steps); whether some of its pages were opened for a stretch of
+/// host code that touched them, and that stretch counted; device work begun and not ended
+/// (nesting); whether work has ended that no wait has followed.
+std::atomic<bool> auditing{false}, accessible{true}, pagesOpen{false}, stretchCounted{false}, pending{false};
 int depth = 0;
 std::atomic<const char *> lastWork{nullptr};
 std::atomic<uint64_t> syncs{0}, launches{0}, touches{0};
@@ -70,7 +72,9 @@ std::atomic<int> nsites{0};
 
 struct sigaction previous;
 
-/// The non-blocking collectives in flight (inFlight): their buffers.
+/// The non-blocking collectives in flight (inFlight): their buffers. A fixed table (the
+/// signal handler reads it), as large as any step's buckets; beyond it a collective is
+/// not tracked (said once on stderr).
 struct Flight {
   std::atomic<bool> used{false};
   struct {
@@ -78,16 +82,17 @@ struct Flight {
     size_t bytes;
   } range[2];
 };
-constexpr int kFlights = 64;
+constexpr int kFlights = 4096;
 Flight flights[kFlights];
+std::atomic<int> flightsTop{0}; ///< no slot at or above it is used
 
 /// The collective in flight whose buffers hold `at`, or null.
 const Flight *flightAt(const unsigned char *at) {
-  for (const Flight &f : flights)
-    if (f.used.load())
-      for (auto r : f.range)
+  for (int i = 0, n = flightsTop.load(); i < n; ++i)
+    if (flights[i].used.load())
+      for (auto r : flights[i].range)
         if (at >= r.at && at < r.at + r.bytes)
-          return &f;
+          return &flights[i];
   return nullptr;
 }
 
@@ -97,12 +102,15 @@ size_t pageSize() {
 }
 size_t pageUp(size_t n) { return (n + pageSize() - 1) / pageSize() * pageSize(); }
 
-/// Makes the handed-out part of the region accessible to the host, or not.
+/// Makes the handed-out part of the region accessible to the host, or not; either way a
+/// new stretch of host code or device work starts.
 void setAccessible(bool on) {
   size_t n = pageUp(top.load());
   if (n)
     mprotect(base, n, on ? PROT_READ | PROT_WRITE : PROT_NONE);
   accessible.store(on);
+  pagesOpen.store(false);
+  stretchCounted.store(false);
 }
 
 void *alloc(size_t bytes) {
@@ -155,7 +163,7 @@ void counters(uint64_t *hostSyncs, uint64_t *launchCount) {
 
 uint64_t hostTouches() { return touches.load(); }
 
-// The CUDA runtime's fill and add are kernels it waits for (runtime/cuda/fill.cu).
+// The CUDA runtime's fill, add and divide are kernels it waits for (runtime/cuda/fill.cu).
 void fill(void *ptr, float value, size_t count) {
   planrt::emu::Work work("planrt_mem_fill", planrt::emu::Then::Wait);
   std::fill(static_cast<float *>(ptr), static_cast<float *>(ptr) + count, value);
@@ -170,6 +178,12 @@ void fillAsync(void *ptr, float value, size_t count) {
 void copyIn(void *dst, const void *src, size_t bytes) {
   planrt::emu::Work work("planrt_mem_copy_in", planrt::emu::Then::Queue);
   std::memcpy(dst, src, bytes);
+}
+
+void divide(float *p, float divisor, size_t count) {
+  planrt::emu::Work work("planrt_mem_divide", planrt::emu::Then::Wait);
+  for (size_t i = 0; i < count; ++i)
+    p[i] /= divisor;
 }
 
 void add(float *to, const float *from, size_t count) {
@@ -199,7 +213,6 @@ void ensureHandler() {
 void step(int begin) {
   if (begin) {
     ensureHandler();
-    pending.store(false);
     auditing.store(true);
     setAccessible(false);
     return;
@@ -216,8 +229,8 @@ void step(int begin) {
   auditing.store(false);
 }
 
-const planrt_backend kEmulated = {"cuda-host", alloc, release, available, fill,      counters,
-                                  add,         step,  hostTouches, fillAsync, copyIn};
+const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,
+                                  step,        hostTouches, fillAsync, copyIn, divide};
 
 const void *pcOf(void *context) {
   auto *uc = static_cast<ucontext_t *>(context);
@@ -244,13 +257,22 @@ void record(const void *pc, const char *after) {
   }
 }
 
+/// A fault that is not the audit's goes to the handler the audit replaced, or, where that
+/// was the default, faults again under it.
+void passOn(int sig, siginfo_t *info, void *context) {
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction)
+      return previous.sa_sigaction(sig, info, context);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    return previous.sa_handler(sig);
+  }
+  signal(sig, SIG_DFL);
+}
+
 void onFault(int sig, siginfo_t *info, void *context) {
   auto *at = static_cast<unsigned char *>(info->si_addr);
-  if (!auditing.load() || accessible.load() || !base || at < base || at >= base + top.load()) {
-    // Not the audit's: fault again under the previous action.
-    sigaction(sig, &previous, nullptr);
-    return;
-  }
+  if (!auditing.load() || accessible.load() || !base || at < base || at >= base + top.load())
+    return passOn(sig, info, context);
   const void *pc = pcOf(context);
   const char *after = lastWork.load();
   const Flight *flight = flightAt(at);
@@ -269,10 +291,15 @@ void onFault(int sig, siginfo_t *info, void *context) {
              " (PLANRT_HOST_TOUCH=fatal: the CUDA target's host code must leave device memory alone in a step)\n";
     fatalNow(msg.c_str());
   }
-  touches.fetch_add(1);
-  record(pc, after);
-  // The rest of this stretch of host code goes on; the next device work or wait closes it.
-  setAccessible(true);
+  if (!stretchCounted.exchange(true)) {
+    touches.fetch_add(1);
+    record(pc, after);
+  }
+  // This stretch of host code goes on, its page opened (so that a collective's buffers in
+  // flight on other pages stay guarded); the next device work or wait closes it again.
+  uintptr_t page = reinterpret_cast<uintptr_t>(at) & ~uintptr_t(pageSize() - 1);
+  mprotect(reinterpret_cast<void *>(page), pageSize(), PROT_READ | PROT_WRITE);
+  pagesOpen.store(true);
 }
 
 void report() {
@@ -293,6 +320,7 @@ Work::Work(const char *what, Then then) : on_(active()), then_(then) {
   if (!on_)
     return;
   pendingBefore_ = pending.load();
+  lastBefore_ = lastWork.load();
   planrt_emu_begin(what);
 }
 
@@ -302,8 +330,11 @@ Work::~Work() {
   planrt_emu_end();
   if (then_ == Then::Wait)
     planrt_emu_sync();
-  else if (then_ == Then::Aside)
+  else if (then_ == Then::Aside) { // the compute stream's pending work, and its name, as before
     pending.store(pendingBefore_);
+    if (pendingBefore_)
+      lastWork.store(lastBefore_);
+  }
 }
 
 int inFlight(const void *a, size_t aBytes, const void *b, size_t bBytes) {
@@ -314,9 +345,16 @@ int inFlight(const void *a, size_t aBytes, const void *b, size_t bBytes) {
       flights[i].range[0] = {static_cast<const unsigned char *>(a), aBytes};
       flights[i].range[1] = {static_cast<const unsigned char *>(b), bBytes};
       flights[i].used.store(true);
+      if (i >= flightsTop.load())
+        flightsTop.store(i + 1);
       return i;
     }
-  fatalNow("planrt: error: the emulated device has more than 64 collectives in flight\n");
+  static std::once_flag said;
+  std::call_once(said, [] {
+    std::fprintf(stderr, "planrt: note: rank %d: more than %d collectives in flight: the emulated device does "
+                         "not guard the buffers of the others\n", planrt::rank(), kFlights);
+  });
+  return -1;
 }
 
 void landed(int slot) {
@@ -365,7 +403,7 @@ int planrt_emu_start(int argc, char **argv) {
 void planrt_emu_begin(const char *what) {
   launches.fetch_add(1);
   lastWork.store(what);
-  if (depth++ == 0 && auditing.load() && !accessible.load())
+  if (depth++ == 0 && auditing.load())
     setAccessible(true);
 }
 
@@ -380,7 +418,7 @@ void planrt_emu_end(void) {
 void planrt_emu_sync(void) {
   syncs.fetch_add(1);
   pending.store(false);
-  if (depth == 0 && auditing.load() && accessible.load())
+  if (depth == 0 && auditing.load() && (accessible.load() || pagesOpen.load()))
     setAccessible(false);
 }
 

@@ -34,6 +34,7 @@ public:
 
 private:
   bool on_, pendingBefore_ = false;
+  const char *lastBefore_ = nullptr;
   Then then_;
 };
 

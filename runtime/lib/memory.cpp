@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sys/mman.h>
+#include <unordered_map>
 #include <unistd.h>
 
 namespace {
@@ -25,12 +27,16 @@ namespace {
 /// bytes the runtime holds for it (held); the peak of both together since the start.
 std::atomic<uint64_t> live{0}, peak{0}, held{0}, totalPeak{0};
 
-/// Just before every pointer handed out: the size asked for and what malloc returned.
+/// Of every pointer handed out: the size asked for and what the backend's alloc returned
+/// (room for it is left before the pointer, as when it was stored there). Kept on the host:
+/// on a device backend, writing it next to the block would be a host access to device
+/// memory (cuda-host's audit counts those).
 struct Header {
   size_t size;
   void *base;
 };
-static_assert(sizeof(Header) == 16, "the header keeps 16-byte alignment");
+std::mutex headerMutex;
+std::unordered_map<const void *, Header> headers;
 
 void raise(std::atomic<uint64_t> &peak, uint64_t now) {
   uint64_t p = peak.load(std::memory_order_relaxed);
@@ -50,7 +56,8 @@ void hostAdd(float *to, const float *from, size_t count) {
   for (size_t i = 0; i < count; ++i)
     to[i] += from[i];
 }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, nullptr,
+                              nullptr, nullptr, nullptr, nullptr, nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -60,8 +67,10 @@ void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter, co
   if (!base)
     return nullptr;
   uintptr_t p = (reinterpret_cast<uintptr_t>(base) + sizeof(Header) + alignment - 1) & ~uintptr_t(alignment - 1);
-  Header h{size, base};
-  std::memcpy(reinterpret_cast<void *>(p - sizeof(Header)), &h, sizeof h);
+  {
+    std::lock_guard<std::mutex> lock(headerMutex);
+    headers[reinterpret_cast<void *>(p)] = Header{size, base};
+  }
   uint64_t now = counter.fetch_add(size, std::memory_order_relaxed) + size;
   if (&counter == &live)
     raise(peak, now);
@@ -76,7 +85,16 @@ void release(void *ptr, std::atomic<uint64_t> &counter) {
   if (!ptr)
     return;
   Header h;
-  std::memcpy(&h, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof h);
+  {
+    std::lock_guard<std::mutex> lock(headerMutex);
+    auto it = headers.find(ptr);
+    if (it == headers.end()) {
+      std::fprintf(stderr, "planrt: error: rank %d: free of %p, which the runtime did not allocate\n", planrt::rank(), ptr);
+      std::abort();
+    }
+    h = it->second;
+    headers.erase(it);
+  }
   if (planrt::trace::on())
     planrt::trace::released(ptr);
   counter.fetch_sub(h.size, std::memory_order_relaxed);
@@ -124,6 +142,15 @@ void planrt_mem_copy_in(void *dst, const void *src, size_t bytes) {
   if (b->copy_in)
     return b->copy_in(dst, src, bytes);
   std::memcpy(dst, src, bytes);
+}
+void planrt_mem_divide(float *p, float divisor, size_t count) {
+  if (count == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  if (b->divide)
+    return b->divide(p, divisor, count);
+  for (size_t i = 0; i < count; ++i)
+    p[i] /= divisor;
 }
 void planrt_mem_add(float *to, const float *from, size_t count) {
   if (count == 0)

@@ -416,11 +416,8 @@ void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, in
   planrt_reduce_op op = reduce == 1 ? PLANRT_MAX : reduce == 3 ? PLANRT_SUM_U64 : PLANRT_SUM;
   if (planrt_status s = planrt_all_reduce(ctx->mesh, unsigned(mask), p, count, op))
     return ctx->failWith(s);
-  if (reduce == 2) {
-    float n = float(planrt_mesh_group_size(ctx->mesh, unsigned(mask)));
-    for (int64_t i = 0; i < count; ++i)
-      p[i] /= n;
-  }
+  if (reduce == 2) // the mean: divided where the memory is
+    planrt_mem_divide(p, float(planrt_mesh_group_size(ctx->mesh, unsigned(mask))), size_t(count));
 }
 
 void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,

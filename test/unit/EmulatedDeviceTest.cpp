@@ -138,18 +138,30 @@ TEST(EmulatedDeviceDeathTest, QueuedFillAndCopyNeedAWait) {
 }
 
 TEST(EmulatedDeviceDeathTest, BuffersOfACollectiveInFlightAreOffLimits) {
+  // A touch outside its buffers is counted; one inside, on another page in the same
+  // stretch of host code (the first touch opened only its own page), stops the run.
   auto child = [] {
-    float *p = deviceFloats(64);
+    float *p = deviceFloats(4096); // 4 pages at least
     device().step(1);
-    int slot = planrt::emu::inFlight(p + 32, 16 * sizeof(float), nullptr, 0);
-    (void)hostRead(p); // outside its buffers: counted only
+    int slot = planrt::emu::inFlight(p + 3072, 16 * sizeof(float), nullptr, 0);
+    (void)hostRead(p);
+    std::fprintf(stderr, "counted=%llu\n", (unsigned long long)device().host_touches());
+    (void)hostRead(p + 3080);
     planrt::emu::landed(slot);
-    slot = planrt::emu::inFlight(p + 32, 16 * sizeof(float), nullptr, 0);
-    planrt_emu_sync();
-    (void)hostRead(p + 40);
     std::exit(0);
   };
-  EXPECT_EXIT(child(), ExitedWithCode(1), "in the buffers of a non-blocking collective in flight");
+  EXPECT_EXIT(child(), ExitedWithCode(1), "counted=1\n.*in the buffers of a non-blocking collective in flight");
+  // Landed, the same read is an ordinary (counted) touch.
+  auto landed = [] {
+    float *p = deviceFloats(4096);
+    device().step(1);
+    planrt::emu::landed(planrt::emu::inFlight(p + 3072, 16 * sizeof(float), nullptr, 0));
+    (void)hostRead(p + 3080);
+    device().step(0);
+    std::fprintf(stderr, "touches=%llu\n", (unsigned long long)device().host_touches());
+    std::exit(0);
+  };
+  EXPECT_EXIT(landed(), ExitedWithCode(0), "touches=1");
 }
 
 TEST(EmulatedDeviceDeathTest, OtherFaultsStillKill) {

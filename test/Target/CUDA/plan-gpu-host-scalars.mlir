@@ -32,6 +32,9 @@ module {
   // CHECK: memref.load %[[B0]][] : memref<f32>
   // CHECK-NEXT: memref.load %[[B1]][] : memref<f32>
   // CHECK-NEXT: arith.addf
+  // No host load or store of them is left.
+  // CHECK-NOT: memref.load %[[MEAN]]
+  // CHECK-NOT: memref.store %{{.*}}, %[[ACC]]
   // CHECK: memref.dealloc
   // CHECK-NEXT: memref.dealloc
   // CHECK-NEXT: return
@@ -83,6 +86,44 @@ module {
     %w = arith.mulf %v, %v : f32
     memref.store %w, %m[%c1] : memref<4xf32>
     return %v : f32
+  }
+
+  // A loaded index: the second load's kernel reads the first one's buffer for it. A
+  // value a host call takes stays a host load.
+  // CHECK-LABEL: func.func @indexed(
+  // CHECK: gpu.launch
+  // CHECK: gpu.launch
+  // CHECK-SAME: function(@indexed_scalar0)
+  // CHECK-NEXT: %[[I:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<2xindex>
+  // CHECK-NEXT: memref.store %[[I]], %[[BI:.*]][] : memref<index>
+  // CHECK: gpu.launch
+  // CHECK-SAME: function(@indexed_scalar1)
+  // CHECK-NEXT: %[[J:.*]] = memref.load %[[BI]][] : memref<index>
+  // CHECK-NEXT: %[[X:.*]] = memref.load %{{.*}}[%[[J]]] : memref<4xf32>
+  // CHECK-NEXT: memref.store %[[X]], %{{.*}}[] : memref<f32>
+  // CHECK: %[[H:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<4xf32>
+  // CHECK-NEXT: call @use(%[[H]])
+  func.func private @use(f32)
+  func.func @indexed(%idx: memref<2xindex>, %m: memref<4xf32>, %out: memref<4xf32>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+               module(@planc_kernels) function(@indexed_k0) {
+      memref.store %c1, %idx[%tx] : memref<2xindex>
+      gpu.terminator
+    }
+    %i = memref.load %idx[%c0] : memref<2xindex>
+    %x = memref.load %m[%i] : memref<4xf32>
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+               module(@planc_kernels) function(@indexed_k1) {
+      memref.store %x, %out[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    %h = memref.load %m[%c1] : memref<4xf32>
+    func.call @use(%h) : (f32) -> ()
+    return
   }
 
   // No kernel: host code throughout.

@@ -40,7 +40,7 @@ struct PlanEmulatedDevice : plan::impl::PlanEmulatedDeviceBase<PlanEmulatedDevic
     ModuleOp m = getOperation();
     SmallVector<Operation *> work;
     for (func::FuncOp f : m.getOps<func::FuncOp>())
-      f.walk([&](Operation *op) {
+      f.walk<WalkOrder::PreOrder>([&](Operation *op) {
         if (isa<gpu::LaunchOp>(op)) {
           work.push_back(op);
           return WalkResult::skip(); // a launch's body is the device's

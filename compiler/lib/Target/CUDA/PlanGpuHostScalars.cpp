@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace plan {
 #define GEN_PASS_DEF_PLANGPUHOSTSCALARS
@@ -30,6 +31,8 @@ bool isScalarPure(Operation *op) {
 /// One function's rewrite: `moved` holds the host loads and the pure ops computed from
 /// them that go to the device, `stores` the host stores that do.
 struct Rewrite {
+  Rewrite(func::FuncOp f, std::string kernelModule) : f(f), kernelModule(std::move(kernelModule)) {}
+
   func::FuncOp f;
   std::string kernelModule;
   int64_t counter = 0;
@@ -95,8 +98,23 @@ struct Rewrite {
     if (Value done = map.lookupOrNull(v))
       return done;
     Operation *d = v.getDefiningOp();
-    if (auto global = dyn_cast_or_null<memref::GetGlobalOp>(d)) // the host's address is no kernel's
-      return map.lookupOrDefault(b.clone(*global)->getResult(0));
+    // A global (or a view of one) is fetched inside the kernel: the host's address is no
+    // kernel's (as plan-gpu-map-loops' kernels do).
+    if (auto global = dyn_cast_or_null<memref::GetGlobalOp>(d)) {
+      Value copy = b.clone(*global)->getResult(0);
+      map.map(v, copy);
+      return copy;
+    }
+    if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(d); view && !moved.contains(d)) {
+      Value source = view.getViewSource();
+      if (materialize(b, source, map) == source)
+        return v;
+      for (Value operand : d->getOperands())
+        map.map(operand, materialize(b, operand, map));
+      Value copy = b.clone(*d, map)->getResult(cast<OpResult>(v).getResultNumber());
+      map.map(v, copy);
+      return copy;
+    }
     if (!d || !moved.contains(d))
       return v;
     Value result;
@@ -169,7 +187,7 @@ struct PlanGpuHostScalars : plan::impl::PlanGpuHostScalarsBase<PlanGpuHostScalar
       });
       if (module.empty())
         continue;
-      Rewrite r{f, module.str()};
+      Rewrite r(f, module.str());
       Block &body = f.getBody().front();
       r.select(body);
       if (r.moved.empty() && r.stores.empty())
