@@ -144,7 +144,7 @@ size_t deviceFree() {
 
 const planrt_backend kManaged = {"cuda",   managedAlloc, managedFree, deviceFree,     deviceFill,  counters,
                                   deviceAdd, nullptr,      nullptr,     deviceFillAsync, deviceCopyIn,
-                                  deviceDivide};
+                                  deviceDivide, deviceSumsq};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

@@ -47,6 +47,9 @@ void deviceAdd(float *to, const float *from, size_t count);
 /// returns), queued.
 void deviceFillAsync(void *ptr, float value, size_t count);
 void deviceCopyIn(void *dst, const void *src, size_t bytes);
+/// The backend's sumsq: *out = float(sum over the ranges of x*x), summed in double on the
+/// device (a block per range, then the ranges in order), waited for.
+void deviceSumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out);
 /// The backend's divide: p[i] /= divisor on the device (IEEE division, as the host's),
 /// waited for (the runtime's host code may read the result next, as after NCCL's calls).
 void deviceDivide(float *p, float divisor, size_t count);

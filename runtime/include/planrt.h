@@ -353,6 +353,10 @@ typedef struct {
    * returning when done (the runtime's host code may read it next); NULL: the host
    * divides. */
   void (*divide)(float *p, float divisor, size_t count);
+  /* *out = (float) the sum, in double, of x*x over the `n` ranges of floats at
+   * starts[i] (counts[i] of them; memory from alloc; the two arrays on the host), in
+   * range order, returning when done; NULL: the host sums. */
+  void (*sumsq)(const float *const *starts, const int64_t *counts, int64_t n, float *out);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -375,6 +379,8 @@ void planrt_mem_fill_async(void *ptr, float value, size_t count);
 void planrt_mem_copy_in(void *dst, const void *src, size_t bytes);
 /* p[i] = p[i] / divisor for i < count (the backend's memory) by the backend's divide. */
 void planrt_mem_divide(float *p, float divisor, size_t count);
+/* *out = the sum of squares over the ranges (the backend's memory) by the backend's sumsq. */
+void planrt_mem_sumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out);
 /* to[i] += from[i] for i < count (the backend's memory) by the backend's add. */
 void planrt_mem_add(float *to, const float *from, size_t count);
 void planrt_mem_free(void *ptr);

@@ -163,7 +163,8 @@ void counters(uint64_t *hostSyncs, uint64_t *launchCount) {
 
 uint64_t hostTouches() { return touches.load(); }
 
-// The CUDA runtime's fill, add and divide are kernels it waits for (runtime/cuda/fill.cu).
+// The CUDA runtime's fill, add, divide and sum of squares are kernels it waits for
+// (runtime/cuda/fill.cu).
 void fill(void *ptr, float value, size_t count) {
   planrt::emu::Work work("planrt_mem_fill", planrt::emu::Then::Wait);
   std::fill(static_cast<float *>(ptr), static_cast<float *>(ptr) + count, value);
@@ -184,6 +185,11 @@ void divide(float *p, float divisor, size_t count) {
   planrt::emu::Work work("planrt_mem_divide", planrt::emu::Then::Wait);
   for (size_t i = 0; i < count; ++i)
     p[i] /= divisor;
+}
+
+void sumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
+  planrt::emu::Work work("planrt_mem_sumsq", planrt::emu::Then::Wait);
+  planrt::emu::hostSumsq(starts, counts, n, out);
 }
 
 void add(float *to, const float *from, size_t count) {
@@ -230,7 +236,7 @@ void step(int begin) {
 }
 
 const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,
-                                  step,        hostTouches, fillAsync, copyIn, divide};
+                                  step,        hostTouches, fillAsync, copyIn, divide, sumsq};
 
 const void *pcOf(void *context) {
   auto *uc = static_cast<ucontext_t *>(context);
@@ -315,6 +321,16 @@ void report() {
 namespace planrt::emu {
 
 bool active() { return base != nullptr; }
+
+void hostSumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
+  double sum = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < counts[r]; ++i) {
+      double x = starts[r][i];
+      sum += x * x;
+    }
+  *out = float(sum);
+}
 
 Work::Work(const char *what, Then then) : on_(active()), then_(then) {
   if (!on_)

@@ -365,22 +365,24 @@ void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1
   if (ctx->counted.empty())
     return ctx->sumsq(g0, g1, s);
   // Tensor and pipeline parallelism: the sum over the ranks (all-reduces follow) must
-  // count each replicated or tied parameter once.
+  // count each replicated or tied parameter once: the counted ranges of the two pieces,
+  // summed where the memory is.
   const float *piece[2] = {g0, g1};
-  double sum = 0;
+  std::vector<const float *> starts;
+  std::vector<int64_t> counts;
   for (const planrt_step_ctx::Counted &c : ctx->counted) {
     if (!c.counted)
       continue;
     for (int g = 0; g < 2; ++g) {
       int64_t lo = std::max(c.offset, ctx->pieceBegin[g]),
               hi = std::min(c.offset + c.count, ctx->pieceBegin[g] + ctx->pieceFloats[g]);
-      for (int64_t i = lo; i < hi; ++i) {
-        double x = piece[g][i - ctx->pieceBegin[g]];
-        sum += x * x;
+      if (hi > lo) {
+        starts.push_back(piece[g] + (lo - ctx->pieceBegin[g]));
+        counts.push_back(hi - lo);
       }
     }
   }
-  s[6] = float(sum);
+  planrt_mem_sumsq(starts.data(), counts.data(), int64_t(starts.size()), s + 6);
 }
 
 void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_t po0, int32_t pb1, int64_t po1,

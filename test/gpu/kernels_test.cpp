@@ -460,6 +460,43 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
 // memory): the same cross-entropy over 4096 x 50257 logits, and a device-to-device copy of
 // its 0.8 GB, on managed memory (the runtime's backend), on managed memory advised to
 // stay on the GPU, and on plain device memory (cudaMalloc). A measurement, not a check.
+// The backend's device operations the runtime uses inside a step (planrt_mem_*): the
+// queued fill and host-to-device copy, the division (a data-parallel mean) and the sum
+// of squares over ranges (the gradient norm under tensor and pipeline parallelism),
+// against the host's.
+TEST(CudaKernels, BackendStepOperations) {
+  NEED_GPU();
+  const planrt_backend &b = *planrt_get_backend();
+  ASSERT_TRUE(b.fill_async && b.copy_in && b.divide && b.sumsq);
+  const int64_t n = 300001;
+  Buf x(n), y(n);
+  fill(x, 5);
+  std::vector<float> host(x.p, x.p + n);
+  b.copy_in(y.p, host.data(), size_t(n) * 4);
+  planrt_cuda_sync();
+  EXPECT_EQ(std::memcmp(y.p, host.data(), size_t(n) * 4), 0);
+  b.divide(y.p, 3.0f, size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(y.p[i], host[size_t(i)] / 3.0f) << i; // IEEE division, as the host's
+  b.fill_async(y.p, -2.5f, size_t(n));
+  planrt_cuda_sync();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(y.p[i], -2.5f) << i;
+  // Ranges of several sizes (empty, one float, more than a block's threads).
+  const float *starts[4] = {x.p, x.p + 10, x.p + 11, x.p + 1000};
+  const int64_t counts[4] = {7, 0, 1, n - 1000};
+  Buf out(1);
+  b.sumsq(starts, counts, 4, out.p);
+  double want = 0;
+  for (int r = 0; r < 4; ++r)
+    for (int64_t i = 0; i < counts[r]; ++i)
+      want += double(starts[r][i]) * double(starts[r][i]);
+  EXPECT_NEAR(double(out.p[0]), want, 1e-6 * want);
+  b.sumsq(starts, counts, 0, out.p);
+  EXPECT_EQ(out.p[0], 0.0f);
+  bench("sumsq 4 ranges, 0.3M floats", [&] { b.sumsq(starts, counts, 4, out.p); });
+}
+
 TEST(CudaKernels, ManagedAgainstDeviceMemory) {
   NEED_GPU();
   const int64_t R = 4096, W = 50257, n = R * W;
