@@ -335,10 +335,11 @@ typedef struct {
   /* to[i] += from[i] for i < count, where the memory is (both from alloc), returning when
    * done; NULL: the host adds (and the runtime keeps its temporaries on the host). */
   void (*add)(float *to, const float *from, size_t count);
-  /* The step program starts (1) or has ended (0); NULL for a backend that does not
+  /* The step program starts (1), has ended (0), or has failed (-1: what it left is not
+   * checked, so that its own error is the one reported); NULL for a backend that does not
    * care. cuda-host's emulated device (planrt_emu_start) audits the host's accesses to
    * its memory in between. */
-  void (*step)(int begin);
+  void (*step)(int phase);
   /* Host accesses to device memory during the step programs since the start (each
    * stretch of host code that touched it, counted once); NULL for a backend that cannot
    * see them (CUDA's managed memory). */

@@ -86,14 +86,21 @@ constexpr int kFlights = 4096;
 Flight flights[kFlights];
 std::atomic<int> flightsTop{0}; ///< no slot at or above it is used
 
-/// The collective in flight whose buffers hold `at`, or null.
-const Flight *flightAt(const unsigned char *at) {
+/// The collective in flight whose buffers overlap [at, at + bytes), or null.
+const Flight *flightAt(const unsigned char *at, size_t bytes) {
   for (int i = 0, n = flightsTop.load(); i < n; ++i)
     if (flights[i].used.load())
       for (auto r : flights[i].range)
-        if (at >= r.at && at < r.at + r.bytes)
+        if (r.bytes && at < r.at + r.bytes && r.at < at + bytes)
           return &flights[i];
   return nullptr;
+}
+
+bool anyInFlight() {
+  for (int i = 0, n = flightsTop.load(); i < n; ++i)
+    if (flights[i].used.load())
+      return true;
+  return false;
 }
 
 size_t pageSize() {
@@ -216,14 +223,14 @@ void ensureHandler() {
   sigaction(SIGSEGV, &action, &previous);
 }
 
-void step(int begin) {
-  if (begin) {
+void step(int phase) {
+  if (phase == 1) {
     ensureHandler();
     auditing.store(true);
     setAccessible(false);
     return;
   }
-  if (pending.load()) {
+  if (phase == 0 && pending.load()) {
     // The runtime reads the loss next: the step program must have waited.
     const char *w = lastWork.load();
     std::string msg = "planrt: error: rank " + std::to_string(planrt::rank()) +
@@ -233,6 +240,7 @@ void step(int begin) {
   }
   setAccessible(true);
   auditing.store(false);
+  pending.store(false); // waited for, or left behind by a failed step that ends the run
 }
 
 const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,
@@ -273,6 +281,8 @@ void passOn(int sig, siginfo_t *info, void *context) {
     return previous.sa_handler(sig);
   }
   signal(sig, SIG_DFL);
+  if (info->si_code <= 0) // sent, not a fault: nothing would raise it again
+    raise(sig);
 }
 
 void onFault(int sig, siginfo_t *info, void *context) {
@@ -281,7 +291,10 @@ void onFault(int sig, siginfo_t *info, void *context) {
     return passOn(sig, info, context);
   const void *pc = pcOf(context);
   const char *after = lastWork.load();
-  const Flight *flight = flightAt(at);
+  // A page is what the host would pull over (managed memory moves by pages): a touch of
+  // a page that a collective in flight uses is one of its buffers'.
+  auto *page = reinterpret_cast<unsigned char *>(reinterpret_cast<uintptr_t>(at) & ~uintptr_t(pageSize() - 1));
+  const Flight *flight = flightAt(page, pageSize());
   if (pending.load() || flight || mode == Mode::Fatal) {
     std::string where = planrt::trace::symbolOf(pc);
     std::string msg = "planrt: error: rank " + std::to_string(planrt::rank()) + ": host code (" + where +
@@ -290,8 +303,8 @@ void onFault(int sig, siginfo_t *info, void *context) {
       msg += std::string(" while ") + (after ? after : "device work") +
              " may still run: no wait (planrt_cuda_sync) between them, so on a GPU it would race the device\n";
     else if (flight)
-      msg += ", in the buffers of a non-blocking collective in flight (not waited for): on a GPU it would race "
-             "the collective\n";
+      msg += ", on a page of the buffers of a non-blocking collective in flight (not waited for): on a GPU it "
+             "would race the collective\n";
     else
       msg += std::string(", after ") + (after ? after : "no device work") +
              " (PLANRT_HOST_TOUCH=fatal: the CUDA target's host code must leave device memory alone in a step)\n";
@@ -301,10 +314,13 @@ void onFault(int sig, siginfo_t *info, void *context) {
     touches.fetch_add(1);
     record(pc, after);
   }
-  // This stretch of host code goes on, its page opened (so that a collective's buffers in
-  // flight on other pages stay guarded); the next device work or wait closes it again.
-  uintptr_t page = reinterpret_cast<uintptr_t>(at) & ~uintptr_t(pageSize() - 1);
-  mprotect(reinterpret_cast<void *>(page), pageSize(), PROT_READ | PROT_WRITE);
+  // This stretch of host code goes on; the next device work or wait closes the region
+  // again. With collectives in flight only the page is opened, so that their buffers
+  // stay guarded; otherwise (or if the page cannot be) the whole region.
+  if (!anyInFlight() || mprotect(page, pageSize(), PROT_READ | PROT_WRITE) != 0) {
+    if (mprotect(base, pageUp(top.load()), PROT_READ | PROT_WRITE) != 0)
+      fatalNow("planrt: error: the emulated device cannot open its memory to the host (mprotect)\n");
+  }
   pagesOpen.store(true);
 }
 

@@ -38,8 +38,15 @@ struct Header {
   void *base;
 };
 static_assert(sizeof(Header) == 16, "the header keeps 16-byte alignment");
+/// A device backend's blocks: their headers and the backend that allocated them (which
+/// frees them, whatever the backend is by then); how many there are (none: nothing to look up).
+struct DeviceBlock {
+  Header header;
+  const planrt_backend *by;
+};
 std::mutex headerMutex;
-std::unordered_map<const void *, Header> deviceHeaders;
+std::unordered_map<const void *, DeviceBlock> deviceBlocks;
+std::atomic<size_t> deviceBlockCount{0};
 
 void raise(std::atomic<uint64_t> &peak, uint64_t now) {
   uint64_t p = peak.load(std::memory_order_relaxed);
@@ -66,16 +73,18 @@ std::atomic<const planrt_backend *> backend{&kHost};
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
 /// `counter` (live or held), for code at `caller` (PLANRT_MEM_TRACE).
 void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter, const void *caller) {
-  void *base = backend.load()->alloc(size + sizeof(Header) + alignment);
+  const planrt_backend *b = backend.load();
+  void *base = b->alloc(size + sizeof(Header) + alignment);
   if (!base)
     return nullptr;
   uintptr_t p = (reinterpret_cast<uintptr_t>(base) + sizeof(Header) + alignment - 1) & ~uintptr_t(alignment - 1);
-  if (backend.load() == &kHost) {
+  if (b == &kHost) {
     Header h{size, base};
     std::memcpy(reinterpret_cast<void *>(p - sizeof(Header)), &h, sizeof h);
   } else {
     std::lock_guard<std::mutex> lock(headerMutex);
-    deviceHeaders[reinterpret_cast<void *>(p)] = Header{size, base};
+    deviceBlocks[reinterpret_cast<void *>(p)] = DeviceBlock{Header{size, base}, b};
+    deviceBlockCount.store(deviceBlocks.size());
   }
   uint64_t now = counter.fetch_add(size, std::memory_order_relaxed) + size;
   if (&counter == &live)
@@ -90,21 +99,23 @@ void *allocate(size_t size, size_t alignment, std::atomic<uint64_t> &counter, co
 void release(void *ptr, std::atomic<uint64_t> &counter) {
   if (!ptr)
     return;
-  Header h;
-  {
+  DeviceBlock block{{0, nullptr}, &kHost};
+  bool found = false;
+  if (deviceBlockCount.load() > 0) {
     std::lock_guard<std::mutex> lock(headerMutex);
-    auto it = deviceHeaders.find(ptr);
-    if (it == deviceHeaders.end()) {
-      std::memcpy(&h, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof h); // the host backend's
-    } else {
-      h = it->second;
-      deviceHeaders.erase(it);
+    if (auto it = deviceBlocks.find(ptr); it != deviceBlocks.end()) {
+      block = it->second;
+      found = true;
+      deviceBlocks.erase(it);
+      deviceBlockCount.store(deviceBlocks.size());
     }
   }
+  if (!found) // the host backend's, its header before it
+    std::memcpy(&block.header, static_cast<unsigned char *>(ptr) - sizeof(Header), sizeof(Header));
   if (planrt::trace::on())
     planrt::trace::released(ptr);
-  counter.fetch_sub(h.size, std::memory_order_relaxed);
-  backend.load()->free(h.base);
+  counter.fetch_sub(block.header.size, std::memory_order_relaxed);
+  block.by->free(block.header.base);
 }
 
 /// The arena of planrt_arena_reserve: its base, and where its step region starts and ends.

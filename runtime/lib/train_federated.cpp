@@ -145,7 +145,7 @@ int Trainer::runFederated() {
       device->step(1);
     e.round(&ctx, r);
     if (device->step)
-      device->step(0);
+      device->step(ctx.status ? -1 : 0);
     if (ctx.status)
       return error(fail(ctx.status, "round %lld: %s", (long long)r, ctx.error.c_str()));
     commTotals(after);

@@ -458,7 +458,7 @@ planrt_status Trainer::step(int64_t s) {
     device->step(1);
   e.step(&ctx, s);
   if (device->step)
-    device->step(0);
+    device->step(ctx.status ? -1 : 0);
   uint64_t memPeak = planrt_mem_peak();
   maxMemPeak = std::max(maxMemPeak, memPeak);
   stepComm += ctx.commSeconds - commBefore;

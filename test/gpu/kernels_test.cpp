@@ -456,10 +456,6 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
 }
 
-// Where the runtime's memory lives, measured (docs/CUDA.md, issue 23's plain device
-// memory): the same cross-entropy over 4096 x 50257 logits, and a device-to-device copy of
-// its 0.8 GB, on managed memory (the runtime's backend), on managed memory advised to
-// stay on the GPU, and on plain device memory (cudaMalloc). A measurement, not a check.
 // The backend's device operations the runtime uses inside a step (planrt_mem_*): the
 // queued fill and host-to-device copy, the division (a data-parallel mean) and the sum
 // of squares over ranges (the gradient norm under tensor and pipeline parallelism),
@@ -497,6 +493,10 @@ TEST(CudaKernels, BackendStepOperations) {
   bench("sumsq 4 ranges, 0.3M floats", [&] { b.sumsq(starts, counts, 4, out.p); });
 }
 
+// Where the runtime's memory lives, measured (docs/CUDA.md, issue 23's plain device
+// memory): the same cross-entropy over 4096 x 50257 logits, and a device-to-device copy of
+// its 0.8 GB, on managed memory (the runtime's backend), on managed memory advised to
+// stay on the GPU, and on plain device memory (cudaMalloc). A measurement, not a check.
 TEST(CudaKernels, ManagedAgainstDeviceMemory) {
   NEED_GPU();
   const int64_t R = 4096, W = 50257, n = R * W;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -140,23 +141,25 @@ TEST(EmulatedDeviceDeathTest, QueuedFillAndCopyNeedAWait) {
 TEST(EmulatedDeviceDeathTest, BuffersOfACollectiveInFlightAreOffLimits) {
   // A touch outside its buffers is counted; one inside, on another page in the same
   // stretch of host code (the first touch opened only its own page), stops the run.
+  static const int64_t page = sysconf(_SC_PAGESIZE) / int64_t(sizeof(float)); // floats a page
   auto child = [] {
-    float *p = deviceFloats(4096); // 4 pages at least
+    float *p = deviceFloats(size_t(4 * page)); // the flight's page is not p's
     device().step(1);
-    int slot = planrt::emu::inFlight(p + 3072, 16 * sizeof(float), nullptr, 0);
+    int slot = planrt::emu::inFlight(p + 3 * page, 16 * sizeof(float), nullptr, 0);
     (void)hostRead(p);
     std::fprintf(stderr, "counted=%llu\n", (unsigned long long)device().host_touches());
-    (void)hostRead(p + 3080);
+    (void)hostRead(p + 3 * page + 8);
     planrt::emu::landed(slot);
     std::exit(0);
   };
-  EXPECT_EXIT(child(), ExitedWithCode(1), "counted=1\n.*in the buffers of a non-blocking collective in flight");
+  EXPECT_EXIT(child(), ExitedWithCode(1),
+              "counted=1\n.*on a page of the buffers of a non-blocking collective in flight");
   // Landed, the same read is an ordinary (counted) touch.
   auto landed = [] {
-    float *p = deviceFloats(4096);
+    float *p = deviceFloats(size_t(4 * page));
     device().step(1);
-    planrt::emu::landed(planrt::emu::inFlight(p + 3072, 16 * sizeof(float), nullptr, 0));
-    (void)hostRead(p + 3080);
+    planrt::emu::landed(planrt::emu::inFlight(p + 3 * page, 16 * sizeof(float), nullptr, 0));
+    (void)hostRead(p + 3 * page + 8);
     device().step(0);
     std::fprintf(stderr, "touches=%llu\n", (unsigned long long)device().host_touches());
     std::exit(0);

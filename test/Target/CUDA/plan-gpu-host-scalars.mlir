@@ -126,6 +126,39 @@ module {
     return
   }
 
+  // A load through a view of a constant global: its kernel fetches the global and the
+  // view itself (the host's address is no kernel's).
+  // CHECK-LABEL: func.func @global(
+  // CHECK: gpu.launch
+  // CHECK: gpu.launch
+  // CHECK-SAME: function(@global_scalar0)
+  // CHECK-NEXT: %[[G:.*]] = memref.get_global @table : memref<4xf32>
+  // CHECK-NEXT: %[[V:.*]] = memref.subview %[[G]][1] [2] [1]
+  // CHECK-NEXT: %[[X:.*]] = memref.load %[[V]][%{{.*}}]
+  // CHECK-NEXT: memref.store %[[X]]
+  memref.global "private" constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+  func.func @global(%out: memref<4xf32>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+               module(@planc_kernels) function(@global_k0) {
+      %z = arith.constant 0.0 : f32
+      memref.store %z, %out[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    %g = memref.get_global @table : memref<4xf32>
+    %v = memref.subview %g[1] [2] [1] : memref<4xf32> to memref<2xf32, strided<[1], offset: 1>>
+    %x = memref.load %v[%c0] : memref<2xf32, strided<[1], offset: 1>>
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+               module(@planc_kernels) function(@global_k1) {
+      memref.store %x, %out[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    return
+  }
+
   // No kernel: host code throughout.
   // CHECK-LABEL: func.func @host(
   // CHECK-NOT: gpu.launch
