@@ -17,6 +17,8 @@
 //    PLANRT_HOST_TOUCH=report prints, at exit, where the counted ones came from.
 #include "emulated_device.h"
 
+#include "host_memory.h"
+
 #include "memory_trace.h"
 #include "planrt.h"
 #include "status.h"
@@ -170,17 +172,17 @@ void counters(uint64_t *hostSyncs, uint64_t *launchCount) {
 
 uint64_t hostTouches() { return touches.load(); }
 
-// The CUDA runtime's fill, add, divide and sum of squares are kernels it waits for
-// (runtime/cuda/fill.cu).
+// The host's operations (host_memory.h) as device work. The CUDA runtime's fill, add,
+// divide and sum of squares are kernels it waits for (runtime/cuda/fill.cu); its queued
+// fill and copy are not waited for: the host waits later.
 void fill(void *ptr, float value, size_t count) {
   planrt::emu::Work work("planrt_mem_fill", planrt::emu::Then::Wait);
-  std::fill(static_cast<float *>(ptr), static_cast<float *>(ptr) + count, value);
+  planrt::host::fill(ptr, value, count);
 }
 
-// Queued on the stream, as the CUDA runtime's are: the host waits later.
 void fillAsync(void *ptr, float value, size_t count) {
   planrt::emu::Work work("planrt_mem_fill_async", planrt::emu::Then::Queue);
-  std::fill(static_cast<float *>(ptr), static_cast<float *>(ptr) + count, value);
+  planrt::host::fill(ptr, value, count);
 }
 
 void copyIn(void *dst, const void *src, size_t bytes) {
@@ -190,19 +192,17 @@ void copyIn(void *dst, const void *src, size_t bytes) {
 
 void divide(float *p, float divisor, size_t count) {
   planrt::emu::Work work("planrt_mem_divide", planrt::emu::Then::Wait);
-  for (size_t i = 0; i < count; ++i)
-    p[i] /= divisor;
+  planrt::host::divide(p, divisor, count);
 }
 
 void sumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
   planrt::emu::Work work("planrt_mem_sumsq", planrt::emu::Then::Wait);
-  planrt::emu::hostSumsq(starts, counts, n, out);
+  planrt::host::sumsq(starts, counts, n, out);
 }
 
 void add(float *to, const float *from, size_t count) {
   planrt::emu::Work work("planrt_mem_add", planrt::emu::Then::Wait);
-  for (size_t i = 0; i < count; ++i)
-    to[i] += from[i];
+  planrt::host::add(to, from, count);
 }
 
 void onFault(int sig, siginfo_t *info, void *context);
@@ -338,15 +338,6 @@ namespace planrt::emu {
 
 bool active() { return base != nullptr; }
 
-void hostSumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
-  double sum = 0;
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < counts[r]; ++i) {
-      double x = starts[r][i];
-      sum += x * x;
-    }
-  *out = float(sum);
-}
 
 Work::Work(const char *what, Then then) : on_(active()), then_(then) {
   if (!on_)

@@ -4,16 +4,11 @@
 #define PLANRT_LIB_EMULATED_DEVICE_H
 
 #include <cstddef>
-#include <cstdint>
 
 namespace planrt::emu {
 
 /// Whether the emulated device is the backend (planrt_emu_start ran).
 bool active();
-
-/// planrt_mem_sumsq on the host, in double, in range order (the CPU backend's, and the
-/// emulated device's inside its bracket).
-void hostSumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out);
 
 /// What the host does after device work: waits for it (the CUDA runtime's blocking calls:
 /// its NCCL calls, fills and adds), or leaves it running aside, on a stream of its own

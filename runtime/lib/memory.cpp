@@ -5,7 +5,7 @@
 // the buffers the runtime holds for the generated code (planrt_mem_alloc: parameters,
 // gradients, optimizer state, the step's buffers, tokens), the peak of all the memory
 // the executable used: what `planc explain`'s per-device total predicts.
-#include "emulated_device.h"
+#include "host_memory.h"
 #include "memory_trace.h"
 #include "planrt.h"
 #include "status.h"
@@ -21,6 +21,34 @@
 #include <sys/mman.h>
 #include <unordered_map>
 #include <unistd.h>
+
+void planrt::host::fill(void *ptr, float value, size_t count) {
+  float *p = static_cast<float *>(ptr);
+  if (value == 0.0f && !std::signbit(value))
+    std::memset(p, 0, count * sizeof(float));
+  else
+    std::fill(p, p + count, value);
+}
+
+void planrt::host::add(float *to, const float *from, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    to[i] += from[i];
+}
+
+void planrt::host::divide(float *p, float divisor, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    p[i] /= divisor;
+}
+
+void planrt::host::sumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
+  double sum = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < counts[r]; ++i) {
+      double x = starts[r][i];
+      sum += x * x;
+    }
+  *out = float(sum);
+}
 
 namespace {
 
@@ -55,18 +83,7 @@ void raise(std::atomic<uint64_t> &peak, uint64_t now) {
 }
 
 void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
-void hostFill(void *ptr, float value, size_t count) {
-  float *p = static_cast<float *>(ptr);
-  if (value == 0.0f && !std::signbit(value))
-    std::memset(p, 0, count * sizeof(float));
-  else
-    std::fill(p, p + count, value);
-}
-void hostAdd(float *to, const float *from, size_t count) {
-  for (size_t i = 0; i < count; ++i)
-    to[i] += from[i];
-}
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, hostFill, nullptr, nullptr,
+const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, planrt::host::fill, nullptr, nullptr,
                               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
@@ -142,7 +159,7 @@ void planrt_mem_fill(void *ptr, float value, size_t count) {
   if (!ptr || count == 0)
     return;
   const planrt_backend *b = backend.load();
-  (b->fill ? b->fill : hostFill)(ptr, value, count);
+  (b->fill ? b->fill : planrt::host::fill)(ptr, value, count);
 }
 void planrt_mem_fill_async(void *ptr, float value, size_t count) {
   if (!ptr || count == 0)
@@ -164,20 +181,17 @@ void planrt_mem_divide(float *p, float divisor, size_t count) {
   if (count == 0)
     return;
   const planrt_backend *b = backend.load();
-  if (b->divide)
-    return b->divide(p, divisor, count);
-  for (size_t i = 0; i < count; ++i)
-    p[i] /= divisor;
+  (b->divide ? b->divide : planrt::host::divide)(p, divisor, count);
 }
 void planrt_mem_sumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out) {
   const planrt_backend *b = backend.load();
-  (b->sumsq ? b->sumsq : planrt::emu::hostSumsq)(starts, counts, n, out);
+  (b->sumsq ? b->sumsq : planrt::host::sumsq)(starts, counts, n, out);
 }
 void planrt_mem_add(float *to, const float *from, size_t count) {
   if (count == 0)
     return;
   const planrt_backend *b = backend.load();
-  (b->add ? b->add : hostAdd)(to, from, count);
+  (b->add ? b->add : planrt::host::add)(to, from, count);
 }
 
 void planrt_set_backend(const planrt_backend *b) { backend.store(b ? b : &kHost); }

@@ -140,12 +140,7 @@ int Trainer::runFederated() {
     uint64_t before[4], after[4], comm[4];
     commTotals(before);
     ctx.step = r;
-    const planrt_backend *device = planrt_get_backend(); // audited as a step (train_main.cpp)
-    if (device->step)
-      device->step(1);
-    e.round(&ctx, r);
-    if (device->step)
-      device->step(ctx.status ? -1 : 0);
+    runProgram(e.round, r);
     if (ctx.status)
       return error(fail(ctx.status, "round %lld: %s", (long long)r, ctx.error.c_str()));
     commTotals(after);

@@ -442,6 +442,15 @@ void Trainer::commTotals(uint64_t out[4]) const {
     out[k] = planrt_comm_bytes_total(ctx.mesh, planrt_collective(k));
 }
 
+void Trainer::runProgram(planrt_step_fn program, int64_t s) {
+  const planrt_backend *device = planrt_get_backend();
+  if (device->step)
+    device->step(1);
+  program(&ctx, s);
+  if (device->step)
+    device->step(ctx.status ? -1 : 0);
+}
+
 planrt_status Trainer::step(int64_t s) {
   auto t0 = std::chrono::steady_clock::now();
   uint64_t before[4], after[4], comm[4];
@@ -451,14 +460,8 @@ planrt_status Trainer::step(int64_t s) {
   ctx.step = s;
   double commBefore = ctx.commSeconds;
   planrt_mem_reset_peak();
-  // The step program: micro-batches, gradients, collectives, the update (which an
-  // emulated device audits: planrt_backend's step).
-  const planrt_backend *device = planrt_get_backend();
-  if (device->step)
-    device->step(1);
-  e.step(&ctx, s);
-  if (device->step)
-    device->step(ctx.status ? -1 : 0);
+  // The step program: micro-batches, gradients, collectives, the update.
+  runProgram(e.step, s);
   uint64_t memPeak = planrt_mem_peak();
   maxMemPeak = std::max(maxMemPeak, memPeak);
   stepComm += ctx.commSeconds - commBefore;

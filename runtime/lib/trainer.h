@@ -103,6 +103,9 @@ private:
   void commTotals(uint64_t out[4]) const;
 
   planrt_status step(int64_t s);
+  /// The step (or round) program for step `s`, audited as one by a device backend that
+  /// wants it (planrt_backend.step: cuda-host's emulated device).
+  void runProgram(planrt_step_fn program, int64_t s);
 
   // ---- A federated plan's rounds (train_federated.cpp).
 
