@@ -10,15 +10,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
 #include <string>
 #include <memory>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -583,6 +586,11 @@ int planrt_mesh_lost_peer(const planrt_mesh *mesh, char *buf, size_t size) {
 
 void planrt_mesh_abort(planrt_mesh *mesh, int code) {
   (void)mesh;
+  // Every caller has just written its reason to stderr. MPICH's launcher kills the job as
+  // soon as one rank aborts and drops what the ranks wrote but it had not yet forwarded
+  // (seen: one run in six lost the watchdog's message). Give it a moment to forward it.
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   MPI_Abort(MPI_COMM_WORLD, code);
 }
 
