@@ -58,36 +58,39 @@
 // CHECK: %[[DFCW:.*]] = nn.matmul_wgrad %{{.*}}, %{{.*}} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<8x8xf32>
 // CHECK: %{{[^,]*}}, %[[DLNW:[^,]*]], %{{[^ ]*}} = nn.layernorm_grad
 // CHECK: %[[DWTE:.*]] = nn.add %{{.*}}, %{{.*}} : tensor<16x8xf32>
-// G += ∇ / accumulation (2), each parameter's slice read and written in place, in argument
+// G += ∇ / accumulation (2), each parameter's slice read and written in place by one
+// elementwise op whose init is the slice itself (no new buffer for the sum), in argument
 // order: wte.weight flattened into [0, 128),
 // CHECK-NEXT: %[[C0:.*]] = tensor.collapse_shape %[[DWTE]] {{\[\[}}0, 1]] : tensor<16x8xf32> into tensor<128xf32>
-// CHECK-NEXT: %[[H0:.*]] = nn.scale %[[C0]] {factor = 5.000000e-01 : f64} : tensor<128xf32>
 // CHECK-NEXT: %[[GS0:.*]] = memref.subview %[[G]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
-// CHECK-NEXT: %[[GO0:.*]] = bufferization.to_tensor %[[GS0]] restrict : memref<128xf32, strided<[1]>> to tensor<128xf32>
-// CHECK-NEXT: %[[GN0:.*]] = nn.add %[[GO0]], %[[H0]] : tensor<128xf32>
+// CHECK-NEXT: %[[GO0:.*]] = bufferization.to_tensor %[[GS0]] restrict writable : memref<128xf32, strided<[1]>> to tensor<128xf32>
+// CHECK-NEXT: %[[GN0:.*]] = linalg.generic {{.*}} ins(%[[C0]] : tensor<128xf32>) outs(%[[GO0]] : tensor<128xf32>)
+// CHECK-NEXT: ^bb0(%[[IN0:.*]]: f32, %[[OUT0:.*]]: f32):
+// CHECK-NEXT: %[[K0:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT: %[[M0:.*]] = arith.mulf %[[IN0]], %[[K0]] : f32
+// CHECK-NEXT: %[[A0:.*]] = arith.addf %[[OUT0]], %[[M0]] : f32
+// CHECK-NEXT: linalg.yield %[[A0]] : f32
+// CHECK-NEXT: } -> tensor<128xf32>
 // CHECK-NEXT: %[[GD0:.*]] = memref.subview %[[G]][0] [128] [1] : memref<224xf32> to memref<128xf32, strided<[1]>>
 // CHECK-NEXT: bufferization.materialize_in_destination %[[GN0]] in restrict writable %[[GD0]] : (tensor<128xf32>, memref<128xf32, strided<[1]>>) -> ()
 // ln.weight into [192, 200) (a vector needs no reshaping),
-// CHECK-NEXT: %[[H1:.*]] = nn.scale %[[DLNW]] {factor = 5.000000e-01 : f64} : tensor<8xf32>
 // CHECK-NEXT: %[[GS1:.*]] = memref.subview %[[G]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
-// CHECK-NEXT: %[[GO1:.*]] = bufferization.to_tensor %[[GS1]] restrict : memref<8xf32, strided<[1], offset: 192>> to tensor<8xf32>
-// CHECK-NEXT: %[[GN1:.*]] = nn.add %[[GO1]], %[[H1]] : tensor<8xf32>
-// CHECK-NEXT: %[[GD1:.*]] = memref.subview %[[G]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
+// CHECK-NEXT: %[[GO1:.*]] = bufferization.to_tensor %[[GS1]] restrict writable : memref<8xf32, strided<[1], offset: 192>> to tensor<8xf32>
+// CHECK-NEXT: %[[GN1:.*]] = linalg.generic {{.*}} ins(%[[DLNW]] : tensor<8xf32>) outs(%[[GO1]] : tensor<8xf32>)
+// CHECK: %[[GD1:.*]] = memref.subview %[[G]][192] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 192>>
 // CHECK-NEXT: bufferization.materialize_in_destination %[[GN1]] in restrict writable %[[GD1]] : (tensor<8xf32>, memref<8xf32, strided<[1], offset: 192>>) -> ()
 // fc.weight into [128, 192),
 // CHECK-NEXT: %[[C2:.*]] = tensor.collapse_shape %[[DFCW]] {{\[\[}}0, 1]] : tensor<8x8xf32> into tensor<64xf32>
-// CHECK-NEXT: %[[H2:.*]] = nn.scale %[[C2]] {factor = 5.000000e-01 : f64} : tensor<64xf32>
 // CHECK-NEXT: %[[GS2:.*]] = memref.subview %[[G]][128] [64] [1] : memref<224xf32> to memref<64xf32, strided<[1], offset: 128>>
-// CHECK-NEXT: %[[GO2:.*]] = bufferization.to_tensor %[[GS2]] restrict
-// CHECK-NEXT: %[[GN2:.*]] = nn.add %[[GO2]], %[[H2]] : tensor<64xf32>
-// CHECK-NEXT: %[[GD2:.*]] = memref.subview %[[G]][128] [64] [1]
+// CHECK-NEXT: %[[GO2:.*]] = bufferization.to_tensor %[[GS2]] restrict writable
+// CHECK-NEXT: %[[GN2:.*]] = linalg.generic {{.*}} ins(%[[C2]] : tensor<64xf32>) outs(%[[GO2]] : tensor<64xf32>)
+// CHECK: %[[GD2:.*]] = memref.subview %[[G]][128] [64] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[GN2]] in restrict writable %[[GD2]] : (tensor<64xf32>, memref<64xf32, strided<[1], offset: 128>>) -> ()
 // fc.bias into [208, 216).
-// CHECK-NEXT: %[[H3:.*]] = nn.scale %[[DFCB]] {factor = 5.000000e-01 : f64} : tensor<8xf32>
 // CHECK-NEXT: %[[GS3:.*]] = memref.subview %[[G]][208] [8] [1] : memref<224xf32> to memref<8xf32, strided<[1], offset: 208>>
-// CHECK-NEXT: %[[GO3:.*]] = bufferization.to_tensor %[[GS3]] restrict
-// CHECK-NEXT: %[[GN3:.*]] = nn.add %[[GO3]], %[[H3]] : tensor<8xf32>
-// CHECK-NEXT: %[[GD3:.*]] = memref.subview %[[G]][208] [8] [1]
+// CHECK-NEXT: %[[GO3:.*]] = bufferization.to_tensor %[[GS3]] restrict writable
+// CHECK-NEXT: %[[GN3:.*]] = linalg.generic {{.*}} ins(%[[DFCB]] : tensor<8xf32>) outs(%[[GO3]] : tensor<8xf32>)
+// CHECK: %[[GD3:.*]] = memref.subview %[[G]][208] [8] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[GN3]] in restrict writable %[[GD3]] : (tensor<8xf32>, memref<8xf32, strided<[1], offset: 208>>) -> ()
 // loss += loss / accumulation.
 // CHECK-NEXT: %[[L:.*]] = tensor.extract %[[CE]][] : tensor<f32>
@@ -235,9 +238,10 @@ plan.train @t {accumulation = 2 : i64, base_dir = "/data/run", batch = 4 : i64, 
 // CHECK-NOT: nn.scale
 // CHECK: %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<4x2xf32> into tensor<8xf32>
 // CHECK-NEXT: %[[S:.*]] = memref.subview %[[G]][0] [8] [1] : memref<16xf32> to memref<8xf32, strided<[1]>>
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[S]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %[[C]] : tensor<8xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][0] [8] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[S]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} ins(%[[C]] : tensor<8xf32>) outs(%[[O]] : tensor<8xf32>)
+// CHECK-NOT: arith.mulf
+// CHECK: %[[D:.*]] = memref.subview %[[G]][0] [8] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]]
 // CHECK-NOT: nn.scale
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
@@ -310,34 +314,34 @@ plan.train @one {accumulation = 1 : i64, base_dir = ".", batch = 3 : i64, beta1 
 // CHECK: memref.subview %[[P]][112] [3] [1] : memref<128xf32> to memref<3xf32, strided<[1], offset: 112>>
 // Each gradient written into its own slice of G, padding untouched.
 // CHECK: %[[R:.*]] = memref.subview %[[G]][80] [3] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<3xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][80] [3] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<3xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][80] [3] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<3xf32>, memref<3xf32, strided<[1], offset: 80>>) -> ()
 // CHECK: %[[R:.*]] = memref.subview %[[G]][0] [15] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<15xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][0] [15] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<15xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][0] [15] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<15xf32>, memref<15xf32, strided<[1]>>) -> ()
 // CHECK: %[[R:.*]] = memref.subview %[[G]][16] [21] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<21xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][16] [21] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<21xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][16] [21] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<21xf32>, memref<21xf32, strided<[1], offset: 16>>) -> ()
 // CHECK: %[[R:.*]] = memref.subview %[[G]][96] [7] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<7xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][96] [7] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<7xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][96] [7] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<7xf32>, memref<7xf32, strided<[1], offset: 96>>) -> ()
 // CHECK: %[[R:.*]] = memref.subview %[[G]][48] [21] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<21xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][48] [21] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<21xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][48] [21] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<21xf32>, memref<21xf32, strided<[1], offset: 48>>) -> ()
 // CHECK: %[[R:.*]] = memref.subview %[[G]][112] [3] [1]
-// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict
-// CHECK-NEXT: %[[N:.*]] = nn.add %[[O]], %{{.*}} : tensor<3xf32>
-// CHECK-NEXT: %[[D:.*]] = memref.subview %[[G]][112] [3] [1]
+// CHECK-NEXT: %[[O:.*]] = bufferization.to_tensor %[[R]] restrict writable
+// CHECK-NEXT: %[[N:.*]] = linalg.generic {{.*}} outs(%[[O]] : tensor<3xf32>)
+// CHECK: %[[D:.*]] = memref.subview %[[G]][112] [3] [1]
 // CHECK-NEXT: bufferization.materialize_in_destination %[[N]] in restrict writable %[[D]] : (tensor<3xf32>, memref<3xf32, strided<[1], offset: 112>>) -> ()
 // CHECK-NOT: bufferization.materialize_in_destination
 // CHECK: return
@@ -426,14 +430,22 @@ plan.train @odd {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 
 // loss only by the accumulation (the schedule averages it over the ranks).
 // CHECK-LABEL: func.func @planc_grad(
 // CHECK-SAME: memref<256xf32>, %{{[^:]*}}: memref<256xf32>, %{{[^:]*}}: memref<1x4xi32>, %{{[^:]*}}: memref<1x4xi32>, %{{[^:]*}}: memref<1xf32>, %{{[^:]*}}: memref<8xf32>)
-// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<128xf32>
 // CHECK: memref.subview %{{.*}}[0] [128] [1]
-// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<8xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<128xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.constant 1.250000e-01 : f32
 // CHECK: memref.subview %{{.*}}[192] [8] [1]
-// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<64xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.constant 1.250000e-01 : f32
 // CHECK: memref.subview %{{.*}}[128] [64] [1]
-// CHECK: nn.scale %{{.*}} {factor = 1.250000e-01 : f64} : tensor<8xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<64xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.constant 1.250000e-01 : f32
 // CHECK: memref.subview %{{.*}}[208] [8] [1]
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.constant 1.250000e-01 : f32
 // CHECK-NOT: nn.scale
 // CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT: arith.mulf %{{.*}}, %[[HALF]] : f32
@@ -479,8 +491,8 @@ plan.train @t {accumulation = 2 : i64, base_dir = ".", batch = 8 : i64, beta1 = 
 // these pieces).
 // CHECK-LABEL: func.func @planc_grad(
 // CHECK-SAME: memref<256xf32>, %{{[^:]*}}: memref<256xf32>,
-// CHECK-COUNT-4: nn.scale %{{.*}} {factor = 1.250000e-01 : f64}
-// CHECK-NOT: nn.scale
+// CHECK-COUNT-4: arith.constant 1.250000e-01 : f32
+// CHECK-NOT: arith.constant 1.250000e-01 : f32
 // CHECK-LABEL: func.func @planc_sumsq(
 // CHECK-SAME: %[[G0:[^:]*]]: memref<48xf32>, %[[G1:[^:]*]]: memref<16xf32>, %{{[^:]*}}: memref<8xf32>)
 // CHECK: memref.subview %[[G0]][0] [48] [1]

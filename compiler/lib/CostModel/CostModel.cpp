@@ -696,17 +696,9 @@ private:
         workingSet[unitRank[u]] = std::max(workingSet[unitRank[u]], unitAct[u]);
         opKept[unitFirstOp[u]] += bytes;
       }
-    // The activations of each rank's first layer and of the embedding before it: what the
-    // backward pass still holds when it finishes.
-    std::vector<double> firstAct(p, 0);
-    std::vector<bool> hasFirst(p, false);
-    for (auto &[u, row] : units) { // by unit: the embedding side first, then the layers
+    for (auto &[u, row] : units) {
       row.rank = unitRank.count(u) ? unitRank[u] : 0;
       row.memory.activations = int64_t(std::llround(unitAct[u]));
-      if (u < 0 || (u < model.layers && !hasFirst[row.rank])) {
-        firstAct[row.rank] += unitAct[u];
-        hasFirst[row.rank] = hasFirst[row.rank] || u >= 0;
-      }
     }
 
     // Bytes per rank.
@@ -725,7 +717,7 @@ private:
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
       std::vector<BufferRow> bufs;
-      activations(r, n, flight, {actRank[r], workingSet[r], logitsRank[r], firstAct[r]}, mem, bufs);
+      activations(r, flight, {actRank[r], workingSet[r], logitsRank[r]}, mem, bufs);
       // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
       if (rankDequantized[r] > 0)
         bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
@@ -778,11 +770,11 @@ private:
   }
   /// What rank r's activations hold per micro-batch (memory()).
   struct RankActivations {
-    double kept = 0, workingSet = 0, logits = 0, first = 0;
+    double kept = 0, workingSet = 0, logits = 0;
   };
   /// Rank r's activations (mem.activations) with `flight` micro-batches in flight, and the
   /// buffers the logits and the backward pass add at its peak.
-  void activations(int64_t r, int64_t n, double flight, const RankActivations &a, Memory &mem,
+  void activations(int64_t r, double flight, const RankActivations &a, Memory &mem,
                    std::vector<BufferRow> &bufs) const {
     // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
     // stage reads the tokens again) and computes its forward again in its backward pass:
@@ -800,17 +792,11 @@ private:
       bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(a.logits))});
     }
     // The backward pass at its peak, over what the activations and logits rows hold
-    // (a pipeline stage: beside the inputs of the micro-batches in flight). Without a
-    // pipeline, at least its end as measured: every parameter's gradient beside the
-    // activations of the embedding and the first layer (the peak with one sequence per
-    // micro-batch).
-    double end = p > 1 || designOffload() ? 0
-                                          : 4.0 * double(n) + a.first +
-                                                (l.precision != sema::Precision::FP32 ? firstRounded(int(r)) : 0);
+    // (a pipeline stage: beside the inputs of the micro-batches in flight).
     // A pipeline stage's backward pass starts from its recomputed forward with every
     // activation and an op's gradients at once (measured so on the LoRA pipelines).
     double start = p > 1 ? double(mem.activations) + std::max(2 * a.logits, maxOpGrads(int(r))) : 0;
-    double beyond = std::max({backwardPeak(int(r), keeps) + stash + otherKept, end, start}) -
+    double beyond = std::max(backwardPeak(int(r), keeps) + stash + otherKept, start) -
                     double(mem.activations) - 2 * a.logits;
     if (beyond > 0)
       bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
@@ -842,7 +828,8 @@ private:
   /// every op before it; what its unit's backward recomputed (selective: the dropped
   /// values of the unit's ops up to i; full: the unit's activations up to i); the
   /// gradient of every parameter an op from i on reads (kept whole until the pass ends,
-  /// plan-train-abi); the copy of every parameter rounded to bf16/fp16 (emulated
+  /// or with gradient buckets until its lowest op is done, plan-train-abi), and a tied
+  /// weight's later contribution beside its sum; the copy of every parameter rounded to bf16/fp16 (emulated
   /// precision rounds each once, as the forward pass starts) that an op up to i still
   /// reads in its backward (an embedding's does not); and the op's own gradients: its
   /// output's and its input's (the cross-entropy: the logits' probabilities and their
@@ -856,21 +843,37 @@ private:
     // streamed to the host as it is made, the parameters in their precision.
     bool streamed = designOffload(), rounded = l.precision != sema::Precision::FP32 && !streamed;
     std::vector<double> gradsAt(n, 0), roundedAt(n, 0);
-    // Each parameter's first op whose backward reads it, and its last op, on rank r.
-    std::vector<size_t> first(model.params.size(), n), last(model.params.size(), n);
+    // Each parameter's first op whose backward reads it (lowest: any op; first: not an
+    // embedding), and its last op, on rank r.
+    std::vector<size_t> lowest(model.params.size(), n), first(model.params.size(), n),
+        last(model.params.size(), n);
     for (size_t i = 0; i < n; ++i)
       if (opRank[i] == r)
         for (int pr : ops[i].params) {
           if (ops[i].kind != OpKind::Embedding && first[pr] == n)
             first[pr] = i;
+          lowest[pr] = std::min(lowest[pr], i);
           last[pr] = i;
         }
+    // A gradient is made at its parameter's last op and summed over the ops that read it
+    // (a tied weight: each later contribution made beside the sum, then added). Without
+    // gradient buckets it is kept whole until the pass ends (accumulateGrads); with them
+    // it is added into its bucket once its lowest op is done (accumulateInBuckets), so
+    // gradsAt[i] is what op i makes and gradsDone[i] what op i's end lets go.
+    bool inBuckets = gradientsStreamedToBuckets();
+    std::vector<double> gradsDone(n, 0), contribution(n, 0);
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       double bytes = 4.0 * double(trainedElems(int(pr)));
       if (last[pr] == n || bytes == 0)
         continue;
-      if (!streamed)
+      if (!streamed) {
         gradsAt[last[pr]] += bytes;
+        if (inBuckets)
+          gradsDone[lowest[pr]] += bytes;
+        for (size_t i = lowest[pr]; i < last[pr]; ++i)
+          if (opRank[i] == r && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr)))
+            contribution[i] += bytes;
+      }
       if (rounded)
         roundedAt[first[pr] == n ? last[pr] : first[pr]] += bytes;
     }
@@ -896,6 +899,7 @@ private:
         continue;
       grads += gradsAt[i];
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
+      own += contribution[i];
       if (costs[i].logits > 0)
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
@@ -903,24 +907,9 @@ private:
       // keptWhole: every kept activation, and the rounded copies still read.
       double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
       peak = std::max(peak, held + recomputed[i] + grads + own);
+      grads -= gradsDone[i];
     }
     return peak;
-  }
-  /// The bytes of the bf16/fp16 copies of the embedding's and first layer's parameters
-  /// on rank r (alive at the backward pass's end).
-  double firstRounded(int r) const {
-    int firstLayer = INT_MAX;
-    for (size_t i = 0; i < model.ops.size(); ++i)
-      if (opRank[i] == r && opUnit[i] >= 0 && opUnit[i] < model.layers)
-        firstLayer = std::min(firstLayer, opUnit[i]);
-    std::set<int> seen;
-    double out = 0;
-    for (size_t i = 0; i < model.ops.size(); ++i)
-      if (opRank[i] == r && (opUnit[i] < 0 || opUnit[i] == firstLayer))
-        for (int pr : model.ops[i].params)
-          if (seen.insert(pr).second)
-            out += 4.0 * double(trainedElems(pr));
-    return out;
   }
   /// The largest gradients an op's backward holds on rank r: its output's and its input's.
   double maxOpGrads(int r) const {
@@ -940,6 +929,12 @@ private:
     if (l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers)
       return c.saved;
     return 0;
+  }
+
+  /// Whether planc_grad adds each gradient into its bucket as soon as it is final
+  /// (plan-train-abi's accumulateInBuckets): data parallel with `bucket`, no pipeline.
+  bool gradientsStreamedToBuckets() const {
+    return p == 1 && d > 1 && l.bucketBytes > 0 && training::gradientsInBuckets(l.zero, l.sequence && t > 1);
   }
 
   // --- offload (ZeRO-Offload, ZeRO-Infinity) -------------------------------

@@ -1,6 +1,8 @@
 // Entry points on flat buffers (plan/Training/Flat.h).
 #include "plan/Training/Flat.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
@@ -42,6 +44,20 @@ void Flat::writeFlat(Value value, const FlatTensor &p) {
 }
 
 void Flat::write(Value value, const FlatTensor &p) { writeFlat(flatten(value, p), p); }
+
+void Flat::addInPlace(Value delta, const FlatTensor &p, double scale) {
+  Value range = readFlat(p, /*writable=*/true);
+  AffineMap id = b.getMultiDimIdentityMap(1);
+  auto sum = linalg::GenericOp::create(
+      b, loc, TypeRange{range.getType()}, ValueRange{delta}, ValueRange{range}, ArrayRef<AffineMap>{id, id},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel}, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value d = args[0];
+        if (scale != 1.0)
+          d = arith::MulFOp::create(nb, l, d, arith::ConstantOp::create(nb, l, nb.getFloatAttr(d.getType(), scale)));
+        linalg::YieldOp::create(nb, l, ValueRange{arith::AddFOp::create(nb, l, args[1], d)});
+      });
+  writeFlat(sum.getResult(0), p);
+}
 
 Value Flat::flatten(Value v, const FlatTensor &p) {
   return p.type.getRank() == 1 ? v : Value(tensor::CollapseShapeOp::create(b, loc, v, reassociation(p)));

@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -439,10 +440,7 @@ public:
           b.setInsertionPointToStart(&body);
         const Param &p = st.params[i];
         Flat G(b, loc, grads);
-        Value gr = G.flatten(outs[1 + i], p);
-        if (gradScale != 1)
-          gr = nn::ScaleOp::create(b, loc, gr.getType(), gr, b.getF64FloatAttr(gradScale));
-        G.writeFlat(nn::AddOp::create(b, loc, gr.getType(), G.readFlat(p), gr), p);
+        G.addInPlace(G.flatten(outs[1 + i], p), p, gradScale);
         cursor = &*std::prev(b.getInsertionPoint());
       }
       Value id = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(k)));
@@ -948,16 +946,12 @@ private:
     Value s = memref::LoadOp::create(b, loc, stats, ValueRange{at(2)});
     return tensor::FromElementsOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{s});
   }
-  /// G += outs[1 + i] / (accumulation × data parallel) for each parameter i.
+  /// G += outs[1 + i] / (accumulation × data parallel) for each parameter i, in place.
   void accumulateGrads(const StageTable &st, Value grads, ArrayRef<Value> outs) {
     double gradScale = 1.0 / double(accumulation) / double(d);
     Flat G(b, loc, grads);
-    for (auto [i, p] : llvm::enumerate(st.params)) {
-      Value g = G.flatten(outs[1 + i], p);
-      if (gradScale != 1)
-        g = nn::ScaleOp::create(b, loc, g.getType(), g, b.getF64FloatAttr(gradScale));
-      G.writeFlat(nn::AddOp::create(b, loc, g.getType(), G.readFlat(p), g), p);
-    }
+    for (auto [i, p] : llvm::enumerate(st.params))
+      G.addInPlace(G.flatten(outs[1 + i], p), p, gradScale);
   }
   /// *slot += loss / accumulation.
   void addLoss(Value lossTensor, Value slot) {

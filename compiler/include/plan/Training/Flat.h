@@ -47,6 +47,10 @@ struct Flat {
   void writeFlat(mlir::Value value, const FlatTensor &p);
   /// Writes a tensor of p's shape into the range of `p`.
   void write(mlir::Value value, const FlatTensor &p);
+  /// The range of `p` += scale × `delta` (1-D, p.count elements), in place: one elementwise
+  /// linalg.generic whose init is the range itself, so bufferization adds into the buffer
+  /// rather than into a new one that is copied back.
+  void addInPlace(mlir::Value delta, const FlatTensor &p, double scale = 1.0);
   mlir::Value flatten(mlir::Value v, const FlatTensor &p);
   static llvm::SmallVector<mlir::ReassociationIndices> reassociation(const FlatTensor &p);
 };

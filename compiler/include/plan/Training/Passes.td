@@ -152,7 +152,8 @@ def PlanTrainABI : Pass<"plan-train-abi", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["plan::nn::NNDialect", "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect",
                            "mlir::memref::MemRefDialect", "mlir::bufferization::BufferizationDialect",
-                           "mlir::LLVM::LLVMDialect", "plan::sched::SchedDialect"];
+                           "mlir::LLVM::LLVMDialect", "plan::sched::SchedDialect",
+                           "mlir::linalg::LinalgDialect"];
 }
 
 #endif // PLAN_TRAINING_PASSES_TD

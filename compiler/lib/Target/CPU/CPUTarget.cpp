@@ -65,7 +65,8 @@ static void registerPipelinePasses() {
 void buildLoweringPipeline(OpPassManager &pm, const std::string &loops, const std::string &mainBackend) {
   registerPipelinePasses();
   std::string pipeline =
-      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,canonicalize,"
+      "convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,eliminate-empty-tensors,"
+      "empty-tensor-to-alloc-tensor,canonicalize,"
       "cse,"
       "one-shot-bufferize,cse,canonicalize," +
       loops +
