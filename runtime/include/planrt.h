@@ -295,7 +295,17 @@ typedef void (*planrt_stage_fwd_fn)(float *params, const int32_t *tokens, const 
                                     float *out, float *saved);
 typedef void (*planrt_stage_bwd_fn)(float *params, float *grads, const int32_t *tokens, const int32_t *targets,
                                     const float *in, const float *cotangent, float *dinput, float *loss,
-                                    const float *state, const float *saved);
+                                    const float *state, const float *saved, float *wsaved);
+/* The zero-bubble schedule (`schedule: zb`) splits a stage's backward pass in two: the
+ * backward entry point makes the input's gradient (and the loss, and the parameters'
+ * gradients made beside them) and writes what the rest needs to `wsaved` (the manifest's
+ * `wsaved` floats); this weight pass adds the remaining gradients to G from it, later. */
+typedef void (*planrt_stage_wgrad_fn)(float *params, float *grads, const int32_t *tokens, const int32_t *targets,
+                                      const float *state, const float *wsaved);
+/* Entry points per stage in a pipeline executable's table: forward, backward, update,
+ * an offloaded optimizer's chunk updates of groups 0 and 1, and the zero-bubble weight
+ * pass (the last three NULL where the plan has none). */
+#define PLANRT_STAGE_ENTRIES 6
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets, float *loss);
 

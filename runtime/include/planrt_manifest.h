@@ -158,6 +158,7 @@ inline constexpr char vocab[] = "vocab";
 inline constexpr char warmup[] = "warmup";
 inline constexpr char weight_decay[] = "weight_decay";
 inline constexpr char weighting[] = "weighting";
+inline constexpr char wsaved[] = "wsaved";
 inline constexpr char zero[] = "zero";
 } // namespace key
 

@@ -340,21 +340,40 @@ void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int
 void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
                            int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
                            int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset, int32_t saved,
-                           int64_t saved_offset) {
+                           int64_t saved_offset, int32_t wsaved, int64_t wsaved_offset) {
   if (!checkStage(ctx, stage, "backward"))
     return;
-  float none[3] = {0, 0, 0};
+  float none[4] = {0, 0, 0, 0};
   float *p = ctx->range(params, 0, 0, "backward"), *g = ctx->range(grads, 0, 0, "backward"),
         *s = ctx->range(state, 0, 8, "backward"),
         *x = ctx->optional(in, in_offset, ctx->activationIn, "backward", none),
         *dy = ctx->optional(cotangent, cotangent_offset, ctx->activationOut, "backward", none),
         *dx = ctx->optional(dinput, dinput_offset, ctx->activationIn, "backward", none + 1),
-        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "backward", none + 2);
-  if (!p || !g || !s || !x || !dy || !dx || !kept)
+        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "backward", none + 2),
+        *forWeights = ctx->optional(wsaved, wsaved_offset, ctx->wsavedFloats, "backward", none + 3);
+  if (!p || !g || !s || !x || !dy || !dx || !kept || !forWeights)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept);
+    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept, forWeights);
+}
+
+void planrt_sched_wgrad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
+                        int32_t grads, int32_t state, int32_t wsaved, int64_t wsaved_offset) {
+  if (!checkStage(ctx, stage, "wgrad"))
+    return;
+  if (!ctx->stageWeights) {
+    ctx->failWith(fail(PLANRT_ERR_ARG, "wgrad: stage %lld has no weight pass (a zero-bubble schedule's)",
+                       (long long)stage));
+    return;
+  }
+  float *p = ctx->range(params, 0, 0, "wgrad"), *g = ctx->range(grads, 0, 0, "wgrad"),
+        *s = ctx->range(state, 0, 8, "wgrad"), *kept = ctx->range(wsaved, wsaved_offset, ctx->wsavedFloats, "wgrad");
+  if (!p || !g || !s || !kept)
+    return;
+  ctx->step = step;
+  if (ctx->readBatch(step, micro))
+    ctx->stageWeights(p, g, ctx->tokens.data(), ctx->targets.data(), s, kept);
 }
 
 void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {

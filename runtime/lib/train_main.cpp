@@ -47,7 +47,7 @@ int Trainer::run() {
   if (m.pipeline > 1) {
     entries = e.stages && e.nstages == m.pipeline;
     for (int64_t i = 0; entries && i < kStageEntries * m.pipeline; ++i)
-      entries = i % kStageEntries >= 3 || e.stages[i] != nullptr; // the chunk updates are optional
+      entries = i % kStageEntries >= 3 || e.stages[i] != nullptr; // the chunk updates and wgrad are optional
   }
   if (!entries || !e.step || !e.gather || !e.release || (m.fed.any() && !e.round))
     return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
@@ -230,6 +230,8 @@ void Trainer::bindStep() {
     ctx.update = reinterpret_cast<planrt_update_fn>(mine[2]);
     e.chunk0 = reinterpret_cast<planrt_update_chunk_fn>(mine[3]);
     e.chunk1 = reinterpret_cast<planrt_update_chunk_fn>(mine[4]);
+    ctx.stageWeights = reinterpret_cast<planrt_stage_wgrad_fn>(mine[5]);
+    ctx.wsavedFloats = m.wsavedFloats;
   }
   planrt::setActiveStep(&ctx);
   if (tensorParallel() || m.pipeline > 1) {

@@ -53,6 +53,8 @@ const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::stri
     m.activationOut = integer(stages[size_t(stage)], key::activation, stageName(stage), 1, kMaxFloats);
   if (stages[size_t(stage)].contains(key::saved))
     m.savedFloats = integer(stages[size_t(stage)], key::saved, stageName(stage), 0, kMaxFloats);
+  if (stages[size_t(stage)].contains(key::wsaved))
+    m.wsavedFloats = integer(stages[size_t(stage)], key::wsaved, stageName(stage), 0, kMaxFloats);
   in = stageName(stage) + ".";
   return stages[size_t(stage)];
 }

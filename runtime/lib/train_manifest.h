@@ -98,7 +98,8 @@ struct Manifest {
   std::vector<std::vector<Param>> stageFrozen;
   std::vector<int64_t> stageFrozenFullFloats;
   int64_t activationIn = 0, activationOut = 0; ///< floats received from and sent to the neighbours
-  int64_t savedFloats = 0; ///< `keep: activations`: floats this stage's forward pass keeps per micro-batch
+  int64_t savedFloats = 0;  ///< `keep: activations`: floats this stage's forward pass keeps per micro-batch
+  int64_t wsavedFloats = 0; ///< zero-bubble: floats this stage's input pass keeps for its weight pass
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
   /// one of this rank's stage.
   std::string bufferName(const std::string &name) const {

@@ -21,9 +21,8 @@
 
 namespace planrt::train {
 
-/// Pointers per pipeline stage in planrt_train_main's `stages`: forward, backward,
-/// update and the two chunk updates of an offloaded optimizer.
-constexpr int64_t kStageEntries = 5;
+/// Pointers per pipeline stage in planrt_train_main's `stages` (planrt.h).
+constexpr int64_t kStageEntries = PLANRT_STAGE_ENTRIES;
 
 /// The seconds a checkpoint (its writes and the barriers between them) may take before the
 /// watchdog stops every rank, when more than --comm-timeout.
@@ -38,7 +37,7 @@ struct Entries {
   planrt_step_fn step;
   planrt_program_fn gather, release;
   planrt_update_chunk_fn chunk0, chunk1; ///< an offloaded optimizer's chunk updates (null without)
-  void *const *stages; ///< pipeline: kStageEntries per stage (forward, backward, update, two chunk updates)
+  void *const *stages; ///< pipeline: kStageEntries per stage (forward, backward, update, two chunk updates, wgrad)
   int64_t nstages;
   planrt_step_fn round; ///< a federated plan's round program (null otherwise)
 };

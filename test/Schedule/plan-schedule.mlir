@@ -530,3 +530,34 @@
 // Z1B-NOT: sched.reduce_scatter @
 // Z1B: sched.update
 // Z1B-NEXT: sched.all_gather @param_shard[0, 32] -> @params[0] over ["dp"] {purpose = "updated parameters"}
+// The zero-bubble schedule (ZB-H1) over three stages, 4 micro-batches: 1F1B's passes and
+// transfers, each stage but the first's backward pass an input pass that writes what its
+// weight pass reads to a slot of wsaved (the middle stage: 2 slots of 1024 floats), and
+// the weight passes (sched.wgrad) where schedule::zeroBubbleOrders puts them: after the
+// steady state's send_recv, and in the cool-down before the receive of the next gradient.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry zb | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=ZB
+// ZB:      sched.buffer @wsaved_s1 {floats = 2048 : i64, lifetime = "step", stage = 1 : i64}
+// ZB:      sched.on "pp" = 1 {
+// ZB:        sched.backward %[[STEP:[^,]*]], %[[M0:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[0]
+// ZB-NEXT:   sched.send_recv @dinput_s1[0, 64] to 0, @stash_s1[0, 64] from 0
+// ZB-NEXT:   sched.forward
+// ZB-NEXT:   sched.send_recv
+// ZB-NEXT:   sched.backward %[[STEP]], %[[M1:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
+// ZB-NEXT:   sched.send_recv @dinput_s1[0, 64] to 0, @stash_s1[64, 64] from 0
+// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M0]] stage 1 params @params_s1 grads @grads_s1 state @state wsaved @wsaved_s1[0]
+// ZB-NEXT:   sched.forward
+// ZB-NEXT:   sched.send_recv
+// ZB-NEXT:   sched.backward %[[STEP]], %[[M2:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[0]
+// ZB-NEXT:   sched.send @dinput_s1[0, 64] to 0
+// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M1]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
+// ZB-NEXT:   sched.recv @cot_s1[0, 64] from 2
+// ZB-NEXT:   sched.backward %[[STEP]], %[[M3:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
+// ZB-NEXT:   sched.send @dinput_s1[0, 64] to 0
+// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M2]] stage 1 {{.*}} wsaved @wsaved_s1[0]
+// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M3]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
+// The first stage's backward passes stay whole: no weight pass, no wsaved.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry zb | FileCheck %s --check-prefix=ZB0
+// ZB0-NOT:  @wsaved_s0
+// ZB0:      sched.on "pp" = 0 {
+// ZB0-NOT:    sched.wgrad
+// ZB0:      sched.on "pp" = 1 {

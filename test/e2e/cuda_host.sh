@@ -101,6 +101,7 @@ AUDIT_MAX="- 0" same pp2 2 1 2 0 20 fp32 none 1 false 2 1f1b
 AUDIT_MAX="- 0" same dp2_zero1 2 2 4 1 20
 AUDIT_MAX="- 0" same dp2_pp2_zero3 4 2 1 3 20 fp32 none 1 false 2 1f1b  # each stage's parameters gathered into the arena
 AUDIT_MAX="- 0" KEEP=activations same pp2_keep 2 1 2 0 20 fp32 none 1 false 2 1f1b  # keep: activations: the saved slots in the arena
+AUDIT_MAX="- 0" same pp2_zb 2 1 2 0 20 fp32 none 1 false 2 zb  # zero-bubble: the weight passes' slots in the arena
 AUDIT_MAX="- 0" BUCKET="16 KiB" same dp2_buckets 2 2 2 0 20  # DDP buckets: planrt_grad_ready between kernels
 AUDIT_MAX="- 0" BUCKET="16 KiB" same dp2_zero1_buckets 2 2 2 1 20  # ZeRO-1 buckets: reduce-scatter slices
 AUDIT_MAX="- 0" BUCKET="16 KiB" same dp2_zero3_buckets 2 2 4 3 20  # ZeRO-3 buckets: planrt_params_ready between kernels (one micro-batch: see below)

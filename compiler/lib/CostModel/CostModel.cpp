@@ -4,6 +4,7 @@
 // from a roofline per op and an alpha-beta model per collective on the link the
 // axis crosses. docs/EXPLAIN.md states every formula and its source.
 #include "plan/Compiler/CostModel.h"
+#include "plan/Schedule/PipelineOrder.h"
 #include "plan/Training/DataParallel.h"
 #include "planrt_nf4.h"
 
@@ -67,6 +68,13 @@ struct OpCost {
   double savedSelective = 0;                     ///< under selective recompute
   double selectiveFlops = 0, selectiveBytes = 0; ///< recomputed under selective
   double logits = 0;                             ///< cross-entropy probabilities (a buffer, not a layer activation)
+  /// Elements the zero-bubble weight pass reads inside the op, beyond its input and output
+  /// values: the attention's input as its QKV projection reads it, q/k/v's gradient and
+  /// the attention's output before its projection.
+  double weightInner = 0;
+  /// Of `saved` (and `savedSelective`), what only the weight gradients read: a linear
+  /// layer's input, the attention's input and its output before the projection.
+  double weightOnly = 0, weightOnlySelective = 0;
   std::vector<TensorColl> fwdColls, bwdColls;
 };
 
@@ -476,6 +484,8 @@ private:
         // Matmuls reading the same value (SwiGLU's gate and up) keep it once.
         c.saved += keeps && savedInputs.insert(in).second ? inStored * storedAct : 0;
         c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
+        c.weightOnly = c.saved;
+        c.weightOnlySelective = c.savedSelective;
         if (producedByElementwise(in)) {
           c.selectiveFlops = cal.elementwiseFlops * inStored;
           c.selectiveBytes = 2 * inStored * act;
@@ -521,6 +531,9 @@ private:
           c.modelBwdFlops = modelBwd;
         }
         c.saved += ((keepIn ? inStored : 0) + qkvE + (keepOut ? attnOut : 0)) * storedAct + lse;
+        c.weightInner = inStored + qkvE + attnOut;
+        c.weightOnly = ((keepIn ? inStored : 0) + (keepOut ? attnOut : 0)) * storedAct;
+        c.weightOnlySelective = (keepIn ? inStored : 0) * storedAct;
         c.savedSelective += ((keepIn ? inStored : 0) + qkvE) * storedAct;
         c.selectiveFlops = coreRun;
         c.selectiveBytes = (qkvE + attnOut) * act;
@@ -671,6 +684,11 @@ private:
       int u = opUnit[i];
       unitRank[u] = opRank[i];
       double bytes = l.recompute == sema::Recompute::Selective ? c.savedSelective : c.saved;
+      // The zero-bubble schedule's input pass writes what only the weight pass reads to the
+      // weight pass's slot as it makes it (counted there), where the stage's backward pass
+      // runs from a forward it computes (the last stage, or `keep: inputs`).
+      if (splitsWeightPass(opRank[i]) && l.recompute != sema::Recompute::Full)
+        bytes -= l.recompute == sema::Recompute::Selective ? c.weightOnlySelective : c.weightOnly;
       unitAct[u] += c.saved;
       double keptBefore = actRank[opRank[i]];
       unitFirstOp.try_emplace(u, i);
@@ -730,6 +748,8 @@ private:
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
+      if (double kept = weightPassSlots(r) * weightPassBytes(int(r)); kept > 0)
+        bufs.push_back({"zero-bubble weight passes' inputs (fp32, a slot per pass waiting)", int64_t(kept)});
       if (mesh.kind == sema::DeviceKind::CUDA)
         bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes, true});
       checkpointRow(int(r), mem, bufs);
@@ -802,6 +822,17 @@ private:
       bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
                       "precision, a layer recomputed, an op's gradients)",
                       int64_t(std::llround(beyond))});
+    // A zero-bubble weight pass makes its gradients whole before it adds them to the
+    // stage's, beside the inputs in flight: more than the input pass holds on a small stage.
+    if (splitsWeightPass(r)) {
+      double grads = 0;
+      for (int pr : weightPassParams(r))
+        grads += 4.0 * double(trainedElems(pr));
+      double inputPass = double(mem.activations) + 2 * a.logits + std::max(beyond, 0.0);
+      if (stash + grads > inputPass)
+        bufs.push_back({"the weight pass at its peak (fp32: its gradients made), beyond the input pass",
+                        int64_t(std::llround(stash + grads - inputPass))});
+    }
   }
   /// The trained, frozen and quantized parameters (whole), and the worst rank's frozen bytes.
   void countTrained(Estimate &e) const {
@@ -862,11 +893,13 @@ private:
     // gradsAt[i] is what op i makes and gradsDone[i] what op i's end lets go.
     bool inBuckets = gradientsStreamedToBuckets();
     std::vector<double> gradsDone(n, 0), contribution(n, 0);
+    // The zero-bubble input pass makes no gradient of a weight pass's parameter.
+    std::set<int> madeLater = splitsWeightPass(r) ? weightPassParams(r) : std::set<int>();
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       double bytes = 4.0 * double(trainedElems(int(pr)));
       if (last[pr] == n || bytes == 0)
         continue;
-      if (!streamed) {
+      if (!streamed && !madeLater.count(int(pr))) {
         gradsAt[last[pr]] += bytes;
         if (inBuckets)
           gradsDone[lowest[pr]] += bytes;
@@ -899,11 +932,11 @@ private:
         continue;
       grads += gradsAt[i];
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
-      own += contribution[i];
       if (costs[i].logits > 0)
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
+      own += contribution[i]; // a tied weight's later contribution, whatever the op
       // keptWhole: every kept activation, and the rounded copies still read.
       double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
       peak = std::max(peak, held + recomputed[i] + grads + own);
@@ -929,6 +962,52 @@ private:
     if (l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers)
       return c.saved;
     return 0;
+  }
+
+  /// Whether rank r's input passes hold its forward pass's values without what only the
+  /// weight pass reads (weightPassBytes): a zero-bubble stage but the first whose backward
+  /// pass computes its forward (the last stage, or every stage with `keep: inputs`).
+  bool splitsWeightPass(int64_t r) const {
+    return p > 1 && r > 0 && l.schedule == sema::PipelineSchedule::ZeroBubble && (r + 1 == p || !l.keepActivations);
+  }
+  /// The parameters whose gradients rank r's zero-bubble weight pass makes: a linear
+  /// layer's, an attention's, the head's.
+  std::set<int> weightPassParams(int64_t r) const {
+    std::set<int> out;
+    for (size_t i = 0; i < model.ops.size(); ++i) {
+      const sema::GraphOp &op = model.ops[i];
+      if (opRank[i] == r && (op.kind == OpKind::Linear || op.kind == OpKind::Attend || op.kind == OpKind::Attention))
+        out.insert(op.params.begin(), op.params.end());
+    }
+    return out;
+  }
+  /// The zero-bubble schedule: how many weight passes wait at once on rank r, in the
+  /// order plan-schedule runs (schedule::zeroBubbleWeightSlots); 0 otherwise and on the
+  /// first stage, whose backward pass is whole.
+  int64_t weightPassSlots(int64_t r) const {
+    if (p <= 1 || r == 0 || l.schedule != sema::PipelineSchedule::ZeroBubble)
+      return 0;
+    return schedule::zeroBubbleWeightSlots(r, p, mb);
+  }
+  /// What one micro-batch's weight pass reads from its input pass on rank r
+  /// (training::splitWeightGradients): each weight's GEMM input and its output's
+  /// gradient, fp32, each value once (an attention's are inside it).
+  double weightPassBytes(int r) const {
+    std::set<int> values;
+    double bytes = 0;
+    for (size_t i = 0; i < model.ops.size(); ++i) {
+      const sema::GraphOp &op = model.ops[i];
+      if (opRank[i] != r || op.operands.empty())
+        continue;
+      if (op.kind == OpKind::Linear || op.kind == OpKind::Attend)
+        values.insert(op.operands[0]);
+      if (op.kind == OpKind::Linear || op.kind == OpKind::Attend || op.kind == OpKind::Attention)
+        values.insert(int(i) + sema::kFirstOpValue);
+      bytes += 4 * costs[i].weightInner;
+    }
+    for (int v : values)
+      bytes += 4 * elems(v);
+    return bytes;
   }
 
   /// Whether planc_grad adds each gradient into its bucket as soon as it is final

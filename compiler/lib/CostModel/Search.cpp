@@ -27,7 +27,7 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // Offload: the optimizer's moments to NVMe on a cpu mesh (plan-train-abi).
   if (l.paramsOffload.any() || (l.optimizerOffload.any() && e.onCuda))
     return false;
-  return l.schedule != sema::PipelineSchedule::Interleaved && l.schedule != sema::PipelineSchedule::ZeroBubble;
+  return l.schedule != sema::PipelineSchedule::Interleaved;
 }
 
 namespace {
@@ -90,6 +90,8 @@ namespace {
 std::vector<sema::Layout> layoutsOf(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
                                     int64_t d, int64_t t, int64_t p, const std::set<std::string> &tensorDims) {
   std::vector<sema::PipelineSchedule> schedules = {sema::PipelineSchedule::OneFOneB};
+  if (p > 1)
+    schedules.push_back(sema::PipelineSchedule::ZeroBubble);
   if (p > 1 && model.layers >= 2 * p)
     schedules.push_back(sema::PipelineSchedule::Interleaved);
   // Under a pipeline each stage keeps its inputs or its activations (`keep:`).

@@ -2,6 +2,7 @@
 // sched dialect, built from the manifest of `plan-train-abi`.
 #include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Schedule/Passes.h"
+#include "plan/Schedule/PipelineOrder.h"
 #include "plan/Training/DataParallel.h"
 #include "plan/Training/Manifest.h"
 #include "planrt_manifest.h"
@@ -35,6 +36,7 @@ struct StageShape {
   int64_t activation = 0; ///< floats of the activation it hands on
   int64_t frozen = 0;     ///< floats of a fine-tuning plan's frozen base, after the layout in params
   int64_t saved = 0;      ///< `keep: activations`: floats a micro-batch's forward pass keeps
+  int64_t wsaved = 0;     ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
 };
 
 /// What the schedule needs from the manifest.
@@ -47,7 +49,7 @@ struct StepShape {
   bool sequence = false;
   std::string pipelineAxis; ///< "" without pipeline parallelism
   int64_t p = 1;
-  bool gpipe = false;
+  bool gpipe = false, zeroBubble = false;
   SmallVector<StageShape> stages; ///< one without pipeline parallelism
   /// A federated plan's round (the manifest's `federated`); axis "" otherwise.
   struct {
@@ -188,18 +190,21 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
       return bad("has overlapping groups or num_floats not divisible over the data axes");
     st.activation = from.getInteger(key::activation).value_or(0);
     st.saved = from.getInteger(key::saved).value_or(0);
-    if (st.activation < 0 || st.saved < 0)
-      return bad("has a negative activation or saved size");
+    st.wsaved = from.getInteger(key::wsaved).value_or(0);
+    if (st.activation < 0 || st.saved < 0 || st.wsaved < 0)
+      return bad("has a negative activation, saved or wsaved size");
     return success();
   };
   if (const llvm::json::Object *pipe = o->getObject(key::pipeline)) {
     std::optional<StringRef> axis = pipe->getString(key::axis), schedule = pipe->getString(key::schedule);
     const llvm::json::Array *stages = o->getArray(key::stages);
     if (!axis || !llvm::is_contained(s.axes, axis->str()) || !schedule ||
-        (*schedule != "gpipe" && *schedule != "one_f_one_b") || !stages || stages->size() < 2)
-      return bad("has a pipeline without an axis of the mesh, a gpipe or one_f_one_b schedule and two stages or more");
+        (*schedule != "gpipe" && *schedule != "one_f_one_b" && *schedule != "zb") || !stages || stages->size() < 2)
+      return bad("has a pipeline without an axis of the mesh, a gpipe, one_f_one_b or zb schedule and two stages or "
+                 "more");
     s.pipelineAxis = axis->str();
     s.gpipe = *schedule == "gpipe";
+    s.zeroBubble = *schedule == "zb";
     s.p = int64_t(stages->size());
     if (s.p != s.sizes[size_t(llvm::find(s.axes, s.pipelineAxis) - s.axes.begin())])
       return bad("has a stage count other than the pipeline axis's size");
@@ -274,7 +279,8 @@ private:
     FlatSymbolRefAttr frozenShard; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
     FlatSymbolRefAttr stash, act, cot, dinput, tied; ///< pipeline only
     FlatSymbolRefAttr saved;                         ///< `keep: activations`: a slot per micro-batch in flight
-    int64_t savedFloats = 0;
+    FlatSymbolRefAttr wsaved; ///< zero-bubble: a slot per weight pass waiting
+    int64_t savedFloats = 0, wsavedFloats = 0, wslots = 0;
     int64_t slots = 0, inFloats = 0, outFloats = 0;
   };
 
@@ -344,6 +350,16 @@ private:
     x.savedFloats = s.stages[size_t(k)].saved;
     if (x.savedFloats > 0)
       x.saved = buffer("saved", x.slots * x.savedFloats, "step", stage);
+    // The zero-bubble schedule: what each waiting weight pass reads, as many slots as
+    // the order has weight passes waiting at once.
+    x.wsavedFloats = s.stages[size_t(k)].wsaved;
+    if (s.zeroBubble && k > 0) {
+      if (orders.empty())
+        orders = schedule::zeroBubbleOrders(s.p, s.accumulation);
+      x.wslots = orders[size_t(k)].weightSlots;
+      if (x.wsavedFloats > 0 && x.wslots > 0)
+        x.wsaved = buffer("wsaved", x.wslots * x.wsavedFloats, "step", stage);
+    }
   }
 
   /// Where group g's piece of this rank lies: in a shard buffer (offset 0, then
@@ -659,6 +675,9 @@ private:
     SmallVector<Value> micro;
     for (int64_t i = 0; i < s.accumulation; ++i)
       micro.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(i)));
+    stepValue = step;
+    microValues = micro;
+    nextPass.assign(size_t(s.p), 0);
     for (int64_t k = 0; k < s.p; ++k)
       onStage(k, [&] {
         const Bufs &x = bufs[size_t(k)];
@@ -708,8 +727,12 @@ private:
   int64_t slotOf(int64_t k, int64_t i, int64_t floats) const { return i % bufs[size_t(k)].slots * floats; }
   int64_t slot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].inFloats); }
   int64_t savedSlot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].savedFloats); }
+  int64_t wsavedSlot(int64_t k, int64_t i) const {
+    return i % bufs[size_t(k)].wslots * bufs[size_t(k)].wsavedFloats;
+  }
   StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
   void forward(int64_t k, Value step, Value i, int64_t micro) {
+    passDue(k, {schedule::PipelinePass::Forward, micro});
     const Bufs &x = bufs[size_t(k)];
     sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
                              k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0), x.saved,
@@ -717,14 +740,47 @@ private:
                              inside("planc_fwd_s" + std::to_string(k)));
   }
   void backward(int64_t k, Value step, Value i, int64_t micro) {
+    passDue(k, {schedule::PipelinePass::Backward, micro});
     const Bufs &x = bufs[size_t(k)];
     bool first = k == 0, last = k + 1 == s.p;
+    bool split = s.zeroBubble && !first;
     sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, first ? FlatSymbolRefAttr() : x.stash,
                               first ? IntegerAttr() : i64(slot(k, micro)), last ? FlatSymbolRefAttr() : x.cot,
                               last ? IntegerAttr() : i64(0), first ? FlatSymbolRefAttr() : x.dinput,
                               first ? IntegerAttr() : i64(0), x.saved,
                               x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
+                              split ? x.wsaved : FlatSymbolRefAttr(),
+                              split && x.wsaved ? i64(wsavedSlot(k, micro)) : IntegerAttr(),
                               inside("planc_bwd_s" + std::to_string(k)));
+  }
+  /// Zero-bubble schedule: micro-batch i's weight pass on stage k.
+  void weights(int64_t k, Value step, Value i, int64_t micro) {
+    const Bufs &x = bufs[size_t(k)];
+    FlatSymbolRefAttr kept = x.wsaved ? x.wsaved : x.grads; // nothing kept: any buffer, read for 0 floats
+    sched::WGradOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, kept,
+                           i64(x.wsaved ? wsavedSlot(k, micro) : 0), inside("planc_wgrad_s" + std::to_string(k)));
+  }
+  /// Zero-bubble schedule: the weight passes stage k's order runs before its next forward
+  /// or backward pass, emitted where oneFOneB calls it (before a receive the stage would
+  /// wait in) or, at the latest, by passDue, before `pass`, which it checks against the
+  /// order. Nothing under other schedules and on the first stage.
+  void weightsDue(int64_t k) {
+    if (!s.zeroBubble || k == 0)
+      return;
+    const std::vector<schedule::PipelinePass> &passes = orders[size_t(k)].passes;
+    size_t &at = nextPass[size_t(k)];
+    for (; at < passes.size() && passes[at].kind == schedule::PipelinePass::Weight; ++at)
+      weights(k, stepValue, microValues[size_t(passes[at].micro)], passes[at].micro);
+  }
+  void passDue(int64_t k, schedule::PipelinePass pass) {
+    if (!s.zeroBubble || k == 0)
+      return;
+    weightsDue(k);
+    size_t &at = nextPass[size_t(k)];
+    if (at >= orders[size_t(k)].passes.size() || !(orders[size_t(k)].passes[at] == pass))
+      llvm::report_fatal_error("plan-schedule: stage " + Twine(k) +
+                               "'s passes differ from the zero-bubble order it simulated (a bug in planc)");
+    ++at;
   }
   void recvForward(int64_t k, int64_t i) {
     const Bufs &x = bufs[size_t(k)];
@@ -770,18 +826,24 @@ private:
   /// 1F1B (PipeDream-Flush, Narayanan et al. 2021): p - k - 1 forwards to fill the
   /// pipeline, then one forward and one backward in turn, then the remaining backwards.
   /// In the steady state a stage sends its activation while it receives the gradient
-  /// for an earlier micro-batch (sched.send_recv), as Megatron does.
+  /// for an earlier micro-batch (sched.send_recv), as Megatron does. The zero-bubble
+  /// schedule runs the same passes and transfers, with its weight passes where its order
+  /// puts them: before a receive the stage would wait in (the warm-up's activations, the
+  /// cool-down's gradients), but never between a pass and the send of what it made (the
+  /// steady state's send_recv also brings the next input: they follow it).
   void oneFOneB(int64_t k, Value step, ArrayRef<Value> micro) {
     int64_t m = s.accumulation;
     bool first = k == 0, last = k + 1 == s.p;
     int64_t warmup = std::min<int64_t>(s.p - 1 - k, m), steady = m - warmup;
     const Bufs &x = bufs[size_t(k)];
     for (int64_t i = 0; i < warmup; ++i) {
+      weightsDue(k);
       if (!first)
         recvForward(k, i);
       forward(k, step, micro[size_t(i)], i);
       sendForward(k);
     }
+    weightsDue(k);
     if (steady > 0 && !first)
       recvForward(k, warmup);
     for (int64_t j = 0; j < steady; ++j) {
@@ -802,11 +864,13 @@ private:
                                   b.getStringAttr("activation gradients / activations"));
     }
     for (int64_t j = steady; j < m; ++j) {
+      weightsDue(k);
       recvBackward(k);
       backward(k, step, micro[size_t(j)], j);
       if (!first)
         sendBackward(k);
     }
+    weightsDue(k);
   }
 
   /// A parameter that two stages or more hold (the tied embedding and head) gets the sum
@@ -985,6 +1049,12 @@ private:
   ArrayAttr dataAxes;
   FlatSymbolRefAttr state;
   SmallVector<Bufs> bufs; ///< per pipeline stage (one without a pipeline)
+  /// The zero-bubble schedule: each stage's order of passes, how far each stage's
+  /// emission has got in it, and the step's step and micro-batch values.
+  std::vector<schedule::StageOrder> orders;
+  SmallVector<size_t> nextPass;
+  Value stepValue;
+  SmallVector<Value> microValues;
   FlatSymbolRefAttr global, fedUpdate;   ///< a federated plan's global model and client updates
   SmallVector<Attribute> serverMoments; ///< FedAdam's
 

@@ -152,6 +152,8 @@ public:
         r = inside(x.getCollectivesAttr());
       else if (auto x = dyn_cast<sched::BackwardOp>(op))
         r = inside(x.getCollectivesAttr());
+      else if (auto x = dyn_cast<sched::WGradOp>(op))
+        r = inside(x.getCollectivesAttr());
       else if (auto x = dyn_cast<sched::AllReduceOp>(op))
         r = collective(x.getAxes(), ("all_reduce (" + x.getReduce() + ")").str(), x.getCount());
       else if (auto x = dyn_cast<sched::AllReduceStartOp>(op))

@@ -71,6 +71,7 @@ struct StageTable {
   SmallVector<bool> replica;  ///< a copy of a parameter an earlier stage owns
   int64_t activation = 0;     ///< floats of the activation the stage hands on
   int64_t saved = 0;          ///< `keep: activations`: floats a micro-batch's forward pass keeps
+  int64_t wsaved = 0;         ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
   /// A fine-tuning plan's frozen base (nn.frozen): read from P after the trained
   /// parameters' layout (offsets from layout.total), never written, no gradient.
   SmallVector<Param> frozen;
@@ -269,6 +270,8 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
                                {key::activation, st.activation},
                                {key::saved, st.saved},
                                {key::params, paramTable(st)}};
+      if (st.wsaved > 0)
+        table[key::wsaved] = st.wsaved;
       // A fine-tuning plan's frozen base: each stage's own, after its trained layout.
       if (!st.frozen.empty()) {
         table[key::frozen] = paramTable(st, /*frozen=*/true);
@@ -293,15 +296,13 @@ LogicalResult checkSupported(pl::TrainOp train) {
   auto notYet = [&](StringRef what, StringRef axis) {
     return train.emitError() << what << " (axis '" << axis << "' of mesh '" << train.getMesh()
                              << "') is not implemented by the code generator in this version of planc; "
-                                "data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe and 1F1B "
-                                "pipelines are";
+                                "data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B and "
+                                "zero-bubble (zb) pipelines are";
   };
   training::Pipeline pp = training::pipelineOf(train);
   if (pp.size > 1) {
     if (pp.schedule == pl::PipelineSchedule::interleaved)
       return notYet("the interleaved pipeline schedule", pp.axis);
-    if (pp.schedule == pl::PipelineSchedule::zb)
-      return notYet("the zero-bubble pipeline schedule (zb)", pp.axis);
     if (pp.stages != pp.size)
       return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
                                << " ranks; several stages per rank (virtual stages) are not "
@@ -787,88 +788,150 @@ public:
   /// Pipeline stage k: `planc_fwd_s<k>(P, tokens, targets, in, out, saved)` runs the
   /// stage's forward function (`in`: the previous stage's activation; `out`: the
   /// activation it hands on, or on the last stage the loss), and `planc_bwd_s<k>(P, G,
-  /// tokens, targets, in, cotangent, dinput, loss, state, saved)` its gradient: G += ∇ /
-  /// (accumulation × data parallel) from the cotangent of its output (the last stage: from
-  /// its loss, scaled by state[2] with fp16, adding loss / accumulation to *loss), and
-  /// dinput = the gradient of `in`. Under `keep: activations` (every stage but the last,
-  /// whose backward pass follows its forward pass at once) the forward entry point runs
-  /// the forward part of the gradient function and writes the values its backward part
-  /// reads to `saved` (st.saved floats), from which the backward entry point starts;
-  /// otherwise the backward entry point computes the forward pass again from `in`.
-  /// Unused pointers may be anything.
-  void stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, bool keepActivations) {
-    OpBuilder::InsertionGuard g(b);
-    std::string suffix = "_s" + std::to_string(k);
-    func::FuncOp fwd = st.fwd;
-    auto actTy = [&](Type t) { return MemRefType::get({cast<ShapedType>(t).getNumElements()}, b.getF32Type()); };
-    Type inTy = scalarTy();
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (fwd.getArgAttr(i, "nn.activation"))
-        inTy = actTy(fwd.getArgument(i).getType());
-    Type outTy = last ? scalarTy() : actTy(fwd.getResultTypes()[0]);
+  /// tokens, targets, in, cotangent, dinput, loss, state, saved, wsaved)` its gradient:
+  /// G += ∇ / (accumulation × data parallel) from the cotangent of its output (the last
+  /// stage: from its loss, scaled by state[2] with fp16, adding loss / accumulation to
+  /// *loss), and dinput = the gradient of `in`. Under `keep: activations` (every stage
+  /// but the last, whose backward pass follows its forward pass at once) the forward
+  /// entry point runs the forward part of the gradient function and writes the values
+  /// its backward part reads to `saved` (st.saved floats), from which the backward entry
+  /// point starts; otherwise the backward entry point computes the forward pass again
+  /// from `in`. Under the zero-bubble schedule every stage but the first (which has no
+  /// input gradient to hurry) splits its backward entry point in two
+  /// (training::splitWeightGradients): `planc_bwd_s<k>` makes dinput, the loss and the
+  /// gradients made beside them, and writes what the weight pass reads to `wsaved`
+  /// (st.wsaved floats); `planc_wgrad_s<k>(P, G, tokens, targets, state, wsaved)` adds
+  /// the rest of G from it. Unused pointers may be anything.
+  void stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, const training::Pipeline &pp) {
     std::optional<training::StageSplit> split;
-    if (keepActivations && !last) {
+    if (pp.keepActivations && !last) {
       split = training::splitStage(grad);
       st.saved = split->floats;
     }
-    Type savedTy = MemRefType::get({std::max<int64_t>(st.saved, 1)}, b.getF32Type());
-    auto residual = [&](size_t i) {
-      auto type = cast<RankedTensorType>(split->residuals[i].getType());
-      return Param{"saved", type, split->offsets[i], type.getNumElements()};
-    };
-    {
-      OpBuilder::InsertionGuard g1(b);
-      auto f = entry("planc_fwd" + suffix, {paramsTy(st), tokTy(st), tokTy(st), inTy, outTy, savedTy});
-      Block &e = f.getBody().front();
-      SmallVector<Value> args =
-          forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3));
-      if (split) {
-        args.push_back(Value()); // the cotangent: the backward part is not cloned
-        IRMapping map;
-        Flat saved(b, loc, e.getArgument(5));
-        training::cloneForward(b, *split, args, map, [&](size_t i, Value v) { saved.write(v, residual(i)); });
-        Value out = map.lookup(grad.getBody().front().getTerminator()->getOperand(0));
-        Flat(b, loc, e.getArgument(4)).write(out, activation(out.getType()));
-      } else {
-        SmallVector<Value> outs = inlineBody(b, fwd, args);
-        if (last)
-          memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
-                                  ValueRange{index0()});
-        else
-          Flat(b, loc, e.getArgument(4)).write(outs[0], activation(outs[0].getType()));
-      }
-      func::ReturnOp::create(b, loc);
+    std::optional<training::WeightSplit> weights;
+    if (pp.schedule == pl::PipelineSchedule::zb && k > 0) {
+      weights = training::splitWeightGradients(grad);
+      st.wsaved = weights->floats;
     }
-    {
-      OpBuilder::InsertionGuard g2(b);
-      auto f = entry("planc_bwd" + suffix, {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), inTy, outTy, inTy,
-                                            scalarTy(), statsTy(), savedTy});
-      Block &e = f.getBody().front();
-      SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
-      if (last && scaled)
-        args.push_back(lossScale(e.getArgument(8)));
-      if (!last)
-        args.push_back(Flat(b, loc, e.getArgument(5)).read(activation(fwd.getResultTypes()[0])));
-      SmallVector<Value> outs;
-      if (split) {
-        SmallVector<Value> residuals;
-        Flat saved(b, loc, e.getArgument(9));
-        for (size_t i = 0; i < split->residuals.size(); ++i)
-          residuals.push_back(saved.read(residual(i)));
-        outs = training::cloneBackward(b, *split, args, residuals);
-      } else {
-        outs = inlineBody(b, grad, args);
-      }
-      accumulateGrads(st, e.getArgument(1), outs);
-      if (k > 0)
-        Flat(b, loc, e.getArgument(6)).write(outs.back(), activation(outs.back().getType()));
-      if (last)
-        addLoss(outs[0], e.getArgument(7));
-      func::ReturnOp::create(b, loc);
-    }
+    StageTypes types = stageTypes(st, last);
+    stageForward(k, st, grad, last, types, split);
+    stageBackward(k, st, grad, last, types, split, weights);
+    if (weights)
+      stageWeights(k, st, *weights, types);
   }
 
 private:
+  /// The memref types of a stage's entry points' buffers.
+  struct StageTypes {
+    Type in, out, saved, wsaved;
+  };
+  StageTypes stageTypes(const StageTable &st, bool last) {
+    func::FuncOp fwd = st.fwd;
+    StageTypes t;
+    t.in = scalarTy();
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (fwd.getArgAttr(i, "nn.activation"))
+        t.in = activationBufferTy(fwd.getArgument(i).getType());
+    t.out = last ? scalarTy() : activationBufferTy(fwd.getResultTypes()[0]);
+    t.saved = MemRefType::get({std::max<int64_t>(st.saved, 1)}, b.getF32Type());
+    t.wsaved = MemRefType::get({std::max<int64_t>(st.wsaved, 1)}, b.getF32Type());
+    return t;
+  }
+  Type activationBufferTy(Type t) {
+    return MemRefType::get({cast<ShapedType>(t).getNumElements()}, b.getF32Type());
+  }
+  /// Where value v of `residuals[i]` lies in a slot buffer named `name`.
+  static Param slotParam(StringRef name, ArrayRef<Value> residuals, ArrayRef<int64_t> offsets, size_t i) {
+    auto type = cast<RankedTensorType>(residuals[i].getType());
+    return Param{name.str(), type, offsets[i], type.getNumElements()};
+  }
+
+  void stageForward(int64_t k, StageTable &st, func::FuncOp grad, bool last, const StageTypes &types,
+                    const std::optional<training::StageSplit> &split) {
+    OpBuilder::InsertionGuard g(b);
+    func::FuncOp fwd = st.fwd;
+    auto f = entry("planc_fwd_s" + std::to_string(k),
+                   {paramsTy(st), tokTy(st), tokTy(st), types.in, types.out, types.saved});
+    Block &e = f.getBody().front();
+    SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3));
+    if (split) {
+      args.push_back(Value()); // the cotangent: the backward part is not cloned
+      IRMapping map;
+      Flat saved(b, loc, e.getArgument(5));
+      training::cloneForward(b, *split, args, map, [&](size_t i, Value v) {
+        saved.write(v, slotParam("saved", split->residuals, split->offsets, i));
+      });
+      Value out = map.lookup(grad.getBody().front().getTerminator()->getOperand(0));
+      Flat(b, loc, e.getArgument(4)).write(out, activation(out.getType()));
+    } else {
+      SmallVector<Value> outs = inlineBody(b, fwd, args);
+      if (last)
+        memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(4),
+                                ValueRange{index0()});
+      else
+        Flat(b, loc, e.getArgument(4)).write(outs[0], activation(outs[0].getType()));
+    }
+    func::ReturnOp::create(b, loc);
+  }
+
+  void stageBackward(int64_t k, StageTable &st, func::FuncOp grad, bool last, const StageTypes &types,
+                     const std::optional<training::StageSplit> &split,
+                     const std::optional<training::WeightSplit> &weights) {
+    OpBuilder::InsertionGuard g(b);
+    func::FuncOp fwd = st.fwd;
+    auto f = entry("planc_bwd_s" + std::to_string(k), {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), types.in,
+                                                       types.out, types.in, scalarTy(), statsTy(), types.saved,
+                                                       types.wsaved});
+    Block &e = f.getBody().front();
+    SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), e.getArgument(4));
+    if (last && scaled)
+      args.push_back(lossScale(e.getArgument(8)));
+    if (!last)
+      args.push_back(Flat(b, loc, e.getArgument(5)).read(activation(fwd.getResultTypes()[0])));
+    Flat wsaved(b, loc, e.getArgument(10));
+    auto keepForWeights = [&](size_t i, Value v) {
+      wsaved.write(v, slotParam("wsaved", weights->residuals, weights->offsets, i));
+    };
+    SmallVector<Value> outs;
+    if (split) {
+      SmallVector<Value> residuals;
+      Flat saved(b, loc, e.getArgument(9));
+      for (size_t i = 0; i < split->residuals.size(); ++i)
+        residuals.push_back(saved.read(slotParam("saved", split->residuals, split->offsets, i)));
+      outs = weights ? training::cloneBackward(b, *split, args, residuals, &*weights, keepForWeights)
+                     : training::cloneBackward(b, *split, args, residuals);
+    } else {
+      outs = weights ? training::cloneInputPass(b, *weights, args, keepForWeights) : inlineBody(b, grad, args);
+    }
+    accumulateGrads(st, e.getArgument(1), outs);
+    if (k > 0)
+      Flat(b, loc, e.getArgument(6)).write(outs.back(), activation(outs.back().getType()));
+    if (last)
+      addLoss(outs[0], e.getArgument(7));
+    func::ReturnOp::create(b, loc);
+  }
+
+  /// The zero-bubble schedule's weight pass of stage k: G += the gradients only W makes,
+  /// from what the stage's input pass kept in `wsaved`.
+  void stageWeights(int64_t k, StageTable &st, const training::WeightSplit &weights, const StageTypes &types) {
+    OpBuilder::InsertionGuard g(b);
+    auto f = entry("planc_wgrad_s" + std::to_string(k),
+                   {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), statsTy(), types.wsaved});
+    Block &e = f.getBody().front();
+    SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), Value());
+    func::FuncOp grad = weights.grad;
+    if (grad.getNumArguments() > args.size() && grad.getArgAttr(args.size(), "nn.cotangent") == nullptr)
+      args.push_back(lossScale(e.getArgument(4))); // the last stage's fp16 loss scale
+    while (args.size() < grad.getNumArguments())
+      args.push_back(Value()); // the cotangent: kept in wsaved where W reads it
+    Flat wsaved(b, loc, e.getArgument(5));
+    SmallVector<Value> residuals;
+    for (size_t i = 0; i < weights.residuals.size(); ++i)
+      residuals.push_back(wsaved.read(slotParam("wsaved", weights.residuals, weights.offsets, i)));
+    accumulateGrads(st, e.getArgument(1), training::cloneWeightPass(b, weights, args, residuals));
+    func::ReturnOp::create(b, loc);
+  }
+
   using Groups = SmallVector<int>;
   MemRefType flatTy(const StageTable &st) { return MemRefType::get({st.layout.total}, b.getF32Type()); }
   /// P: the trained parameters' layout, then the frozen base.
@@ -933,7 +996,7 @@ private:
       } else if (fwd.getArgAttr(i, "nn.frozen")) {
         args.push_back(params.read(*frozen++));
       } else if (fwd.getArgAttr(i, "nn.activation")) {
-        args.push_back(Flat(b, loc, in).read(activation(t)));
+        args.push_back(in ? Flat(b, loc, in).read(activation(t)) : Value());
       } else {
         auto input = fwd.getArgAttrOfType<StringAttr>(i, "nn.input");
         bool isTargets = input ? input.getValue() == "targets" : i == 1;
@@ -951,7 +1014,8 @@ private:
     double gradScale = 1.0 / double(accumulation) / double(d);
     Flat G(b, loc, grads);
     for (auto [i, p] : llvm::enumerate(st.params))
-      G.addInPlace(G.flatten(outs[1 + i], p), p, gradScale);
+      if (outs[1 + i]) // null: the other pass of the zero-bubble schedule makes it
+        G.addInPlace(G.flatten(outs[1 + i], p), p, gradScale);
   }
   /// *slot += loss / accumulation.
   void addLoss(Value lossTensor, Value slot) {
@@ -1045,7 +1109,7 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         bool last = k + 1 == pp.size;
         if (!last)
           st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
-        entries.stage(k, *st, grad, last, pp.keepActivations);
+        entries.stage(k, *st, grad, last, pp);
         entries.update("planc_update_s" + std::to_string(k), *st, update);
         for (int grp = 0; grp < 2; ++grp)
           if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))

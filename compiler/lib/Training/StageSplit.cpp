@@ -1,5 +1,5 @@
-// The cut of a pipeline stage's gradient function for `keep: activations`
-// (StageSplit.h).
+// The cuts of a pipeline stage's gradient function: for `keep: activations`, and for
+// the zero-bubble schedule (StageSplit.h).
 #include "plan/Training/StageSplit.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -23,6 +23,49 @@ unsigned argDeps(func::FuncOp f, unsigned i) {
 bool isF32Tensor(Type t) {
   auto ranked = dyn_cast<RankedTensorType>(t);
   return ranked && ranked.hasStaticShape() && ranked.getElementType().isF32();
+}
+
+/// What each value of `grad`'s body depends on (Deps).
+llvm::DenseMap<Value, unsigned> dependencies(func::FuncOp grad) {
+  Block &body = grad.getBody().front();
+  llvm::DenseMap<Value, unsigned> deps;
+  for (BlockArgument a : body.getArguments())
+    deps[a] = argDeps(grad, a.getArgNumber());
+  for (Operation &op : body.without_terminator()) {
+    unsigned d = 0;
+    for (Value v : op.getOperands())
+      d |= deps.lookup(v);
+    for (Value r : op.getResults())
+      deps[r] = d;
+  }
+  return deps;
+}
+
+/// Appends v to the residuals at the next offset.
+template <typename Split> void addResidual(Split &out, Value v) {
+  out.residuals.push_back(v);
+  out.offsets.push_back(out.floats);
+  out.floats += cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// Clones the ops of `body` that `take` selects, in order, after mapping `args` (null
+/// ones left unmapped); returns the terminator's operands through the mapping, null where
+/// unmapped.
+SmallVector<Value> cloneSelected(OpBuilder &b, Block &body, ValueRange args, IRMapping &map,
+                                 llvm::function_ref<bool(Operation &)> take,
+                                 llvm::function_ref<void(Operation &)> after) {
+  for (auto [a, v] : llvm::zip(body.getArguments(), args))
+    if (v)
+      map.map(a, v);
+  for (Operation &op : body.without_terminator())
+    if (take(op)) {
+      b.clone(op, map);
+      after(op);
+    }
+  SmallVector<Value> out;
+  for (Value v : body.getTerminator()->getOperands())
+    out.push_back(map.lookupOrNull(v));
+  return out;
 }
 } // namespace
 
@@ -80,11 +123,8 @@ StageSplit splitStage(func::FuncOp grad) {
   // gives the backward pass its others too.
   for (Operation &op : body.without_terminator())
     for (Value r : op.getResults())
-      if (kept.contains(r) && !out.recomputed.contains(&op)) {
-        out.residuals.push_back(r);
-        out.offsets.push_back(out.floats);
-        out.floats += cast<RankedTensorType>(r.getType()).getNumElements();
-      }
+      if (kept.contains(r) && !out.recomputed.contains(&op))
+        addResidual(out, r);
   return out;
 }
 
@@ -107,17 +147,131 @@ void cloneForward(OpBuilder &b, const StageSplit &split, ValueRange args, IRMapp
   }
 }
 
-SmallVector<Value> cloneBackward(OpBuilder &b, const StageSplit &split, ValueRange args, ValueRange residuals) {
+SmallVector<Value> cloneBackward(OpBuilder &b, const StageSplit &split, ValueRange args, ValueRange residuals,
+                                 const WeightSplit *weight, llvm::function_ref<void(size_t, Value)> keep) {
   Block &body = func::FuncOp(split.grad).getBody().front();
   IRMapping map;
   map.map(body.getArguments(), args);
   map.map(split.residuals, residuals);
-  for (Operation &op : body.without_terminator())
-    if (split.recomputed.contains(&op) || split.backward.contains(&op))
-      b.clone(op, map);
+  llvm::DenseMap<Value, size_t> residual;
+  if (weight)
+    for (auto [i, v] : llvm::enumerate(weight->residuals)) {
+      if (map.contains(v))
+        keep(i, map.lookup(v));
+      else
+        residual[v] = i;
+    }
+  for (Operation &op : body.without_terminator()) {
+    if (!split.recomputed.contains(&op) && !split.backward.contains(&op))
+      continue;
+    if (weight && weight->weight.contains(&op))
+      continue;
+    b.clone(op, map);
+    for (Value r : op.getResults())
+      if (auto it = residual.find(r); it != residual.end())
+        keep(it->second, map.lookup(r));
+  }
   SmallVector<Value> out;
   for (Value v : body.getTerminator()->getOperands())
     out.push_back(map.lookupOrNull(v));
+  return out;
+}
+
+WeightSplit splitWeightGradients(func::FuncOp grad) {
+  WeightSplit out;
+  out.grad = grad;
+  Block &body = grad.getBody().front();
+  Operation *ret = body.getTerminator();
+  // B: every op that a result other than a parameter's gradient needs.
+  llvm::DenseSet<Operation *> input;
+  SmallVector<Value> work;
+  for (OpOperand &r : ret->getOpOperands())
+    if (!grad.getResultAttr(r.getOperandNumber(), "nn.grad"))
+      work.push_back(r.get());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (def && input.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  for (Operation &op : body.without_terminator())
+    if (!input.contains(&op))
+      out.weight.insert(&op);
+  // What W reads of B: kept in the slot, or computed again (as splitStage decides).
+  llvm::DenseMap<Value, unsigned> deps = dependencies(grad);
+  llvm::DenseSet<Value> kept;
+  for (Operation *op : out.weight)
+    llvm::append_range(work, op->getOperands());
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (kept.contains(v) || out.weight.contains(def) || out.again.contains(def))
+      continue;
+    unsigned d = deps.lookup(v);
+    if (!def) { // an argument: parameters and tokens are W's too, the activations kept
+      if (d & ~unsigned(kParams))
+        if (!grad.getArgAttr(cast<BlockArgument>(v).getArgNumber(), "nn.input"))
+          kept.insert(v);
+      continue;
+    }
+    if ((d & ~unsigned(kParams)) == 0 || !isF32Tensor(v.getType())) {
+      out.again.insert(def);
+      llvm::append_range(work, def->getOperands());
+      continue;
+    }
+    kept.insert(v);
+  }
+  for (BlockArgument a : body.getArguments())
+    if (kept.contains(a))
+      addResidual(out, a);
+  for (Operation &op : body.without_terminator())
+    for (Value r : op.getResults())
+      if (kept.contains(r) && !out.again.contains(&op))
+        addResidual(out, r);
+  return out;
+}
+
+namespace {
+bool madeByWeightPass(const WeightSplit &split, Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && split.weight.contains(def);
+}
+} // namespace
+
+SmallVector<Value> cloneInputPass(OpBuilder &b, const WeightSplit &split, ValueRange args,
+                                  llvm::function_ref<void(size_t, Value)> keep) {
+  Block &body = func::FuncOp(split.grad).getBody().front();
+  llvm::DenseMap<Value, size_t> residual;
+  for (auto [i, v] : llvm::enumerate(split.residuals))
+    residual[v] = i;
+  IRMapping map;
+  for (auto [a, v] : llvm::zip(body.getArguments(), args))
+    if (auto it = residual.find(a); it != residual.end())
+      keep(it->second, v);
+  SmallVector<Value> out = cloneSelected(
+      b, body, args, map, [&](Operation &op) { return !split.weight.contains(&op); },
+      [&](Operation &op) {
+        for (Value r : op.getResults())
+          if (auto it = residual.find(r); it != residual.end())
+            keep(it->second, map.lookup(r));
+      });
+  for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    if (madeByWeightPass(split, v))
+      out[i] = Value();
+  return out;
+}
+
+SmallVector<Value> cloneWeightPass(OpBuilder &b, const WeightSplit &split, ValueRange args, ValueRange residuals) {
+  Block &body = func::FuncOp(split.grad).getBody().front();
+  IRMapping map;
+  map.map(split.residuals, residuals);
+  SmallVector<Value> out = cloneSelected(
+      b, body, args, map,
+      [&](Operation &op) { return split.again.contains(&op) || split.weight.contains(&op); }, [](Operation &) {});
+  // Only what W's own ops make is W's: B makes the rest (the loss, the output, the
+  // input's gradient, and parameters' gradients made beside an activation's).
+  for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    if (!madeByWeightPass(split, v))
+      out[i] = Value();
   return out;
 }
 

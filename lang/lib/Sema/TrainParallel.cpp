@@ -202,7 +202,7 @@ void TrainCheck::checkPipelineArgs(std::map<std::string, Value> &args) {
     } else if (*s == "zbv") {
       diags.error(args["schedule"].loc, "the ZB-V schedule ('zbv': two stages per rank in a V) is not implemented "
                                         "in this version of planc")
-          .note("'zb' (ZB-H1) is estimated by planc explain; 1f1b with 'keep: activations' builds");
+          .note("'zb' (ZB-H1, one stage per rank) builds");
       ok = false;
     } else {
       t.parallel.schedule = *s == "gpipe"         ? sema::PipelineSchedule::GPipe
@@ -211,22 +211,17 @@ void TrainCheck::checkPipelineArgs(std::map<std::string, Value> &args) {
                                                   : sema::PipelineSchedule::ZeroBubble;
     }
   }
+  // zb's weight passes run after its input passes: keeping the forward's activations
+  // for both is its default; `keep: inputs` computes the forward again in each input pass
+  // and keeps only what the weight pass reads.
   bool zb = t.parallel.schedule == sema::PipelineSchedule::ZeroBubble;
+  t.parallel.keepActivations = zb;
   if (args.count("keep")) {
-    auto s = sema.toChoice(args["keep"], "pipeline keep mode", {"inputs", "activations"});
-    if (!s) {
-      ok = false;
-    } else if (zb && *s == "inputs") {
-      diags.error(args["keep"].loc, "schedule 'zb' keeps each stage's activations (its weight-gradient passes run "
-                                    "after its input-gradient passes, from them), not its inputs")
-          .note("write 'keep: activations' or leave 'keep' out");
-      ok = false;
-    } else {
+    if (auto s = sema.toChoice(args["keep"], "pipeline keep mode", {"inputs", "activations"}))
       t.parallel.keepActivations = *s == "activations";
-    }
+    else
+      ok = false;
   }
-  if (zb)
-    t.parallel.keepActivations = true;
 }
 
 void TrainCheck::checkAxisRoles() {

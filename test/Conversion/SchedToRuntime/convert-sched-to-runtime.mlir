@@ -272,14 +272,18 @@ func.func @f(%ctx: !llvm.ptr) {
 // the last stage no cotangent), buffer id -1 at offset 0; sched.send_recv becomes
 // planrt_sched_send_recv (axis, to, range sent, from, range received). Buffer ids: params 0,
 // grads 1, cot 2, act 3, state 4, saved 5. The first forward and backward keep nothing
-// (saved: -1 at 0); the second keep the values of their micro-batch in @saved at 16.
+// (saved: -1 at 0); the second keep the values of their micro-batch in @saved at 16. The
+// zero-bubble schedule's input pass (wsaved: @saved at 8, its last two arguments) and
+// sched.wgrad (planrt_sched_wgrad: step, micro, stage, params, grads, state, wsaved).
 // CHECK-LABEL: func.func @planc_step(
 // CHECK:      %[[NONE:.*]] = arith.constant -1 : i32
 // CHECK:      llvm.call @planrt_sched_forward(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[NONE]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, {{%c-1_i32[_0-9]*}}, %{{[^)]*}}) : (!llvm.ptr, i64, i64, i64, i32, i32, i64, i32, i64, i32, i64) -> ()
 // CHECK:      llvm.call @planrt_sched_send_recv({{.*}}) : (!llvm.ptr, i32, i64, i32, i64, i64, i64, i32, i64, i64) -> ()
-// CHECK:      llvm.call @planrt_sched_backward({{.*}}, {{%c-1_i32[_0-9]*}}, %{{[^)]*}}) : (!llvm.ptr, i64, i64, i64, i32, i32, i32, i32, i64, i32, i64, i32, i64, i32, i64) -> ()
+// CHECK:      llvm.call @planrt_sched_backward({{.*}}, {{%c-1_i32[_0-9]*}}, %{{[^,]*}}, {{%c-1_i32[_0-9]*}}, %{{[^)]*}}) : (!llvm.ptr, i64, i64, i64, i32, i32, i32, i32, i64, i32, i64, i32, i64, i32, i64, i32, i64) -> ()
 // CHECK:      llvm.call @planrt_sched_forward({{.*}}, {{%c5_i32[_0-9]*}}, {{%c16_i64[_0-9]*}}) :
-// CHECK:      llvm.call @planrt_sched_backward({{.*}}, {{%c5_i32[_0-9]*}}, {{%c16_i64[_0-9]*}}) :
+// CHECK:      llvm.call @planrt_sched_backward({{.*}}, {{%c5_i32[_0-9]*}}, {{%c16_i64[_0-9]*}}, {{%c-1_i32[_0-9]*}}, %{{[^)]*}}) :
+// CHECK:      llvm.call @planrt_sched_backward({{.*}}, {{%c-1_i32[_0-9]*}}, %{{[^,]*}}, {{%c5_i32[_0-9]*}}, {{%c8_i64[_0-9]*}}) :
+// CHECK:      llvm.call @planrt_sched_wgrad(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, {{%c0_i64[_0-9]*}}, {{%c0_i32[_0-9]*}}, {{%c1_i32[_0-9]*}}, {{%c4_i32[_0-9]*}}, {{%c5_i32[_0-9]*}}, {{%c8_i64[_0-9]*}}) : (!llvm.ptr, i64, i64, i64, i32, i32, i32, i32, i64) -> ()
 sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
 sched.buffer @params {floats = 64 : i64, lifetime = "persistent", stage = 0 : i64}
 sched.buffer @grads {floats = 64 : i64, lifetime = "step", stage = 0 : i64}
@@ -295,6 +299,8 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
     sched.backward %step, %c0 stage 0 params @params grads @grads state @state cotangent @cot[0]
     sched.forward %step, %c0 stage 0 params @params out @act[0] saved @saved[16]
     sched.backward %step, %c0 stage 0 params @params grads @grads state @state cotangent @cot[0] saved @saved[16]
+    sched.backward %step, %c0 stage 0 params @params grads @grads state @state cotangent @cot[0] wsaved @saved[8]
+    sched.wgrad %step, %c0 stage 0 params @params grads @grads state @state wsaved @saved[8]
   }
   sched.on "pp" = 1 {
     sched.send_recv @state[0, 8] to 0, @state[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}

@@ -398,6 +398,39 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 // -----
 
 sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @a {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.wgrad' op range [9, 9) lies outside @a of 8 floats}}
+  sched.wgrad %step, %step stage 1 params @p grads @a state @a wsaved @a[9]
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @a {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.wgrad' op names a negative stage}}
+  sched.wgrad %step, %step stage -1 params @p grads @a state @a wsaved @a[0]
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
+sched.buffer @p {floats = 8 : i64, lifetime = "persistent"}
+sched.buffer @a {floats = 8 : i64, lifetime = "step"}
+func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
+  // expected-error @+1 {{'sched.backward' op range [9, 9) lies outside @a of 8 floats}}
+  sched.backward %step, %step stage 1 params @p grads @a state @a wsaved @a[9]
+  return
+}
+
+// -----
+
+sched.mesh @mesh {axes = ["pp"], sizes = array<i64: 2>}
 sched.buffer @a {floats = 8 : i64, lifetime = "step"}
 func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
   // expected-error @+1 {{'sched.send_recv' op peer 2 lies outside axis 'pp' of size 2}}

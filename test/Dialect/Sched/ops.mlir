@@ -82,7 +82,8 @@ func.func @planc_step(%ctx: !llvm.ptr {sched.context}, %step: i64) {
 }
 
 // Pipeline stages: a stage's buffer, its forward and backward (with and without the optional
-// ranges) and an exchange with a neighbour.
+// ranges), the zero-bubble schedule's input pass and weight pass, and an exchange with a
+// neighbour.
 // CHECK-LABEL: func.func @stage(
 // CHECK-SAME: %[[S:[^:]*]]: i64
 func.func @stage(%ctx: !llvm.ptr {sched.context}, %s: i64) {
@@ -95,6 +96,10 @@ func.func @stage(%ctx: !llvm.ptr {sched.context}, %s: i64) {
     sched.backward %s, %s stage 1 params @params grads @grads state @state in @shard[8] cotangent @m[0] dinput @v[0]
     // CHECK-NEXT: sched.backward %[[S]], %[[S]] stage 1 params @params grads @grads state @state
     sched.backward %s, %s stage 1 params @params grads @grads state @state
+    // CHECK-NEXT: sched.backward %[[S]], %[[S]] stage 1 params @params grads @grads state @state in @shard[8] dinput @v[0] wsaved @m[0]
+    sched.backward %s, %s stage 1 params @params grads @grads state @state in @shard[8] dinput @v[0] wsaved @m[0]
+    // CHECK-NEXT: sched.wgrad %[[S]], %[[S]] stage 1 params @params grads @grads state @state wsaved @m[0]
+    sched.wgrad %s, %s stage 1 params @params grads @grads state @state wsaved @m[0]
     // CHECK-NEXT: sched.send_recv @m[0, 8] to 0, @v[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
     sched.send_recv @m[0, 8] to 0, @v[0, 8] from 0 along "pp" {purpose = "activation gradients / activations"}
   }

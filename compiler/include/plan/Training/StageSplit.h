@@ -42,12 +42,52 @@ StageSplit splitStage(mlir::func::FuncOp grad);
 void cloneForward(mlir::OpBuilder &b, const StageSplit &split, mlir::ValueRange args, mlir::IRMapping &map,
                   llvm::function_ref<void(size_t, mlir::Value)> keep);
 
+struct WeightSplit;
+
 /// Clones the backward part: `args` for `grad`'s arguments, `residuals` (in the split's
 /// order) for the kept values, the recomputed ops it reads, then every backward op.
 /// Returns what `grad` returns; a forward value it does not need (the stage's output) is
-/// null.
+/// null. With `weight` (the zero-bubble schedule) it leaves out W's ops, whose results
+/// are null, and calls `keep(i, v)` with W's residual i as soon as it has it.
 llvm::SmallVector<mlir::Value> cloneBackward(mlir::OpBuilder &b, const StageSplit &split, mlir::ValueRange args,
-                                             mlir::ValueRange residuals);
+                                             mlir::ValueRange residuals, const WeightSplit *weight = nullptr,
+                                             llvm::function_ref<void(size_t, mlir::Value)> keep = {});
+
+/// A pipeline stage's gradient function cut for the zero-bubble schedule (ZB-H1, Qi et
+/// al. 2023): the input pass B, every op the loss, the stage's output and its input's
+/// gradient need (the forward pass, the chain of activation gradients, and the ops that
+/// make a parameter's gradient beside an activation's, such as layernorm_grad), and the
+/// weight pass W, the ops that only parameters' gradients need (a linear layer's
+/// weight-gradient GEMM, a bias's row sums). B writes the values W reads (its residuals)
+/// to a slot; W runs later, when the schedule has nothing else to do.
+struct WeightSplit {
+  mlir::func::FuncOp grad;
+  /// The ops of W, and the ops of B that W computes again rather than reads: those that
+  /// read only parameters and constants, and those whose value is not a static f32
+  /// tensor, from operands read or computed again.
+  llvm::DenseSet<mlir::Operation *> weight, again;
+  /// The values W reads from B (results of B's ops, or the stage's input activation and
+  /// cotangent), in the order B computes them, each at its offset (floats) in the slot.
+  llvm::SmallVector<mlir::Value> residuals;
+  llvm::SmallVector<int64_t> offsets;
+  int64_t floats = 0;
+};
+
+/// Cuts `grad` (as splitStage: one block, marked arguments); a result with nn.grad is a
+/// parameter's gradient.
+WeightSplit splitWeightGradients(mlir::func::FuncOp grad);
+
+/// Clones B at the builder's point with `grad`'s arguments replaced by `args`, calling
+/// `keep(i, v)` with residual i as soon as it is computed. Returns what `grad` returns;
+/// what W makes is null.
+llvm::SmallVector<mlir::Value> cloneInputPass(mlir::OpBuilder &b, const WeightSplit &split, mlir::ValueRange args,
+                                              llvm::function_ref<void(size_t, mlir::Value)> keep);
+
+/// Clones W: `args` for `grad`'s arguments (the input activation's and the cotangent's
+/// may be null), `residuals` in the split's order. Returns what `grad` returns; what B
+/// makes is null.
+llvm::SmallVector<mlir::Value> cloneWeightPass(mlir::OpBuilder &b, const WeightSplit &split, mlir::ValueRange args,
+                                               mlir::ValueRange residuals);
 
 } // namespace plan::training
 

@@ -140,7 +140,13 @@ private:
               i64(loc, int64_t(x.getInputOffset().value_or(0))), optional(loc, x.getCotangentAttr()),
               i64(loc, int64_t(x.getCotangentOffset().value_or(0))), optional(loc, x.getDinputAttr()),
               i64(loc, int64_t(x.getDinputOffset().value_or(0))), optional(loc, x.getSavedAttr()),
-              i64(loc, int64_t(x.getSavedOffset().value_or(0)))});
+              i64(loc, int64_t(x.getSavedOffset().value_or(0))), optional(loc, x.getWsavedAttr()),
+              i64(loc, int64_t(x.getWsavedOffset().value_or(0)))});
+      } else if (auto x = dyn_cast<sched::WGradOp>(op)) {
+        call(loc, rt::Fn::planrt_sched_wgrad,
+             {x.getStep(), x.getMicro(), i64(loc, x.getStage()), buf(loc, x.getParamsAttr()),
+              buf(loc, x.getGradsAttr()), buf(loc, x.getStateAttr()), buf(loc, x.getWsavedAttr()),
+              i64(loc, x.getWsavedOffset())});
       } else if (auto x = dyn_cast<sched::SendRecvOp>(op)) {
         call(loc, rt::Fn::planrt_sched_send_recv,
              {i32(loc, axisIndex(x.getAxis())), i64(loc, x.getTo()), buf(loc, x.getBufferAttr()),

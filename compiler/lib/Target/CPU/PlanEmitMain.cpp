@@ -2,6 +2,7 @@
 #include "plan/Target/CPU/Passes.h"
 
 #include "plan/Target/RuntimeABI.h"
+#include "planrt.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -66,8 +67,9 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
     static const char *entries[] = {"planc_manifest", "planc_grad", "planc_sumsq",  "planc_update",
                                     "planc_eval",     "planc_step", "planc_gather", "planc_release"};
     // A pipeline-parallel executable has per-stage entry points instead of the four
-    // whole-model ones: planc_stages lists (forward, backward, update, and an offloaded
-    // optimizer's chunk updates of groups 0 and 1 or null) of each stage.
+    // whole-model ones: planc_stages lists (forward, backward, update, an offloaded
+    // optimizer's chunk updates of groups 0 and 1, and the zero-bubble weight pass, each
+    // or null) of each stage: PLANRT_STAGE_ENTRIES (planrt.h).
     int64_t stages = 0;
     while (m.lookupSymbol("planc_fwd_s" + std::to_string(stages)))
       ++stages;
@@ -82,7 +84,7 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
         return signalPassFailure();
       }
     if (stages > 0) {
-      auto table = LLVM::LLVMArrayType::get(ptr, uint64_t(5 * stages));
+      auto table = LLVM::LLVMArrayType::get(ptr, uint64_t(PLANRT_STAGE_ENTRIES * stages));
       auto g = LLVM::GlobalOp::create(b, loc, table, /*isConstant=*/true, LLVM::Linkage::Internal, "planc_stages",
                                       Attribute());
       OpBuilder::InsertionGuard guard(b);
@@ -98,7 +100,7 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
           }
           v = LLVM::InsertValueOp::create(b, loc, v, LLVM::AddressOfOp::create(b, loc, ptr, sym), i++);
         }
-        for (const char *kind : {"planc_update_chunk_g0_s", "planc_update_chunk_g1_s"}) {
+        for (const char *kind : {"planc_update_chunk_g0_s", "planc_update_chunk_g1_s", "planc_wgrad_s"}) {
           std::string sym = kind + std::to_string(k);
           Value fn = m.lookupSymbol(sym) ? Value(LLVM::AddressOfOp::create(b, loc, ptr, sym))
                                          : Value(LLVM::ZeroOp::create(b, loc, ptr));

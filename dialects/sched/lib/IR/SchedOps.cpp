@@ -409,7 +409,20 @@ LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &t) {
       failed(checkOptional(*this, t, getCotangentAttr(), getCotangentOffset(), "its cotangent")) ||
       failed(checkOptional(*this, t, getSavedAttr(), getSavedOffset(), "what its forward pass kept")))
     return failure();
+  if (failed(checkOptional(*this, t, getWsavedAttr(), getWsavedOffset(), "what its weight pass reads")))
+    return failure();
   return checkOptional(*this, t, getDinputAttr(), getDinputOffset(), "its input's gradient");
+}
+LogicalResult WGradOp::verify() {
+  if (getStageAttr().getInt() < 0)
+    return emitOpError() << "names a negative stage";
+  return success();
+}
+LogicalResult WGradOp::verifySymbolUses(SymbolTableCollection &t) {
+  if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) || failed(checkRange(*this, t, getGradsAttr(), 0, 0)) ||
+      failed(checkRange(*this, t, getStateAttr(), 0, 8)))
+    return failure();
+  return checkRange(*this, t, getWsavedAttr(), getWsavedOffset(), 0);
 }
 LogicalResult SendRecvOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkPointToPoint(*this, getAxis(), getTo())) || failed(checkPointToPoint(*this, getAxis(), getFrom())))

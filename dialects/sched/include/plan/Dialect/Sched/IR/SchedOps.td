@@ -225,7 +225,10 @@ def Sched_BackwardOp : Sched_BufferUser<"backward"> {
     loss, which it adds / accumulation to `state[7]`). `grads += ∇` as
     `sched.grad`; on every stage but the first the gradient of the input goes to
     `dinput`, for the previous stage. With `saved` it starts from what the
-    micro-batch's `sched.forward` kept there instead of its forward pass.
+    micro-batch's `sched.forward` kept there instead of its forward pass. With
+    `wsaved` (the zero-bubble schedule) it is the input pass only: it leaves the
+    gradients that only parameters need to the micro-batch's `sched.wgrad`, and
+    writes what that reads to `wsaved`.
   }];
   let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
                        FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state,
@@ -233,11 +236,35 @@ def Sched_BackwardOp : Sched_BufferUser<"backward"> {
                        OptionalAttr<FlatSymbolRefAttr>:$cotangent, OptionalAttr<I64Attr>:$cotangent_offset,
                        OptionalAttr<FlatSymbolRefAttr>:$dinput, OptionalAttr<I64Attr>:$dinput_offset,
                        OptionalAttr<FlatSymbolRefAttr>:$saved, OptionalAttr<I64Attr>:$saved_offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$wsaved, OptionalAttr<I64Attr>:$wsaved_offset,
                        OptionalAttr<ArrayAttr>:$collectives);
   let assemblyFormat = [{
     $step `,` $micro `stage` $stage `params` $params `grads` $grads `state` $state
     (`in` $input^ `[` $input_offset `]`)? (`cotangent` $cotangent^ `[` $cotangent_offset `]`)?
-    (`dinput` $dinput^ `[` $dinput_offset `]`)? (`saved` $saved^ `[` $saved_offset `]`)? attr-dict
+    (`dinput` $dinput^ `[` $dinput_offset `]`)? (`saved` $saved^ `[` $saved_offset `]`)?
+    (`wsaved` $wsaved^ `[` $wsaved_offset `]`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_WGradOp : Sched_BufferUser<"wgrad"> {
+  let summary = "A pipeline stage's weight pass of one micro-batch (zero-bubble schedule)";
+  let description = [{
+    The zero-bubble schedule (ZB-H1, Qi et al. 2023) splits a stage's backward
+    pass: `sched.backward … wsaved` makes the input's gradient, which the
+    previous stage waits for, and this op, later, the gradients that only the
+    stage's parameters need (a linear layer's weight-gradient GEMM), `grads +=`
+    them, from what the input pass kept in the micro-batch's slot of `wsaved`.
+    It reads micro-batch `micro` of step `step` again (as `sched.grad`) and
+    communicates nothing but what `collectives` lists.
+  }];
+  let arguments = (ins I64:$step, I64:$micro, I64Attr:$stage, FlatSymbolRefAttr:$params,
+                       FlatSymbolRefAttr:$grads, FlatSymbolRefAttr:$state,
+                       FlatSymbolRefAttr:$wsaved, I64Attr:$wsaved_offset,
+                       OptionalAttr<ArrayAttr>:$collectives);
+  let assemblyFormat = [{
+    $step `,` $micro `stage` $stage `params` $params `grads` $grads `state` $state
+    `wsaved` $wsaved `[` $wsaved_offset `]` attr-dict
   }];
   let hasVerifier = 1;
 }

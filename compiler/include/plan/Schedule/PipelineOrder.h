@@ -1,0 +1,51 @@
+// The order of a pipeline stage's passes under the zero-bubble schedule (ZB-H1, Qi et
+// al. 2023, "Zero Bubble Pipeline Parallelism"), shared by plan-schedule, which emits
+// it, and the cost model, which sizes its slots and its bubble from it.
+#ifndef PLAN_SCHEDULE_PIPELINEORDER_H
+#define PLAN_SCHEDULE_PIPELINEORDER_H
+
+#include <cstdint>
+#include <vector>
+
+namespace plan::schedule {
+
+/// One pass of one micro-batch on a stage: its forward pass (F), its backward pass (B;
+/// under the zero-bubble schedule the input pass), or its weight pass (W).
+struct PipelinePass {
+  enum Kind { Forward, Backward, Weight } kind;
+  int64_t micro;
+  bool operator==(const PipelinePass &o) const { return kind == o.kind && micro == o.micro; }
+};
+
+/// A stage's passes in the order it runs them (the last stage's backward pass runs its
+/// forward pass: it has no forward passes of its own).
+struct StageOrder {
+  std::vector<PipelinePass> passes;
+  /// The most weight passes waiting at once: the slots of what input passes keep.
+  int64_t weightSlots = 0;
+};
+
+/// 1F1B's order of stage k of p over m micro-batches (PipeDream-Flush): min(p − k − 1, m)
+/// forwards, then a forward and a backward in turn, then the remaining backwards.
+std::vector<PipelinePass> oneFOneBOrder(int64_t k, int64_t p, int64_t m);
+
+/// ZB-H1 for p stages and m micro-batches, each stage's order: its forward and backward
+/// passes in 1F1B's order (so its transfers are 1F1B's, which cannot deadlock), and the
+/// weight passes of every stage but the first (whose backward pass is whole: no stage
+/// waits for its input's gradient) where the stage would otherwise wait. The places come
+/// from a simulation in which F, B and W take one unit each (the last stage's B two: it
+/// computes its forward too), a W goes before the next pass whenever that pass's input
+/// is not there before the W would end, and at most p micro-batches are held between a
+/// stage's forward pass and its weight pass (1F1B's first stage holds p). The simulated
+/// step takes 3m + p − 1 units against 1F1B's 3m + 3(p − 1): the bubble of the paper's
+/// ZB-H1.
+std::vector<StageOrder> zeroBubbleOrders(int64_t p, int64_t m);
+
+/// zeroBubbleOrders(p, m)[k].weightSlots without simulating a long step: k + 1 when
+/// m ≥ p (every stage but the first then fills its k + 1 slots; PipelineOrderTest checks
+/// the two agree), the simulation's otherwise; 0 on the first stage.
+int64_t zeroBubbleWeightSlots(int64_t k, int64_t p, int64_t m);
+
+} // namespace plan::schedule
+
+#endif // PLAN_SCHEDULE_PIPELINEORDER_H
