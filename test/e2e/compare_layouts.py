@@ -16,16 +16,15 @@ import sys
 RTOL = 1e-5
 BAND = (0.97, 1.03)
 # measured / explain outside BAND, by layout (test/e2e/layouts.sh's names), measured on the
-# tiny GPT: explain over-counts the bf16/fp16 pipeline stages' rounded copies (0.915-0.959)
-# and full recompute's recomputed layer (0.932-0.965), and under-counts selective recompute
+# tiny GPT: explain over-counts the fp16 pipeline stage of data 2 x pipeline 2 (0.962) and
+# full recompute's recomputed layer (0.932-0.965), and under-counts selective recompute
 # under tensor 4 with sequence parallelism (1.045); ZeRO-3 over data 2 x tensor 2 with
 # sequence parallelism holds less than explain's whole gradient (0.948).
-KNOWN = {"dp2_pp2_fp16": (0.9, 1.03), "pp2_bf16": (0.9, 1.03), "pp2_bf16_keep": (0.9, 1.03),
-         "tp2_accum4_full": (0.9, 1.03), "single_full": (0.9, 1.03), "tp4_sp_selective": (0.97, 1.06),
-         "dp2_tp2_sp_zero3": (0.93, 1.03), "tp2_pp2": (0.96, 1.03),
-         # test/e2e/zero_bubble.sh: their first stages are tp2_pp2's and pp2_bf16_keep's
-         # in fp16 (the zero-bubble schedule leaves stage 0's backward pass whole).
-         "tp2_pp2_zb_inputs": (0.96, 1.03), "pp2_zb_fp16": (0.9, 1.03)}
+KNOWN = {"dp2_pp2_fp16": (0.95, 1.03), "tp2_accum4_full": (0.9, 1.03), "single_full": (0.9, 1.03),
+         "tp4_sp_selective": (0.97, 1.06), "dp2_tp2_sp_zero3": (0.93, 1.03), "tp2_pp2": (0.96, 1.03),
+         # test/e2e/zero_bubble.sh: its first stage is tp2_pp2's (the zero-bubble schedule
+         # leaves stage 0's backward pass whole).
+         "tp2_pp2_zb_inputs": (0.96, 1.03)}
 # Fine-tuning (an `adapt` plan, test/e2e/lora_layouts.sh): 5 %, and -10 % / +20 % with
 # recompute; the adapters' runs measure 0.962-1.038, recompute 0.970-1.044.
 # QLoRA (NF4 base): explain over-counts, 0.883-0.973 (the pipeline stage the most).

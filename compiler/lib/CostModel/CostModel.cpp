@@ -862,7 +862,7 @@ private:
   /// or with gradient buckets until its lowest op is done, plan-train-abi), and a tied
   /// weight's later contribution beside its sum; the copy of every parameter rounded to bf16/fp16 (emulated
   /// precision rounds each once, as the forward pass starts) that an op up to i still
-  /// reads in its backward (an embedding's does not); and the op's own gradients: its
+  /// reads in its backward (an embedding does not: a table only embeddings read is freed after the forward's lookups); and the op's own gradients: its
   /// output's and its input's (the cross-entropy: the logits' probabilities and their
   /// gradient; the head: the logits' gradient and its input's). With `keptWhole` (a
   /// pipeline stage under `keep: activations`, whose saved slot lives through the step)
@@ -907,8 +907,11 @@ private:
           if (opRank[i] == r && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr)))
             contribution[i] += bytes;
       }
-      if (rounded)
-        roundedAt[first[pr] == n ? last[pr] : first[pr]] += bytes;
+      // A parameter only embeddings read on rank r (a pipeline's first stage's token and
+      // position tables) is rounded for the forward's lookups and freed after them: its
+      // backward pass reads no copy.
+      if (rounded && first[pr] != n)
+        roundedAt[first[pr]] += bytes;
     }
     // The op whose result the cross-entropy reads: the head, holding the logits' gradient.
     std::set<int> logitsOps;
