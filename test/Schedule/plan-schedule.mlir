@@ -534,7 +534,8 @@
 // transfers, each stage but the first's backward pass an input pass that writes what its
 // weight pass reads to a slot of wsaved (the middle stage: 2 slots of 1024 floats), and
 // the weight passes (sched.wgrad) where schedule::zeroBubbleOrders puts them: after the
-// steady state's send_recv, and in the cool-down before the receive of the next gradient.
+// steady state's send_recv when the stage holds 3 micro-batches, and in the cool-down
+// before the receive of the next gradient, which they fill.
 // RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry zb | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=ZB
 // ZB:      sched.buffer @wsaved_s1 {floats = 2048 : i64, lifetime = "step", stage = 1 : i64}
 // ZB:      sched.on "pp" = 1 {
@@ -550,10 +551,10 @@
 // ZB-NEXT:   sched.backward %[[STEP]], %[[M2:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[0]
 // ZB-NEXT:   sched.send @dinput_s1[0, 64] to 0
 // ZB-NEXT:   sched.wgrad %[[STEP]], %[[M1]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
+// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M2]] stage 1 {{.*}} wsaved @wsaved_s1[0]
 // ZB-NEXT:   sched.recv @cot_s1[0, 64] from 2
 // ZB-NEXT:   sched.backward %[[STEP]], %[[M3:[^ ]*]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
 // ZB-NEXT:   sched.send @dinput_s1[0, 64] to 0
-// ZB-NEXT:   sched.wgrad %[[STEP]], %[[M2]] stage 1 {{.*}} wsaved @wsaved_s1[0]
 // ZB-NEXT:   sched.wgrad %[[STEP]], %[[M3]] stage 1 {{.*}} wsaved @wsaved_s1[1024]
 // The first stage's backward passes stay whole: no weight pass, no wsaved.
 // RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry zb | FileCheck %s --check-prefix=ZB0

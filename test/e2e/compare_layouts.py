@@ -17,16 +17,18 @@ RTOL = 1e-5
 BAND = (0.97, 1.03)
 # measured / explain outside BAND, by layout (test/e2e/layouts.sh's names), measured on the
 # tiny GPT: explain over-counts the fp16 pipeline stage of data 2 x pipeline 2 (0.962) and
-# full recompute's recomputed layer (0.932-0.965), and under-counts selective recompute
+# full recompute under tensor 2 with accumulation 4 (0.932), and under-counts selective recompute
 # under tensor 4 with sequence parallelism (1.045); ZeRO-3 over data 2 x tensor 2 with
 # sequence parallelism holds less than explain's whole gradient (0.948).
-KNOWN = {"dp2_pp2_fp16": (0.95, 1.03), "tp2_accum4_full": (0.9, 1.03), "single_full": (0.9, 1.03),
+KNOWN = {"dp2_pp2_fp16": (0.95, 1.03), "tp2_accum4_full": (0.9, 1.03),
          "tp4_sp_selective": (0.97, 1.06), "dp2_tp2_sp_zero3": (0.93, 1.03), "tp2_pp2": (0.96, 1.03),
          # test/e2e/zero_bubble.sh: its first stage is tp2_pp2's (the zero-bubble schedule
          # leaves stage 0's backward pass whole).
          "tp2_pp2_zb_inputs": (0.96, 1.03)}
 # Fine-tuning (an `adapt` plan, test/e2e/lora_layouts.sh): 5 %, and -10 % / +20 % with
-# recompute; the adapters' runs measure 0.962-1.038, recompute 0.970-1.044.
+# recompute; the adapters' runs measure 0.962-1.038, recompute 1.044 (selective) and 1.087
+# (full: explain's backward sweep under-counts the recomputed layer of a model whose frozen
+# linear layers keep no input).
 # QLoRA (NF4 base): explain over-counts, 0.883-0.973 (the pipeline stage the most).
 ADAPT_BAND, ADAPT_RECOMPUTE_BAND, QLORA_BAND = (0.95, 1.05), (0.9, 1.2), (0.85, 1.05)
 KEYS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",

@@ -806,18 +806,25 @@ private:
     double otherKept = keeps ? a.kept * (flight - 1) : 0; // the micro-batches in flight but this one
     mem.activations =
         int64_t(std::llround(p > 1 ? a.kept + otherKept + a.workingSet + stash : a.kept * flight + a.workingSet));
-    if (a.logits > 0) {
-      bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(a.logits))});
-      // The backward pass starts with the cross-entropy's gradient beside them.
-      bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(a.logits))});
+    // The logits' probabilities and, as the backward pass starts, their gradient beside
+    // them. Under full recompute the activations row counts a layer recomputed, which the
+    // backward pass makes only once those two are freed (after the head's backward): the
+    // rows hold what the two need beyond it.
+    double logitsHeld = 2 * a.logits - std::min(2 * a.logits, a.workingSet);
+    if (logitsHeld > 0) {
+      double first = std::min(a.logits, logitsHeld);
+      bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(first))});
+      if (logitsHeld > first)
+        bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsHeld - first))});
     }
     // The backward pass at its peak, over what the activations and logits rows hold
     // (a pipeline stage: beside the inputs of the micro-batches in flight).
     // A pipeline stage's backward pass starts from its recomputed forward with every
     // activation and an op's gradients at once (measured so on the LoRA pipelines).
-    double start = p > 1 ? double(mem.activations) + std::max(2 * a.logits, maxOpGrads(int(r))) : 0;
-    double beyond = std::max(backwardPeak(int(r), keeps) + stash + otherKept, start) -
-                    double(mem.activations) - 2 * a.logits;
+    double start =
+        p > 1 ? double(mem.activations) + std::max(logitsHeld, maxOpGrads(int(r)) - (2 * a.logits - logitsHeld)) : 0;
+    double beyond =
+        std::max(backwardPeak(int(r), keeps) + stash + otherKept, start) - double(mem.activations) - logitsHeld;
     if (beyond > 0)
       bufs.push_back({"the backward pass at its peak (fp32: gradients made, parameters rounded to the "
                       "precision, a layer recomputed, an op's gradients)",
@@ -828,7 +835,7 @@ private:
       double grads = 0;
       for (int pr : weightPassParams(r))
         grads += 4.0 * double(trainedElems(pr));
-      double inputPass = double(mem.activations) + 2 * a.logits + std::max(beyond, 0.0);
+      double inputPass = double(mem.activations) + logitsHeld + std::max(beyond, 0.0);
       if (stash + grads > inputPass)
         bufs.push_back({"the weight pass at its peak (fp32: its gradients made), beyond the input pass",
                         int64_t(std::llround(stash + grads - inputPass))});
@@ -862,7 +869,8 @@ private:
   /// or with gradient buckets until its lowest op is done, plan-train-abi), and a tied
   /// weight's later contribution beside its sum; the copy of every parameter rounded to bf16/fp16 (emulated
   /// precision rounds each once, as the forward pass starts) that an op up to i still
-  /// reads in its backward (an embedding does not: a table only embeddings read is freed after the forward's lookups); and the op's own gradients: its
+  /// reads in its backward (an embedding does not: a table only embeddings read is freed
+  /// after the forward's lookups); and the op's own gradients: its
   /// output's and its input's (the cross-entropy: the logits' probabilities and their
   /// gradient; the head: the logits' gradient and its input's). With `keptWhole` (a
   /// pipeline stage under `keep: activations`, whose saved slot lives through the step)
@@ -1549,11 +1557,13 @@ private:
     double bubbleStages = p > 1 ? double(p - 1) / double(v) : 0;
     double pipelined = (double(mb) + bubbleStages) * stage;
     e.bubbleSeconds = bubbleStages * stage;
-    // ZB-H1 (Qi et al. 2023): the weight-gradient passes fill the bubble but for
-    // (p − 1)(T_F + T_B − T_W), T_B the input gradients' share of the backward pass.
+    // ZB-H1 (Qi et al. 2023): the weight-gradient passes fill the bubble where they can,
+    // in the order plan-schedule emits (schedule::zeroBubbleStepTime, the slowest stage's
+    // forward, input-gradient and weight-gradient times on every stage).
     if (p > 1 && l.schedule == sema::PipelineSchedule::ZeroBubble) {
-      e.bubbleSeconds = double(p - 1) * std::max(0.0, stage - 2 * rt[slowest].wgrad);
-      pipelined = double(mb) * stage + e.bubbleSeconds;
+      double wgrad = rt[slowest].wgrad, fwd = rt[slowest].fwd + rt[slowest].tpFwd;
+      pipelined = schedule::zeroBubbleStepTime(p, mb, fwd, std::max(0.0, stage - fwd - wgrad), wgrad);
+      e.bubbleSeconds = std::max(0.0, pipelined - double(mb) * stage);
     }
     RankTime &w = rt[slowest];
     e.computeSeconds = w.compute * mb;

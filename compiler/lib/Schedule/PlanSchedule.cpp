@@ -217,6 +217,8 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
         return failure();
       if (s.stages.back().activation == 0 && s.stages.size() < stages->size())
         return bad("has a stage without the size of the activation it hands on");
+      if (s.stages.back().wsaved > 0 && !s.zeroBubble)
+        return bad("has a stage with wsaved floats under a schedule other than zb");
     }
     return success();
   }

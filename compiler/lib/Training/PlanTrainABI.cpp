@@ -802,7 +802,7 @@ public:
   /// gradients made beside them, and writes what the weight pass reads to `wsaved`
   /// (st.wsaved floats); `planc_wgrad_s<k>(P, G, tokens, targets, state, wsaved)` adds
   /// the rest of G from it. Unused pointers may be anything.
-  void stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, const training::Pipeline &pp) {
+  LogicalResult stage(int64_t k, StageTable &st, func::FuncOp grad, bool last, const training::Pipeline &pp) {
     std::optional<training::StageSplit> split;
     if (pp.keepActivations && !last) {
       split = training::splitStage(grad);
@@ -815,9 +815,14 @@ public:
     }
     StageTypes types = stageTypes(st, last);
     stageForward(k, st, grad, last, types, split);
-    stageBackward(k, st, grad, last, types, split, weights);
+    if (!stageBackward(k, st, grad, last, types, split, weights))
+      return train.emitError() << "the zero-bubble schedule's weight pass of pipeline stage " << k
+                               << " reads a forward value that 'keep: activations' does not save (only weight "
+                                  "gradients read it): not implemented for this model in this version of planc; "
+                                  "write 'keep: inputs'";
     if (weights)
       stageWeights(k, st, *weights, types);
+    return success();
   }
 
 private:
@@ -874,7 +879,8 @@ private:
     func::ReturnOp::create(b, loc);
   }
 
-  void stageBackward(int64_t k, StageTable &st, func::FuncOp grad, bool last, const StageTypes &types,
+  /// False when the weight pass would read a value the input pass does not write.
+  bool stageBackward(int64_t k, StageTable &st, func::FuncOp grad, bool last, const StageTypes &types,
                      const std::optional<training::StageSplit> &split,
                      const std::optional<training::WeightSplit> &weights) {
     OpBuilder::InsertionGuard g(b);
@@ -893,12 +899,13 @@ private:
       wsaved.write(v, slotParam("wsaved", weights->residuals, weights->offsets, i));
     };
     SmallVector<Value> outs;
+    bool allKept = true;
     if (split) {
       SmallVector<Value> residuals;
       Flat saved(b, loc, e.getArgument(9));
       for (size_t i = 0; i < split->residuals.size(); ++i)
         residuals.push_back(saved.read(slotParam("saved", split->residuals, split->offsets, i)));
-      outs = weights ? training::cloneBackward(b, *split, args, residuals, &*weights, keepForWeights)
+      outs = weights ? training::cloneBackward(b, *split, args, residuals, &*weights, keepForWeights, &allKept)
                      : training::cloneBackward(b, *split, args, residuals);
     } else {
       outs = weights ? training::cloneInputPass(b, *weights, args, keepForWeights) : inlineBody(b, grad, args);
@@ -909,6 +916,7 @@ private:
     if (last)
       addLoss(outs[0], e.getArgument(7));
     func::ReturnOp::create(b, loc);
+    return allKept;
   }
 
   /// The zero-bubble schedule's weight pass of stage k: G += the gradients only W makes,
@@ -1109,7 +1117,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
         bool last = k + 1 == pp.size;
         if (!last)
           st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
-        entries.stage(k, *st, grad, last, pp);
+        if (failed(entries.stage(k, *st, grad, last, pp)))
+          return signalPassFailure();
         entries.update("planc_update_s" + std::to_string(k), *st, update);
         for (int grp = 0; grp < 2; ++grp)
           if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))

@@ -147,19 +147,30 @@ void cloneForward(OpBuilder &b, const StageSplit &split, ValueRange args, IRMapp
   }
 }
 
+namespace {
+bool madeByWeightPass(const WeightSplit &split, Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && split.weight.contains(def);
+}
+} // namespace
+
 SmallVector<Value> cloneBackward(OpBuilder &b, const StageSplit &split, ValueRange args, ValueRange residuals,
-                                 const WeightSplit *weight, llvm::function_ref<void(size_t, Value)> keep) {
+                                 const WeightSplit *weight, llvm::function_ref<void(size_t, Value)> keep,
+                                 bool *allKept) {
   Block &body = func::FuncOp(split.grad).getBody().front();
   IRMapping map;
   map.map(body.getArguments(), args);
   map.map(split.residuals, residuals);
   llvm::DenseMap<Value, size_t> residual;
+  size_t kept = 0;
   if (weight)
     for (auto [i, v] : llvm::enumerate(weight->residuals)) {
-      if (map.contains(v))
+      if (map.contains(v)) {
         keep(i, map.lookup(v));
-      else
+        ++kept;
+      } else {
         residual[v] = i;
+      }
     }
   for (Operation &op : body.without_terminator()) {
     if (!split.recomputed.contains(&op) && !split.backward.contains(&op))
@@ -168,12 +179,18 @@ SmallVector<Value> cloneBackward(OpBuilder &b, const StageSplit &split, ValueRan
       continue;
     b.clone(op, map);
     for (Value r : op.getResults())
-      if (auto it = residual.find(r); it != residual.end())
+      if (auto it = residual.find(r); it != residual.end()) {
         keep(it->second, map.lookup(r));
+        ++kept;
+      }
   }
+  // A value W reads that neither the saved values nor the backward part have (a forward
+  // value only W's ops read) is not written: the caller refuses the plan.
+  if (allKept)
+    *allKept = !weight || kept == weight->residuals.size();
   SmallVector<Value> out;
   for (Value v : body.getTerminator()->getOperands())
-    out.push_back(map.lookupOrNull(v));
+    out.push_back(weight && madeByWeightPass(*weight, v) ? Value() : map.lookupOrNull(v));
   return out;
 }
 
@@ -229,13 +246,6 @@ WeightSplit splitWeightGradients(func::FuncOp grad) {
         addResidual(out, r);
   return out;
 }
-
-namespace {
-bool madeByWeightPass(const WeightSplit &split, Value v) {
-  Operation *def = v.getDefiningOp();
-  return def && split.weight.contains(def);
-}
-} // namespace
 
 SmallVector<Value> cloneInputPass(OpBuilder &b, const WeightSplit &split, ValueRange args,
                                   llvm::function_ref<void(size_t, Value)> keep) {

@@ -29,17 +29,30 @@ struct StageOrder {
 /// forwards, then a forward and a backward in turn, then the remaining backwards.
 std::vector<PipelinePass> oneFOneBOrder(int64_t k, int64_t p, int64_t m);
 
+/// Whether a weight pass that stage k runs before `pass` can fill the wait for that
+/// pass's input: the input comes by a receive of its own (the warm-up's activations, the
+/// cool-down's gradients, the last stage's first input), before which plan-schedule emits
+/// the weight pass. In the steady state it comes by 1F1B's send_recv, which also sends
+/// what the stage just made; the weight pass then runs after it.
+bool weightPassCanWait(int64_t k, int64_t p, int64_t m, PipelinePass pass);
+
 /// ZB-H1 for p stages and m micro-batches, each stage's order: its forward and backward
 /// passes in 1F1B's order (so its transfers are 1F1B's, which cannot deadlock), and the
 /// weight passes of every stage but the first (whose backward pass is whole: no stage
-/// waits for its input's gradient) where the stage would otherwise wait. The places come
-/// from a simulation in which F, B and W take one unit each (the last stage's B two: it
-/// computes its forward too), a W goes before the next pass whenever that pass's input
-/// is not there before the W would end, and at most p micro-batches are held between a
-/// stage's forward pass and its weight pass (1F1B's first stage holds p). The simulated
-/// step takes 3m + p − 1 units against 1F1B's 3m + 3(p − 1): the bubble of the paper's
-/// ZB-H1.
+/// waits for its input's gradient). The places come from a simulation in which F, B and
+/// W take one unit each (the last stage's B two: it computes its forward too): a W goes
+/// before the next pass when that pass's input would not be there before the W ends and
+/// the W can fill the wait (weightPassCanWait), or when the stage holds p micro-batches
+/// between a forward pass and its weight pass (1F1B's first stage holds p). With m = p
+/// the step takes 3m + p − 1 units, the paper's ZB-H1 bubble, against 1F1B's
+/// 3m + 3(p − 1); with more micro-batches the steady state's weight passes cannot fill
+/// its waits and the bubble lies between (PipelineOrderTest).
 std::vector<StageOrder> zeroBubbleOrders(int64_t p, int64_t m);
+
+/// The time of one step in zeroBubbleOrders(p, m)'s order when a forward pass takes f, an
+/// input pass b and a weight pass w on every stage (the first stage's backward pass b + w,
+/// the last stage's b + f), transfers taking no time: what `planc explain` predicts.
+double zeroBubbleStepTime(int64_t p, int64_t m, double f, double b, double w);
 
 /// zeroBubbleOrders(p, m)[k].weightSlots without simulating a long step: k + 1 when
 /// m ≥ p (every stage but the first then fills its k + 1 slots; PipelineOrderTest checks

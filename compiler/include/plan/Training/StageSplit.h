@@ -1,8 +1,10 @@
-// A pipeline stage's gradient function (its forward pass, then the vector-Jacobian
-// product from the cotangent of its output) cut in two for `keep: activations`: what the
-// forward pass computes, which runs in the stage's forward entry point and saves the
-// values the backward pass reads (the residuals), and the backward pass alone, which
-// reads them back instead of computing the forward pass again. Used by plan-train-abi.
+// The cuts of a pipeline stage's gradient function (its forward pass, then the
+// vector-Jacobian product from the cotangent of its output), used by plan-train-abi:
+// - StageSplit, for `keep: activations`: what the forward pass computes, which runs in
+//   the stage's forward entry point and saves the values the backward pass reads (the
+//   residuals), and the backward pass alone, which reads them back instead of computing
+//   the forward pass again;
+// - WeightSplit, for the zero-bubble schedule: the input pass and the weight pass.
 #ifndef PLAN_TRAINING_STAGESPLIT_H
 #define PLAN_TRAINING_STAGESPLIT_H
 
@@ -48,10 +50,13 @@ struct WeightSplit;
 /// order) for the kept values, the recomputed ops it reads, then every backward op.
 /// Returns what `grad` returns; a forward value it does not need (the stage's output) is
 /// null. With `weight` (the zero-bubble schedule) it leaves out W's ops, whose results
-/// are null, and calls `keep(i, v)` with W's residual i as soon as it has it.
+/// are null, calls `keep(i, v)` with W's residual i as soon as it has it, and sets
+/// `*allKept` to whether it had every one (a forward value that only W's ops read is
+/// neither saved nor computed again by the backward part).
 llvm::SmallVector<mlir::Value> cloneBackward(mlir::OpBuilder &b, const StageSplit &split, mlir::ValueRange args,
                                              mlir::ValueRange residuals, const WeightSplit *weight = nullptr,
-                                             llvm::function_ref<void(size_t, mlir::Value)> keep = {});
+                                             llvm::function_ref<void(size_t, mlir::Value)> keep = {},
+                                             bool *allKept = nullptr);
 
 /// A pipeline stage's gradient function cut for the zero-bubble schedule (ZB-H1, Qi et
 /// al. 2023): the input pass B, every op the loss, the stage's output and its input's
