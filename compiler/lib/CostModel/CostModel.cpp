@@ -687,7 +687,7 @@ private:
       // The zero-bubble schedule's input pass writes what only the weight pass reads to the
       // weight pass's slot as it makes it (counted there), where the stage's backward pass
       // runs from a forward it computes (the last stage, or `keep: inputs`).
-      if (splitsWeightPass(opRank[i]) && l.recompute != sema::Recompute::Full)
+      if (splitsWeightPass(opRank[i]) && l.recompute != sema::Recompute::Full && inWeightPass(i))
         bytes -= l.recompute == sema::Recompute::Selective ? c.weightOnlySelective : c.weightOnly;
       unitAct[u] += c.saved;
       double keptBefore = actRank[opRank[i]];
@@ -981,15 +981,30 @@ private:
   bool splitsWeightPass(int64_t r) const {
     return p > 1 && r > 0 && l.schedule == sema::PipelineSchedule::ZeroBubble && (r + 1 == p || !l.keepActivations);
   }
-  /// The parameters whose gradients rank r's zero-bubble weight pass makes: a linear
-  /// layer's, an attention's, the head's.
+  /// Whether op i is one whose weight gradient the zero-bubble weight pass makes: a
+  /// linear layer, an attention, but not the head (whose result the cross-entropy reads:
+  /// its weight gradient stays in the input pass, training::splitWeightGradients).
+  bool inWeightPass(size_t i) const {
+    const sema::GraphOp &op = model.ops[i];
+    if (op.kind != OpKind::Linear && op.kind != OpKind::Attend && op.kind != OpKind::Attention)
+      return false;
+    for (const sema::GraphOp &user : model.ops)
+      if (user.kind == OpKind::CrossEntropy && !user.operands.empty() &&
+          user.operands[0] == int(i) + sema::kFirstOpValue)
+        return false;
+    return true;
+  }
+  /// The parameters whose gradients rank r's zero-bubble weight pass makes.
   std::set<int> weightPassParams(int64_t r) const {
     std::set<int> out;
-    for (size_t i = 0; i < model.ops.size(); ++i) {
-      const sema::GraphOp &op = model.ops[i];
-      if (opRank[i] == r && (op.kind == OpKind::Linear || op.kind == OpKind::Attend || op.kind == OpKind::Attention))
-        out.insert(op.params.begin(), op.params.end());
-    }
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == r && inWeightPass(i))
+        out.insert(model.ops[i].params.begin(), model.ops[i].params.end());
+    // A parameter the head reads too (a tied embedding) gets its head gradient in B.
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == r && !inWeightPass(i))
+        for (int pr : model.ops[i].params)
+          out.erase(pr);
     return out;
   }
   /// The zero-bubble schedule: how many weight passes wait at once on rank r, in the
@@ -1002,7 +1017,7 @@ private:
   }
   /// What one micro-batch's weight pass reads from its input pass on rank r
   /// (training::splitWeightGradients): each weight's GEMM input and its output's
-  /// gradient, fp32, each value once (an attention's are inside it).
+  /// gradient, fp32, each value once (an attention's are inside it), but the head's.
   double weightPassBytes(int r) const {
     std::set<int> values;
     double bytes = 0;
@@ -1010,10 +1025,11 @@ private:
       const sema::GraphOp &op = model.ops[i];
       if (opRank[i] != r || op.operands.empty())
         continue;
+      if (!inWeightPass(i))
+        continue;
       if (op.kind == OpKind::Linear || op.kind == OpKind::Attend)
         values.insert(op.operands[0]);
-      if (op.kind == OpKind::Linear || op.kind == OpKind::Attend || op.kind == OpKind::Attention)
-        values.insert(int(i) + sema::kFirstOpValue);
+      values.insert(int(i) + sema::kFirstOpValue);
       bytes += 4 * costs[i].weightInner;
     }
     for (int v : values)

@@ -2,6 +2,8 @@
 // the zero-bubble schedule (StageSplit.h).
 #include "plan/Training/StageSplit.h"
 
+#include "plan/Dialect/NN/IR/NN.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
@@ -205,6 +207,26 @@ WeightSplit splitWeightGradients(func::FuncOp grad) {
   for (OpOperand &r : ret->getOpOperands())
     if (!grad.getResultAttr(r.getOperandNumber(), "nn.grad"))
       work.push_back(r.get());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (def && input.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  // The head's weight gradient stays in B: waiting for W, it would keep the logits'
+  // gradient (tokens × vocabulary floats) rather than a layer's activations. So does
+  // every op reading that gradient, or a copy of it (a rounding, a reshape), and what it reads.
+  llvm::DenseSet<Value> logitsGrad;
+  for (Operation &op : body.without_terminator()) {
+    if (isa<nn::CrossEntropyGradOp, nn::VocabParallelCrossEntropyGradOp>(op))
+      logitsGrad.insert(op.getResult(0));
+    else if (op.getNumOperands() == 1 && op.getNumResults() == 1 && logitsGrad.contains(op.getOperand(0)))
+      logitsGrad.insert(op.getResult(0));
+  }
+  for (Operation &op : body.without_terminator())
+    if (!input.contains(&op) && llvm::any_of(op.getOperands(), [&](Value v) { return logitsGrad.contains(v); })) {
+      input.insert(&op);
+      llvm::append_range(work, op.getOperands());
+    }
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (def && input.insert(def).second)

@@ -63,8 +63,10 @@ llvm::SmallVector<mlir::Value> cloneBackward(mlir::OpBuilder &b, const StageSpli
 /// gradient need (the forward pass, the chain of activation gradients, and the ops that
 /// make a parameter's gradient beside an activation's, such as layernorm_grad), and the
 /// weight pass W, the ops that only parameters' gradients need (a linear layer's
-/// weight-gradient GEMM, a bias's row sums). B writes the values W reads (its residuals)
-/// to a slot; W runs later, when the schedule has nothing else to do.
+/// weight-gradient GEMM, a bias's row sums), but the head's: an op that reads the logits'
+/// gradient stays in B, which would otherwise keep tokens × vocabulary floats for W. B
+/// writes the values W reads (its residuals) to a slot; W runs later, when the schedule
+/// has nothing else to do.
 struct WeightSplit {
   mlir::func::FuncOp grad;
   /// The ops of W, and the ops of B that W computes again rather than reads: those that
