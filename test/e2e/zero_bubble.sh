@@ -44,6 +44,11 @@ LAYERS=4 plan pp4_zb 1 1 0 fp32 none 1 false 4
 LAYERS=4 plan dp2_pp4_zb_zero3 2 1 3 fp32 none 1 false 4
 LAYERS=4 plan pp4_zb_full 1 2 0 fp32 full 1 false 4
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single_l4 pp4_zb dp2_pp4_zb_zero3 pp4_zb_full
+# The middle stages in bf16 with selective recompute (their input pass starts from the
+# saved values, and writes what the weight pass reads), against one process in bf16.
+LAYERS=4 plan single_l4_bf16 1 8 0 bf16
+LAYERS=4 plan pp4_zb_bf16_selective 1 1 0 bf16 selective 1 false 4
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_l4_bf16 pp4_zb_bf16_selective
 # The last stage holds the weight passes' inputs the longest (its order keeps up to p
 # waiting): its rank's peak, from PLANRT_MEM_TRACE, against explain's for that rank.
 # last_stage_memory NAME RANKS RANK: run NAME on RANKS ranks, RANK one of the last stage's.
