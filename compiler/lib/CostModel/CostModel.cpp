@@ -864,7 +864,8 @@ private:
   /// The most the step's own buffers hold on rank r, op by op through the
   /// backward pass from the loss down. At op i it holds the activations kept by i and
   /// every op before it; what its unit's backward recomputed (selective: the dropped
-  /// values of the unit's ops up to i; full: the unit's activations up to i); the
+  /// values of the unit's ops up to i; full: the unit's activations up to i, from the last
+  /// kept collective result on); the
   /// gradient of every parameter an op from i on reads (kept whole until the pass ends,
   /// or with gradient buckets until its lowest op is done, plan-train-abi), and a tied
   /// weight's later contribution beside its sum; the copy of every parameter rounded to bf16/fp16 (emulated
@@ -934,7 +935,9 @@ private:
     for (size_t i = 0; i < n; ++i) {
       below[i + 1] = below[i] + (opRank[i] == r ? opKept[i] + roundedAt[i] : 0);
       keptBelow[i + 1] = keptBelow[i] + (opRank[i] == r ? opKept[i] : 0);
-      recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] ? recomputed[i - 1] : 0);
+      recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] && !keptCollective(i - 1)
+                                                ? recomputed[i - 1]
+                                                : 0);
     }
     auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
     double peak = 0, grads = 0;
@@ -964,6 +967,14 @@ private:
           typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
         out = std::max(out, 4 * (elems(model.ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
     return out;
+  }
+  /// Whether full recompute keeps op j's result: a tensor all-reduce's or reduce-scatter's
+  /// (Autodiff never computes a collective twice), from which the backward pass recomputes
+  /// the ops after it, not those before.
+  bool keptCollective(size_t j) const {
+    return l.recompute == sema::Recompute::Full &&
+           std::any_of(costs[j].fwdColls.begin(), costs[j].fwdColls.end(),
+                        [](const TensorColl &c) { return c.kind == Coll::AllReduce || c.kind == Coll::ReduceScatter; });
   }
   /// What op j's unit recomputes of it in the backward pass.
   double recomputedBytes(size_t j) const {
