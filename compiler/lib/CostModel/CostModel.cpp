@@ -946,6 +946,11 @@ private:
         continue;
       grads += gradsAt[i];
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
+      // Sequence parallelism: a row-parallel op's output gradient arrives gathered (the
+      // backward of its reduce-scatter), the whole sequence beside the slice.
+      for (const TensorColl &tc : costs[i].fwdColls)
+        if (tc.kind == Coll::ReduceScatter && !ops[i].operands.empty())
+          own += 4 * tc.fullBytes / wireAct - value(int(i) + sema::kFirstOpValue);
       if (costs[i].logits > 0)
         own = 2 * costs[i].logits;
       else if (logitsOps.count(int(i)))
