@@ -819,10 +819,12 @@ private:
     }
     // The backward pass at its peak, over what the activations and logits rows hold
     // (a pipeline stage: beside the inputs of the micro-batches in flight).
-    // A pipeline stage's backward pass starts from its recomputed forward with every
-    // activation and an op's gradients at once (measured so on the LoRA pipelines).
-    double start =
-        p > 1 ? double(mem.activations) + std::max(logitsHeld, maxOpGrads(int(r)) - (2 * a.logits - logitsHeld)) : 0;
+    // A fine-tuning pipeline stage's backward pass starts from its recomputed forward with
+    // every activation and an op's gradients at once (measured so on the LoRA pipelines,
+    // whose frozen layers keep no inputs the sweep would count).
+    double start = p > 1 && lora() ? double(mem.activations) +
+                                         std::max(logitsHeld, maxOpGrads(int(r)) - (2 * a.logits - logitsHeld))
+                                   : 0;
     double beyond =
         std::max(backwardPeak(int(r), keeps) + stash + otherKept, start) - double(mem.activations) - logitsHeld;
     if (beyond > 0)
@@ -946,6 +948,11 @@ private:
         continue;
       grads += gradsAt[i];
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
+      // A pipeline stage's output, or an op the residual add that hands it on reads: its
+      // gradient is the cotangent the next stage sent, in the runtime's buffer (the row
+      // "pipeline send/recv").
+      if (gradientIsCotangent(i))
+        own -= value(int(i) + sema::kFirstOpValue);
       // Sequence parallelism: a row-parallel op's output gradient arrives gathered (the
       // backward of its reduce-scatter), the whole sequence beside the slice.
       for (const TensorColl &tc : costs[i].fwdColls)
@@ -972,6 +979,28 @@ private:
           typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
         out = std::max(out, 4 * (elems(model.ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
     return out;
+  }
+  /// Whether op i's result is what its pipeline stage hands on (a later stage reads it).
+  bool handedOn(size_t i) const {
+    for (size_t j = i + 1; j < model.ops.size(); ++j)
+      if (opRank[j] > opRank[i] && std::count(model.ops[j].operands.begin(), model.ops[j].operands.end(),
+                                              int(i) + sema::kFirstOpValue))
+        return true;
+    return false;
+  }
+  /// Whether op i's output gradient is its stage's cotangent: op i is handed on, or read
+  /// only by a residual add that is (whose backward passes the gradient through).
+  bool gradientIsCotangent(size_t i) const {
+    if (handedOn(i))
+      return true;
+    bool read = false;
+    for (size_t j = i + 1; j < model.ops.size(); ++j)
+      if (std::count(model.ops[j].operands.begin(), model.ops[j].operands.end(), int(i) + sema::kFirstOpValue)) {
+        if (model.ops[j].kind != OpKind::Add || !handedOn(j))
+          return false;
+        read = true;
+      }
+    return read;
   }
   /// Whether full recompute keeps op j's result: a tensor all-reduce's or reduce-scatter's
   /// (Autodiff never computes a collective twice), from which the backward pass recomputes
