@@ -965,7 +965,9 @@ private:
       own += contribution[i]; // a tied weight's later contribution, whatever the op
       // keptWhole: every kept activation, and the rounded copies still read.
       double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
-      peak = std::max(peak, held + recomputed[i] + grads + own);
+      // The rounded copies of the weights only op i reads die with its input gradient,
+      // before its weight gradients are made: the two are not held at once.
+      peak = std::max(peak, held + recomputed[i] + grads + own - std::min(roundedAt[i], gradsAt[i]));
       grads -= gradsDone[i];
     }
     return peak;
