@@ -41,3 +41,19 @@ train $1 {
 EOF
   "$PLANC" build "$1.plan" -o "exe_$1" ${TARGET:+--target "$TARGET"} ${HOST_ORDER:+--cuda-host-order "$HOST_ORDER"}
 }
+
+# run_layout NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]:
+# dp_plan's plan over 20 steps (SCHEDULE defaults to DEFAULT_SCHEDULE, else 1f1b), its
+# `planc explain --json` in NAME.explain.json, and a run on DEVICES × TENSOR × STAGES ranks
+# logging to NAME.jsonl (the layouts compare_layouts.py compares). Needs MPIRUN too.
+run_layout() {
+  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}" "${9:-1}" \
+    "${10:-${DEFAULT_SCHEDULE:-1f1b}}"
+  "$PLANC" explain "$1.plan" --json > "$1.explain.json"
+  local ranks=$(( $2 * ${7:-1} * ${9:-1} ))
+  if [[ $ranks -eq 1 ]]; then
+    "./exe_$1" --log "$1.jsonl" --quiet
+  else
+    "$MPIRUN" -n "$ranks" "./exe_$1" --log "$1.jsonl" --quiet
+  fi
+}

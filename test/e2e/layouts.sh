@@ -27,17 +27,8 @@ rm -rf *.jsonl *.plan exe_* *.explain.json
 source "$ROOT/test/e2e/dp_plan.sh"
 # plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]:
 # build, predict, run 20 steps (DEVICES data-parallel × TENSOR tensor-parallel × STAGES
-# pipeline ranks).
-plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}" "${9:-1}" "${10:-1f1b}"
-  "$PLANC" explain "$1.plan" --json > "$1.explain.json"
-  local ranks=$(( $2 * ${7:-1} * ${9:-1} ))
-  if [[ $ranks -eq 1 ]]; then
-    "./exe_$1" --log "$1.jsonl" --quiet
-  else
-    "$MPIRUN" -n "$ranks" "./exe_$1" --log "$1.jsonl" --quiet
-  fi
-}
+# pipeline ranks; dp_plan.sh's run_layout).
+plan() { run_layout "$@"; }
 
 # eval_vs_one LABEL RANKS ONE LAYOUT MICRO [DP_PLAN ARGS AFTER STEPS…]: one process (ONE) and a
 # layout on RANKS processes (LAYOUT, dp_plan's arguments after STEPS, on EVAL_DATA data ranks,

@@ -13,17 +13,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 rm -rf *.jsonl *.plan exe_* *.explain.json
 "$PY" "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 source "$ROOT/test/e2e/dp_plan.sh"
-# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]
-plan() {
-  dp_plan "$1" "$2" "$3" "$4" 20 "${5:-fp32}" "${6:-none}" "${7:-1}" "${8:-false}" "${9:-1}" "${10:-zb}"
-  "$PLANC" explain "$1.plan" --json > "$1.explain.json"
-  local ranks=$(( $2 * ${7:-1} * ${9:-1} ))
-  if [[ $ranks -eq 1 ]]; then
-    "./exe_$1" --log "$1.jsonl" --quiet
-  else
-    "$MPIRUN" -n "$ranks" "./exe_$1" --log "$1.jsonl" --quiet
-  fi
-}
+# plan NAME DEVICES MICRO ZERO [PRECISION [RECOMPUTE [TENSOR [SEQUENCE [STAGES [SCHEDULE]]]]]]:
+# dp_plan.sh's run_layout, schedule zb unless given.
+plan() { DEFAULT_SCHEDULE=zb run_layout "$@"; }
 plan single 1 8 0
 plan pp2_zb 1 2 0 fp32 none 1 false 2
 plan pp2_zb_m8 1 1 0 fp32 none 1 false 2

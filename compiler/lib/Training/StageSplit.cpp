@@ -27,8 +27,9 @@ bool isF32Tensor(Type t) {
   return ranked && ranked.hasStaticShape() && ranked.getElementType().isF32();
 }
 
-/// What each value of `grad`'s body depends on (Deps).
-llvm::DenseMap<Value, unsigned> dependencies(func::FuncOp grad) {
+/// What each value of `grad`'s body depends on (Deps); with `recomputedInBackward`, what
+/// recompute computes again (nn.recomputed) counts as reading the cotangent.
+llvm::DenseMap<Value, unsigned> dependencies(func::FuncOp grad, bool recomputedInBackward) {
   Block &body = grad.getBody().front();
   llvm::DenseMap<Value, unsigned> deps;
   for (BlockArgument a : body.getArguments())
@@ -37,6 +38,8 @@ llvm::DenseMap<Value, unsigned> dependencies(func::FuncOp grad) {
     unsigned d = 0;
     for (Value v : op.getOperands())
       d |= deps.lookup(v);
+    if (recomputedInBackward && op.hasAttr("nn.recomputed"))
+      d |= kCotangent;
     for (Value r : op.getResults())
       deps[r] = d;
   }
@@ -75,21 +78,11 @@ StageSplit splitStage(func::FuncOp grad) {
   StageSplit out;
   out.grad = grad;
   Block &body = grad.getBody().front();
-  llvm::DenseMap<Value, unsigned> deps;
-  for (BlockArgument a : body.getArguments())
-    deps[a] = argDeps(grad, a.getArgNumber());
-  for (Operation &op : body.without_terminator()) {
-    unsigned d = 0;
-    for (Value v : op.getOperands())
-      d |= deps.lookup(v);
-    // What recompute (selective or full) computes again stays in the backward pass.
-    if (op.hasAttr("nn.recomputed"))
-      d |= kCotangent;
-    for (Value r : op.getResults())
-      deps[r] = d;
-    if (d & kCotangent)
+  // What recompute (selective or full) computes again stays in the backward pass.
+  llvm::DenseMap<Value, unsigned> deps = dependencies(grad, /*recomputedInBackward=*/true);
+  for (Operation &op : body.without_terminator())
+    if (op.getNumResults() > 0 && (deps.lookup(op.getResult(0)) & kCotangent))
       out.backward.insert(&op);
-  }
   // Each forward value the backward pass reads (or returns: a parameter whose gradient is
   // a constant) is kept or computed again.
   llvm::DenseSet<Value> kept;
@@ -236,7 +229,7 @@ WeightSplit splitWeightGradients(func::FuncOp grad) {
     if (!input.contains(&op))
       out.weight.insert(&op);
   // What W reads of B: kept in the slot, or computed again (as splitStage decides).
-  llvm::DenseMap<Value, unsigned> deps = dependencies(grad);
+  llvm::DenseMap<Value, unsigned> deps = dependencies(grad, /*recomputedInBackward=*/false);
   llvm::DenseSet<Value> kept;
   for (Operation *op : out.weight)
     llvm::append_range(work, op->getOperands());
