@@ -748,8 +748,9 @@ private:
       if (p > 1)
         bufs.push_back(
             {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
-      if (double kept = weightPassSlots(r) * weightPassBytes(int(r)); kept > 0)
-        bufs.push_back({"zero-bubble weight passes' inputs (fp32, a slot per pass waiting)", int64_t(kept)});
+      if (int64_t slots = weightPassSlots(r); slots > 0)
+        bufs.push_back({"zero-bubble weight passes' inputs (fp32, a slot per pass waiting)",
+                        int64_t(double(slots) * weightPassBytes(int(r)))});
       if (mesh.kind == sema::DeviceKind::CUDA)
         bufs.push_back({"cuBLASLt workspace", cal.cudaWorkspaceBytes, true});
       checkpointRow(int(r), mem, bufs);
@@ -942,6 +943,7 @@ private:
                                                 : 0);
     }
     auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
+    std::vector<bool> fromCotangent = gradientsFromCotangent();
     double peak = 0, grads = 0;
     for (size_t i = n; i-- > 0;) {
       if (opRank[i] != r)
@@ -951,7 +953,7 @@ private:
       // A pipeline stage's output, or an op the residual add that hands it on reads: its
       // gradient is the cotangent the next stage sent, in the runtime's buffer (the row
       // "pipeline send/recv").
-      if (gradientIsCotangent(i))
+      if (fromCotangent[i])
         own -= value(int(i) + sema::kFirstOpValue);
       // Sequence parallelism: a row-parallel op's output gradient arrives gathered (the
       // backward of its reduce-scatter), the whole sequence beside the slice.
@@ -982,27 +984,27 @@ private:
         out = std::max(out, 4 * (elems(model.ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));
     return out;
   }
-  /// Whether op i's result is what its pipeline stage hands on (a later stage reads it).
-  bool handedOn(size_t i) const {
-    for (size_t j = i + 1; j < model.ops.size(); ++j)
-      if (opRank[j] > opRank[i] && std::count(model.ops[j].operands.begin(), model.ops[j].operands.end(),
-                                              int(i) + sema::kFirstOpValue))
-        return true;
-    return false;
-  }
-  /// Whether op i's output gradient is its stage's cotangent: op i is handed on, or read
-  /// only by a residual add that is (whose backward passes the gradient through).
-  bool gradientIsCotangent(size_t i) const {
-    if (handedOn(i))
-      return true;
-    bool read = false;
-    for (size_t j = i + 1; j < model.ops.size(); ++j)
-      if (std::count(model.ops[j].operands.begin(), model.ops[j].operands.end(), int(i) + sema::kFirstOpValue)) {
-        if (model.ops[j].kind != OpKind::Add || !handedOn(j))
-          return false;
-        read = true;
-      }
-    return read;
+  /// For each op, whether its output gradient is its pipeline stage's cotangent: the op
+  /// is handed on (a later stage reads it), or read only by a residual add that is (whose
+  /// backward passes the gradient through). All false without a pipeline.
+  std::vector<bool> gradientsFromCotangent() const {
+    size_t n = model.ops.size();
+    std::vector<bool> handed(n, false), out(n, false);
+    if (p <= 1)
+      return out;
+    std::vector<std::vector<size_t>> users(n);
+    for (size_t j = 0; j < n; ++j)
+      for (int v : model.ops[j].operands)
+        if (v >= sema::kFirstOpValue) {
+          size_t i = size_t(v - sema::kFirstOpValue);
+          users[i].push_back(j);
+          handed[i] = handed[i] || opRank[j] > opRank[i];
+        }
+    for (size_t i = 0; i < n; ++i)
+      out[i] = handed[i] || (!users[i].empty() && std::all_of(users[i].begin(), users[i].end(), [&](size_t j) {
+                               return model.ops[j].kind == OpKind::Add && handed[j];
+                             }));
+    return out;
   }
   /// Whether full recompute keeps op j's result: a tensor all-reduce's or reduce-scatter's
   /// (Autodiff never computes a collective twice), from which the backward pass recomputes

@@ -905,8 +905,8 @@ private:
       Flat saved(b, loc, e.getArgument(9));
       for (size_t i = 0; i < split->residuals.size(); ++i)
         residuals.push_back(saved.read(slotParam("saved", split->residuals, split->offsets, i)));
-      outs = weights ? training::cloneBackward(b, *split, args, residuals, &*weights, keepForWeights, &allKept)
-                     : training::cloneBackward(b, *split, args, residuals);
+      outs = training::cloneBackward(b, *split, args, residuals, weights ? &*weights : nullptr, keepForWeights,
+                                     &allKept);
     } else {
       outs = weights ? training::cloneInputPass(b, *weights, args, keepForWeights) : inlineBody(b, grad, args);
     }

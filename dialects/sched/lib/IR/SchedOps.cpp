@@ -384,11 +384,16 @@ LogicalResult checkOptional(Operation *op, SymbolTableCollection &t, FlatSymbolR
 }
 } // namespace
 
-LogicalResult ForwardOp::verify() {
-  if (getStageAttr().getInt() < 0)
-    return emitOpError() << "names a negative stage";
+namespace {
+/// A pipeline pass (sched.forward, sched.backward, sched.wgrad) names a stage.
+LogicalResult verifyStage(Operation *op, int64_t stage) {
+  if (stage < 0)
+    return op->emitOpError() << "names a negative stage";
   return success();
 }
+} // namespace
+
+LogicalResult ForwardOp::verify() { return verifyStage(*this, getStageAttr().getInt()); }
 LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) ||
       failed(checkOptional(*this, t, getInputAttr(), getInputOffset(), "its input")) ||
@@ -396,11 +401,7 @@ LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &t) {
     return failure();
   return checkRange(*this, t, getOutputAttr(), getOutputOffset(), 0);
 }
-LogicalResult BackwardOp::verify() {
-  if (getStageAttr().getInt() < 0)
-    return emitOpError() << "names a negative stage";
-  return success();
-}
+LogicalResult BackwardOp::verify() { return verifyStage(*this, getStageAttr().getInt()); }
 LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) || failed(checkRange(*this, t, getGradsAttr(), 0, 0)) ||
       failed(checkRange(*this, t, getStateAttr(), 0, 8)))
@@ -413,11 +414,7 @@ LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &t) {
     return failure();
   return checkOptional(*this, t, getDinputAttr(), getDinputOffset(), "its input's gradient");
 }
-LogicalResult WGradOp::verify() {
-  if (getStageAttr().getInt() < 0)
-    return emitOpError() << "names a negative stage";
-  return success();
-}
+LogicalResult WGradOp::verify() { return verifyStage(*this, getStageAttr().getInt()); }
 LogicalResult WGradOp::verifySymbolUses(SymbolTableCollection &t) {
   if (failed(checkRange(*this, t, getParamsAttr(), 0, 0)) || failed(checkRange(*this, t, getGradsAttr(), 0, 0)) ||
       failed(checkRange(*this, t, getStateAttr(), 0, 8)))
