@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -586,6 +589,439 @@ TEST(KernelsPrecisionAuditDeathTest, AttentionOperandsMustBeBf16) {
                                     PLANRT_GEMM_BF16),
               ::testing::ExitedWithCode(1),
               "attention's backward marked bf16: the output's gradient element \\(1, 1\\) = 0.1.* is not a bf16 value");
+}
+
+// ---- Vision
+
+struct ConvShape {
+  int64_t N, C, H, W, K, R, stride, pad;
+  int64_t P() const { return (H + 2 * pad - R) / stride + 1; }
+  int64_t Q() const { return (W + 2 * pad - R) / stride + 1; }
+};
+
+std::string name(const ConvShape &s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) +
+         " W=" + std::to_string(s.W) + " K=" + std::to_string(s.K) + " R=" + std::to_string(s.R) +
+         " stride=" + std::to_string(s.stride) + " pad=" + std::to_string(s.pad);
+}
+
+/// The convolution by its definition (cross-correlation, zero padding), in double.
+Vec conv2dDirect(const ConvShape &s, const Vec &x, const Vec &w, const float *b) {
+  const int64_t P = s.P(), Q = s.Q();
+  Vec y(size_t(s.N * s.K * P * Q));
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t k = 0; k < s.K; ++k)
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) {
+          double sum = b ? b[k] : 0.0;
+          for (int64_t c = 0; c < s.C; ++c)
+            for (int64_t kh = 0; kh < s.R; ++kh)
+              for (int64_t kw = 0; kw < s.R; ++kw) {
+                int64_t ih = p * s.stride - s.pad + kh, iw = q * s.stride - s.pad + kw;
+                if (ih >= 0 && ih < s.H && iw >= 0 && iw < s.W)
+                  sum += double(x[((n * s.C + c) * s.H + ih) * s.W + iw]) * w[((k * s.C + c) * s.R + kh) * s.R + kw];
+              }
+          y[((n * s.K + k) * P + p) * Q + q] = float(sum);
+        }
+  return y;
+}
+
+const ConvShape kConvShapes[] = {
+    {2, 3, 6, 6, 4, 3, 1, 1},  // 3x3 "same"
+    {1, 1, 5, 7, 1, 3, 1, 0},  // N = C = K = 1, H != W, unpadded
+    {2, 4, 7, 6, 3, 3, 2, 1},  // stride 2, padding 1
+    {3, 5, 4, 3, 6, 1, 1, 0},  // 1x1, stride 1: the image is the GEMM operand
+    {2, 3, 5, 5, 2, 1, 2, 0},  // 1x1, stride 2
+    {1, 2, 11, 9, 3, 7, 2, 3}, // 7x7 stride 2 padding 3
+    {1, 2, 3, 4, 2, 5, 1, 2},  // the window larger than the image
+    {1, 2, 4, 5, 2, 2, 3, 1},  // even window, stride 3, pad = R / 2 (the largest)
+};
+
+TEST(KernelsConv2d, PointwiseIsAMatmul) {
+  // A 1x1 convolution with stride s: y[n, k, p, q] = sum_c w[k, c] x[n, c, s p, s q] + b[k].
+  std::mt19937 rng(30);
+  for (int64_t stride : {1, 2}) {
+    const int64_t N = 2, C = 5, H = 5, W = 4, K = 3, P = (H - 1) / stride + 1, Q = (W - 1) / stride + 1;
+    Vec x = randn(N * C * H * W, rng), w = randn(K * C, rng), b = randn(K, rng), y(N * K * P * Q, kNaN);
+    planrt_k_conv2d(x.data(), w.data(), b.data(), y.data(), N, C, H, W, K, 1, stride, 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t q = 0; q < Q; ++q) {
+            double sum = b[k];
+            for (int64_t c = 0; c < C; ++c)
+              sum += double(w[k * C + c]) * x[((n * C + c) * H + p * stride) * W + q * stride];
+            EXPECT_NEAR(y[((n * K + k) * P + p) * Q + q], sum, 1e-5) << "stride " << stride;
+          }
+  }
+}
+
+TEST(KernelsConv2d, MatchesTheDirectLoops) {
+  std::mt19937 rng(31);
+  for (const ConvShape &s : kConvShapes) {
+    SCOPED_TRACE(name(s));
+    Vec x = randn(s.N * s.C * s.H * s.W, rng), w = randn(s.K * s.C * s.R * s.R, rng), b = randn(s.K, rng);
+    for (bool bias : {true, false}) {
+      Vec y(s.N * s.K * s.P() * s.Q(), kNaN);
+      planrt_k_conv2d(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), s.N, s.C, s.H, s.W, s.K, s.R, s.stride,
+                      s.pad);
+      Vec ref = conv2dDirect(s, x, w, bias ? b.data() : nullptr);
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << (bias ? "bias" : "no bias") << ", output " << i;
+    }
+  }
+}
+
+TEST(KernelsConv2d, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(32);
+  for (const ConvShape &s : kConvShapes) {
+    SCOPED_TRACE(name(s));
+    Vec x = randn(s.N * s.C * s.H * s.W, rng), w = randn(s.K * s.C * s.R * s.R, rng), b = randn(s.K, rng);
+    Vec dy = randn(s.N * s.K * s.P() * s.Q(), rng);
+    Vec dx(x.size(), kNaN), dw(w.size(), kNaN), db(b.size(), kNaN);
+    planrt_k_conv2d_bwd_data(dy.data(), w.data(), dx.data(), s.N, s.C, s.H, s.W, s.K, s.R, s.stride, s.pad);
+    planrt_k_conv2d_bwd_filter(dy.data(), x.data(), dw.data(), db.data(), s.N, s.C, s.H, s.W, s.K, s.R, s.stride,
+                               s.pad);
+    ASSERT_TRUE(allFinite(dx) && allFinite(dw) && allFinite(db)); // overwritten, not accumulated
+    auto f = [&] {
+      Vec y(dy.size());
+      planrt_k_conv2d(x.data(), w.data(), b.data(), y.data(), s.N, s.C, s.H, s.W, s.K, s.R, s.stride, s.pad);
+      return y;
+    };
+    checkVjp("dx", x, dx, dy, f);
+    checkVjp("dw", w, dw, dy, f);
+    checkVjp("db", b, db, dy, f);
+
+    // Called again into the same buffers (not accumulated), and db may be NULL.
+    Vec dw2(dw);
+    planrt_k_conv2d_bwd_filter(dy.data(), x.data(), dw2.data(), nullptr, s.N, s.C, s.H, s.W, s.K, s.R, s.stride, s.pad);
+    EXPECT_EQ(dw2, dw);
+  }
+}
+
+TEST(KernelsConv2dDeathTest, BadShapesExit) {
+  Vec buf(1024, 0.0f);
+  float *p = buf.data();
+  EXPECT_EXIT(planrt_k_conv2d(p, p, nullptr, p, 1, 1, 3, 3, 1, 5, 1, 0), ::testing::ExitedWithCode(1),
+              "planrt: error: conv2d: the 5x5 window does not fit the 3x3 input padded by 0");
+  EXPECT_EXIT(planrt_k_conv2d_bwd_data(p, p, p, 1, 1, 3, 3, 1, 3, 0, 1), ::testing::ExitedWithCode(1),
+              "planrt: error: conv2d_bwd_data: bad shape .*stride=0");
+  EXPECT_EXIT(planrt_k_conv2d_bwd_filter(p, p, p, p, 1, 1, 3, 3, 0, 3, 1, 1), ::testing::ExitedWithCode(1),
+              "planrt: error: conv2d_bwd_filter: bad shape K=0");
+  EXPECT_EXIT(planrt_k_maxpool2d(p, p, 1, 1, 4, 2, 3, 1, 0), ::testing::ExitedWithCode(1),
+              "planrt: error: maxpool2d: the 3x3 window does not fit the 4x2 input padded by 0");
+  EXPECT_EXIT(planrt_k_maxpool2d_bwd(p, p, p, 1, 1, 4, 4, 2, 1, -1), ::testing::ExitedWithCode(1),
+              "planrt: error: maxpool2d_bwd: bad shape .*pad=-1");
+  // PyTorch's limit pad <= R / 2: beyond it, a window could lie wholly in the padding.
+  EXPECT_EXIT(planrt_k_conv2d(p, p, nullptr, p, 1, 1, 4, 5, 2, 2, 3, 2), ::testing::ExitedWithCode(1),
+              "planrt: error: conv2d: pad 2 exceeds half the 2x2 window");
+  EXPECT_EXIT(planrt_k_conv2d_bwd_filter(p, p, p, p, 1, 1, 6, 6, 1, 3, 1, 2), ::testing::ExitedWithCode(1),
+              "planrt: error: conv2d_bwd_filter: pad 2 exceeds half the 3x3 window");
+  EXPECT_EXIT(planrt_k_maxpool2d(p, p, 1, 1, 6, 6, 3, 2, 2), ::testing::ExitedWithCode(1),
+              "planrt: error: maxpool2d: pad 2 exceeds half the 3x3 window");
+  EXPECT_EXIT(planrt_k_maxpool2d_bwd(p, p, p, 1, 1, 6, 6, 1, 1, 1), ::testing::ExitedWithCode(1),
+              "planrt: error: maxpool2d_bwd: pad 1 exceeds half the 1x1 window");
+  EXPECT_EXIT(planrt_k_avgpool(p, p, 2, 3, 0), ::testing::ExitedWithCode(1),
+              "planrt: error: avgpool: bad shape N=2 C=3 HW=0");
+  EXPECT_EXIT(planrt_k_batchnorm_fwd(p, p, p, p, p, 0, 2, 4, 1e-5f), ::testing::ExitedWithCode(1),
+              "planrt: error: batchnorm_fwd: bad shape N=0");
+  EXPECT_EXIT(planrt_k_batchnorm_bwd_data(p, p, p, p, p, p, 1, 2, 4, 0, 1e-5f), ::testing::ExitedWithCode(1),
+              "planrt: error: batchnorm_bwd_data: bad count=0");
+  EXPECT_EXIT(planrt_k_batchnorm_combine(p, p, 0, 2), ::testing::ExitedWithCode(1),
+              "planrt: error: batchnorm_combine: bad shape ranks=0 C=2");
+  EXPECT_EXIT(planrt_k_batchnorm_running(p, p, p, 2, 1, 0.1f), ::testing::ExitedWithCode(1),
+              "planrt: error: batchnorm_running: .*count >= 2");
+}
+
+TEST(KernelsMaxPool, PicksTheWindowMaximum) {
+  // 2x2 windows, stride 2, over a 4x4 plane, worked out by hand.
+  Vec x = {1, 5,  -2, 0,  //
+           3, 2,  -1, -3, //
+           0, 0,  7,  7,  //
+           0, -4, 7,  6},
+      y(4, kNaN);
+  planrt_k_maxpool2d(x.data(), y.data(), 1, 1, 4, 4, 2, 2, 0);
+  EXPECT_EQ(y, (Vec{5, 0, 0, 7}));
+  // The padding is -infinity, not 0: 3x3 windows, stride 2, padding 1 over negative values.
+  Vec neg = {-5, -4, -3, -2, -6, -7, -8, -9, -1}, yNeg(4, kNaN);
+  planrt_k_maxpool2d(neg.data(), yNeg.data(), 1, 1, 3, 3, 3, 2, 1);
+  EXPECT_EQ(yNeg, (Vec{-2, -3, -2, -1}));
+}
+
+TEST(KernelsMaxPool, BackwardRoutesToTheFirstMaximum) {
+  // Ties: each 2x2 window of two planes goes to its first maximum in row-major order.
+  Vec x = {1, 1, 2,  0,  //
+           1, 1, 2,  2,  //
+           3, 0, -1, -1, //
+           0, 3, -1, -1},
+      dy = {10, 20, 30, 40}, dx(16, kNaN);
+  planrt_k_maxpool2d_bwd(dy.data(), x.data(), dx.data(), 1, 1, 4, 4, 2, 2, 0);
+  EXPECT_EQ(dx, (Vec{10, 0, 20, 0, 0, 0, 0, 0, 30, 0, 40, 0, 0, 0, 0, 0}));
+  // Overlapping windows (2x2, stride 1) that all hold the centre's maximum add up there.
+  Vec peak = {0, 0, 0, 0, 9, 0, 0, 0, 0}, dyPeak = {1, 2, 3, 4}, dxPeak(9, kNaN);
+  planrt_k_maxpool2d_bwd(dyPeak.data(), peak.data(), dxPeak.data(), 1, 1, 3, 3, 2, 1, 0);
+  EXPECT_EQ(dxPeak, (Vec{0, 0, 0, 0, 10, 0, 0, 0, 0}));
+  // A NaN is the maximum (PyTorch's CPU rule: any NaN replaces it, so the last NaN of
+  // a window takes the gradient, and a larger value after it does not).
+  Vec nan = {1, kNaN, 2, kNaN, 5, 0, kNaN, 1}, yNan(2), dyNan = {10, 20}, dxNan(8, kNaN);
+  planrt_k_maxpool2d(nan.data(), yNan.data(), 1, 1, 2, 4, 2, 2, 0);
+  EXPECT_TRUE(std::isnan(yNan[0]));
+  EXPECT_TRUE(std::isnan(yNan[1]));
+  planrt_k_maxpool2d_bwd(dyNan.data(), nan.data(), dxNan.data(), 1, 1, 2, 4, 2, 2, 0);
+  EXPECT_EQ(dxNan, (Vec{0, 10, 0, 0, 0, 0, 20, 0}));
+}
+
+TEST(KernelsMaxPool, BackwardMatchesFiniteDifferences) {
+  // Distinct values 0.5 apart (a shuffled ramp), so that no perturbation reorders a window.
+  struct Shape {
+    int64_t N, C, H, W, R, stride, pad;
+  };
+  std::mt19937 rng(33);
+  for (const Shape &s : {Shape{2, 3, 6, 6, 2, 2, 0}, Shape{1, 2, 7, 5, 3, 2, 1}, Shape{1, 1, 5, 6, 3, 1, 1},
+                         Shape{1, 2, 9, 8, 7, 2, 3}}) {
+    SCOPED_TRACE("H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " R=" + std::to_string(s.R) +
+                 " stride=" + std::to_string(s.stride) + " pad=" + std::to_string(s.pad));
+    const int64_t P = (s.H + 2 * s.pad - s.R) / s.stride + 1, Q = (s.W + 2 * s.pad - s.R) / s.stride + 1;
+    Vec x(s.N * s.C * s.H * s.W);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = 0.5f * float(i) - 20.0f;
+    std::shuffle(x.begin(), x.end(), rng);
+    Vec dy = randn(s.N * s.C * P * Q, rng), dx(x.size(), kNaN);
+    planrt_k_maxpool2d_bwd(dy.data(), x.data(), dx.data(), s.N, s.C, s.H, s.W, s.R, s.stride, s.pad);
+    ASSERT_TRUE(allFinite(dx));
+    checkVjp("dx", x, dx, dy, [&] {
+      Vec y(dy.size());
+      planrt_k_maxpool2d(x.data(), y.data(), s.N, s.C, s.H, s.W, s.R, s.stride, s.pad);
+      return y;
+    });
+  }
+}
+
+TEST(KernelsAvgPool, MeanOfEachPlaneAndItsBackward) {
+  std::mt19937 rng(34);
+  const int64_t N = 2, C = 3, HW = 12;
+  Vec x(N * C * HW), y(N * C, kNaN);
+  for (int64_t plane = 0; plane < N * C; ++plane) // constant planes: their value
+    std::fill_n(x.begin() + plane * HW, HW, 0.25f * float(plane) - 1.0f);
+  planrt_k_avgpool(x.data(), y.data(), N, C, HW);
+  for (int64_t plane = 0; plane < N * C; ++plane)
+    EXPECT_FLOAT_EQ(y[plane], 0.25f * float(plane) - 1.0f);
+
+  x = randn(N * C * HW, rng, 2.0f);
+  planrt_k_avgpool(x.data(), y.data(), N, C, HW);
+  for (int64_t plane = 0; plane < N * C; ++plane) {
+    double sum = 0;
+    for (int64_t i = 0; i < HW; ++i)
+      sum += x[plane * HW + i];
+    EXPECT_NEAR(y[plane], sum / HW, 1e-6);
+  }
+  Vec dy = randn(N * C, rng), dx(N * C * HW, kNaN);
+  planrt_k_avgpool_bwd(dy.data(), dx.data(), N, C, HW);
+  for (int64_t i = 0; i < N * C * HW; ++i)
+    EXPECT_FLOAT_EQ(dx[i], dy[i / HW] / float(HW));
+  checkVjp("dx", x, dx, dy, [&] {
+    Vec out(N * C);
+    planrt_k_avgpool(x.data(), out.data(), N, C, HW);
+    return out;
+  });
+}
+
+/// BatchNorm2d in training on one rank: stats, then the forward.
+Vec batchnormTrain(const Vec &x, const Vec &w, const Vec &b, int64_t N, int64_t C, int64_t HW, float eps) {
+  Vec stats(2 * C), y(x.size());
+  planrt_k_batchnorm_stats(x.data(), stats.data(), N, C, HW);
+  planrt_k_batchnorm_fwd(x.data(), stats.data(), w.data(), b.data(), y.data(), N, C, HW, eps);
+  return y;
+}
+
+/// Channel c's mean and biased variance of x [N, C, HW], two passes in double.
+void channelMoments(const Vec &x, int64_t N, int64_t C, int64_t HW, int64_t c, double &mean, double &var) {
+  mean = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < HW; ++i)
+      mean += x[(n * C + c) * HW + i];
+  mean /= double(N * HW);
+  var = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < HW; ++i)
+      var += (x[(n * C + c) * HW + i] - mean) * (x[(n * C + c) * HW + i] - mean);
+  var /= double(N * HW);
+}
+
+TEST(KernelsBatchNorm, NormalisesEachChannel) {
+  std::mt19937 rng(35);
+  const int64_t N = 3, C = 4, HW = 10;
+  Vec x = randn(N * C * HW, rng, 3.0f, 2.0f), one(C, 1.0f), zero(C, 0.0f);
+  Vec stats(2 * C, kNaN);
+  planrt_k_batchnorm_stats(x.data(), stats.data(), N, C, HW);
+  for (int64_t c = 0; c < C; ++c) {
+    double mean, var;
+    channelMoments(x, N, C, HW, c, mean, var);
+    EXPECT_NEAR(stats[c], mean, 1e-6 * std::fabs(mean));
+    EXPECT_NEAR(stats[C + c], var, 1e-6 * var);
+  }
+  Vec y = batchnormTrain(x, one, zero, N, C, HW, 1e-5f);
+  for (int64_t c = 0; c < C; ++c) {
+    double mean, var;
+    channelMoments(y, N, C, HW, c, mean, var); // biased, as the kernel's definition
+    EXPECT_NEAR(mean, 0.0, 1e-5) << "channel " << c;
+    EXPECT_NEAR(var, 1.0, 1e-4) << "channel " << c;
+  }
+  // w scales and b shifts each channel.
+  Vec w = randn(C, rng), b = randn(C, rng), yWB = batchnormTrain(x, w, b, N, C, HW, 1e-5f);
+  for (int64_t i = 0; i < N * C * HW; ++i)
+    EXPECT_NEAR(yWB[i], y[i] * w[(i / HW) % C] + b[(i / HW) % C], 1e-5);
+}
+
+TEST(KernelsBatchNorm, LargeMeanKeepsItsPrecision) {
+  // A mean far from 0 against a small spread (|mean| / spread = 1000 and more): the sum of
+  // squares minus the squared sum lost all the variance here; two passes keep it. What
+  // is left is the float stats' rounding of the mean, half an ulp of |mean|.
+  std::mt19937 rng(39);
+  const int64_t N = 4, C = 3, HW = 20;
+  for (auto [mean, spread] : {std::pair{100.0f, 0.1f}, {1000.0f, 1.0f}, {-2000.0f, 0.5f}}) {
+    SCOPED_TRACE("mean " + std::to_string(mean) + " spread " + std::to_string(spread));
+    Vec x = randn(N * C * HW, rng, mean, spread), one(C, 1.0f), zero(C, 0.0f), stats(2 * C, kNaN);
+    planrt_k_batchnorm_stats(x.data(), stats.data(), N, C, HW);
+    for (int64_t c = 0; c < C; ++c) {
+      double m, v;
+      channelMoments(x, N, C, HW, c, m, v);
+      EXPECT_NEAR(stats[c], m, 0.5 * FLT_EPSILON * std::fabs(m)) << "channel " << c;
+      EXPECT_NEAR(stats[C + c], v, 1e-6 * v) << "channel " << c;
+    }
+    // The normalised channels: mean 0 up to the rounding of the mean over the spread, variance 1.
+    Vec y = batchnormTrain(x, one, zero, N, C, HW, 0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+      double m, v;
+      channelMoments(y, N, C, HW, c, m, v);
+      EXPECT_NEAR(m, 0.0, 1e-6 + 0.5 * FLT_EPSILON * std::fabs(mean) / spread) << "channel " << c;
+      EXPECT_NEAR(v, 1.0, 1e-5) << "channel " << c;
+    }
+  }
+}
+
+TEST(KernelsBatchNorm, CombineIsTheStatisticsOfTheUnion) {
+  // Two ranks' batches {1, 2} and {3, 4}: means 1.5 and 3.5, variances 0.25; the union's
+  // mean is 2.5 and its variance 0.25 + 1 = 1.25 (second channel: the same, negated).
+  Vec gathered = {1.5f, -1.5f, 0.25f, 0.25f, 3.5f, -3.5f, 0.25f, 0.25f}, stats(4, kNaN);
+  planrt_k_batchnorm_combine(gathered.data(), stats.data(), 2, 2);
+  EXPECT_EQ(stats, (Vec{2.5f, -2.5f, 1.25f, 1.25f}));
+  // One rank: its own statistics.
+  planrt_k_batchnorm_combine(gathered.data(), stats.data(), 1, 2);
+  EXPECT_EQ(stats, (Vec{1.5f, -1.5f, 0.25f, 0.25f}));
+  // Three ranks' thirds of a batch: the whole batch's statistics.
+  std::mt19937 rng(40);
+  const int64_t N = 6, C = 4, HW = 5, part = N / 3 * C * HW;
+  Vec x = randn(N * C * HW, rng, 2.0f, 3.0f), whole(2 * C), three(3 * 2 * C), combined(2 * C, kNaN);
+  planrt_k_batchnorm_stats(x.data(), whole.data(), N, C, HW);
+  for (int64_t r = 0; r < 3; ++r)
+    planrt_k_batchnorm_stats(x.data() + r * part, three.data() + r * 2 * C, N / 3, C, HW);
+  planrt_k_batchnorm_combine(three.data(), combined.data(), 3, C);
+  for (int64_t i = 0; i < 2 * C; ++i)
+    EXPECT_NEAR(combined[i], whole[i], 1e-6 * std::fabs(whole[i])) << i;
+}
+
+TEST(KernelsBatchNorm, SplitBatchGivesTheWholeBatch) {
+  // SyncBatchNorm on two ranks: each holds half the images; their stats gathered and
+  // combined, and their dstats summed (the all-reduce) with count = the whole batch,
+  // give the whole batch's y and dx. Also with a large mean: there the whole batch's and
+  // the combined statistics may differ by the rounding of their float means (an ulp or
+  // so of |mean|), which shifts xhat by that over the spread (`shift`).
+  std::mt19937 rng(36);
+  const int64_t N = 4, C = 3, HW = 5, half = N / 2 * C * HW, count = N * HW;
+  const float eps = 1e-5f;
+  for (auto [mean, spread] : {std::pair{1.0f, 1.0f}, {100.0f, 0.1f}}) {
+    SCOPED_TRACE("mean " + std::to_string(mean) + " spread " + std::to_string(spread));
+    const double shift = 2 * FLT_EPSILON * std::fabs(mean) / spread;
+    Vec x = randn(N * C * HW, rng, mean, spread), w = randn(C, rng), b = randn(C, rng), dy = randn(N * C * HW, rng);
+    Vec stats(2 * C), dstats(2 * C), y(x.size()), dx(x.size());
+    planrt_k_batchnorm_stats(x.data(), stats.data(), N, C, HW);
+    planrt_k_batchnorm_fwd(x.data(), stats.data(), w.data(), b.data(), y.data(), N, C, HW, eps);
+    planrt_k_batchnorm_bwd_stats(dy.data(), x.data(), stats.data(), dstats.data(), N, C, HW, eps);
+    planrt_k_batchnorm_bwd_data(dy.data(), x.data(), stats.data(), w.data(), dstats.data(), dx.data(), N, C, HW, count,
+                                eps);
+    Vec gathered(2 * 2 * C), sync(2 * C, kNaN), d0(2 * C), d1(2 * C), dsum(2 * C), yr(x.size()), dxr(x.size());
+    for (int64_t r = 0; r < 2; ++r)
+      planrt_k_batchnorm_stats(x.data() + r * half, gathered.data() + r * 2 * C, N / 2, C, HW);
+    planrt_k_batchnorm_combine(gathered.data(), sync.data(), 2, C);
+    for (int64_t r = 0; r < 2; ++r) {
+      planrt_k_batchnorm_fwd(x.data() + r * half, sync.data(), w.data(), b.data(), yr.data() + r * half, N / 2, C, HW,
+                             eps);
+      planrt_k_batchnorm_bwd_stats(dy.data() + r * half, x.data() + r * half, sync.data(), (r ? d1 : d0).data(), N / 2,
+                                   C, HW, eps);
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_NEAR(sync[c], stats[c], 1e-6 + 2 * FLT_EPSILON * std::fabs(mean)) << "mean " << c;
+      EXPECT_NEAR(sync[C + c], stats[C + c], 1e-5 * stats[C + c] + 4 * FLT_EPSILON * std::fabs(mean) * spread)
+          << "var " << c;
+    }
+    for (int64_t i = 0; i < 2 * C; ++i) {
+      dsum[i] = d0[i] + d1[i];
+      // dw = sum dy xhat moves by the shift of xhat times db.
+      double moved = i >= C ? shift * std::fabs(dstats[i - C]) : 0.0;
+      EXPECT_NEAR(dsum[i], dstats[i], 1e-5 * (1 + std::fabs(dstats[i])) + moved) << "dstats " << i;
+    }
+    for (int64_t r = 0; r < 2; ++r)
+      planrt_k_batchnorm_bwd_data(dy.data() + r * half, x.data() + r * half, sync.data(), w.data(), dsum.data(),
+                                  dxr.data() + r * half, N / 2, C, HW, count, eps);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t c = int64_t(i) / HW % C;
+      const double scale = std::fabs(w[c]) / std::sqrt(double(stats[C + c]) + eps); // of dx: w rstd
+      EXPECT_NEAR(yr[i], y[i], 1e-5 + shift * std::fabs(w[c])) << i;
+      EXPECT_NEAR(dxr[i], dx[i], 1e-5 * (1 + scale) + shift * scale) << i;
+    }
+  }
+}
+
+TEST(KernelsBatchNorm, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(37);
+  struct Shape {
+    int64_t N, C, HW;
+    float eps;
+  };
+  for (const Shape &s : {Shape{3, 4, 6, 1e-5f}, Shape{1, 1, 5, 1e-5f}, Shape{2, 3, 1, 0.1f}, Shape{4, 2, 9, 1e-3f}}) {
+    SCOPED_TRACE("N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " HW=" + std::to_string(s.HW));
+    const int64_t n = s.N * s.C * s.HW, count = s.N * s.HW;
+    Vec x = randn(n, rng, 0.5f, 1.5f), w = randn(s.C, rng, 1.0f, 0.5f), b = randn(s.C, rng), dy = randn(n, rng);
+    Vec stats(2 * s.C), dstats(2 * s.C, kNaN), dx(n, kNaN);
+    planrt_k_batchnorm_stats(x.data(), stats.data(), s.N, s.C, s.HW);
+    planrt_k_batchnorm_bwd_stats(dy.data(), x.data(), stats.data(), dstats.data(), s.N, s.C, s.HW, s.eps);
+    planrt_k_batchnorm_bwd_data(dy.data(), x.data(), stats.data(), w.data(), dstats.data(), dx.data(), s.N, s.C, s.HW,
+                                count, s.eps);
+    ASSERT_TRUE(allFinite(dx) && allFinite(dstats));
+    Vec db(dstats.begin(), dstats.begin() + s.C), dw(dstats.begin() + s.C, dstats.end());
+    auto f = [&] { return batchnormTrain(x, w, b, s.N, s.C, s.HW, s.eps); };
+    checkVjp("dx", x, dx, dy, f);
+    checkVjp("dw = dstats[1]", w, dw, dy, f);
+    checkVjp("db = dstats[0]", b, db, dy, f);
+  }
+}
+
+TEST(KernelsBatchNorm, EvalAndRunningStatistics) {
+  // One channel of 1, 2, 3, 4: batch mean 2.5, biased variance 1.25, unbiased 5/3.
+  Vec x = {1, 2, 3, 4}, stats(2), mean = {0.0f}, var = {1.0f};
+  planrt_k_batchnorm_stats(x.data(), stats.data(), 2, 1, 2);
+  EXPECT_EQ(stats, (Vec{2.5f, 1.25f}));
+  planrt_k_batchnorm_running(stats.data(), mean.data(), var.data(), 1, 4, 0.1f);
+  EXPECT_NEAR(mean[0], 0.25, 1e-7);
+  EXPECT_NEAR(var[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-6);
+
+  // Evaluation with running mean 1 and variance 3, eps 1: (x - 1) / 2 * w + b.
+  Vec m = {1.0f, 1.0f}, v = {3.0f, 3.0f}, w = {2.0f, -1.0f}, b = {0.5f, 0.0f}, y(4, kNaN);
+  planrt_k_batchnorm_eval(x.data(), m.data(), v.data(), w.data(), b.data(), y.data(), 1, 2, 2, 1.0f);
+  EXPECT_EQ(y, (Vec{0.5f, 1.5f, -1.0f, -1.5f}));
+
+  // With the batch's own statistics (stats: mean, biased variance) as the running ones,
+  // eval is the training forward.
+  std::mt19937 rng(38);
+  const int64_t N = 2, C = 3, HW = 7;
+  Vec xs = randn(N * C * HW, rng, 1.0f, 2.0f), ws = randn(C, rng), bs = randn(C, rng), st(2 * C);
+  planrt_k_batchnorm_stats(xs.data(), st.data(), N, C, HW);
+  Vec bm(st.begin(), st.begin() + C), bv(st.begin() + C, st.end()), yEval(xs.size());
+  planrt_k_batchnorm_eval(xs.data(), bm.data(), bv.data(), ws.data(), bs.data(), yEval.data(), N, C, HW, 1e-5f);
+  Vec yTrain = batchnormTrain(xs, ws, bs, N, C, HW, 1e-5f);
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_NEAR(yEval[i], yTrain[i], 1e-5) << i;
 }
 
 } // namespace
