@@ -335,3 +335,24 @@ func.func @round(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   %y = nn.round %x {to = bf16} : tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
 }
+
+// nn.flatten and its gradient are views: images [N, C, H, W] and features [N, 1, C·H·W]
+// hold the same floats in the same order.
+// CHECK-LABEL: func.func @flatten(
+// CHECK: %[[R:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2, 3]] : tensor<4x16x2x2xf32> into tensor<4x64xf32>
+// CHECK: %[[F:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0], [1, 2]] output_shape [4, 1, 64] : tensor<4x64xf32> into tensor<4x1x64xf32>
+// CHECK: %[[D:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2]] : tensor<4x1x64xf32> into tensor<4x64xf32>
+// CHECK: tensor.expand_shape %[[D]] {{\[\[}}0], [1, 2, 3]] output_shape [4, 16, 2, 2] : tensor<4x64xf32> into tensor<4x16x2x2xf32>
+func.func @flatten(%x: tensor<4x16x2x2xf32>, %dy: tensor<4x1x64xf32>) -> (tensor<4x1x64xf32>, tensor<4x16x2x2xf32>) {
+  %f = nn.flatten %x : tensor<4x16x2x2xf32> -> tensor<4x1x64xf32>
+  %d = nn.unflatten %dy : tensor<4x1x64xf32> -> tensor<4x16x2x2xf32>
+  return %f, %d : tensor<4x1x64xf32>, tensor<4x16x2x2xf32>
+}
+
+// The elementwise ops are of any rank: ReLU of images.
+// CHECK-LABEL: func.func @relu_images(
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]
+func.func @relu_images(%x: tensor<4x16x2x2xf32>) -> tensor<4x16x2x2xf32> {
+  %y = nn.relu %x : tensor<4x16x2x2xf32>
+  return %y : tensor<4x16x2x2xf32>
+}

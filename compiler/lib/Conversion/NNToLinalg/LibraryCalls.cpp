@@ -123,8 +123,100 @@ void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, i
 int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
 int64_t rows(Value v) { return dim(v, 0) * dim(v, 1); }
 
+/// Emits the call of a vision op (convolutions, pooling, batch normalisation) given its
+/// operand and result buffers; images are [N, C, H, W].
+LogicalResult emitVisionCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
+  // N, C, H, W of an image operand, then a window's k, stride, pad.
+  auto image = [](Call &c, Value v) -> Call & { return c.i64(dim(v, 0)).i64(dim(v, 1)).i64(dim(v, 2)).i64(dim(v, 3)); };
+  auto window = [](Call &c, int64_t k, int64_t stride, int64_t pad) -> Call & { return c.i64(k).i64(stride).i64(pad); };
+  // N, C, H·W of an image; the elements per channel its statistics cover.
+  auto channels = [](Call &c, Value v) -> Call & { return c.i64(dim(v, 0)).i64(dim(v, 1)).i64(dim(v, 2) * dim(v, 3)); };
+  auto count = [](Value v) { return dim(v, 0) * dim(v, 2) * dim(v, 3); };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](nn::Conv2dOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]);
+        o.getBias() ? c.ptr(in[2]) : c.null();
+        c.ptr(out[0]);
+        window(image(c, o.getX()).i64(dim(o.getW(), 0)), dim(o.getW(), 2), o.getStride(), o.getPad())
+            .emit(rt::Fn::planrt_k_conv2d);
+        return success();
+      })
+      .Case([&](nn::Conv2dGradDataOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]);
+        window(image(c, o.getDx()).i64(dim(o.getW(), 0)), dim(o.getW(), 2), o.getStride(), o.getPad())
+            .emit(rt::Fn::planrt_k_conv2d_bwd_data);
+        return success();
+      })
+      .Case([&](nn::Conv2dGradFilterOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]).ptr(out[1]);
+        window(image(c, o.getX()).i64(dim(o.getDw(), 0)), dim(o.getDw(), 2), o.getStride(), o.getPad())
+            .emit(rt::Fn::planrt_k_conv2d_bwd_filter);
+        return success();
+      })
+      .Case([&](nn::MaxPool2dOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(out[0]);
+        window(image(c, o.getX()), o.getKernel(), o.getStride(), o.getPad()).emit(rt::Fn::planrt_k_maxpool2d);
+        return success();
+      })
+      .Case([&](nn::MaxPool2dGradOp o) {
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(out[0]);
+        window(image(c, o.getX()), o.getKernel(), o.getStride(), o.getPad()).emit(rt::Fn::planrt_k_maxpool2d_bwd);
+        return success();
+      })
+      .Case([&](nn::AvgPoolOp o) {
+        Call c(b, op);
+        channels(c.ptr(in[0]).ptr(out[0]), o.getX()).emit(rt::Fn::planrt_k_avgpool);
+        return success();
+      })
+      .Case([&](nn::AvgPoolGradOp o) {
+        Call c(b, op);
+        channels(c.ptr(in[0]).ptr(out[0]), o.getDx()).emit(rt::Fn::planrt_k_avgpool_bwd);
+        return success();
+      })
+      .Case([&](nn::BatchNormOp o) {
+        float eps = float(o.getEps().convertToDouble());
+        Call s(b, op);
+        channels(s.ptr(in[0]).ptr(out[1]), o.getX()).emit(rt::Fn::planrt_k_batchnorm_stats);
+        Call c(b, op);
+        c.ptr(in[0]).ptr(out[1]).ptr(in[1]).ptr(in[2]).ptr(out[0]);
+        channels(c, o.getX()).f32(eps).emit(rt::Fn::planrt_k_batchnorm_fwd);
+        return success();
+      })
+      .Case([&](nn::BatchNormGradOp o) {
+        // dstats is the (dbias, dweight) pair; the input gradient reads it.
+        float eps = float(o.getEps().convertToDouble());
+        int64_t C = dim(o.getX(), 1);
+        auto t = MemRefType::get({2, C}, b.getF32Type());
+        Value dstats = memref::AllocOp::create(b, op->getLoc(), t, b.getI64IntegerAttr(64));
+        Call s(b, op);
+        s.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(dstats);
+        channels(s, o.getX()).f32(eps).emit(rt::Fn::planrt_k_batchnorm_bwd_stats);
+        Call c(b, op);
+        c.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(dstats).ptr(out[0]);
+        channels(c, o.getX()).i64(count(o.getX())).f32(eps).emit(rt::Fn::planrt_k_batchnorm_bwd_data);
+        auto row = [&](int64_t r, Value to) {
+          auto view = memref::SubViewOp::create(b, op->getLoc(), dstats, ArrayRef<OpFoldResult>{b.getIndexAttr(r), b.getIndexAttr(0)},
+                                                ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(C)},
+                                                ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+          Value flat = memref::CollapseShapeOp::create(b, op->getLoc(), view, ArrayRef<ReassociationIndices>{{0, 1}});
+          memref::CopyOp::create(b, op->getLoc(), flat, to);
+        };
+        row(0, out[2]);
+        row(1, out[1]);
+        memref::DeallocOp::create(b, op->getLoc(), dstats);
+        return success();
+      })
+      .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
+}
+
 /// Emits the call of a tensor-parallel op (its collectives, sequence slices and the
-/// vocabulary-parallel loss) given its operand and result buffers.
+/// vocabulary-parallel loss) given its operand and result buffers; the vision ops in
+/// emitVisionCall.
 LogicalResult emitTensorParallelCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::AllReduceOp o) {
@@ -209,12 +301,11 @@ LogicalResult emitTensorParallelCall(RewriterBase &b, Operation *op, ArrayRef<Va
             .emit(rt::Fn::planrt_k_cross_entropy_vp_bwd);
         return success();
       })
-      .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
+      .Default([&](Operation *op) { return emitVisionCall(b, op, in, out); });
 }
 
 /// Emits the call of one op given its operand and result buffers: GEMMs, embeddings,
-/// normalisations, attention and the loss here, the tensor-parallel ops in
-/// emitTensorParallelCall.
+/// normalisations, attention and the loss here, the others in emitTensorParallelCall.
 LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, ArrayRef<Value> out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::MatmulOp o) {
@@ -471,7 +562,9 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
   nn::MatmulOp, nn::MatmulWGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp, nn::LayerNormOp, nn::LayerNormGradOp,         \
       nn::RMSNormOp, nn::RMSNormGradOp, nn::SDPAOp, nn::SDPAGradOp, nn::CrossEntropyOp, nn::CrossEntropyGradOp,        \
       nn::AllReduceOp, nn::AllGatherOp, nn::ReduceScatterOp, nn::SequenceSliceOp, nn::SequenceUnsliceOp,               \
-      nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp, nn::DequantizeNF4Op
+      nn::VocabParallelCrossEntropyOp, nn::VocabParallelCrossEntropyGradOp, nn::DequantizeNF4Op, nn::Conv2dOp,            \
+      nn::Conv2dGradDataOp, nn::Conv2dGradFilterOp, nn::MaxPool2dOp, nn::MaxPool2dGradOp, nn::AvgPoolOp,                 \
+      nn::AvgPoolGradOp, nn::BatchNormOp, nn::BatchNormGradOp
 
 void plan::registerLibraryCallModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, nn::NNDialect *) {

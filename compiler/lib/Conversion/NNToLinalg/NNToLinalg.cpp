@@ -297,6 +297,17 @@ SmallVector<Value> lower(OpBuilder &b, Operation *op) {
             arith::TruncFOp::create(b, loc, b.getF32Type(), tensor::ExtractOp::create(b, loc, sum, ValueRange{}));
         return V{tensor::FromElementsOp::create(b, loc, type(o.getResult()), ValueRange{narrow})};
       })
+      // Views: images [N, C, H, W] and features [N, 1, C·H·W] hold the same floats.
+      .Case([&](nn::FlattenOp o) {
+        Value rows = tensor::CollapseShapeOp::create(b, loc, o.getX(), ArrayRef<ReassociationIndices>{{0}, {1, 2, 3}});
+        return V{tensor::ExpandShapeOp::create(b, loc, type(o.getResult()), rows,
+                                               ArrayRef<ReassociationIndices>{{0}, {1, 2}})};
+      })
+      .Case([&](nn::UnflattenOp o) {
+        Value rows = tensor::CollapseShapeOp::create(b, loc, o.getX(), ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+        return V{tensor::ExpandShapeOp::create(b, loc, type(o.getResult()), rows,
+                                               ArrayRef<ReassociationIndices>{{0}, {1, 2, 3}})};
+      })
       .Case([&](nn::PositionsOp o) {
         RankedTensorType t = type(o.getResult());
         SmallVector<utils::IteratorType> iters(2, utils::IteratorType::parallel);

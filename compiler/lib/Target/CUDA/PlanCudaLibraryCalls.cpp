@@ -52,6 +52,14 @@ static_assert(std::is_same_v<decltype(planrt_k_cross_entropy), decltype(planrt_c
 static_assert(std::is_same_v<decltype(planrt_k_cross_entropy_bwd), decltype(planrt_cuda_cross_entropy_bwd)>);
 static_assert(std::is_same_v<decltype(planrt_k_dequant_nf4), decltype(planrt_cuda_dequant_nf4)>);
 
+/// The CPU kernels with no device version yet: a plan that needs one is refused.
+constexpr rt::Fn kHostOnlyKernels[] = {
+    rt::Fn::planrt_k_conv2d,          rt::Fn::planrt_k_conv2d_bwd_data,  rt::Fn::planrt_k_conv2d_bwd_filter,
+    rt::Fn::planrt_k_maxpool2d,       rt::Fn::planrt_k_maxpool2d_bwd,    rt::Fn::planrt_k_avgpool,
+    rt::Fn::planrt_k_avgpool_bwd,     rt::Fn::planrt_k_batchnorm_stats,  rt::Fn::planrt_k_batchnorm_fwd,
+    rt::Fn::planrt_k_batchnorm_bwd_stats, rt::Fn::planrt_k_batchnorm_bwd_data, rt::Fn::planrt_k_batchnorm_eval,
+    rt::Fn::planrt_k_batchnorm_running,       rt::Fn::planrt_k_batchnorm_combine};
+
 /// The calls that become a device call with one more argument, their precision.
 struct WithPrecision {
   StringRef from;
@@ -88,6 +96,11 @@ struct PlanCudaLibraryCalls : plan::impl::PlanCudaLibraryCallsBase<PlanCudaLibra
     for (func::FuncOp f : llvm::make_early_inc_range(m.getOps<func::FuncOp>())) {
       if (!f.isDeclaration())
         continue;
+      if (llvm::any_of(kHostOnlyKernels, [&](rt::Fn fn) { return f.getSymName() == rt::name(fn); })) {
+        f.emitOpError() << "is a vision kernel, which the CUDA target does not implement in this version: "
+                           "convolutions, pooling and batch normalisation train on the CPU target";
+        return signalPassFailure();
+      }
       StringRef to = deviceName(f.getSymName());
       if (to.empty())
         continue;

@@ -223,3 +223,80 @@ LogicalResult VocabParallelCrossEntropyOp::verify() {
                            << user->getName() << "'";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Vision
+//===----------------------------------------------------------------------===//
+
+/// The output extent of a window of `k` sliding by `stride` over `n` padded by `pad`
+/// on both sides (dynamic in, dynamic out); 0 or less when the window does not fit.
+static int64_t windows(int64_t n, int64_t k, int64_t stride, int64_t pad) {
+  return ShapedType::isDynamic(n) ? ShapedType::kDynamic : (n + 2 * pad - k) / stride + 1;
+}
+
+/// An extent as a diagnostic shows it: `?` when dynamic.
+static std::string extent(int64_t n) { return ShapedType::isDynamic(n) ? "?" : std::to_string(n); }
+
+/// Checks a window's attributes and that `out` is [N, C, P, Q] of `in` pooled or
+/// convolved by it (C given: the filter count of a convolution).
+static LogicalResult verifyWindow(Operation *op, RankedTensorType in, RankedTensorType out, int64_t channels,
+                                  int64_t k, int64_t stride, int64_t pad) {
+  if (k < 1 || stride < 1 || pad < 0)
+    return op->emitOpError() << "needs a window of at least 1, a stride of at least 1 and padding of at least 0, not "
+                             << k << ", " << stride << " and " << pad;
+  if (2 * pad > k)
+    return op->emitOpError() << "pads by " << pad << ", more than half its window of " << k;
+  int64_t p = windows(in.getDimSize(2), k, stride, pad), q = windows(in.getDimSize(3), k, stride, pad);
+  if ((!ShapedType::isDynamic(p) && p < 1) || (!ShapedType::isDynamic(q) && q < 1))
+    return op->emitOpError() << "has a window of " << k << " larger than its padded input " << in;
+  if (!agree(out.getDimSize(0), in.getDimSize(0)) || !agree(out.getDimSize(1), channels) ||
+      !agree(out.getDimSize(2), p) || !agree(out.getDimSize(3), q))
+    return op->emitOpError() << "of " << in << " gives [" << extent(in.getDimSize(0)) << ", " << extent(channels)
+                             << ", " << extent(p) << ", " << extent(q) << "], not " << out;
+  return success();
+}
+
+LogicalResult Conv2dOp::verify() {
+  RankedTensorType x = ranked(getX()), w = ranked(getW());
+  if (w.isDynamicDim(0) || w.isDynamicDim(2) || w.getDimSize(2) != w.getDimSize(3))
+    return emitOpError() << "needs a static square filter [out, in, k, k], not " << w;
+  if (!agree(x.getDimSize(1), w.getDimSize(1)))
+    return emitOpError() << "convolves " << x.getDimSize(1) << " channels with a filter of " << w.getDimSize(1)
+                         << " input channels";
+  if (getBias() && !agree(ranked(getBias()).getDimSize(0), w.getDimSize(0)))
+    return emitOpError() << "needs a bias of " << w.getDimSize(0) << " channels, not " << getBias().getType();
+  return verifyWindow(*this, x, ranked(getResult()), w.getDimSize(0), w.getDimSize(2), getStride(), getPad());
+}
+
+LogicalResult MaxPool2dOp::verify() {
+  RankedTensorType x = ranked(getX());
+  return verifyWindow(*this, x, ranked(getResult()), x.getDimSize(1), getKernel(), getStride(), getPad());
+}
+
+LogicalResult AvgPoolOp::verify() {
+  RankedTensorType x = ranked(getX()), y = ranked(getResult());
+  if (!agree(y.getDimSize(0), x.getDimSize(0)) || !agree(y.getDimSize(1), x.getDimSize(1)) || y.getDimSize(2) != 1 ||
+      y.getDimSize(3) != 1)
+    return emitOpError() << "of " << x << " gives [N, C, 1, 1], not " << y;
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  RankedTensorType x = ranked(getX()), y = ranked(getResult());
+  int64_t features = 1;
+  for (int i = 1; i < 4; ++i)
+    features = ShapedType::isDynamic(features) || x.isDynamicDim(i) ? ShapedType::kDynamic : features * x.getDimSize(i);
+  if (!agree(y.getDimSize(0), x.getDimSize(0)) || y.getDimSize(1) != 1 || !agree(y.getDimSize(2), features))
+    return emitOpError() << "of " << x << " gives [N, 1, C·H·W], not " << y;
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() {
+  RankedTensorType x = ranked(getX()), w = ranked(getWeight());
+  if (!agree(x.getDimSize(1), w.getDimSize(0)) || getBias().getType() != w)
+    return emitOpError() << "normalises " << x.getDimSize(1) << " channels with a weight " << w << " and a bias "
+                         << getBias().getType();
+  if (getResult().getType() != x || getStats().getType() != statsType(w))
+    return emitOpError() << "gives the input's type and statistics " << statsType(w);
+  return success();
+}

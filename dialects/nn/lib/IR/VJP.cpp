@@ -154,3 +154,40 @@ LogicalResult SequenceSliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallV
   grads.assign({SequenceUnsliceOp::create(b, getLoc(), getX().getType(), dy[0], getOffset()), Value()});
   return success();
 }
+
+LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  // The input gradient of a model's images is never used: DCE drops it.
+  auto dx = Conv2dGradDataOp::create(b, getLoc(), getX().getType(), dy[0], getW(), getStrideAttr(), getPadAttr());
+  auto wt = cast<RankedTensorType>(getW().getType());
+  auto dbType = RankedTensorType::get({wt.getDimSize(0)}, wt.getElementType());
+  auto f = Conv2dGradFilterOp::create(b, getLoc(), wt, dbType, dy[0], getX(), getStrideAttr(), getPadAttr());
+  grads.assign({dx, f.getDw()});
+  if (getBias())
+    grads.push_back(f.getDb());
+  return success();
+}
+
+LogicalResult MaxPool2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({MaxPool2dGradOp::create(b, getLoc(), getX().getType(), dy[0], getX(), getKernelAttr(), getStrideAttr(),
+                                        getPadAttr())});
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({AvgPoolGradOp::create(b, getLoc(), getX().getType(), dy[0])});
+  return success();
+}
+
+LogicalResult FlattenOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  grads.assign({UnflattenOp::create(b, getLoc(), getX().getType(), dy[0])});
+  return success();
+}
+
+LogicalResult BatchNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
+  // The statistics are read by the running-statistics update only: no gradient flows
+  // back through them (dy[1] is zero); the input gradient counts their dependence on x.
+  auto g = BatchNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), getWeight().getType(), dy[0],
+                                   getX(), getStats(), getWeight(), getEpsAttr());
+  grads.assign({g.getDx(), g.getDweight(), g.getDbias()});
+  return success();
+}

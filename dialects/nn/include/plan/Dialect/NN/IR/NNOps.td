@@ -45,6 +45,12 @@ def NN_Activation : TensorRankOf<[AnyFloat], [3]>;
 def NN_Tokens : TensorRankOf<[I32], [2]>;
 def NN_Matrix : TensorRankOf<[AnyFloat], [2]>;
 def NN_Vector : TensorRankOf<[AnyFloat], [1]>;
+// Images [batch, channels, height, width] (NCHW, PyTorch's), and convolution
+// filters [out, in, k, k].
+def NN_Images : TensorRankOf<[AnyFloat], [4]>;
+// Any float tensor: activations, images, and gradients of parameters summed where a
+// parameter is used twice (tied weights).
+def NN_AnyFloatTensor : RankedTensorOf<[AnyFloat]>;
 
 def NN_EmbeddingOp : NN_FwdOp<"embedding"> {
   let summary = "Rows of a table gathered by integer ids";
@@ -193,10 +199,11 @@ def NN_SDPACachedOp : NN_Op<"sdpa_cached", [AllTypesMatch<["cache", "new_cache"]
   let hasVerifier = 1;
 }
 
+// Elementwise activations: of [batch, seq, features] activations and of images.
 class NN_UnaryOp<string mnemonic, string what> : NN_FwdOp<mnemonic, [AllTypesMatch<["x", "result"]>]> {
   let summary = what;
-  let arguments = (ins NN_Activation:$x);
-  let results = (outs NN_Activation:$result);
+  let arguments = (ins NN_AnyFloatTensor:$x);
+  let results = (outs NN_AnyFloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
@@ -236,10 +243,6 @@ def NN_DropoutOp : NN_FwdOp<"dropout", [AllTypesMatch<["x", "result"]>]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
-
-// Any float tensor: activations, and gradients of parameters summed where a
-// parameter is used twice (tied weights).
-def NN_AnyFloatTensor : RankedTensorOf<[AnyFloat]>;
 
 class NN_BinaryOp<string mnemonic, string what>
     : NN_FwdOp<mnemonic, [AllTypesMatch<["lhs", "rhs", "result"]>]> {
@@ -285,6 +288,163 @@ def NN_CrossEntropyOp : NN_FwdOp<"cross_entropy"> {
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
 
+
+//===----------------------------------------------------------------------===//
+// Vision: images are [batch, channels, height, width]; a classifier's features
+// become [batch, 1, features] at nn.flatten (one position per image), so that
+// nn.matmul, nn.bias_add and nn.cross_entropy apply unchanged.
+//===----------------------------------------------------------------------===//
+
+def NN_Conv2dOp : NN_FwdOp<"conv2d"> {
+  let summary = "2-D convolution (PyTorch's Conv2d), zero padding";
+  let description = [{
+    `y[n, k, p, q] = b[k] + Σ_{c,i,j} x[n, c, p·stride + i − pad, q·stride + j − pad] · w[k, c, i, j]`,
+    with `P = (H + 2·pad − R) / stride + 1` (and Q likewise).
+
+    ```mlir
+    %y = nn.conv2d %x, %w, %b {stride = 1 : i64, pad = 1 : i64} : (tensor<?x3x32x32xf32>, tensor<16x3x3x3xf32>, tensor<16xf32>) -> tensor<?x16x32x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$x, NN_Images:$w, Optional<NN_Vector>:$bias, I64Attr:$stride, I64Attr:$pad);
+  let results = (outs NN_Images:$result);
+  let assemblyFormat = "$x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_Conv2dGradDataOp : NN_Op<"conv2d_grad_data"> {
+  let summary = "The input gradient of nn.conv2d";
+  let description = [{
+    ```mlir
+    %dx = nn.conv2d_grad_data %dy, %w {stride = 1 : i64, pad = 1 : i64} : (tensor<4x16x32x32xf32>, tensor<16x3x3x3xf32>) -> tensor<4x3x32x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$dy, NN_Images:$w, I64Attr:$stride, I64Attr:$pad);
+  let results = (outs NN_Images:$dx);
+  let assemblyFormat = "$dy `,` $w attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_Conv2dGradFilterOp : NN_Op<"conv2d_grad_filter"> {
+  let summary = "The filter and bias gradients of nn.conv2d";
+  let description = [{
+    ```mlir
+    %dw, %db = nn.conv2d_grad_filter %dy, %x {stride = 1 : i64, pad = 1 : i64} : (tensor<4x16x32x32xf32>, tensor<4x3x32x32xf32>) -> (tensor<16x3x3x3xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_Images:$dy, NN_Images:$x, I64Attr:$stride, I64Attr:$pad);
+  let results = (outs NN_Images:$dw, NN_Vector:$db);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_MaxPool2dOp : NN_FwdOp<"maxpool2d"> {
+  let summary = "Max pooling over k × k windows (MaxPool2d), padding as −∞";
+  let description = [{
+    ```mlir
+    %y = nn.maxpool2d %x {kernel = 3 : i64, stride = 2 : i64, pad = 1 : i64} : tensor<?x64x112x112xf32> -> tensor<?x64x56x56xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$x, I64Attr:$kernel, I64Attr:$stride, I64Attr:$pad);
+  let results = (outs NN_Images:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_MaxPool2dGradOp : NN_Op<"maxpool2d_grad", [AllTypesMatch<["x", "dx"]>]> {
+  let summary = "The gradient of nn.maxpool2d: each dy to its window's first maximum";
+  let description = [{
+    ```mlir
+    %dx = nn.maxpool2d_grad %dy, %x {kernel = 3 : i64, stride = 2 : i64, pad = 1 : i64} : tensor<4x64x56x56xf32>, tensor<4x64x112x112xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$dy, NN_Images:$x, I64Attr:$kernel, I64Attr:$stride, I64Attr:$pad);
+  let results = (outs NN_Images:$dx);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` type($dy) `,` type($x)";
+}
+
+def NN_AvgPoolOp : NN_FwdOp<"avgpool"> {
+  let summary = "Global average pooling: [N, C, H, W] to [N, C, 1, 1]";
+  let description = [{
+    ```mlir
+    %y = nn.avgpool %x : tensor<?x512x7x7xf32> -> tensor<?x512x1x1xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$x);
+  let results = (outs NN_Images:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_AvgPoolGradOp : NN_Op<"avgpool_grad"> {
+  let summary = "The gradient of nn.avgpool: dy / (H · W) everywhere";
+  let description = [{
+    ```mlir
+    %dx = nn.avgpool_grad %dy : tensor<4x512x1x1xf32> -> tensor<4x512x7x7xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$dy);
+  let results = (outs NN_Images:$dx);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dx)";
+}
+
+def NN_FlattenOp : NN_FwdOp<"flatten"> {
+  let summary = "Images [N, C, H, W] as features [N, 1, C·H·W] (one position per image)";
+  let description = [{
+    ```mlir
+    %f = nn.flatten %x : tensor<?x512x1x1xf32> -> tensor<?x1x512xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$x);
+  let results = (outs NN_Activation:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_UnflattenOp : NN_Op<"unflatten"> {
+  let summary = "The gradient of nn.flatten: features [N, 1, C·H·W] as images";
+  let description = [{
+    ```mlir
+    %dx = nn.unflatten %df : tensor<4x1x512xf32> -> tensor<4x512x1x1xf32>
+    ```
+  }];
+  let arguments = (ins NN_Activation:$x);
+  let results = (outs NN_Images:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def NN_BatchNormOp : NN_FwdOp<"batchnorm", [AllTypesMatch<["x", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
+  let summary = "Batch normalisation in training (BatchNorm2d): per-channel batch statistics";
+  let description = [{
+    `y = (x − mean) / sqrt(var + eps) · weight + bias` per channel, mean and the
+    biased variance over the batch and the image (N, H, W). `stats` holds them,
+    per channel the mean and the biased variance (the gradient reads them, and
+    the running statistics are updated from them).
+
+    ```mlir
+    %y, %stats = nn.batchnorm %x, %w, %b {eps = 1.0e-05 : f64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$x, NN_Vector:$weight, NN_Vector:$bias, F64Attr:$eps);
+  let results = (outs NN_Images:$result, NN_Matrix:$stats);
+  let assemblyFormat = "$x `,` $weight `,` $bias attr-dict `:` type($x) `,` type($weight) `->` type($stats)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Mean and biased variance: two rows of one float per channel.
+    static mlir::RankedTensorType statsType(mlir::RankedTensorType weight) {
+      return mlir::RankedTensorType::get({2, weight.getDimSize(0)}, weight.getElementType());
+    }
+  }];
+}
+
+def NN_BatchNormGradOp : NN_Op<"batchnorm_grad", [AllTypesMatch<["dy", "x", "dx"]>, AllTypesMatch<["weight", "dweight", "dbias"]>]> {
+  let summary = "Gradients of nn.batchnorm, from its batch statistics";
+  let description = [{
+    ```mlir
+    %dx, %dw, %db = nn.batchnorm_grad %dy, %x, %stats, %w {eps = 1.0e-05 : f64} : tensor<4x16x32x32xf32>, tensor<2x16xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Images:$dy, NN_Images:$x, NN_Matrix:$stats, NN_Vector:$weight, F64Attr:$eps);
+  let results = (outs NN_Images:$dx, NN_Vector:$dweight, NN_Vector:$dbias);
+  let assemblyFormat = "$dy `,` $x `,` $stats `,` $weight attr-dict `:` type($x) `,` type($stats) `,` type($weight)";
+}
 
 //===----------------------------------------------------------------------===//
 // Tensor parallelism (nn-tensor-parallel): the SPMD form of a forward function
@@ -581,8 +741,8 @@ def NN_SDPAGradOp : NN_Op<"sdpa_grad", [AllTypesMatch<["qkv", "result"]>]> {
 class NN_ActGradOp<string mnemonic, string what>
     : NN_Op<mnemonic, [AllTypesMatch<["dy", "x", "result"]>]> {
   let summary = what;
-  let arguments = (ins NN_Activation:$dy, NN_Activation:$x);
-  let results = (outs NN_Activation:$result);
+  let arguments = (ins NN_AnyFloatTensor:$dy, NN_AnyFloatTensor:$x);
+  let results = (outs NN_AnyFloatTensor:$result);
   let assemblyFormat = "$dy `,` $x attr-dict `:` type($x)";
 }
 def NN_GeluGradOp : NN_ActGradOp<"gelu_grad", "dy · gelu'(x)"> {
