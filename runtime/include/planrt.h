@@ -59,6 +59,54 @@ planrt_status planrt_data_window(const planrt_data *data, uint64_t window, int64
                                  int32_t *targets);
 void planrt_data_close(planrt_data *data);
 
+/* ---- Image data: CIFAR-10's binary batches, or planc's own image files. Globs
+ * allowed; the files (in sorted glob order) are concatenated and must all have the
+ * same channels, height and width.
+ *
+ * planc's format (PLANRT_IMAGES_PLANC), little-endian, a 32-byte header:
+ *   offset  0  char   magic[8]   "PLANCIMG" (no terminating NUL)
+ *   offset  8  uint32 version    1
+ *   offset 12  uint32 channels   C >= 1
+ *   offset 16  uint32 height     H >= 1
+ *   offset 20  uint32 width      W >= 1
+ *   offset 24  uint64 count      N >= 1 images
+ * then N x C x H x W uint8 pixels (NCHW, row-major), then N uint16 labels: the file
+ * is exactly 32 + N*C*H*W + 2*N bytes.
+ * CIFAR-10 (PLANRT_IMAGES_CIFAR10): records of 1 label byte + 3072 pixel bytes (the
+ * R, G and B planes of 32 x 32, row-major), C = 3, H = W = 32. */
+typedef struct planrt_images planrt_images;
+typedef enum { PLANRT_IMAGES_PLANC = 0, PLANRT_IMAGES_CIFAR10 = 1 } planrt_images_format;
+/* What a sample does to the image's bytes: pad with zero bytes and crop, flip, then
+ * scale (crop padding is byte 0 before normalisation, as torchvision's RandomCrop). */
+typedef struct {
+  int32_t normalize;     /* 0: byte / 255; 1: (byte / 255 - mean[c]) / std[c] */
+  float mean[4], std[4]; /* per channel (channels <= 4 when normalize) */
+  int32_t crop_pad;      /* random crop: pad by this many zero pixels, crop back to H x W at a random offset; 0: none */
+  int32_t flip;          /* random horizontal flip with probability 1/2 */
+} planrt_image_transform;
+
+/* Opens and validates every file the patterns match, all at open: magic, version,
+ * non-zero sizes, the exact file size (a truncated or over-long file names the bytes
+ * expected and found), equal shapes across files, and every label < classes (if
+ * classes > 0; the error names the file, the image index and the label). */
+planrt_status planrt_images_open(const char *const *patterns, size_t count, planrt_images_format format,
+                                 int64_t classes, planrt_images **out);
+/* The shape every image has (C, H, W). */
+void planrt_images_shape(const planrt_images *images, int64_t *channels, int64_t *height, int64_t *width);
+/* Total images over all files. */
+uint64_t planrt_images_count(const planrt_images *images);
+/* Training sample `index` (step x global batch + position): the image drawn from
+ * (seed, index) alone (uniform over all images, with replacement), cropped and flipped
+ * by (seed, index) as t asks, into out [C*H*W] floats (CHW), and its label; every
+ * layout and a resumed run see the same samples. t NULL: byte / 255, no crop, no flip. */
+planrt_status planrt_images_sample(const planrt_images *images, uint64_t seed, uint64_t index,
+                                   const planrt_image_transform *t, float *out, int32_t *label);
+/* Evaluation: image i in file order (files in sorted glob order), normalised only (no
+ * crop, no flip; t's crop_pad and flip are ignored; t NULL: byte / 255). */
+planrt_status planrt_images_get(const planrt_images *images, uint64_t i, const planrt_image_transform *t, float *out,
+                                int32_t *label);
+void planrt_images_close(planrt_images *images);
+
 /* ---- safetensors files (Hugging Face's format). */
 typedef enum { PLANRT_F32 = 0, PLANRT_F16, PLANRT_BF16, PLANRT_I32, PLANRT_I64, PLANRT_U16 } planrt_dtype;
 

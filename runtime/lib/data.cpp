@@ -1,6 +1,7 @@
 // Token data: nanoGPT raw uint16 files and llm.c headered files, memory-mapped,
 // sampled deterministically from (seed, global sample index).
 #include "bpe.h"
+#include "files.h"
 #include "random.h"
 #include "status.h"
 
@@ -14,11 +15,10 @@
 #include <memory>
 #include <string>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 using planrt::fail;
+using planrt::below;
 using planrt::mix;
 
 namespace {
@@ -50,9 +50,6 @@ bool looksLikeLlmcHeader(const unsigned char *bytes, size_t size) {
   return header[0] >= 20240101 && header[0] <= 20291231 && header[1] >= 1 && header[1] <= 255;
 }
 
-/// A uniform integer in [0, n) (Lemire's multiply-shift).
-uint64_t below(uint64_t r, uint64_t n) { return uint64_t((__uint128_t(r) * n) >> 64); }
-
 } // namespace
 
 struct planrt_data {
@@ -70,23 +67,10 @@ struct planrt_data {
   planrt_status openFile(const std::string &path) {
     TokenFile f;
     f.path = path;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return fail(PLANRT_ERR_IO, "%s: cannot open: %s", path.c_str(), std::strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return fail(PLANRT_ERR_IO, "%s: not a regular file", path.c_str());
-    }
-    size_t size = size_t(st.st_size);
-    if (size == 0) {
-      ::close(fd);
-      return fail(PLANRT_ERR_FORMAT, "%s: empty token file", path.c_str());
-    }
-    void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED)
-      return fail(PLANRT_ERR_IO, "%s: cannot map: %s", path.c_str(), std::strerror(errno));
+    void *map = nullptr;
+    size_t size = 0;
+    if (planrt_status s = planrt::mapFile(path, "token", map, size))
+      return s;
     f.map = map;
     f.mapSize = size;
     const auto *bytes = static_cast<const unsigned char *>(map);
@@ -206,19 +190,9 @@ planrt_status planrt_data_open_text(const char *const *patterns, size_t count, c
   data->seed = seed;
   data->vocab = vocab;
   for (size_t i = 0; i < count; ++i) {
-    glob_t g;
-    int rc = glob(patterns[i], GLOB_ERR, nullptr, &g);
-    if (rc == GLOB_NOMATCH) {
-      globfree(&g);
-      return fail(PLANRT_ERR_IO, "%s: no such %s file", patterns[i], bpe ? "text" : "token");
-    }
-    if (rc != 0) {
-      globfree(&g);
-      return fail(PLANRT_ERR_IO, "%s: cannot expand: %s", patterns[i], std::strerror(errno));
-    }
-    std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-    globfree(&g);
-    std::sort(paths.begin(), paths.end());
+    std::vector<std::string> paths;
+    if (planrt_status s = planrt::expandPattern(patterns[i], bpe ? "text" : "token", paths))
+      return s;
     for (const std::string &p : paths)
       if (planrt_status s = bpe ? data->openText(p, *bpe) : data->openFile(p))
         return s;

@@ -12,6 +12,8 @@ inline uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+/// A uniform integer in [0, n) from a random 64-bit r (Lemire's multiply-shift).
+inline uint64_t below(uint64_t r, uint64_t n) { return uint64_t((__uint128_t(r) * n) >> 64); }
 } // namespace planrt
 
 #endif // PLANRT_LIB_RANDOM_H

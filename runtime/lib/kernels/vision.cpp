@@ -165,6 +165,15 @@ void normalise(const float *x, float *y, int64_t N, int64_t C, int64_t HW, int64
   }
 }
 
+/// The im2col matrix [C*R*R, P*Q] of one image, built in cols; a pointwise window's is
+/// the image itself.
+const float *columns(const float *image, int64_t C, const Window &g, std::vector<float> &cols) {
+  if (g.pointwise())
+    return image;
+  im2col(image, C, g, cols.data());
+  return cols.data();
+}
+
 } // namespace
 
 extern "C" {
@@ -175,11 +184,7 @@ void planrt_k_conv2d(const float *x, const float *w, const float *b, float *y, i
   const int64_t CRR = C * R * R, PQ = g.P * g.Q;
   std::vector<float> cols(g.pointwise() ? 0 : size_t(CRR * PQ));
   for (int64_t n = 0; n < N; ++n) {
-    const float *B = x + n * C * H * W;
-    if (!g.pointwise()) {
-      im2col(B, C, g, cols.data());
-      B = cols.data();
-    }
+    const float *B = columns(x + n * C * H * W, C, g, cols);
     // y_n [K, P*Q] = w [K, C*R*R] . cols [C*R*R, P*Q], then the bias per channel.
     float *yn = y + n * K * PQ;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(K), int(PQ), int(CRR), 1.0f, w, int(CRR), B, int(PQ),
@@ -215,11 +220,7 @@ void planrt_k_conv2d_bwd_filter(const float *dy, const float *x, float *dw, floa
   const int64_t CRR = C * R * R, PQ = g.P * g.Q;
   std::vector<float> cols(g.pointwise() ? 0 : size_t(CRR * PQ));
   for (int64_t n = 0; n < N; ++n) {
-    const float *B = x + n * C * H * W;
-    if (!g.pointwise()) {
-      im2col(B, C, g, cols.data());
-      B = cols.data();
-    }
+    const float *B = columns(x + n * C * H * W, C, g, cols);
     // dw [K, C*R*R] (+)= dy_n [K, P*Q] . cols^T: the first image overwrites dw.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(K), int(CRR), int(PQ), 1.0f, dy + n * K * PQ, int(PQ), B,
                 int(PQ), n == 0 ? 0.0f : 1.0f, dw, int(CRR));
