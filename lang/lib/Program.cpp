@@ -72,6 +72,11 @@ std::string ValueType::str() const {
     return "activations [batch, seq, " + std::to_string(features) + "]";
   case Kind::Scalar:
     return "a scalar";
+  case Kind::Images:
+    return std::string("images [batch, ") + (features ? std::to_string(features) : "C") +
+           (pooled ? ", 1, 1]" : ", H, W]");
+  case Kind::Labels:
+    return "class labels [batch]";
   }
   return "?";
 }
@@ -134,6 +139,16 @@ const char *plan::sema::opKindName(OpKind k) {
     return "sub";
   case OpKind::Mul:
     return "mul";
+  case OpKind::Conv2d:
+    return "conv2d";
+  case OpKind::BatchNorm:
+    return "batchnorm";
+  case OpKind::MaxPool:
+    return "maxpool";
+  case OpKind::AvgPool:
+    return "avgpool";
+  case OpKind::Flatten:
+    return "flatten";
   }
   return "?";
 }

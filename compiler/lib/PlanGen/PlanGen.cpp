@@ -128,6 +128,8 @@ private:
     return b.getF32Type();
   }
 
+  bool imageModel = false; ///< the model being generated is over images
+
   Type valueType(const sema::ValueType &t) {
     Type f32 = b.getF32Type();
     Type i32 = b.getIntegerType(32);
@@ -135,10 +137,15 @@ private:
     switch (t.kind) {
     case sema::ValueType::Kind::Tokens:
       return RankedTensorType::get({dyn, dyn}, i32);
+    case sema::ValueType::Kind::Labels: // one label per image
+      return RankedTensorType::get({dyn, 1}, i32);
+    case sema::ValueType::Kind::Images:
+      return RankedTensorType::get({dyn, t.features ? t.features : dyn, t.pooled ? 1 : dyn, t.pooled ? 1 : dyn}, f32);
     case sema::ValueType::Kind::Positions:
       return RankedTensorType::get({dyn, dyn}, i32);
-    case sema::ValueType::Kind::Hidden:
-      return RankedTensorType::get({dyn, dyn, t.features}, f32);
+    case sema::ValueType::Kind::Hidden: // 0 features: a flatten of images of the data's size
+      // A model over images has one position per image.
+      return RankedTensorType::get({dyn, imageModel ? 1 : dyn, t.features ? t.features : dyn}, f32);
     case sema::ValueType::Kind::Scalar:
       return RankedTensorType::get({}, f32);
     }
@@ -148,9 +155,11 @@ private:
   void genModel(const sema::Model &m) {
     auto model =
         ModelOp::create(b, loc(m.loc), str(m.name), i64(m.layers), i64(m.vocab), i64(m.maxSeq), i64(m.numParameters()));
-    Type tokens = valueType({sema::ValueType::Kind::Tokens, 0});
+    imageModel = m.images;
+    Type input = valueType({m.images ? sema::ValueType::Kind::Images : sema::ValueType::Kind::Tokens, 0});
+    Type targets = valueType({m.images ? sema::ValueType::Kind::Labels : sema::ValueType::Kind::Tokens, 0});
     OpBuilder::InsertionGuard guard(b);
-    Block *body = b.createBlock(&model.getBody(), {}, {tokens, tokens}, {loc(m.loc), loc(m.loc)});
+    Block *body = b.createBlock(&model.getBody(), {}, {input, targets}, {loc(m.loc), loc(m.loc)});
     for (const sema::Parameter &p : m.params) {
       std::optional<Init> init = symbolizeInit(sema::initName(p.init));
       auto op = ParamOp::create(b, NameLoc::get(str(p.path), loc(p.loc)), str(p.path),
@@ -193,6 +202,16 @@ private:
         break;
       case sema::OpKind::Dropout:
         op->setAttr("p", f64(g.p));
+        break;
+      case sema::OpKind::Conv2d:
+      case sema::OpKind::MaxPool:
+        op->setAttr("kernel", i64(g.kernel));
+        op->setAttr("stride", i64(g.stride));
+        op->setAttr("pad", i64(g.pad));
+        break;
+      case sema::OpKind::BatchNorm:
+        op->setAttr("eps", f64(g.eps));
+        op->setAttr("momentum", f64(g.momentum));
         break;
       default:
         break;
@@ -253,9 +272,10 @@ private:
                                              b.getNamedAttr("matrices", strs(t.adapt.quantize.matrices))})));
       adapt = b.getDictionaryAttr(entries);
     }
-    TrainOp::create(
-        b, loc(t.loc), str(t.name), sym(program.models[t.model].name), sym(program.meshes[t.mesh].name), strs(t.data),
-        strs(t.val), i64(t.batch), i64(t.micro), i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),
+    bool images = t.images.any();
+    auto op = TrainOp::create(
+        b, loc(t.loc), str(t.name), sym(program.models[t.model].name), sym(program.meshes[t.mesh].name),
+        strs(images ? t.images.files : t.data), strs(images ? t.valImages.files : t.val), i64(t.batch), i64(t.micro), i64(t.seq), i64(t.accumulation), parallel, b.getDictionaryAttr(shard),
         PrecisionAttr::get(ctx, *symbolizePrecision(sema::precisionName(t.precision))),
         LossScaleAttr::get(ctx, lossScale),
         t.lossScale == sema::LossScale::Static ? f64(t.staticLossScale) : FloatAttr(),
@@ -268,6 +288,26 @@ private:
         adapt, t.tokenizer.empty() ? StringAttr() : str(t.tokenizer), t.dataText ? b.getUnitAttr() : UnitAttr(),
         t.valText ? b.getUnitAttr() : UnitAttr(), federatedAttr(t),
         str(t.optimizer.kind == sema::OptimizerKind::SGD ? "sgd" : "adamw"), f64(t.optimizer.momentum));
+    if (images)
+      op->setAttr(planrt::manifest::key::images, imagesAttr(t.images, program.models[t.model].classes));
+  }
+
+  /// images(…) of a train plan as plan.train's `images` dictionary (the manifest's
+  /// train.images): the format, the shape, the transform, the class count.
+  DictionaryAttr imagesAttr(const sema::ImageData &d, int64_t classes) {
+    namespace key = planrt::manifest::key;
+    auto floats = [&](const std::vector<double> &v) {
+      SmallVector<Attribute> out;
+      for (double x : v)
+        out.push_back(f64(x));
+      return b.getArrayAttr(out);
+    };
+    return b.getDictionaryAttr(
+        {b.getNamedAttr(key::format, str(d.format == sema::ImageData::Format::Cifar10 ? "cifar10" : "planc")),
+         b.getNamedAttr(key::channels, i64(d.channels)), b.getNamedAttr(key::height, i64(d.height)),
+         b.getNamedAttr(key::width, i64(d.width)), b.getNamedAttr(key::classes, i64(classes)),
+         b.getNamedAttr(key::mean, floats(d.mean)), b.getNamedAttr(key::std, floats(d.std)),
+         b.getNamedAttr(key::crop, i64(d.cropPad)), b.getNamedAttr(key::flip, b.getBoolAttr(d.flip))});
   }
 
   /// `federated = fedavg(…)` as plan.train's federated dictionary; null when not federated.

@@ -73,6 +73,8 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
     f->removeAttr("nn.model");
     f->setAttr("nn.sharded", UnitAttr::get(ctx));
     f.setPrivate();
+    if (failed(training::specializeImages(f, train)))
+      return failure();
 
     // The tensor-parallel split of each parameter, as nn-tensor-parallel makes it (on a
     // copy at one data rank's micro-batch, then dropped).

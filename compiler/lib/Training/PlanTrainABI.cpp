@@ -140,13 +140,20 @@ llvm::json::Array groupsOf(const training::BufferLayout &layout) {
                            llvm::json::Array{layout.groupBegin[1], layout.groupEnd[1]}};
 }
 
-/// A dictionary of scalars and dictionaries (plan.train's federated) as JSON.
+/// A dictionary of scalars, arrays and dictionaries (plan.train's federated and images)
+/// as JSON.
 llvm::json::Value jsonOf(Attribute a) {
   if (auto d = dyn_cast<DictionaryAttr>(a)) {
     llvm::json::Object o;
     for (NamedAttribute e : d)
       o[e.getName().getValue()] = jsonOf(e.getValue());
     return o;
+  }
+  if (auto l = dyn_cast<ArrayAttr>(a)) {
+    llvm::json::Array out;
+    for (Attribute e : l)
+      out.push_back(jsonOf(e));
+    return out;
   }
   if (auto s = dyn_cast<StringAttr>(a))
     return s.getValue();
@@ -204,6 +211,8 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     t[key::data_text] = train.getDataText();
     t[key::val_text] = train.getValText();
   }
+  if (Attribute images = train->getAttr(key::images))
+    t[key::images] = jsonOf(images);
   if (std::optional<StringRef> init = train.getInitPath())
     t[key::init] = llvm::json::Object{{key::path, resolvePlanPath(base, *init)},
                                       {key::format, train.getInitFormat().value_or("planc")}};
@@ -385,7 +394,7 @@ public:
   /// loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
   void grad(const StageTable &st, func::FuncOp grad) {
     OpBuilder::InsertionGuard g(b);
-    auto f = entry("planc_grad", {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), scalarTy(), statsTy()});
+    auto f = entry("planc_grad", {paramsTy(st), flatTy(st), tokTy(st), targetTy(st), scalarTy(), statsTy()});
     Block &e = f.getBody().front();
     SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), Value());
     if (scaled)
@@ -776,7 +785,7 @@ public:
   /// planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
   void eval(const StageTable &st) {
     OpBuilder::InsertionGuard g(b);
-    auto f = entry("planc_eval", {paramsTy(st), tokTy(st), tokTy(st), scalarTy()});
+    auto f = entry("planc_eval", {paramsTy(st), tokTy(st), targetTy(st), scalarTy()});
     Block &e = f.getBody().front();
     SmallVector<Value> outs =
         inlineBody(b, st.fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), Value()));
@@ -856,7 +865,7 @@ private:
     OpBuilder::InsertionGuard g(b);
     func::FuncOp fwd = st.fwd;
     auto f = entry("planc_fwd_s" + std::to_string(k),
-                   {paramsTy(st), tokTy(st), tokTy(st), types.in, types.out, types.saved});
+                   {paramsTy(st), tokTy(st), targetTy(st), types.in, types.out, types.saved});
     Block &e = f.getBody().front();
     SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), e.getArgument(3));
     if (split) {
@@ -885,7 +894,7 @@ private:
                      const std::optional<training::WeightSplit> &weights) {
     OpBuilder::InsertionGuard g(b);
     func::FuncOp fwd = st.fwd;
-    auto f = entry("planc_bwd_s" + std::to_string(k), {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), types.in,
+    auto f = entry("planc_bwd_s" + std::to_string(k), {paramsTy(st), flatTy(st), tokTy(st), targetTy(st), types.in,
                                                        types.out, types.in, scalarTy(), statsTy(), types.saved,
                                                        types.wsaved});
     Block &e = f.getBody().front();
@@ -924,7 +933,7 @@ private:
   void stageWeights(int64_t k, StageTable &st, const training::WeightSplit &weights, const StageTypes &types) {
     OpBuilder::InsertionGuard g(b);
     auto f = entry("planc_wgrad_s" + std::to_string(k),
-                   {paramsTy(st), flatTy(st), tokTy(st), tokTy(st), statsTy(), types.wsaved});
+                   {paramsTy(st), flatTy(st), tokTy(st), targetTy(st), statsTy(), types.wsaved});
     Block &e = f.getBody().front();
     SmallVector<Value> args = forwardArgs(st, e.getArgument(0), e.getArgument(2), e.getArgument(3), Value());
     func::FuncOp grad = weights.grad;
@@ -946,14 +955,21 @@ private:
   MemRefType paramsTy(const StageTable &st) {
     return MemRefType::get({st.layout.total + st.frozenFloats}, b.getF32Type());
   }
-  MemRefType tokTy(const StageTable &st) {
+  /// The model's input (token ids, or images) as `planc_grad` and the others take it.
+  MemRefType tokTy(const StageTable &st) { return inputTy(st, false); }
+  /// Its targets (token ids, or class labels).
+  MemRefType targetTy(const StageTable &st) { return inputTy(st, true); }
+  MemRefType inputTy(const StageTable &st, bool targets) {
     func::FuncOp fwd = st.fwd;
     for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (fwd.getArgAttr(i, "nn.input"))
-        return MemRefType::get(cast<ShapedType>(fwd.getArgument(i).getType()).getShape(), b.getI32Type());
+      if (auto input = fwd.getArgAttrOfType<StringAttr>(i, "nn.input"); input && isTargets(input) == targets) {
+        auto t = cast<ShapedType>(fwd.getArgument(i).getType());
+        return MemRefType::get(t.getShape(), t.getElementType());
+      }
     return MemRefType::get({int64_t(train.getMicroAttr().getInt()), int64_t(train.getSeqAttr().getInt())},
                            b.getI32Type());
   }
+  static bool isTargets(StringAttr input) { return input.getValue() == "targets" || input.getValue() == "labels"; }
   MemRefType scalarTy() { return MemRefType::get({1}, b.getF32Type()); }
   /// The step state the driver keeps between steps (planrt.h): [grad norm, lr, loss
   /// scale, good steps, skipped, …].
@@ -1007,8 +1023,8 @@ private:
         args.push_back(in ? Flat(b, loc, in).read(activation(t)) : Value());
       } else {
         auto input = fwd.getArgAttrOfType<StringAttr>(i, "nn.input");
-        bool isTargets = input ? input.getValue() == "targets" : i == 1;
-        args.push_back(readTokens(isTargets ? targets : tokens, cast<RankedTensorType>(t)));
+        bool target = input ? isTargets(input) : i == 1;
+        args.push_back(readTokens(target ? targets : tokens, cast<RankedTensorType>(t)));
       }
     }
     return args;
@@ -1140,7 +1156,11 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       if (failed(checkTokenizer(train, train.getBaseDir(), *tokenizer, vocab.getInt(), train.getModel())))
         return signalPassFailure();
     Location trainLoc = train.getLoc();
-    auto root = cast<DictionaryAttr>(jsonToAttr(&getContext(), manifest(train, tables, vocab.getInt())));
+    // A model over images: its targets are class labels, below the class count.
+    int64_t targets = vocab.getInt();
+    if (auto images = train->getAttrOfType<DictionaryAttr>(key::images))
+      targets = images.getAs<IntegerAttr>(key::classes).getInt();
+    auto root = cast<DictionaryAttr>(jsonToAttr(&getContext(), manifest(train, tables, targets)));
 
     // What is left of the plan has been consumed.
     for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))

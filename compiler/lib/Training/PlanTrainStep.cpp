@@ -288,6 +288,8 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       fwd->removeAttr("nn.model");
       fwd->setAttr("nn.forward", UnitAttr::get(&getContext()));
       fwd.setPrivate();
+      if (failed(training::specializeImages(fwd, train)))
+        return signalPassFailure();
       // Tensor parallelism: the forward pass of one rank of the tensor group; its
       // gradient and update follow from it.
       if (training::TensorParallel tp = training::tensorParallelOf(train); tp.size > 1) {

@@ -7,11 +7,12 @@
 using namespace plan::lang;
 
 const std::vector<std::string> &plan::lang::layerNames() {
-  static const std::vector<std::string> n = {"embedding", "linear", "layernorm", "rmsnorm", "attention", "dropout"};
+  static const std::vector<std::string> n = {"embedding", "linear",  "layernorm", "rmsnorm", "attention",
+                                             "dropout",   "conv2d",  "batchnorm", "maxpool", "avgpool"};
   return n;
 }
 const std::vector<std::string> &plan::lang::functionNames() {
-  static const std::vector<std::string> n = {"gelu", "silu", "relu", "positions", "cross_entropy"};
+  static const std::vector<std::string> n = {"gelu", "silu", "relu", "positions", "cross_entropy", "flatten"};
   return n;
 }
 const std::vector<std::string> &plan::lang::paramTypeNames() {

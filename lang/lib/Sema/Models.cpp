@@ -37,7 +37,7 @@ constexpr size_t kMaxBlockDepth = 64;
 /// Parameter elements of one model: beyond 2^53 the cost model's doubles lose exactness.
 constexpr int64_t kMaxElements = int64_t(1) << 53;
 
-enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout };
+enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout, Conv2d, BatchNorm, MaxPool, AvgPool };
 
 Signature layerSignature(Prim p) {
   switch (p) {
@@ -60,6 +60,14 @@ Signature layerSignature(Prim p) {
              {"rope_theta", false}}};
   case Prim::Dropout:
     return {"dropout", {{"p", true}}};
+  case Prim::Conv2d:
+    return {"conv2d", {{"in", true}, {"out", true}, {"kernel", true}, {"stride", false}, {"padding", false}, {"bias", false}}};
+  case Prim::BatchNorm:
+    return {"batchnorm", {{"c", true}, {"eps", false}, {"momentum", false}}};
+  case Prim::MaxPool:
+    return {"maxpool", {{"kernel", true}, {"stride", false}, {"padding", false}}};
+  case Prim::AvgPool:
+    return {"avgpool", {}};
   }
   return {};
 }
@@ -75,6 +83,14 @@ Prim primOf(const std::string &n) {
     return Prim::RMSNorm;
   if (n == "attention")
     return Prim::Attention;
+  if (n == "conv2d")
+    return Prim::Conv2d;
+  if (n == "batchnorm")
+    return Prim::BatchNorm;
+  if (n == "maxpool")
+    return Prim::MaxPool;
+  if (n == "avgpool")
+    return Prim::AvgPool;
   return Prim::Dropout;
 }
 
@@ -84,11 +100,13 @@ struct Layer {
   std::string path;
   ast::Loc loc;
   std::vector<int> params;
-  int64_t rows = 0, cols = 0; ///< embedding (n, d); linear (i, o); norms/attention (d, d)
+  int64_t rows = 0, cols = 0; ///< embedding (n, d); linear (i, o); norms/attention (d, d); conv2d (in, out)
   bool defaultDims = false;   ///< the logical dims were not written
   int64_t heads = 0, kvHeads = 0;
   bool causal = true, rope = false;
   double eps = 0, p = 0, ropeTheta = 10000.0;
+  double momentum = 0;                     ///< batchnorm
+  int64_t kernel = 0, stride = 1, pad = 0; ///< conv2d, maxpool
 };
 
 struct BlockInst;
@@ -248,6 +266,10 @@ private:
   int64_t elements = 0; ///< parameter elements so far
 
   ValueType typeOf(int v) const {
+    if (v == sema::kTokensValue && model.images)
+      return {ValueType::Kind::Images, 0};
+    if (v == sema::kTargetsValue && model.images)
+      return {ValueType::Kind::Labels, 0};
     if (v < sema::kFirstOpValue)
       return {ValueType::Kind::Tokens, 0};
     return model.ops[v - sema::kFirstOpValue].result;
@@ -573,11 +595,82 @@ private:
       }
       break;
     }
+    case Prim::Conv2d:
+    case Prim::BatchNorm:
+    case Prim::MaxPool:
+    case Prim::AvgPool:
+      if (!makeVisionLayer(l, args, what, loc, boolArg, floatArg))
+        return false;
+      break;
     }
     for (int p : l.params)
       if (p < 0)
         return false;
     return true;
+  }
+
+  /// A window's size, stride and padding (conv2d, maxpool): padding at most half the
+  /// window, as PyTorch requires.
+  bool windowArgs(Layer &l, std::map<std::string, Value> &args, const std::string &what) {
+    if (!positive(args["kernel"], "the kernel size of " + what, l.kernel))
+      return false;
+    l.stride = l.prim == Prim::MaxPool ? l.kernel : 1; // PyTorch's defaults
+    if (args.count("stride") && !positive(args["stride"], "the stride of " + what, l.stride))
+      return false;
+    l.pad = 0;
+    if (auto it = args.find("padding"); it != args.end()) {
+      auto p = sema.toInt(it->second, "the padding of " + what);
+      if (!p)
+        return false;
+      if (*p < 0 || 2 * *p > l.kernel) {
+        diags.error(it->second.loc, "the padding of " + what + " must be between 0 and half the kernel (" +
+                                        std::to_string(l.kernel / 2) + "), not " + std::to_string(*p));
+        return false;
+      }
+      l.pad = *p;
+    }
+    return true;
+  }
+
+  /// conv2d (weight [out, in, k, k] and a bias, PyTorch's names and He's initialisation
+  /// for ReLU networks), batchnorm (weight and bias), maxpool and avgpool (none).
+  template <typename BoolArg, typename FloatArg>
+  bool makeVisionLayer(Layer &l, std::map<std::string, Value> &args, const std::string &what, ast::Loc loc,
+                       BoolArg &boolArg, FloatArg &floatArg) {
+    using sema::Init;
+    switch (l.prim) {
+    case Prim::Conv2d: {
+      bool bias;
+      if (!positive(args["in"], "the input channels of " + what, l.rows) ||
+          !positive(args["out"], "the output channels of " + what, l.cols) || !windowArgs(l, args, what) ||
+          !boolArg("bias", true, bias))
+        return false;
+      int w = addParam(l.path + ".weight", {l.cols, l.rows, l.kernel, l.kernel}, {"out", "in", "kh", "kw"},
+                       Init::Normal, loc);
+      if (w >= 0) // fan-out mode, as torchvision's ResNets
+        model.params[w].initStd = std::sqrt(2.0 / double(l.cols * l.kernel * l.kernel));
+      l.params.push_back(w);
+      if (bias)
+        l.params.push_back(addParam(l.path + ".bias", {l.cols}, {"out"}, Init::Zeros, loc));
+      return true;
+    }
+    case Prim::BatchNorm:
+      if (!positive(args["c"], "the channels of " + what, l.rows) || !floatArg("eps", 1e-5, l.eps) ||
+          !floatArg("momentum", 0.1, l.momentum))
+        return false;
+      if (!(l.eps > 0) || !(l.momentum >= 0 && l.momentum <= 1)) {
+        diags.error(loc, "'eps' of " + what + " must be positive and its 'momentum' in [0, 1]");
+        return false;
+      }
+      l.cols = l.rows;
+      l.params.push_back(addParam(l.path + ".weight", {l.rows}, {"channels"}, Init::Ones, loc));
+      l.params.push_back(addParam(l.path + ".bias", {l.rows}, {"channels"}, Init::Zeros, loc));
+      return true;
+    case Prim::MaxPool:
+      return windowArgs(l, args, what);
+    default:
+      return true;
+    }
   }
 
   int addOp(GraphOp op) {
@@ -634,7 +727,8 @@ private:
       return addOp(op);
     }
     case Prim::Linear:
-      if (!expectType(in[0], hidden, loc, "linear " + what))
+      // A flatten of images whose size the data gives is checked when it is known.
+      if (!(typeOf(in[0]) == ValueType{ValueType::Kind::Hidden, 0}) && !expectType(in[0], hidden, loc, "linear " + what))
         return -1;
       op.kind = OpKind::Linear;
       op.result = {ValueType::Kind::Hidden, l.cols};
@@ -658,6 +752,11 @@ private:
       op.ropeTheta = l.ropeTheta;
       op.result = hidden;
       return addOp(op);
+    case Prim::Conv2d:
+    case Prim::BatchNorm:
+    case Prim::MaxPool:
+    case Prim::AvgPool:
+      return applyVisionLayer(l, op, loc);
     case Prim::Dropout: {
       ValueType t = typeOf(in[0]);
       if (t.kind != ValueType::Kind::Hidden) {
@@ -671,6 +770,51 @@ private:
     }
     }
     return -1;
+  }
+
+  /// conv2d, batchnorm, maxpool, avgpool on images, their channels checked (a model's
+  /// input images have those of the first layer that reads them).
+  int applyVisionLayer(const Layer &l, GraphOp &op, ast::Loc loc) {
+    std::string what = "'" + l.path + "'";
+    ValueType t = typeOf(op.operands[0]);
+    const char *name = l.prim == Prim::Conv2d      ? "conv2d"
+                       : l.prim == Prim::BatchNorm ? "batchnorm"
+                       : l.prim == Prim::MaxPool   ? "maxpool"
+                                                   : "avgpool";
+    if (t.kind != ValueType::Kind::Images) {
+      diags.error(loc, std::string(name) + " " + what +
+                           " expects images [batch, channels, height, width], but its input is " + t.str());
+      return -1;
+    }
+    bool channelsChecked = l.prim == Prim::Conv2d || l.prim == Prim::BatchNorm;
+    if (channelsChecked && t.features != 0 && t.features != l.rows) {
+      diags.error(loc, std::string(name) + " " + what + " takes " + std::to_string(l.rows) +
+                           " channels, but its input has " + std::to_string(t.features));
+      return -1;
+    }
+    op.kernel = l.kernel;
+    op.stride = l.stride;
+    op.pad = l.pad;
+    op.eps = l.eps;
+    op.momentum = l.momentum;
+    op.result = {ValueType::Kind::Images, channelsChecked ? l.cols : t.features, false};
+    switch (l.prim) {
+    case Prim::Conv2d:
+      op.kind = OpKind::Conv2d;
+      break;
+    case Prim::BatchNorm:
+      op.kind = OpKind::BatchNorm;
+      op.result.pooled = t.pooled;
+      break;
+    case Prim::MaxPool:
+      op.kind = OpKind::MaxPool;
+      break;
+    default:
+      op.kind = OpKind::AvgPool;
+      op.result.pooled = true;
+      break;
+    }
+    return addOp(op);
   }
 
   std::vector<std::string> scopeNames(const BlockInst &inst, const std::map<std::string, int> &scope) {
@@ -797,7 +941,7 @@ private:
       if (b < 0)
         return -1;
       ValueType ta = typeOf(a), tb = typeOf(b);
-      if (!(ta == tb) || ta.kind != ValueType::Kind::Hidden) {
+      if (!(ta == tb) || (ta.kind != ValueType::Kind::Hidden && ta.kind != ValueType::Kind::Images)) {
         diags.error(e.loc, "cannot apply '" + e.text + "' to " + ta.str() + " and " + tb.str());
         return -1;
       }
@@ -886,9 +1030,20 @@ private:
       op.result = {ValueType::Kind::Positions, 0};
       return addOp(op);
     }
+    if (fn == "flatten") {
+      if (t.kind != ValueType::Kind::Images) {
+        diags.error(loc, "'flatten' expects images [batch, channels, height, width], but its input is " + t.str());
+        return -1;
+      }
+      // [batch, C·H·W]: known here after a global pooling, else once the data gives H, W.
+      op.kind = OpKind::Flatten;
+      op.result = {ValueType::Kind::Hidden, t.pooled ? t.features : 0};
+      return addOp(op);
+    }
     if (fn == "cross_entropy") {
       ValueType u = typeOf(in[1]);
-      if (t.kind != ValueType::Kind::Hidden || u.kind != ValueType::Kind::Tokens) {
+      bool targets = u.kind == (model.images ? ValueType::Kind::Labels : ValueType::Kind::Tokens);
+      if (t.kind != ValueType::Kind::Hidden || !targets || t.features == 0) {
         diags.error(loc, "'cross_entropy' expects (logits, targets), but got " + t.str() + " and " + u.str());
         return -1;
       }
@@ -897,12 +1052,14 @@ private:
                              std::to_string(model.vocab) + " rows (the vocabulary)");
         return -1;
       }
+      if (model.images)
+        model.classes = t.features;
       op.kind = OpKind::CrossEntropy;
       op.result = {ValueType::Kind::Scalar, 0};
       return addOp(op);
     }
-    if (t.kind != ValueType::Kind::Hidden) {
-      diags.error(loc, "'" + fn + "' expects activations, but its input is " + t.str());
+    if (t.kind != ValueType::Kind::Hidden && t.kind != ValueType::Kind::Images) {
+      diags.error(loc, "'" + fn + "' expects activations or images, but its input is " + t.str());
       return -1;
     }
     op.kind = fn == "gelu" ? OpKind::Gelu : fn == "silu" ? OpKind::Silu : OpKind::Relu;
@@ -930,7 +1087,8 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
     if (!seen.insert(in.first).second)
       diags.error(in.second, "duplicate input '" + in.first + "'");
   if (decl.kind == ast::Decl::Kind::Model && !decl.alias && decl.inputs.size() != 2)
-    diags.error(decl.nameLoc, "model '" + decl.name + "' must take two inputs, (tokens, targets); it takes " +
+    diags.error(decl.nameLoc, "model '" + decl.name +
+                                  "' must take two inputs, (tokens, targets) or (images, labels); it takes " +
                                   std::to_string(decl.inputs.size()));
   // Names resolve even in blocks no model instantiates. Layer bindings are
   // declarations, usable anywhere in the body; tensors only after they are assigned.
@@ -1097,6 +1255,8 @@ std::optional<int> Sema::modelIndex(const std::string &name, ast::Loc use) {
     }
   }
 
+  // A model whose first input is named `images` classifies images (EXTENSIONS.md §4).
+  model.images = !body->inputs.empty() && body->inputs[0].first == "images";
   Instantiator inst(*this, model);
   std::shared_ptr<BlockInst> top;
   if (decl->alias)

@@ -40,6 +40,7 @@ void TrainCheck::run() {
   checkAdapt();
   checkQuantize();
   checkFederated();
+  checkImages();
   if (ok && diags.errorCount() == 0)
     sema.program.trains.push_back(std::move(t));
 }

@@ -47,6 +47,15 @@ private:
   /// seq against the model's positional table.
   void checkSeq();
 
+  // TrainImages.cpp
+  /// images("…", format:, shape:, normalize:, crop:, flip:) of `key` into `out`.
+  void imageFiles(const char *key, sema::ImageData &out);
+  /// [channels, height, width] of `out` when `shape:` did not give them: CIFAR-10's, or
+  /// the header of the first file the first pattern matches.
+  bool imageShape(const Value &call, sema::ImageData &out);
+  /// What a model over images needs of the plan, and what this version does not do.
+  void checkImages();
+
   // TrainParallel.cpp
   void checkParallel();
   void checkPipeline(const Section &par);

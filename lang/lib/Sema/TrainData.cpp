@@ -78,6 +78,11 @@ void TrainCheck::checkData() {
     if (v.isError() || !tokenizerOf(v))
       ok = false;
   }
+  if (model && model->images) {
+    imageFiles("data", t.images);
+    imageFiles("val", t.valImages);
+    return;
+  }
   tokenFiles("data", t.data, t.dataText);
   tokenFiles("val", t.val, t.valText);
 }
@@ -134,7 +139,15 @@ void TrainCheck::checkAccumulation() {
 }
 
 void TrainCheck::checkSeq() {
-  if (model) {
+  if (model && model->images) {
+    // One position per image: the labels are [batch, 1].
+    if (haveSeq) {
+      diags.error(sec.get("seq")->loc, what + ": model '" + model->name + "' classifies images, which have no "
+                                                                        "sequence; remove 'seq'");
+      ok = false;
+    }
+    t.seq = 1;
+  } else if (model) {
     if (!haveSeq && !sec.get("seq")) {
       if (model->maxSeq > 0) {
         t.seq = model->maxSeq;

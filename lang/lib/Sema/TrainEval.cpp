@@ -22,8 +22,9 @@ void TrainCheck::checkEval() {
       else
         ok = false;
     }
-    if (t.val.empty()) {
-      diags.error(ev->loc, "eval needs validation data: add 'val = tokens(\"…\")'");
+    if (t.val.empty() && !t.valImages.any()) {
+      diags.error(ev->loc, model && model->images ? "eval needs validation images: add 'val = images(\"…\")'"
+                                                  : "eval needs validation data: add 'val = tokens(\"…\")'");
       ok = false;
     }
   }

@@ -16,6 +16,15 @@ namespace plan::training {
 /// [batch, seq] extents follow. Inserted after `forward`.
 mlir::func::FuncOp specialize(mlir::func::FuncOp forward, llvm::StringRef name, int64_t batch, int64_t seq);
 
+/// A model over images: [channels, height, width] of the train plan's images; empty for
+/// a model over tokens.
+llvm::SmallVector<int64_t> imageShapeOf(pl::TrainOp train);
+/// Gives a specialized forward function of a model over images the plan's image size:
+/// the images argument, then every image value's shape, layer by layer (Images.cpp).
+/// Errors at the layer where the size does not fit (a window larger than the image, a
+/// flatten wider or narrower than the linear that reads it). Nothing for other models.
+mlir::LogicalResult specializeImages(mlir::func::FuncOp f, pl::TrainOp train);
+
 /// Mixed precision on a target that computes in f32: rounds every parameter as it
 /// is read and every activation (not the scalar loss) to `to` (bf16 or f16) with
 /// nn.round; the f32 arguments stay the master weights, and nn.round's VJP rounds

@@ -36,8 +36,9 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     func->setAttr("nn.model", UnitAttr::get(ctx));
     for (StringRef name : {"layers", "vocab", "max_seq", "num_params"})
       func->setAttr(("nn." + name).str(), model->getAttr(name));
-    func.setArgAttr(0, "nn.input", b.getStringAttr("tokens"));
-    func.setArgAttr(1, "nn.input", b.getStringAttr("targets"));
+    bool images = cast<RankedTensorType>(inputs[0]).getRank() == 4;
+    func.setArgAttr(0, "nn.input", b.getStringAttr(images ? "images" : "tokens"));
+    func.setArgAttr(1, "nn.input", b.getStringAttr(images ? "labels" : "targets"));
     llvm::StringMap<Value> byPath;
     Block *entry = func.addEntryBlock();
     for (auto [i, p] : llvm::enumerate(params)) {
@@ -82,13 +83,16 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
       auto a = apply->getAttrOfType<FloatAttr>(name);
       return b.getF64FloatAttr(a ? a.getValueAsDouble() : dflt);
     };
-    auto hidden = [&](Value w, bool transposed) {
+    auto i64 = [&](StringRef name) { return apply->getAttrOfType<IntegerAttr>(name); };
+    // [batch, seq, out] (seq 1 in a model over images) of a matmul of x by w.
+    auto hidden = [&](Value x, Value w, bool transposed) {
       auto wt = cast<RankedTensorType>(w.getType());
-      return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic, wt.getDimSize(transposed ? 0 : 1)},
+      return RankedTensorType::get({ShapedType::kDynamic, cast<RankedTensorType>(x.getType()).getDimSize(1),
+                                    wt.getDimSize(transposed ? 0 : 1)},
                                    wt.getElementType());
     };
     auto linear = [&](Value x, Value w, Value bias) -> Value {
-      Value y = nn::MatmulOp::create(b, loc, hidden(w, false), x, w, /*transpose_w=*/false);
+      Value y = nn::MatmulOp::create(b, loc, hidden(x, w, false), x, w, /*transpose_w=*/false);
       return bias ? nn::BiasAddOp::create(b, loc, y.getType(), y, bias).getResult() : y;
     };
     switch (apply.getKind()) {
@@ -134,6 +138,19 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
       return nn::PositionsOp::create(b, loc, in[0].getType(), in[0], Value());
     case pl::LayerKind::cross_entropy:
       return nn::CrossEntropyOp::create(b, loc, type, in[0], in[1]);
+    case pl::LayerKind::conv2d:
+      return nn::Conv2dOp::create(b, loc, type, in[0], ps[0], ps.size() > 1 ? ps[1] : Value(), i64("stride"),
+                                  i64("pad"));
+    case pl::LayerKind::batchnorm:
+      return nn::BatchNormOp::create(b, loc, type, nn::BatchNormOp::statsType(cast<RankedTensorType>(ps[0].getType())),
+                                     in[0], ps[0], ps[1], f64("eps", 1e-5))
+          .getResult();
+    case pl::LayerKind::maxpool:
+      return nn::MaxPool2dOp::create(b, loc, type, in[0], i64("kernel"), i64("stride"), i64("pad"));
+    case pl::LayerKind::avgpool:
+      return nn::AvgPoolOp::create(b, loc, type, in[0]);
+    case pl::LayerKind::flatten:
+      return nn::FlattenOp::create(b, loc, type, in[0]);
     }
     return Value();
   }

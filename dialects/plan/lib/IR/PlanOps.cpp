@@ -113,9 +113,18 @@ LogicalResult ModelOp::verify() {
 
 LogicalResult ModelOp::verifyRegions() {
   Block &body = getBodyBlock();
-  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, IntegerType::get(getContext(), 32));
-  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != tokens || body.getArgument(1).getType() != tokens)
-    return emitOpError() << "takes two arguments, tokens and targets, of type " << tokens;
+  int64_t dyn = ShapedType::kDynamic;
+  auto tokens = RankedTensorType::get({dyn, dyn}, IntegerType::get(getContext(), 32));
+  // A model over images: [batch, channels, height, width] floats (the channels may be
+  // open), and their class labels.
+  auto images = body.getNumArguments() > 0 ? dyn_cast<RankedTensorType>(body.getArgument(0).getType()) : nullptr;
+  bool isImages = images && images.getRank() == 4 && isa<FloatType>(images.getElementType()) &&
+                  images.isDynamicDim(0) && images.isDynamicDim(2) && images.isDynamicDim(3);
+  auto labels = RankedTensorType::get({dyn, 1}, IntegerType::get(getContext(), 32));
+  if (body.getNumArguments() != 2 || (!isImages && body.getArgument(0).getType() != tokens) ||
+      body.getArgument(1).getType() != (isImages ? labels : tokens))
+    return emitOpError() << "takes two arguments, tokens and targets of type " << tokens
+                         << ", or images [?, C, ?, ?] and labels " << labels;
   int64_t total = 0;
   for (ParamOp p : body.getOps<ParamOp>()) {
     int64_t n = p.getTensorType().getNumElements();
@@ -159,6 +168,10 @@ static Arity arityOf(LayerKind kind) {
     return {1, 1, 1};
   case LayerKind::attention:
     return {1, 2, 4};
+  case LayerKind::conv2d:
+    return {1, 1, 2};
+  case LayerKind::batchnorm:
+    return {1, 2, 2};
   case LayerKind::cross_entropy:
   case LayerKind::add:
   case LayerKind::sub:

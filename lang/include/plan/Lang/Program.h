@@ -52,15 +52,27 @@ enum class OpKind {
   Add,
   Sub,
   Mul,
+  // Vision: on images [batch, channels, height, width].
+  Conv2d,
+  BatchNorm,
+  MaxPool,
+  AvgPool,
+  Flatten,
 };
 const char *opKindName(OpKind k);
 
-/// The type of a value in the forward graph. Batch and sequence are symbolic.
+/// The type of a value in the forward graph. Batch and sequence are symbolic, and so are
+/// an image's height and width (the train plan's data gives them).
 struct ValueType {
-  enum class Kind { Tokens, Positions, Hidden, Scalar };
+  enum class Kind { Tokens, Positions, Hidden, Scalar, Images, Labels };
   Kind kind = Kind::Hidden;
-  int64_t features = 0; ///< Hidden: the last dimension
-  bool operator==(const ValueType &o) const { return kind == o.kind && features == o.features; }
+  /// Hidden: the last dimension (0: not known before the image size is, after a
+  /// flatten); Images: the channels (0: the model's input, whatever its channels).
+  int64_t features = 0;
+  bool pooled = false; ///< Images: globally pooled, 1 × 1
+  bool operator==(const ValueType &o) const {
+    return kind == o.kind && features == o.features && pooled == o.pooled;
+  }
   std::string str() const;
 };
 
@@ -80,6 +92,8 @@ struct GraphOp {
   bool causal = false, rope = false;
   double ropeTheta = 10000.0;
   double eps = 0;                          ///< norms
+  double momentum = 0;                     ///< batchnorm's running statistics
+  int64_t kernel = 0, stride = 1, pad = 0; ///< conv2d, maxpool: the window
   double p = 0;                            ///< dropout
   int64_t inFeatures = 0, outFeatures = 0; ///< linear, embedding (rows, cols)
   int layerIndex = -1;                     ///< index within the model's repeated trunk, or -1
@@ -96,9 +110,23 @@ struct Model {
   int64_t vocab = 0;  ///< rows of the embedding applied to the tokens
   int64_t maxSeq = 0; ///< rows of the positional table (0: no limit)
   int64_t layers = 0; ///< repeated units in the trunk (pipeline stages split these)
+  bool images = false; ///< a model over (images, labels), not (tokens, targets)
+  int64_t classes = 0; ///< the logits' width of a model over images
   int64_t numParameters() const;
   /// Attention layers with their head counts, for divisibility checks.
   std::vector<const GraphOp *> attentions() const;
+};
+
+/// images("PATH", …) of a train plan: CIFAR-10's binary batches or planc's image files
+/// (runtime/include/planrt.h, "Image data"), with the transform each sample gets.
+struct ImageData {
+  enum class Format { Planc, Cifar10 } format = Format::Planc;
+  std::vector<std::string> files;                ///< paths or globs
+  int64_t channels = 0, height = 0, width = 0;   ///< `shape:`, CIFAR-10's, or the first file's header
+  std::vector<double> mean, std;                 ///< `normalize:` per channel; empty: byte / 255
+  int64_t cropPad = 0;                           ///< `crop:` random crop after zero padding by this
+  bool flip = false;                             ///< `flip:` random horizontal flip
+  bool any() const { return !files.empty(); }
 };
 
 enum class DeviceKind { CPU, CUDA };
@@ -225,6 +253,8 @@ struct Train {
   int model = -1;                     ///< index into Program::models
   int mesh = -1;                      ///< index into Program::meshes
   std::vector<std::string> data, val; ///< token file paths or globs
+  /// A model over images: `data = images(…)` and `val = images(…)` (EXTENSIONS.md §4).
+  ImageData images, valImages;
   /// data = text(…) / val = text(…): text files, tokenized at load with `tokenizer` (a
   /// Hugging Face tokenizer.json, `tokenizer = bpe(…)` or text's `tokenizer:`).
   bool dataText = false, valText = false;

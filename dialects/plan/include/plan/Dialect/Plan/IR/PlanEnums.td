@@ -47,7 +47,10 @@ def Plan_LayerKind : Plan_Enum<"LayerKind", "primitive layer or tensor operation
   I32EnumAttrCase<"gelu", 6>, I32EnumAttrCase<"silu", 7>, I32EnumAttrCase<"relu", 8>,
   I32EnumAttrCase<"dropout", 9>, I32EnumAttrCase<"cross_entropy", 10>,
   I32EnumAttrCase<"positions", 11>, I32EnumAttrCase<"add", 12>,
-  I32EnumAttrCase<"sub", 13>, I32EnumAttrCase<"mul", 14>]>;
+  I32EnumAttrCase<"sub", 13>, I32EnumAttrCase<"mul", 14>,
+  I32EnumAttrCase<"conv2d", 15>, I32EnumAttrCase<"batchnorm", 16>,
+  I32EnumAttrCase<"maxpool", 17>, I32EnumAttrCase<"avgpool", 18>,
+  I32EnumAttrCase<"flatten", 19>]>;
 def Plan_LayerKindAttr : EnumAttr<Plan_Dialect, Plan_LayerKind, "layer">;
 
 def Plan_ChunkKind : Plan_Enum<"ChunkKind", "chunker", [
