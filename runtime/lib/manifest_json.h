@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +74,20 @@ inline double real(const json &object, const char *key, const std::string &where
     throw Malformed{path(where, key) + " is " + v.dump() + ", not a number in [" + std::to_string(min) + ", " +
                     std::to_string(max) + "]"};
   return v.get<double>();
+}
+
+/// An array of finite numbers.
+inline std::vector<double> numbers(const json &object, const char *key, const std::string &where) {
+  const json &v = field(object, key, where);
+  if (!v.is_array())
+    throw Malformed{path(where, key) + " is not an array"};
+  std::vector<double> out;
+  for (const json &e : v) {
+    if (!e.is_number() || !std::isfinite(e.get<double>()))
+      throw Malformed{path(where, key) + " holds " + e.dump() + ", not a number"};
+    out.push_back(e.get<double>());
+  }
+  return out;
 }
 
 /// Runs `body`, which reads a manifest and throws Malformed (or a JSON error) when

@@ -147,7 +147,17 @@ bool planrt_step_ctx::readBatch(int64_t s, int64_t micro) {
   // writes device memory in a step.
   hostTokens.resize(tokens.size());
   hostTargets.resize(targets.size());
-  if (planrt_status st = planrt_data_batch(train, first, this->micro, seq, hostTokens.data(), hostTargets.data())) {
+  if (images) {
+    static_assert(sizeof(float) == sizeof(int32_t), "images travel in the token buffer");
+    float *pixels = reinterpret_cast<float *>(hostTokens.data());
+    for (int64_t i = 0; i < this->micro; ++i)
+      if (planrt_status st = planrt_images_sample(images, imageSeed, first + uint64_t(i), &imageTransform,
+                                                  pixels + i * imageFloats, &hostTargets[size_t(i)])) {
+        failWith(st);
+        return false;
+      }
+  } else if (planrt_status st =
+                 planrt_data_batch(train, first, this->micro, seq, hostTokens.data(), hostTargets.data())) {
     failWith(st);
     return false;
   }

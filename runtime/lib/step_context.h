@@ -80,6 +80,12 @@ struct planrt_step_ctx {
   /// moments through it instead of calling `update`.
   planrt::train::OffloadedOptimizer *offload = nullptr;
   planrt_data *train = nullptr;
+  /// A model over images reads these instead (`tokens` then holds micro × floats
+  /// floats of images, `targets` their labels), each sample drawn from (seed, index).
+  planrt_images *images = nullptr;
+  planrt_image_transform imageTransform{};
+  uint64_t imageSeed = 0;
+  int64_t imageFloats = 0;
   int64_t batch = 0, micro = 0, seq = 0;
   int64_t dataRank = 0, dataSize = 1;
   /// Tensor and pipeline parallelism: this rank's tensor coordinate and the group's size;

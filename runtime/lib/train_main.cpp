@@ -40,6 +40,8 @@ Trainer::~Trainer() {
     planrt_data_close(train);
   if (val)
     planrt_data_close(val);
+  if (images)
+    planrt_images_close(images);
 }
 
 int Trainer::run() {
@@ -86,7 +88,8 @@ int Trainer::run() {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4f", lastLoss);
   summary +=
-      std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) + " tok/s";
+      std::string(buf) + " · mean " + rate(double(tokensPerStep()) * double(end - start) / stepSeconds) +
+      (m.images.any() ? " images/s" : " tok/s");
   if (ctx.mesh) {
     char share[200];
     if (m.pipeline > 1)
@@ -254,6 +257,8 @@ planrt_status Trainer::openData() {
       return s;
   if (trainFiles.empty())
     return fail(PLANRT_ERR_ARG, "no training data: the plan names none and no --data was given");
+  if (m.images.any())
+    return openImages(trainFiles);
   std::vector<const char *> patterns;
   for (const std::string &f : trainFiles)
     patterns.push_back(f.c_str());
@@ -283,6 +288,28 @@ planrt_status Trainer::openData() {
                   "windows of %lld tokens",
                   valFiles.front().c_str(), (long long)(last + 1), (long long)m.seq + 1);
   }
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::openImages(const std::vector<std::string> &files) {
+  std::vector<const char *> patterns;
+  for (const std::string &f : files)
+    patterns.push_back(f.c_str());
+  auto format = m.images.format == "cifar10" ? PLANRT_IMAGES_CIFAR10 : PLANRT_IMAGES_PLANC;
+  if (planrt_status s = planrt_images_open(patterns.data(), patterns.size(), format, m.images.classes, &images))
+    return s;
+  int64_t c, h, w;
+  planrt_images_shape(images, &c, &h, &w);
+  if (c != m.images.channels || h != m.images.height || w != m.images.width)
+    return fail(PLANRT_ERR_MISMATCH, "%s: its images are %lldx%lldx%lld, but this executable was built for %lldx%lldx%lld",
+                files.front().c_str(), (long long)c, (long long)h, (long long)w, (long long)m.images.channels,
+                (long long)m.images.height, (long long)m.images.width);
+  ctx.images = images;
+  ctx.imageTransform = m.images.transform;
+  ctx.imageSeed = m.seed;
+  ctx.imageFloats = m.images.floats();
+  ctx.tokens.resize(size_t(m.micro * m.images.floats())); // floats, in the input buffer's int32 slots
+  ctx.targets.resize(size_t(m.micro));
   return PLANRT_OK;
 }
 

@@ -395,6 +395,31 @@ void readSchedule(const json &root, Manifest &m) {
     throw Malformed{"schedule.buffers' frozen_shard is not an equal piece of frozen_floats"};
 }
 
+/// train.images: the image files' format, shape, classes and transform.
+void readImages(const json &im, Manifest &m) {
+  const char *where = "train.images";
+  m.images.format = text(im, key::format, where);
+  if (m.images.format != "planc" && m.images.format != "cifar10")
+    throw Malformed{"train.images.format is '" + m.images.format + "', not planc or cifar10"};
+  m.images.channels = integer(im, key::channels, where, 1, kMaxDim);
+  m.images.height = integer(im, key::height, where, 1, kMaxDim);
+  m.images.width = integer(im, key::width, where, 1, kMaxDim);
+  m.images.classes = integer(im, key::classes, where, 1, kMaxDim);
+  planrt_image_transform &t = m.images.transform;
+  t.crop_pad = int32_t(integer(im, key::crop, where, 0, 1 << 16));
+  if (!im.contains(key::flip) || !im[key::flip].is_boolean())
+    throw Malformed{"train.images.flip is not true or false"};
+  t.flip = im[key::flip].get<bool>();
+  std::vector<double> mean = numbers(im, key::mean, where), std = numbers(im, key::std, where);
+  if (mean.size() != std.size() || mean.size() > 4 || (!mean.empty() && mean.size() != size_t(m.images.channels)))
+    throw Malformed{"train.images.mean and std hold one number per channel (at most 4), or none"};
+  t.normalize = !mean.empty();
+  for (size_t c = 0; c < mean.size(); ++c) {
+    t.mean[c] = float(mean[c]);
+    t.std[c] = float(std[c]);
+  }
+}
+
 /// train's settings of the run: data, evaluation, checkpoints, fp16 loss scaling.
 void readTrainRun(const json &train, Manifest &m) {
   m.data = texts(train, key::data, "train");
@@ -404,6 +429,8 @@ void readTrainRun(const json &train, Manifest &m) {
       throw Malformed{"train.precision is '" + m.precision + "', not fp32, bf16 or fp16"};
   }
   m.val = train.contains(key::val) ? texts(train, key::val, "train") : std::vector<std::string>{};
+  if (train.contains(key::images))
+    readImages(train[key::images], m);
   if (train.contains(key::tokenizer)) {
     m.tokenizer = text(train, key::tokenizer, "train");
     for (auto [k, flag] : {std::pair<const char *, bool *>{key::data_text, &m.dataText}, {key::val_text, &m.valText}})

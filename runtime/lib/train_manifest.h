@@ -107,6 +107,15 @@ struct Manifest {
   }
   uint64_t seed = 0;
   std::vector<std::string> data, val;
+  /// train.images: a model over images reads `data` as image files of this shape (the
+  /// targets are class labels below `classes`, the manifest's vocab) and transform.
+  struct {
+    std::string format; ///< "planc" or "cifar10"; empty: token data
+    int64_t channels = 0, height = 0, width = 0, classes = 0;
+    planrt_image_transform transform{};
+    bool any() const { return !format.empty(); }
+    int64_t floats() const { return channels * height * width; }
+  } images;
   /// data = text(…) / val = text(…): text files tokenized with `tokenizer` at open.
   bool dataText = false, valText = false;
   std::string tokenizer;

@@ -76,6 +76,9 @@ private:
   /// The step context: this rank's place in the mesh, the entry points, the shapes.
   void bindStep();
   /// Opens and validates every data file, and draws the first sample.
+  /// A model over images: opens its image files (the plan's, or --data's), checks them
+  /// against the compiled shape and sizes the step's input buffers.
+  planrt_status openImages(const std::vector<std::string> &files);
   planrt_status openData();
   /// The step program's buffers, all but the transient ones now; each at its place in
   /// the executable's arena if the compiler planned one.
@@ -315,6 +318,7 @@ private:
   planrt_step_ctx ctx;
   std::unique_ptr<planrt::Watchdog> watchdog;
   planrt_data *train = nullptr, *val = nullptr;
+  planrt_images *images = nullptr; ///< a model over images: its training images
   planrt_log *log = nullptr;
   std::string checkpointDir, lastCheckpoint;
   int64_t checkpointEvery = 0;

@@ -406,8 +406,9 @@ def optimizer_tensors(model, opt):
     return out
 
 
-def train(args, log=print, make_model=None):
-    """The training loop (also llama_ref.py's, with its own make_model)."""
+def train(args, log=print, make_model=None, make_data=None):
+    """The training loop (also llama_ref.py's, with its own make_model; cnn_ref.py's, with
+    its model and its image data, whose batch(first, count, seq) gives (images, labels))."""
     dtype = torch.float64 if args.double else torch.float32
     model = (make_model or model_from_args)(args)
     context = getattr(args, "context", None)
@@ -432,7 +433,7 @@ def train(args, log=print, make_model=None):
     opt = make_optimizer(model, args)
     if resume:
         load_optimizer_state(model, opt, tensors, start, resume)
-    data = TokenData(args.data, args.seed, args.vocab)
+    data = make_data(args) if make_data else TokenData(args.data, args.seed, args.vocab)
     params = [p for _, p in trainable(model)]
     run_steps = getattr(args, "run_steps", None)
     if run_steps is None:

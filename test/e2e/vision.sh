@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# End to end, models over images (EXTENSIONS.md §4), fp32, against PyTorch.
+#
+#   test/e2e/vision.sh PLANC_BIN WORKDIR
+#
+# Writes a planc image file of 64 random 1×8×8 images in 10 classes (cnn_ref.py write),
+# then for two small CNNs — conv (no bias: batchnorm follows) → batchnorm → ReLU → maxpool →
+# strided conv with bias → ReLU, then
+# global average pooling, or a flatten whose width the images' size gives — builds a plan,
+# trains 20 steps (accumulation 2, random crop, flip and normalisation on the first)
+# saving the initial parameters and the first step's gradients, and checks them against
+# test/e2e/cnn_ref.py from the same parameters over the same samples
+# (compare_training.py: losses rtol 1e-4, gradients 1e-3, final parameters). Then a CNN
+# without batchnorm on 2 data-parallel ranks against one process (losses rtol 1e-5), and
+# the errors of this version: batchnorm with data parallelism, a linear of the wrong
+# width after a flatten, images of another shape at run time.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" vision "$@"
+MPIRUN=${MPIRUN:-mpirun}
+cd "$WORK"
+rm -rf exe_* ckpt_* ./*.jsonl ./*.safetensors ref_*.json ./*.plan out.txt
+
+echo "== data"
+"$PY" "$HERE/cnn_ref.py" write --out train.bin --count 64 --channels 1 --size 8 --classes 10 --seed 7
+"$PY" "$HERE/cnn_ref.py" write --out other.bin --count 8 --channels 1 --size 12 --classes 10 --seed 8
+
+# model NAME HEAD [BN]: HEAD pool (global average pooling, fc 16 → 10) or flatten
+# (16 × 2 × 2 = 64 features); BN false drops the batchnorm.
+model() {
+  local bn=${3:-true} norm="bn1(conv1(images))" features=64 head=x
+  [[ $bn == true ]] || norm="conv1(images)"
+  [[ $2 == pool ]] && features=16 head="gap(x)"
+  echo "model $1() (images, labels) {"
+  echo "  conv1 = conv2d(1, 8, 3, padding: 1, bias: $([[ $bn == true ]] && echo false || echo true))"
+  [[ $bn == true ]] && echo "  bn1 = batchnorm(8)"
+  echo "  pool  = maxpool(2)"
+  echo "  conv2 = conv2d(8, 16, 3, stride: 2, padding: 1)"
+  [[ $2 == pool ]] && echo "  gap = avgpool()"
+  echo "  fc    = linear($features, 10)"
+  echo "  x = pool(relu($norm))"
+  echo "  x = relu(conv2(x))"
+  echo "  return cross_entropy(fc(flatten($head)), labels)"
+  echo "}"
+}
+
+# train NAME MODEL MESH DATA-EXTRA MICRO
+train() {
+  echo "train $1 {"
+  echo "  model = $2   mesh = $3"
+  echo "  data  = images(\"$WORK/train.bin\", format: planc$4)"
+  echo "  batch = 8   micro = $5"
+  echo "  parallel { data = dp }"
+  echo "  optimizer = adamw(lr: 3e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)"
+  echo "  schedule  = cosine(warmup: 2, min_lr: 3e-4)"
+  echo "  clip = 1.0   steps = 20   seed = 1337"
+  echo "}"
+}
+
+{
+  echo 'import "meshes/cpu_local.plan"'
+  model cnn_pool pool
+  model cnn_flat flatten
+  model cnn_plain pool false
+  train pool cnn_pool cpu1 ", normalize: [0.5], [0.25], crop: 1, flip: true" 4
+  train flat cnn_flat cpu1 "" 4
+  train plain1 cnn_plain cpu1 "" 8
+  train plain2 cnn_plain cpu2 "" 4
+} > vision.plan
+"$PLANC" check vision.plan
+
+COMMON=(--batch 8 --micro 4 --steps 20 --seed 1337 --lr 3e-3 --schedule cosine --warmup 2 --min-lr 3e-4
+        --clip 1.0 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8)
+for run in pool flat; do
+  echo "== $run: planc"
+  "$PLANC" build vision.plan --entry "$run" -o "exe_$run"
+  "./exe_$run" --quiet --save-init "init_$run.safetensors" --save-grads "grads_$run.safetensors" \
+    --log "log_$run.jsonl"
+  extra=()
+  [[ $run == pool ]] && extra=(--crop 1 --flip --mean 0.5 --std 0.25)
+  echo "== $run: torch"
+  "$PY" "$HERE/cnn_ref.py" train --init "init_$run.safetensors" --data train.bin --head "$([[ $run == pool ]] && echo pool || echo flatten)" "${COMMON[@]}" \
+    "${extra[@]}" --out "ref_$run.json" --grads-out "ref_grads_$run.safetensors"
+  "$PY" "$HERE/compare_training.py" --planc-log "log_$run.jsonl" --ref "ref_$run.json" \
+    --planc-grads "grads_$run.safetensors" --ref-grads "ref_grads_$run.safetensors" --min-steps 20
+done
+
+echo "== data parallel: 2 ranks against one process"
+"$PLANC" build vision.plan --entry plain1 -o exe_plain1
+"$PLANC" build vision.plan --entry plain2 -o exe_plain2
+./exe_plain1 --quiet --log log_plain1.jsonl
+"$MPIRUN" -n 2 ./exe_plain2 --quiet --log log_plain2.jsonl
+"$PY" - log_plain1.jsonl log_plain2.jsonl <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+assert len(a) == len(b) == 20, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print("dp 2 vs 1 process: worst loss rtol %.2e over 20 steps" % worst)
+sys.exit(0 if worst <= 1e-5 else 1)
+PYEOF
+
+echo "== errors"
+fails() {  # fails WHAT PATTERN COMMAND...
+  local what=$1 pattern=$2
+  shift 2
+  if "$@" > out.txt 2>&1; then fail "$what: exit 0"; fi
+  grep -Eq -- "$pattern" out.txt || { cat out.txt; fail "$what: expected /$pattern/"; }
+  echo "ok: $what: $(grep -E -- "$pattern" out.txt | head -1)"
+}
+{ echo 'import "meshes/cpu_local.plan"'; model cnn_pool pool; train bad cnn_pool cpu2 "" 4; } > bad_bn.plan
+fails "batchnorm with data parallelism" "batchnorm with data parallelism .* is not implemented" \
+  "$PLANC" check bad_bn.plan
+{ echo 'import "meshes/cpu_local.plan"'; model cnn_flat flatten | sed 's/linear(64, 10)/linear(32, 10)/'
+  train wide cnn_flat cpu1 "" 4; } > bad_width.plan
+fails "flatten wider than the linear" "'fc' takes 32 features, but the flattened 1×8×8 images give 64" \
+  "$PLANC" build bad_width.plan -o exe_bad
+fails "images of another shape" "other\.bin: its images are 1x12x12, but this executable was built for 1x8x8" \
+  ./exe_flat --quiet --data "$WORK/other.bin"
+echo "PASS: models over images match PyTorch"
