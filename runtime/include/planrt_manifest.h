@@ -60,6 +60,7 @@ inline constexpr char axis[] = "axis";
 inline constexpr char base[] = "base";
 inline constexpr char base_sha256[] = "base_sha256";
 inline constexpr char batch[] = "batch";
+inline constexpr char batchnorm[] = "batchnorm";
 inline constexpr char beta1[] = "beta1";
 inline constexpr char beta2[] = "beta2";
 inline constexpr char block[] = "block";

@@ -12,7 +12,10 @@
 
     cnn_ref.py train --init init.safetensors --data train.bin --head flatten|pool \\
         --batch 8 --micro 4 --steps 20 --lr 1e-3 ... --out losses.json [--crop 1 --flip]
-        [--mean 0.5 --std 0.25] [--grads-out grads.safetensors] [--final-out params.safetensors]
+        [--mean 0.5 --std 0.25] [--ranks R] [--grads-out grads.safetensors] [--final-out params.safetensors]
+
+    --micro is the micro-step's samples over all ranks; --ranks R splits them into R equal
+    parts in rank order, each normalised by its own batch statistics (batchnorm = local).
 
     cnn_ref.py write --out train.bin --count 64 --channels 1 --size 8 --classes 10 --seed 7
         writes a planc image file of random images (a test's data set).
@@ -93,8 +96,9 @@ class CNN(nn.Module):
     stride 2, pad 1) → ReLU → head → fc: `pool` = global average pooling then fc(16, classes);
     `flatten` = flatten of [16, size/4, size/4] then fc(16·(size/4)², classes)."""
 
-    def __init__(self, channels=1, size=8, classes=10, head="pool"):
+    def __init__(self, channels=1, size=8, classes=10, head="pool", ranks=1):
         super().__init__()
+        self.ranks = ranks  # batchnorm = local on this many data-parallel ranks
         self.conv1 = nn.Conv2d(channels, 8, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(8)
         self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
@@ -102,6 +106,12 @@ class CNN(nn.Module):
         self.fc = gpt_ref.Conv1D(16 if head == "pool" else 16 * (size // 4) ** 2, classes)  # planc's linear
 
     def forward(self, images, labels):
+        if self.ranks > 1:  # DDP without SyncBatchNorm: each rank's statistics, the mean loss
+            parts = zip(images.chunk(self.ranks), labels.chunk(self.ranks))
+            return sum(self.one_rank(x, y) for x, y in parts) / self.ranks
+        return self.one_rank(images, labels)
+
+    def one_rank(self, images, labels):
         x = F.relu(self.bn1(self.conv1(images)))
         x = F.max_pool2d(x, 2)
         x = F.relu(self.conv2(x))
@@ -121,7 +131,7 @@ def main(argv=None):
     t.add_argument("--data", required=True)
     t.add_argument("--head", choices=("pool", "flatten"), default="pool")
     for k, d in (("channels", 1), ("size", 8), ("classes", 10), ("batch", 8), ("micro", 4), ("steps", 20),
-                 ("seed", 1337), ("warmup", 0), ("crop", 0)):
+                 ("seed", 1337), ("warmup", 0), ("crop", 0), ("ranks", 1)):
         t.add_argument("--" + k, type=int, default=d)
     for k, d in (("lr", 1e-3), ("min-lr", 0.0), ("clip", 0.0), ("weight-decay", 0.0), ("beta1", 0.9),
                  ("beta2", 0.95), ("eps", 1e-8)):
@@ -140,7 +150,7 @@ def main(argv=None):
         write_images(args.out, pixels, rng.integers(0, args.classes, args.count))
         return 0
     args.seq, args.double, args.ckpt_out = 1, False, None
-    gpt_ref.train(args, log=None, make_model=lambda a: CNN(a.channels, a.size, a.classes, a.head),
+    gpt_ref.train(args, log=None, make_model=lambda a: CNN(a.channels, a.size, a.classes, a.head, a.ranks),
                   make_data=lambda a: ImageData(a.data, a.seed, a.crop, a.flip, a.mean, a.std))
     return 0
 

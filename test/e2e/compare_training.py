@@ -30,7 +30,8 @@ from gpt_ref import FormatError, read_safetensors  # noqa: E402
 
 
 def read_planc_log(path):
-    """{step: record} of the training lines (those with "loss"); eval lines are kept apart."""
+    """{step: record} of the training lines (those with "loss"); eval lines are kept apart;
+    the topology line a run of several ranks starts with is skipped."""
     train, evals = {}, []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -41,6 +42,8 @@ def read_planc_log(path):
                 rec = json.loads(line)
             except ValueError as e:
                 raise FormatError("%s:%d: not JSON: %s" % (path, n, e))
+            if n == 1 and isinstance(rec, dict) and "hosts" in rec:
+                continue  # a run of several ranks starts with where they ran
             if not isinstance(rec, dict) or "step" not in rec:
                 raise FormatError("%s:%d: a log line needs a \"step\"" % (path, n))
             if "loss" in rec:

@@ -5,15 +5,15 @@
 #
 # Writes a planc image file of 64 random 1×8×8 images in 10 classes (cnn_ref.py write),
 # then for two small CNNs — conv (no bias: batchnorm follows) → batchnorm → ReLU → maxpool →
-# strided conv with bias → ReLU, then
-# global average pooling, or a flatten whose width the images' size gives — builds a plan,
-# trains 20 steps (accumulation 2, random crop, flip and normalisation on the first)
-# saving the initial parameters and the first step's gradients, and checks them against
-# test/e2e/cnn_ref.py from the same parameters over the same samples
-# (compare_training.py: losses rtol 1e-4, gradients 1e-3, final parameters). Then a CNN
-# without batchnorm on 2 data-parallel ranks against one process (losses rtol 1e-5), and
-# the errors of this version: batchnorm with data parallelism, a linear of the wrong
-# width after a flatten, images of another shape at run time.
+# strided conv with bias → ReLU, then global average pooling, or a flatten whose width the
+# images' size gives — builds a plan, trains 20 steps (accumulation 2; random crop, flip and
+# normalisation on the first) saving the initial parameters and the first step's gradients,
+# and checks them against test/e2e/cnn_ref.py from the same parameters over the same samples
+# (compare_training.py: losses rtol 1e-4, gradients 1e-3). Then, on 2 data-parallel ranks:
+# `batchnorm = sync` (SyncBatchNorm) against the one-process run (losses rtol 1e-5),
+# `batchnorm = local` against PyTorch with per-rank statistics, and a CNN without
+# batchnorm against one process. Last, the errors: a batchnorm mode that is neither, a
+# linear of the wrong width after a flatten, images of another shape at run time.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" vision "$@"
@@ -44,13 +44,13 @@ model() {
   echo "}"
 }
 
-# train NAME MODEL MESH DATA-EXTRA MICRO
+# train NAME MODEL MESH DATA-EXTRA MICRO [PARALLEL-EXTRA]
 train() {
   echo "train $1 {"
   echo "  model = $2   mesh = $3"
   echo "  data  = images(\"$WORK/train.bin\", format: planc$4)"
   echo "  batch = 8   micro = $5"
-  echo "  parallel { data = dp }"
+  echo "  parallel { data = dp ${6:-} }"
   echo "  optimizer = adamw(lr: 3e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)"
   echo "  schedule  = cosine(warmup: 2, min_lr: 3e-4)"
   echo "  clip = 1.0   steps = 20   seed = 1337"
@@ -62,7 +62,10 @@ train() {
   model cnn_pool pool
   model cnn_flat flatten
   model cnn_plain pool false
-  train pool cnn_pool cpu1 ", normalize: [0.5], [0.25], crop: 1, flip: true" 4
+  AUG=", normalize: [0.5], [0.25], crop: 1, flip: true"
+  train pool cnn_pool cpu1 "$AUG" 4
+  train pool_sync cnn_pool cpu2 "$AUG" 2
+  train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local"
   train flat cnn_flat cpu1 "" 4
   train plain1 cnn_plain cpu1 "" 8
   train plain2 cnn_plain cpu2 "" 4
@@ -85,19 +88,36 @@ for run in pool flat; do
     --planc-grads "grads_$run.safetensors" --ref-grads "ref_grads_$run.safetensors" --min-steps 20
 done
 
+echo "== batchnorm = sync on 2 ranks against one process"
+"$PLANC" build vision.plan --entry pool_sync -o exe_pool_sync
+"$MPIRUN" -n 2 ./exe_pool_sync --quiet --log log_pool_sync.jsonl
+same_losses() {  # same_losses A.jsonl B.jsonl WHAT
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+assert len(a) == len(b) == 20, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print("%s: worst loss rtol %.2e over 20 steps" % (sys.argv[3], worst))
+sys.exit(0 if worst <= 1e-5 else 1)
+PYEOF
+}
+same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 process"
+
+echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
+"$PLANC" build vision.plan --entry pool_local -o exe_pool_local
+"$MPIRUN" -n 2 ./exe_pool_local --quiet --save-init init_local.safetensors --save-grads grads_local.safetensors \
+  --log log_pool_local.jsonl
+"$PY" "$HERE/cnn_ref.py" train --init init_local.safetensors --data train.bin --head pool "${COMMON[@]}" \
+  --crop 1 --flip --mean 0.5 --std 0.25 --ranks 2 --out ref_local.json --grads-out ref_grads_local.safetensors
+"$PY" "$HERE/compare_training.py" --planc-log log_pool_local.jsonl --ref ref_local.json \
+  --planc-grads grads_local.safetensors --ref-grads ref_grads_local.safetensors --min-steps 20
+
 echo "== data parallel: 2 ranks against one process"
 "$PLANC" build vision.plan --entry plain1 -o exe_plain1
 "$PLANC" build vision.plan --entry plain2 -o exe_plain2
 ./exe_plain1 --quiet --log log_plain1.jsonl
 "$MPIRUN" -n 2 ./exe_plain2 --quiet --log log_plain2.jsonl
-"$PY" - log_plain1.jsonl log_plain2.jsonl <<'PYEOF'
-import json, sys
-a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
-assert len(a) == len(b) == 20, (len(a), len(b))
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print("dp 2 vs 1 process: worst loss rtol %.2e over 20 steps" % worst)
-sys.exit(0 if worst <= 1e-5 else 1)
-PYEOF
+same_losses log_plain1.jsonl log_plain2.jsonl "no batchnorm, 2 ranks vs 1 process"
 
 echo "== errors"
 fails() {  # fails WHAT PATTERN COMMAND...
@@ -107,9 +127,9 @@ fails() {  # fails WHAT PATTERN COMMAND...
   grep -Eq -- "$pattern" out.txt || { cat out.txt; fail "$what: expected /$pattern/"; }
   echo "ok: $what: $(grep -E -- "$pattern" out.txt | head -1)"
 }
-{ echo 'import "meshes/cpu_local.plan"'; model cnn_pool pool; train bad cnn_pool cpu2 "" 4; } > bad_bn.plan
-fails "batchnorm with data parallelism" "batchnorm with data parallelism .* is not implemented" \
-  "$PLANC" check bad_bn.plan
+{ echo 'import "meshes/cpu_local.plan"'; model cnn_pool pool; train bad cnn_pool cpu2 "" 4 "batchnorm = global"; } \
+  > bad_bn.plan
+fails "batchnorm neither sync nor local" "'batchnorm' .*sync.*local" "$PLANC" check bad_bn.plan
 { echo 'import "meshes/cpu_local.plan"'; model cnn_flat flatten | sed 's/linear(64, 10)/linear(32, 10)/'
   train wide cnn_flat cpu1 "" 4; } > bad_width.plan
 fails "flatten wider than the linear" "'fc' takes 32 features, but the flattened 1×8×8 images give 64" \

@@ -289,12 +289,13 @@ private:
         t.valText ? b.getUnitAttr() : UnitAttr(), federatedAttr(t),
         str(t.optimizer.kind == sema::OptimizerKind::SGD ? "sgd" : "adamw"), f64(t.optimizer.momentum));
     if (images)
-      op->setAttr(planrt::manifest::key::images, imagesAttr(t.images, program.models[t.model].classes));
+      op->setAttr(planrt::manifest::key::images,
+                  imagesAttr(t.images, program.models[t.model].classes, t.parallel.batchnormSync));
   }
 
   /// images(…) of a train plan as plan.train's `images` dictionary (the manifest's
   /// train.images): the format, the shape, the transform, the class count.
-  DictionaryAttr imagesAttr(const sema::ImageData &d, int64_t classes) {
+  DictionaryAttr imagesAttr(const sema::ImageData &d, int64_t classes, bool batchnormSync) {
     namespace key = planrt::manifest::key;
     auto floats = [&](const std::vector<double> &v) {
       SmallVector<Attribute> out;
@@ -307,7 +308,8 @@ private:
          b.getNamedAttr(key::channels, i64(d.channels)), b.getNamedAttr(key::height, i64(d.height)),
          b.getNamedAttr(key::width, i64(d.width)), b.getNamedAttr(key::classes, i64(classes)),
          b.getNamedAttr(key::mean, floats(d.mean)), b.getNamedAttr(key::std, floats(d.std)),
-         b.getNamedAttr(key::crop, i64(d.cropPad)), b.getNamedAttr(key::flip, b.getBoolAttr(d.flip))});
+         b.getNamedAttr(key::crop, i64(d.cropPad)), b.getNamedAttr(key::flip, b.getBoolAttr(d.flip)),
+         b.getNamedAttr(key::batchnorm, str(batchnormSync ? "sync" : "local"))});
   }
 
   /// `federated = fedavg(…)` as plan.train's federated dictionary; null when not federated.

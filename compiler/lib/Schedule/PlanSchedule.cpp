@@ -1015,6 +1015,12 @@ private:
       else if (auto o = dyn_cast<nn::VocabParallelCrossEntropyOp>(op))
         for (StringRef what : {"cross-entropy max", "cross-entropy sum", "cross-entropy target"})
           entry("all_reduce", o.getAxis(), what, o.getLse().getType());
+      else if (auto o = dyn_cast<nn::BatchNormOp>(op); o && o.getRanks()) // SyncBatchNorm
+        entry("all_gather", *o.getAxis(), "batchnorm statistics",
+              RankedTensorType::get({*o.getRanks(), cast<ShapedType>(o.getStats().getType()).getNumElements()},
+                                    b.getF32Type()));
+      else if (auto o = dyn_cast<nn::BatchNormGradOp>(op); o && o.getRanks())
+        entry("all_reduce", *o.getAxis(), "batchnorm gradient sums", o.getStats().getType());
     });
     return out.empty() ? ArrayAttr() : b.getArrayAttr(out);
   }

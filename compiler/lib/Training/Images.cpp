@@ -70,6 +70,26 @@ Type refined(Operation *op, OpResult r) {
 
 } // namespace
 
+/// `batchnorm = sync` over a data axis of more than one rank: every nn.batchnorm of f
+/// normalises by the group's statistics (SyncBatchNorm), its gradient likewise.
+static void synchroniseBatchNorm(func::FuncOp f, pl::TrainOp train) {
+  namespace key = planrt::manifest::key;
+  auto images = train->getAttrOfType<DictionaryAttr>(key::images);
+  auto mode = images ? images.getAs<StringAttr>(key::batchnorm) : StringAttr();
+  ArrayRef<Attribute> data = train.getParallel().getData().getValue();
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<pl::MeshOp>(train, train.getMeshAttr());
+  if (!mode || mode.getValue() != "sync" || data.size() != 1 || !mesh) // sema refuses several data axes
+    return;
+  for (auto [i, a] : llvm::enumerate(mesh.getAxes().getAsRange<pl::AxisAttr>()))
+    if (a.getName() == cast<StringAttr>(data.front()) && a.getSize() > 1) {
+      Builder b(f.getContext());
+      f.walk([&](nn::BatchNormOp bn) {
+        bn.setAxisAttr(b.getI64IntegerAttr(int64_t(i)));
+        bn.setRanksAttr(b.getI64IntegerAttr(a.getSize()));
+      });
+    }
+}
+
 LogicalResult specializeImages(func::FuncOp f, pl::TrainOp train) {
   SmallVector<int64_t> chw = imageShapeOf(train);
   if (chw.size() != 3)
@@ -106,6 +126,7 @@ LogicalResult specializeImages(func::FuncOp f, pl::TrainOp train) {
       }
     }
   }
+  synchroniseBatchNorm(f, train);
   return verify(f);
 }
 

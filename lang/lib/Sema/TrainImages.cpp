@@ -198,9 +198,9 @@ void TrainCheck::checkImages() {
   bool batchnorm = false;
   for (const sema::GraphOp &op : model->ops)
     batchnorm |= op.kind == sema::OpKind::BatchNorm;
-  if (batchnorm && t.dataParallel > 1)
-    refuse(decl.nameLoc, "batchnorm with data parallelism (SyncBatchNorm's statistics over the data axis, "
-                         "EXTENSIONS.md §4)");
+  if (batchnorm && t.dataParallel > 1 && t.parallel.batchnormSync && t.parallel.dataAxes.size() > 1)
+    refuse(t.parallel.batchnormLoc.line ? t.parallel.batchnormLoc : decl.nameLoc,
+           "batchnorm = sync over several data axes (write one data axis, or batchnorm = local)");
   if (t.evalEvery > 0)
     refuse(sec.get("eval")->loc, "evaluation (val_loss and val_accuracy, with batchnorm's running statistics)");
 }

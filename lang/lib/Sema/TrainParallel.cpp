@@ -13,7 +13,15 @@ void TrainCheck::checkParallel() {
   parallelEntry = sec.section("parallel");
   if (parallelEntry) {
     Section par(sema, parallelEntry->children, "the parallel section",
-                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket", "offload", "federated"});
+                {"data", "zero", "tensor", "pipeline", "sequence", "replicate", "bucket", "offload", "federated",
+                 "batchnorm"});
+    if (const Expr *e = par.value("batchnorm")) {
+      t.parallel.batchnormLoc = e->loc;
+      if (auto b = sema.toChoice(sema.eval(*e, nullptr), "'batchnorm'", {"sync", "local"}))
+        t.parallel.batchnormSync = *b == "sync";
+      else
+        ok = false;
+    }
     auto names = [&](const char *key, const char *role, std::vector<std::string> &out, std::vector<ast::Loc> *locs) {
       const Expr *e = par.value(key);
       if (!e)

@@ -22,7 +22,9 @@ llvm::SmallVector<int64_t> imageShapeOf(pl::TrainOp train);
 /// Gives a specialized forward function of a model over images the plan's image size:
 /// the images argument, then every image value's shape, layer by layer (Images.cpp).
 /// Errors at the layer where the size does not fit (a window larger than the image, a
-/// flatten wider or narrower than the linear that reads it). Nothing for other models.
+/// flatten wider or narrower than the linear that reads it); under `batchnorm = sync` with
+/// data parallelism, its batch normalisations synchronise over the data axis. Nothing
+/// for other models.
 mlir::LogicalResult specializeImages(mlir::func::FuncOp f, pl::TrainOp train);
 
 /// Mixed precision on a target that computes in f32: rounds every parameter as it

@@ -121,6 +121,11 @@ void gemm(RewriterBase &b, Operation *op, bool transA, bool transB, int64_t m, i
 }
 
 int64_t dim(Value v, unsigned i) { return cast<ShapedType>(v.getType()).getDimSize(i); }
+
+/// A fresh f32 buffer a call writes and a later one reads (plan-free-buffers frees it).
+Value scratch(RewriterBase &b, Operation *op, ArrayRef<int64_t> shape) {
+  return memref::AllocOp::create(b, op->getLoc(), MemRefType::get(shape, b.getF32Type()), b.getI64IntegerAttr(64));
+}
 int64_t rows(Value v) { return dim(v, 0) * dim(v, 1); }
 
 /// Emits the call of a vision op (convolutions, pooling, batch normalisation) given its
@@ -179,26 +184,37 @@ LogicalResult emitVisionCall(RewriterBase &b, Operation *op, ArrayRef<Value> in,
         return success();
       })
       .Case([&](nn::BatchNormOp o) {
-        float eps = float(o.getEps().convertToDouble());
-        Call s(b, op);
-        channels(s.ptr(in[0]).ptr(out[1]), o.getX()).emit(rt::Fn::planrt_k_batchnorm_stats);
+        // SyncBatchNorm: this rank's statistics, all-gathered over the group ([ranks, 2, C])
+        // and combined into the group's.
+        Value stats = out[1], local = o.getRanks() ? scratch(b, op, {2, dim(o.getX(), 1)}) : stats;
+        channels(Call(b, op).ptr(in[0]).ptr(local), o.getX()).emit(rt::Fn::planrt_k_batchnorm_stats);
+        if (int64_t ranks = o.getRanks().value_or(1); ranks > 1) {
+          Value gathered = scratch(b, op, {ranks * 2, dim(o.getX(), 1)});
+          Call(b, op).ptr(local).ptr(gathered).i64(1).i64(2).i64(dim(o.getX(), 1)).i32(*o.getAxis())
+              .emit(rt::Fn::planrt_k_all_gather_seq);
+          Call(b, op).ptr(gathered).ptr(stats).i64(ranks).i64(dim(o.getX(), 1)).emit(rt::Fn::planrt_k_batchnorm_combine);
+        }
         Call c(b, op);
-        c.ptr(in[0]).ptr(out[1]).ptr(in[1]).ptr(in[2]).ptr(out[0]);
-        channels(c, o.getX()).f32(eps).emit(rt::Fn::planrt_k_batchnorm_fwd);
+        c.ptr(in[0]).ptr(stats).ptr(in[1]).ptr(in[2]).ptr(out[0]);
+        channels(c, o.getX()).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_batchnorm_fwd);
         return success();
       })
       .Case([&](nn::BatchNormGradOp o) {
-        // dstats is the (dbias, dweight) pair; the input gradient reads it.
+        // dstats is this rank's (dbias, dweight); under SyncBatchNorm the input gradient
+        // reads their sum over the group, over the group's count.
         float eps = float(o.getEps().convertToDouble());
-        int64_t C = dim(o.getX(), 1);
-        auto t = MemRefType::get({2, C}, b.getF32Type());
-        Value dstats = memref::AllocOp::create(b, op->getLoc(), t, b.getI64IntegerAttr(64));
+        int64_t C = dim(o.getX(), 1), ranks = o.getRanks().value_or(1);
+        Value dstats = scratch(b, op, {2, C}), summed = dstats;
         Call s(b, op);
         s.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(dstats);
         channels(s, o.getX()).f32(eps).emit(rt::Fn::planrt_k_batchnorm_bwd_stats);
+        if (ranks > 1) {
+          summed = scratch(b, op, {2, C});
+          Call(b, op).ptr(dstats).ptr(summed).i64(2 * C).i32(*o.getAxis()).i32(0).emit(rt::Fn::planrt_k_all_reduce);
+        }
         Call c(b, op);
-        c.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(dstats).ptr(out[0]);
-        channels(c, o.getX()).i64(count(o.getX())).f32(eps).emit(rt::Fn::planrt_k_batchnorm_bwd_data);
+        c.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(in[3]).ptr(summed).ptr(out[0]);
+        channels(c, o.getX()).i64(count(o.getX()) * ranks).f32(eps).emit(rt::Fn::planrt_k_batchnorm_bwd_data);
         auto row = [&](int64_t r, Value to) {
           auto view = memref::SubViewOp::create(b, op->getLoc(), dstats, ArrayRef<OpFoldResult>{b.getIndexAttr(r), b.getIndexAttr(0)},
                                                 ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(C)},
@@ -208,7 +224,7 @@ LogicalResult emitVisionCall(RewriterBase &b, Operation *op, ArrayRef<Value> in,
         };
         row(0, out[2]);
         row(1, out[1]);
-        return success(); // plan-free-buffers frees dstats after the copies
+        return success(); // plan-free-buffers frees the scratch buffers after their last use
       })
       .Default([](Operation *op) { return op->emitOpError() << "has no library implementation"; });
 }

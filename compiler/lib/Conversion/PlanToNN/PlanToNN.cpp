@@ -143,7 +143,7 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
                                   i64("pad"));
     case pl::LayerKind::batchnorm:
       return nn::BatchNormOp::create(b, loc, type, nn::BatchNormOp::statsType(cast<RankedTensorType>(ps[0].getType())),
-                                     in[0], ps[0], ps[1], f64("eps", 1e-5))
+                                     in[0], ps[0], ps[1], f64("eps", 1e-5), IntegerAttr(), IntegerAttr())
           .getResult();
     case pl::LayerKind::maxpool:
       return nn::MaxPool2dOp::create(b, loc, type, in[0], i64("kernel"), i64("stride"), i64("pad"));

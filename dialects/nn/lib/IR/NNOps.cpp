@@ -298,5 +298,7 @@ LogicalResult BatchNormOp::verify() {
                          << getBias().getType();
   if (getResult().getType() != x || getStats().getType() != statsType(w))
     return emitOpError() << "gives the input's type and statistics " << statsType(w);
+  if (bool(getAxis()) != bool(getRanks()) || (getRanks() && (*getRanks() < 2 || *getAxis() > 63)))
+    return emitOpError() << "synchronises over a mesh axis and a group of at least 2 ranks: both or neither";
   return success();
 }

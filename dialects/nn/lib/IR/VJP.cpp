@@ -187,7 +187,7 @@ LogicalResult BatchNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVecto
   // The statistics are read by the running-statistics update only: no gradient flows
   // back through them (dy[1] is zero); the input gradient counts their dependence on x.
   auto g = BatchNormGradOp::create(b, getLoc(), getX().getType(), getWeight().getType(), getWeight().getType(), dy[0],
-                                   getX(), getStats(), getWeight(), getEpsAttr());
+                                   getX(), getStats(), getWeight(), getEpsAttr(), getAxisAttr(), getRanksAttr());
   grads.assign({g.getDx(), g.getDweight(), g.getDbias()});
   return success();
 }

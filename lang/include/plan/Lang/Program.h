@@ -214,6 +214,11 @@ struct Parallel {
   /// under ZeRO-3, the parameter shards (`params`) live between their uses
   /// (ZeRO-Offload, ZeRO-Infinity).
   Offload optimizerOffload, paramsOffload;
+  /// `batchnorm = sync` (the default, SyncBatchNorm): a model over images normalises each
+  /// micro-batch by its statistics over the data axis, so every layout gives the
+  /// one-process result; `local`: by each rank's own (DDP without SyncBatchNorm).
+  bool batchnormSync = true;
+  ast::Loc batchnormLoc;
 };
 
 /// The gradient bucket of a plan that does not set one: PyTorch DDP's 25 MiB

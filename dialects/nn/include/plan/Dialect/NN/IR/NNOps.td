@@ -418,11 +418,17 @@ def NN_BatchNormOp : NN_FwdOp<"batchnorm", [AllTypesMatch<["x", "result"]>, AllT
     per channel the mean and the biased variance (the gradient reads them, and
     the running statistics are updated from them).
 
+    With `axis` and `ranks` (SyncBatchNorm over a data-parallel group of `ranks`
+    processes along mesh axis number `axis`), the statistics are those of the
+    group's whole micro-batch: each rank's are all-gathered and combined; the
+    gradient all-reduces its sums the same way.
+
     ```mlir
     %y, %stats = nn.batchnorm %x, %w, %b {eps = 1.0e-05 : f64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
     ```
   }];
-  let arguments = (ins NN_Images:$x, NN_Vector:$weight, NN_Vector:$bias, F64Attr:$eps);
+  let arguments = (ins NN_Images:$x, NN_Vector:$weight, NN_Vector:$bias, F64Attr:$eps,
+                       OptionalAttr<I64Attr>:$axis, OptionalAttr<I64Attr>:$ranks);
   let results = (outs NN_Images:$result, NN_Matrix:$stats);
   let assemblyFormat = "$x `,` $weight `,` $bias attr-dict `:` type($x) `,` type($weight) `->` type($stats)";
   let hasVerifier = 1;
@@ -441,7 +447,8 @@ def NN_BatchNormGradOp : NN_Op<"batchnorm_grad", [AllTypesMatch<["dy", "x", "dx"
     %dx, %dw, %db = nn.batchnorm_grad %dy, %x, %stats, %w {eps = 1.0e-05 : f64} : tensor<4x16x32x32xf32>, tensor<2x16xf32>, tensor<16xf32>
     ```
   }];
-  let arguments = (ins NN_Images:$dy, NN_Images:$x, NN_Matrix:$stats, NN_Vector:$weight, F64Attr:$eps);
+  let arguments = (ins NN_Images:$dy, NN_Images:$x, NN_Matrix:$stats, NN_Vector:$weight, F64Attr:$eps,
+                       OptionalAttr<I64Attr>:$axis, OptionalAttr<I64Attr>:$ranks);
   let results = (outs NN_Images:$dx, NN_Vector:$dweight, NN_Vector:$dbias);
   let assemblyFormat = "$dy `,` $x `,` $stats `,` $weight attr-dict `:` type($x) `,` type($stats) `,` type($weight)";
 }
