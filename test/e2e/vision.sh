@@ -3,7 +3,7 @@
 #
 #   test/e2e/vision.sh PLANC_BIN WORKDIR
 #
-# Writes a planc image file of 64 random 1×8×8 images in 10 classes (cnn_ref.py write),
+# Writes a planc image file of 64 random 3×8×8 images in 10 classes (cnn_ref.py write),
 # then for two small CNNs — conv (no bias: batchnorm follows) → batchnorm → ReLU → maxpool →
 # strided conv with bias → ReLU, then global average pooling, or a flatten whose width the
 # images' size gives — builds a plan, trains 20 steps (accumulation 2; random crop, flip and
@@ -22,8 +22,8 @@ cd "$WORK"
 rm -rf exe_* ckpt_* ./*.jsonl ./*.safetensors ref_*.json ./*.plan out.txt
 
 echo "== data"
-"$PY" "$HERE/cnn_ref.py" write --out train.bin --count 64 --channels 1 --size 8 --classes 10 --seed 7
-"$PY" "$HERE/cnn_ref.py" write --out other.bin --count 8 --channels 1 --size 12 --classes 10 --seed 8
+"$PY" "$HERE/cnn_ref.py" write --out train.bin --count 64 --channels 3 --size 8 --classes 10 --seed 7
+"$PY" "$HERE/cnn_ref.py" write --out other.bin --count 8 --channels 3 --size 12 --classes 10 --seed 8
 
 # model NAME HEAD [BN]: HEAD pool (global average pooling, fc 16 → 10) or flatten
 # (16 × 2 × 2 = 64 features); BN false drops the batchnorm.
@@ -32,7 +32,7 @@ model() {
   [[ $bn == true ]] || norm="conv1(images)"
   [[ $2 == pool ]] && features=16 head="gap(x)"
   echo "model $1() (images, labels) {"
-  echo "  conv1 = conv2d(1, 8, 3, padding: 1, bias: $([[ $bn == true ]] && echo false || echo true))"
+  echo "  conv1 = conv2d(3, 8, 3, padding: 1, bias: $([[ $bn == true ]] && echo false || echo true))"
   [[ $bn == true ]] && echo "  bn1 = batchnorm(8)"
   echo "  pool  = maxpool(2)"
   echo "  conv2 = conv2d(8, 16, 3, stride: 2, padding: 1)"
@@ -62,7 +62,7 @@ train() {
   model cnn_pool pool
   model cnn_flat flatten
   model cnn_plain pool false
-  AUG=", normalize: [0.5], [0.25], crop: 1, flip: true"
+  AUG=", normalize: [0.5, 0.4, 0.3], [0.25, 0.2, 0.3], crop: 1, flip: true"
   train pool cnn_pool cpu1 "$AUG" 4
   train pool_sync cnn_pool cpu2 "$AUG" 2
   train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local"
@@ -72,7 +72,7 @@ train() {
 } > vision.plan
 "$PLANC" check vision.plan
 
-COMMON=(--batch 8 --micro 4 --steps 20 --seed 1337 --lr 3e-3 --schedule cosine --warmup 2 --min-lr 3e-4
+COMMON=(--channels 3 --batch 8 --micro 4 --steps 20 --seed 1337 --lr 3e-3 --schedule cosine --warmup 2 --min-lr 3e-4
         --clip 1.0 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8)
 for run in pool flat; do
   echo "== $run: planc"
@@ -80,7 +80,7 @@ for run in pool flat; do
   "./exe_$run" --quiet --save-init "init_$run.safetensors" --save-grads "grads_$run.safetensors" \
     --log "log_$run.jsonl"
   extra=()
-  [[ $run == pool ]] && extra=(--crop 1 --flip --mean 0.5 --std 0.25)
+  [[ $run == pool ]] && extra=(--crop 1 --flip --mean 0.5 0.4 0.3 --std 0.25 0.2 0.3)
   echo "== $run: torch"
   "$PY" "$HERE/cnn_ref.py" train --init "init_$run.safetensors" --data train.bin --head "$([[ $run == pool ]] && echo pool || echo flatten)" "${COMMON[@]}" \
     "${extra[@]}" --out "ref_$run.json" --grads-out "ref_grads_$run.safetensors"
@@ -108,7 +108,7 @@ echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 "$MPIRUN" -n 2 ./exe_pool_local --quiet --save-init init_local.safetensors --save-grads grads_local.safetensors \
   --log log_pool_local.jsonl
 "$PY" "$HERE/cnn_ref.py" train --init init_local.safetensors --data train.bin --head pool "${COMMON[@]}" \
-  --crop 1 --flip --mean 0.5 --std 0.25 --ranks 2 --out ref_local.json --grads-out ref_grads_local.safetensors
+  --crop 1 --flip --mean 0.5 0.4 0.3 --std 0.25 0.2 0.3 --ranks 2 --out ref_local.json --grads-out ref_grads_local.safetensors
 "$PY" "$HERE/compare_training.py" --planc-log log_pool_local.jsonl --ref ref_local.json \
   --planc-grads grads_local.safetensors --ref-grads ref_grads_local.safetensors --min-steps 20
 
@@ -132,8 +132,8 @@ fails() {  # fails WHAT PATTERN COMMAND...
 fails "batchnorm neither sync nor local" "'batchnorm' .*sync.*local" "$PLANC" check bad_bn.plan
 { echo 'import "meshes/cpu_local.plan"'; model cnn_flat flatten | sed 's/linear(64, 10)/linear(32, 10)/'
   train wide cnn_flat cpu1 "" 4; } > bad_width.plan
-fails "flatten wider than the linear" "'fc' takes 32 features, but the flattened 1×8×8 images give 64" \
+fails "flatten wider than the linear" "'fc' takes 32 features, but the flattened 3×8×8 images give 64" \
   "$PLANC" build bad_width.plan -o exe_bad
-fails "images of another shape" "other\.bin: its images are 1x12x12, but this executable was built for 1x8x8" \
+fails "images of another shape" "other\.bin: its images are 3x12x12, but this executable was built for 3x8x8" \
   ./exe_flat --quiet --data "$WORK/other.bin"
 echo "PASS: models over images match PyTorch"

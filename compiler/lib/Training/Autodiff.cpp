@@ -19,7 +19,8 @@ using namespace mlir;
 
 namespace plan::training {
 
-/// Batch and sequence made static in one type: dims 0 and 1 of a rank ≥ 2 tensor.
+/// Batch and sequence made static in one type: dims 0 and 1 of a rank 2 or 3 tensor; of
+/// images [batch, channels, height, width], the batch (specializeImages does the rest).
 static Type withRows(Type t, int64_t batch, int64_t seq) {
   auto rt = dyn_cast<RankedTensorType>(t);
   if (!rt || rt.getRank() < 2)
@@ -27,7 +28,7 @@ static Type withRows(Type t, int64_t batch, int64_t seq) {
   SmallVector<int64_t> shape(rt.getShape());
   if (ShapedType::isDynamic(shape[0]))
     shape[0] = batch;
-  if (ShapedType::isDynamic(shape[1]))
+  if (ShapedType::isDynamic(shape[1]) && rt.getRank() < 4)
     shape[1] = seq;
   return RankedTensorType::get(shape, rt.getElementType());
 }
