@@ -10,7 +10,8 @@
 # normalisation on the first) saving the initial parameters and the first step's gradients,
 # and checks them against test/e2e/cnn_ref.py from the same parameters over the same samples
 # (compare_training.py: losses rtol 1e-4, gradients 1e-3). Then, on 2 data-parallel ranks:
-# `batchnorm = sync` (SyncBatchNorm) against the one-process run (losses rtol 1e-5),
+# `batchnorm = sync` (SyncBatchNorm) against the one-process run, with DDP and with ZeRO-3
+# (losses rtol 1e-5),
 # `batchnorm = local` against PyTorch with per-rank statistics, and a CNN without
 # batchnorm against one process. Last, the errors: a batchnorm mode that is neither, a
 # linear of the wrong width after a flatten, images of another shape at run time.
@@ -66,6 +67,7 @@ train() {
   train pool cnn_pool cpu1 "$AUG" 4
   train pool_sync cnn_pool cpu2 "$AUG" 2
   train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local"
+  train pool_zero3 cnn_pool cpu2 "$AUG" 2 "zero = 3"
   train flat cnn_flat cpu1 "" 4
   train plain1 cnn_plain cpu1 "" 8
   train plain2 cnn_plain cpu2 "" 4
@@ -102,6 +104,9 @@ sys.exit(0 if worst <= 1e-5 else 1)
 PYEOF
 }
 same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 process"
+"$PLANC" build vision.plan --entry pool_zero3 -o exe_pool_zero3
+"$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl
+same_losses log_pool.jsonl log_pool_zero3.jsonl "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
 
 echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 "$PLANC" build vision.plan --entry pool_local -o exe_pool_local
