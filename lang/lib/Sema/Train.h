@@ -31,6 +31,8 @@ private:
   void checkModelAndMesh();
 
   // TrainData.cpp
+  /// The value of `key`, evaluated; false when absent or in error (then ok is false).
+  bool keyValue(const char *key, Value &v);
   /// tokens("…", …) or text("…", …, tokenizer: bpe("…")) of `key`; `text` says which.
   void tokenFiles(const char *key, std::vector<std::string> &out, bool &text);
   /// A bpe("tokenizer.json") value: its path, checked to exist; sets t.tokenizer, which

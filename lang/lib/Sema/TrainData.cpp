@@ -19,15 +19,19 @@ bool TrainCheck::tokenizerOf(const Value &v) {
   return true;
 }
 
-void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out, bool &text) {
+bool TrainCheck::keyValue(const char *key, Value &v) {
   const Expr *e = sec.value(key);
   if (!e)
+    return false;
+  v = sema.eval(*e, nullptr);
+  ok = ok && !v.isError();
+  return !v.isError();
+}
+
+void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out, bool &text) {
+  Value v;
+  if (!keyValue(key, v))
     return;
-  Value v = sema.eval(*e, nullptr);
-  if (v.isError()) {
-    ok = false;
-    return;
-  }
   text = v.kind == Value::Kind::Call && v.s == "text";
   bool perClient = v.kind == Value::Kind::Call && v.s == "per_client" && std::string(key) == "data";
   if (v.kind != Value::Kind::Call || (v.s != "tokens" && !text && !perClient) || v.items.empty()) {

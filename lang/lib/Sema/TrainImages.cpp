@@ -66,14 +66,9 @@ bool TrainCheck::imageShape(const Value &call, sema::ImageData &out) {
 }
 
 void TrainCheck::imageFiles(const char *key, sema::ImageData &out) {
-  const ast::Expr *e = sec.value(key);
-  if (!e)
+  Value v;
+  if (!keyValue(key, v))
     return;
-  Value v = sema.eval(*e, nullptr);
-  if (v.isError()) {
-    ok = false;
-    return;
-  }
   std::string where = std::string("'") + key + "' of " + what;
   if (v.kind != Value::Kind::Call || v.s != "images") {
     sema.typeError(v, where + " (model '" + model->name + "' classifies images)",
