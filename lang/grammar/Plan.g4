@@ -60,7 +60,7 @@ expr
   | op=(MINUS | PLUS) expr                           # unaryExpr
   | expr op=(STAR | SLASH | PERCENT) expr            # binaryExpr
   | expr op=(PLUS | MINUS) expr                      # binaryExpr
-  | REPEAT LPAREN count=expr RPAREN callee=ident (LPAREN args? RPAREN)?  # repeatExpr
+  | REPEAT LPAREN count=expr (COMMA firstKey=ident COLON first=expr)? RPAREN callee=ident (LPAREN args? RPAREN)?  # repeatExpr
   | NUMBER ({unitFollows()}? unit)?                  # numberExpr
   | STRING                                           # stringExpr
   | ident                                            # nameExpr

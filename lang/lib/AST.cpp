@@ -91,6 +91,8 @@ public:
     case Expr::Kind::Repeat:
       line(indent, prefix + "repeat " + e.text, e.loc);
       expr(indent + 1, *e.lhs, "count: ");
+      if (e.first)
+        expr(indent + 1, *e.first, e.firstKey + ": ");
       args(indent + 1, e.args);
       return;
     }

@@ -573,6 +573,11 @@ private:
       e->unitLoc = loc(r->callee); // where the repeated block is named
       e->hasCall = r->LPAREN().size() > 1;
       buildArgs(e->args, r->args());
+      if (r->first) {
+        e->first = buildExpr(r->first);
+        e->firstKey = r->firstKey->getText();
+        e->firstKeyLoc = loc(r->firstKey);
+      }
       return e;
     }
     if (auto *n = dynamic_cast<PlanParser::NumberExprContext *>(ctx))

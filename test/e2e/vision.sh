@@ -13,7 +13,9 @@
 # `batchnorm = sync` (SyncBatchNorm) against the one-process run, with DDP and with ZeRO-3
 # (losses rtol 1e-5),
 # `batchnorm = local` against PyTorch with per-rank statistics, and a CNN without
-# batchnorm against one process. Last, the errors: a batchnorm mode that is neither, a
+# batchnorm against one process. The stdlib's ResNets against torchvision's definition
+# (resnet_ref.py: names, shapes, published counts), and ResNet-20 training on 2 ranks.
+# Last, the errors: a batchnorm mode that is neither, a
 # linear of the wrong width after a flatten, images of another shape at run time.
 set -euo pipefail
 
@@ -123,6 +125,32 @@ echo "== data parallel: 2 ranks against one process"
 ./exe_plain1 --quiet --log log_plain1.jsonl
 "$MPIRUN" -n 2 ./exe_plain2 --quiet --log log_plain2.jsonl
 same_losses log_plain1.jsonl log_plain2.jsonl "no batchnorm, 2 ranks vs 1 process"
+
+echo "== stdlib ResNets against torchvision's definition, and ResNet-20 trains"
+cat > resnet.plan <<'PLANEOF'
+import "models/resnet.plan"
+import "meshes/cpu_local.plan"
+model r18 = resnet18
+model r34 = resnet34
+model r50 = resnet50
+PLANEOF
+"$PLANC" emit resnet.plan --stage nn > resnet_nn.mlir
+"$PY" "$HERE/cnn_ref.py" write --out cifar_like.bin --count 16 --channels 3 --size 32 --classes 10 --seed 9
+cat >> resnet.plan <<PLANEOF
+train r20 {
+  model = resnet20_cifar  mesh = cpu2  data = images("$WORK/cifar_like.bin", crop: 4, flip: true)
+  batch = 8  parallel { data = dp }  optimizer = adamw(lr: 1e-3)  steps = 3
+}
+PLANEOF
+"$PY" "$HERE/resnet_ref.py" resnet_nn.mlir r18=resnet18 r34=resnet34 r50=resnet50
+"$PLANC" build resnet.plan --entry r20 -o exe_r20
+"$MPIRUN" -n 2 ./exe_r20 --quiet --log log_r20.jsonl
+"$PY" - log_r20.jsonl <<'PYEOF'
+import json, math, sys
+losses = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
+assert len(losses) == 3 and all(math.isfinite(x) for x in losses), losses
+print("resnet20_cifar, 2 ranks with SyncBatchNorm: losses %s" % ", ".join("%.4f" % x for x in losses))
+PYEOF
 
 echo "== errors"
 fails() {  # fails WHAT PATTERN COMMAND...

@@ -1017,7 +1017,7 @@ private:
           entry("all_reduce", o.getAxis(), what, o.getLse().getType());
       else if (auto o = dyn_cast<nn::BatchNormOp>(op); o && o.getRanks()) // SyncBatchNorm
         entry("all_gather", *o.getAxis(), "batchnorm statistics",
-              RankedTensorType::get({*o.getRanks(), cast<ShapedType>(o.getStats().getType()).getNumElements()},
+              RankedTensorType::get({int64_t(*o.getRanks()), cast<ShapedType>(o.getStats().getType()).getNumElements()},
                                     b.getF32Type()));
       else if (auto o = dyn_cast<nn::BatchNormGradOp>(op); o && o.getRanks())
         entry("all_reduce", *o.getAxis(), "batchnorm gradient sums", o.getStats().getType());

@@ -37,6 +37,10 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
     auto mesh = symbols.lookup<pl::MeshOp>(train.getMesh());
     if (!model || !model->hasAttr("nn.model") || !mesh)
       return train.emitOpError() << "needs its model expanded to nn first (convert-plan-to-nn) and a plan.mesh";
+    if (!training::imageShapeOf(train).empty())
+      return train.emitError() << "train '" << train.getSymName() << "' trains a model over images, whose "
+                               << "convolutions the sharded stage does not state in this version (its layout is "
+                               << "data parallel: see the grad and sched stages)";
     std::string name = (train.getSymName() + "_sharded").str();
     if (Operation *clash = symbols.lookup(name)) {
       InFlightDiagnostic d = train.emitError() << "train '" << train.getSymName() << "' needs the name '" << name

@@ -140,8 +140,11 @@ void printSummary(const sema::Program &p) {
     os << "train " << t.name << ": model " << p.models[t.model].name << " (" << p.models[t.model].numParameters()
        << " parameters) on mesh " << p.meshes[t.mesh].name << "; data " << t.dataParallel << " x tensor "
        << t.tensorParallel << " x pipeline " << t.pipelineParallel << "; batch " << t.batch << " = micro " << t.micro
-       << " x data " << t.dataParallel << " x accumulation " << t.accumulation << "; seq " << t.seq << "; zero "
-       << t.parallel.zero << "; " << sema::precisionName(t.precision) << "\n";
+       << " x data " << t.dataParallel << " x accumulation " << t.accumulation << "; "
+       << (t.images.any() ? "images " + std::to_string(t.images.channels) + "x" + std::to_string(t.images.height) +
+                                "x" + std::to_string(t.images.width)
+                          : "seq " + std::to_string(t.seq))
+       << "; zero " << t.parallel.zero << "; " << sema::precisionName(t.precision) << "\n";
   }
   for (const sema::Retrieval &r : p.retrievals)
     if (r.loc.file == 0)

@@ -8,7 +8,8 @@ using namespace plan::lang;
 
 const std::vector<std::string> &plan::lang::layerNames() {
   static const std::vector<std::string> n = {"embedding", "linear",  "layernorm", "rmsnorm", "attention",
-                                             "dropout",   "conv2d",  "batchnorm", "maxpool", "avgpool"};
+                                             "dropout",   "conv2d",  "batchnorm", "maxpool", "avgpool",
+                                             "shortcut"};
   return n;
 }
 const std::vector<std::string> &plan::lang::functionNames() {

@@ -37,7 +37,19 @@ constexpr size_t kMaxBlockDepth = 64;
 /// Parameter elements of one model: beyond 2^53 the cost model's doubles lose exactness.
 constexpr int64_t kMaxElements = int64_t(1) << 53;
 
-enum class Prim { Embedding, Linear, LayerNorm, RMSNorm, Attention, Dropout, Conv2d, BatchNorm, MaxPool, AvgPool };
+enum class Prim {
+  Embedding,
+  Linear,
+  LayerNorm,
+  RMSNorm,
+  Attention,
+  Dropout,
+  Conv2d,
+  BatchNorm,
+  MaxPool,
+  AvgPool,
+  Shortcut
+};
 
 Signature layerSignature(Prim p) {
   switch (p) {
@@ -68,6 +80,8 @@ Signature layerSignature(Prim p) {
     return {"maxpool", {{"kernel", true}, {"stride", false}, {"padding", false}}};
   case Prim::AvgPool:
     return {"avgpool", {}};
+  case Prim::Shortcut:
+    return {"shortcut", {{"in", true}, {"out", true}, {"stride", false}}};
   }
   return {};
 }
@@ -91,6 +105,8 @@ Prim primOf(const std::string &n) {
     return Prim::MaxPool;
   if (n == "avgpool")
     return Prim::AvgPool;
+  if (n == "shortcut")
+    return Prim::Shortcut;
   return Prim::Dropout;
 }
 
@@ -116,6 +132,7 @@ struct Binding {
   std::shared_ptr<BlockInst> block;
   std::vector<std::shared_ptr<BlockInst>> repeat;
   int64_t firstLayer = -1; ///< a trunk repeat's first layer index
+  bool firstDiffers = false; ///< `first:` gave unit 0 its own block, which may change the type
   ast::Loc loc;
 };
 
@@ -395,9 +412,29 @@ private:
         b.firstLayer = repeatCount;
         repeatCount += *n;
       }
+      // `first: block(…)`: unit 0 is that block's instance (checked by checkBodyNames).
+      const ast::Decl *firstDecl = nullptr;
+      Value firstCall;
+      if (e.first) {
+        const Expr &f = *e.first;
+        firstDecl = f.kind == Expr::Kind::Call && f.lhs->kind == Expr::Kind::Name ? sema.decls.lookup(f.lhs->text)
+                                                                                  : nullptr;
+        if (!firstDecl || firstDecl->kind != ast::Decl::Kind::Block) {
+          diags.error(f.loc, "'first:' of a repeat takes a block's instance, as in 'first: block(64, 128)'");
+          failed = true;
+          return;
+        }
+        firstCall = callValue(f, inst.env);
+        if (firstCall.isError()) {
+          failed = true;
+          return;
+        }
+        b.firstDiffers = true;
+      }
       ++repeatDepth;
       for (int64_t i = 0; i < *n && !failed; ++i) {
-        auto child = bind(*d, call, path + "." + std::to_string(i) + ".");
+        bool first = i == 0 && firstDecl;
+        auto child = bind(first ? *firstDecl : *d, first ? firstCall : call, path + "." + std::to_string(i) + ".");
         if (child)
           b.repeat.push_back(child);
       }
@@ -599,6 +636,7 @@ private:
     case Prim::BatchNorm:
     case Prim::MaxPool:
     case Prim::AvgPool:
+    case Prim::Shortcut:
       if (!makeVisionLayer(l, args, what, loc, boolArg, floatArg))
         return false;
       break;
@@ -668,9 +706,33 @@ private:
       return true;
     case Prim::MaxPool:
       return windowArgs(l, args, what);
+    case Prim::Shortcut:
+      return makeShortcut(l, args, what, loc);
     default:
       return true;
     }
+  }
+
+  /// shortcut(in, out, stride: 1): a residual block's shortcut, as torchvision's
+  /// `downsample`: the identity where the block keeps the channels and the size, else a
+  /// 1×1 convolution of that stride (`.0.weight`, no bias) and a batchnorm (`.1.weight`,
+  /// `.1.bias`).
+  bool makeShortcut(Layer &l, std::map<std::string, Value> &args, const std::string &what, ast::Loc loc) {
+    using sema::Init;
+    if (!positive(args["in"], "the input channels of " + what, l.rows) ||
+        !positive(args["out"], "the output channels of " + what, l.cols) ||
+        (args.count("stride") && !positive(args["stride"], "the stride of " + what, l.stride)))
+      return false;
+    l.kernel = 1, l.pad = 0, l.eps = 1e-5, l.momentum = 0.1;
+    if (l.rows == l.cols && l.stride == 1)
+      return true;
+    int w = addParam(l.path + ".0.weight", {l.cols, l.rows, 1, 1}, {"out", "in", "kh", "kw"}, Init::Normal, loc);
+    if (w >= 0)
+      model.params[w].initStd = std::sqrt(2.0 / double(l.cols));
+    l.params.push_back(w);
+    l.params.push_back(addParam(l.path + ".1.weight", {l.cols}, {"channels"}, Init::Ones, loc));
+    l.params.push_back(addParam(l.path + ".1.bias", {l.cols}, {"channels"}, Init::Zeros, loc));
+    return true;
   }
 
   int addOp(GraphOp op) {
@@ -757,6 +819,8 @@ private:
     case Prim::MaxPool:
     case Prim::AvgPool:
       return applyVisionLayer(l, op, loc);
+    case Prim::Shortcut:
+      return applyShortcut(l, op, loc);
     case Prim::Dropout: {
       ValueType t = typeOf(in[0]);
       if (t.kind != ValueType::Kind::Hidden) {
@@ -815,6 +879,35 @@ private:
       break;
     }
     return addOp(op);
+  }
+
+  /// A shortcut: its input itself, or its convolution then its batchnorm.
+  int applyShortcut(const Layer &l, GraphOp &op, ast::Loc loc) {
+    ValueType t = typeOf(op.operands[0]);
+    if (t.kind != ValueType::Kind::Images || (t.features != 0 && t.features != l.rows)) {
+      diags.error(loc, "shortcut '" + l.path + "' takes images of " + std::to_string(l.rows) +
+                           " channels, but its input is " + t.str());
+      return -1;
+    }
+    if (l.params.empty())
+      return op.operands[0];
+    GraphOp conv = op, bn = op;
+    conv.kind = OpKind::Conv2d;
+    conv.layer = l.path + ".0";
+    conv.params = {l.params[0]};
+    conv.kernel = 1, conv.stride = l.stride, conv.pad = 0;
+    conv.result = {ValueType::Kind::Images, l.cols, false};
+    int x = addOp(conv);
+    if (x < 0)
+      return -1;
+    bn.kind = OpKind::BatchNorm;
+    bn.layer = l.path + ".1";
+    bn.operands = {x};
+    bn.params = {l.params[1], l.params[2]};
+    bn.inFeatures = bn.outFeatures = l.cols;
+    bn.eps = l.eps, bn.momentum = l.momentum;
+    bn.result = conv.result;
+    return addOp(bn);
   }
 
   std::vector<std::string> scopeNames(const BlockInst &inst, const std::map<std::string, int> &scope) {
@@ -995,7 +1088,7 @@ private:
         int y = apply(*b.repeat[i], {x}, loc);
         if (y < 0)
           return -1;
-        if (!(typeOf(y) == before)) {
+        if (!(typeOf(y) == before) && !(i == 0 && b.firstDiffers)) {
           diags.error(loc, "a repeated block must return what it takes: '" + b.repeat[i]->decl->name + "' maps " +
                                before.str() + " to " + typeOf(y).str());
           return -1;
@@ -1153,6 +1246,10 @@ void Sema::checkBodyNames(const ast::Decl &decl) {
       }
       for (const ast::Arg &a : e.args)
         names(*a.value);
+      if (e.first && e.firstKey != "first")
+        diags.error(e.firstKeyLoc, "repeat takes its count, then 'first: block(…)', not '" + e.firstKey + "'");
+      else if (e.first)
+        names(*e.first);
       return;
     }
     default:

@@ -32,6 +32,10 @@ void TrainCheck::tokenFiles(const char *key, std::vector<std::string> &out, bool
   Value v;
   if (!keyValue(key, v))
     return;
+  if (!model && v.kind == Value::Kind::Call && v.s == "images") {
+    ok = false; // the model failed (already reported): whether it reads images is unknown
+    return;
+  }
   text = v.kind == Value::Kind::Call && v.s == "text";
   bool perClient = v.kind == Value::Kind::Call && v.s == "per_client" && std::string(key) == "data";
   if (v.kind != Value::Kind::Call || (v.s != "tokens" && !text && !perClient) || v.items.empty()) {

@@ -64,6 +64,12 @@ struct Expr {
   ExprPtr rhs;
   /// Repeat: whether the block was called with `(…)`.
   bool hasCall = false;
+  /// Repeat: `repeat(n, first: block(…)) …`, the first unit's own block call (it may
+  /// change the value's type: a ResNet stage's first block); null without one. `firstKey`
+  /// is the key as written (sema requires `first`).
+  ExprPtr first;
+  std::string firstKey;
+  Loc firstKeyLoc;
 
   Expr(Kind k, Loc l) : kind(k), loc(l) {}
 };
