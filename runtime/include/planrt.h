@@ -63,7 +63,8 @@ void planrt_data_close(planrt_data *data);
  * allowed; the files (in sorted glob order) are concatenated and must all have the
  * same channels, height and width.
  *
- * planc's format (PLANRT_IMAGES_PLANC), little-endian, a 32-byte header:
+ * planc's format (PLANRT_IMAGES_PLANC), little-endian, a 32-byte header (read by
+ * planrt_image_file.h's planrt_image_header_read):
  *   offset  0  char   magic[8]   "PLANCIMG" (no terminating NUL)
  *   offset  8  uint32 version    1
  *   offset 12  uint32 channels   C >= 1

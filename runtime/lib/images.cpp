@@ -1,6 +1,7 @@
 // Image data: CIFAR-10 binary batches and planc's headered image files, memory-mapped,
 // validated at open, sampled deterministically from (seed, global sample index).
 #include "files.h"
+#include "planrt_image_file.h"
 #include "random.h"
 #include "status.h"
 
@@ -20,9 +21,7 @@ using planrt::mix;
 
 namespace {
 
-constexpr char kMagic[8] = {'P', 'L', 'A', 'N', 'C', 'I', 'M', 'G'};
-constexpr uint32_t kVersion = 1;
-constexpr uint64_t kHeaderBytes = 32;
+constexpr uint64_t kHeaderBytes = PLANRT_IMAGE_HEADER_BYTES;
 constexpr uint64_t kCifarSide = 32, kCifarChannels = 3;
 constexpr uint64_t kCifarRecord = 1 + kCifarChannels * kCifarSide * kCifarSide; // 3073
 
@@ -48,12 +47,6 @@ struct ImageFile {
   }
   const unsigned char *image(uint64_t i) const { return pixels + i * stride; }
 };
-
-uint32_t readU32(const unsigned char *p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 } // namespace
 
@@ -107,17 +100,14 @@ struct planrt_images {
       if (size < kHeaderBytes)
         return drop(fail(PLANRT_ERR_FORMAT, "%s: truncated planc image header (%zu bytes of %llu)", path.c_str(),
                          size, (unsigned long long)kHeaderBytes));
-      if (std::memcmp(bytes, kMagic, sizeof kMagic) != 0)
+      planrt_image_header h;
+      if (!planrt_image_header_read(bytes, &h))
         return drop(fail(PLANRT_ERR_FORMAT, "%s: not a planc image file (the magic is not \"PLANCIMG\")",
                          path.c_str()));
-      uint32_t version = readU32(bytes + 8);
-      if (version != kVersion)
+      if (h.version != PLANRT_IMAGE_VERSION)
         return drop(fail(PLANRT_ERR_FORMAT, "%s: planc image file version %u; planc reads version %u", path.c_str(),
-                         version, kVersion));
-      f.channels = readU32(bytes + 12);
-      f.height = readU32(bytes + 16);
-      f.width = readU32(bytes + 20);
-      std::memcpy(&f.count, bytes + 24, sizeof f.count);
+                         h.version, PLANRT_IMAGE_VERSION));
+      f.channels = h.channels, f.height = h.height, f.width = h.width, f.count = h.count;
       if (f.channels == 0 || f.height == 0 || f.width == 0 || f.count == 0)
         return drop(fail(PLANRT_ERR_FORMAT,
                          "%s: the header gives %llu images of %u x %u x %u (channels x height x width); each must be "

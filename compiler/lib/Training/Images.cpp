@@ -37,8 +37,8 @@ RankedTensorType imageType(RankedTensorType like, int64_t n, int64_t c, int64_t 
 /// [N, C, P, Q] of a window of `k` at `stride` with `pad` over x [N, C, H, W] (C given).
 RankedTensorType windowed(Value x, int64_t c, int64_t k, int64_t stride, int64_t pad) {
   auto t = cast<RankedTensorType>(x.getType());
-  return imageType(t, t.getDimSize(0), c, (t.getDimSize(2) + 2 * pad - k) / stride + 1,
-                   (t.getDimSize(3) + 2 * pad - k) / stride + 1);
+  return imageType(t, t.getDimSize(0), c, nn::windowedExtent(t.getDimSize(2), k, stride, pad),
+                   nn::windowedExtent(t.getDimSize(3), k, stride, pad));
 }
 
 /// The type of `op`'s result `r` once its operands have their static types; null where

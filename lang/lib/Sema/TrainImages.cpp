@@ -2,7 +2,8 @@
 // and transform, and the rules of this version for such plans (EXTENSIONS.md §4).
 #include "Train.h"
 
-#include <cstring>
+#include "planrt_image_file.h"
+
 #include <fstream>
 #include <glob.h>
 
@@ -11,26 +12,19 @@ using namespace plan::lang;
 
 namespace {
 
-/// planc's image file header (runtime/include/planrt.h, "Image data"): "PLANCIMG",
-/// version 1, channels, height, width (uint32 little-endian), count (uint64).
-struct ImageHeader {
-  uint32_t version = 0, channels = 0, height = 0, width = 0;
-};
-
-bool readImageHeader(const std::string &path, ImageHeader &h, std::string &why) {
+/// The header of a planc image file (planrt_image_file.h), checked.
+bool readImageHeader(const std::string &path, planrt_image_header &h, std::string &why) {
   std::ifstream in(path, std::ios::binary);
-  unsigned char b[32];
+  unsigned char b[PLANRT_IMAGE_HEADER_BYTES];
   if (!in.read(reinterpret_cast<char *>(b), sizeof b)) {
     why = "cannot read its 32-byte header";
     return false;
   }
-  if (std::memcmp(b, "PLANCIMG", 8) != 0) {
+  if (!planrt_image_header_read(b, &h)) {
     why = "it is not a planc image file (no PLANCIMG magic)";
     return false;
   }
-  auto u32 = [&](int at) { return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 | uint32_t(b[at + 3]) << 24; };
-  h = {u32(8), u32(12), u32(16), u32(20)};
-  if (h.version != 1 || !h.channels || !h.height || !h.width) {
+  if (h.version != PLANRT_IMAGE_VERSION || !h.channels || !h.height || !h.width) {
     why = "its header is not version 1 with positive sizes";
     return false;
   }
@@ -47,7 +41,7 @@ bool TrainCheck::imageShape(const Value &call, sema::ImageData &out) {
   std::string pattern = Sema::resolvePath(t.baseDir, out.files.front()), why = "no file matches it";
   glob_t g;
   if (glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
-    ImageHeader h;
+    planrt_image_header h;
     std::string first = g.gl_pathv[0];
     bool read = readImageHeader(first, h, why);
     globfree(&g);

@@ -228,12 +228,6 @@ LogicalResult VocabParallelCrossEntropyOp::verify() {
 // Vision
 //===----------------------------------------------------------------------===//
 
-/// The output extent of a window of `k` sliding by `stride` over `n` padded by `pad`
-/// on both sides (dynamic in, dynamic out); 0 or less when the window does not fit.
-static int64_t windows(int64_t n, int64_t k, int64_t stride, int64_t pad) {
-  return ShapedType::isDynamic(n) ? ShapedType::kDynamic : (n + 2 * pad - k) / stride + 1;
-}
-
 /// An extent as a diagnostic shows it: `?` when dynamic.
 static std::string extent(int64_t n) { return ShapedType::isDynamic(n) ? "?" : std::to_string(n); }
 
@@ -246,7 +240,7 @@ static LogicalResult verifyWindow(Operation *op, RankedTensorType in, RankedTens
                              << k << ", " << stride << " and " << pad;
   if (2 * pad > k)
     return op->emitOpError() << "pads by " << pad << ", more than half its window of " << k;
-  int64_t p = windows(in.getDimSize(2), k, stride, pad), q = windows(in.getDimSize(3), k, stride, pad);
+  int64_t p = windowedExtent(in.getDimSize(2), k, stride, pad), q = windowedExtent(in.getDimSize(3), k, stride, pad);
   if ((!ShapedType::isDynamic(p) && p < 1) || (!ShapedType::isDynamic(q) && q < 1))
     return op->emitOpError() << "has a window of " << k << " larger than its padded input " << in;
   if (!agree(out.getDimSize(0), in.getDimSize(0)) || !agree(out.getDimSize(1), channels) ||
