@@ -18,6 +18,7 @@ packages=(
   liburing-dev                                                    # asynchronous I/O of offloaded state
   libicu-dev                                                      # Unicode regexes of the BPE tokenizer
   python3-torch python3-numpy                                     # reference checks (/usr/bin/python3)
+  python3-sklearn                                                 # the digits example's images
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -501,8 +501,9 @@ typedef struct planrt_step_ctx planrt_step_ctx;
 typedef void (*planrt_step_fn)(planrt_step_ctx *ctx, int64_t step);
 typedef void (*planrt_program_fn)(planrt_step_ctx *ctx);
 /* An evaluation line of the training log, {"step": step, "val_loss": x} (null if
- * not finite), flushed; `step` is the 0-based step after which it was measured. */
-planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss);
+ * not finite), with "val_accuracy": a (top-1, in [0, 1]) unless val_accuracy is NaN,
+ * flushed; `step` is the 0-based step after which it was measured. */
+planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double val_loss, double val_accuracy);
 /* One line of JSON written as given (an object the caller formatted), flushed. */
 planrt_status planrt_log_json(planrt_log *log, const char *line);
 /* A federated round's line, {"round": r, "loss": x, "val_loss": y (only if given: not

@@ -85,12 +85,16 @@ planrt_status planrt_log_step(planrt_log *log, uint64_t step, double loss, doubl
   return flushLine(log);
 }
 
-planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss) {
+planrt_status planrt_log_eval(planrt_log *log, uint64_t step, double valLoss, double valAccuracy) {
   if (!log)
     return planrt::fail(PLANRT_ERR_ARG, "planrt_log_eval: null log");
   FILE *f = log->file;
   std::fprintf(f, "{\"step\": %llu, \"val_loss\": ", (unsigned long long)step);
   number(f, valLoss);
+  if (!std::isnan(valAccuracy)) {
+    std::fputs(", \"val_accuracy\": ", f);
+    number(f, valAccuracy);
+  }
   std::fputs("}\n", f);
   return flushLine(log);
 }

@@ -101,7 +101,7 @@ planrt_status sha256File(const std::string &path, std::string &hex) {
 
 planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, const MeshPlace &place,
                           const StatePiece &piece, const std::vector<FlatParam> &layout,
-                          const std::vector<std::string> &metadata) {
+                          const std::vector<std::string> &metadata, const std::vector<ModelBuffer> &buffers) {
   std::string final = dir + "/" + stepName(step), partial = final + ".partial";
   int rank = planrt_mesh_rank(mesh);
   planrt_status status = PLANRT_OK;
@@ -154,6 +154,8 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
   for (int k = 0; k < 3; ++k)
     for (int g = 0; g < 2; ++g)
       tensors.push_back({names[size_t(2 * k + g)].c_str(), PLANRT_F32, 1, &shapes[g], bufs[k][g]});
+  for (const ModelBuffer &b : buffers)
+    tensors.push_back({b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data});
   std::vector<const char *> mp;
   for (const std::string &s : meta)
     mp.push_back(s.c_str());
@@ -230,7 +232,8 @@ planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64
 }
 
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
-                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere) {
+                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere,
+                          const std::vector<ModelBuffer> &buffers) {
   json index;
   try {
     std::ifstream in(path + "/index.json");
@@ -271,6 +274,9 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
            {"step", "plan", "model", "seed", "loss_scale", "loss_scale_good_steps", "optimizer_steps", "format"})
         if (const char *v = planrt_st_metadata(st, key))
           metadata[key] = v;
+      for (const ModelBuffer &b : buffers)
+        if (planrt_status s = planrt_st_read(st, b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data))
+          return s;
       first = false;
     }
     const char *tensorText = planrt_st_metadata(st, "tensor_rank");

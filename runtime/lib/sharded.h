@@ -59,6 +59,16 @@ template <typename F> void forEachRun(const FlatParam &p, int64_t c, F f) {
   }
 }
 
+/// A module buffer besides the flat state (batchnorm's running statistics): whole and
+/// alike on every rank. Every file of a sharded checkpoint carries it; it is read back
+/// from the index's first file. `data` is read when saving and written when loading.
+struct ModelBuffer {
+  std::string name;
+  planrt_dtype dtype = PLANRT_F32;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+};
+
 /// This rank's piece of the optimizer state: for each group g, the flat range
 /// [begin[g], begin[g] + count[g]) of the parameters and both moments.
 struct StatePiece {
@@ -74,7 +84,7 @@ struct StatePiece {
 /// newest complete one. Keeps the newest `keep` checkpoints (0: all). Collective.
 planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t step, int keep, const MeshPlace &place,
                           const StatePiece &piece, const std::vector<FlatParam> &layout,
-                          const std::vector<std::string> &metadata);
+                          const std::vector<std::string> &metadata, const std::vector<ModelBuffer> &buffers = {});
 
 /// Every complete checkpoint in dir by ascending step: (step, path, sharded) for
 /// single files (step-N.safetensors) and sharded directories (step-N/ with index.json).
@@ -88,9 +98,11 @@ planrt_status latestCheckpoint(const std::string &dir, std::string &path, uint64
 /// `layout` (any data- and tensor-parallel sizes: parameters are matched by name, tensor
 /// pieces put back in place), after checking every file against the index's sha256.
 /// `metadata` gets rank 0's. Parameters named in `elsewhere` (the other pipeline stages')
-/// are skipped; any other parameter the layout lacks is an error.
+/// are skipped; any other parameter the layout lacks is an error. `buffers` are read by
+/// name, dtype and shape (a missing one is an error).
 planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> &layout, float *P, float *M, float *V,
-                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere = {});
+                          std::map<std::string, std::string> &metadata, const std::vector<std::string> &elsewhere = {},
+                          const std::vector<ModelBuffer> &buffers = {});
 
 /// The sha256 of a file, as 64 hex digits.
 planrt_status sha256File(const std::string &path, std::string &hex);

@@ -125,6 +125,15 @@ struct planrt_step_ctx {
     double lossSum = 0;           ///< of its local steps' losses
     int64_t lossCount = 0;
   } fed;
+  /// A model over images: its batchnorm layers' running statistics (train.images.running,
+  /// by index), which the generated code updates in training and reads in evaluation
+  /// (planrt_k_batchnorm_observe and _infer).
+  struct RunningStats {
+    std::string name;
+    std::vector<float> mean, var; ///< C each; 0 and 1 at first, as PyTorch's
+    int64_t tracked = 0;          ///< num_batches_tracked
+  };
+  std::vector<RunningStats> running;
   std::atomic<int64_t> step{0}; ///< read by the watchdog thread
   /// The first failure; later calls do nothing.
   planrt_status status = PLANRT_OK;
@@ -232,6 +241,9 @@ private:
 /// parallelism: planrt_k_all_reduce and friends) use; null before the driver sets it.
 planrt_step_ctx *activeStep();
 void setActiveStep(planrt_step_ctx *ctx);
+/// A failure inside generated code: prints `what` with the active step's rank, aborts
+/// the job's other ranks, exits.
+[[noreturn]] void dieInStep(const char *what);
 
 } // namespace planrt
 

@@ -166,7 +166,8 @@ planrt_status Trainer::resume() {
     for (const std::vector<Param> &stage : m.stageParams)
       for (const Param &p : stage)
         elsewhere.push_back(p.name);
-    if (planrt_status s = planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta, elsewhere))
+    if (planrt_status s =
+            planrt::shardedLoad(file, flatLayout(true), P.data(), M.data(), V.data(), meta, elsewhere, modelBuffers()))
       return s;
   } else {
     planrt_st *st = nullptr;
@@ -190,6 +191,9 @@ planrt_status Trainer::resume() {
       if (planrt_status s = read(st, names[2 * i + 1], p, V.data() + p.fullOffset))
         return s;
     }
+    for (const planrt::ModelBuffer &b : modelBuffers())
+      if (planrt_status s = planrt_st_read(st, b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data))
+        return s;
   }
   std::optional<int64_t> step = meta.count("step") ? count(meta["step"]) : std::nullopt;
   if (!step)
@@ -298,8 +302,8 @@ planrt_status Trainer::saveParams(const std::string &file, const char *format, c
   return planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2);
 }
 
-std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> &whole,
-                                                 std::vector<std::string> &keep) const {
+std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep,
+                                                 const std::vector<planrt::ModelBuffer> &buffers) const {
   std::vector<planrt_tensor> tensors;
   keep.clear();
   for (const WholeTensor &t : whole) {
@@ -315,6 +319,8 @@ std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> 
     tensors.push_back({keep[2 * i].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[1]});
     tensors.push_back({keep[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[2]});
   }
+  for (const planrt::ModelBuffer &b : buffers)
+    tensors.push_back({b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data});
   return tensors;
 }
 
@@ -359,7 +365,8 @@ planrt_status Trainer::saveCheckpoint(int64_t s) {
     std::vector<std::string> keep;
     if (planrt_status st = wholeModel(data(master), data(expAvg), data(expAvgSq), store, whole))
       return st;
-    std::vector<planrt_tensor> tensors = consolidated(whole, keep);
+    std::vector<planrt::ModelBuffer> buffers = modelBuffers();
+    std::vector<planrt_tensor> tensors = consolidated(whole, keep, buffers);
     std::vector<const char *> mp = pointers(meta);
     if (planrt_status st = planrt_ckpt_save(checkpointDir.c_str(), uint64_t(s + 1), int(m.checkpointKeep),
                                             tensors.data(), tensors.size(), mp.data(), mp.size() / 2))
@@ -375,8 +382,10 @@ planrt_status Trainer::saveCheckpoint(int64_t s) {
       mine.expAvgSq[g] = piece(expAvgSq, g);
     }
     planrt::MeshPlace place{ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, m.stage, m.pipeline};
+    if (planrt_status st = shareRunning())
+      return st;
     if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep), place,
-                                               mine, flatLayout(), meta))
+                                               mine, flatLayout(), meta, modelBuffers()))
       return st;
     std::snprintf(name, sizeof name, "/step-%08llu/", (unsigned long long)(s + 1));
   }
@@ -391,6 +400,8 @@ planrt_status Trainer::exportConsolidated(const std::string &file) {
   if (planrt_status s = gatherWhole(P, M, V))
     return s;
   if (planrt_status s = wholeModel(P.data(), M.data(), V.data(), store, whole))
+    return s;
+  if (planrt_status s = shareRunning())
     return s;
   std::vector<float> base, baseStore;
   std::vector<FrozenTensor> frozen;
@@ -415,7 +426,8 @@ planrt_status Trainer::exportConsolidated(const std::string &file) {
     progress.line("exported the merged model to " + file, true);
     return PLANRT_OK;
   }
-  std::vector<planrt_tensor> tensors = consolidated(whole, keep);
+  std::vector<planrt::ModelBuffer> buffers = modelBuffers();
+  std::vector<planrt_tensor> tensors = consolidated(whole, keep, buffers);
   std::vector<std::string> meta = metadata("planc-ckpt-1", std::max(start, lastStep));
   std::vector<const char *> mp = pointers(meta);
   if (planrt_status s = planrt_st_save(file.c_str(), tensors.data(), tensors.size(), mp.data(), mp.size() / 2))

@@ -42,6 +42,8 @@ Trainer::~Trainer() {
     planrt_data_close(val);
   if (images)
     planrt_images_close(images);
+  if (valImages)
+    planrt_images_close(valImages);
 }
 
 int Trainer::run() {
@@ -258,7 +260,7 @@ planrt_status Trainer::openData() {
   if (trainFiles.empty())
     return fail(PLANRT_ERR_ARG, "no training data: the plan names none and no --data was given");
   if (m.images.any())
-    return openImages(trainFiles);
+    return openImages(trainFiles, o.val.empty() ? m.val : o.val);
   std::vector<const char *> patterns;
   for (const std::string &f : trainFiles)
     patterns.push_back(f.c_str());
@@ -288,28 +290,6 @@ planrt_status Trainer::openData() {
                   "windows of %lld tokens",
                   valFiles.front().c_str(), (long long)(last + 1), (long long)m.seq + 1);
   }
-  return PLANRT_OK;
-}
-
-planrt_status Trainer::openImages(const std::vector<std::string> &files) {
-  std::vector<const char *> patterns;
-  for (const std::string &f : files)
-    patterns.push_back(f.c_str());
-  auto format = m.images.format == "cifar10" ? PLANRT_IMAGES_CIFAR10 : PLANRT_IMAGES_PLANC;
-  if (planrt_status s = planrt_images_open(patterns.data(), patterns.size(), format, m.images.classes, &images))
-    return s;
-  int64_t c, h, w;
-  planrt_images_shape(images, &c, &h, &w);
-  if (c != m.images.channels || h != m.images.height || w != m.images.width)
-    return fail(PLANRT_ERR_MISMATCH, "%s: its images are %lldx%lldx%lld, but this executable was built for %lldx%lldx%lld",
-                files.front().c_str(), (long long)c, (long long)h, (long long)w, (long long)m.images.channels,
-                (long long)m.images.height, (long long)m.images.width);
-  ctx.images = images;
-  ctx.imageTransform = m.images.transform;
-  ctx.imageSeed = m.seed;
-  ctx.imageFloats = m.images.floats();
-  ctx.tokens.resize(size_t(m.micro * m.images.floats())); // floats, in the input buffer's int32 slots
-  ctx.targets.resize(size_t(m.micro));
   return PLANRT_OK;
 }
 
@@ -387,14 +367,16 @@ planrt_status Trainer::initialState() {
 }
 
 planrt_status Trainer::evaluate(int64_t s) {
-  double mean = 0;
-  if (planrt_status st = validationLoss(mean))
+  double mean = 0, accuracy = std::numeric_limits<double>::quiet_NaN();
+  if (planrt_status st = images ? imageValidation(mean, accuracy) : validationLoss(mean))
     return st;
   if (log)
-    if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean))
+    if (planrt_status st = planrt_log_eval(log, uint64_t(s), mean, accuracy))
       return st;
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld · val loss %.4f", (long long)(s + 1), (long long)end, mean);
+  char buf[160];
+  int n = std::snprintf(buf, sizeof buf, "step %lld/%lld · val loss %.4f", (long long)(s + 1), (long long)end, mean);
+  if (!std::isnan(accuracy))
+    std::snprintf(buf + n, sizeof buf - size_t(n), " · val accuracy %.2f%%", 100 * accuracy);
   progress.line(buf);
   return PLANRT_OK;
 }

@@ -399,8 +399,21 @@ void readSchedule(const json &root, Manifest &m) {
 void readImages(const json &im, Manifest &m) {
   const char *where = "train.images";
   m.images.format = text(im, key::format, where);
-  if (m.images.format != "planc" && m.images.format != "cifar10")
-    throw Malformed{"train.images.format is '" + m.images.format + "', not planc or cifar10"};
+  m.images.valFormat = im.contains(key::val_format) ? text(im, key::val_format, where) : m.images.format;
+  for (const std::string *f : {&m.images.format, &m.images.valFormat})
+    if (*f != "planc" && *f != "cifar10")
+      throw Malformed{"train.images.format is '" + *f + "', not planc or cifar10"};
+  std::string mode = im.contains(key::batchnorm) ? text(im, key::batchnorm, where) : "sync";
+  if (mode != "sync" && mode != "local")
+    throw Malformed{"train.images.batchnorm is '" + mode + "', not sync or local"};
+  m.images.batchnormSync = mode == "sync";
+  if (im.contains(key::running)) {
+    if (!im[key::running].is_array())
+      throw Malformed{"train.images.running is not an array"};
+    for (const json &layer : im[key::running])
+      m.images.running.push_back({text(layer, key::name, "train.images.running[]"),
+                                  integer(layer, key::channels, "train.images.running[]", 1, kMaxDim)});
+  }
   m.images.channels = integer(im, key::channels, where, 1, kMaxDim);
   m.images.height = integer(im, key::height, where, 1, kMaxDim);
   m.images.width = integer(im, key::width, where, 1, kMaxDim);

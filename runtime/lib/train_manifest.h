@@ -113,6 +113,14 @@ struct Manifest {
     std::string format; ///< "planc" or "cifar10"; empty: token data
     int64_t channels = 0, height = 0, width = 0, classes = 0;
     planrt_image_transform transform{};
+    std::string valFormat;    ///< the validation files' format
+    bool batchnormSync = true; ///< batchnorm = sync (else local: each rank's statistics)
+    /// The batchnorm layers whose running statistics the run keeps, by index.
+    struct Running {
+      std::string name;
+      int64_t channels = 0;
+    };
+    std::vector<Running> running;
     bool any() const { return !format.empty(); }
     int64_t floats() const { return channels * height * width; }
   } images;

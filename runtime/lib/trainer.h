@@ -66,7 +66,9 @@ private:
 
   bool checkpointing() const { return !checkpointDir.empty() && checkpointEvery > 0; }
 
-  bool evaluating() const { return val && (e.eval || m.pipeline > 1) && m.evalEvery > 0 && m.evalBatches > 0; }
+  bool evaluating() const {
+    return (val || valImages) && (e.eval || m.pipeline > 1) && m.evalEvery > 0 && m.evalBatches > 0;
+  }
 
   bool scaling() const { return m.lossScaleKind != "none"; }
 
@@ -76,9 +78,22 @@ private:
   /// The step context: this rank's place in the mesh, the entry points, the shapes.
   void bindStep();
   /// Opens and validates every data file, and draws the first sample.
-  /// A model over images: opens its image files (the plan's, or --data's), checks them
-  /// against the compiled shape and sizes the step's input buffers.
-  planrt_status openImages(const std::vector<std::string> &files);
+  // ---- A model over images (train_images.cpp).
+
+  /// Opens its image files (the plan's, or --data's) and validation files (the plan's, or
+  /// --val's, if it evaluates), checks them against the compiled shape, sizes the step's
+  /// input buffers and sets up the batchnorm layers' running statistics.
+  planrt_status openImages(const std::vector<std::string> &files, const std::vector<std::string> &valFiles);
+  /// Evaluation of a model over images: the mean loss and the top-1 accuracy over the
+  /// first eval_batches × micro × data-parallel validation images in file order, with the
+  /// running statistics (collective over the data axes).
+  planrt_status imageValidation(double &mean, double &accuracy);
+  /// batchnorm = local: every data-parallel rank takes data rank 0's running statistics,
+  /// as DDP's broadcast_buffers does (collective); nothing otherwise.
+  planrt_status shareRunning();
+  /// The model's buffers besides its parameters (batchnorm's running_mean, running_var
+  /// and num_batches_tracked, PyTorch's names), pointing into the step context.
+  std::vector<planrt::ModelBuffer> modelBuffers();
   planrt_status openData();
   /// The step program's buffers, all but the transient ones now; each at its place in
   /// the executable's arena if the compiler planned one.
@@ -248,9 +263,10 @@ private:
   planrt_status saveParams(const std::string &file, const char *format, const float *buf, int64_t step,
                            std::vector<std::string> extra, bool withBase = false);
 
-  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state),
-  /// from buffers of whole parameters.
-  std::vector<planrt_tensor> consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep) const;
+  /// The tensors of a consolidated checkpoint (Hugging Face names, optimizer state, then
+  /// the model's buffers), from buffers of whole parameters.
+  std::vector<planrt_tensor> consolidated(const std::vector<WholeTensor> &whole, std::vector<std::string> &keep,
+                                          const std::vector<planrt::ModelBuffer> &buffers = {}) const;
 
   planrt_status checkFinite(int64_t s);
 
@@ -318,7 +334,8 @@ private:
   planrt_step_ctx ctx;
   std::unique_ptr<planrt::Watchdog> watchdog;
   planrt_data *train = nullptr, *val = nullptr;
-  planrt_images *images = nullptr; ///< a model over images: its training images
+  planrt_images *images = nullptr;    ///< a model over images: its training images
+  planrt_images *valImages = nullptr; ///< and its validation images, if it evaluates
   planrt_log *log = nullptr;
   std::string checkpointDir, lastCheckpoint;
   int64_t checkpointEvery = 0;

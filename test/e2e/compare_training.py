@@ -170,6 +170,11 @@ def main(argv=None):
     except (OSError, ValueError, KeyError, TypeError, FormatError) as e:
         print("compare_training.py: error: %s" % e, file=sys.stderr)
         return 2
+    return verdict(failures)
+
+
+def verdict(failures):
+    """Prints PASS, or FAIL and the first 40 problems; the exit status (0 or 1)."""
     if failures:
         print("FAIL: %d problem(s)" % len(failures))
         for f in failures[:40]:

@@ -96,7 +96,8 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: array} (f32/f64/f16/i32/i64/u16/u8 arrays) with string metadata."""
+    """Writes {name: array} (f32/f64/f16/i32/i64/u16/u8 arrays, 0-d ones with shape [])
+    with string metadata."""
     names = sorted(tensors)
     rev = {v: k for k, v in _ST_DTYPES.items() if k != "BF16"}
     header, offset, blobs = {}, 0, []
@@ -104,7 +105,8 @@ def write_safetensors(path, tensors, metadata=None):
         a = tensors[name]
         if isinstance(a, torch.Tensor):
             a = a.detach().cpu().numpy()
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a)
+        a = np.ascontiguousarray(a).reshape(a.shape)  # ascontiguousarray makes a 0-d array 1-d
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt not in rev:
             raise ValueError("tensor %r: dtype %s has no safetensors name" % (name, a.dtype))
@@ -406,9 +408,10 @@ def optimizer_tensors(model, opt):
     return out
 
 
-def train(args, log=print, make_model=None, make_data=None):
+def train(args, log=print, make_model=None, make_data=None, after_step=None):
     """The training loop (also llama_ref.py's, with its own make_model; cnn_ref.py's, with
-    its model and its image data, whose batch(first, count, seq) gives (images, labels))."""
+    its model and its image data, whose batch(first, count, seq) gives (images, labels)).
+    after_step(s, model), when given, runs after each optimizer step s and its record."""
     dtype = torch.float64 if args.double else torch.float32
     model = (make_model or model_from_args)(args)
     context = getattr(args, "context", None)
@@ -463,6 +466,8 @@ def train(args, log=print, make_model=None, make_data=None):
         records.append(rec)
         if log:
             log(json.dumps(rec))
+        if after_step:
+            after_step(s, model)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"config": {k: v for k, v in vars(args).items() if k != "func"}, "steps": records}, f, indent=1)

@@ -9,14 +9,19 @@
 # images' size gives — builds a plan, trains 20 steps (accumulation 2; random crop, flip and
 # normalisation on the first) saving the initial parameters and the first step's gradients,
 # and checks them against test/e2e/cnn_ref.py from the same parameters over the same samples
-# (compare_training.py: losses rtol 1e-4, gradients 1e-3). Then, on 2 data-parallel ranks:
-# `batchnorm = sync` (SyncBatchNorm) against the one-process run, with DDP and with ZeRO-3
-# (losses rtol 1e-5),
-# `batchnorm = local` against PyTorch with per-rank statistics, and a CNN without
-# batchnorm against one process. The stdlib's ResNets against torchvision's definition
+# (compare_training.py: losses rtol 1e-4, gradients 1e-3), then the exported batchnorm
+# running statistics (compare_bn.py, rtol 1e-5, num_batches_tracked exactly) and, on the
+# first, two evaluations with them on 16 images (val_loss rtol 1e-4, the same
+# correct predictions). A run resumed from its step-10 checkpoint exports the same bits.
+# Then, on 2 data-parallel ranks: `batchnorm = sync` (SyncBatchNorm) against the
+# one-process run, with DDP (resumed as well, from a sharded checkpoint) and with ZeRO-3
+# (losses rtol 1e-5; running statistics and evaluations against PyTorch's),
+# `batchnorm = local` against PyTorch with per-rank statistics (the running ones data
+# rank 0's), and a CNN without batchnorm against one process. The stdlib's ResNets against torchvision's definition
 # (resnet_ref.py: names, shapes, published counts), and ResNet-20 training on 2 ranks.
 # Last, the errors: a batchnorm mode that is neither, a
-# linear of the wrong width after a flatten, images of another shape at run time.
+# linear of the wrong width after a flatten, images of another shape at run time, too few
+# validation images.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/ref_args.sh" vision "$@"
@@ -27,6 +32,7 @@ rm -rf exe_* ckpt_* ./*.jsonl ./*.safetensors ref_*.json ./*.plan out.txt
 echo "== data"
 "$PY" "$HERE/cnn_ref.py" write --out train.bin --count 64 --channels 3 --size 8 --classes 10 --seed 7
 "$PY" "$HERE/cnn_ref.py" write --out other.bin --count 8 --channels 3 --size 12 --classes 10 --seed 8
+"$PY" "$HERE/cnn_ref.py" write --out few.bin --count 4 --channels 3 --size 8 --classes 10 --seed 10
 
 # model NAME HEAD [BN]: HEAD pool (global average pooling, fc 16 → 10) or flatten
 # (16 × 2 × 2 = 64 features); BN false drops the batchnorm.
@@ -47,7 +53,7 @@ model() {
   echo "}"
 }
 
-# train NAME MODEL MESH DATA-EXTRA MICRO [PARALLEL-EXTRA]
+# train NAME MODEL MESH DATA-EXTRA MICRO [PARALLEL-EXTRA] [MORE-ENTRIES]
 train() {
   echo "train $1 {"
   echo "  model = $2   mesh = $3"
@@ -57,6 +63,7 @@ train() {
   echo "  optimizer = adamw(lr: 3e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)"
   echo "  schedule  = cosine(warmup: 2, min_lr: 3e-4)"
   echo "  clip = 1.0   steps = 20   seed = 1337"
+  [[ -z ${7:-} ]] || echo "  $7"
   echo "}"
 }
 
@@ -66,10 +73,13 @@ train() {
   model cnn_flat flatten
   model cnn_plain pool false
   AUG=", normalize: [0.5, 0.4, 0.3], [0.25, 0.2, 0.3], crop: 1, flip: true"
-  train pool cnn_pool cpu1 "$AUG" 4
-  train pool_sync cnn_pool cpu2 "$AUG" 2
-  train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local"
-  train pool_zero3 cnn_pool cpu2 "$AUG" 2 "zero = 3"
+  # Evaluation after steps 10 and 20 on the first 4 × 4 training images (some of which it
+  # learns to classify, so that the accuracy is not 0).
+  EVAL="val = images(\"$WORK/train.bin\", format: planc)  eval { every: 10, batches: 4 }"
+  train pool cnn_pool cpu1 "$AUG" 4 "" "$EVAL  checkpoint { every: 10, dir: \"$WORK/ckpt_pool\" }"
+  train pool_sync cnn_pool cpu2 "$AUG" 2 "" "$EVAL  checkpoint { every: 10, dir: \"$WORK/ckpt_sync\" }"
+  train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local" "$EVAL"
+  train pool_zero3 cnn_pool cpu2 "$AUG" 2 "zero = 3" "$EVAL"
   train flat cnn_flat cpu1 "" 4
   train plain1 cnn_plain cpu1 "" 8
   train plain2 cnn_plain cpu2 "" 4
@@ -78,23 +88,61 @@ train() {
 
 COMMON=(--channels 3 --batch 8 --micro 4 --steps 20 --seed 1337 --lr 3e-3 --schedule cosine --warmup 2 --min-lr 3e-4
         --clip 1.0 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8)
+AUG_REF=(--crop 1 --flip --mean 0.5 0.4 0.3 --std 0.25 0.2 0.3)
+EVAL_REF=(--val train.bin --eval-every 10 --eval-batches 4)
 for run in pool flat; do
   echo "== $run: planc"
   "$PLANC" build vision.plan --entry "$run" -o "exe_$run"
   "./exe_$run" --quiet --save-init "init_$run.safetensors" --save-grads "grads_$run.safetensors" \
-    --log "log_$run.jsonl"
+    --log "log_$run.jsonl" --export "final_$run.safetensors"
   extra=()
-  [[ $run == pool ]] && extra=(--crop 1 --flip --mean 0.5 0.4 0.3 --std 0.25 0.2 0.3)
+  [[ $run == pool ]] && extra=("${AUG_REF[@]}" "${EVAL_REF[@]}")
   echo "== $run: torch"
   "$PY" "$HERE/cnn_ref.py" train --init "init_$run.safetensors" --data train.bin --head "$([[ $run == pool ]] && echo pool || echo flatten)" "${COMMON[@]}" \
-    "${extra[@]}" --out "ref_$run.json" --grads-out "ref_grads_$run.safetensors"
+    "${extra[@]}" --out "ref_$run.json" --grads-out "ref_grads_$run.safetensors" --final-out "ref_final_$run.safetensors"
   "$PY" "$HERE/compare_training.py" --planc-log "log_$run.jsonl" --ref "ref_$run.json" \
     --planc-grads "grads_$run.safetensors" --ref-grads "ref_grads_$run.safetensors" --min-steps 20
+  # batchnorm's running statistics after 40 micro-batches (rtol 1e-5), and on the pool
+  # run the evaluations with them (val_loss rtol 1e-4, the same correct predictions).
+  if [[ $run == pool ]]; then
+    "$PY" "$HERE/compare_bn.py" --planc final_pool.safetensors --ref ref_final_pool.safetensors \
+      --planc-log log_pool.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+  else
+    "$PY" "$HERE/compare_bn.py" --planc final_flat.safetensors --ref ref_final_flat.safetensors --rtol 1e-5
+  fi
 done
+
+# resumed RUN CKPT RANKS: resumes RUN from its step-10 checkpoint (a copy of it alone)
+# and checks that the export after step 20 is the uninterrupted run's, bit for bit
+# (parameters, moments, running statistics), as are the last 10 losses.
+resumed() {
+  local run=$1 ckpt=$2 ranks=$3
+  rm -rf "${ckpt}_r" && mkdir "${ckpt}_r" && cp -r "$ckpt"/step-00000010* "${ckpt}_r/"
+  local launch=()
+  [[ $ranks == 1 ]] || launch=("$MPIRUN" -n "$ranks")
+  "${launch[@]}" "./exe_$run" --quiet --resume "${ckpt}_r" --checkpoint-dir "${ckpt}_r" \
+    --export "final_${run}_r.safetensors" --log "log_${run}_r.jsonl"
+  "$PY" - "final_$run.safetensors" "final_${run}_r.safetensors" "log_$run.jsonl" "log_${run}_r.jsonl" "$HERE" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[5])
+import gpt_ref
+a, _ = gpt_ref.read_safetensors(sys.argv[1])
+b, _ = gpt_ref.read_safetensors(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+assert any(k.endswith(".running_var") for k in a), sorted(a)
+bad = [k for k in a if not np.array_equal(a[k], b[k])]
+assert not bad, "resumed export differs in %s" % bad
+la, lb = ([json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[3:5])
+assert [r["loss"] for r in la[10:]] == [r["loss"] for r in lb], "resumed losses differ"
+print("resumed from step 10: the export (%d tensors) and losses equal the uninterrupted run's" % len(a))
+PYEOF
+}
+resumed pool ckpt_pool 1
 
 echo "== batchnorm = sync on 2 ranks against one process"
 "$PLANC" build vision.plan --entry pool_sync -o exe_pool_sync
-"$MPIRUN" -n 2 ./exe_pool_sync --quiet --log log_pool_sync.jsonl
+"$MPIRUN" -n 2 ./exe_pool_sync --quiet --log log_pool_sync.jsonl --export final_pool_sync.safetensors
 same_losses() {  # same_losses A.jsonl B.jsonl WHAT
   "$PY" - "$@" <<'PYEOF'
 import json, sys
@@ -106,18 +154,29 @@ sys.exit(0 if worst <= 1e-5 else 1)
 PYEOF
 }
 same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 process"
+# The group's statistics update the running ones as one process's do; evaluation splits
+# the same validation images over the ranks.
+"$PY" "$HERE/compare_bn.py" --planc final_pool_sync.safetensors --ref ref_final_pool.safetensors \
+  --planc-log log_pool_sync.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+resumed pool_sync ckpt_sync 2
 "$PLANC" build vision.plan --entry pool_zero3 -o exe_pool_zero3
-"$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl
+"$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl --export final_pool_zero3.safetensors
 same_losses log_pool.jsonl log_pool_zero3.jsonl "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
+"$PY" "$HERE/compare_bn.py" --planc final_pool_zero3.safetensors --ref ref_final_pool.safetensors \
+  --planc-log log_pool_zero3.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
 
 echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 "$PLANC" build vision.plan --entry pool_local -o exe_pool_local
 "$MPIRUN" -n 2 ./exe_pool_local --quiet --save-init init_local.safetensors --save-grads grads_local.safetensors \
-  --log log_pool_local.jsonl
+  --log log_pool_local.jsonl --export final_local.safetensors
 "$PY" "$HERE/cnn_ref.py" train --init init_local.safetensors --data train.bin --head pool "${COMMON[@]}" \
-  --crop 1 --flip --mean 0.5 0.4 0.3 --std 0.25 0.2 0.3 --ranks 2 --out ref_local.json --grads-out ref_grads_local.safetensors
+  "${AUG_REF[@]}" "${EVAL_REF[@]}" --ranks 2 --out ref_local.json --grads-out ref_grads_local.safetensors \
+  --final-out ref_final_local.safetensors
 "$PY" "$HERE/compare_training.py" --planc-log log_pool_local.jsonl --ref ref_local.json \
   --planc-grads grads_local.safetensors --ref-grads ref_grads_local.safetensors --min-steps 20
+# The running statistics are data rank 0's, as DDP's broadcast_buffers makes them.
+"$PY" "$HERE/compare_bn.py" --planc final_local.safetensors --ref ref_final_local.safetensors \
+  --planc-log log_pool_local.jsonl --ref ref_local.json --rtol 1e-5 --val-rtol 1e-4
 
 echo "== data parallel: 2 ranks against one process"
 "$PLANC" build vision.plan --entry plain1 -o exe_plain1
@@ -169,4 +228,6 @@ fails "flatten wider than the linear" "'fc' takes 32 features, but the flattened
   "$PLANC" build bad_width.plan -o exe_bad
 fails "images of another shape" "other\.bin: its images are 3x12x12, but this executable was built for 3x8x8" \
   ./exe_flat --quiet --data "$WORK/other.bin"
+fails "too few validation images" "few\.bin: the validation images are 4, fewer than eval_batches × micro × data-parallel ranks = 16" \
+  ./exe_pool --quiet --val "$WORK/few.bin" --checkpoint-every 0
 echo "PASS: models over images match PyTorch"

@@ -4,6 +4,7 @@
 // comparison with PyTorch is test/ops/kernels_vs_torch.py.
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
+#include "step_context.h"
 
 #include <gtest/gtest.h>
 
@@ -1025,3 +1026,53 @@ TEST(KernelsBatchNorm, EvalAndRunningStatistics) {
 }
 
 } // namespace
+
+// The running statistics of the active step: a training batch moves layer 1's (and
+// counts it), evaluation normalises by them and reports them; another layer is untouched.
+TEST(KernelsBatchNorm, RunningStatisticsOfTheActiveStep) {
+  planrt_step_ctx ctx;
+  ctx.running.push_back({"bn0", {0.0f}, {1.0f}, 0});
+  ctx.running.push_back({"bn1", {0.0f, 0.0f}, {1.0f, 1.0f}, 0});
+  planrt::setActiveStep(&ctx);
+  // Channel 0: 1, 2, 3, 4 (mean 2.5, unbiased variance 5/3); channel 1: all 6.
+  Vec x = {1, 2, 6, 6, 3, 4, 6, 6}, stats(4);
+  planrt_k_batchnorm_stats(x.data(), stats.data(), 2, 2, 2);
+  planrt_k_batchnorm_observe(stats.data(), 1, 2, 4, 0.5f);
+  planrt_k_batchnorm_observe(stats.data(), 1, 2, 4, 0.5f);
+  const planrt_step_ctx::RunningStats &r = ctx.running[1];
+  EXPECT_EQ(r.tracked, 2);
+  EXPECT_NEAR(r.mean[0], 0.75 * 2.5, 1e-6);
+  EXPECT_NEAR(r.mean[1], 0.75 * 6.0, 1e-6);
+  EXPECT_NEAR(r.var[0], 0.25 + 0.75 * 5.0 / 3.0, 1e-6);
+  EXPECT_NEAR(r.var[1], 0.25, 1e-7);
+  EXPECT_EQ(ctx.running[0].tracked, 0);
+  EXPECT_EQ(ctx.running[0].mean, (Vec{0.0f}));
+
+  Vec w = {1.0f, 2.0f}, b = {0.0f, 1.0f}, y(8, kNaN), got(4, kNaN), want(8, kNaN);
+  planrt_k_batchnorm_infer(x.data(), w.data(), b.data(), y.data(), got.data(), 1, 2, 2, 2, 1e-5f);
+  planrt_k_batchnorm_eval(x.data(), r.mean.data(), r.var.data(), w.data(), b.data(), want.data(), 2, 2, 2, 1e-5f);
+  EXPECT_EQ(y, want);
+  EXPECT_EQ(got, (Vec{r.mean[0], r.mean[1], r.var[0], r.var[1]}));
+  EXPECT_EQ(r.tracked, 2); // evaluation does not count
+  planrt::setActiveStep(nullptr);
+}
+
+TEST(KernelsBatchNormDeathTest, UnknownLayerOrChannelsExit) {
+  Vec stats = {0.0f, 1.0f};
+  EXPECT_EXIT(
+      {
+        planrt_step_ctx ctx;
+        ctx.running.push_back({"bn1", {0.0f}, {1.0f}, 0});
+        planrt::setActiveStep(&ctx);
+        planrt_k_batchnorm_observe(stats.data(), 1, 1, 4, 0.1f);
+      },
+      ::testing::ExitedWithCode(1), "batchnorm layer 1 has no running statistics \\(the executable keeps 1\\)");
+  EXPECT_EXIT(
+      {
+        planrt_step_ctx ctx;
+        ctx.running.push_back({"bn1", {0.0f}, {1.0f}, 0});
+        planrt::setActiveStep(&ctx);
+        planrt_k_batchnorm_observe(stats.data(), 0, 2, 4, 0.1f);
+      },
+      ::testing::ExitedWithCode(1), "batchnorm layer 0 \\('bn1'\\) keeps 1 channels' running statistics, not 2");
+}

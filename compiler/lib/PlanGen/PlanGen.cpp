@@ -290,12 +290,13 @@ private:
         str(t.optimizer.kind == sema::OptimizerKind::SGD ? "sgd" : "adamw"), f64(t.optimizer.momentum));
     if (images)
       op->setAttr(planrt::manifest::key::images,
-                  imagesAttr(t.images, program.models[t.model].classes, t.parallel.batchnormSync));
+                  imagesAttr(t.images, t.valImages, program.models[t.model].classes, t.parallel.batchnormSync));
   }
 
   /// images(…) of a train plan as plan.train's `images` dictionary (the manifest's
   /// train.images): the format, the shape, the transform, the class count.
-  DictionaryAttr imagesAttr(const sema::ImageData &d, int64_t classes, bool batchnormSync) {
+  DictionaryAttr imagesAttr(const sema::ImageData &d, const sema::ImageData &val, int64_t classes,
+                            bool batchnormSync) {
     namespace key = planrt::manifest::key;
     auto floats = [&](const std::vector<double> &v) {
       SmallVector<Attribute> out;
@@ -303,8 +304,11 @@ private:
         out.push_back(f64(x));
       return b.getArrayAttr(out);
     };
+    auto format = [&](const sema::ImageData &i) {
+      return str(i.format == sema::ImageData::Format::Cifar10 ? "cifar10" : "planc");
+    };
     return b.getDictionaryAttr(
-        {b.getNamedAttr(key::format, str(d.format == sema::ImageData::Format::Cifar10 ? "cifar10" : "planc")),
+        {b.getNamedAttr(key::format, format(d)), b.getNamedAttr(key::val_format, format(val.any() ? val : d)),
          b.getNamedAttr(key::channels, i64(d.channels)), b.getNamedAttr(key::height, i64(d.height)),
          b.getNamedAttr(key::width, i64(d.width)), b.getNamedAttr(key::classes, i64(classes)),
          b.getNamedAttr(key::mean, floats(d.mean)), b.getNamedAttr(key::std, floats(d.std)),

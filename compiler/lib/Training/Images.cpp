@@ -90,6 +90,33 @@ static void synchroniseBatchNorm(func::FuncOp f, pl::TrainOp train) {
     }
 }
 
+/// Numbers f's batchnorm layers in the step's table of running statistics (`running`:
+/// one index per layer, a layer applied twice updates its statistics twice, as PyTorch's
+/// module does) and lists them on f as `nn.running`, [{name, channels}] by index, the
+/// name the weight's without `.weight`.
+static void numberBatchNorms(func::FuncOp f) {
+  Builder b(f.getContext());
+  llvm::DenseMap<Value, int64_t> index;
+  SmallVector<Attribute> layers;
+  f.walk([&](nn::BatchNormOp bn) {
+    if (!bn.getMomentum())
+      return; // not a layer of the language (a test's op): no running statistics
+    auto [it, fresh] = index.try_emplace(bn.getWeight(), int64_t(layers.size()));
+    bn.setRunningAttr(b.getI64IntegerAttr(it->second));
+    if (!fresh)
+      return;
+    std::string name = "batchnorm" + std::to_string(it->second);
+    if (auto arg = dyn_cast<BlockArgument>(bn.getWeight()))
+      if (auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.param"))
+        name = param.getValue().ends_with(".weight") ? param.getValue().drop_back(7).str() : param.getValue().str();
+    int64_t channels = cast<RankedTensorType>(bn.getWeight().getType()).getDimSize(0);
+    layers.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("name", b.getStringAttr(name)), b.getNamedAttr("channels", b.getI64IntegerAttr(channels))}));
+  });
+  if (!layers.empty())
+    f->setAttr("nn.running", b.getArrayAttr(layers));
+}
+
 LogicalResult specializeImages(func::FuncOp f, pl::TrainOp train) {
   SmallVector<int64_t> chw = imageShapeOf(train);
   if (chw.size() != 3)
@@ -127,6 +154,7 @@ LogicalResult specializeImages(func::FuncOp f, pl::TrainOp train) {
     }
   }
   synchroniseBatchNorm(f, train);
+  numberBatchNorms(f);
   return verify(f);
 }
 

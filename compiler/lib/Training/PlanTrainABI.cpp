@@ -211,8 +211,13 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
     t[key::data_text] = train.getDataText();
     t[key::val_text] = train.getValText();
   }
-  if (Attribute images = train->getAttr(key::images))
-    t[key::images] = jsonOf(images);
+  if (Attribute images = train->getAttr(key::images)) {
+    llvm::json::Value im = jsonOf(images);
+    // Its batchnorms' running statistics ([{name, channels}] by index: plan-train-step).
+    if (Attribute running = first.fwd->getAttr("nn.running"))
+      im.getAsObject()->insert({key::running, jsonOf(running)});
+    t[key::images] = std::move(im);
+  }
   if (std::optional<StringRef> init = train.getInitPath())
     t[key::init] = llvm::json::Object{{key::path, resolvePlanPath(base, *init)},
                                       {key::format, train.getInitFormat().value_or("planc")}};
@@ -782,16 +787,48 @@ public:
     func::ReturnOp::create(b, loc);
   }
 
-  /// planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch.
+  /// planc_eval(P, tokens, targets, loss): the forward loss of one micro-batch. A model
+  /// over images evaluates with its batchnorms' running statistics, and `loss` holds the
+  /// loss then the classifier's logits, micro × classes (the driver counts the correct
+  /// predictions).
   void eval(const StageTable &st) {
     OpBuilder::InsertionGuard g(b);
-    auto f = entry("planc_eval", {paramsTy(st), tokTy(st), targetTy(st), scalarTy()});
+    nn::CrossEntropyOp head = imageClassifier(st.fwd);
+    Type out = scalarTy();
+    Param logits;
+    if (head) {
+      logits.type = cast<RankedTensorType>(head.getLogits().getType());
+      logits.offset = 1;
+      logits.count = logits.type.getNumElements();
+      out = MemRefType::get({1 + logits.count}, b.getF32Type());
+    }
+    auto f = entry("planc_eval", {paramsTy(st), tokTy(st), targetTy(st), out});
     Block &e = f.getBody().front();
     SmallVector<Value> outs =
         inlineBody(b, st.fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), Value()));
     memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(3),
                             ValueRange{index0()});
+    if (head) {
+      f.walk([](nn::BatchNormOp bn) { // no batch statistics, so nothing to synchronise
+        if (bn.getRunning()) {
+          bn.setInference(true);
+          bn.removeAxisAttr();
+          bn.removeRanksAttr();
+        }
+      });
+      nn::CrossEntropyOp copy = *f.getOps<nn::CrossEntropyOp>().begin();
+      Flat(b, loc, e.getArgument(3)).write(copy.getLogits(), logits);
+    }
     func::ReturnOp::create(b, loc);
+  }
+
+  /// A model over images: the cross-entropy of its classifier, whose logits evaluation
+  /// reports; null otherwise.
+  nn::CrossEntropyOp imageClassifier(func::FuncOp fwd) {
+    if (!train->getAttr(key::images))
+      return nn::CrossEntropyOp();
+    auto heads = fwd.getOps<nn::CrossEntropyOp>();
+    return heads.empty() ? nn::CrossEntropyOp() : *heads.begin();
   }
 
   /// Pipeline stage k: `planc_fwd_s<k>(P, tokens, targets, in, out, saved)` runs the

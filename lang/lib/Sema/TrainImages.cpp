@@ -81,6 +81,11 @@ void TrainCheck::imageFiles(const char *key, sema::ImageData &out) {
         else
           ok = false;
       nextList = nullptr;
+    } else if (std::string(key) == "val" && (it.key == "normalize" || it.key == "crop" || it.key == "flip")) {
+      diags.error(it.keyLoc, "the validation images take no '" + it.key + ":'")
+          .note(it.keyLoc, "evaluation normalises them as the training images ('data' gives normalize:) and "
+                           "never crops or flips them");
+      ok = false;
     } else if (it.key.empty()) {
       if (auto s = sema.toString(x, "an image file"))
         out.files.push_back(*s);
@@ -190,6 +195,4 @@ void TrainCheck::checkImages() {
   if (batchnorm && t.dataParallel > 1 && t.parallel.batchnormSync && t.parallel.dataAxes.size() > 1)
     refuse(t.parallel.batchnormLoc.line ? t.parallel.batchnormLoc : decl.nameLoc,
            "batchnorm = sync over several data axes (write one data axis, or batchnorm = local)");
-  if (t.evalEvery > 0)
-    refuse(sec.get("eval")->loc, "evaluation (val_loss and val_accuracy, with batchnorm's running statistics)");
 }

@@ -18,14 +18,7 @@ namespace planrt {
 namespace {
 planrt_step_ctx *gActive = nullptr;
 
-[[noreturn]] void die(const char *what) {
-  std::fprintf(stderr, "planrt: error: rank %d: %s\n", gActive && gActive->mesh ? planrt_mesh_rank(gActive->mesh) : 0,
-               what);
-  std::fflush(stderr);
-  if (gActive && gActive->mesh)
-    planrt_mesh_abort(gActive->mesh, 1);
-  std::exit(1);
-}
+[[noreturn]] void die(const char *what) { dieInStep(what); }
 
 /// The size of the group along mesh axis `axis` of the active step; 0 without a mesh.
 int64_t groupSize(int32_t axis) {
@@ -61,6 +54,15 @@ void badId(const char *what, int64_t id, int64_t limit) {
 
 planrt_step_ctx *activeStep() { return gActive; }
 void setActiveStep(planrt_step_ctx *ctx) { gActive = ctx; }
+
+void dieInStep(const char *what) {
+  std::fprintf(stderr, "planrt: error: rank %d: %s\n", gActive && gActive->mesh ? planrt_mesh_rank(gActive->mesh) : 0,
+               what);
+  std::fflush(stderr);
+  if (gActive && gActive->mesh)
+    planrt_mesh_abort(gActive->mesh, 1);
+  std::exit(1);
+}
 
 } // namespace planrt
 

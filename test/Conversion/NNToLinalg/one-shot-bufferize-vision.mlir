@@ -79,3 +79,31 @@ func.func @batchnorm(%x: tensor<4x16x8x8xf32>, %g: tensor<16xf32>, %s: tensor<16
   %dx, %dw, %db = nn.batchnorm_grad %dy, %x, %stats, %g {eps = 1.0e-05 : f64} : tensor<4x16x8x8xf32>, tensor<2x16xf32>, tensor<16xf32>
   return %y, %dx, %dw, %db : tensor<4x16x8x8xf32>, tensor<4x16x8x8xf32>, tensor<16xf32>, tensor<16xf32>
 }
+
+// Running statistics (layer 3 of the step's table): a training batchnorm hands its
+// statistics on after normalising, with the 256 elements per channel they cover and
+// the momentum; a recomputation does not; in evaluation the running statistics
+// normalise, and nothing else runs.
+// CHECK-LABEL: func.func @running(
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i64
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[C64:.*]] = arith.constant 64 : i64
+// CHECK-DAG: %[[C256:.*]] = arith.constant 256 : i64
+// CHECK-DAG: %[[M:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
+// CHECK: call @planrt_k_batchnorm_stats(
+// CHECK: call @planrt_k_batchnorm_fwd(
+// CHECK: call @planrt_k_batchnorm_observe(%{{.*}}, %[[C3]], %[[C16]], %[[C256]], %[[M]])
+// CHECK: call @planrt_k_batchnorm_stats(
+// CHECK: call @planrt_k_batchnorm_fwd(
+// CHECK-NOT: call @planrt_k_batchnorm_observe
+// CHECK: call @planrt_k_batchnorm_infer(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C3]], %[[C4]], %[[C16]], %[[C64]], %[[EPS]])
+// CHECK-NOT: call @planrt_k_batchnorm_
+func.func @running(%x: tensor<4x16x8x8xf32>, %g: tensor<16xf32>, %s: tensor<16xf32>)
+    -> (tensor<4x16x8x8xf32>, tensor<4x16x8x8xf32>, tensor<4x16x8x8xf32>, tensor<2x16xf32>) {
+  %y, %stats = nn.batchnorm %x, %g, %s {eps = 1.0e-05 : f64, momentum = 0.25 : f64, running = 3 : i64} : tensor<4x16x8x8xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  %y2, %stats2 = nn.batchnorm %x, %g, %s {eps = 1.0e-05 : f64, momentum = 0.25 : f64, running = 3 : i64, nn.recomputed} : tensor<4x16x8x8xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  %y3, %stats3 = nn.batchnorm %x, %g, %s {eps = 1.0e-05 : f64, momentum = 0.25 : f64, running = 3 : i64, inference} : tensor<4x16x8x8xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  return %y, %y2, %y3, %stats3 : tensor<4x16x8x8xf32>, tensor<4x16x8x8xf32>, tensor<4x16x8x8xf32>, tensor<2x16xf32>
+}

@@ -78,3 +78,27 @@ func.func @f(%x: tensor<?x3x8x8xf32>, %w: tensor<4xf32>) {
   %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64} : tensor<?x3x8x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<?x4x8x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{keeps running statistics at a layer index >= 0 with a momentum in [0, 1]}}
+  %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64, running = 0 : i64} : tensor<?x4x8x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x4x8x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{keeps running statistics at a layer index >= 0 with a momentum in [0, 1]}}
+  %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64, momentum = 1.5 : f64, running = 0 : i64} : tensor<?x4x8x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x4x8x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{in inference normalises by running statistics, which it has none of ('running')}}
+  %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64, inference} : tensor<?x4x8x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  return
+}

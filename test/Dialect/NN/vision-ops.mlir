@@ -10,6 +10,11 @@ func.func @cnn(%x: tensor<?x3x32x32xf32>, %w: tensor<16x3x3x3xf32>, %b: tensor<1
   %c2 = nn.conv2d %x, %w {stride = 2 : i64, pad = 0 : i64} : (tensor<?x3x32x32xf32>, tensor<16x3x3x3xf32>) -> tensor<?x16x15x15xf32>
   // CHECK: nn.batchnorm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
   %n, %stats = nn.batchnorm %c, %g, %s {eps = 1.0e-05 : f64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  // Running statistics: layer 0's, updated in training and read in evaluation.
+  // CHECK: nn.batchnorm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, momentum = 1.000000e-01 : f64, running = 0 : i64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  %n2, %stats2 = nn.batchnorm %c, %g, %s {eps = 1.0e-05 : f64, momentum = 0.1 : f64, running = 0 : i64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  // CHECK: nn.batchnorm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, inference, momentum = 1.000000e-01 : f64, running = 0 : i64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+  %n3, %stats3 = nn.batchnorm %c, %g, %s {eps = 1.0e-05 : f64, momentum = 0.1 : f64, running = 0 : i64, inference} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
   // CHECK: nn.relu %{{.*}} : tensor<?x16x32x32xf32>
   %r = nn.relu %n : tensor<?x16x32x32xf32>
   // CHECK: nn.maxpool2d %{{.*}} {kernel = 3 : i64, pad = 1 : i64, stride = 2 : i64} : tensor<?x16x32x32xf32> -> tensor<?x16x16x16xf32>

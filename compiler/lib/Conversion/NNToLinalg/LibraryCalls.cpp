@@ -184,6 +184,12 @@ LogicalResult emitVisionCall(RewriterBase &b, Operation *op, ArrayRef<Value> in,
         return success();
       })
       .Case([&](nn::BatchNormOp o) {
+        if (o.getInference()) { // evaluation: the layer's running statistics, into stats too
+          Call c(b, op);
+          c.ptr(in[0]).ptr(in[1]).ptr(in[2]).ptr(out[0]).ptr(out[1]).i64(*o.getRunning());
+          channels(c, o.getX()).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_batchnorm_infer);
+          return success();
+        }
         // SyncBatchNorm: this rank's statistics, all-gathered over the group ([ranks, 2, C])
         // and combined into the group's.
         Value stats = out[1], local = o.getRanks() ? scratch(b, op, {2, dim(o.getX(), 1)}) : stats;
@@ -197,6 +203,15 @@ LogicalResult emitVisionCall(RewriterBase &b, Operation *op, ArrayRef<Value> in,
         Call c(b, op);
         c.ptr(in[0]).ptr(stats).ptr(in[1]).ptr(in[2]).ptr(out[0]);
         channels(c, o.getX()).f32(o.getEps().convertToDouble()).emit(rt::Fn::planrt_k_batchnorm_fwd);
+        // The running statistics follow each batch once: not again in a recomputation.
+        if (o.getRunning() && !op->hasAttr("nn.recomputed"))
+          Call(b, op)
+              .ptr(stats)
+              .i64(*o.getRunning())
+              .i64(dim(o.getX(), 1))
+              .i64(count(o.getX()) * o.getRanks().value_or(1))
+              .f32(o.getMomentum()->convertToDouble())
+              .emit(rt::Fn::planrt_k_batchnorm_observe);
         return success();
       })
       .Case([&](nn::BatchNormGradOp o) {

@@ -141,9 +141,10 @@ struct ConvertPlanToNN : plan::impl::ConvertPlanToNNBase<ConvertPlanToNN> {
     case pl::LayerKind::conv2d:
       return nn::Conv2dOp::create(b, loc, type, in[0], ps[0], ps.size() > 1 ? ps[1] : Value(), i64("stride"),
                                   i64("pad"));
-    case pl::LayerKind::batchnorm:
+    case pl::LayerKind::batchnorm: // its running statistics are numbered by plan-train-step
       return nn::BatchNormOp::create(b, loc, type, nn::BatchNormOp::statsType(cast<RankedTensorType>(ps[0].getType())),
-                                     in[0], ps[0], ps[1], f64("eps", 1e-5), IntegerAttr(), IntegerAttr())
+                                     in[0], ps[0], ps[1], f64("eps", 1e-5), IntegerAttr(), IntegerAttr(),
+                                     IntegerAttr(), f64("momentum", 0.1), UnitAttr())
           .getResult();
     case pl::LayerKind::maxpool:
       return nn::MaxPool2dOp::create(b, loc, type, in[0], i64("kernel"), i64("stride"), i64("pad"));

@@ -58,7 +58,8 @@ constexpr rt::Fn kHostOnlyKernels[] = {
     rt::Fn::planrt_k_maxpool2d,       rt::Fn::planrt_k_maxpool2d_bwd,    rt::Fn::planrt_k_avgpool,
     rt::Fn::planrt_k_avgpool_bwd,     rt::Fn::planrt_k_batchnorm_stats,  rt::Fn::planrt_k_batchnorm_fwd,
     rt::Fn::planrt_k_batchnorm_bwd_stats, rt::Fn::planrt_k_batchnorm_bwd_data, rt::Fn::planrt_k_batchnorm_eval,
-    rt::Fn::planrt_k_batchnorm_running,       rt::Fn::planrt_k_batchnorm_combine};
+    rt::Fn::planrt_k_batchnorm_running,       rt::Fn::planrt_k_batchnorm_combine,  rt::Fn::planrt_k_batchnorm_observe,
+    rt::Fn::planrt_k_batchnorm_infer};
 
 /// The calls that become a device call with one more argument, their precision.
 struct WithPrecision {

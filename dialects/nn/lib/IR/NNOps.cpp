@@ -294,5 +294,10 @@ LogicalResult BatchNormOp::verify() {
     return emitOpError() << "gives the input's type and statistics " << statsType(w);
   if (bool(getAxis()) != bool(getRanks()) || (getRanks() && (*getRanks() < 2 || *getAxis() > 63)))
     return emitOpError() << "synchronises over a mesh axis and a group of at least 2 ranks: both or neither";
+  double momentum = getMomentum() ? getMomentum()->convertToDouble() : -1.0;
+  if (getRunning() && (int64_t(*getRunning()) < 0 || !(momentum >= 0 && momentum <= 1)))
+    return emitOpError() << "keeps running statistics at a layer index >= 0 with a momentum in [0, 1]";
+  if (getInference() && !getRunning())
+    return emitOpError() << "in inference normalises by running statistics, which it has none of ('running')";
   return success();
 }

@@ -423,12 +423,22 @@ def NN_BatchNormOp : NN_FwdOp<"batchnorm", [AllTypesMatch<["x", "result"]>, AllT
     group's whole micro-batch: each rank's are all-gathered and combined; the
     gradient all-reduces its sums the same way.
 
+    With `running` (the layer's index in the step's table of running statistics,
+    which the runtime keeps: PyTorch's running_mean, running_var and
+    num_batches_tracked), each evaluation in training moves the layer's running
+    statistics towards the batch's by `momentum` (the unbiased variance), except in
+    a recomputation (`nn.recomputed`), which must not count the batch twice. With
+    `inference` as well (evaluation), the running statistics normalise instead,
+    nothing is updated, and `stats` holds them.
+
     ```mlir
     %y, %stats = nn.batchnorm %x, %w, %b {eps = 1.0e-05 : f64} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
+    %y2, %s2 = nn.batchnorm %x, %w, %b {eps = 1.0e-05 : f64, momentum = 1.0e-01 : f64, running = 0 : i64, inference} : tensor<?x16x32x32xf32>, tensor<16xf32> -> tensor<2x16xf32>
     ```
   }];
   let arguments = (ins NN_Images:$x, NN_Vector:$weight, NN_Vector:$bias, F64Attr:$eps,
-                       OptionalAttr<I64Attr>:$axis, OptionalAttr<I64Attr>:$ranks);
+                       OptionalAttr<I64Attr>:$axis, OptionalAttr<I64Attr>:$ranks,
+                       OptionalAttr<I64Attr>:$running, OptionalAttr<F64Attr>:$momentum, UnitAttr:$inference);
   let results = (outs NN_Images:$result, NN_Matrix:$stats);
   let assemblyFormat = "$x `,` $weight `,` $bias attr-dict `:` type($x) `,` type($weight) `->` type($stats)";
   let hasVerifier = 1;
