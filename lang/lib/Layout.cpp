@@ -33,6 +33,10 @@ Layout plan::sema::layoutOf(const Train &t) {
   l.adapt.quantized.insert(t.adapt.quantize.matrices.begin(), t.adapt.quantize.matrices.end());
   l.adapt.nf4Block = t.adapt.quantize.block;
   l.adapt.nf4Double = t.adapt.quantize.dbl;
+  l.images.channels = t.images.channels;
+  l.images.height = t.images.height;
+  l.images.width = t.images.width;
+  l.images.batchnormSync = t.parallel.batchnormSync;
   return l;
 }
 

@@ -17,7 +17,8 @@
 # one-process run, with DDP (resumed as well, from a sharded checkpoint) and with ZeRO-3
 # (losses rtol 1e-5; running statistics and evaluations against PyTorch's),
 # `batchnorm = local` against PyTorch with per-rank statistics (the running ones data
-# rank 0's), and a CNN without batchnorm against one process. The stdlib's ResNets against torchvision's definition
+# rank 0's), and a CNN without batchnorm against one process; `planc explain`'s bytes per
+# step against every run's. The stdlib's ResNets against torchvision's definition
 # (resnet_ref.py: names, shapes, published counts), and ResNet-20 training on 2 ranks.
 # Last, the errors: a batchnorm mode that is neither, a
 # linear of the wrong width after a flatten, images of another shape at run time, too few
@@ -140,6 +141,29 @@ PYEOF
 }
 resumed pool ckpt_pool 1
 
+# explained ENTRY LOG: `planc explain`'s bytes per step, by collective (SyncBatchNorm's
+# included), equal every logged step's, and the measured device peak lies within 10% of
+# its total.
+explained() {
+  "$PLANC" explain vision.plan --entry "$1" --json > "$1.explain.json"
+  "$PY" - "$1.explain.json" "$2" "$1" <<'PYEOF'
+import json, sys
+e = json.load(open(sys.argv[1]))
+want = {}
+for r in e["comm"]:
+    want[r["collective"]] = want.get(r["collective"], 0) + r["bytes"]
+steps = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+for s in steps:
+    got = {k: v for k, v in s["comm_bytes"].items() if v}
+    assert got == want, (sys.argv[3], s["step"], got, want)
+ratio = max(s["mem_device_peak_bytes"] for s in steps) / e["per_rank_bytes"][0]["total"]
+print("%s: comm per step %s == explain on all %d steps; device peak / explain %.3f"
+      % (sys.argv[3], want, len(steps), ratio))
+assert 0.9 <= ratio <= 1.1, ratio
+PYEOF
+}
+explained pool log_pool.jsonl
+
 echo "== batchnorm = sync on 2 ranks against one process"
 "$PLANC" build vision.plan --entry pool_sync -o exe_pool_sync
 "$MPIRUN" -n 2 ./exe_pool_sync --quiet --log log_pool_sync.jsonl --export final_pool_sync.safetensors
@@ -159,11 +183,13 @@ same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 proc
 "$PY" "$HERE/compare_bn.py" --planc final_pool_sync.safetensors --ref ref_final_pool.safetensors \
   --planc-log log_pool_sync.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
 resumed pool_sync ckpt_sync 2
+explained pool_sync log_pool_sync.jsonl
 "$PLANC" build vision.plan --entry pool_zero3 -o exe_pool_zero3
 "$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl --export final_pool_zero3.safetensors
 same_losses log_pool.jsonl log_pool_zero3.jsonl "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
 "$PY" "$HERE/compare_bn.py" --planc final_pool_zero3.safetensors --ref ref_final_pool.safetensors \
   --planc-log log_pool_zero3.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+explained pool_zero3 log_pool_zero3.jsonl
 
 echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 "$PLANC" build vision.plan --entry pool_local -o exe_pool_local
@@ -177,6 +203,7 @@ echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 # The running statistics are data rank 0's, as DDP's broadcast_buffers makes them.
 "$PY" "$HERE/compare_bn.py" --planc final_local.safetensors --ref ref_final_local.safetensors \
   --planc-log log_pool_local.jsonl --ref ref_local.json --rtol 1e-5 --val-rtol 1e-4
+explained pool_local log_pool_local.jsonl
 
 echo "== data parallel: 2 ranks against one process"
 "$PLANC" build vision.plan --entry plain1 -o exe_plain1

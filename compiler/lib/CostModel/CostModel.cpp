@@ -4,6 +4,7 @@
 // from a roofline per op and an alpha-beta model per collective on the link the
 // axis crosses. docs/EXPLAIN.md states every formula and its source.
 #include "plan/Compiler/CostModel.h"
+#include "plan/Dialect/NN/IR/NN.h"
 #include "plan/Schedule/PipelineOrder.h"
 #include "plan/Training/DataParallel.h"
 #include "planrt_nf4.h"
@@ -76,6 +77,8 @@ struct OpCost {
   /// layer's input, the attention's input and its output before the projection.
   double weightOnly = 0, weightOnlySelective = 0;
   std::vector<TensorColl> fwdColls, bwdColls;
+  /// Collectives over the data axis inside the passes, per micro-batch (SyncBatchNorm's).
+  std::vector<TensorColl> dataColls;
 };
 
 struct Link {
@@ -230,18 +233,103 @@ private:
 
   // --- per-op costs --------------------------------------------------------
   ValueType typeOf(int v) const {
+    if (v < sema::kFirstOpValue && model.images)
+      return v == sema::kTokensValue ? ValueType{ValueType::Kind::Images, l.images.channels}
+                                     : ValueType{ValueType::Kind::Labels, 0};
     return v < sema::kFirstOpValue ? ValueType{ValueType::Kind::Tokens, 0} : model.ops[v - sema::kFirstOpValue].result;
   }
   /// Elements of a value on one device, for one micro-batch.
   double elems(int v) const {
     ValueType ty = typeOf(v);
-    double n = ty.kind == ValueType::Kind::Hidden      ? double(b) * s * ty.features
+    double n = ty.kind == ValueType::Kind::Hidden      ? double(b) * s * (ty.features ? ty.features : flatFeatures(v))
                : ty.kind == ValueType::Kind::Tokens    ? double(b) * s
                : ty.kind == ValueType::Kind::Positions ? double(s)
+               : ty.kind == ValueType::Kind::Images    ? double(b) * channels(v) * area(v)
+               : ty.kind == ValueType::Kind::Labels    ? double(b)
                                                        : 1;
     Split sp = v < int(split.size()) ? split[v] : Split::Replicated;
     return sp == Split::Replicated ? n : n / t;
   }
+  // --- models over images ----------------------------------------------------
+  /// Each value's height and width (images; 1 × 1 otherwise), from the plan's image size
+  /// layer by layer as plan-train-step sizes them (nn::windowedExtent).
+  std::vector<std::pair<int64_t, int64_t>> extent;
+  void sizeImages() {
+    extent.assign(model.ops.size() + sema::kFirstOpValue, {1, 1});
+    if (!model.images)
+      return;
+    extent[sema::kTokensValue] = {l.images.height, l.images.width};
+    for (size_t i = 0; i < model.ops.size(); ++i) {
+      const GraphOp &op = model.ops[i];
+      auto &out = extent[i + sema::kFirstOpValue];
+      if (op.operands.empty() || typeOf(int(i) + sema::kFirstOpValue).kind != ValueType::Kind::Images)
+        continue;
+      auto [h, w] = extent[size_t(op.operands[0])];
+      if (op.kind == OpKind::Conv2d || op.kind == OpKind::MaxPool)
+        out = {nn::windowedExtent(h, op.kernel, op.stride, op.pad), nn::windowedExtent(w, op.kernel, op.stride, op.pad)};
+      else if (op.kind != OpKind::AvgPool)
+        out = {h, w};
+    }
+  }
+  double area(int v) const { return double(extent[size_t(v)].first) * double(extent[size_t(v)].second); }
+  /// An image value's channels (the images' own until a layer sets them).
+  double channels(int v) const {
+    int64_t c = typeOf(v).features;
+    return double(c ? c : l.images.channels);
+  }
+  /// A flatten's features: its input's channels × height × width (0 for another value).
+  double flatFeatures(int v) const {
+    if (v < sema::kFirstOpValue || model.ops[size_t(v - sema::kFirstOpValue)].kind != OpKind::Flatten)
+      return 0;
+    int in = model.ops[size_t(v - sema::kFirstOpValue)].operands[0];
+    return channels(in) * area(in);
+  }
+  /// The costs of a vision op (conv2d, batchnorm, pooling, flatten) for one micro-batch:
+  /// im2col and a GEMM for a convolution (and two for its gradients, the input's only where
+  /// it needs one), two passes for batch statistics, SyncBatchNorm's collectives.
+  void visionCost(const GraphOp &op, OpCost &c, int in, int out) {
+    double inE = elems(in), outE = elems(out), C = channels(in);
+    switch (op.kind) {
+    case OpKind::Conv2d: {
+      double window = C * double(op.kernel * op.kernel), cols = double(b) * window * area(out);
+      double f = 2 * outE * window;
+      int passes = needsGrad[in] ? 2 : 1; // the filter's gradient, and the input's
+      c.matmul = true;
+      c.fwdFlops = c.modelFwdFlops = f;
+      c.bwdFlops = c.modelBwdFlops = passes * f;
+      c.fwdBytes = (inE + cols + outE) * act;
+      c.bwdBytes = (passes * cols + inE + outE) * act;
+      c.saved = inE * storedAct; // the filter's gradient reads the input
+      break;
+    }
+    case OpKind::BatchNorm:
+      c.fwdFlops = 7 * inE; // mean and variance (two passes), then the normalisation
+      c.bwdFlops = 8 * inE; // the two sums, then the input gradient
+      c.fwdBytes = 4 * inE * act;
+      c.bwdBytes = 5 * inE * act;
+      c.saved = inE * storedAct + 2 * C * 4; // the input and the statistics
+      if (d > 1 && l.images.batchnormSync) {
+        c.dataColls.push_back({Coll::AllGather, double(d) * 2 * C * 4, "batchnorm statistics"});
+        c.dataColls.push_back({Coll::AllReduce, 2 * C * 4, "batchnorm gradient sums"});
+      }
+      break;
+    case OpKind::MaxPool:
+      c.fwdFlops = outE * double(op.kernel * op.kernel);
+      c.bwdFlops = c.fwdFlops; // the maximum found again, from the input
+      c.fwdBytes = (inE + outE) * act;
+      c.bwdBytes = (2 * inE + outE) * act;
+      c.saved = inE * storedAct;
+      break;
+    case OpKind::AvgPool:
+      c.fwdFlops = c.bwdFlops = inE;
+      c.fwdBytes = c.bwdBytes = (inE + outE) * act;
+      break;
+    default: // flatten: a reshape
+      break;
+    }
+    c.savedSelective = c.saved;
+  }
+
   bool splitsDim(int param, size_t i) const {
     const sema::Parameter &pr = model.params[param];
     return i < pr.dims.size() && l.splits(pr.dims[i]);
@@ -423,6 +511,7 @@ private:
     const auto &ops = model.ops;
     split.assign(ops.size() + sema::kFirstOpValue, Split::Replicated);
     markGradients();
+    sizeImages();
     costs.resize(ops.size());
     bool tp = t > 1;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -580,6 +669,13 @@ private:
         break;
       case OpKind::Positions:
         split[out] = Split::Replicated;
+        break;
+      case OpKind::Conv2d:
+      case OpKind::BatchNorm:
+      case OpKind::MaxPool:
+      case OpKind::AvgPool:
+      case OpKind::Flatten:
+        visionCost(op, c, in, out);
         break;
       case OpKind::CrossEntropy: {
         split[out] = Split::Replicated;
@@ -1512,6 +1608,29 @@ private:
       row.seconds = total;
       row.exposedSeconds = exposed;
       row.link = links.at("data").name;
+      e.comm.push_back(row);
+    }
+    // SyncBatchNorm: each batchnorm's statistics gathered and its gradient sums reduced
+    // over the data axis, per micro-batch, inside the passes (nothing hides them).
+    std::map<std::pair<std::string, std::string>, CommRow> inside;
+    for (size_t i = 0; i < costs.size(); ++i)
+      for (const TensorColl &tc : opRank[i] == commRank ? costs[i].dataColls : std::vector<TensorColl>())
+        if (d > 1) {
+          CommRow &row = inside[{collName(tc.kind), tc.purpose}];
+          double sec = collSeconds(tc.kind, tc.fullBytes, d, "data") * double(mb);
+          row.bytes += int64_t(training::ringBytes(tc.kind, d, uint64_t(std::llround(tc.fullBytes))) * uint64_t(mb));
+          row.calls += mb;
+          row.seconds += sec;
+          row.exposedSeconds += sec;
+        }
+    for (auto &[key, row] : inside) {
+      row.collective = key.first;
+      row.axis = "data";
+      row.purpose = key.second;
+      row.ranks = d;
+      row.link = links.at("data").name;
+      dpTotal += row.seconds;
+      dpExposed += row.exposedSeconds;
       e.comm.push_back(row);
     }
     // ZeRO-3 with adapters: the frozen base gathered whole for each micro-batch (a

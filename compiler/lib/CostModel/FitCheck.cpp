@@ -14,7 +14,7 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
       continue;
     const sema::Mesh &mesh = program.meshes[t.mesh];
     const sema::Model &model = program.models[t.model];
-    if (!mesh.memoryBytes || model.images) // the cost model has no convolutions yet
+    if (!mesh.memoryBytes)
       continue;
     sema::Layout layout = sema::layoutOf(t);
     cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh));

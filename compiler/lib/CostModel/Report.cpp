@@ -119,7 +119,11 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
        << sema::offloadTargetName(l.paramsOffload.target);
   os << "\n";
   os << "batch " << l.batch << " = micro " << l.micro << " x data " << l.data << " x " << l.microBatches()
-     << " micro-batches; seq " << l.seq << "\n";
+     << " micro-batches; ";
+  if (model.images)
+    os << "images " << l.images.channels << "x" << l.images.height << "x" << l.images.width << "\n";
+  else
+    os << "seq " << l.seq << "\n";
   os << "topology: " << mesh.nodes << " node" << (mesh.nodes == 1 ? "" : "s") << " of " << mesh.perNode
      << " devices, ranks node-major; " << axisLinks(mesh) << "\n";
   if (l.adapt.rank > 0) {
@@ -198,8 +202,10 @@ std::string plan::cost::renderText(const Estimate &e, const sema::Model &model, 
   if (offloaded(l))
     os << llvm::formatv("  {0,-32} {1,12}\n", "offload transfers", seconds(e.offload.seconds));
   os << llvm::formatv("  {0,-32} {1,12}\n", "step", seconds(e.stepSeconds));
-  os << llvm::formatv("  tokens/s {0:f0}; model FLOPs/step {1:e3}; MFU {2:f1}% of {3:e3} FLOP/s per device\n",
-                      e.tokensPerSecond, e.modelFlopsPerStep, 100 * e.mfu, e.peakFlops);
+  // A model over images has one position per image: its tokens are images.
+  os << llvm::formatv("  {0}/s {1:f0}; model FLOPs/step {2:e3}; MFU {3:f1}% of {4:e3} FLOP/s per device\n",
+                      model.images ? "images" : "tokens", e.tokensPerSecond, e.modelFlopsPerStep, 100 * e.mfu,
+                      e.peakFlops);
   os << "  bottleneck: " << e.bottleneck << "\n";
   if (e.federated) {
     const FederatedRound &r = *e.federated;

@@ -140,6 +140,8 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
     for (int64_t p : divisors(n / t)) {
       if (p > 1 && !options.allowPipeline)
         continue;
+      if (model.images && (t > 1 || p > 1)) // data parallelism and ZeRO only (sema)
+        continue;
       int64_t d = n / t / p;
       if (base.batch % d != 0)
         continue;

@@ -312,11 +312,6 @@ int runExplain(const Options &opts, lang::Diags &diags, const lang::FrontendOpti
   const sema::Train &t = *trains.front();
   const sema::Model &model = program->models[t.model];
   const sema::Mesh &mesh = program->meshes[t.mesh];
-  if (model.images) {
-    llvm::errs() << "planc: error: train '" << t.name << "': planc explain does not model models over images "
-                 << "(convolutions, pooling, batch normalisation) in this version\n";
-    return 1;
-  }
   sema::Layout layout = sema::layoutOf(t);
   cost::Estimate e = cost::estimate(model, mesh, layout, cost::axisRolesOf(t, mesh), cost::Calibration::defaults(),
                                     /*withTrace=*/!opts.trace.empty());

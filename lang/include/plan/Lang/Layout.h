@@ -49,6 +49,13 @@ struct Layout {
     bool nf4Double = true;
   } adapt;
 
+  /// A model over images: the images' channels, height and width (0: a model over
+  /// tokens), and whether its batchnorms synchronise over the data axis (`batchnorm = sync`).
+  struct {
+    int64_t channels = 0, height = 0, width = 0;
+    bool batchnormSync = true;
+  } images;
+
   int64_t devices() const { return data * tensor * pipeline; }
   /// Micro-batches per optimizer step per pipeline: batch / (micro × data).
   int64_t microBatches() const { return batch / (micro * data); }
