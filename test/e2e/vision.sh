@@ -14,7 +14,7 @@
 # first, two evaluations with them on 16 images (val_loss rtol 1e-4, the same
 # correct predictions). A run resumed from its step-10 checkpoint exports the same bits.
 # Then, on 2 data-parallel ranks: `batchnorm = sync` (SyncBatchNorm) against the
-# one-process run, with DDP (resumed as well, from a sharded checkpoint) and with ZeRO-3
+# one-process run, with DDP (resumed as well, from a sharded checkpoint; and on 4 ranks) and with ZeRO-3
 # (losses rtol 1e-5; running statistics and evaluations against PyTorch's),
 # `batchnorm = local` against PyTorch with per-rank statistics (the running ones data
 # rank 0's), and a CNN without batchnorm against one process; `planc explain`'s bytes per
@@ -70,6 +70,7 @@ train() {
 
 {
   echo 'import "meshes/cpu_local.plan"'
+  echo 'mesh dp4 { devices = cpu(4)  axes = [dp: 4] }'
   model cnn_pool pool
   model cnn_flat flatten
   model cnn_plain pool false
@@ -79,6 +80,7 @@ train() {
   EVAL="val = images(\"$WORK/train.bin\", format: planc)  eval { every: 10, batches: 4 }"
   train pool cnn_pool cpu1 "$AUG" 4 "" "$EVAL  checkpoint { every: 10, dir: \"$WORK/ckpt_pool\" }"
   train pool_sync cnn_pool cpu2 "$AUG" 2 "" "$EVAL  checkpoint { every: 10, dir: \"$WORK/ckpt_sync\" }"
+  train pool_sync4 cnn_pool dp4 "$AUG" 1 "" "$EVAL"
   train pool_local cnn_pool cpu2 "$AUG" 2 "batchnorm = local" "$EVAL"
   train pool_zero3 cnn_pool cpu2 "$AUG" 2 "zero = 3" "$EVAL"
   train flat cnn_flat cpu1 "" 4
@@ -184,6 +186,12 @@ same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 proc
   --planc-log log_pool_sync.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
 resumed pool_sync ckpt_sync 2
 explained pool_sync log_pool_sync.jsonl
+"$PLANC" build vision.plan --entry pool_sync4 -o exe_pool_sync4
+"$MPIRUN" -n 4 ./exe_pool_sync4 --quiet --log log_pool_sync4.jsonl --export final_pool_sync4.safetensors
+same_losses log_pool.jsonl log_pool_sync4.jsonl "SyncBatchNorm, 4 ranks (a micro-batch of 1 each) vs 1 process"
+"$PY" "$HERE/compare_bn.py" --planc final_pool_sync4.safetensors --ref ref_final_pool.safetensors \
+  --planc-log log_pool_sync4.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+explained pool_sync4 log_pool_sync4.jsonl
 "$PLANC" build vision.plan --entry pool_zero3 -o exe_pool_zero3
 "$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl --export final_pool_zero3.safetensors
 same_losses log_pool.jsonl log_pool_zero3.jsonl "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
