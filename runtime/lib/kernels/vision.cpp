@@ -91,8 +91,11 @@ void im2col(const float *x, int64_t C, const Window &g, float *cols) {
           const float *in = x + (c * g.H + p * g.stride - g.pad + kh) * g.W;
           float *out = row + p * g.Q;
           std::fill(out, out + qs.lo, 0.0f);
-          for (int64_t q = qs.lo; q < qs.hi; ++q)
-            out[q] = in[q * g.stride - g.pad + kw];
+          if (g.stride == 1) // a contiguous run (the common 3 × 3, stride 1)
+            std::copy(in + qs.lo - g.pad + kw, in + qs.hi - g.pad + kw, out + qs.lo);
+          else
+            for (int64_t q = qs.lo; q < qs.hi; ++q)
+              out[q] = in[q * g.stride - g.pad + kw];
           std::fill(out + qs.hi, out + g.Q, 0.0f);
         }
         std::fill(row + ps.hi * g.Q, row + g.P * g.Q, 0.0f);
@@ -112,8 +115,14 @@ void col2im(const float *cols, int64_t C, const Window &g, float *dx) {
         for (int64_t p = ps.lo; p < ps.hi; ++p) {
           float *out = dx + (c * g.H + p * g.stride - g.pad + kh) * g.W;
           const float *in = row + p * g.Q;
-          for (int64_t q = qs.lo; q < qs.hi; ++q)
-            out[q * g.stride - g.pad + kw] += in[q];
+          if (g.stride == 1) { // contiguous: vectorised
+            float *o = out - g.pad + kw;
+            for (int64_t q = qs.lo; q < qs.hi; ++q)
+              o[q] += in[q];
+          } else {
+            for (int64_t q = qs.lo; q < qs.hi; ++q)
+              out[q * g.stride - g.pad + kw] += in[q];
+          }
         }
       }
     }
@@ -140,6 +149,24 @@ int64_t windowArgmax(const float *x, const Window &g, int64_t p, int64_t q) {
       }
     }
   return best;
+}
+
+/// The value at windowArgmax: the window's maximum, or its last NaN if it holds one,
+/// without the index bookkeeping (the forward pass needs the value alone).
+float windowMax(const float *x, const Window &g, int64_t p, int64_t q) {
+  int64_t h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
+  int64_t h1 = std::min(h0 + g.R, g.H), w1 = std::min(w0 + g.R, g.W);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  float max = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      float v = x[ih * g.W + iw];
+      max = v > max ? v : max;
+      nan |= v != v;
+    }
+  return nan ? x[windowArgmax(x, g, p, q)] : max;
 }
 
 /// Fatal unless the sizes of a per-channel kernel (N, C and HW) are positive.
@@ -244,7 +271,7 @@ void planrt_k_maxpool2d(const float *x, float *y, int64_t N, int64_t C, int64_t 
     float *yp = y + plane * g.P * g.Q;
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q = 0; q < g.Q; ++q)
-        yp[p * g.Q + q] = xp[windowArgmax(xp, g, p, q)];
+        yp[p * g.Q + q] = windowMax(xp, g, p, q);
   }
 }
 
