@@ -197,6 +197,15 @@ const planrt_tensor *Pretrained::find(const std::string &name) const {
   return it == tensors.end() ? nullptr : &it->second;
 }
 
+planrt_status Pretrained::readCount(const std::string &name, int64_t &out) const {
+  const planrt_tensor *t = find(name);
+  if (!t || t->dtype != PLANRT_I64 || t->rank != 0)
+    return fail(PLANRT_ERR_MISMATCH, "%s: '%s' is %s, not a count (a 0-d I64 tensor)", described.c_str(), name.c_str(),
+                t ? "another tensor" : "not in the checkpoint");
+  std::memcpy(&out, t->data, sizeof out);
+  return PLANRT_OK;
+}
+
 planrt_status Pretrained::read(const std::string &name, const std::vector<int64_t> &shape, float *dst) const {
   if (hf && !find(name))
     return readHf(name, shape, dst);

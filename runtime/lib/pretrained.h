@@ -39,6 +39,12 @@ public:
   /// PLANRT_ERR_MISMATCH naming the file, the model's tensor and the checkpoint's.
   planrt_status read(const std::string &name, const std::vector<int64_t> &shape, float *dst) const;
 
+  /// Whether the checkpoint holds tensor `name` under exactly that name.
+  bool has(const std::string &name) const { return find(name) != nullptr; }
+  /// A count (a 0-d I64 tensor, as PyTorch's num_batches_tracked) into out;
+  /// PLANRT_ERR_MISMATCH naming the file and the tensor when it is missing or not one.
+  planrt_status readCount(const std::string &name, int64_t &out) const;
+
   /// What was opened, for messages: the file, or the directory and the file it chose.
   const std::string &source() const { return described; }
   /// The sha256 of what was read: the file's, or for a sharded index the sha256 of each

@@ -155,7 +155,7 @@ planrt_status shardedSave(planrt_mesh *mesh, const std::string &dir, uint64_t st
     for (int g = 0; g < 2; ++g)
       tensors.push_back({names[size_t(2 * k + g)].c_str(), PLANRT_F32, 1, &shapes[g], bufs[k][g]});
   for (const ModelBuffer &b : buffers)
-    tensors.push_back({b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data});
+    tensors.push_back(b.tensor());
   std::vector<const char *> mp;
   for (const std::string &s : meta)
     mp.push_back(s.c_str());
@@ -275,7 +275,7 @@ planrt_status shardedLoad(const std::string &path, const std::vector<FlatParam> 
         if (const char *v = planrt_st_metadata(st, key))
           metadata[key] = v;
       for (const ModelBuffer &b : buffers)
-        if (planrt_status s = planrt_st_read(st, b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data))
+        if (planrt_status s = b.readFrom(st))
           return s;
       first = false;
     }

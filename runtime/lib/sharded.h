@@ -67,6 +67,12 @@ struct ModelBuffer {
   planrt_dtype dtype = PLANRT_F32;
   std::vector<int64_t> shape;
   void *data = nullptr;
+  /// As a tensor to write (pointing into this buffer).
+  planrt_tensor tensor() const { return {name.c_str(), dtype, int(shape.size()), shape.data(), data}; }
+  /// Read from st by name, dtype and shape (a missing or different tensor is an error).
+  planrt_status readFrom(const planrt_st *st) const {
+    return planrt_st_read(st, name.c_str(), dtype, int(shape.size()), shape.data(), data);
+  }
 };
 
 /// This rank's piece of the optimizer state: for each group g, the flat range

@@ -143,6 +143,22 @@ planrt_status Trainer::loadParams(const std::string &path, const std::string &fo
   for (const Param &p : m.params)
     if (planrt_status s = base->read(p.name, p.fullShape, P + p.fullOffset))
       return s;
+  // A model over images: its batchnorms' running statistics too, where the checkpoint
+  // has them (planc's exports and checkpoints, PyTorch's state_dict); else they start
+  // at PyTorch's 0, 1 and 0.
+  for (planrt_step_ctx::RunningStats &r : ctx.running) {
+    if (!base->has(r.name + ".running_mean"))
+      continue;
+    std::vector<int64_t> c{int64_t(r.mean.size())};
+    if (planrt_status s = base->read(r.name + ".running_mean", c, r.mean.data()))
+      return s;
+    if (planrt_status s = base->read(r.name + ".running_var", c, r.var.data()))
+      return s;
+    r.tracked = 0; // some converted checkpoints lack the count
+    if (base->has(r.name + ".num_batches_tracked"))
+      if (planrt_status s = base->readCount(r.name + ".num_batches_tracked", r.tracked))
+        return s;
+  }
   return PLANRT_OK;
 }
 
@@ -192,7 +208,7 @@ planrt_status Trainer::resume() {
         return s;
     }
     for (const planrt::ModelBuffer &b : modelBuffers())
-      if (planrt_status s = planrt_st_read(st, b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data))
+      if (planrt_status s = b.readFrom(st))
         return s;
   }
   std::optional<int64_t> step = meta.count("step") ? count(meta["step"]) : std::nullopt;
@@ -320,7 +336,7 @@ std::vector<planrt_tensor> Trainer::consolidated(const std::vector<WholeTensor> 
     tensors.push_back({keep[2 * i + 1].c_str(), PLANRT_F32, rank, p.fullShape.data(), whole[i].data[2]});
   }
   for (const planrt::ModelBuffer &b : buffers)
-    tensors.push_back({b.name.c_str(), b.dtype, int(b.shape.size()), b.shape.data(), b.data});
+    tensors.push_back(b.tensor());
   return tensors;
 }
 
@@ -338,6 +354,10 @@ planrt_status Trainer::checkFinite(int64_t s) {
 }
 
 planrt_status Trainer::checkpoint(int64_t s) {
+  // batchnorm = local: data rank 0's running statistics for every rank's file (a
+  // collective the watchdog times on its own, before the checkpoint's wait begins).
+  if (planrt_status st = shareRunning())
+    return st;
   // The watchdog times the checkpoint too, its barriers included: a rank lost during one
   // must not leave the others waiting for ever. Its writes may take long on slow storage,
   // so it is allowed kCheckpointWait seconds, or the timeout if longer.
@@ -382,8 +402,6 @@ planrt_status Trainer::saveCheckpoint(int64_t s) {
       mine.expAvgSq[g] = piece(expAvgSq, g);
     }
     planrt::MeshPlace place{ctx.dataRank, m.dataParallel, tensorCoord(), m.tensorParallel, m.stage, m.pipeline};
-    if (planrt_status st = shareRunning())
-      return st;
     if (planrt_status st = planrt::shardedSave(ctx.mesh, checkpointDir, uint64_t(s + 1), int(m.checkpointKeep), place,
                                                mine, flatLayout(), meta, modelBuffers()))
       return st;

@@ -76,7 +76,8 @@ planrt_status Trainer::imageValidation(double &mean, double &accuracy) {
   float *pixels = reinterpret_cast<float *>(ctx.tokens.data()); // the input buffer's int32 slots hold floats
   int32_t *labels = ctx.targets.data();
   planrt::BackendVector<float> out(size_t(1 + m.micro * classes)); // the loss, then the logits
-  float sums[2] = {0, 0};                                        // losses, correct predictions
+  float loss = 0;
+  uint64_t correct = 0; // exact however many images
   for (int64_t b = 0; b < m.evalBatches; ++b) {
     uint64_t first = uint64_t((b * m.dataParallel + ctx.dataRank) * m.micro);
     for (int64_t i = 0; i < m.micro; ++i)
@@ -86,20 +87,24 @@ planrt_status Trainer::imageValidation(double &mean, double &accuracy) {
         return st;
       }
     e.eval(data(params), ctx.tokens.data(), labels, out.data());
-    sums[0] += out[0];
+    loss += out[0];
     for (int64_t i = 0; i < m.micro; ++i)
-      sums[1] += predicted(out.data() + 1 + i * classes, classes) == labels[i] ? 1.0f : 0.0f;
+      correct += predicted(out.data() + 1 + i * classes, classes) == labels[i];
   }
   e.release(&ctx);
   if (ctx.status)
     return fail(ctx.status, "%s", ctx.error.c_str());
   if (ctx.mesh && m.dataParallel > 1) {
     planrt::Waiting w(ctx, "all_reduce of the validation loss and accuracy");
-    if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, sums, 2, PLANRT_SUM))
+    if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, &loss, 1, PLANRT_SUM))
+      return st;
+    // One 64-bit count: two float slots summed as an integer.
+    if (planrt_status st = planrt_all_reduce(ctx.mesh, m.dataMask, reinterpret_cast<float *>(&correct), 2,
+                                             PLANRT_SUM_U64))
       return st;
   }
-  mean = double(sums[0]) / double(m.evalBatches * m.dataParallel);
-  accuracy = double(sums[1]) / double(m.evalBatches * m.dataParallel * m.micro);
+  mean = double(loss) / double(m.evalBatches * m.dataParallel);
+  accuracy = double(correct) / double(m.evalBatches * m.dataParallel * m.micro);
   return PLANRT_OK;
 }
 

@@ -400,9 +400,10 @@ void readImages(const json &im, Manifest &m) {
   const char *where = "train.images";
   m.images.format = text(im, key::format, where);
   m.images.valFormat = im.contains(key::val_format) ? text(im, key::val_format, where) : m.images.format;
-  for (const std::string *f : {&m.images.format, &m.images.valFormat})
+  for (auto [k, f] : {std::pair<const char *, const std::string *>{key::format, &m.images.format},
+                      {key::val_format, &m.images.valFormat}})
     if (*f != "planc" && *f != "cifar10")
-      throw Malformed{"train.images.format is '" + *f + "', not planc or cifar10"};
+      throw Malformed{std::string("train.images.") + k + " is '" + *f + "', not planc or cifar10"};
   std::string mode = im.contains(key::batchnorm) ? text(im, key::batchnorm, where) : "sync";
   if (mode != "sync" && mode != "local")
     throw Malformed{"train.images.batchnorm is '" + mode + "', not sync or local"};

@@ -142,12 +142,30 @@ print("resumed from step 10: the export (%d tensors) and losses equal the uninte
 PYEOF
 }
 resumed pool ckpt_pool 1
+# --init from an export takes its running statistics too: one more step of 2 micro-batches
+# counts 42.
+./exe_pool --quiet --init final_pool.safetensors --steps 1 --checkpoint-every 0 --log /dev/null \
+  --export init_pool.safetensors
+"$PY" - final_pool.safetensors init_pool.safetensors "$HERE" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+import gpt_ref
+a, _ = gpt_ref.read_safetensors(sys.argv[1])
+b, _ = gpt_ref.read_safetensors(sys.argv[2])
+assert int(a["bn1.num_batches_tracked"]) == 40 and int(b["bn1.num_batches_tracked"]) == 42, \
+    (a["bn1.num_batches_tracked"], b["bn1.num_batches_tracked"])
+# Two updates at momentum 0.1 keep 81% of what was loaded.
+for k in ("bn1.running_mean", "bn1.running_var"):
+    assert np.abs(b[k] - a[k]).max() < 0.5 * np.abs(a[k]).max(), k
+print("--init: running statistics loaded (num_batches_tracked 40 -> 42)")
+PYEOF
 
-# explained ENTRY LOG: `planc explain`'s bytes per step, by collective (SyncBatchNorm's
-# included), equal every logged step's, and the measured device peak lies within 10% of
-# its total.
+# explained ENTRY LOG [PLAN]: `planc explain`'s bytes per step, by collective
+# (SyncBatchNorm's included), equal every logged step's, and the measured device peak lies
+# within 10% of its total.
 explained() {
-  "$PLANC" explain vision.plan --entry "$1" --json > "$1.explain.json"
+  "$PLANC" explain "${3:-vision.plan}" --entry "$1" --json > "$1.explain.json"
   "$PY" - "$1.explain.json" "$2" "$1" <<'PYEOF'
 import json, sys
 e = json.load(open(sys.argv[1]))
@@ -235,10 +253,29 @@ train r20 {
   model = resnet20_cifar  mesh = cpu2  data = images("$WORK/cifar_like.bin", crop: 4, flip: true)
   batch = 8  parallel { data = dp }  optimizer = adamw(lr: 1e-3)  steps = 3
 }
+train r20_full {
+  model = resnet20_cifar  mesh = cpu2  data = images("$WORK/cifar_like.bin", crop: 4, flip: true)
+  batch = 8  parallel { data = dp }  optimizer = adamw(lr: 1e-3)  steps = 3  recompute = full
+}
 PLANEOF
 "$PY" "$HERE/resnet_ref.py" resnet_nn.mlir r18=resnet18 r34=resnet34 r50=resnet50
 "$PLANC" build resnet.plan --entry r20 -o exe_r20
 "$MPIRUN" -n 2 ./exe_r20 --quiet --log log_r20.jsonl
+# Full recompute computes each residual block again, but never its batchnorms' statistics
+# (their all-gathers happen once, as explain counts): the same losses and bytes.
+"$PLANC" build resnet.plan --entry r20_full -o exe_r20_full
+"$MPIRUN" -n 2 ./exe_r20_full --quiet --log log_r20_full.jsonl
+same_losses_n() {  # same_losses_n A.jsonl B.jsonl STEPS WHAT
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+assert len(a) == len(b) == int(sys.argv[3]) and a == b, (a, b)
+print("%s: the same %d losses" % (sys.argv[4], len(a)))
+PYEOF
+}
+same_losses_n log_r20.jsonl log_r20_full.jsonl 3 "resnet20_cifar with full recompute"
+explained r20 log_r20.jsonl resnet.plan
+explained r20_full log_r20_full.jsonl resnet.plan
 "$PY" - log_r20.jsonl <<'PYEOF'
 import json, math, sys
 losses = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]

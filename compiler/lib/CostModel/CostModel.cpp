@@ -277,12 +277,21 @@ private:
     int64_t c = typeOf(v).features;
     return double(c ? c : l.images.channels);
   }
-  /// A flatten's features: its input's channels × height × width (0 for another value).
+  /// The features of a flatten's output (its input's channels × height × width), and of
+  /// a value computed from one elementwise (an activation, a sum); 0 for another value.
   double flatFeatures(int v) const {
-    if (v < sema::kFirstOpValue || model.ops[size_t(v - sema::kFirstOpValue)].kind != OpKind::Flatten)
+    if (v < sema::kFirstOpValue)
       return 0;
-    int in = model.ops[size_t(v - sema::kFirstOpValue)].operands[0];
-    return channels(in) * area(in);
+    const GraphOp &op = model.ops[size_t(v - sema::kFirstOpValue)];
+    if (op.operands.empty())
+      return 0;
+    int in = op.operands[0];
+    if (op.kind == OpKind::Flatten)
+      return channels(in) * area(in);
+    bool elementwise = op.kind == OpKind::Relu || op.kind == OpKind::Gelu || op.kind == OpKind::Silu ||
+                       op.kind == OpKind::Dropout || op.kind == OpKind::Add || op.kind == OpKind::Sub ||
+                       op.kind == OpKind::Mul;
+    return elementwise && typeOf(in).kind == ValueType::Kind::Hidden && !typeOf(in).features ? flatFeatures(in) : 0;
   }
   /// The costs of a vision op (conv2d, batchnorm, pooling, flatten) for one micro-batch:
   /// im2col and a GEMM for a convolution (and two for its gradients, the input's only where

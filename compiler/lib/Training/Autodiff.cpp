@@ -122,6 +122,8 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
   for (Operation *op : order)
     if (isa<nn::AllReduceOp, nn::ReduceScatterOp, nn::VocabParallelCrossEntropyOp>(op))
       out.erase(op);
+    else if (auto bn = dyn_cast<nn::BatchNormOp>(op); bn && bn.getRanks()) // SyncBatchNorm gathers
+      out.erase(op);
   // ...except a sequence-parallel gather, which the backward pass repeats in every mode
   // rather than keep the whole sequence (Megatron's sequence parallelism; `planc explain`).
   // A QLoRA base matrix is dequantized again too: keeping every dequantized matrix for

@@ -808,14 +808,14 @@ public:
         inlineBody(b, st.fwd, forwardArgs(st, e.getArgument(0), e.getArgument(1), e.getArgument(2), Value()));
     memref::StoreOp::create(b, loc, tensor::ExtractOp::create(b, loc, outs[0], ValueRange{}), e.getArgument(3),
                             ValueRange{index0()});
+    f.walk([](nn::BatchNormOp bn) { // no batch statistics, so nothing to synchronise
+      if (bn.getRunning()) {
+        bn.setInference(true);
+        bn.removeAxisAttr();
+        bn.removeRanksAttr();
+      }
+    });
     if (head) {
-      f.walk([](nn::BatchNormOp bn) { // no batch statistics, so nothing to synchronise
-        if (bn.getRunning()) {
-          bn.setInference(true);
-          bn.removeAxisAttr();
-          bn.removeRanksAttr();
-        }
-      });
       nn::CrossEntropyOp copy = *f.getOps<nn::CrossEntropyOp>().begin();
       Flat(b, loc, e.getArgument(3)).write(copy.getLogits(), logits);
     }

@@ -116,9 +116,9 @@ void col2im(const float *cols, int64_t C, const Window &g, float *dx) {
           float *out = dx + (c * g.H + p * g.stride - g.pad + kh) * g.W;
           const float *in = row + p * g.Q;
           if (g.stride == 1) { // contiguous: vectorised
-            float *o = out - g.pad + kw;
+            float *o = out + (qs.lo - g.pad + kw);
             for (int64_t q = qs.lo; q < qs.hi; ++q)
-              o[q] += in[q];
+              o[q - qs.lo] += in[q];
           } else {
             for (int64_t q = qs.lo; q < qs.hi; ++q)
               out[q * g.stride - g.pad + kw] += in[q];

@@ -102,3 +102,11 @@ func.func @f(%x: tensor<?x4x8x8xf32>, %w: tensor<4xf32>) {
   %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64, inference} : tensor<?x4x8x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<1x4x1x1xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{normalises a batch of one value per channel ('tensor<1x4x1x1xf32>'): batch statistics need at least 2 (a larger micro-batch, or image)}}
+  %y, %s = nn.batchnorm %x, %w, %w {eps = 1.0e-05 : f64} : tensor<1x4x1x1xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  return
+}

@@ -299,5 +299,10 @@ LogicalResult BatchNormOp::verify() {
     return emitOpError() << "keeps running statistics at a layer index >= 0 with a momentum in [0, 1]";
   if (getInference() && !getRunning())
     return emitOpError() << "in inference normalises by running statistics, which it has none of ('running')";
+  // Batch statistics of one value per channel (as PyTorch, which refuses them in training).
+  if (!getInference() && x.hasStaticShape() &&
+      x.getDimSize(0) * x.getDimSize(2) * x.getDimSize(3) * int64_t(getRanks().value_or(1)) < 2)
+    return emitOpError() << "normalises a batch of one value per channel (" << x
+                         << "): batch statistics need at least 2 (a larger micro-batch, or image)";
   return success();
 }
