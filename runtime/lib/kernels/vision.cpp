@@ -175,20 +175,38 @@ void checkChannels(const char *op, int64_t N, int64_t C, int64_t HW) {
     fatal("%s: bad shape N=%lld C=%lld HW=%lld (all must be positive)", op, (long long)N, (long long)C, (long long)HW);
 }
 
+/// Σ f(i) over i in [0, n), in double, as four interleaved partial sums: independent
+/// chains of additions the core overlaps (one chain waits on each add's latency).
+template <typename F> double sum4(int64_t n, F f) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += f(i);
+    s1 += f(i + 1);
+    s2 += f(i + 2);
+    s3 += f(i + 3);
+  }
+  for (; i < n; ++i)
+    s0 += f(i);
+  return (s0 + s1) + (s2 + s3);
+}
+
 /// Channel c's mean and 1/sqrt(var + eps) from stats [2, C] (mean, biased variance).
 void meanRstd(const float *stats, int64_t C, int64_t c, float eps, double &mean, double &rstd) {
   mean = stats[c];
   rstd = 1.0 / std::sqrt(double(stats[C + c]) + double(eps));
 }
 
-/// y = (x - mean) * rstd * w + b over channel c's planes of x [N, C, HW].
+/// y = (x - mean) * rstd * w + b over channel c's planes of x [N, C, HW], in float
+/// (vectorised): x - mean first, so that a large mean cancels exactly.
 void normalise(const float *x, float *y, int64_t N, int64_t C, int64_t HW, int64_t c, double mean, double rstd,
                double w, double b) {
+  const float m = float(mean), scale = float(rstd * w), shift = float(b);
   for (int64_t n = 0; n < N; ++n) {
     const float *xp = x + (n * C + c) * HW;
     float *yp = y + (n * C + c) * HW;
     for (int64_t i = 0; i < HW; ++i)
-      yp[i] = float((xp[i] - mean) * rstd * w + b);
+      yp[i] = (xp[i] - m) * scale + shift;
   }
 }
 
@@ -314,14 +332,12 @@ void planrt_k_batchnorm_stats(const float *x, float *stats, int64_t N, int64_t C
     double sum = 0, sumsq = 0;
     for (int64_t n = 0; n < N; ++n) {
       const float *xp = x + (n * C + c) * HW;
-      for (int64_t i = 0; i < HW; ++i)
-        sum += xp[i];
+      sum += sum4(HW, [&](int64_t i) { return double(xp[i]); });
     }
     const double mean = sum / count;
     for (int64_t n = 0; n < N; ++n) {
       const float *xp = x + (n * C + c) * HW;
-      for (int64_t i = 0; i < HW; ++i)
-        sumsq += (xp[i] - mean) * (xp[i] - mean);
+      sumsq += sum4(HW, [&](int64_t i) { return (xp[i] - mean) * (xp[i] - mean); });
     }
     stats[c] = float(mean);
     stats[C + c] = float(sumsq / count);
@@ -365,10 +381,8 @@ void planrt_k_batchnorm_bwd_stats(const float *dy, const float *x, const float *
     meanRstd(stats, C, c, eps, mean, rstd);
     for (int64_t n = 0; n < N; ++n) {
       const float *xp = x + (n * C + c) * HW, *dyp = dy + (n * C + c) * HW;
-      for (int64_t i = 0; i < HW; ++i) {
-        sumDy += dyp[i];
-        sumDyXhat += dyp[i] * ((xp[i] - mean) * rstd);
-      }
+      sumDy += sum4(HW, [&](int64_t i) { return double(dyp[i]); });
+      sumDyXhat += sum4(HW, [&](int64_t i) { return dyp[i] * ((xp[i] - mean) * rstd); });
     }
     dstats[c] = float(sumDy);
     dstats[C + c] = float(sumDyXhat);
@@ -385,12 +399,14 @@ void planrt_k_batchnorm_bwd_data(const float *dy, const float *x, const float *s
     double mean, rstd;
     meanRstd(stats, C, c, eps, mean, rstd);
     // dx = w rstd (dy - sum(dy) / count - xhat sum(dy xhat) / count).
-    double scale = w[c] * rstd, meanDy = dstats[c] / double(count), meanDyXhat = dstats[C + c] / double(count);
+    // In float (vectorised), x - mean first as in the forward pass.
+    const float scale = float(w[c] * rstd), meanDy = float(dstats[c] / double(count)),
+                perX = float(rstd * dstats[C + c] / double(count)), m = float(mean);
     for (int64_t n = 0; n < N; ++n) {
       const float *xp = x + (n * C + c) * HW, *dyp = dy + (n * C + c) * HW;
       float *dxp = dx + (n * C + c) * HW;
       for (int64_t i = 0; i < HW; ++i)
-        dxp[i] = float(scale * (dyp[i] - meanDy - (xp[i] - mean) * rstd * meanDyXhat));
+        dxp[i] = scale * (dyp[i] - meanDy - (xp[i] - m) * perX);
     }
   }
 }
