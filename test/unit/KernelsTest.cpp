@@ -6,6 +6,8 @@
 #include "planrt_kernels.h"
 #include "step_context.h"
 
+#include <cblas.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1075,4 +1077,29 @@ TEST(KernelsBatchNormDeathTest, UnknownLayerOrChannelsExit) {
         planrt_k_batchnorm_observe(stats.data(), 0, 2, 4, 0.1f);
       },
       ::testing::ExitedWithCode(1), "batchnorm layer 0 \\('bn1'\\) keeps 1 channels' running statistics, not 2");
+}
+
+// Pooling and batch normalisation split their planes or channels over OpenBLAS's threads:
+// the same bits on one thread and on two.
+TEST(KernelsVision, ThreadsDoNotChangeTheBits) {
+  std::mt19937 rng(41);
+  const int64_t N = 8, C = 16, H = 16, W = 16, n = N * C * H * W;
+  Vec x = randn(n, rng, 0.5f, 2.0f), dy = randn(n, rng), w = randn(C, rng), b = randn(C, rng);
+  Vec pdy = randn(N * C * 8 * 8, rng);
+  auto run = [&](int threads) {
+    openblas_set_num_threads(threads);
+    Vec stats(2 * C), y(n), dstats(2 * C), dx(n), pool(N * C * 8 * 8), dpool(n);
+    planrt_k_batchnorm_stats(x.data(), stats.data(), N, C, H * W);
+    planrt_k_batchnorm_fwd(x.data(), stats.data(), w.data(), b.data(), y.data(), N, C, H * W, 1e-5f);
+    planrt_k_batchnorm_bwd_stats(dy.data(), x.data(), stats.data(), dstats.data(), N, C, H * W, 1e-5f);
+    planrt_k_batchnorm_bwd_data(dy.data(), x.data(), stats.data(), w.data(), dstats.data(), dx.data(), N, C, H * W,
+                                N * H * W, 1e-5f);
+    planrt_k_maxpool2d(x.data(), pool.data(), N, C, H, W, 2, 2, 0);
+    planrt_k_maxpool2d_bwd(pdy.data(), x.data(), dpool.data(), N, C, H, W, 2, 2, 0);
+    return std::vector<Vec>{stats, y, dstats, dx, pool, dpool};
+  };
+  std::vector<Vec> one = run(1), two = run(2);
+  openblas_set_num_threads(1);
+  for (size_t k = 0; k < one.size(); ++k)
+    EXPECT_EQ(one[k], two[k]) << "output " << k;
 }

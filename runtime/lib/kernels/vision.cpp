@@ -19,6 +19,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 using planrt::kernels::fatal;
@@ -175,6 +176,29 @@ void checkChannels(const char *op, int64_t N, int64_t C, int64_t HW) {
     fatal("%s: bad shape N=%lld C=%lld HW=%lld (all must be positive)", op, (long long)N, (long long)C, (long long)HW);
 }
 
+/// f(i) for every i in [0, n), the indices split in contiguous ranges over as many threads
+/// as OpenBLAS uses (this thread one of them) when the n items of `itemFloats` floats each
+/// are worth it. Each i writes only its own outputs, so the results do not depend on the
+/// split; the other cores would otherwise wait on these loops between GEMMs.
+template <typename F> void forEach(int64_t n, int64_t itemFloats, F f) {
+  int64_t threads = std::min<int64_t>(openblas_get_num_threads(), n);
+  auto range = [&](int64_t t) {
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i)
+      f(i);
+  };
+  if (threads <= 1 || n * itemFloats < (int64_t(1) << 15)) {
+    for (int64_t i = 0; i < n; ++i)
+      f(i);
+    return;
+  }
+  std::vector<std::thread> others;
+  for (int64_t t = 1; t < threads; ++t)
+    others.emplace_back(range, t);
+  range(0);
+  for (std::thread &t : others)
+    t.join();
+}
+
 /// Σ f(i) over i in [0, n), in double, as four interleaved partial sums: independent
 /// chains of additions the core overlaps (one chain waits on each add's latency).
 template <typename F> double sum4(int64_t n, F f) {
@@ -284,26 +308,26 @@ void planrt_k_conv2d_bwd_filter(const float *dy, const float *x, float *dw, floa
 void planrt_k_maxpool2d(const float *x, float *y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t stride,
                         int64_t pad) {
   const Window g = window("maxpool2d", N, C, H, W, R, stride, pad);
-  for (int64_t plane = 0; plane < N * C; ++plane) {
+  forEach(N * C, H * W, [&](int64_t plane) {
     const float *xp = x + plane * H * W;
     float *yp = y + plane * g.P * g.Q;
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q = 0; q < g.Q; ++q)
         yp[p * g.Q + q] = windowMax(xp, g, p, q);
-  }
+  });
 }
 
 void planrt_k_maxpool2d_bwd(const float *dy, const float *x, float *dx, int64_t N, int64_t C, int64_t H, int64_t W,
                             int64_t R, int64_t stride, int64_t pad) {
   const Window g = window("maxpool2d_bwd", N, C, H, W, R, stride, pad);
-  std::fill(dx, dx + N * C * H * W, 0.0f);
-  for (int64_t plane = 0; plane < N * C; ++plane) {
+  forEach(N * C, H * W, [&](int64_t plane) {
     const float *xp = x + plane * H * W, *dyp = dy + plane * g.P * g.Q;
     float *dxp = dx + plane * H * W;
+    std::fill(dxp, dxp + H * W, 0.0f);
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q = 0; q < g.Q; ++q)
         dxp[windowArgmax(xp, g, p, q)] += dyp[p * g.Q + q];
-  }
+  });
 }
 
 void planrt_k_avgpool(const float *x, float *y, int64_t N, int64_t C, int64_t HW) {
@@ -327,7 +351,7 @@ void planrt_k_avgpool_bwd(const float *dy, float *dx, int64_t N, int64_t C, int6
 void planrt_k_batchnorm_stats(const float *x, float *stats, int64_t N, int64_t C, int64_t HW) {
   checkChannels("batchnorm_stats", N, C, HW);
   const double count = double(N * HW);
-  for (int64_t c = 0; c < C; ++c) {
+  forEach(C, N * HW, [&](int64_t c) {
     // The mean, then the squared deviations from it: no cancellation, whatever the mean.
     double sum = 0, sumsq = 0;
     for (int64_t n = 0; n < N; ++n) {
@@ -341,7 +365,7 @@ void planrt_k_batchnorm_stats(const float *x, float *stats, int64_t N, int64_t C
     }
     stats[c] = float(mean);
     stats[C + c] = float(sumsq / count);
-  }
+  });
 }
 
 void planrt_k_batchnorm_combine(const float *gathered, float *stats, int64_t ranks, int64_t C) {
@@ -366,17 +390,17 @@ void planrt_k_batchnorm_combine(const float *gathered, float *stats, int64_t ran
 void planrt_k_batchnorm_fwd(const float *x, const float *stats, const float *w, const float *b, float *y, int64_t N,
                             int64_t C, int64_t HW, float eps) {
   checkChannels("batchnorm_fwd", N, C, HW);
-  for (int64_t c = 0; c < C; ++c) {
+  forEach(C, N * HW, [&](int64_t c) {
     double mean, rstd;
     meanRstd(stats, C, c, eps, mean, rstd);
     normalise(x, y, N, C, HW, c, mean, rstd, w[c], b[c]);
-  }
+  });
 }
 
 void planrt_k_batchnorm_bwd_stats(const float *dy, const float *x, const float *stats, float *dstats, int64_t N,
                                   int64_t C, int64_t HW, float eps) {
   checkChannels("batchnorm_bwd_stats", N, C, HW);
-  for (int64_t c = 0; c < C; ++c) {
+  forEach(C, N * HW, [&](int64_t c) {
     double mean, rstd, sumDy = 0, sumDyXhat = 0;
     meanRstd(stats, C, c, eps, mean, rstd);
     for (int64_t n = 0; n < N; ++n) {
@@ -386,7 +410,7 @@ void planrt_k_batchnorm_bwd_stats(const float *dy, const float *x, const float *
     }
     dstats[c] = float(sumDy);
     dstats[C + c] = float(sumDyXhat);
-  }
+  });
 }
 
 void planrt_k_batchnorm_bwd_data(const float *dy, const float *x, const float *stats, const float *w,
@@ -395,7 +419,7 @@ void planrt_k_batchnorm_bwd_data(const float *dy, const float *x, const float *s
   checkChannels("batchnorm_bwd_data", N, C, HW);
   if (count <= 0)
     fatal("batchnorm_bwd_data: bad count=%lld (must be positive)", (long long)count);
-  for (int64_t c = 0; c < C; ++c) {
+  forEach(C, N * HW, [&](int64_t c) {
     double mean, rstd;
     meanRstd(stats, C, c, eps, mean, rstd);
     // dx = w rstd (dy - sum(dy) / count - xhat sum(dy xhat) / count).
@@ -408,7 +432,7 @@ void planrt_k_batchnorm_bwd_data(const float *dy, const float *x, const float *s
       for (int64_t i = 0; i < HW; ++i)
         dxp[i] = scale * (dyp[i] - meanDy - (xp[i] - m) * perX);
     }
-  }
+  });
 }
 
 void planrt_k_batchnorm_eval(const float *x, const float *mean, const float *var, const float *w, const float *b,
