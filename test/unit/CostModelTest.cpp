@@ -148,10 +148,17 @@ TEST(CostModel, AdaptersTrainAloneOverAFrozenBase) {
   EXPECT_EQ(q.frozenBytes, q.quantizedBytes + 4 * matrix);
   EXPECT_NEAR(8.0 * double(q.quantizedBytes) / double(2 * matrix), 4.127, 0.001);
   EXPECT_EQ(q.perDevice.params - q.frozenBytes, e.perDevice.params - e.frozenBytes);
-  bool dequantized = false;
-  for (const cost::BufferRow &b : q.buffers)
-    dequantized = dequantized || (b.name == "a dequantized NF4 weight (fp32)" && b.bytes == 4 * matrix);
-  EXPECT_TRUE(dequantized);
+  // The backward pass dequantizes each weight again, beside the gradients it makes: its
+  // peak holds one fp32 matrix more than LoRA's over the same activations.
+  auto backwardPeak = [](const cost::Estimate &est) {
+    int64_t bytes = 0;
+    for (const cost::BufferRow &b : est.buffers)
+      if (b.name.rfind("the backward pass at its peak", 0) == 0)
+        bytes = b.bytes;
+    return bytes;
+  };
+  EXPECT_GE(backwardPeak(q), 4 * matrix);
+  EXPECT_EQ(q.perDevice.activations, e.perDevice.activations);
 }
 
 TEST(CostModel, RingVolumes) {

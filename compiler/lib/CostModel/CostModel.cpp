@@ -748,7 +748,6 @@ private:
     rankFrozenBytes.assign(p, 0);
     rankQuantizedBytes.assign(p, 0);
     rankFrozenRegion.assign(p, 0);
-    std::vector<int64_t> rankDequantized(p, 0); // the largest quantized weight, fp32
     std::map<int, int64_t> unitTrained, unitFrozen;
     for (size_t pr = 0; pr < model.params.size(); ++pr) {
       int i = int(pr);
@@ -760,10 +759,8 @@ private:
           if (piece.whole)
             rankReplicatedElems[r] += piece.elems;
         rankFrozenBytes[r] += frozen;
-        if (quantized(i)) {
+        if (quantized(i))
           rankQuantizedBytes[r] += frozen;
-          rankDequantized[r] = std::max(rankDequantized[r], 4 * localElems(i));
-        }
       }
       LayerRow &row = units[paramUnit[pr]];
       row.paramElements += localElems(i);
@@ -841,9 +838,6 @@ private:
       double flight = inFlight(int(r));
       std::vector<BufferRow> bufs;
       activations(r, flight, {actRank[r], workingSet[r], logitsRank[r]}, mem, bufs);
-      // QLoRA dequantizes a weight where it is used and frees it after: one at a time.
-      if (rankDequantized[r] > 0)
-        bufs.push_back({"a dequantized NF4 weight (fp32)", rankDequantized[r]});
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       Estimate::OffloadState offloaded;
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
@@ -1070,6 +1064,10 @@ private:
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
       own += contribution[i]; // a tied weight's later contribution, whatever the op
+      // QLoRA: the op's NF4 weights dequantized for its backward, freed after it.
+      for (int pr : ops[i].params)
+        if (quantized(pr))
+          own += 4.0 * double(localElems(pr));
       // keptWhole: every kept activation, and the rounded copies still read.
       double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
       // The rounded copies of the weights only op i reads die with its input gradient,
