@@ -1064,10 +1064,17 @@ private:
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
       own += contribution[i]; // a tied weight's later contribution, whatever the op
-      // QLoRA: the op's NF4 weights dequantized for its backward, freed after it.
+      // Beside its gradients, an op under `adapt` holds one of: its NF4 weights dequantized
+      // for the base's input gradient (QLoRA), or, once they are freed, the adapter's
+      // part of the input gradient, whole before the two parts are summed.
+      double dequantized = 0, adapterPart = 0;
       for (int pr : ops[i].params)
         if (quantized(pr))
-          own += 4.0 * double(localElems(pr));
+          dequantized += 4.0 * double(localElems(pr));
+      if ((ops[i].kind == OpKind::Linear || ops[i].kind == OpKind::Attend) && !ops[i].params.empty() &&
+          adapted(ops[i].params[0]) && needsGrad[size_t(ops[i].operands[0])])
+        adapterPart = value(ops[i].operands[0]);
+      own += std::max(dequantized, adapterPart);
       // keptWhole: every kept activation, and the rounded copies still read.
       double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
       // The rounded copies of the weights only op i reads die with its input gradient,
