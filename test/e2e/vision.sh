@@ -185,37 +185,35 @@ PYEOF
 explained pool log_pool.jsonl
 
 echo "== batchnorm = sync on 2 ranks against one process"
-"$PLANC" build vision.plan --entry pool_sync -o exe_pool_sync
-"$MPIRUN" -n 2 ./exe_pool_sync --quiet --log log_pool_sync.jsonl --export final_pool_sync.safetensors
-same_losses() {  # same_losses A.jsonl B.jsonl WHAT
-  "$PY" - "$@" <<'PYEOF'
+# same_losses A.jsonl B.jsonl WHAT [STEPS [RTOL]]: the same number of losses (20), each
+# within RTOL (1e-5; 0: bitwise) of A's.
+same_losses() {
+  "$PY" - "$1" "$2" "$3" "${4:-20}" "${5:-1e-5}" <<'PYEOF'
 import json, sys
 a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
-assert len(a) == len(b) == 20, (len(a), len(b))
+steps, rtol = int(sys.argv[4]), float(sys.argv[5])
+assert len(a) == len(b) == steps, (len(a), len(b))
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print("%s: worst loss rtol %.2e over 20 steps" % (sys.argv[3], worst))
-sys.exit(0 if worst <= 1e-5 else 1)
+print("%s: worst loss rtol %.2e over %d steps" % (sys.argv[3], worst, steps))
+sys.exit(0 if worst <= rtol else 1)
 PYEOF
 }
-same_losses log_pool.jsonl log_pool_sync.jsonl "SyncBatchNorm, 2 ranks vs 1 process"
-# The group's statistics update the running ones as one process's do; evaluation splits
-# the same validation images over the ranks.
-"$PY" "$HERE/compare_bn.py" --planc final_pool_sync.safetensors --ref ref_final_pool.safetensors \
-  --planc-log log_pool_sync.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+# synced ENTRY RANKS WHAT: ENTRY on RANKS ranks gives the one-process losses, and its
+# running statistics and evaluations are PyTorch's one-process ones (the group's statistics
+# update the running ones as one process's do; evaluation splits the same images over the
+# ranks); explain's bytes are its own.
+synced() {
+  "$PLANC" build vision.plan --entry "$1" -o "exe_$1"
+  "$MPIRUN" -n "$2" "./exe_$1" --quiet --log "log_$1.jsonl" --export "final_$1.safetensors"
+  same_losses log_pool.jsonl "log_$1.jsonl" "$3"
+  "$PY" "$HERE/compare_bn.py" --planc "final_$1.safetensors" --ref ref_final_pool.safetensors \
+    --planc-log "log_$1.jsonl" --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
+  explained "$1" "log_$1.jsonl"
+}
+synced pool_sync 2 "SyncBatchNorm, 2 ranks vs 1 process"
 resumed pool_sync ckpt_sync 2
-explained pool_sync log_pool_sync.jsonl
-"$PLANC" build vision.plan --entry pool_sync4 -o exe_pool_sync4
-"$MPIRUN" -n 4 ./exe_pool_sync4 --quiet --log log_pool_sync4.jsonl --export final_pool_sync4.safetensors
-same_losses log_pool.jsonl log_pool_sync4.jsonl "SyncBatchNorm, 4 ranks (a micro-batch of 1 each) vs 1 process"
-"$PY" "$HERE/compare_bn.py" --planc final_pool_sync4.safetensors --ref ref_final_pool.safetensors \
-  --planc-log log_pool_sync4.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
-explained pool_sync4 log_pool_sync4.jsonl
-"$PLANC" build vision.plan --entry pool_zero3 -o exe_pool_zero3
-"$MPIRUN" -n 2 ./exe_pool_zero3 --quiet --log log_pool_zero3.jsonl --export final_pool_zero3.safetensors
-same_losses log_pool.jsonl log_pool_zero3.jsonl "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
-"$PY" "$HERE/compare_bn.py" --planc final_pool_zero3.safetensors --ref ref_final_pool.safetensors \
-  --planc-log log_pool_zero3.jsonl --ref ref_pool.json --rtol 1e-5 --val-rtol 1e-4
-explained pool_zero3 log_pool_zero3.jsonl
+synced pool_sync4 4 "SyncBatchNorm, 4 ranks (a micro-batch of 1 each) vs 1 process"
+synced pool_zero3 2 "SyncBatchNorm with ZeRO-3, 2 ranks vs 1 process"
 
 echo "== batchnorm = local on 2 ranks against PyTorch with per-rank statistics"
 "$PLANC" build vision.plan --entry pool_local -o exe_pool_local
@@ -265,15 +263,7 @@ PLANEOF
 # (their all-gathers happen once, as explain counts): the same losses and bytes.
 "$PLANC" build resnet.plan --entry r20_full -o exe_r20_full
 "$MPIRUN" -n 2 ./exe_r20_full --quiet --log log_r20_full.jsonl
-same_losses_n() {  # same_losses_n A.jsonl B.jsonl STEPS WHAT
-  "$PY" - "$@" <<'PYEOF'
-import json, sys
-a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
-assert len(a) == len(b) == int(sys.argv[3]) and a == b, (a, b)
-print("%s: the same %d losses" % (sys.argv[4], len(a)))
-PYEOF
-}
-same_losses_n log_r20.jsonl log_r20_full.jsonl 3 "resnet20_cifar with full recompute"
+same_losses log_r20.jsonl log_r20_full.jsonl "resnet20_cifar with full recompute" 3 0
 explained r20 log_r20.jsonl resnet.plan
 explained r20_full log_r20_full.jsonl resnet.plan
 "$PY" - log_r20.jsonl <<'PYEOF'

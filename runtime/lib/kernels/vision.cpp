@@ -134,11 +134,17 @@ void col2im(const float *cols, int64_t C, const Window &g, float *dx) {
 /// first strictly greater value in row-major order replaces the maximum, and so does
 /// any NaN (so the last NaN of a window wins); a window of -inf only gives its first
 /// element.
+/// The rows [h0, h1) and columns [w0, w1) of output (p, q)'s window inside the image.
+struct Rect {
+  int64_t h0, h1, w0, w1;
+};
+Rect windowOf(const Window &g, int64_t p, int64_t q) {
+  int64_t h = p * g.stride - g.pad, w = q * g.stride - g.pad;
+  return {std::max<int64_t>(h, 0), std::min(h + g.R, g.H), std::max<int64_t>(w, 0), std::min(w + g.R, g.W)};
+}
+
 int64_t windowArgmax(const float *x, const Window &g, int64_t p, int64_t q) {
-  int64_t h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
-  int64_t h1 = std::min(h0 + g.R, g.H), w1 = std::min(w0 + g.R, g.W);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
+  auto [h0, h1, w0, w1] = windowOf(g, p, q);
   int64_t best = h0 * g.W + w0;
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t ih = h0; ih < h1; ++ih)
@@ -155,10 +161,7 @@ int64_t windowArgmax(const float *x, const Window &g, int64_t p, int64_t q) {
 /// The value at windowArgmax: the window's maximum, or its last NaN if it holds one,
 /// without the index bookkeeping (the forward pass needs the value alone).
 float windowMax(const float *x, const Window &g, int64_t p, int64_t q) {
-  int64_t h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
-  int64_t h1 = std::min(h0 + g.R, g.H), w1 = std::min(w0 + g.R, g.W);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
+  auto [h0, h1, w0, w1] = windowOf(g, p, q);
   float max = -std::numeric_limits<float>::infinity();
   bool nan = false;
   for (int64_t ih = h0; ih < h1; ++ih)
