@@ -6,6 +6,9 @@
 // finish(). The forward reads the logits once, the backward twice and writes them once.
 #include "common.cuh"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 using namespace planrt::cuda;
 
 namespace {
@@ -14,8 +17,8 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
 /// f(j, lr[j]) for this thread's share of row lr (j = threadIdx.x, + kThreads, … < V),
-/// kUnroll loads in flight.
-template <class F> __device__ void forShare(const float *__restrict__ lr, int64_t V, const F &f) {
+/// kUnroll loads in flight, each before f sees it (f may write lr[j]: the backward in place).
+template <class F> __device__ void forShare(const float *lr, int64_t V, const F &f) {
   int64_t j = threadIdx.x;
   for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
     float x[kUnroll];
@@ -112,9 +115,13 @@ __global__ void __launch_bounds__(kThreads) meanOfRows(const double *perRow, int
   *loss = rows > 0 ? float(all / double(rows)) : 0.0f;
 }
 
-__global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const float *__restrict__ logits,
-                                                            const int32_t *targets, float *__restrict__ dlogits,
-                                                            int64_t rows, int64_t V, IndexError *flag) {
+// dlogits may be logits (plan-cuda-round-results writes the rounded gradient over the
+// logits): rowMaxSumExp has read the whole row, and synchronised the block, before any
+// element is written, and each element is then read before its thread writes it.
+__global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const float *logits,
+                                                            const int32_t *targets, float *dlogits,
+                                                            int64_t rows, int64_t V, int32_t roundTo,
+                                                            IndexError *flag) {
   int64_t r = blockIdx.x;
   int64_t t = targetOf(targets, r, V, flag);
   if (t < 0)
@@ -129,8 +136,11 @@ __global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const f
   // (where p_t is near 1 the difference would lose its digits in float).
   double kd = scale / sum;
   float k = float(kd);
+  // Rounded to bf16 (fp16) values where the compiler asked (round_to): the generated
+  // code's rounding of the gradient, without its pass over the logits' gradient.
   auto grad = [&](int64_t j, float x) {
-    dr[j] = j == t ? float(kd * exp(double(x - m)) - scale) : k * expf(x - m);
+    float g = j == t ? float(kd * exp(double(x - m)) - scale) : k * expf(x - m);
+    dr[j] = roundTo == 1 ? __bfloat162float(__float2bfloat16_rn(g)) : roundTo == 2 ? __half2float(__float2half_rn(g)) : g;
   };
   forShare(lr, V, grad);
 }
@@ -156,15 +166,17 @@ void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, floa
 }
 
 void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
-                                   int64_t rows, int64_t V) {
+                                   int64_t rows, int64_t V, int32_t round_to) {
   checkRows(rows, "planrt_cuda_cross_entropy_bwd: 2^31 rows or more");
+  if (round_to < 0 || round_to > 2)
+    check(cudaErrorInvalidValue, "planrt_cuda_cross_entropy_bwd: round_to is not 0 (none), 1 (bf16) or 2 (fp16)");
   // *dloss is read here, on the host: the generated code passes the backward pass's
   // seed as a constant global of the executable, which the device cannot read, or (fp16
   // plans) the loss scale, which host code stored before the step's first launch; no
   // kernel writes either, so reading it while launches are queued is safe.
   if (rows > 0)
     crossEntropyBwd<<<unsigned(rows), kThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
-                                                                indexError());
+                                                                round_to, indexError());
   finish("planrt_cuda_cross_entropy_bwd");
 }
 

@@ -1,6 +1,8 @@
 // A pretrained model's parameters on disk, read by planc's names (pretrained.h).
 #include "pretrained.h"
 
+#include "kernels/common.h"
+
 #include "sharded.h"
 #include "status.h"
 
@@ -226,16 +228,7 @@ planrt_status Pretrained::convert(const planrt_tensor &t, const std::string &nam
 }
 
 float roundToPrecision(float x, const std::string &precision) {
-  if (precision == "fp16")
-    return float(static_cast<_Float16>(x));
-  if (precision != "bf16")
-    return x;
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) != 0x7f800000u) // NaN and infinities stay
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
+  return planrt::kernels::roundTo(x, precision == "bf16" ? 1 : precision == "fp16" ? 2 : 0);
 }
 
 void mergeLora(float *w, const float *a, const float *b, int64_t in, int64_t out, int64_t rank, double scale) {

@@ -4,6 +4,7 @@
 // GPU: without one every test is skipped (planrt_cuda_start says why). Each test also
 // times the device kernel (median of 20 calls) and prints it: the micro-benchmark.
 // Run by test/gpu/run_all.sh.
+#include "kernels/common.h"
 #include "kernels/nf4.h"
 #include "planrt.h"
 #include "planrt_cuda.h"
@@ -414,9 +415,27 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   EXPECT_LT(std::fabs(loss.p[0] - lossr.p[0]) / std::fabs(lossr.p[0]), 1e-6);
   // The seed as the generated code passes it: a constant of the executable, in host memory.
   static const float seed = 1.5f;
-  planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V);
-  planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V);
+  planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, 0);
+  planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, 0);
   EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), 1e-6);
+  // Asked to round (plan-cuda-round-results): every element a bf16 (fp16) value, the
+  // CPU's rounded gradient within one unit of the type (the unrounded ones differ in the
+  // last float bits, which may cross a rounding boundary).
+  for (int32_t to : {1, 2}) {
+    planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, to);
+    planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, to);
+    planrt_cuda_sync();
+    int64_t notRounded = 0;
+    for (int64_t i = 0; i < rows * V; ++i)
+      notRounded += planrt::kernels::roundTo(dl.p[i], to) != dl.p[i];
+    EXPECT_EQ(notRounded, 0) << "round_to " << to;
+    EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), to == 1 ? 8e-3 : 1e-3) << "round_to " << to;
+    // In place, over the logits: the same bits.
+    std::memcpy(dlr.p, logits.p, sizeof(float) * size_t(rows * V));
+    planrt_cuda_cross_entropy_bwd(&seed, dlr.p, ids.p, dlr.p, rows, V, to);
+    planrt_cuda_sync();
+    EXPECT_EQ(std::memcmp(dlr.p, dl.p, sizeof(float) * size_t(rows * V)), 0) << "in place, round_to " << to;
+  }
   // Rows longer than a block's unrolled stride (4 x 256), of an odd length; then one
   // element of a row a NaN (not its target): the loss is NaN on both, and so is that
   // row's gradient.
@@ -431,13 +450,13 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
     planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
     planrt_cuda_sync();
     EXPECT_LT(std::fabs(s2.p[0] - s2r.p[0]) / std::fabs(s2r.p[0]), 1e-6);
-    planrt_k_cross_entropy_bwd(&seed, l2.p, t2.p, g2r.p, r2, V2);
-    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2);
+    planrt_k_cross_entropy_bwd(&seed, l2.p, t2.p, g2r.p, r2, V2, 0);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0);
     EXPECT_LT(relDiff(g2.p, g2r.p, r2 * V2), 1e-6);
     l2.p[5 * V2 + (t2.p[5] + 1) % V2] = NAN;
     planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2);
     planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
-    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0);
     planrt_cuda_sync();
     EXPECT_TRUE(std::isnan(s2r.p[0]) && std::isnan(s2.p[0])) << s2r.p[0] << " " << s2.p[0];
     EXPECT_TRUE(std::isnan(g2.p[5 * V2 + t2.p[5]]));
@@ -453,7 +472,9 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
     tokens.p[r] = int32_t(g() % uint32_t(W));
   bench("embedding_bwd 8192x768 of 50257", [&] { planrt_cuda_embedding_bwd(dy.p, tokens.p, demb.p, 8192, 768, W); });
   bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W); });
-  bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W); });
+  bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 0); });
+  bench("cross_entropy_bwd 4096x50257, rounded to bf16",
+        [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 1); });
 }
 
 // The backend's device operations the runtime uses inside a step (planrt_mem_*): the

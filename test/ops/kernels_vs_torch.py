@@ -46,7 +46,7 @@ SIGNATURES = {
     "planrt_k_embedding": [f32p, i32p, f32p, i64, i64, i64],
     "planrt_k_embedding_bwd": [f32p, i32p, f32p, i64, i64, i64],
     "planrt_k_cross_entropy": [f32p, i32p, f32p, i64, i64],
-    "planrt_k_cross_entropy_bwd": [f32p, f32p, i32p, f32p, i64, i64],
+    "planrt_k_cross_entropy_bwd": [f32p, f32p, i32p, f32p, i64, i64, i32],
     "planrt_k_conv2d": [f32p, f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
     "planrt_k_conv2d_bwd_data": [f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
     "planrt_k_conv2d_bwd_filter": [f32p, f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
@@ -118,6 +118,15 @@ class Report:
                 f"{kernel} [{case}] {what}: {int(bad.sum())} of {bad.size} elements off; "
                 f"first at {tuple(int(j) for j in i)}: got {got[i]!r}, expected {ref[i]!r}; "
                 f"max abs err {max_err:.3g}, max |ref| {scale:.3g}")
+
+    def exact(self, kernel, case, what, got, ref):
+        """got equal to ref bit for bit (NaN where ref is NaN)."""
+        got = np.asarray(got, dtype=np.float32).reshape(ref.shape)
+        bad = ~((got == ref) | (np.isnan(got) & np.isnan(ref)))
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            self.failures.append(f"{kernel} [{case}] {what}: {int(bad.sum())} of {bad.size} elements differ; "
+                                 f"first at {tuple(int(j) for j in i)}: got {got[i]!r}, expected {ref[i]!r}")
 
 
 def rotate_half(x):
@@ -262,7 +271,14 @@ def test_cross_entropy(lib, rep, rng):
         dl = np.array([dloss], dtype=np.float32)
         loss, dlogits = out(1), out(rows, V)
         lib.planrt_k_cross_entropy(ptr(logits), ptr(targets), ptr(loss), rows, V)
-        lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(dlogits), rows, V)
+        lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(dlogits), rows, V, 0)
+        # Asked to round its result (plan-cuda-round-results): torch's own rounding of the
+        # unrounded gradient, bit for bit.
+        for code, dtype in ((1, torch.bfloat16), (2, torch.float16)):
+            rounded = out(rows, V)
+            lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(rounded), rows, V, code)
+            want = torch.from_numpy(dlogits.copy()).to(dtype).to(torch.float32).numpy()
+            rep.exact("cross_entropy_bwd", f"{case} rounded to {dtype}", "dlogits", rounded, want)
 
         tl = t64(logits)
         tloss = F.cross_entropy(tl, torch.from_numpy(targets.astype(np.int64)))

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -435,7 +436,7 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
   Vec logits = randn(rows * V, rng, 0.0f, 2.0f), dlogits(rows * V, kNaN);
   std::vector<int32_t> t = {0, 8, 3, 3, 5, 1};
   float dloss = 1.7f;
-  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), rows, V);
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), rows, V, 0);
   ASSERT_TRUE(allFinite(dlogits));
   for (int64_t r = 0; r < rows; ++r) { // softmax - onehot sums to 0
     double sum = 0;
@@ -450,6 +451,45 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
     return loss;
   };
   checkVjp("dlogits", logits, dlogits, Vec{dloss}, f);
+}
+
+// The bf16 value nearest x, ties to the even one, from its two neighbours (finite x well
+// inside the range): a reference independent of the kernels' bit arithmetic.
+float nearestBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u;
+  float down, up;
+  std::memcpy(&down, &lo, sizeof down);
+  std::memcpy(&up, &hi, sizeof up);
+  double toDown = std::fabs(double(x) - double(down)), toUp = std::fabs(double(up) - double(x));
+  if (toDown != toUp)
+    return toDown < toUp ? down : up;
+  return (lo >> 16) & 1u ? up : down;
+}
+
+// Asked to round its result (plan-cuda-round-results), the backward writes each element
+// rounded as nn.round would round it, also in place over the logits.
+TEST(KernelsCrossEntropy, BackwardRoundsItsResultAlsoInPlace) {
+  std::mt19937 rng(14);
+  const int64_t rows = 5, V = 300;
+  Vec logits = randn(rows * V, rng, 0.0f, 3.0f), plain(rows * V), rounded(rows * V);
+  std::vector<int32_t> t = {0, 299, 17, 17, 150};
+  float dloss = 0.9f;
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), plain.data(), rows, V, 0);
+  for (int32_t to : {1, 2}) {
+    planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), rounded.data(), rows, V, to);
+    int64_t changed = 0;
+    for (int64_t i = 0; i < rows * V; ++i) {
+      float want = to == 1 ? nearestBf16(plain[i]) : float(static_cast<_Float16>(plain[i]));
+      ASSERT_EQ(rounded[i], want) << "round_to " << to << ", element " << i;
+      changed += rounded[i] != plain[i];
+    }
+    EXPECT_GT(changed, rows * V / 2) << "round_to " << to;
+    Vec inPlace = logits;
+    planrt_k_cross_entropy_bwd(&dloss, inPlace.data(), t.data(), inPlace.data(), rows, V, to);
+    EXPECT_EQ(inPlace, rounded) << "in place, round_to " << to;
+  }
 }
 
 // Decoding with a key/value cache in chunks (a prompt of 5, then one position at a
@@ -496,7 +536,7 @@ TEST(KernelsTensorParallel, CrossEntropyOfOneRankIsTheWholeLoss) {
       s += std::exp(double(logits[size_t(r * V + j)]));
     EXPECT_NEAR(lse[size_t(r)], std::log(s), 1e-5);
   }
-  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), refGrad.data(), rows, V);
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), refGrad.data(), rows, V, 0);
   planrt_k_cross_entropy_vp_bwd(&dloss, logits.data(), t.data(), lse.data(), grad.data(), rows, V, 0);
   for (size_t i = 0; i < grad.size(); ++i)
     EXPECT_NEAR(grad[i], refGrad[i], 1e-6) << i;
@@ -537,8 +577,11 @@ TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
   float loss, dloss = 1.0f;
   EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3), ::testing::ExitedWithCode(1),
               "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
-  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3),
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 0),
               ::testing::ExitedWithCode(1), "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
+  t[1] = 2;
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 3),
+              ::testing::ExitedWithCode(1), "round_to 3 is not 0 \\(none\\), 1 \\(bf16\\) or 2 \\(fp16\\)");
 }
 
 // The cuda-host precision audit (plan-precision-audit): a call marked bf16 computes as

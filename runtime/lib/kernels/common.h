@@ -24,6 +24,23 @@ namespace planrt::kernels {
   std::exit(1);
 }
 
+/// x rounded to nearest, ties to even, to a bf16 (to == 1) or fp16 (to == 2) value, as a
+/// float; x itself for 0 (planrt_k_cross_entropy_bwd's round_to). What the generated
+/// code's rounding (nn.round: arith.truncf, then arith.extf) makes of it; NaN and the
+/// infinities stay, a value beyond the type's range becomes an infinity.
+inline float roundTo(float x, int32_t to) {
+  if (to == 2)
+    return float(static_cast<_Float16>(x));
+  if (to != 1)
+    return x;
+  uint32_t u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u)
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 /// An embedding id or cross-entropy target outside [0, V): fatal.
 [[noreturn]] inline void badIndex(const char *what, int64_t id, int64_t V) {
   fatal("%s %lld is outside [0, %lld)", what, (long long)id, (long long)V);

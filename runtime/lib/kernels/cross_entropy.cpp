@@ -28,7 +28,9 @@ void planrt_k_cross_entropy(const float *logits, const int32_t *targets, float *
 }
 
 void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
-                                int64_t rows, int64_t V) {
+                                int64_t rows, int64_t V, int32_t round_to) {
+  if (round_to < 0 || round_to > 2)
+    planrt::kernels::fatal("planrt_k_cross_entropy_bwd: round_to %d is not 0 (none), 1 (bf16) or 2 (fp16)", round_to);
   double scale = rows > 0 ? double(*dloss) / double(rows) : 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float *lr = logits + r * V;
@@ -45,7 +47,7 @@ void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const i
     double k = scale / sum;
     for (int64_t j = 0; j < V; ++j) {
       double pj = k * dr[j];
-      dr[j] = float(j == t ? pj - scale : pj);
+      dr[j] = planrt::kernels::roundTo(float(j == t ? pj - scale : pj), round_to);
     }
   }
 }

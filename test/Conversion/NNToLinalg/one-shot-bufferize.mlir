@@ -284,7 +284,7 @@ func.func @cross_entropy(%lm: memref<2x3x16xf32>, %tm: memref<2x3xi32>, %loss: m
 // CHECK-NEXT: %[[CAUSAL:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[ROPE:.*]] = arith.constant 0 : i32
 // CHECK: call @planrt_k_sdpa_bwd(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[CAUSAL]], %[[ROPE]], %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
-// CHECK: call @planrt_k_cross_entropy_bwd({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
+// CHECK: call @planrt_k_cross_entropy_bwd({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
 // CHECK-NOT: nn.
 // CHECK: return
 func.func @kernels(%tm: memref<2x3xi32>, %wm: memref<16x8xf32>, %xm: memref<2x3x8xf32>, %gm: memref<8xf32>,

@@ -484,6 +484,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .ptr(out[0])
             .i64(rows(o.getLogits()))
             .i64(dim(o.getLogits(), 2))
+            .i32(0) // not rounded: plan-cuda-round-results may ask for it
             .emit(rt::Fn::planrt_k_cross_entropy_bwd);
         return success();
       })

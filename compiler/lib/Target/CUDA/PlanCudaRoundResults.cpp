@@ -1,8 +1,9 @@
-// `plan-cuda-round-results`: a bf16 (fp16) GEMM whose result is only read to be rounded to
-// bf16 (fp16) writes the rounded values itself.
+// `plan-cuda-round-results`: a bf16 (fp16) GEMM, or the cross-entropy's backward, whose
+// result is only read to be rounded to bf16 (fp16) writes the rounded values itself.
 #include "plan/Target/CUDA/Passes.h"
 
 #include "plan/Conversion/LibraryCalls.h"
+#include "plan/Target/RuntimeABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -80,47 +81,115 @@ int64_t constantInt(Value v) {
   return matchPattern(v, m_ConstantInt(&value)) ? value.getSExtValue() : -1;
 }
 
-/// One GEMM whose result the next rounding reads, and nothing else does.
-struct Candidate {
-  func::CallOp gemm;
-  linalg::GenericOp rounding;
-  memref::AllocOp result;        // the GEMM's result buffer, which goes
-  SmallVector<Operation *> chain; // its pointer's ops, last first
-  bool hoist = false;             // the output allocated after the GEMM, to move before it
+/// Whether `op`, between a GEMM and the rounding of its result, neither reads nor writes
+/// the rounding's output (whose buffer is `out`), so that the GEMM may write it before
+/// `op` runs: an op without memory effects, a new buffer, the release of another buffer,
+/// or a library kernel (a GEMM, `planrt_k_*`) or element-wise op none of whose buffers is
+/// `out`. (The GEMM's own result buffer nothing but the rounding reads: candidate checks
+/// that.) Anything else — a runtime call that may reach buffers it is not passed, a
+/// loop — keeps the rounding where it is.
+bool independent(Operation *op, Value out) {
+  if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
+    return true;
+  if (isa<memref::AllocOp>(op))
+    return true;
+  if (auto release = dyn_cast<memref::DeallocOp>(op))
+    return rootOf(release.getMemref()) != out;
+  if (auto call = dyn_cast<func::CallOp>(op)) {
+    if (call.getCallee() != "cblas_sgemm" && !call.getCallee().starts_with("planrt_k_"))
+      return false;
+    for (Value arg : call.getArgOperands()) {
+      if (!isa<LLVM::LLVMPointerType>(arg.getType()))
+        continue;
+      Value buffer = bufferOf(arg);
+      if (!buffer || rootOf(buffer) == out)
+        return false;
+    }
+    return true;
+  }
+  if (isa<linalg::GenericOp, linalg::FillOp, memref::CopyOp>(op))
+    return llvm::none_of(op->getOperands(), [&](Value v) { return isa<MemRefType>(v.getType()) && rootOf(v) == out; });
+  return false;
+}
+
+/// A library call that can round its own result: which operand points to its result,
+/// how many elements it writes there, and the roundings it can make (a GEMM: to the type
+/// of its precision; the cross-entropy's backward: to bf16 or fp16).
+struct Writer {
+  unsigned resultOperand;
+  int64_t elements;
+  bool gemm;
+  StringRef precision; // a GEMM's: "bf16" or "f16"
+  int inPlace = -1;    // an operand that may point to the output itself (the call reads each element before it writes it)
 };
 
-/// The rounding right after `gemm` (past ops without memory effects, new buffers and the
-/// release of other buffers) that reads its result, when the GEMM can write the rounded values in
-/// its place: the result a fresh buffer nothing else reads, C row-major and whole
-/// (ldc = n, m x n elements), beta 0, and the rounding's output a contiguous buffer that
-/// is neither operand's and is there before the GEMM (or a new one, allocated there).
-std::optional<Candidate> candidate(func::CallOp gemm, DominanceInfo &dom) {
+/// A bf16 (f16) row-major GEMM with beta 0 writing C whole (ldc = n).
+std::optional<Writer> gemmWriter(func::CallOp gemm) {
   auto precision = gemm->getAttrOfType<StringAttr>(kGemmPrecisionAttr);
   if (gemm.getNumOperands() != kGemmOperands || !precision ||
       (precision.getValue() != "bf16" && precision.getValue() != "f16") ||
       constantInt(gemm.getOperand(kOrder)) != kRowMajor || !matchPattern(gemm.getOperand(kBeta), m_AnyZeroFloat()))
     return std::nullopt;
-  Candidate c{gemm, {}, {}, {}, false};
-  Value result = bufferOf(gemm.getOperand(kC), &c.chain);
+  int64_t m = constantInt(gemm.getOperand(kM)), n = constantInt(gemm.getOperand(kN));
+  if (m < 0 || n <= 0 || constantInt(gemm.getOperand(kLdc)) != n)
+    return std::nullopt;
+  return Writer{kC, m * n, true, precision.getValue()};
+}
+
+/// planrt_k_cross_entropy_bwd (dloss, logits, targets, dlogits, rows, V, round_to) that
+/// does not round yet: its rows x V gradient, which it may write over the logits.
+enum CrossEntropyBwdOperand {
+  kLogits = 1,
+  kDlogits = 3,
+  kRows = 4,
+  kV = 5,
+  kRoundTo = 6,
+  kCrossEntropyBwdOperands = 7
+};
+std::optional<Writer> crossEntropyWriter(func::CallOp call) {
+  if (call.getNumOperands() != kCrossEntropyBwdOperands || constantInt(call.getOperand(kRoundTo)) != 0)
+    return std::nullopt;
+  int64_t rows = constantInt(call.getOperand(kRows)), V = constantInt(call.getOperand(kV));
+  if (rows < 0 || V <= 0)
+    return std::nullopt;
+  return Writer{kDlogits, rows * V, false, {}, kLogits};
+}
+
+/// One library call whose result a later rounding reads, and nothing else does.
+struct Candidate {
+  func::CallOp call;
+  Writer writer;
+  linalg::GenericOp rounding;
+  memref::AllocOp result;        // the call's result buffer, which goes
+  SmallVector<Operation *> chain; // its pointer's ops, last first
+  bool hoist = false;             // the output allocated after the call, to move before it
+  Type to;                        // the rounding's type
+};
+
+/// The rounding after `call` (past ops that do not touch its output: independent) that
+/// reads its result, when the call can write the rounded values in its place: the result
+/// a fresh buffer of the elements the call writes that nothing else reads, and the
+/// rounding's output a contiguous buffer that none of the call's other pointers points
+/// into and that is there before the call (or a new one, allocated there).
+std::optional<Candidate> candidate(func::CallOp call, Writer writer, DominanceInfo &dom) {
+  Candidate c{call, writer, {}, {}, {}, false, {}};
+  Value result = bufferOf(call.getOperand(writer.resultOperand), &c.chain);
   c.result = result ? result.getDefiningOp<memref::AllocOp>() : nullptr;
   if (!c.result)
     return std::nullopt;
   MemRefType type = c.result.getType();
-  int64_t m = constantInt(gemm.getOperand(kM)), n = constantInt(gemm.getOperand(kN));
-  if (!type.getLayout().isIdentity() || !type.hasStaticShape() || !type.getElementType().isF32() || m < 0 ||
-      n <= 0 || constantInt(gemm.getOperand(kLdc)) != n || type.getNumElements() != m * n)
+  if (!type.getLayout().isIdentity() || !type.hasStaticShape() || !type.getElementType().isF32() ||
+      type.getNumElements() != writer.elements)
     return std::nullopt;
-  Operation *next = gemm->getNextNode();
-  for (; next && !isa<linalg::GenericOp>(next); next = next->getNextNode())
-    if (!isMemoryEffectFree(next) && !isa<memref::AllocOp, memref::DeallocOp>(next))
-      return std::nullopt;
-  c.rounding = dyn_cast_or_null<linalg::GenericOp>(next);
+  for (Operation *user : result.getUsers())
+    if (auto g = dyn_cast<linalg::GenericOp>(user); g && g->getBlock() == call->getBlock() && call->isBeforeInBlock(g))
+      c.rounding = g;
   if (!c.rounding || c.rounding.getDpsInputs().size() != 1 || c.rounding.getDpsInputs()[0] != result)
     return std::nullopt;
-  Type to = roundingType(c.rounding);
-  if (!to || (precision.getValue() == "bf16" ? !to.isBF16() : !to.isF16()))
+  c.to = roundingType(c.rounding);
+  if (!c.to || (writer.gemm && (writer.precision == "bf16" ? !c.to.isBF16() : !c.to.isF16())))
     return std::nullopt;
-  // Nothing but the GEMM (through its pointer), the rounding and a release uses the result.
+  // Nothing but the call (through its pointer), the rounding and a release uses the result.
   for (Operation *user : result.getUsers())
     if (user != c.rounding && !isa<memref::DeallocOp>(user) && (c.chain.empty() || user != c.chain.back()))
       return std::nullopt;
@@ -130,39 +199,53 @@ std::optional<Candidate> candidate(func::CallOp gemm, DominanceInfo &dom) {
   Value out = c.rounding.getDpsInits()[0];
   auto outType = dyn_cast<MemRefType>(out.getType());
   if (!outType || !outType.getElementType().isF32() || !memref::isStaticShapeAndContiguousRowMajor(outType) ||
-      outType.getNumElements() != m * n)
+      outType.getNumElements() != writer.elements)
     return std::nullopt;
-  // An output allocated between the GEMM and the rounding is allocated before the GEMM.
+  // An output allocated between the call and the rounding is allocated before the call.
   auto outAlloc = out.getDefiningOp<memref::AllocOp>();
-  c.hoist = outAlloc && outAlloc->getBlock() == gemm->getBlock() && gemm->isBeforeInBlock(outAlloc) &&
+  c.hoist = outAlloc && outAlloc->getBlock() == call->getBlock() && call->isBeforeInBlock(outAlloc) &&
             outAlloc->getNumOperands() == 0;
-  if (!c.hoist && !dom.properlyDominates(out, gemm))
+  if (!c.hoist && !dom.properlyDominates(out, call))
     return std::nullopt;
-  // The GEMM now writes the output while it reads A and B: they must be other buffers,
-  // and no buffer released between the GEMM and the rounding may be the output's. A
+  // The call now writes the output while it reads its operands: they must be other
+  // buffers, and no op between the call and the rounding may touch the output's. A
   // rounding in place (the result its own output) has nothing to gain.
   Value root = rootOf(out);
   if (root == result)
     return std::nullopt;
-  for (unsigned i : {kA, kB}) {
-    Value operand = bufferOf(gemm.getOperand(i));
-    if (!operand || rootOf(operand) == root)
+  for (auto [i, operand] : llvm::enumerate(call.getOperands())) {
+    if (i == writer.resultOperand || !isa<LLVM::LLVMPointerType>(operand.getType()))
+      continue;
+    SmallVector<Operation *> chain;
+    Value buffer = bufferOf(operand, &chain);
+    if (!buffer)
+      return std::nullopt;
+    // The output itself, from its first element (no offset added), where the call
+    // allows it: the logits the cross-entropy's backward overwrites with their gradient.
+    bool whole = buffer == out && cast<MemRefType>(out.getType()).getLayout().isIdentity() &&
+                 llvm::none_of(chain, [](Operation *op) { return isa<arith::AddIOp>(op); });
+    if (rootOf(buffer) == root && !(whole && int(i) == writer.inPlace))
       return std::nullopt;
   }
-  for (Operation *op = gemm->getNextNode(); op != c.rounding; op = op->getNextNode())
-    if (auto release = dyn_cast<memref::DeallocOp>(op); release && rootOf(release.getMemref()) == root)
+  for (Operation *op = call->getNextNode(); op != c.rounding; op = op->getNextNode())
+    if (!independent(op, root))
       return std::nullopt;
   return c;
 }
 
-/// The GEMM writes the rounding's output, marked to round it; the rounding, the result
-/// buffer and its pointer go.
+/// The call writes the rounding's output, asked to round it (a GEMM marked
+/// plan.round_result, the cross-entropy's backward by its round_to); the rounding, the
+/// result buffer and its pointer go.
 void fuse(Candidate &c) {
   if (c.hoist)
-    c.rounding.getDpsInits()[0].getDefiningOp()->moveBefore(c.gemm);
-  OpBuilder b(c.gemm);
-  c.gemm->setOperand(kC, firstElementPointer(b, c.gemm.getLoc(), c.rounding.getDpsInits()[0]));
-  c.gemm->setAttr(kRoundResultAttr, b.getUnitAttr());
+    c.rounding.getDpsInits()[0].getDefiningOp()->moveBefore(c.call);
+  OpBuilder b(c.call);
+  Location loc = c.call.getLoc();
+  c.call->setOperand(c.writer.resultOperand, firstElementPointer(b, loc, c.rounding.getDpsInits()[0]));
+  if (c.writer.gemm)
+    c.call->setAttr(kRoundResultAttr, b.getUnitAttr());
+  else
+    c.call->setOperand(kRoundTo, arith::ConstantIntOp::create(b, loc, c.to.isBF16() ? 1 : 2, 32));
   c.rounding.erase();
   for (Operation *op : c.chain)
     op->erase();
@@ -179,8 +262,13 @@ struct PlanCudaRoundResults : plan::impl::PlanCudaRoundResultsBase<PlanCudaRound
     DominanceInfo dom(m);
     SmallVector<Candidate> found;
     m.walk([&](func::CallOp call) {
+      std::optional<Writer> writer;
       if (call.getCallee() == "cblas_sgemm")
-        if (std::optional<Candidate> c = candidate(call, dom))
+        writer = gemmWriter(call);
+      else if (call.getCallee() == rt::name(rt::Fn::planrt_k_cross_entropy_bwd))
+        writer = crossEntropyWriter(call);
+      if (writer)
+        if (std::optional<Candidate> c = candidate(call, *writer, dom))
           found.push_back(std::move(*c));
     });
     for (Candidate &c : found)

@@ -112,7 +112,14 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVe
 }
 
 LogicalResult RoundOp::buildVJP(OpBuilder &b, ArrayRef<Value> dy, SmallVectorImpl<Value> &grads) {
-  // The gradient flows through (straight-through), held in the same precision.
+  // The gradient flows through (straight-through), held in the same precision. One
+  // already rounded to it (the gradient an add or a bias passes on unchanged) flows on as
+  // it is: rounding to nearest even is idempotent, so the results are the same bits with
+  // one pass over the tensor fewer.
+  if (auto rounded = dy[0].getDefiningOp<RoundOp>(); rounded && rounded.getTo() == getTo()) {
+    grads.assign({dy[0]});
+    return success();
+  }
   grads.assign({RoundOp::create(b, getLoc(), dy[0].getType(), dy[0], getToAttr())});
   return success();
 }

@@ -65,10 +65,13 @@ def PlanCudaRoundResults : Pass<"plan-cuda-round-results", "mlir::ModuleOp"> {
     A mixed-precision step rounds most GEMM results to bf16 (fp16) right after
     the GEMM (`nn.round`): a pass over the whole result that reads and writes
     float32. Where a `cblas_sgemm` marked bf16 or f16 (`plan.gemm_precision`)
-    with beta 0 writes a fresh buffer that nothing but the next op reads, and
-    that op is such a rounding into another buffer (neither operand's, and
-    there before the GEMM, or allocated between the two: then its allocation
-    moves before the GEMM), the GEMM writes that buffer instead, marked
+    with beta 0 writes a fresh buffer that nothing but a later op of its block
+    reads, and that op is such a rounding into another buffer (neither
+    operand's, and there before the GEMM, or allocated between the two: then
+    its allocation moves before the GEMM), and no op between the two touches
+    that buffer (only library kernels, element-wise ops, copies, fills, new
+    buffers and releases may lie between: the weight gradient's GEMM between an
+    input gradient's GEMM and its rounding, say), the GEMM writes that buffer instead, marked
     `plan.round_result`; the rounding and the result buffer go. The call then
     passes `PLANRT_GEMM_ROUND_RESULT` with its precision: cuBLASLt writes the
     result in 16 bits and one pass widens it (the CUDA target), or the audited
