@@ -282,33 +282,40 @@ TEST(CudaKernels, GemmRoundedResult) {
 
 TEST(CudaKernels, LayerNormAndRmsNorm) {
   NEED_GPU();
-  const int64_t rows = 300, C = 200;
-  Buf x(rows * C), w(C), bias(C), dy(rows * C), y(rows * C), yr(rows * C), dx(rows * C), dxr(rows * C), dw(C), dwr(C),
-      db(C), dbr(C);
-  fill(x, 5);
-  fill(w, 6);
-  fill(bias, 7);
-  fill(dy, 8);
-  planrt_k_layernorm(x.p, w.p, bias.p, yr.p, rows, C, 1e-5f);
-  planrt_cuda_layernorm(x.p, w.p, bias.p, y.p, rows, C, 1e-5f);
-  EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
-  planrt_k_layernorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, dbr.p, rows, C, 1e-5f);
-  planrt_cuda_layernorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, db.p, rows, C, 1e-5f);
-  EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
-  EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
-  EXPECT_LT(relDiff(db.p, dbr.p, C), 1e-6);
-  planrt_k_rmsnorm(x.p, w.p, yr.p, rows, C, 1e-6f);
-  planrt_cuda_rmsnorm(x.p, w.p, y.p, rows, C, 1e-6f);
-  EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
-  planrt_k_rmsnorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, rows, C, 1e-6f);
-  planrt_cuda_rmsnorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, rows, C, 1e-6f);
-  EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
-  EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
-  const int64_t R = 4096, W = 768;
-  Buf bx(R * W), bw(W), bb(W), by(R * W), bdy(R * W), bdx(R * W), bdw(W), bdb(W);
-  bench("layernorm 4096x768", [&] { planrt_cuda_layernorm(bx.p, bw.p, bb.p, by.p, R, W, 1e-5f); });
-  bench("layernorm_bwd 4096x768",
-        [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
+  // Rows held in registers (C up to 1,024: 200 and 768) and read from memory (1,500);
+  // several chunks of the column sums, one partial.
+  for (auto [rows, C] : {std::pair<int64_t, int64_t>{300, 200}, {1000, 768}, {130, 1500}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", C " + std::to_string(C));
+    Buf x(rows * C), w(C), bias(C), dy(rows * C), y(rows * C), yr(rows * C), dx(rows * C), dxr(rows * C), dw(C),
+        dwr(C), db(C), dbr(C);
+    fill(x, 5);
+    fill(w, 6);
+    fill(bias, 7);
+    fill(dy, 8);
+    planrt_k_layernorm(x.p, w.p, bias.p, yr.p, rows, C, 1e-5f);
+    planrt_cuda_layernorm(x.p, w.p, bias.p, y.p, rows, C, 1e-5f);
+    EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
+    planrt_k_layernorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, dbr.p, rows, C, 1e-5f);
+    planrt_cuda_layernorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, db.p, rows, C, 1e-5f);
+    EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
+    EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
+    EXPECT_LT(relDiff(db.p, dbr.p, C), 1e-6);
+    planrt_k_rmsnorm(x.p, w.p, yr.p, rows, C, 1e-6f);
+    planrt_cuda_rmsnorm(x.p, w.p, y.p, rows, C, 1e-6f);
+    EXPECT_LT(relDiff(y.p, yr.p, rows * C), 1e-6);
+    planrt_k_rmsnorm_bwd(dy.p, x.p, w.p, dxr.p, dwr.p, rows, C, 1e-6f);
+    planrt_cuda_rmsnorm_bwd(dy.p, x.p, w.p, dx.p, dw.p, rows, C, 1e-6f);
+    EXPECT_LT(relDiff(dx.p, dxr.p, rows * C), 1e-6);
+    EXPECT_LT(relDiff(dw.p, dwr.p, C), 1e-6);
+  }
+  for (int64_t R : {4096, 8192}) {
+    const int64_t W = 768;
+    Buf bx(R * W), bw(W), bb(W), by(R * W), bdy(R * W), bdx(R * W), bdw(W), bdb(W);
+    std::string shape = std::to_string(R) + "x768";
+    bench("layernorm " + shape, [&] { planrt_cuda_layernorm(bx.p, bw.p, bb.p, by.p, R, W, 1e-5f); });
+    bench("layernorm_bwd " + shape,
+          [&] { planrt_cuda_layernorm_bwd(bdy.p, bx.p, bw.p, bdx.p, bdw.p, bdb.p, R, W, 1e-5f); });
+  }
 }
 
 /// b's elements rounded to bf16 (to nearest, ties to even): a bf16 plan's values.

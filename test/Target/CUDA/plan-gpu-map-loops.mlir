@@ -6,8 +6,9 @@
 // each adding 256 of them, then one thread adding those; any other serial loop nest that stores becomes a launch of one thread; loops that call or allocate stay on the
 // host, with the parallel loops inside them launched. Kernels are named
 // <function>_<loop|copy|serial><n> in the gpu.module @planc_kernels.
-// RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s
+// RUN: planc-opt %s -split-input-file -plan-gpu-map-loops=elements-per-thread=1 -verify-diagnostics | FileCheck %s
 // RUN: planc-opt %s -split-input-file -plan-gpu-map-loops=chunk-sums=false -verify-diagnostics | FileCheck %s --check-prefix=WHOLE
+// RUN: planc-opt %s -split-input-file -plan-gpu-map-loops -verify-diagnostics | FileCheck %s --check-prefix=FOUR
 
 // CHECK-LABEL: func.func @two_d(
 // CHECK-SAME: %[[A:.*]]: memref<64x100xf32>, %[[B:.*]]: memref<64x100xf32>)
@@ -290,6 +291,75 @@ func.func @sumsq(%x: memref<1000xf32>, %acc: memref<f64>) {
     %s = arith.mulf %e, %e : f64
     %t = arith.addf %a, %s fastmath<reassoc> : f64
     memref.store %t, %acc[] : memref<f64>
+  }
+  return
+}
+
+// -----
+
+// elements-per-thread (4 by default): a straight-line parallel loop of a multiple of 4
+// iterations gives each thread 4 of them, 8 x 16 / 4 = 32 threads apart (each copy's
+// accesses a warp's consecutive elements): the loads of the four (and their arithmetic)
+// first, then the stores. Left at one a thread: 7 x 5 iterations, and a body that branches.
+// FOUR-LABEL: func.func @four_a_thread(
+// FOUR: %[[N:.*]] = arith.divui %{{.*}}, %c4{{.*}} : index
+// FOUR: gpu.launch {{.*}} function(@four_a_thread_loop0)
+// FOUR: %[[ID:.*]] = arith.addi
+// FOUR: arith.cmpi ult, %[[ID]], %[[N]]
+// FOUR: memref.load %{{.*}} : memref<8x16xf32>
+// FOUR: %[[APART:.*]] = arith.muli %[[N]], %{{.*}} : index
+// FOUR-NEXT: arith.addi %[[ID]], %[[APART]] : index
+// FOUR-COUNT-3: memref.load %{{.*}} : memref<8x16xf32>
+// FOUR-NOT: memref.store
+// FOUR-COUNT-4: memref.store %{{.*}} : memref<8x16xf32>
+// FOUR: gpu.terminator
+// FOUR: gpu.launch {{.*}} function(@four_a_thread_loop1)
+// FOUR: memref.load %{{.*}} : memref<7x5xf32>
+// FOUR-NEXT: math.exp
+// FOUR-NEXT: memref.store
+// FOUR-NEXT: }
+// FOUR: gpu.launch {{.*}} function(@four_a_thread_loop2)
+// FOUR: memref.load %{{.*}} : memref<8x16xf32>
+// FOUR-NEXT: arith.cmpf
+// FOUR-NEXT: scf.if
+// FOUR-NEXT: memref.store
+// FOUR-NEXT: }
+// FOUR-NEXT: }
+// FOUR-NEXT: gpu.terminator
+// CHECK-LABEL: func.func @four_a_thread(
+// CHECK: function(@four_a_thread_loop0)
+// CHECK: memref.load %{{.*}} : memref<8x16xf32>
+// CHECK-NEXT: math.exp
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: }
+func.func @four_a_thread(%a: memref<8x16xf32>, %b: memref<8x16xf32>, %c: memref<7x5xf32>, %d: memref<7x5xf32>,
+                         %f: memref<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  %c7 = arith.constant 7 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c16) step (%c1, %c1) {
+    %v = memref.load %a[%i, %j] : memref<8x16xf32>
+    %e = math.exp %v : f32
+    memref.store %e, %b[%i, %j] : memref<8x16xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c7, %c5) step (%c1, %c1) {
+    %v = memref.load %c[%i, %j] : memref<7x5xf32>
+    %e = math.exp %v : f32
+    memref.store %e, %d[%i, %j] : memref<7x5xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c16) step (%c1, %c1) {
+    %v = memref.load %a[%i, %j] : memref<8x16xf32>
+    %pos = arith.cmpf ogt, %v, %zero : f32
+    scf.if %pos {
+      memref.store %v, %f[%i, %j] : memref<8x16xf32>
+    }
+    scf.reduce
   }
   return
 }

@@ -257,10 +257,64 @@ private:
     OpBuilder b(p);
     Location loc = p.getLoc();
     SmallVector<Value> sizes = tripCounts(b, loc, p);
-    launch(b, loc, product(b, loc, sizes), "loop",
-           [&](OpBuilder &b, Value id) { inlineBody(b, p, inductionValues(b, loc, id, sizes, p)); });
+    if (int64_t n = coarsening(p); n > 1) {
+      Value total = product(b, loc, sizes);
+      Value group = arith::DivUIOp::create(b, loc, total, arith::ConstantIndexOp::create(b, loc, n));
+      launch(b, loc, group, "loop", [&](OpBuilder &b, Value id) { inlineBodies(b, p, id, group, sizes, n); });
+    } else {
+      launch(b, loc, product(b, loc, sizes), "loop",
+             [&](OpBuilder &b, Value id) { inlineBody(b, p, inductionValues(b, loc, id, sizes, p)); });
+    }
     p.erase();
     return success();
+  }
+
+  /// How many iterations of p each thread runs: elementsPerThread where p's body is
+  /// straight-line (no op with regions) and its trip counts constants whose product is a
+  /// multiple of it, else 1.
+  int64_t coarsening(scf::ParallelOp p) const {
+    int64_t n = elementsPerThread, total = 1;
+    if (n <= 1)
+      return 1;
+    for (auto [lb, ub, step] : llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
+      std::optional<int64_t> trips = constantTrips(lb, ub, step);
+      if (!trips)
+        return 1;
+      total *= *trips;
+    }
+    if (total <= 0 || total % n != 0)
+      return 1;
+    for (Operation &op : p.getBody()->without_terminator())
+      if (op.getNumRegions() != 0)
+        return 1;
+    return n;
+  }
+
+  /// p's body cloned n times at b for thread `id` of a launch of `group` threads (p's
+  /// iterations over n): copy i at p's linear iteration id + i·group (row-major over
+  /// `sizes`), so that each copy's accesses are a warp's consecutive elements. First each
+  /// copy's ops up to the body's first op that writes memory (its loads and what they
+  /// compute), then each copy's rest: legal because p's iterations are independent
+  /// (scf.parallel), so no copy reads what another writes.
+  static void inlineBodies(OpBuilder &b, scf::ParallelOp p, Value id, Value group, ArrayRef<Value> sizes,
+                           int64_t n) {
+    Location loc = p.getLoc();
+    Block *body = p.getBody();
+    auto split = llvm::find_if(body->without_terminator(),
+                               [](Operation &op) { return !isMemoryEffectFree(&op) && !isa<memref::LoadOp>(op); });
+    SmallVector<IRMapping> maps(n);
+    for (int64_t i = 0; i < n; ++i) {
+      Value linear = i == 0 ? id
+                            : arith::AddIOp::create(
+                                  b, loc, id,
+                                  arith::MulIOp::create(b, loc, group, arith::ConstantIndexOp::create(b, loc, i)));
+      maps[i].map(p.getInductionVars(), inductionValues(b, loc, linear, sizes, p));
+      for (Operation &op : llvm::make_range(body->begin(), split))
+        b.clone(op, maps[i]);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (Operation &op : llvm::make_range(split, body->without_terminator().end()))
+        b.clone(op, maps[i]);
   }
 
   /// The trip counts of a parallel loop, max(0, ⌈(ub − lb) / step⌉) each, built at b.

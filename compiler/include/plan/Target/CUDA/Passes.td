@@ -237,6 +237,18 @@ def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
     than the CPU target (as cuBLAS does in its GEMMs), the same order on every
     run. `chunk-sums=false` keeps one thread per column over every iteration.
 
+    With `elements-per-thread=N` (default 4), a parallel loop whose body is
+    straight-line code (no loops or branches) and whose constant trip counts
+    make a multiple of N iterations gives each thread N of them, a launch's
+    width apart (thread t runs iterations t, t + T, …: each copy's accesses
+    stay a warp's consecutive elements): first every load of the N (and what
+    they compute, up to the body's first write), then their writes. The
+    iterations of an scf.parallel touch no element another writes, so the
+    order is free; N loads in flight a thread is what an element-wise kernel
+    needs to near the memory's bandwidth (one per thread leaves an H100 at
+    about 60 % of it). The same arithmetic on the same elements: the results
+    are the same bits.
+
     ```mlir
     scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... }
     // becomes
@@ -248,6 +260,8 @@ def PlanGpuMapLoops : Pass<"plan-gpu-map-loops", "mlir::ModuleOp"> {
   let options = [
     Option<"chunkSums", "chunk-sums", "bool", /*default=*/"true",
            "Sum the serial iterations around an owning parallel accumulation in chunks, then the chunks">,
+    Option<"elementsPerThread", "elements-per-thread", "int64_t", /*default=*/"4",
+           "Iterations of a straight-line parallel loop each thread runs, a launch's width apart, their loads first">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];
