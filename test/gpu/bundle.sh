@@ -58,7 +58,10 @@ plan gpt2s_bench_v50304 gpt2_small_v50304 ../data/gpt2_tokens.bin 8 1024 30 bf16
 for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check gpt2s_bench gpt2s_bench_v50304; do
   "$PLANC" build "plans/$p.plan" --target cuda -o "cuda_$p"
   [[ $p == gpt2s_bench* ]] || "$PLANC" build "plans/$p.plan" -o "cpu_$p"
-  "$PLANC" explain "plans/$p.plan" --json > "explain_$p.json"
+  # explain as for the CUDA executable: the same plan on a mesh of one GPU.
+  { echo "mesh gpu1 { devices = cuda(1)  axes = [dp: 1] }"; sed 's/mesh = cpu1/mesh = gpu1/' "plans/$p.plan"; } \
+    > "plans/$p.gpu.plan"
+  "$PLANC" explain "plans/$p.gpu.plan" --json > "explain_$p.json"
 done
 cp "$KTEST" .
 

@@ -69,6 +69,9 @@ struct OpCost {
   double savedSelective = 0;                     ///< under selective recompute
   double selectiveFlops = 0, selectiveBytes = 0; ///< recomputed under selective
   double logits = 0;                             ///< cross-entropy probabilities (a buffer, not a layer activation)
+  /// The CUDA target's mixed-precision cross-entropy writes the logits' rounded gradient
+  /// over the logits (plan-cuda-round-results): no buffer of its own (a cuda mesh).
+  bool logitsGradInPlace = false;
   /// Elements the zero-bubble weight pass reads inside the op, beyond its input and output
   /// values: the attention's input as its QKV projection reads it, q/k/v's gradient and
   /// the attention's output before its projection.
@@ -698,6 +701,7 @@ private:
         c.fwdBytes = inE * (act + 4);
         c.bwdBytes = inE * (4 + act);
         c.logits = inE * 4; // fp32 probabilities kept for backward
+        c.logitsGradInPlace = cudaMesh() && l.precision != sema::Precision::FP32 && !vocab;
         break;
       }
       }
@@ -776,6 +780,7 @@ private:
 
     // Activations per micro-batch, per rank and per unit.
     std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
+    std::vector<char> logitsInPlace(p, 0);
     std::map<int, double> unitAct;
     std::map<int, int> unitRank;
     std::map<int, double> unitInput; // the unit's input, for full recompute
@@ -809,6 +814,7 @@ private:
       }
       opKept[i] = actRank[opRank[i]] - keptBefore;
       logitsRank[opRank[i]] += c.logits;
+      logitsInPlace[opRank[i]] |= c.logitsGradInPlace;
     }
     if (l.recompute == sema::Recompute::Full)
       for (auto &[u, bytes] : unitInput) {
@@ -837,7 +843,7 @@ private:
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
       std::vector<BufferRow> bufs;
-      activations(r, flight, {actRank[r], workingSet[r], logitsRank[r]}, mem, bufs);
+      activations(r, flight, {actRank[r], workingSet[r], logitsRank[r], logitsInPlace[r] != 0}, mem, bufs);
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       Estimate::OffloadState offloaded;
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
@@ -891,6 +897,7 @@ private:
   /// What rank r's activations hold per micro-batch (memory()).
   struct RankActivations {
     double kept = 0, workingSet = 0, logits = 0;
+    bool logitsGradInPlace = false; ///< the logits' gradient written over them (OpCost)
   };
   /// Rank r's activations (mem.activations) with `flight` micro-batches in flight, and the
   /// buffers the logits and the backward pass add at its peak.
@@ -910,7 +917,9 @@ private:
     // them. Under full recompute the activations row counts a layer recomputed, which the
     // backward pass makes only once those two are freed (after the head's backward): the
     // rows hold what the two need beyond it.
-    double logitsHeld = 2 * a.logits - std::min(2 * a.logits, a.workingSet);
+    // On the CUDA target a mixed-precision plan's gradient is written over the logits.
+    double both = (a.logitsGradInPlace ? 1 : 2) * a.logits;
+    double logitsHeld = both - std::min(both, a.workingSet);
     if (logitsHeld > 0) {
       double first = std::min(a.logits, logitsHeld);
       bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(first))});
@@ -923,7 +932,7 @@ private:
     // every activation and an op's gradients at once (measured so on the LoRA pipelines,
     // whose frozen layers keep no inputs the sweep would count).
     double start = p > 1 && lora() ? double(mem.activations) +
-                                         std::max(logitsHeld, maxOpGrads(int(r)) - (2 * a.logits - logitsHeld))
+                                         std::max(logitsHeld, maxOpGrads(int(r)) - (both - logitsHeld))
                                    : 0;
     double beyond =
         std::max(backwardPeak(int(r), keeps) + stash + otherKept, start) - double(mem.activations) - logitsHeld;
@@ -1060,7 +1069,7 @@ private:
         if (tc.kind == Coll::ReduceScatter && !ops[i].operands.empty())
           own += 4 * tc.fullBytes / wireAct - value(int(i) + sema::kFirstOpValue);
       if (costs[i].logits > 0)
-        own = 2 * costs[i].logits;
+        own = (costs[i].logitsGradInPlace ? 1 : 2) * costs[i].logits;
       else if (logitsOps.count(int(i)))
         own = logits + value(ops[i].operands[0]);
       own += contribution[i]; // a tied weight's later contribution, whatever the op
