@@ -203,9 +203,24 @@ EOF
 }
 
 echo "== 1b. the same through a Slurm allocation of the two hosts (srun)"
-if start_slurm; then
+slurm_run() {
   timeout 300 salloc -N 2 --ntasks-per-node=2 env -u HYDRA_LAUNCHER_EXEC -u HYDRA_IFACE "$PLANC" run hosts.plan \
-    -o exe_hosts -- --log slurm.jsonl --quiet > slurm.out 2>&1 || { cat slurm.out; fail "the run through Slurm failed"; }
+    -o exe_hosts -- --log slurm.jsonl --quiet > slurm.out 2>&1
+}
+if start_slurm; then
+  # Twice in full test runs on a 2-core machine (beside other tests) the job step did not
+  # end: its 20 steps and checkpoint done, the ranks ran on until salloc's timeout (300 s)
+  # cancelled them. Not seen alone or on an idle machine; not understood yet. Such a run
+  # is shown and retried once; any other failure, or a second timeout, fails.
+  rc=0
+  slurm_run || rc=$?
+  if [[ $rc == 124 ]] && grep -q "done · 20 steps" slurm.out; then
+    cat slurm.out
+    echo "  (the Slurm job step did not end within 300 s of its start although its 20 steps were done: retried once)"
+    rc=0
+    slurm_run || rc=$?
+  fi
+  [[ $rc == 0 ]] || { cat slurm.out; fail "the run through Slurm failed"; }
   "$PY" - hosts.jsonl slurm.jsonl "$TAG" << 'EOF' || fail "through Slurm"
 import json, sys
 a = [l["loss"] for l in map(json.loads, open(sys.argv[1])) if "loss" in l]
