@@ -25,7 +25,8 @@ namespace planrt::kernels {
 }
 
 /// x rounded to nearest, ties to even, to a bf16 (to == 1) or fp16 (to == 2) value, as a
-/// float; x itself for 0 (planrt_k_cross_entropy_bwd's round_to). What the generated
+/// float; x itself for 0 (planrt_k_cross_entropy_bwd's round_to; the codes are
+/// planrt_gemm_compute's, which the audited GEMM's rounded result uses). What the generated
 /// code's rounding (nn.round: arith.truncf, then arith.extf) makes of it; NaN and the
 /// infinities stay, a value beyond the type's range becomes an infinity.
 inline float roundTo(float x, int32_t to) {

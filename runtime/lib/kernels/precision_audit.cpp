@@ -5,7 +5,6 @@
 // the first that is not, naming the call, the operand, the element and the value — then
 // compute as the call they replace. A GEMM asked for a rounded result
 // (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results) rounds C as the CUDA target's does.
-#include "../pretrained.h"
 #include "common.h"
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
@@ -61,10 +60,10 @@ void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
               C, ldc);
   if (!round)
     return;
-  const std::string precision = typeName(compute);
+  // roundTo's codes are planrt_gemm_compute's: 1 bf16, 2 fp16.
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < n; ++c)
-      C[r * ldc + c] = planrt::train::roundToPrecision(C[r * ldc + c], precision);
+      C[r * ldc + c] = planrt::kernels::roundTo(C[r * ldc + c], compute);
 }
 
 void planrt_audit_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
