@@ -13,6 +13,7 @@ packages=(
   libfaiss-dev libopenblas-dev libxapian-dev                      # vectors, BLAS, keyword search
   libssl-dev                                                      # sha256 in the retrieval runtime
   libcpp-httplib-dev                                              # HTTP server of `serve`
+  libfasttext-dev                                                 # word vectors of embed = fasttext(…)
   libmpich-dev mpich                                              # processes and CPU collectives
   openssh-server openssh-client iproute2 slurm-wlm munge          # the multi-host test's hosts (namespaces)
   liburing-dev                                                    # asynchronous I/O of offloaded state

@@ -22,7 +22,7 @@ typedef enum {
   PLANRT_CHUNK_PARAGRAPHS,
   PLANRT_CHUNK_SEMANTIC /* sentences, cut where the embedding similarity drops */
 } planrt_chunk_kind;
-typedef enum { PLANRT_EMBED_HASHING = 0, PLANRT_EMBED_MODEL } planrt_embed_kind;
+typedef enum { PLANRT_EMBED_HASHING = 0, PLANRT_EMBED_MODEL, PLANRT_EMBED_FASTTEXT } planrt_embed_kind;
 typedef enum { PLANRT_METRIC_IP = 0, PLANRT_METRIC_L2 } planrt_metric;
 typedef enum { PLANRT_SEARCH_VECTOR = 0, PLANRT_SEARCH_KEYWORD, PLANRT_SEARCH_HYBRID } planrt_search_kind;
 typedef enum { PLANRT_FUSION_WEIGHTED = 0, PLANRT_FUSION_RRF } planrt_fusion;
@@ -81,6 +81,11 @@ typedef struct {
   /* chunk = semantic(size, threshold): cut between sentences whose neighbourhoods'
    * embeddings have a cosine below this (docs/RETRIEVAL.md "Ingest"). */
   double chunk_threshold;
+
+  /* embed = fasttext(…): word and subword vectors trained on the corpus at ingest with
+   * Debian's libfasttext (docs/RETRIEVAL.md "Embedding"). embed_dim is their size. */
+  const char *fasttext_model; /* "skipgram" (NULL) or "cbow" */
+  int64_t fasttext_epoch, fasttext_min_count, fasttext_minn, fasttext_maxn, fasttext_bucket, fasttext_threads;
 } planrt_retrieval_config;
 
 /* The executable's driver: `ingest`, `query TEXT [--k N] [--json] [--mode M]

@@ -80,6 +80,7 @@ public:
     embedHashing(text, d, out);
     return true;
   }
+  std::unique_ptr<Embedder> share() const override { return std::make_unique<HashingEmbedder>(d); }
 
 private:
   int64_t d;
@@ -90,6 +91,10 @@ private:
 planrt_status openEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out) {
   if (cfg.embed == PLANRT_EMBED_MODEL)
     return openModelEmbedder(cfg, out);
+  if (cfg.embed == PLANRT_EMBED_FASTTEXT) {
+    out = makeFastTextEmbedder(cfg);
+    return PLANRT_OK;
+  }
   out = std::make_unique<HashingEmbedder>(cfg.embed_dim);
   return PLANRT_OK;
 }

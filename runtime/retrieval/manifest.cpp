@@ -74,8 +74,18 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
     cfg.chunk_threshold = m.contains("chunk_threshold") ? real(m, "chunk_threshold") : 0;
     cfg.chunk_size = num(m, "chunk_size");
     cfg.chunk_overlap = num(m, "chunk_overlap");
-    cfg.embed = planrt_embed_kind(choice(m, "embed", {"hashing", "model"}));
+    cfg.embed = planrt_embed_kind(choice(m, "embed", {"hashing", "model", "fasttext"}));
     cfg.embed_dim = num(m, "embed_dim");
+    if (cfg.embed == PLANRT_EMBED_FASTTEXT) {
+      const json &ft = field(m, "fasttext", kTop);
+      cfg.fasttext_model = keep(str(ft, "model"));
+      cfg.fasttext_epoch = num(ft, "epoch");
+      cfg.fasttext_min_count = num(ft, "min_count");
+      cfg.fasttext_minn = num(ft, "minn");
+      cfg.fasttext_maxn = num(ft, "maxn");
+      cfg.fasttext_bucket = num(ft, "bucket");
+      cfg.fasttext_threads = num(ft, "threads");
+    }
     cfg.embed_model = keep(str(m, "embed_model"));
     cfg.embed_checkpoint = keep(str(m, "embed_checkpoint"));
     cfg.embed_pool = keep(str(m, "embed_pool"));

@@ -93,10 +93,29 @@ public:
   /// Writes dim() floats, L2-normalised; false (nothing written) when the text has
   /// nothing to embed (no word for hashing, no byte for a model).
   virtual bool embed(std::string_view text, float *out) = 0;
+
+  /// A store-trained embedder (fasttext(…)): the name of its model's file in the store;
+  /// null for the others. Its model is trained on the whole corpus whenever the corpus
+  /// changes, so such a store reuses no vector across a changed corpus.
+  virtual const char *modelFile() const { return nullptr; }
+  /// Trains the model on the corpus (ingest); `work` is a scratch directory.
+  virtual planrt_status train(const std::vector<SourceFile> &, const std::string &) { return PLANRT_OK; }
+  /// Writes the trained model to `path`, durably.
+  virtual planrt_status save(const std::string &) const { return PLANRT_OK; }
+  /// Loads the model from the store file's verified bytes (`path` names it in errors).
+  virtual planrt_status load(const std::string &, const std::string &) { return PLANRT_OK; }
+  /// Another handle on the same embedder for another thread (serve's searchers),
+  /// sharing what it loaded read-only; null when each thread must open its own.
+  virtual std::unique_ptr<Embedder> share() const { return nullptr; }
 };
-/// The configuration's embedder: hashing(dim), or model(...) with its checkpoint
-/// loaded (model.cpp).
+/// The configuration's embedder: hashing(dim), model(...) with its checkpoint loaded
+/// (model.cpp), or fasttext(...) untrained, to be trained or loaded from the store
+/// (fasttext.cpp).
 planrt_status openEmbedder(const planrt_retrieval_config &cfg, std::unique_ptr<Embedder> &out);
+
+// ---- fasttext.cpp: word and subword vectors trained on the corpus.
+/// A fasttext(…) embedder, untrained (cfg.embed == PLANRT_EMBED_FASTTEXT).
+std::unique_ptr<Embedder> makeFastTextEmbedder(const planrt_retrieval_config &cfg);
 
 // ---- model.cpp: a compiled model as embedder and re-ranker.
 /// A model embedder (cfg.embed == PLANRT_EMBED_MODEL).

@@ -98,8 +98,12 @@ planrt_status Service::open() {
                         e.get_description().c_str());
   }
   for (std::unique_ptr<Searcher> &s : made) {
-    if (planrt_status st = openEmbedder(cfg, s->embedder))
-      return st;
+    // The store's embedder shared where it can be (a fastText store's model is the
+    // store's own), else one of the searcher's own.
+    s->embedder = snap->store.embedder->share();
+    if (!s->embedder)
+      if (planrt_status st = openEmbedder(cfg, s->embedder))
+        return st;
     if (planrt_status st = openReranker(cfg, s->reranker))
       return st;
     snap->searchers.add(std::move(s));

@@ -158,8 +158,9 @@ planrt_status readStoreManifest(const planrt_retrieval_config &cfg, const std::s
 using Verified = std::map<std::string, std::string>;
 
 // Every file in the store is listed in the manifest with its sha256, and nothing
-// else is there. The contents of chunks, sources, vectors and index are kept.
-planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &keep) {
+// else is there. The contents of chunks, sources, vectors and index are kept, and
+// those of `model` (a store-trained embedder's file) when it is not null.
+planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &keep, const char *model = nullptr) {
   std::vector<std::string> present;
   listFiles(dir, "", present);
   std::set<std::string> listed;
@@ -177,7 +178,7 @@ planrt_status checkStoreFiles(const std::string &dir, const json &m, Verified &k
                   "%s: sha256 differs from the store manifest: the store is corrupt or was modified; "
                   "refusing to load it (run ingest to rebuild)",
                   path.c_str());
-    if (name == kChunks || name == kSources || name == kVectors || name == kIndex)
+    if (name == kChunks || name == kSources || name == kVectors || name == kIndex || (model && name == model))
       keep[name] = std::move(data);
   }
   for (const char *name : {kChunks, kSources, kVectors, kIndex})
@@ -296,7 +297,7 @@ planrt_status writeKeyword(const Built &b, const std::string &path) {
 
 // Writes every part into `tmp`, then the manifest over them.
 planrt_status writeStore(const planrt_retrieval_config &cfg, const std::string &fingerprint, const Built &b,
-                         const std::string &tmp) {
+                         const Embedder &embedder, const std::string &tmp) {
   if (planrt_status s = makeDirs(tmp))
     return s;
   std::string chunks, sources;
@@ -320,6 +321,9 @@ planrt_status writeStore(const planrt_retrieval_config &cfg, const std::string &
     return s;
   if (planrt_status s = writeKeyword(b, tmp + "/" + kXapian))
     return s;
+  if (const char *model = embedder.modelFile())
+    if (planrt_status s = embedder.save(tmp + "/" + model))
+      return s;
   std::vector<std::string> files;
   listFiles(tmp, "", files);
   json m = {{"format", kFormat},    {"graph", cfg.graph},        {"config", fingerprint},
@@ -445,6 +449,18 @@ void removeStale(const std::string &dir) {
     removeTree(parent + "/" + name);
 }
 
+// Whether the corpus differs from the previous store's (or there is none).
+bool corpusChanged(const Previous &prev, const std::vector<SourceFile> &files) {
+  if (prev.files.size() != files.size())
+    return true;
+  for (const SourceFile &f : files) {
+    auto it = prev.files.find(f.name);
+    if (it == prev.files.end() || it->second.first != f.sha256)
+      return true;
+  }
+  return false;
+}
+
 void drawProgress(size_t done, size_t total) {
   int width = 30, filled = total ? int(width * done / total) : width;
   std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu files", filled, "==============================", width - filled, "", done,
@@ -493,9 +509,27 @@ planrt_status checkConfig(const planrt_retrieval_config &cfg) {
   if (cfg.embed_pool && *cfg.embed_pool && std::strcmp(cfg.embed_pool, "mean") != 0 &&
       std::strcmp(cfg.embed_pool, "last") != 0)
     return fail(PLANRT_ERR_ARG, "%sembed pool '%s': mean or last", w.c_str(), cfg.embed_pool);
+  const char *embedName = cfg.embed == PLANRT_EMBED_MODEL      ? "model"
+                          : cfg.embed == PLANRT_EMBED_FASTTEXT ? "fasttext"
+                                                               : "hashing";
   if (cfg.embed_dim < 1 || cfg.embed_dim > 65536)
-    return fail(PLANRT_ERR_ARG, "%s%s(dim: %lld): the dimension must be in [1, 65536]", w.c_str(),
-                cfg.embed == PLANRT_EMBED_MODEL ? "model" : "hashing", (long long)cfg.embed_dim);
+    return fail(PLANRT_ERR_ARG, "%s%s(dim: %lld): the dimension must be in [1, 65536]", w.c_str(), embedName,
+                (long long)cfg.embed_dim);
+  if (cfg.embed == PLANRT_EMBED_FASTTEXT) {
+    const char *model = cfg.fasttext_model ? cfg.fasttext_model : "skipgram";
+    if ((std::strcmp(model, "skipgram") != 0 && std::strcmp(model, "cbow") != 0) || cfg.fasttext_epoch < 1 ||
+        cfg.fasttext_min_count < 1 || cfg.fasttext_minn < 0 || cfg.fasttext_maxn < cfg.fasttext_minn ||
+        (cfg.fasttext_maxn > 0 && cfg.fasttext_bucket < 1) || cfg.fasttext_bucket < 0 || cfg.fasttext_threads < 1 ||
+        cfg.embed_dim > 4096 || cfg.fasttext_maxn > 64 ||
+        std::max({cfg.fasttext_epoch, cfg.fasttext_min_count, cfg.fasttext_bucket, cfg.fasttext_threads}) > INT32_MAX)
+      return fail(PLANRT_ERR_ARG,
+                  "%sfasttext(dim: %lld, model: %s, epoch: %lld, min_count: %lld, minn: %lld, maxn: %lld, bucket: %lld, "
+                  "threads: %lld): needs skipgram or cbow, dim ≤ 4096, epoch, min_count and threads in [1, 2^31), "
+                  "0 ≤ minn ≤ maxn ≤ 64, and bucket in [1, 2^31) with subwords",
+                  w.c_str(), (long long)cfg.embed_dim, model, (long long)cfg.fasttext_epoch,
+                  (long long)cfg.fasttext_min_count, (long long)cfg.fasttext_minn, (long long)cfg.fasttext_maxn,
+                  (long long)cfg.fasttext_bucket, (long long)cfg.fasttext_threads);
+  }
   if (!cfg.index_factory || !*cfg.index_factory)
     return fail(PLANRT_ERR_ARG, "%sno FAISS index factory string", w.c_str());
   if (cfg.top < 1)
@@ -531,7 +565,7 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   if (planrt_status s = readStoreManifest(cfg, dir, m, &fingerprint))
     return s;
   Verified bytes;
-  if (planrt_status s = checkStoreFiles(dir, m, bytes))
+  if (planrt_status s = checkStoreFiles(dir, m, bytes, embedder->modelFile()))
     return s;
   if (!store)
     return PLANRT_OK;
@@ -539,6 +573,15 @@ planrt_status openStore(const planrt_retrieval_config &cfg, Store *store) {
   // memory they were hashed in (Xapian alone reopens its files).
   store->dir = dir;
   store->dim = m["dim"];
+  if (const char *model = embedder->modelFile()) {
+    auto it = bytes.find(model);
+    if (it == bytes.end())
+      return fail(PLANRT_ERR_FORMAT, "%s: the store has no %s, the model of embed = %s", dir.c_str(), model,
+                  embedder->describe().c_str());
+    if (planrt_status s = embedder->load(it->second, dir + "/" + model))
+      return s;
+    bytes.erase(it);
+  }
   store->embedder = std::move(embedder);
   if (planrt_status s = parseChunks(dir, bytes[kChunks], store->chunks))
     return s;
@@ -600,6 +643,22 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
     if (planrt_status s = loadCorpus(cfg, files, progress))
       return s;
 
+    // A store-trained embedder learns from the whole corpus: when the corpus changed it
+    // is trained anew and every chunk embedded again (the same corpus gives the same store).
+    std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    bool trained = embedder->modelFile() && corpusChanged(prev, files);
+    if (trained) {
+      removeStale(dir);
+      removeTree(tmp);
+      planrt_status s = makeDirs(tmp);
+      if (s == PLANRT_OK)
+        s = embedder->train(files, tmp);
+      if (s != PLANRT_OK) {
+        removeTree(tmp);
+        return s;
+      }
+    }
+
     Built b;
     size_t dim = size_t(cfg.embed_dim);
     std::set<std::string> seen;
@@ -608,15 +667,18 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
       seen.insert(f.name);
       size_t first = b.chunks.size();
       auto it = prev.files.find(f.name);
-      if (it != prev.files.end() && it->second.first == f.sha256) {
+      bool same = it != prev.files.end() && it->second.first == f.sha256;
+      if (same)
         ++rep.files_unchanged;
+      else
+        ++(it == prev.files.end() ? rep.files_added : rep.files_changed);
+      if (same && !trained) {
         for (size_t c : it->second.second) {
           b.chunks.push_back(prev.chunks[c]);
           b.vectors.insert(b.vectors.end(), prev.vectors.begin() + c * dim, prev.vectors.begin() + (c + 1) * dim);
           ++rep.chunks_reused;
         }
       } else {
-        ++(it == prev.files.end() ? rep.files_added : rep.files_changed);
         rep.bytes_read += f.text.size();
         std::vector<Span> spans = cfg.chunk == PLANRT_CHUNK_SEMANTIC
                                       ? chunkSemantic(f.text, cfg.chunk_size, cfg.chunk_threshold, *embedder)
@@ -648,20 +710,24 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
       rep.files_removed += !seen.count(name);
     rep.files = files.size();
     rep.chunks = b.chunks.size();
-    if (b.chunks.empty())
+    if (b.chunks.empty()) {
+      if (trained)
+        removeTree(tmp);
       return planrt::fail(PLANRT_ERR_ARG, "empty corpus: the %zu matching files hold no text", files.size());
+    }
     if (!prev.files.empty() && rep.files_added + rep.files_changed + rep.files_removed == 0) {
       if (report)
         *report = rep; // the store already holds exactly this corpus: left as it is
       return PLANRT_OK;
     }
 
-    std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-    removeStale(dir);
-    removeTree(tmp);
+    if (!trained) {
+      removeStale(dir);
+      removeTree(tmp);
+    }
     if (planrt_status s = makeDirs(dirName(dir)))
       return s;
-    planrt_status s = writeStore(cfg, fingerprint, b, tmp);
+    planrt_status s = writeStore(cfg, fingerprint, b, *embedder, tmp);
     if (s == PLANRT_OK)
       s = swapIn(tmp, dir);
     if (s != PLANRT_OK)

@@ -8,6 +8,7 @@
 // RUN: planc emit %S/Inputs/models.plan --stage sched 2>&1 | FileCheck %s --check-prefix=MODELS
 // RUN: planc emit %S/Inputs/hnsw.plan --stage sched 2>&1 | FileCheck %s --check-prefix=HNSW
 // RUN: planc emit %S/Inputs/semantic.plan --stage sched 2>&1 | FileCheck %s --check-prefix=SEMANTIC
+// RUN: planc emit %S/Inputs/fasttext.plan --stage sched 2>&1 | FileCheck %s --check-prefix=FASTTEXT
 
 // CHECK-NOT: plan.
 // CHECK: llvm.mlir.global internal constant @planc_retrieval_manifest("{
@@ -32,6 +33,14 @@
 
 // Semantic chunks: whole sentences of at most 128 tokens, cut under a similarity of 0.3.
 // SEMANTIC: \22chunk\22:\22semantic\22,\22chunk_overlap\22:0,\22chunk_size\22:128,\22chunk_threshold\22:0.29999999999999999,
+
+// fastText vectors trained on the corpus: the options written, fastText's defaults for the
+// others but min_count 2, bucket 100000 and one thread; without `search`, hybrid with the
+// word vectors' default weights (hashing's), BM25 leading.
+// FASTTEXT: \22embed\22:\22fasttext\22,\22embed_checkpoint\22:\22\22,\22embed_dim\22:64,
+// FASTTEXT-SAME: \22fasttext\22:{\22bucket\22:100000,\22epoch\22:10,\22maxn\22:5,\22min_count\22:2,\22minn\22:3,\22model\22:\22cbow\22,\22threads\22:1}
+// FASTTEXT-SAME: \22keyword_weight\22:0.90000000000000002,
+// FASTTEXT-SAME: \22vector_weight\22:0.10000000000000001}
 
 // A graph with reciprocal-rank fusion (k 30), sentences, L2 and the guard off.
 // SMALL: \22chunk\22:\22sentences\22

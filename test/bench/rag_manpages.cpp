@@ -6,6 +6,8 @@
 //
 //   rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]
 //                [--chunk N] [--overlap N] [--semantic THRESHOLD] [--ingest-only 1]
+//                [--fasttext skipgram|cbow] [--epoch N] [--min-count N] [--bucket N] [--threads N]
+// --fasttext embeds with fasttext(dim: D, model: …) trained on the corpus (D defaults to 100 then).
 #include "planrt_retrieval.h"
 
 #include <algorithm>
@@ -54,11 +56,14 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: rag_manpages WORKDIR [--factory F] [--nprobe N] [--ef-search N] [--ef-construction N] [--dim D]\n"
-                 "                    [--chunk N] [--overlap N] [--semantic THRESHOLD]\n");
+                 "                    [--chunk N] [--overlap N] [--semantic THRESHOLD] [--fasttext skipgram|cbow]\n"
+                 "                    [--epoch N] [--min-count N] [--bucket N] [--threads N]\n");
     return 2;
   }
   std::string work = argv[1], factory = "Flat";
-  long nprobe = 8, dim = 384, chunk = 256, overlap = 32, efSearch = 0, efConstruction = 0;
+  long nprobe = 8, dim = 0, chunk = 256, overlap = 32, efSearch = 0, efConstruction = 0;
+  std::string fasttext; // --fasttext MODEL: fasttext(…) instead of hashing(…)
+  long epoch = 5, minCount = 2, bucket = 100000, threads = 1;
   double semantic = -1; // --semantic THRESHOLD: chunk = semantic(chunk, threshold)
   bool ingestOnly = false;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -79,6 +84,16 @@ int main(int argc, char **argv) {
       efSearch = std::atol(argv[i + 1]);
     else if (a == "--ef-construction")
       efConstruction = std::atol(argv[i + 1]);
+    else if (a == "--fasttext")
+      fasttext = argv[i + 1];
+    else if (a == "--epoch")
+      epoch = std::atol(argv[i + 1]);
+    else if (a == "--min-count")
+      minCount = std::atol(argv[i + 1]);
+    else if (a == "--bucket")
+      bucket = std::atol(argv[i + 1]);
+    else if (a == "--threads")
+      threads = std::atol(argv[i + 1]);
     else if (a == "--ingest-only")
       ingestOnly = std::atoi(argv[i + 1]) != 0;
   }
@@ -94,8 +109,17 @@ int main(int argc, char **argv) {
   cfg.chunk_size = chunk;
   cfg.chunk_overlap = semantic >= 0 ? 0 : overlap;
   cfg.chunk_threshold = semantic >= 0 ? semantic : 0;
-  cfg.embed = PLANRT_EMBED_HASHING;
+  if (dim == 0)
+    dim = fasttext.empty() ? 384 : 100;
+  cfg.embed = fasttext.empty() ? PLANRT_EMBED_HASHING : PLANRT_EMBED_FASTTEXT;
   cfg.embed_dim = dim;
+  cfg.fasttext_model = fasttext.c_str();
+  cfg.fasttext_epoch = epoch;
+  cfg.fasttext_min_count = minCount;
+  cfg.fasttext_minn = 3;
+  cfg.fasttext_maxn = 6;
+  cfg.fasttext_bucket = bucket;
+  cfg.fasttext_threads = threads;
   cfg.index_factory = factory.c_str();
   cfg.metric = PLANRT_METRIC_IP;
   cfg.nprobe = nprobe;
@@ -106,7 +130,7 @@ int main(int argc, char **argv) {
   cfg.vector_weight = 0.5;
   cfg.keyword_weight = 0.5;
   cfg.guard = PLANRT_GUARD_OFF;
-  std::string store = "store-" + std::to_string(dim) + "-" + std::to_string(chunk) +
+  std::string store = "store-" + (fasttext.empty() ? "" : fasttext + "-" + std::to_string(epoch) + "-") + std::to_string(dim) + "-" + std::to_string(chunk) +
                       (semantic >= 0 ? "-semantic" + std::to_string(int(semantic * 100)) : "");
   for (char c : factory)
     store += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -132,10 +156,15 @@ int main(int argc, char **argv) {
         queries.push_back({line.substr(0, tab), line.substr(tab + 1)});
     }
   }
-  std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (%s(%ld, overlap: %ld)), hashing(dim: %ld), "
+  std::string embedText = fasttext.empty() ? "hashing(dim: " + std::to_string(dim) + ")"
+                                          : "fasttext(dim: " + std::to_string(dim) + ", model: " + fasttext +
+                                                ", epoch: " + std::to_string(epoch) + ", min_count: " +
+                                                std::to_string(minCount) + ", bucket: " + std::to_string(bucket) +
+                                                ", threads: " + std::to_string(threads) + ")";
+  std::printf("# rag_manpages: %llu pages, %.1f MB, %llu chunks (%s(%ld, overlap: %ld)), %s, "
               "faiss(\"%s\", ip, nprobe: %ld, ef_search: %ld, ef_construction: %ld), %zu queries (%zu dev / %zu test)\n",
               (unsigned long long)rep.files, rep.bytes_read / 1e6, (unsigned long long)rep.chunks,
-              semantic >= 0 ? "semantic" : "tokens", chunk, long(cfg.chunk_overlap), dim,
+              semantic >= 0 ? "semantic" : "tokens", chunk, long(cfg.chunk_overlap), embedText.c_str(),
               factory.c_str(), nprobe, efSearch, efConstruction, queries.size(), (queries.size() + 1) / 2, queries.size() / 2);
   std::printf("ingest: %.2f s, %.2f MB/s, %.0f chunks/s\n\n", ingestS, rep.bytes_read / 1e6 / ingestS,
               rep.chunks / ingestS);

@@ -3,7 +3,8 @@
 # (its main hands the graph's manifest to the runtime) ingests a manifest-checked
 # corpus of the machine's license texts, answers a query with provenance and both
 # sides' ranks (--json), verifies its store, refuses a changed corpus file and a
-# tampered store, and `planc run` passes arguments through.
+# tampered store, and `planc run` passes arguments through. Semantic chunks and a fastText
+# embedder (trained at ingest, shared by serve's searchers) through built executables.
 #
 #   test/e2e/retrieval_build.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -69,4 +70,35 @@ for h in hits:
 print(f"retrieval_build: semantic chunks of {[len(h['text'].split()) for h in hits]} tokens answer the query")
 EOF
 ./semantic verify | grep -q "ok" || fail "verify of a semantic store"
+# embed = fasttext(…): word vectors trained on the corpus at ingest, a file of the store.
+# The same corpus gives the same model (one thread), the vector side answers, and a
+# server's searchers share the store's model: POST /query answers what `query --json` does.
+sed -e 's/embed    = hashing(dim: 256)/embed    = fasttext(dim: 32, epoch: 10, min_count: 1)/' \
+  -e 's|index/licenses|index/fasttext|' licenses.plan > fasttext.plan
+grep -q "fasttext(dim: 32" fasttext.plan || fail "fasttext.plan was not written"
+"$PLANC" build fasttext.plan -o ft
+./ft ingest --quiet > ft.log || { cat ft.log; fail "fasttext ingest"; }
+[[ -s index/fasttext/fasttext.bin ]] || fail "the store has no fastText model"
+cp index/fasttext/fasttext.bin ft1.bin
+rm -rf index/fasttext
+./ft ingest --quiet > /dev/null || fail "fasttext ingest, again"
+cmp -s ft1.bin index/fasttext/fasttext.bin || fail "the same corpus trained another model"
+./ft verify | grep -q "ok" || fail "verify of a fastText store"
+./ft query "Apache License Version 2.0 grant of patent license" --k 3 --json > ft.json
+./ft query "permission to copy and distribute" --k 5 --json --mode vector > ft_vector.json
+serve_start ft.serve ft
+/usr/bin/python3 - "$PORT" <<'EOF2' || { kill "$PID"; fail "fastText queries"; }
+import http.client, json, sys
+hybrid, vector = json.load(open("ft.json")), json.load(open("ft_vector.json"))
+assert "Apache-2.0.txt" in hybrid["results"][0]["file"], hybrid["results"][0]["file"]
+assert len(vector["results"]) == 5 and all(r["vector"] and not r["keyword"] for r in vector["results"]), vector
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+conn.request("POST", "/query", json.dumps({"text": "Apache License Version 2.0 grant of patent license", "k": 3}),
+             {"Content-Type": "application/json"})
+served = json.loads(conn.getresponse().read())
+assert served == hybrid, (served, hybrid)
+print("retrieval_build: a fastText store answers by both sides, and serve answers as query --json")
+EOF2
+kill -TERM "$PID"
+wait "$PID" || fail "serve did not exit 0 on SIGTERM"
 echo "retrieval_build: all checks passed"

@@ -1,4 +1,4 @@
-// Unit tests of planrt_retrieval: chunkers, the hashing embedder, the corpus
+// Unit tests of planrt_retrieval: chunkers, the hashing and fastText embedders, the corpus
 // manifest, the store's verification and atomic replacement, incremental
 // re-ingest, fusion, the guard, and bad input.
 #include "retrieval.h"
@@ -519,6 +519,183 @@ TEST(BadInput, Configuration) {
   g.cfg.store = "no-store-here";
   EXPECT_EQ(planrt_retriever_open(&g.cfg, &r), PLANRT_ERR_IO);
   EXPECT_NE(error().find("no retrieval store here"), std::string::npos) << error();
+}
+
+// ---- fastText: vectors trained on the corpus.
+
+namespace {
+
+// A corpus in which the vehicle words and the fruit words each share their contexts
+// (the distributional hypothesis is all fastText learns from), and two documents that
+// name no query word.
+void fastTextCorpus(Graph &g) {
+  g.cfg.embed = PLANRT_EMBED_FASTTEXT;
+  g.cfg.embed_dim = 24;
+  g.cfg.fasttext_model = "skipgram";
+  g.cfg.fasttext_epoch = 30;
+  g.cfg.fasttext_min_count = 1;
+  g.cfg.fasttext_minn = 3;
+  g.cfg.fasttext_maxn = 6;
+  g.cfg.fasttext_bucket = 2000;
+  g.cfg.fasttext_threads = 1;
+  g.cfg.chunk_size = 40;
+  g.cfg.chunk_overlap = 0;
+  const char *vehicles[] = {"car", "automobile", "truck", "van"}, *fruit[] = {"apple", "banana", "mango", "pear"};
+  const char *roads[] = {"drove the %s down the highway to the city.", "parked the %s in the garage overnight.",
+                         "filled the %s with fuel and checked the tires.", "the mechanic repaired the %s engine."};
+  const char *trees[] = {"ate a ripe %s for breakfast.", "picked the %s from the tree in the orchard.",
+                         "sliced the %s into the fruit salad.", "the %s was sweet and juicy."};
+  std::string v, f;
+  char line[128];
+  for (int rep = 0; rep < 25; ++rep)
+    for (int w = 0; w < 4; ++w)
+      for (int c = 0; c < 4; ++c) {
+        std::snprintf(line, sizeof line, roads[(c + rep) % 4], vehicles[(w + rep) % 4]);
+        v += std::string("She ") + line + " ";
+        std::snprintf(line, sizeof line, trees[(c + rep) % 4], fruit[(w + rep) % 4]);
+        f += std::string("He ") + line + " ";
+      }
+  g.doc("vehicles.md", v);
+  g.doc("fruit.md", f);
+  g.doc("garage.md", "The mechanic at the garage repaired the engine and the tires before the long drive.");
+  g.doc("orchard.md", "Ripe and juicy, sweet for breakfast, picked from the orchard tree this morning.");
+}
+
+float cosine(Embedder &e, const char *a, const char *b) {
+  std::vector<float> x(size_t(e.dim())), y(size_t(e.dim()));
+  EXPECT_TRUE(e.embed(a, x.data()));
+  EXPECT_TRUE(e.embed(b, y.data()));
+  float dot = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    dot += x[i] * y[i];
+  return dot;
+}
+
+} // namespace
+
+TEST(FastText, TrainedOnTheCorpusWordsMeanWhatTheirContextsDo) {
+  Graph g;
+  fastTextCorpus(g);
+  planrt_ingest_report r{};
+  ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
+  EXPECT_EQ(r.chunks, r.chunks_embedded);
+  ASSERT_EQ(planrt_retrieval_verify(&g.cfg), PLANRT_OK) << error();
+  // The store's embedder: its model, loaded from the store's file.
+  std::unique_ptr<Embedder> loaded;
+  ASSERT_EQ(openEmbedder(g.cfg, loaded), PLANRT_OK) << error();
+  EXPECT_EQ(loaded->describe(),
+            "fasttext(dim:24,model:skipgram,epoch:30,min_count:1,minn:3,maxn:6,bucket:2000,threads:1,pool:sif)");
+  ASSERT_EQ(loaded->load(g.dir.read("store/fasttext.bin"), "fasttext.bin"), PLANRT_OK) << error();
+  EXPECT_EQ(loaded->load("not a model", "x.bin"), PLANRT_ERR_FORMAT);
+  EXPECT_NE(error().find("x.bin: not a fastText model"), std::string::npos) << error();
+  std::unique_ptr<Embedder> shared = loaded->share();
+  Embedder &e = *shared;
+  std::vector<float> unit(24);
+  ASSERT_TRUE(e.embed("automobile", unit.data()));
+  float norm = 0;
+  for (float x : unit)
+    norm += x * x;
+  EXPECT_NEAR(norm, 1.0f, 1e-5f);
+  EXPECT_FALSE(e.embed(" ,;! ", unit.data())) << "no word, nothing to embed";
+  // Words of a kind are closer to each other than to the other kind's.
+  EXPECT_GT(cosine(e, "automobile", "truck"), cosine(e, "automobile", "banana") + 0.1f);
+  EXPECT_GT(cosine(e, "mango", "pear"), cosine(e, "mango", "van") + 0.1f);
+  // A word the corpus never had gets a vector from its subwords.
+  EXPECT_TRUE(e.embed("automobiles", unit.data()));
+
+  // The vector side finds the document by meaning: garage.md names no vehicle, orchard.md no fruit.
+  planrt_retriever *ret;
+  ASSERT_EQ(planrt_retriever_open(&g.cfg, &ret), PLANRT_OK) << error();
+  auto rankOf = [&](const char *query, const char *file) {
+    const planrt_hit *hits;
+    size_t n;
+    EXPECT_EQ(planrt_retriever_query(ret, query, 1000, PLANRT_SEARCH_VECTOR, PLANRT_FUSION_WEIGHTED, &hits, &n),
+              PLANRT_OK);
+    for (size_t i = 0; i < n; ++i)
+      if (std::string(hits[i].file) == file)
+        return int(i);
+    return 1000;
+  };
+  EXPECT_LT(rankOf("the automobile", "docs/garage.md"), rankOf("the automobile", "docs/orchard.md"));
+  EXPECT_LT(rankOf("a banana", "docs/orchard.md"), rankOf("a banana", "docs/garage.md"));
+  planrt_retriever_close(ret);
+}
+
+TEST(FastText, SameCorpusSameStoreAndAChangedCorpusReembedsAll) {
+  Graph g, h;
+  fastTextCorpus(g);
+  fastTextCorpus(h);
+  planrt_ingest_report r{};
+  ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
+  ASSERT_EQ(h.ingest(), PLANRT_OK) << error();
+  uint64_t total = r.chunks;
+  // One thread trains deterministically: the same corpus gives the same model and vectors.
+  for (const char *f : {"store/fasttext.bin", "store/vectors.f32", "store/chunks.jsonl"})
+    EXPECT_EQ(g.dir.read(f), h.dir.read(f)) << f;
+  ASSERT_GT(g.dir.read("store/fasttext.bin").size(), 2000u * 24 * 4);
+
+  std::string manifest = g.dir.read("store/MANIFEST.json");
+  ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
+  EXPECT_EQ(r.chunks_reused, total);
+  EXPECT_EQ(r.chunks_embedded, 0u);
+  EXPECT_EQ(g.dir.read("store/MANIFEST.json"), manifest) << "nothing changed: the store is not rewritten";
+
+  // A changed file: the model learns from the new corpus, so every chunk is embedded again.
+  g.doc("garage.md", "The mechanic at the garage replaced the brakes.");
+  ASSERT_EQ(g.ingest(&r), PLANRT_OK) << error();
+  EXPECT_EQ(r.files_unchanged, 3u);
+  EXPECT_EQ(r.files_changed, 1u);
+  EXPECT_EQ(r.chunks_reused, 0u);
+  EXPECT_EQ(r.chunks_embedded, r.chunks);
+  EXPECT_NE(g.dir.read("store/fasttext.bin"), h.dir.read("store/fasttext.bin"));
+  ASSERT_EQ(planrt_retrieval_verify(&g.cfg), PLANRT_OK) << error();
+  // Nothing of the training is left beside the store.
+  DIR *d = ::opendir(g.dir.path.c_str());
+  while (dirent *e = ::readdir(d))
+    EXPECT_EQ(std::string(e->d_name).find(".tmp-"), std::string::npos) << e->d_name;
+  ::closedir(d);
+}
+
+TEST(FastText, ATamperedOrMissingModelIsRefusedAndBadOptionsNamed) {
+  Graph g;
+  fastTextCorpus(g);
+  ASSERT_EQ(g.ingest(), PLANRT_OK) << error();
+  std::string model = g.store() + "/fasttext.bin", saved = g.dir.read("store/fasttext.bin");
+  flipByte(model, 4000);
+  planrt_retriever *r = nullptr;
+  EXPECT_EQ(planrt_retriever_open(&g.cfg, &r), PLANRT_ERR_FORMAT);
+  EXPECT_NE(error().find("fasttext.bin: sha256 differs from the store manifest"), std::string::npos) << error();
+  ::unlink(model.c_str());
+  EXPECT_EQ(planrt_retriever_open(&g.cfg, &r), PLANRT_ERR_FORMAT);
+  EXPECT_NE(error().find("fasttext.bin: missing from the store"), std::string::npos) << error();
+
+  // Another configuration of the embedder is another store: rebuilt by ingest, refused by query.
+  g.dir.write("store/fasttext.bin", saved);
+  ASSERT_EQ(planrt_retrieval_verify(&g.cfg), PLANRT_OK) << error();
+  g.cfg.fasttext_epoch = 31;
+  EXPECT_NE(planrt_retrieval_verify(&g.cfg), PLANRT_OK);
+  g.cfg.fasttext_epoch = 30;
+
+  g.cfg.fasttext_epoch = 0;
+  EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
+  EXPECT_NE(error().find("fasttext(dim: 24, model: skipgram, epoch: 0"), std::string::npos) << error();
+  g.cfg.fasttext_epoch = 30;
+  g.cfg.fasttext_model = "glove";
+  EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
+  EXPECT_NE(error().find("needs skipgram or cbow"), std::string::npos) << error();
+  g.cfg.fasttext_model = "cbow";
+  // No word occurs a million times: fastText has nothing to learn, and the store stays as it was.
+  g.cfg.fasttext_min_count = 1000000;
+  g.doc("new.md", "one more file");
+  EXPECT_EQ(g.ingest(), PLANRT_ERR_ARG);
+  EXPECT_NE(error().find("training on the corpus failed"), std::string::npos) << error();
+  EXPECT_NE(error().find("Empty vocabulary"), std::string::npos) << error();
+  g.cfg.fasttext_model = "skipgram";
+  g.cfg.fasttext_min_count = 1;
+  g.manifest.erase("new.md");
+  g.writeManifest();
+  ::unlink((g.dir / "docs/new.md").c_str());
+  EXPECT_EQ(planrt_retrieval_verify(&g.cfg), PLANRT_OK) << error();
 }
 
 // ---- Fusion.

@@ -337,16 +337,27 @@ private:
          b.getNamedAttr(key::per_client, b.getBoolAttr(t.dataPerClient)), b.getNamedAttr(key::server, server)});
   }
 
+  DictionaryAttr fastTextOptions(const sema::Retrieval &r) {
+    if (r.embed.kind != sema::EmbedKind::FastText)
+      return {};
+    const auto &ft = r.embed.fasttext;
+    return b.getDictionaryAttr({b.getNamedAttr("model", str(ft.model)), b.getNamedAttr("epoch", i64(ft.epoch)),
+                                b.getNamedAttr("min_count", i64(ft.minCount)), b.getNamedAttr("minn", i64(ft.minn)),
+                                b.getNamedAttr("maxn", i64(ft.maxn)), b.getNamedAttr("bucket", i64(ft.bucket)),
+                                b.getNamedAttr("threads", i64(ft.threads))});
+  }
+
   void genRetrieval(const sema::Retrieval &r) {
     static const char *chunks[] = {"tokens", "sentences", "paragraphs", "semantic"};
     static const char *searches[] = {"hybrid", "vector", "keyword"};
+    static const char *embeds[] = {"hashing", "model", "fasttext"};
     RetrievalOp::create(
         b, loc(r.loc), str(r.name), strs(r.corpus), str(r.manifest),
         ChunkKindAttr::get(ctx, *symbolizeChunkKind(chunks[int(r.chunk.kind)])), i64(r.chunk.size),
         i64(r.chunk.overlap), f64(r.chunk.kind == sema::ChunkKind::Semantic ? r.chunk.threshold : 0.0),
-        EmbedKindAttr::get(ctx, r.embed.kind == sema::EmbedKind::Hashing ? EmbedKind::hashing : EmbedKind::model),
-        i64(r.embed.dim), r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(),
-        str(r.embed.checkpoint), str(r.embed.pool), str(r.index.factory),
+        EmbedKindAttr::get(ctx, *symbolizeEmbedKind(embeds[int(r.embed.kind)])), i64(r.embed.dim),
+        r.embed.model >= 0 ? sym(program.models[r.embed.model].name) : FlatSymbolRefAttr(), str(r.embed.checkpoint),
+        fastTextOptions(r), str(r.embed.pool), str(r.index.factory),
         MetricAttr::get(ctx, r.index.metric == sema::Metric::InnerProduct ? Metric::ip : Metric::l2),
         i64(r.index.nprobe), i64(r.index.efSearch), i64(r.index.efConstruction), SearchKindAttr::get(ctx, *symbolizeSearchKind(searches[int(r.search.kind)])),
         f64(r.search.vectorWeight), f64(r.search.keywordWeight), i64(r.search.top),

@@ -124,6 +124,16 @@ std::string retrieval::manifest(pl::RetrievalOp r, const Models &models) {
       {"rerank_top", int64_t(r.getRerankTopAttr().getInt())},
       {"guard", pl::stringifyGuard(r.getGuard())},
       {"store", resolvePlanPath(base, r.getStore())}};
+  if (DictionaryAttr ft = r.getFasttextAttr()) {
+    llvm::json::Object opts;
+    for (NamedAttribute a : ft) {
+      if (auto s = dyn_cast<StringAttr>(a.getValue()))
+        opts[a.getName().getValue()] = s.getValue();
+      else
+        opts[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
+    }
+    o["fasttext"] = std::move(opts);
+  }
   std::string out;
   llvm::raw_string_ostream os(out);
   os << llvm::json::Value(std::move(o));

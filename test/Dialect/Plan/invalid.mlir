@@ -152,5 +152,30 @@ plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap
 
 // -----
 
+// expected-error @+1 {{embed = fasttext needs the fasttext options, and only it}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed fasttext>, embed_checkpoint = "", embed_dim = 100 : i64, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "Flat", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
+// expected-error @+1 {{embed = fasttext needs the fasttext options, and only it}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed hashing>, embed_checkpoint = "", embed_dim = 100 : i64, fasttext = {bucket = 100 : i64, epoch = 5 : i64, maxn = 6 : i64, min_count = 2 : i64, minn = 3 : i64, model = "skipgram", threads = 1 : i64}, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "Flat", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
+// expected-error @+1 {{fasttext model must be skipgram or cbow}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed fasttext>, embed_checkpoint = "", embed_dim = 100 : i64, fasttext = {bucket = 100 : i64, epoch = 5 : i64, maxn = 6 : i64, min_count = 2 : i64, minn = 3 : i64, model = "glove", threads = 1 : i64}, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "Flat", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
+// expected-error @+1 {{fasttext option 'epoch' must be an integer of at least 1}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed fasttext>, embed_checkpoint = "", embed_dim = 100 : i64, fasttext = {bucket = 100 : i64, epoch = 0 : i64, maxn = 6 : i64, min_count = 2 : i64, minn = 3 : i64, model = "skipgram", threads = 1 : i64}, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "Flat", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
+// expected-error @+1 {{fasttext minn must not exceed maxn}}
+plan.retrieval @docs {base_dir = ".", chunk = #plan<chunk tokens>, chunk_overlap = 32 : i64, chunk_size = 256 : i64, corpus = ["*.md"], embed = #plan<embed fasttext>, embed_checkpoint = "", embed_dim = 100 : i64, fasttext = {bucket = 100 : i64, epoch = 5 : i64, maxn = 6 : i64, min_count = 2 : i64, minn = 7 : i64, model = "skipgram", threads = 1 : i64}, fusion = #plan<fusion weighted>, guard = #plan<guard quarantine>, index = "Flat", keyword_weight = 3.0e-01 : f64, manifest = "", metric = #plan<metric ip>, nprobe = 1 : i64, pool = "mean", rerank_checkpoint = "", rerank_top = 5 : i64, rrf_k = 60 : i64, search = #plan<search hybrid>, store = "s", top = 20 : i64, vector_weight = 7.0e-01 : f64}
+
+// -----
+
 // expected-error @+1 {{model @nothing is not a plan.model}}
 plan.generate @g {base_dir = ".", checkpoint = "c", max_tokens = 1 : i64, model = @nothing, seed = 0 : i64, temperature = 1.0 : f64, top_k = 0 : i64, window = 16 : i64}

@@ -336,6 +336,21 @@ LogicalResult RetrievalOp::verify() {
     return emitOpError() << "needs a FAISS index factory string";
   if ((getEmbed() == EmbedKind::model) != bool(getEmbedModel()))
     return emitOpError() << "embed = model needs embed_model, and only it";
+  if ((getEmbed() == EmbedKind::fasttext) != bool(getFasttextAttr()))
+    return emitOpError() << "embed = fasttext needs the fasttext options, and only it";
+  if (DictionaryAttr ft = getFasttextAttr()) {
+    auto model = ft.getAs<StringAttr>("model");
+    if (!model || (model.getValue() != "skipgram" && model.getValue() != "cbow"))
+      return emitOpError() << "fasttext model must be skipgram or cbow";
+    for (StringRef key : {"epoch", "min_count", "minn", "maxn", "bucket", "threads"}) {
+      auto v = ft.getAs<IntegerAttr>(key);
+      if (!v || v.getInt() < (key == "minn" || key == "maxn" || key == "bucket" ? 0 : 1))
+        return emitOpError() << "fasttext option '" << key << "' must be an integer of at least "
+                             << (key == "minn" || key == "maxn" || key == "bucket" ? 0 : 1);
+    }
+    if (ft.getAs<IntegerAttr>("minn").getInt() > ft.getAs<IntegerAttr>("maxn").getInt())
+      return emitOpError() << "fasttext minn must not exceed maxn";
+  }
   if (getStore().empty())
     return emitOpError() << "needs a store directory";
   return success();

@@ -326,7 +326,7 @@ struct Train {
 };
 
 enum class ChunkKind { Tokens, Sentences, Paragraphs, Semantic };
-enum class EmbedKind { Hashing, Model };
+enum class EmbedKind { Hashing, Model, FastText };
 enum class SearchKind { Hybrid, Vector, Keyword };
 enum class Fusion { Weighted, RRF };
 enum class Metric { InnerProduct, L2 };
@@ -343,9 +343,16 @@ struct Retrieval {
   } chunk;
   struct {
     EmbedKind kind = EmbedKind::Hashing;
-    int64_t dim = 384;
+    int64_t dim = 384; ///< fasttext(…)'s default is 100
     int model = -1;
     std::string checkpoint, pool = "mean";
+    /// fasttext(…): trained on the corpus at ingest (fastText's own defaults but for
+    /// min_count, bucket and threads: a store's corpus is small, and one thread trains
+    /// deterministically).
+    struct {
+      std::string model = "skipgram";
+      int64_t epoch = 5, minCount = 2, minn = 3, maxn = 6, bucket = 100000, threads = 1;
+    } fasttext;
   } embed;
   struct {
     std::string factory = "Flat";
@@ -353,11 +360,12 @@ struct Retrieval {
     int64_t nprobe = 1;
     int64_t efSearch = 0, efConstruction = 0; ///< HNSW's; 0: FAISS's defaults (16, 40)
   } index;
-  /// The default vector weight of hybrid search over hashing(…) vectors (keyword: the rest).
-  static constexpr double kHashingVectorWeight = 0.1;
+  /// The default vector weight of hybrid search over word-level vectors, hashing(…) and
+  /// fasttext(…) (keyword: the rest).
+  static constexpr double kWordVectorWeight = 0.1;
   struct {
     SearchKind kind = SearchKind::Hybrid;
-    /// 0.5 / 0.5 for a model embedder; a hashing one's defaults are kHashingVectorWeight.
+    /// 0.5 / 0.5 for a model embedder; hashing's and fasttext's are kWordVectorWeight.
     double vectorWeight = 0.5, keywordWeight = 0.5;
     int64_t top = 10;
     Fusion fusion = Fusion::Weighted;

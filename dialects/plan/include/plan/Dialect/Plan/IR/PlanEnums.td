@@ -60,7 +60,7 @@ def Plan_ChunkKind : Plan_Enum<"ChunkKind", "chunker", [
 def Plan_ChunkKindAttr : EnumAttr<Plan_Dialect, Plan_ChunkKind, "chunk">;
 
 def Plan_EmbedKind : Plan_Enum<"EmbedKind", "embedder", [
-  I32EnumAttrCase<"hashing", 0>, I32EnumAttrCase<"model", 1>]>;
+  I32EnumAttrCase<"hashing", 0>, I32EnumAttrCase<"model", 1>, I32EnumAttrCase<"fasttext", 2>]>;
 def Plan_EmbedKindAttr : EnumAttr<Plan_Dialect, Plan_EmbedKind, "embed">;
 
 def Plan_Metric : Plan_Enum<"Metric", "vector metric", [

@@ -252,7 +252,8 @@ def Plan_RetrievalOp : Plan_Op<"retrieval", [Symbol,
   let summary = "A retrieval (RAG) graph: ingest, chunk, embed, index, search";
   let description = [{
     The corpus globs and the sha256 manifest that admits files (empty: none),
-    the chunker, the embedder (feature hashing, or a model and its checkpoint),
+    the chunker, the embedder (feature hashing, a model and its checkpoint, or
+    fastText vectors trained on the corpus, whose options `fasttext` holds),
     the FAISS index factory string, hybrid search weights, optional re-rank,
     the guard on retrieved text, and the store directory.
 
@@ -273,6 +274,7 @@ def Plan_RetrievalOp : Plan_Op<"retrieval", [Symbol,
     I64Attr:$embed_dim,
     OptionalAttr<FlatSymbolRefAttr>:$embed_model,
     StrAttr:$embed_checkpoint,
+    OptionalAttr<DictionaryAttr>:$fasttext,
     StrAttr:$pool,
     StrAttr:$index,
     Plan_MetricAttr:$metric,
