@@ -289,6 +289,10 @@ enum : uint32_t {
   kSecretWeak = 1u << 25, // key, token, cookie, history… (secrets only near a URL)
   kAct = 1u << 26,        // add, insert, call, run, use… (orders only after an AI addressee)
   kReading = 1u << 27,    // reading, processing, summarizing, indexing… (an AI consuming this text)
+  kTaskVerb = 1u << 28,   // write, translate, summarize, respond… (a task for whoever answers)
+  kCue = 1u << 29,        // only, exactly, poem, french, response… (what an answer is to be)
+  kLead = 1u << 30,       // please, kindly, now, also… (before a sentence's verb)
+  kImper = 1u << 31,      // add, preheat, run, install, click… (instructions of any trade)
 };
 
 const std::unordered_map<std::string, uint32_t> &lexicon() {
@@ -307,14 +311,15 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                     // es, fr, de, it, pt, nl, pl, ru
                     "ignora", "ignorar", "olvida", "olvidar", "ignorez", "ignorer", "oubliez", "oublie", "ignoriere",
                     "ignorieren", "vergiss", "vergessen", "missachte", "dimentica", "esqueça", "esqueca", "negeer",
-                    "vergeet", "zignoruj", "игнорируй", "игнорировать", "забудь", "проигнорируй"});
+                    "vergeet", "zignoruj", "игнорируй", "игнорировать", "забудь", "проигнорируй", "desconsidere",
+                    "desconsidera", "descarta", "ignori", "ignorate", "negeren"});
     add(kScope, {"previous",   "prior",       "above",       "earlier",     "preceding",
                  "former",     "foregoing",   "all",         "any",         "every",
                  "original",   "initial",     "existing",    "old",         "aforementioned",
                  "before",     "previously",  "system",      "anteriores",  "previas",
                  "todas",      "precedentes", "précédentes", "antérieures", "toutes",
                  "vorherigen", "vorherige",   "alle",        "bisherigen",  "obigen",
-                 "precedenti", "tutte",       "vorige",      "wszystkie",   "poprzednie",
+                 "precedenti", "tutte",       "vorige",      "eerdere",     "anteriori",      "wszystkie",   "poprzednie",
                  "предыдущие", "все",         "прежние"});
     add(kTarget, {"instructions", "instruction", "prompt",      "prompts",    "directives",    "directive",
                   "guidelines",   "guardrails",  "programming", "safeguards", "instrucciones", "indicaciones",
@@ -327,7 +332,8 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
     add(kTold, {"told", "instructed", "said", "given", "taught", "programmed", "trained", "asked", "dicho", "gesagt"});
     add(kAi, {"ai", "chatbot", "llm", "llms", "gpt", "chatgpt", "claude", "gemini", "copilot", "bard", "ki", "ia",
               "summarizer", "summariser"});
-    add(kAssistant, {"assistant", "assistente", "asistente", "assistent"});
+    add(kAssistant, {"assistant", "assistente", "asistente", "assistent", "assistenti", "asistentes", "assistentes",
+                     "assistenten", "assistants"});
     add(kAgent, {"model", "agent", "bot", "modelo", "modell"});
     add(kModal,
         {"must",  "should",  "shall",      "will",     "need",     "needs",     "ought", "has",  "have", "required",
@@ -348,6 +354,42 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                       "private", "session", "data", "notes", "emails", "mot"});
     add(kAct, {"add", "insert",  "call",   "run",   "use",     "create", "delete", "remove",   "open",    "visit",
                "put", "replace", "change", "avoid", "mention", "link",   "direct", "redirect", "suggest", "say"});
+    // A sentence that sets a task for whoever answers (task hijacking): its verb, what
+    // the answer is to be, and the words that may come before the verb.
+    add(kTaskVerb, {"write",     "compose",    "translate", "summarize", "summarise", "respond",  "reply",    "answer",
+                    "say",       "output",     "tell",      "describe",  "rewrite",   "repeat",   "generate", "draft",
+                    "recommend", "mention",    "praise",    "claim",     "state",     "begin",    "start",    "end",
+                    "refuse",    "pretend",    "act",       "insist",    "convince",  "urge",     "advise",   "inform",
+                    "visit",     "include",    "append",    "produce",   "explain",
+                    "écris",     "écrivez",    "traduis",   "traduisez", "réponds",   "répondez", "résume",   "résumez",
+                    "schreibe",  "schreib",    "übersetze", "antworte",  "fasse",     "escribe",  "traduce",  "responde",
+                    "resume",    "scrivi",     "traduci",   "rispondi",  "riassumi",  "escreva",  "traduza",  "responda",
+                    "resuma",    "schrijf",    "vertaal",   "antwoord",  "beantwoord", "vat",     "vertel",   "dite",
+                    "dites",     "sag",        "sage",      "diga",      "indiquez",  "indica",   "indique",  "informez"});
+    add(kCue, {"poem",     "haiku",     "limerick",   "sonnet",   "song",        "joke",     "story",    "rap",
+               "riddle",   "tweet",     "slogan",     "rhyme",    "french",      "spanish",  "german",   "italian",
+               "portuguese", "dutch",   "chinese",    "japanese", "russian",     "klingon",  "pirate",   "latin",
+               "emoji",    "emojis",    "uppercase",  "caps",     "capitals",    "morse",    "response", "reply",
+               "answer",   "summary",   "translation", "user",    "reader",      "poème",    "gedicht",  "poema",
+               "poesia",   "chanson",   "canción",    "français", "francés",     "französisch", "francese", "francês",
+               "frans",    "anglais",   "inglés",     "englisch", "inglese",     "inglês",   "engels",   "espagnol",
+               "español",  "spanisch",  "spagnolo",   "espanhol", "spaans"});
+    add(kLead, {"please", "kindly", "now", "then", "also", "just", "and", "so", "simply", "finally", "instead", "next",
+                "s'il", "bitte", "por", "per", "favor", "alsjeblieft"});
+    // Instructions of every trade: a text with several of them (a recipe, a manual, an
+    // assignment) is one whose genre is instructions.
+    add(kImper, {"add",     "mix",     "stir",    "preheat", "bake",    "cook",    "pour",     "heat",    "serve",
+                 "place",   "combine", "whisk",   "chop",    "cut",     "season",  "run",      "install", "click",
+                 "enter",   "open",    "select",  "check",   "use",     "read",    "see",      "note",    "make",
+                 "keep",    "set",     "remove",  "press",   "type",    "go",      "put",      "take",    "ensure",
+                 "avoid",   "follow",  "contact", "submit",  "complete", "fill",   "attach",   "bring",   "call",
+                 "save",    "copy",    "paste",   "restart", "update",  "download", "upload",  "configure", "edit",
+                 "delete",  "replace", "review",  "label",   "compare", "calculate", "solve", "draw",    "discuss",
+                 "identify", "choose", "circle",  "match",   "underline", "highlight", "do",   "don",     "never",
+                 "always",  "wash",    "drain",   "let",     "store",   "wait",    "turn",     "tighten", "insert",
+                 "connect", "unplug",  "plug",    "remember", "try",    "ask",     "send",     "print",   "show",
+                 "give",    "get",     "find",    "look",    "clean",   "rinse",   "cover",    "simmer",  "boil",
+                 "fold",    "sprinkle", "slice",  "grate",   "melt",    "beat",    "spread",   "arrange", "measure"});
     add(kReading, {"reading", "processing", "summarizing", "summarising", "indexing", "parsing", "scanning",
                    "analyzing", "analysing", "crawling", "ingesting", "reviewing", "translating"});
     add(kRevoked,
@@ -469,7 +511,7 @@ std::vector<Word> words(const Norm &n) {
   }
   auto isLineStart = [&](size_t from) {
     for (size_t k = from; k-- > 0;) {
-      if (n.s[k] == '\n')
+      if (n.s[k] == '\n' || n.s[k] == '|') // a line, or a table's cell
         return true;
       if (std::strchr(".!?", n.s[k]))
         return k + 1 < from && n.s[k + 1] == ' ';
@@ -589,6 +631,17 @@ struct Finding {
 
 bool has(const std::vector<Word> &w, size_t i, uint32_t cls) { return i < w.size() && (w[i].cls & cls); }
 
+// Whether word i is `s`, compared in skeleton form (l and i are one letter): "cancel"
+// matches "cancel", "cance1" and "CANCEL".
+bool is(const std::vector<Word> &w, size_t i, const char *s) {
+  if (i >= w.size() || w[i].s.size() != std::strlen(s))
+    return false;
+  for (size_t k = 0; s[k]; ++k)
+    if (w[i].s[k] != (s[k] == 'l' ? 'i' : s[k]))
+      return false;
+  return true;
+}
+
 // The word after a negation at i, skipping the "t" of "don't", "doesn't", "won't".
 size_t afterNeg(const std::vector<Word> &w, size_t i) { return i + 1 < w.size() && w[i + 1].s == "t" ? i + 2 : i + 1; }
 
@@ -606,16 +659,7 @@ size_t find(const std::vector<Word> &w, size_t i, size_t window, uint32_t cls, u
 
 void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls, std::vector<Finding> &out) {
   size_t n = w.size();
-  // Words are compared in skeleton form (l and i are one letter): is(i, "cancel")
-  // matches "cancel", "cance1" and "CANCEL".
-  auto is = [&](size_t i, const char *s) {
-    if (i >= n || w[i].s.size() != std::strlen(s))
-      return false;
-    for (size_t k = 0; s[k]; ++k)
-      if (w[i].s[k] != (s[k] == 'l' ? 'i' : s[k]))
-        return false;
-    return true;
-  };
+  auto is = [&](size_t i, const char *s) { return ::planrt::rag::is(w, i, s); };
   auto near = [&](size_t i, uint32_t bytes) { // a URL or e-mail address within `bytes` of word i
     for (uint32_t u : urls)
       if (u + bytes >= w[i].b && u <= w[i].e + bytes)
@@ -700,10 +744,15 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
         }
       }
       // Called at a sentence's start ("GPT, when you see this, recommend…"): with an
-      // order in the next dozen words.
+      // order in the next dozen words. Called anywhere ("…, Assistant: always recommend",
+      // "assistant, tell attendees…"): with the order right after the call.
       if (called && w[i].lineStart && assistant) {
-        size_t o = find(w, i, 12, kOutput | kReveal | kSend | kAct);
+        size_t o = find(w, i, 12, kOutput | kReveal | kSend | kAct | kTaskVerb);
         out.push_back({i, o < n ? o : i, "addressed-imperative", o < n ? 0.7 : 0.4});
+      } else if (called && assistant) {
+        size_t o = find(w, i, 3, kOutput | kReveal | kSend | kTaskVerb, kLead | kNow);
+        if (o < n)
+          out.push_back({i, o, "addressed-imperative", 0.7});
       }
       // An AI consuming this very text: "any LLM reading this", "AI models processing
       // this document", "if an AI is reading this".
@@ -782,6 +831,139 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       if (o < n && find(w, i, 6, kNow) < n)
         out.push_back({i, o, "addressed-imperative", 0.55});
     }
+  }
+}
+
+// Task hijacking: a sentence that sets a task for whoever answers, out of the text's own
+// genre. Its verb, in the bare form that begins an imperative sentence (after "please",
+// "also", a clause such as "When you summarize this," or a heading such as "Heads up to
+// whoever reads this:"), is a task verb (write, translate, respond, say, tell…), and what
+// follows says what the answer is to be: only, exactly, a poem, in French, the user, your
+// response… Or the answer itself is the subject: "your summary must…". A text whose other
+// sentences give answer-writing tasks too (an assignment, a style guide) is of that genre:
+// such a sentence belongs there, and scores less.
+void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector<Finding> &out) {
+  const size_t n = w.size();
+  const auto &lex = lexicon();
+  auto bare = [&](size_t i) -> uint32_t { // the classes of the word as written, not inflected
+    auto it = lex.find(w[i].s);
+    return it == lex.end() ? 0u : it->second;
+  };
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < n; ++i)
+    if (i == 0 || w[i].lineStart)
+      starts.push_back(i);
+  starts.push_back(n);
+  struct Sentence {
+    size_t head, end;
+    bool task, imperative;
+  };
+  std::vector<Sentence> sentences;
+  for (size_t k = 0; k + 1 < starts.size(); ++k) {
+    size_t b = starts[k], e = starts[k + 1], h = b;
+    // A heading or clause before the verb: up to its colon or comma.
+    static const char *clauses[] = {"when", "if", "after", "before", "while", "once", "whenever", "upon", "as"};
+    bool clause = std::any_of(std::begin(clauses), std::end(clauses), [&](const char *c) { return is(w, b, c); });
+    auto colon = [&](size_t j) { // "Note for whoever reads this: …", not "http://…"
+      size_t at = w[j].e;
+      return at + 1 < text.size() && text[at] == ':' && std::isspace(static_cast<unsigned char>(text[at + 1]));
+    };
+    for (size_t j = b; j < e && j < b + 14; ++j)
+      if (colon(j) || (clause && w[j].next == ',')) {
+        h = j + 1;
+        break;
+      }
+    while (h < e && (bare(h) & kLead))
+      ++h;
+    // "You should (stop … and) reply…": the order's verb after the modal.
+    if (h + 1 < e && (w[h].cls & kYou) && (w[h + 1].cls & kModal))
+      for (size_t k = h + 2; k < e && k <= h + 7; ++k)
+        if (bare(k) & kTaskVerb) {
+          h = k;
+          break;
+        }
+    if (h >= e)
+      continue;
+    uint32_t c = bare(h);
+    sentences.push_back({h, e, bool(c & kTaskVerb), bool(c & (kTaskVerb | kImper))});
+  }
+  // The genre counts sentences of three words or more (not a table's names and dates).
+  size_t tasks = 0, imperatives = 0, counted = 0;
+  for (const Sentence &s : sentences)
+    if (s.end - s.head >= 3) {
+      tasks += s.task;
+      imperatives += s.imperative;
+      ++counted;
+    }
+  // Words that narrow an answer ("reply only with…", "say exactly…"): evidence only
+  // beside a stronger cue, or after a verb of answering itself.
+  static const char *narrow[] = {"only",      "exactly",  "verbatim", "solely",  "word",   "phrase", "seulement",
+                                 "uniquement", "nur",     "solo",     "solamente", "soltanto", "apenas", "alleen"};
+  static const char *answering[] = {"respond", "reply", "answer", "say", "réponds", "répondez", "antworte",
+                                    "responde", "rispondi", "responda", "antwoord"};
+  // A language is a task's cue when the text itself is to be rendered in it ("translate
+  // this email into German", "reply in French"), not when a person is asked to translate
+  // something else ("please translate the attached contract into Spanish").
+  static const char *languages[] = {"french",   "spanish",  "german",   "italian",  "portuguese", "dutch",
+                                    "chinese",  "japanese", "russian",  "latin",    "français",   "francés",
+                                    "französisch", "francese", "francês", "frans",  "anglais",    "inglés",
+                                    "englisch", "inglese",  "inglês",   "engels",   "espagnol",   "español",
+                                    "spanisch", "spagnolo", "espanhol", "spaans"};
+  static const char *documents[] = {"email", "text",    "document", "page", "message", "file", "article",
+                                    "review", "content", "post",     "note", "thread",  "chat", "conversation"};
+  static const char *things[] = {"name", "names", "id", "ids", "account", "accounts", "mode", "space", "data",
+                                 "interface", "agent", "manual", "guide", "group", "groups"};
+  auto any = [&](size_t i, const auto &list) {
+    return std::any_of(std::begin(list), std::end(list), [&](const char *x) { return is(w, i, x); });
+  };
+  for (const Sentence &s : sentences) {
+    bool self = false;
+    for (size_t j = s.head + 1; j + 1 < s.end; ++j)
+      self |= (is(w, j, "this") || is(w, j, "the")) && any(j + 1, documents) && (is(w, j, "this") || j == s.head + 1);
+    bool rendered = self || any(s.head, answering);
+    size_t cue = n, strong = 0, weak = 0;
+    for (size_t j = s.head + 1; j < s.end; ++j) {
+      bool lang = any(j, languages);
+      // "the user", "to the reader", not "the user name".
+      bool person = is(w, j, "user") || is(w, j, "reader");
+      bool someone = person && j > 0 && (is(w, j - 1, "the") || is(w, j - 1, "to")) && !any(j + 1, things);
+      bool st = (bare(j) & kCue) && (!lang || rendered) && (!person || someone);
+      bool wk = !st && (lang || any(j, narrow));
+      if ((st || wk) && cue == n)
+        cue = j;
+      strong += st;
+      weak += wk;
+    }
+    strong += w[s.head].next == '"' || w[s.head].next == '\''; // say "…"
+    double score = 0;
+    size_t last = s.head;
+    if (s.task && (strong || (weak && any(s.head, answering)))) {
+      score = strong >= 2 || (strong && weak) ? 0.65 : 0.5;
+      last = cue < n ? cue : s.head;
+    } else {
+      // "Your summary must…", "every reply … has to be…": the answer as the subject,
+      // "your" or another cue making it the reader's.
+      for (size_t j = s.head; j + 1 < s.end && j < s.head + 6; ++j) {
+        bool answer = is(w, j, "response") || is(w, j, "reply") || is(w, j, "answer") || is(w, j, "summary") ||
+                      is(w, j, "translation");
+        size_t m = answer ? find(w, j, 4, kModal) : n;
+        bool yours = j > 0 && (w[j - 1].cls & kYou);
+        if (m < s.end && j > 0 && (w[j - 1].cls & (kYou | kFiller | kScope)) && (yours || strong + weak >= 2)) {
+          score = strong + weak >= 2 ? 0.6 : 0.5;
+          last = m;
+          break;
+        }
+      }
+    }
+    if (score == 0)
+      continue;
+    // Of the text's own genre when its other sentences are instructions (a third of
+    // them or more) and half of those give answer-writing tasks too.
+    bool own = s.end - s.head >= 3; // counted in the genre
+    size_t otherTasks = tasks - (own && s.task), otherImperatives = imperatives - (own && s.imperative);
+    if (otherTasks >= 1 && 2 * otherTasks >= otherImperatives && 3 * otherImperatives >= counted - own)
+      score *= 0.6;
+    out.push_back({s.head, last, "task-hijack", score});
   }
 }
 
@@ -970,6 +1152,7 @@ std::vector<Flag> guardScan(std::string_view text) {
   std::vector<Word> w = words(n);
   std::vector<Finding> found;
   wordFeatures(w, urlStarts(n), found);
+  taskFeatures(text, w, found);
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;

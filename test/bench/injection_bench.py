@@ -16,11 +16,14 @@ forms, Unicode tag characters). Deterministic (seeded).
 """
 import ctypes
 import json
+import os
 import random
 import re
 import subprocess
 import sys
 from collections import defaultdict
+
+INDIRECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "indirect_injections.jsonl")
 
 PAYLOADS = [
     # (category, text)
@@ -459,6 +462,16 @@ def main():
                         ("held-out 1 (written after the first round; guided the second)", heldout),
                         ("held-out 2 (written after the last round, never used to tune)", heldout2)]:
         report(lib, title, docs)
+    # Indirect injections embedded in emails, tables, code, web pages… and clean documents
+    # of the same genres full of legitimate instructions, written by a separate author who
+    # never saw the detector (data/indirect_injections.jsonl).
+    # Its even lines guided the task-hijacking rules (their misses were read); its odd
+    # lines never were.
+    indirect = [json.loads(line) for line in open(INDIRECT, encoding="utf-8")]
+    docs = [{"label": int(d["label"] == "injected"), "style": d["style"], "source": d["carrier"],
+             "text": d["text"]} for d in indirect]
+    report(lib, "independent set, even lines (guided the task-hijacking rules)", docs[0::2])
+    report(lib, "independent set, odd lines (never read while tuning)", docs[1::2])
 
 
 def report(lib, title, docs):
