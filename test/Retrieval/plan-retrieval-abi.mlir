@@ -34,9 +34,9 @@
 // Semantic chunks: whole sentences of at most 128 tokens, cut under a similarity of 0.3.
 // SEMANTIC: \22chunk\22:\22semantic\22,\22chunk_overlap\22:0,\22chunk_size\22:128,\22chunk_threshold\22:0.29999999999999999,
 
-// fastText vectors trained on the corpus: the options written, fastText's defaults for the
-// others but min_count 2, bucket 100000 and one thread; without `search`, hybrid with the
-// word vectors' default weights (hashing's), BM25 leading.
+// fastText vectors trained on the corpus: the options written, and planc's defaults for the
+// others (fastText's, but 10 epochs, min_count 2, bucket 100000 and one thread); without
+// `search`, hybrid with the word vectors' default weights (hashing's), BM25 leading.
 // FASTTEXT: \22embed\22:\22fasttext\22,\22embed_checkpoint\22:\22\22,\22embed_dim\22:64,
 // FASTTEXT-SAME: \22fasttext\22:{\22bucket\22:100000,\22epoch\22:10,\22maxn\22:5,\22min_count\22:2,\22minn\22:3,\22model\22:\22cbow\22,\22threads\22:1}
 // FASTTEXT-SAME: \22keyword_weight\22:0.90000000000000002,

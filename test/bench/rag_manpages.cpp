@@ -8,6 +8,9 @@
 //                [--chunk N] [--overlap N] [--semantic THRESHOLD] [--ingest-only 1]
 //                [--fasttext skipgram|cbow] [--epoch N] [--min-count N] [--bucket N] [--threads N]
 // --fasttext embeds with fasttext(dim: D, model: …) trained on the corpus (D defaults to 100 then).
+// --dump FILE writes each query's 50 best chunks by each side alone (chunk, file, score) as
+// JSON lines, for studying fusions offline, instead of measuring the settings (on the store
+// as a previous run left it: ingested again only if the corpus changed).
 #include "planrt_retrieval.h"
 
 #include <algorithm>
@@ -63,9 +66,10 @@ int main(int argc, char **argv) {
   std::string work = argv[1], factory = "Flat";
   long nprobe = 8, dim = 0, chunk = 256, overlap = 32, efSearch = 0, efConstruction = 0;
   std::string fasttext; // --fasttext MODEL: fasttext(…) instead of hashing(…)
-  long epoch = 5, minCount = 2, bucket = 100000, threads = 1;
+  long epoch = 10, minCount = 2, bucket = 100000, threads = 1; // the language's defaults
   double semantic = -1; // --semantic THRESHOLD: chunk = semantic(chunk, threshold)
   bool ingestOnly = false;
+  std::string dump;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--factory")
@@ -94,6 +98,8 @@ int main(int argc, char **argv) {
       bucket = std::atol(argv[i + 1]);
     else if (a == "--threads")
       threads = std::atol(argv[i + 1]);
+    else if (a == "--dump")
+      dump = argv[i + 1];
     else if (a == "--ingest-only")
       ingestOnly = std::atoi(argv[i + 1]) != 0;
   }
@@ -138,7 +144,7 @@ int main(int argc, char **argv) {
 
   // Ingest from scratch (the store is removed first), timed.
   std::string rm = "rm -rf '" + work + "/" + store + "'";
-  if (std::system(rm.c_str()) != 0)
+  if (dump.empty() && std::system(rm.c_str()) != 0) // --dump uses the store as it is
     return 1;
   planrt_ingest_report rep{};
   auto t0 = Clock::now();
@@ -178,6 +184,29 @@ int main(int argc, char **argv) {
               (unsigned long long)again.chunks_embedded);
   if (ingestOnly)
     return 0;
+  if (!dump.empty()) {
+    planrt_retriever *r;
+    if (planrt_retriever_open(&cfg, &r) != PLANRT_OK)
+      die("open");
+    std::ofstream out(dump);
+    for (const Query &q : queries) {
+      out << "{\"file\": \"" << q.file << "\"";
+      for (auto [mode, name] : {std::pair{PLANRT_SEARCH_VECTOR, "vector"}, std::pair{PLANRT_SEARCH_KEYWORD, "keyword"}}) {
+        const planrt_hit *hits;
+        size_t count;
+        if (planrt_retriever_query(r, q.text.c_str(), 50, mode, PLANRT_FUSION_WEIGHTED, &hits, &count) != PLANRT_OK)
+          die("query");
+        out << ", \"" << name << "\": [";
+        for (size_t h = 0; h < count; ++h)
+          out << (h ? ", " : "") << "[" << hits[h].chunk << ", \"" << hits[h].file << "\", "
+              << (mode == PLANRT_SEARCH_VECTOR ? hits[h].vector_score : hits[h].keyword_score) << "]";
+        out << "]";
+      }
+      out << "}\n";
+    }
+    planrt_retriever_close(r);
+    return 0;
+  }
 
   std::vector<Setting> settings = {{"keyword (Xapian BM25 alone)", PLANRT_SEARCH_KEYWORD, PLANRT_FUSION_WEIGHTED, 0, 1},
                                    {"vector (FAISS alone)", PLANRT_SEARCH_VECTOR, PLANRT_FUSION_WEIGHTED, 1, 0},

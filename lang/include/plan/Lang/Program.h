@@ -347,11 +347,11 @@ struct Retrieval {
     int model = -1;
     std::string checkpoint, pool = "mean";
     /// fasttext(…): trained on the corpus at ingest (fastText's own defaults but for
-    /// min_count, bucket and threads: a store's corpus is small, and one thread trains
-    /// deterministically).
+    /// epoch, min_count, bucket and threads: a store's corpus is small, so more passes
+    /// over it and a smaller subword table; one thread trains deterministically).
     struct {
       std::string model = "skipgram";
-      int64_t epoch = 5, minCount = 2, minn = 3, maxn = 6, bucket = 100000, threads = 1;
+      int64_t epoch = 10, minCount = 2, minn = 3, maxn = 6, bucket = 100000, threads = 1;
     } fasttext;
   } embed;
   struct {
