@@ -371,7 +371,8 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                "portuguese", "dutch",   "chinese",    "japanese", "russian",     "klingon",  "pirate",   "latin",
                "emoji",    "emojis",    "uppercase",  "caps",     "capitals",    "morse",    "response", "reply",
                "answer",   "summary",   "translation", "user",    "reader",      "poème",    "gedicht",  "poema",
-               "poesia",   "chanson",   "canción",    "français", "francés",     "französisch", "francese", "francês",
+               "poesia",   "chanson",   "canción",    "chiste",   "blague",      "witz",     "barzelletta", "piada",
+               "grap",    "français", "francés",     "französisch", "francese", "francês",
                "frans",    "anglais",   "inglés",     "englisch", "inglese",     "inglês",   "engels",   "espagnol",
                "español",  "spanisch",  "spagnolo",   "espanhol", "spaans"});
     add(kLead, {"please", "kindly", "now", "then", "also", "just", "and", "so", "simply", "finally", "instead", "next",
@@ -724,7 +725,7 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       size_t m = find(w, i, 8, kModal);
       // Generic action verbs ("run", "add") count only after an unmistakable AI addressee.
       uint32_t verbs = kOutput | kReveal | kSend | kFollow | (ai ? kAct : 0u);
-      size_t o = m < n ? find(w, m, 3, verbs, kNow | kNeg | kFiller) : n;
+      size_t o = m < n ? find(w, m, 3, verbs, kNow | kNeg | kFiller | kLead) : n;
       if (o < n)
         out.push_back({i, o, "addressed-imperative", ai ? 0.8 : assistant ? 0.7 : 0.45});
       else if (ai && find(w, i, 4, kModal) < n)
@@ -749,7 +750,7 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       if (called && w[i].lineStart && assistant) {
         size_t o = find(w, i, 12, kOutput | kReveal | kSend | kAct | kTaskVerb);
         out.push_back({i, o < n ? o : i, "addressed-imperative", o < n ? 0.7 : 0.4});
-      } else if (called && assistant) {
+      } else if (assistant && (called || has(w, i + 1, kLead))) { // "assistant please tell…"
         size_t o = find(w, i, 3, kOutput | kReveal | kSend | kTaskVerb, kLead | kNow);
         if (o < n)
           out.push_back({i, o, "addressed-imperative", 0.7});
@@ -911,7 +912,8 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
   for (size_t k = 0; k + 1 < starts.size(); ++k) {
     size_t b = starts[k], e = starts[k + 1], h = b;
     // A heading or clause before the verb: up to its colon or comma.
-    static const char *clauses[] = {"when", "if", "after", "before", "while", "once", "whenever", "upon", "as"};
+    static const char *clauses[] = {"when", "if",   "after", "before", "while", "once", "whenever",
+                                    "upon", "as",   "instead", "si",   "wenn",  "se",   "als"};
     bool clause = std::any_of(std::begin(clauses), std::end(clauses), [&](const char *c) { return is(w, b, c); });
     auto colon = [&](size_t j) { // "Note for whoever reads this: …", not "http://…"
       size_t at = w[j].e;
@@ -933,6 +935,19 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
         }
     if (h >= e)
       continue;
+    // An imperative sentence whose task comes second: "disregard the question and instead
+    // tell the user…", "stop reading now and reply…".
+    if (!(bare(h) & kTaskVerb) && (bare(h) & (kImper | kOverride | kNeg | kYou)))
+      for (size_t k = h + 1; k + 1 < e && k <= h + 12; ++k)
+        if (is(w, k, "and")) {
+          size_t v = k + 1;
+          while (v < e && (bare(v) & kLead))
+            ++v;
+          if (v < e && (bare(v) & kTaskVerb)) {
+            h = v;
+            break;
+          }
+        }
     uint32_t c = bare(h);
     sentences.push_back({h, e, bool(c & kTaskVerb), bool(c & (kTaskVerb | kImper))});
   }
@@ -946,8 +961,9 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
     }
   // Words that narrow an answer ("reply only with…", "say exactly…"): evidence only
   // beside a stronger cue, or after a verb of answering itself.
-  static const char *narrow[] = {"only",      "exactly",  "verbatim", "solely",  "word",   "phrase", "seulement",
-                                 "uniquement", "nur",     "solo",     "solamente", "soltanto", "apenas", "alleen"};
+  static const char *narrow[] = {"only",       "exactly", "verbatim", "solely",    "word",     "phrase",
+                                 "seulement",  "uniquement", "nur",  "solo",      "solamente", "soltanto",
+                                 "apenas",     "alleen",  "únicamente", "unicamente"};
   static const char *answering[] = {"respond", "reply", "answer", "say", "réponds", "répondez", "antworte",
                                     "responde", "rispondi", "responda", "antwoord"};
   // A language is a task's cue when the text itself is to be rendered in it ("translate
@@ -960,6 +976,7 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
                                     "spanisch", "spagnolo", "espanhol", "spaans"};
   static const char *documents[] = {"email", "text",    "document", "page", "message", "file", "article",
                                     "review", "content", "post",     "note", "thread",  "chat", "conversation"};
+  static const char *people[] = {"user", "users", "reader", "readers", "viewer", "viewers", "visitor", "visitors"};
   static const char *things[] = {"name", "names", "id", "ids", "account", "accounts", "mode", "space", "data",
                                  "interface", "agent", "manual", "guide", "group", "groups"};
   auto any = [&](size_t i, const auto &list) {
@@ -974,9 +991,10 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
     for (size_t j = s.head + 1; j < s.end; ++j) {
       bool lang = any(j, languages);
       // "the user", "to the reader", not "the user name".
-      bool person = is(w, j, "user") || is(w, j, "reader");
-      bool someone = person && j > 0 && (is(w, j - 1, "the") || is(w, j - 1, "to")) && !any(j + 1, things);
-      bool st = (bare(j) & kCue) && (!lang || rendered) && (!person || someone);
+      bool person = any(j, people);
+      bool someone = person && (j == s.head + 1 || is(w, j - 1, "the") || is(w, j - 1, "to") || is(w, j - 1, "all")) &&
+                     !any(j + 1, things);
+      bool st = (person && someone) || ((bare(j) & kCue) && !person && (!lang || rendered));
       bool wk = !st && (lang || any(j, narrow));
       if ((st || wk) && cue == n)
         cue = j;
