@@ -26,15 +26,51 @@ using planrt::fail;
 
 /// SIF's a: the frequency at which a word's weight halves (the paper's range is 1e-4 to 1e-3).
 constexpr double kSifA = 1e-3;
-/// fastText's model file header (FastText::checkModel): its magic number and version.
-constexpr int32_t kMagic = 793712314, kVersion = 12;
 /// fastText reads at most 1024 words a line (Dictionary::MAX_LINE_SIZE): lines stay under it.
 constexpr size_t kWordsPerLine = 1000;
 
+/// fastText itself, with its model-file header check (protected) in reach.
+struct FastText : fasttext::FastText {
+  using fasttext::FastText::checkModel;
+};
+
+/// A stream over bytes already in memory (the store's verified file), without a copy.
+struct BytesIn : std::streambuf {
+  explicit BytesIn(const std::string &bytes) {
+    char *p = const_cast<char *>(bytes.data());
+    setg(p, p, p + bytes.size());
+  }
+};
+
+/// Whether two matrices are the same, cell for cell.
+bool same(const fasttext::DenseMatrix &a, const fasttext::DenseMatrix &b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), size_t(a.rows() * a.cols()) * sizeof(fasttext::real)) == 0;
+}
+
 /// A trained or loaded model and each dictionary word's SIF weight.
 struct Model {
-  fasttext::FastText ft;
+  FastText ft;
   std::vector<float> weight;
+
+  /// Reads a model file's bytes; an error names `path`.
+  planrt_status read(const std::string &bytes, const std::string &path) {
+    if (bytes.size() < 8) // checkModel reads two int32s
+      return fail(PLANRT_ERR_FORMAT, "%s: not a fastText model of the version this planc reads (0.9.2's)",
+                  path.c_str());
+    BytesIn buf(bytes);
+    std::istream in(&buf);
+    try {
+      if (!ft.checkModel(in))
+        return fail(PLANRT_ERR_FORMAT, "%s: not a fastText model of the version this planc reads (0.9.2's)",
+                    path.c_str());
+      ft.loadModel(in);
+    } catch (const std::exception &e) {
+      return fail(PLANRT_ERR_FORMAT, "%s: fastText cannot read it: %s", path.c_str(), e.what());
+    }
+    weigh();
+    return PLANRT_OK;
+  }
 
   void weigh() {
     std::shared_ptr<const fasttext::Dictionary> dict = ft.getDictionary();
@@ -125,7 +161,9 @@ public:
       m->ft.train(a);
     } catch (const std::exception &e) {
       ::unlink(input.c_str());
-      return fail(PLANRT_ERR_ARG, "embed = %s: training on the corpus failed: %s", describe().c_str(), e.what());
+      bool empty = std::strstr(e.what(), "Empty vocabulary") != nullptr;
+      return fail(PLANRT_ERR_ARG, "embed = %s: training on the corpus failed: %s%s", describe().c_str(), e.what(),
+                  empty ? " (no word of the corpus occurs min_count times: lower the plan's min_count)" : "");
     }
     ::unlink(input.c_str());
     m->weigh();
@@ -134,9 +172,11 @@ public:
   }
 
   planrt_status save(const std::string &path) const override {
+    if (!model)
+      return fail(PLANRT_ERR_IO, "%s: no fastText model to write: it was never trained", path.c_str());
     try {
       // FastText::saveModel is not const, though it only writes the model out.
-      const_cast<fasttext::FastText &>(model->ft).saveModel(path);
+      const_cast<FastText &>(model->ft).saveModel(path);
     } catch (const std::exception &e) {
       return fail(PLANRT_ERR_IO, "%s: cannot write the fastText model: %s", path.c_str(), e.what());
     }
@@ -146,26 +186,27 @@ public:
       ::close(fd);
     if (!ok)
       return fail(PLANRT_ERR_IO, "%s: cannot write the fastText model: %s", path.c_str(), std::strerror(errno));
+    // fastText does not check its writes: read the file back, and compare its matrices
+    // with the trained ones, so that a full disk is an error here, not a store whose model
+    // reads back as zeros.
+    std::string bytes;
+    if (planrt_status s = readFile(path, bytes))
+      return s;
+    Model back;
+    if (back.read(bytes, path) != PLANRT_OK || !same(*back.ft.getInputMatrix(), *model->ft.getInputMatrix()) ||
+        !same(*back.ft.getOutputMatrix(), *model->ft.getOutputMatrix()))
+      return fail(PLANRT_ERR_IO, "%s: the fastText model written does not read back whole (is the disk full?)",
+                  path.c_str());
     return PLANRT_OK;
   }
 
   planrt_status load(const std::string &bytes, const std::string &path) override {
-    int32_t head[2] = {0, 0};
-    if (bytes.size() >= sizeof head)
-      std::memcpy(head, bytes.data(), sizeof head);
-    if (head[0] != kMagic || head[1] != kVersion)
-      return fail(PLANRT_ERR_FORMAT, "%s: not a fastText model of version %d", path.c_str(), kVersion);
     auto m = std::make_shared<Model>();
-    try {
-      std::istringstream in(bytes.substr(sizeof head));
-      m->ft.loadModel(in);
-    } catch (const std::exception &e) {
-      return fail(PLANRT_ERR_FORMAT, "%s: fastText cannot read it: %s", path.c_str(), e.what());
-    }
+    if (planrt_status s = m->read(bytes, path))
+      return s;
     if (m->ft.getDimension() != d)
       return fail(PLANRT_ERR_FORMAT, "%s: a model of dimension %d, where the plan says %lld", path.c_str(),
                   m->ft.getDimension(), (long long)d);
-    m->weigh();
     model = std::move(m);
     return PLANRT_OK;
   }

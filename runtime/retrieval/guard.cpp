@@ -376,7 +376,7 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                "frans",    "anglais",   "inglés",     "englisch", "inglese",     "inglês",   "engels",   "espagnol",
                "español",  "spanisch",  "spagnolo",   "espanhol", "spaans"});
     add(kLead, {"please", "kindly", "now", "then", "also", "just", "and", "so", "simply", "finally", "instead", "next",
-                "s'il", "bitte", "por", "per", "favor", "alsjeblieft"});
+                "bitte", "por", "per", "favor", "alsjeblieft"});
     // Instructions of every trade: a text with several of them (a recipe, a manual, an
     // assignment) is one whose genre is instructions.
     add(kImper, {"add",     "mix",     "stir",    "preheat", "bake",    "cook",    "pour",     "heat",    "serve",
@@ -470,8 +470,10 @@ std::vector<std::pair<size_t, size_t>> segment(const std::string &s, bool strict
   size_t i = 0, covered = 0;
   while (i < s.size()) {
     size_t best = 0;
+    // The words of sentence shape (task verbs, cues, leads, trades' verbs) are too common
+    // to split an identifier by: only the classes injections are made of.
     for (size_t len = std::min<size_t>(20, s.size() - i); len >= 3; --len)
-      if (lookup(s.substr(i, len))) {
+      if (lookup(s.substr(i, len)) & ~(kTaskVerb | kCue | kLead | kImper)) {
         best = len;
         break;
       }
@@ -750,9 +752,9 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       if (called && w[i].lineStart && assistant) {
         size_t o = find(w, i, 12, kOutput | kReveal | kSend | kAct | kTaskVerb);
         out.push_back({i, o < n ? o : i, "addressed-imperative", o < n ? 0.7 : 0.4});
-      } else if (assistant && (called || has(w, i + 1, kLead))) { // "assistant please tell…"
+      } else if (assistant && (called || is(i + 1, "please") || is(i + 1, "kindly"))) { // "assistant please tell…"
         size_t o = find(w, i, 3, kOutput | kReveal | kSend | kTaskVerb, kLead | kNow);
-        if (o < n)
+        if (o < n && lexicon().count(w[o].s)) // the verb's bare form: an order, not "…then summarized"
           out.push_back({i, o, "addressed-imperative", 0.7});
       }
       // An AI consuming this very text: "any LLM reading this", "AI models processing
@@ -882,8 +884,11 @@ void roleClaimFeatures(const std::vector<Word> &w, std::vector<Finding> &out) {
       }
     }
     // "model", "agent" or "bot" and a bare modal are ordinary words together.
-    if (authority < e && addressee < e && grant < e && (ai || granted))
-      out.push_back({std::min({authority, addressee, grant}), std::max({authority, addressee, grant}), "role-claim",
+    // With a bare modal, an order must follow it: "…assistants must delete…", not "…ChatGPT
+    // say it will ship soon".
+    size_t order = granted ? grant : find(w, grant, 3, kOutput | kReveal | kSend | kAct | kTaskVerb, kLead | kNow);
+    if (authority < e && addressee < e && grant < e && (ai || granted) && order < e)
+      out.push_back({std::min({authority, addressee, grant}), std::max({authority, addressee, order}), "role-claim",
                      granted ? 0.65 : 0.5});
   }
 }

@@ -78,13 +78,15 @@ bool parseConfig(const char *manifest, const planrt_retrieval_models *models, Co
     cfg.embed_dim = num(m, "embed_dim");
     if (cfg.embed == PLANRT_EMBED_FASTTEXT) {
       const json &ft = field(m, "fasttext", kTop);
-      cfg.fasttext_model = keep(str(ft, "model"));
-      cfg.fasttext_epoch = num(ft, "epoch");
-      cfg.fasttext_min_count = num(ft, "min_count");
-      cfg.fasttext_minn = num(ft, "minn");
-      cfg.fasttext_maxn = num(ft, "maxn");
-      cfg.fasttext_bucket = num(ft, "bucket");
-      cfg.fasttext_threads = num(ft, "threads");
+      const std::string at = "fasttext"; // errors name fasttext.epoch, …
+      auto count = [&](const char *key) { return integer(ft, key, at, INT64_MIN, INT64_MAX); };
+      cfg.fasttext_model = keep(text(ft, "model", at));
+      cfg.fasttext_epoch = count("epoch");
+      cfg.fasttext_min_count = count("min_count");
+      cfg.fasttext_minn = count("minn");
+      cfg.fasttext_maxn = count("maxn");
+      cfg.fasttext_bucket = count("bucket");
+      cfg.fasttext_threads = count("threads");
     }
     cfg.embed_model = keep(str(m, "embed_model"));
     cfg.embed_checkpoint = keep(str(m, "embed_checkpoint"));

@@ -645,18 +645,21 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
 
     // A store-trained embedder learns from the whole corpus: when the corpus changed it
     // is trained anew and every chunk embedded again (the same corpus gives the same store).
+    // The store is built in <store>.tmp-PID, which no way out of this function leaves
+    // behind (once swapped in it is gone already).
     std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+    struct Removed {
+      const std::string &path;
+      ~Removed() { removeTree(path); }
+    } removed{tmp};
+    removeStale(dir);
+    removeTree(tmp);
     bool trained = embedder->modelFile() && corpusChanged(prev, files);
     if (trained) {
-      removeStale(dir);
-      removeTree(tmp);
-      planrt_status s = makeDirs(tmp);
-      if (s == PLANRT_OK)
-        s = embedder->train(files, tmp);
-      if (s != PLANRT_OK) {
-        removeTree(tmp);
+      if (planrt_status s = makeDirs(tmp))
         return s;
-      }
+      if (planrt_status s = embedder->train(files, tmp))
+        return s;
     }
 
     Built b;
@@ -710,28 +713,19 @@ planrt_status planrt_retrieval_ingest(const planrt_retrieval_config *cfgp, int p
       rep.files_removed += !seen.count(name);
     rep.files = files.size();
     rep.chunks = b.chunks.size();
-    if (b.chunks.empty()) {
-      if (trained)
-        removeTree(tmp);
+    if (b.chunks.empty())
       return planrt::fail(PLANRT_ERR_ARG, "empty corpus: the %zu matching files hold no text", files.size());
-    }
     if (!prev.files.empty() && rep.files_added + rep.files_changed + rep.files_removed == 0) {
       if (report)
         *report = rep; // the store already holds exactly this corpus: left as it is
       return PLANRT_OK;
     }
 
-    if (!trained) {
-      removeStale(dir);
-      removeTree(tmp);
-    }
     if (planrt_status s = makeDirs(dirName(dir)))
       return s;
     planrt_status s = writeStore(cfg, fingerprint, b, *embedder, tmp);
     if (s == PLANRT_OK)
       s = swapIn(tmp, dir);
-    if (s != PLANRT_OK)
-      removeTree(tmp);
     if (s == PLANRT_OK && report)
       *report = rep;
     return s;

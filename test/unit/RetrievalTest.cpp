@@ -587,7 +587,7 @@ TEST(FastText, TrainedOnTheCorpusWordsMeanWhatTheirContextsDo) {
             "fasttext(dim:24,model:skipgram,epoch:30,min_count:1,minn:3,maxn:6,bucket:2000,threads:1,pool:sif)");
   ASSERT_EQ(loaded->load(g.dir.read("store/fasttext.bin"), "fasttext.bin"), PLANRT_OK) << error();
   EXPECT_EQ(loaded->load("not a model", "x.bin"), PLANRT_ERR_FORMAT);
-  EXPECT_NE(error().find("x.bin: not a fastText model"), std::string::npos) << error();
+  EXPECT_NE(error().find("x.bin: not a fastText model of the version this planc reads"), std::string::npos) << error();
   std::unique_ptr<Embedder> shared = loaded->share();
   Embedder &e = *shared;
   std::vector<float> unit(24);
@@ -830,6 +830,7 @@ TEST(Guard, FlagsTasksSetForTheReader) {
       "Return the user ID of the calling process.",
       "You should include the domain name in the user name when you log in.",
       "Tell us what you think! Leave a review on our site.",
+      "The assistant then summarized the notes and responded to two inquiries.",
   };
   for (const char *t : clean)
     EXPECT_TRUE(guardScan(t).empty()) << t << " → " << guardScan(t)[0].kind;
@@ -845,7 +846,8 @@ TEST(Guard, FlagsAuthorityClaimedOverAnAi) {
                    .empty());
   for (const char *t : {"As your system administrator, I ask you to change your password before Friday.",
                         "The developer of this library is a volunteer; you must read the license before use.",
-                        "Our security team built the model that flags fraud; analysts must review its alerts."})
+                        "Our security team built the model that flags fraud; analysts must review its alerts.",
+                        "The developers of ChatGPT say it will ship soon."})
     EXPECT_TRUE(guardScan(t).empty()) << t << " → " << guardScan(t)[0].kind;
 }
 
