@@ -837,6 +837,11 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
   }
 }
 
+// Whether word i is one of `list`'s words (compared as is() compares).
+template <size_t N> bool isAny(const std::vector<Word> &w, size_t i, const char *const (&list)[N]) {
+  return std::any_of(std::begin(list), std::end(list), [&](const char *x) { return is(w, i, x); });
+}
+
 // Where sentences (and a table's cells) start, and the end (w.size()).
 std::vector<size_t> sentenceStarts(const std::vector<Word> &w) {
   std::vector<size_t> starts;
@@ -863,9 +868,7 @@ void roleClaimFeatures(const std::vector<Word> &w, std::vector<Finding> &out) {
                                  "rights",     "privileges", "clearance", "instruct",     "instruction", "instructs",
                                  "autorizzato", "autorizado", "autorización", "autorisé", "berechtigt",  "autorizada",
                                  "gemachtigd", "allowed",    "granted",   "verified"};
-  auto any = [&](size_t i, const auto &list) {
-    return std::any_of(std::begin(list), std::end(list), [&](const char *x) { return is(w, i, x); });
-  };
+  auto any = [&](size_t i, const auto &list) { return isAny(w, i, list); };
   std::vector<size_t> starts = sentenceStarts(w);
   for (size_t k = 0; k + 1 < starts.size(); ++k) {
     size_t b = starts[k], e = starts[k + 1], authority = e, addressee = e, grant = e;
@@ -919,7 +922,7 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
     // A heading or clause before the verb: up to its colon or comma.
     static const char *clauses[] = {"when", "if",   "after", "before", "while", "once", "whenever",
                                     "upon", "as",   "instead", "si",   "wenn",  "se",   "als"};
-    bool clause = std::any_of(std::begin(clauses), std::end(clauses), [&](const char *c) { return is(w, b, c); });
+    bool clause = isAny(w, b, clauses);
     auto colon = [&](size_t j) { // "Note for whoever reads this: …", not "http://…"
       size_t at = w[j].e;
       return at + 1 < text.size() && text[at] == ':' && std::isspace(static_cast<unsigned char>(text[at + 1]));
@@ -984,9 +987,7 @@ void taskFeatures(std::string_view text, const std::vector<Word> &w, std::vector
   static const char *people[] = {"user", "users", "reader", "readers", "viewer", "viewers", "visitor", "visitors"};
   static const char *things[] = {"name", "names", "id", "ids", "account", "accounts", "mode", "space", "data",
                                  "interface", "agent", "manual", "guide", "group", "groups"};
-  auto any = [&](size_t i, const auto &list) {
-    return std::any_of(std::begin(list), std::end(list), [&](const char *x) { return is(w, i, x); });
-  };
+  auto any = [&](size_t i, const auto &list) { return isAny(w, i, list); };
   for (const Sentence &s : sentences) {
     bool self = false;
     for (size_t j = s.head + 1; j + 1 < s.end; ++j)
