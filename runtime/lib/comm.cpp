@@ -450,13 +450,16 @@ planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const fl
   if (!r->device) {
     int64_t me = planrt_mesh_group_rank(mesh, mask);
     const float *part = r->counts[size_t(me)] ? send + (std::max(begin, me * count) - me * count) : send;
+    // A send buffer that is this rank's block of recv is gathered in place: its part of
+    // the slice is already where it would be received.
+    const void *from = send == recv + me * count ? MPI_IN_PLACE : part;
     planrt::emu::Work device("all_gather start (MPI)", planrt::emu::Then::Aside);
     r->done = planrt::emu::active(); // see startedAtOnce
     r->flight = planrt::emu::inFlight(part, size_t(r->counts[size_t(me)]) * 4, recv + begin, size_t(size) * 4);
     if (planrt_status s = mesh->check(
-            r->done ? MPI_Allgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+            r->done ? MPI_Allgatherv_c(from, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
                                        r->displs.data(), MPI_FLOAT, mesh->comm(mask))
-                    : MPI_Iallgatherv_c(part, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
+                    : MPI_Iallgatherv_c(from, r->counts[size_t(me)], MPI_FLOAT, recv + begin, r->counts.data(),
                                         r->displs.data(), MPI_FLOAT, mesh->comm(mask), &r->mpi),
             r->what))
       return s;

@@ -1,11 +1,14 @@
 // The NVMe optimizer state (offload.h). Each rank keeps two files under the plan's
 // directory, one per generation, and a marker naming the current one. A generation
 // holds, per optimizer group, one record per chunk of `chunk` floats: the chunk of
-// exp_avg then the chunk of exp_avg_sq, the last one zero-padded. Records are read and
-// written whole through io_uring (O_DIRECT where the file system allows it), two
-// staging slots deep: while the update runs on one slot, the next record is read into
-// the other, and each slot's record is written to the next generation as soon as it is
-// done.
+// exp_avg then the chunk of exp_avg_sq, the last one zero-padded. With the parameters
+// offloaded, a second pair of files (under their own directory) holds each record's
+// chunk of the parameter shard at the same index; the one marker names the generation
+// of both. Records are read and written whole through io_uring (O_DIRECT where the file
+// system allows it), two staging slots deep: while the update runs on one slot, the
+// next record is read into the other, and each slot's record is written to the next
+// generation as soon as it is done. An all-gather's part of the shard is read with
+// pread from the current generation, through the page cache.
 #include "offload.h"
 #include "planrt_manifest.h"
 #include "status.h"
@@ -31,71 +34,131 @@ namespace planrt::train {
 namespace {
 
 constexpr int64_t kAlign = planrt::manifest::offload::kAlign; // O_DIRECT: buffers, offsets and lengths
-constexpr unsigned kDepth = 8;   // two reads and two writes in flight at most
+constexpr unsigned kDepth = 16;  // two reads and two writes in flight at most, of two parts each
 
 std::string errnoText(int e) { return std::strerror(e); }
 
 } // namespace
 
 struct OffloadedOptimizer::Impl {
-  std::string dir;
+  std::string dir, paramsDir; ///< paramsDir empty: the parameters are not offloaded
   int rank = 0;
   int64_t chunk = 0; ///< floats of one moment per record
   Group groups[2];
   int64_t chunks[2] = {0, 0};
   std::string files[2], marker, lock;
+  std::string paramFiles[2], paramLock;
   int fds[2] = {-1, -1}, lockFd = -1;
+  int paramFds[2] = {-1, -1}, paramReadFds[2] = {-1, -1}, paramLockFd = -1;
   int current = 0;
   io_uring ring{};
   bool ringOpen = false;
   void *staging = nullptr; ///< planrt_mem_alloc'd; slots and pads at an aligned offset
+  /// A slot holds a record: the moments' chunks, then (offloaded) the parameters' chunk.
   float *slots[2] = {nullptr, nullptr}, *padP = nullptr, *padG = nullptr;
   OffloadedOptimizer *self = nullptr;
   /// The crash test's hook: PLANRT_TEST_KILL_IN_UPDATE=S kills this process (SIGKILL)
   /// in step S's update, halfway through writing the next generation.
   int64_t killStep = -1;
 
+  bool params() const { return !paramsDir.empty(); }
   int64_t records() const { return chunks[0] + chunks[1]; }
+  /// Bytes of a record's two parts: the moments (in `files`) and the parameters (in
+  /// `paramFiles`).
   int64_t recordBytes() const { return 2 * chunk * int64_t(sizeof(float)); }
+  int64_t paramBytes() const { return chunk * int64_t(sizeof(float)); }
+  int64_t slotFloats() const { return (params() ? 3 : 2) * chunk; }
   /// The group and chunk of record i.
   std::pair<int, int64_t> at(int64_t i) const { return i < chunks[0] ? std::pair{0, i} : std::pair{1, i - chunks[0]}; }
 
-  planrt_status openFile(int gen) {
-    fds[gen] = ::open(files[gen].c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
-    if (fds[gen] < 0 && errno == EINVAL) // a file system without direct I/O (tmpfs)
-      fds[gen] = ::open(files[gen].c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fds[gen] < 0)
-      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot open %s: %s", files[gen].c_str(),
+  /// Opens (creating) `file` sized to `bytes`, with direct I/O where the file system has it.
+  static planrt_status openSized(const std::string &file, int64_t bytes, int &fd) {
+    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EINVAL) // a file system without direct I/O (tmpfs)
+      fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot open %s: %s", file.c_str(),
                   errnoText(errno).c_str());
-    if (::ftruncate(fds[gen], records() * recordBytes()) != 0)
-      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot size %s to %lld bytes: %s", files[gen].c_str(),
-                  (long long)(records() * recordBytes()), errnoText(errno).c_str());
+    if (::ftruncate(fd, bytes) != 0)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot size %s to %lld bytes: %s", file.c_str(),
+                  (long long)bytes, errnoText(errno).c_str());
     return PLANRT_OK;
   }
 
+  planrt_status openFile(int gen) {
+    if (planrt_status s = openSized(files[gen], records() * recordBytes(), fds[gen]))
+      return s;
+    if (!params())
+      return PLANRT_OK;
+    if (planrt_status s = openSized(paramFiles[gen], records() * paramBytes(), paramFds[gen]))
+      return s;
+    paramReadFds[gen] = ::open(paramFiles[gen].c_str(), O_RDONLY | O_CLOEXEC); // all-gathers' parts
+    if (paramReadFds[gen] < 0)
+      return fail(PLANRT_ERR_IO, "offloaded parameters: cannot open %s: %s", paramFiles[gen].c_str(),
+                  errnoText(errno).c_str());
+    return PLANRT_OK;
+  }
+
+  /// Takes `lockFile` for this run alone: another run would step the same state.
+  static planrt_status lockFor(const std::string &lockFile, const std::string &dirName, const char *what, int rank,
+                               int &fd) {
+    fd = ::open(lockFile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot create %s: %s", lockFile.c_str(),
+                  errnoText(errno).c_str());
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
+      return fail(PLANRT_ERR_IO,
+                  "offloaded optimizer state: another run holds %s (rank %d's %s); give each run its own "
+                  "directory (--offload-dir)",
+                  dirName.c_str(), rank, what);
+    return PLANRT_OK;
+  }
+
+  /// Creates `d` if needed and checks that it is a directory.
+  static planrt_status makeDirectory(const std::string &d) {
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot create the directory %s: %s", d.c_str(),
+                  errnoText(errno).c_str());
+    struct stat st;
+    if (::stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: %s is not a directory", d.c_str());
+    return PLANRT_OK;
+  }
+
+  /// Submits record i's read (or write): its parts, each tagged (i, part, write).
   planrt_status submit(bool write, int64_t i, float *slot) {
     int gen = write ? 1 - current : current;
-    io_uring_sqe *sqe = io_uring_get_sqe(&ring); // at most 3 in flight of kDepth
-    if (!sqe)
-      return fail(PLANRT_ERR_IO, "offloaded optimizer state: the io_uring submission queue is full (%s)",
-                  files[gen].c_str());
-    if (write)
-      io_uring_prep_write(sqe, fds[gen], slot, unsigned(recordBytes()), uint64_t(i * recordBytes()));
-    else
-      io_uring_prep_read(sqe, fds[gen], slot, unsigned(recordBytes()), uint64_t(i * recordBytes()));
-    io_uring_sqe_set_data64(sqe, uint64_t(i) << 1 | uint64_t(write));
-    if (int rc = io_uring_submit(&ring); rc != 1)
+    int parts = params() ? 2 : 1;
+    for (int part = 0; part < parts; ++part) {
+      io_uring_sqe *sqe = io_uring_get_sqe(&ring); // at most 8 in flight of kDepth
+      if (!sqe)
+        return fail(PLANRT_ERR_IO, "offloaded optimizer state: the io_uring submission queue is full (%s)",
+                    files[gen].c_str());
+      int fd = part ? paramFds[gen] : fds[gen];
+      int64_t bytes = part ? paramBytes() : recordBytes();
+      float *at = part ? slot + 2 * chunk : slot;
+      if (write)
+        io_uring_prep_write(sqe, fd, at, unsigned(bytes), uint64_t(i * bytes));
+      else
+        io_uring_prep_read(sqe, fd, at, unsigned(bytes), uint64_t(i * bytes));
+      io_uring_sqe_set_data64(sqe, uint64_t(i) << 2 | uint64_t(part) << 1 | uint64_t(write));
+    }
+    if (int rc = io_uring_submit(&ring); rc != parts)
       return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot submit the %s of %s: %s",
                   write ? "write" : "read", files[gen].c_str(), rc < 0 ? errnoText(-rc).c_str() : "not accepted");
     return PLANRT_OK;
   }
 
-  /// Waits until record i's read (or write) has completed; every completion that comes
-  /// first is checked and marked in `done`.
+  /// Waits until record i's read (or write) has completed, every part of it; every
+  /// completion that comes first is checked and marked in `done` (by tag).
   planrt_status wait(bool write, int64_t i, std::vector<char> &done) {
     auto began = std::chrono::steady_clock::now();
     planrt_status status = PLANRT_OK;
-    while (!done[size_t(i << 1 | int64_t(write))]) {
+    auto complete = [&] {
+      size_t tag = size_t(i << 2 | int64_t(write));
+      return done[tag] && (!params() || done[tag | 2]);
+    };
+    while (!complete()) {
       io_uring_cqe *cqe = nullptr;
       int rc = io_uring_wait_cqe(&ring, &cqe);
       if (rc == -EINTR)
@@ -108,15 +171,16 @@ struct OffloadedOptimizer::Impl {
       int res = cqe->res;
       io_uring_cqe_seen(&ring, cqe);
       done[tag] = 1;
-      bool w = tag & 1;
-      const std::string &file = files[w ? 1 - current : current];
+      bool w = tag & 1, part = tag & 2;
+      int gen = w ? 1 - current : current;
+      const std::string &file = part ? paramFiles[gen] : files[gen];
+      int64_t bytes = part ? paramBytes() : recordBytes(), at = int64_t(tag >> 2) * bytes;
       if (res < 0 && !status)
         status = fail(PLANRT_ERR_IO, "offloaded optimizer state: %s %s at byte %lld: %s", w ? "writing" : "reading",
-                      file.c_str(), (long long)(int64_t(tag >> 1) * recordBytes()), errnoText(-res).c_str());
-      else if (res != recordBytes() && !status)
+                      file.c_str(), (long long)at, errnoText(-res).c_str());
+      else if (res != bytes && !status)
         status = fail(PLANRT_ERR_IO, "offloaded optimizer state: %s %s at byte %lld moved %d of %lld bytes",
-                      w ? "writing" : "reading", file.c_str(), (long long)(int64_t(tag >> 1) * recordBytes()), res,
-                      (long long)recordBytes());
+                      w ? "writing" : "reading", file.c_str(), (long long)at, res, (long long)bytes);
       else
         (w ? self->bytesWritten : self->bytesRead) += uint64_t(res);
     }
@@ -129,7 +193,7 @@ struct OffloadedOptimizer::Impl {
   /// flight before it returns, even on failure.
   planrt_status stream(bool read, bool write, const std::function<void(int64_t, float *)> &fn) {
     int64_t n = records();
-    std::vector<char> done(size_t(2 * n), 0);
+    std::vector<char> done(size_t(4 * n), 0);
     std::vector<char> submitted(size_t(2 * n), 0);
     planrt_status status = PLANRT_OK;
     auto issue = [&](bool w, int64_t i) {
@@ -175,6 +239,9 @@ struct OffloadedOptimizer::Impl {
     if (::fdatasync(fds[next]) != 0)
       return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot sync %s: %s", files[next].c_str(),
                   errnoText(errno).c_str());
+    if (params() && ::fdatasync(paramFds[next]) != 0)
+      return fail(PLANRT_ERR_IO, "offloaded parameters: cannot sync %s: %s", paramFiles[next].c_str(),
+                  errnoText(errno).c_str());
     std::string tmp = marker + ".tmp", text = "generation " + std::to_string(next) + "\n";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fdatasync(fd) == 0;
@@ -193,9 +260,11 @@ struct OffloadedOptimizer::Impl {
   }
 };
 
-OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkFloats, Group g0, Group g1)
+OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkFloats, Group g0, Group g1,
+                                       std::string paramsDir)
     : impl(std::make_unique<Impl>()) {
   impl->dir = std::move(dir);
+  impl->paramsDir = std::move(paramsDir);
   impl->rank = rank;
   impl->chunk = chunkFloats;
   impl->groups[0] = g0;
@@ -208,22 +277,38 @@ OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkF
   impl->files[1] = base + ".gen1";
   impl->marker = base + ".current";
   impl->lock = base + ".lock";
+  std::string params = impl->paramsDir + "/planc-params.rank" + std::to_string(rank);
+  impl->paramFiles[0] = params + ".gen0";
+  impl->paramFiles[1] = params + ".gen1";
+  impl->paramLock = params + ".lock";
 }
 
 OffloadedOptimizer::~OffloadedOptimizer() {
   if (impl->ringOpen)
     io_uring_queue_exit(&impl->ring);
-  for (int fd : impl->fds)
+  for (int fd : {impl->fds[0], impl->fds[1], impl->paramFds[0], impl->paramFds[1], impl->paramReadFds[0],
+                 impl->paramReadFds[1]})
     if (fd >= 0)
       ::close(fd);
-  if (impl->lockFd >= 0)
-    ::close(impl->lockFd); // releases the lock
+  for (int fd : {impl->lockFd, impl->paramLockFd})
+    if (fd >= 0)
+      ::close(fd); // releases the lock
   planrt_mem_free(impl->staging);
 }
 
-int64_t OffloadedOptimizer::stagingBytes() const { return 3 * impl->recordBytes() + kAlign; }
+bool OffloadedOptimizer::paramsOffloaded() const { return impl->params(); }
+
+int64_t OffloadedOptimizer::stagingBytes() const {
+  // Two slots, and a chunk for the last (partial) chunk's gradient and, unless the
+  // parameters stream in the slots, its parameters.
+  return (2 * impl->slotFloats() + (impl->params() ? 1 : 2) * impl->chunk) * int64_t(sizeof(float)) + kAlign;
+}
 
 int64_t OffloadedOptimizer::fileBytes() const { return impl->records() * impl->recordBytes(); }
+
+int64_t OffloadedOptimizer::paramsFileBytes() const {
+  return impl->params() ? impl->records() * impl->paramBytes() : 0;
+}
 
 planrt_status OffloadedOptimizer::open() {
   Impl &d = *impl;
@@ -233,22 +318,17 @@ planrt_status OffloadedOptimizer::open() {
   for (int g = 0; g < 2; ++g)
     if (d.groups[g].floats > 0 && !d.groups[g].update)
       return fail(PLANRT_ERR_ARG, "the executable lacks the offloaded update of optimizer group %d", g);
-  if (::mkdir(d.dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot create the directory %s: %s", d.dir.c_str(),
-                errnoText(errno).c_str());
-  struct stat st;
-  if (::stat(d.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return fail(PLANRT_ERR_IO, "offloaded optimizer state: %s is not a directory", d.dir.c_str());
+  if (planrt_status s = Impl::makeDirectory(d.dir))
+    return s;
   // One run per directory and rank: another would step these moments too.
-  d.lockFd = ::open(d.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (d.lockFd < 0)
-    return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot create %s: %s", d.lock.c_str(),
-                errnoText(errno).c_str());
-  if (::flock(d.lockFd, LOCK_EX | LOCK_NB) != 0)
-    return fail(PLANRT_ERR_IO,
-                "offloaded optimizer state: another run holds %s (rank %d's moments); give each run its own "
-                "directory (--offload-dir)",
-                d.dir.c_str(), d.rank);
+  if (planrt_status s = Impl::lockFor(d.lock, d.dir, "moments", d.rank, d.lockFd))
+    return s;
+  if (d.params()) {
+    if (planrt_status s = Impl::makeDirectory(d.paramsDir))
+      return s;
+    if (planrt_status s = Impl::lockFor(d.paramLock, d.paramsDir, "parameters", d.rank, d.paramLockFd))
+      return s;
+  }
   for (int gen = 0; gen < 2; ++gen)
     if (planrt_status s = d.openFile(gen))
       return s;
@@ -268,7 +348,6 @@ planrt_status OffloadedOptimizer::open() {
   d.ringOpen = true;
   if (const char *kill = std::getenv("PLANRT_TEST_KILL_IN_UPDATE"))
     d.killStep = std::strtoll(kill, nullptr, 10);
-  // Two record slots, then a chunk each for the last (partial) chunk's p and g.
   d.staging = planrt_mem_alloc(size_t(stagingBytes()));
   if (!d.staging)
     return fail(PLANRT_ERR_ARG, "offloaded optimizer state: cannot allocate the %lld-byte staging buffer",
@@ -276,35 +355,41 @@ planrt_status OffloadedOptimizer::open() {
   auto base = reinterpret_cast<uintptr_t>(d.staging);
   auto *aligned = reinterpret_cast<float *>((base + kAlign - 1) / kAlign * kAlign);
   d.slots[0] = aligned;
-  d.slots[1] = aligned + 2 * d.chunk;
-  d.padP = aligned + 4 * d.chunk;
-  d.padG = aligned + 5 * d.chunk;
+  d.slots[1] = aligned + d.slotFloats();
+  d.padG = aligned + 2 * d.slotFloats();
+  d.padP = d.params() ? nullptr : d.padG + d.chunk;
   return PLANRT_OK;
 }
 
-planrt_status OffloadedOptimizer::store(const float *const m[2], const float *const v[2]) {
+planrt_status OffloadedOptimizer::store(const float *const m[2], const float *const v[2], const float *const *p) {
   Impl &d = *impl;
+  if (d.params() && !p)
+    return fail(PLANRT_ERR_ARG, "offloaded parameters: no parameter shard to write to %s", d.paramFiles[0].c_str());
   if (planrt_status s = d.stream(false, true,
                                  [&](int64_t i, float *slot) {
                                    auto [g, k] = d.at(i);
                                    int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
-                                   std::fill(slot, slot + 2 * d.chunk, 0.0f);
+                                   std::fill(slot, slot + d.slotFloats(), 0.0f);
                                    if (m && v) {
                                      std::memcpy(slot, m[g] + off, size_t(n) * sizeof(float));
                                      std::memcpy(slot + d.chunk, v[g] + off, size_t(n) * sizeof(float));
                                    }
+                                   if (d.params())
+                                     std::memcpy(slot + 2 * d.chunk, p[g] + off, size_t(n) * sizeof(float));
                                  }))
     return s;
   return d.flip();
 }
 
-planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2]) {
+planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2], float *const *p) {
   Impl &d = *impl;
   return d.stream(true, false, [&](int64_t i, float *slot) {
     auto [g, k] = d.at(i);
     int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
     std::memcpy(m[g] + off, slot, size_t(n) * sizeof(float));
     std::memcpy(v[g] + off, slot + d.chunk, size_t(n) * sizeof(float));
+    if (p && d.params())
+      std::memcpy(p[g] + off, slot + 2 * d.chunk, size_t(n) * sizeof(float));
   });
 }
 
@@ -316,30 +401,75 @@ planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], i
   uint64_t before = bytesRead + bytesWritten;
   float next[8];
   std::memcpy(next, state, sizeof next);
-  if (planrt_status s = d.stream(true, true,
-                                 [&](int64_t i, float *slot) {
-                                   if (step == d.killStep && i == d.records() / 2)
-                                     std::raise(SIGKILL);
-                                   auto [grp, k] = d.at(i);
-                                   int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[grp].floats - off);
-                                   planrt_update_chunk_fn fn = d.groups[grp].update;
-                                   if (n == d.chunk) {
-                                     fn(p[grp] + off, g[grp] + off, slot, slot + d.chunk, step, state, next);
-                                     return;
-                                   }
-                                   // The last chunk: zero-padded copies (AdamW keeps zeros zero).
-                                   std::fill(d.padP, d.padP + 2 * d.chunk, 0.0f);
-                                   std::memcpy(d.padP, p[grp] + off, size_t(n) * sizeof(float));
-                                   std::memcpy(d.padG, g[grp] + off, size_t(n) * sizeof(float));
-                                   fn(d.padP, d.padG, slot, slot + d.chunk, step, state, next);
-                                   std::memcpy(p[grp] + off, d.padP, size_t(n) * sizeof(float));
-                                 }))
+  auto chunkUpdate = [&](int64_t i, float *slot) {
+    if (step == d.killStep && i == d.records() / 2)
+      std::raise(SIGKILL);
+    auto [grp, k] = d.at(i);
+    int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[grp].floats - off);
+    planrt_update_chunk_fn fn = d.groups[grp].update;
+    float *grad = g[grp] + off;
+    if (n < d.chunk) { // the last chunk: zero-padded copies (AdamW keeps zeros zero)
+      std::fill(d.padG, d.padG + d.chunk, 0.0f);
+      std::memcpy(d.padG, grad, size_t(n) * sizeof(float));
+      grad = d.padG;
+    }
+    if (d.params()) { // the parameters' chunk streams in the slot, zero-padded in its file
+      fn(slot + 2 * d.chunk, grad, slot, slot + d.chunk, step, state, next);
+      return;
+    }
+    if (n == d.chunk) {
+      fn(p[grp] + off, grad, slot, slot + d.chunk, step, state, next);
+      return;
+    }
+    std::fill(d.padP, d.padP + d.chunk, 0.0f);
+    std::memcpy(d.padP, p[grp] + off, size_t(n) * sizeof(float));
+    fn(d.padP, grad, slot, slot + d.chunk, step, state, next);
+    std::memcpy(p[grp] + off, d.padP, size_t(n) * sizeof(float));
+  };
+  if (planrt_status s = d.stream(true, true, chunkUpdate))
     return s;
   if (planrt_status s = d.flip())
     return s;
   std::memcpy(state, next, 6 * sizeof(float)); // norm, lr, loss scale, good steps, skipped, applied
   updateSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   updateBytes += bytesRead + bytesWritten - before;
+  return PLANRT_OK;
+}
+
+planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *dst) {
+  Impl &d = *impl;
+  if (!d.params())
+    return fail(PLANRT_ERR_ARG, "offloaded parameters: the parameters are not offloaded");
+  auto began = std::chrono::steady_clock::now();
+  const std::string &file = d.paramFiles[d.current];
+  while (n > 0) {
+    // The shard's coordinates: group 0's piece, then group 1's; each group's chunks in
+    // the file from its first record, whole chunks, so its floats are contiguous.
+    int g = offset < d.groups[0].floats ? 0 : 1;
+    int64_t x = g ? offset - d.groups[0].floats : offset;
+    int64_t take = std::min(n, d.groups[g].floats - x);
+    if (x < 0 || take <= 0)
+      return fail(PLANRT_ERR_ARG, "offloaded parameters: floats [%lld, %lld) lie outside the shard of %lld",
+                  (long long)offset, (long long)(offset + n), (long long)(d.groups[0].floats + d.groups[1].floats));
+    auto *to = reinterpret_cast<char *>(dst);
+    int64_t bytes = take * int64_t(sizeof(float)), at = ((g ? d.chunks[0] * d.chunk : 0) + x) * int64_t(sizeof(float));
+    while (bytes > 0) {
+      ssize_t got = ::pread(d.paramReadFds[d.current], to, size_t(bytes), off_t(at));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        return fail(PLANRT_ERR_IO, "offloaded parameters: reading %s at byte %lld: %s", file.c_str(), (long long)at,
+                    got < 0 ? errnoText(errno).c_str() : "the file ends early");
+      to += got;
+      at += got;
+      bytes -= got;
+      fetchBytes += uint64_t(got);
+    }
+    dst += take;
+    offset += take;
+    n -= take;
+  }
+  fetchSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return PLANRT_OK;
 }
 

@@ -1,10 +1,11 @@
 // Internal: an optimizer whose Adam moments live in files (the plan's
-// `offload { optimizer = nvme(DIR) }`, ZeRO-Infinity's NVMe optimizer state). The update
-// streams them through a bounded staging buffer with io_uring, reading the next chunk
-// while the generated update (planrt_update_chunk_fn) runs on this one and writing
-// chunks back as they are done. Every step writes a whole new generation of the state
-// beside the one it read, then names it current by an atomic rename: a crash at any
-// point leaves one complete generation (docs/EXECUTABLES.md, "Offloaded state").
+// `offload { optimizer = nvme(DIR) }`, ZeRO-Infinity's NVMe optimizer state), and with
+// `params = nvme(DIR)` the ZeRO-3 parameter shard too. The update streams them through a
+// bounded staging buffer with io_uring, reading the next chunk while the generated update
+// (planrt_update_chunk_fn) runs on this one and writing chunks back as they are done.
+// Every step writes a whole new generation of the state beside the one it read, then
+// names it current by an atomic rename: a crash at any point leaves one complete
+// generation, moments and parameters alike (docs/EXECUTABLES.md, "Offloaded state").
 #ifndef PLANRT_LIB_OFFLOAD_H
 #define PLANRT_LIB_OFFLOAD_H
 
@@ -24,8 +25,9 @@ public:
     planrt_update_chunk_fn update = nullptr;
   };
 
-  /// Nothing is opened yet: open() does, and says what failed.
-  OffloadedOptimizer(std::string dir, int rank, int64_t chunkFloats, Group g0, Group g1);
+  /// Nothing is opened yet: open() does, and says what failed. A non-empty `paramsDir`
+  /// keeps this rank's parameter shard (the groups' pieces, as the moments) there too.
+  OffloadedOptimizer(std::string dir, int rank, int64_t chunkFloats, Group g0, Group g1, std::string paramsDir = {});
   ~OffloadedOptimizer();
   OffloadedOptimizer(const OffloadedOptimizer &) = delete;
   OffloadedOptimizer &operator=(const OffloadedOptimizer &) = delete;
@@ -34,25 +36,38 @@ public:
   /// allocates the staging buffer.
   planrt_status open();
 
-  /// Writes the moments (each group's piece: m[g], v[g] of floats(g)) as a new current
-  /// generation: the initial state, a resumed one. Null m and v: zeros (a fresh run's
-  /// moments, never held in memory).
-  planrt_status store(const float *const m[2], const float *const v[2]);
-  /// Reads the current generation's moments into m[g], v[g] (a checkpoint, an export).
-  planrt_status load(float *const m[2], float *const v[2]);
+  /// Whether the parameter shard lives in files too.
+  bool paramsOffloaded() const;
+
+  /// Writes the moments (each group's piece: m[g], v[g] of floats(g)) and, with the
+  /// parameters offloaded, the shard p[g] as a new current generation: the initial
+  /// state, a resumed one. Null m and v: zeros (a fresh run's moments, never held in
+  /// memory).
+  planrt_status store(const float *const m[2], const float *const v[2], const float *const *p = nullptr);
+  /// Reads the current generation's moments into m[g], v[g] and, if p is given, the
+  /// parameter shard into p[g] (a checkpoint, an export).
+  planrt_status load(float *const m[2], float *const v[2], float *const *p = nullptr);
 
   /// One optimizer step on this rank's pieces p[g], g[g] (in place on p), the moments
   /// streamed from the current generation to the next; `state` as planrt_update_fn's.
+  /// With the parameters offloaded they stream with the moments and p is not read.
   planrt_status update(float *const p[2], float *const g[2], int64_t step, float *state);
+
+  /// The parameter shard's floats [offset, offset + n) of the current generation (in
+  /// the shard's coordinates: group 0's piece, then group 1's) into dst: what a ZeRO-3
+  /// all-gather sends, fetched just before it starts.
+  planrt_status readParams(int64_t offset, int64_t n, float *dst);
 
   /// Bytes of the staging buffer (in the device's memory, counted by planrt_mem_alloc).
   int64_t stagingBytes() const;
-  /// Bytes of one generation's file.
+  /// Bytes of one generation's file (the moments'; the parameters' in paramsFileBytes).
   int64_t fileBytes() const;
+  int64_t paramsFileBytes() const;
   /// Bytes read and written so far (by the updates alone: updateBytes), the seconds the
-  /// updates waited for the disk, and the seconds they took in all.
-  uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0;
-  double waitSeconds = 0, updateSeconds = 0;
+  /// updates waited for the disk, and the seconds they took in all; the parameters'
+  /// bytes fetched for all-gathers and the seconds that took.
+  uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0, fetchBytes = 0;
+  double waitSeconds = 0, updateSeconds = 0, fetchSeconds = 0;
 
 private:
   struct Impl;

@@ -418,10 +418,12 @@ void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_
                          int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
                          int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state) {
   if (ctx->offload) { // the moments are in files, streamed through the offloaded update
-    float *p[2] = {ctx->range(pb0, po0, 0, "update"), ctx->range(pb1, po1, 0, "update")};
+    bool streamed = ctx->offload->paramsOffloaded(); // and the parameters too
+    float *p[2] = {streamed ? nullptr : ctx->range(pb0, po0, 0, "update"),
+                   streamed ? nullptr : ctx->range(pb1, po1, 0, "update")};
     float *g[2] = {ctx->range(gb0, go0, 0, "update"), ctx->range(gb1, go1, 0, "update")};
     float *s = ctx->range(state, 0, 8, "update");
-    if (p[0] && p[1] && g[0] && g[1] && s)
+    if (((p[0] && p[1]) || streamed) && g[0] && g[1] && s)
       if (planrt_status st = ctx->offload->update(p, g, step, s))
         ctx->failWith(st);
     return;
@@ -503,12 +505,15 @@ void planrt_step_ctx::startGathers(int64_t bucket) {
     if (g.started)
       continue;
     g.started = true;
-    float *from = range(g.src, g.srcOffset, g.count, "bucket all_gather");
     int64_t n = planrt_mesh_group_size(mesh, unsigned(g.mask));
     float *to = range(g.dst, g.dstOffset, g.count * n, "bucket all_gather");
-    if (!from || !to)
+    if (!to)
       return;
     buffers[size_t(g.dst)].commit(g.begin, g.size); // held from now (a buffer by parts)
+    const float *from =
+        gatherSource(g.src, g.srcOffset, g.count, unsigned(g.mask), to, g.begin - g.dstOffset, g.size, "bucket all_gather");
+    if (!from)
+      return;
     planrt::Waiting w(*this, g.what);
     if (planrt_status s = planrt_all_gather_start(mesh, unsigned(g.mask), from, g.count, to, g.begin - g.dstOffset,
                                                   g.size, &g.request))
@@ -556,10 +561,29 @@ void planrt_step_ctx::releaseGathers(int64_t bucket) {
   }
 }
 
+const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64_t count, unsigned mask, float *to,
+                                           int64_t begin, int64_t size, const char *op) {
+  if (src != offloadedShard || !offload)
+    return range(src, srcOffset, count, op);
+  if (srcOffset < 0 || count < 0 || srcOffset + count > buffers[size_t(src)].floats) {
+    failWith(fail(PLANRT_ERR_ARG, "%s: range [%lld, %lld) lies outside the offloaded shard '%s'", op,
+                  (long long)srcOffset, (long long)(srcOffset + count), buffers[size_t(src)].name.c_str()));
+    return nullptr;
+  }
+  int64_t me = planrt_mesh_group_rank(mesh, mask);
+  int64_t lo = std::max(begin, me * count), hi = std::min(begin + size, (me + 1) * count);
+  if (hi > lo)
+    if (planrt_status s = offload->readParams(srcOffset + (lo - me * count), hi - lo, to + lo)) {
+      failWith(s);
+      return nullptr;
+    }
+  return to + me * count; // in place (planrt_all_gather)
+}
+
 void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src, int64_t src_offset,
                                     int64_t count, int32_t dst, int64_t dst_offset, int64_t begin, int64_t size) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  if (!ctx->range(src, src_offset, count, "bucket all_gather") ||
+  if ((src != ctx->offloadedShard && !ctx->range(src, src_offset, count, "bucket all_gather")) ||
       !ctx->range(dst, dst_offset, count * n, "bucket all_gather") || ctx->status)
     return;
   if (!ctx->sliceWithin("bucket all_gather", begin, size, dst_offset, count * n))
@@ -591,11 +615,13 @@ void planrt_sched_wait(planrt_step_ctx *ctx) {
 void planrt_sched_all_gather(planrt_step_ctx *ctx, int32_t mask, int32_t src, int64_t src_offset, int64_t count,
                              int32_t dst, int64_t dst_offset) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  float *from = ctx->range(src, src_offset, count, "all_gather"),
-        *to = ctx->range(dst, dst_offset, count * n, "all_gather");
-  if (!from || !to)
+  float *to = ctx->range(dst, dst_offset, count * n, "all_gather");
+  if (!to)
     return;
   ctx->buffers[size_t(dst)].commit(dst_offset, count * n); // a buffer by parts holds it from now
+  const float *from = ctx->gatherSource(src, src_offset, count, unsigned(mask), to, 0, count * n, "all_gather");
+  if (!from)
+    return;
   planrt::Waiting w(*ctx, describe("all_gather", ctx->buffers[size_t(src)], src_offset, count, mask));
   ctx->failWith(planrt_all_gather(ctx->mesh, unsigned(mask), from, count, to));
 }

@@ -79,6 +79,16 @@ struct planrt_step_ctx {
   /// An offloaded optimizer (`offload { optimizer = nvme(…) }`): the update streams the
   /// moments through it instead of calling `update`.
   planrt::train::OffloadedOptimizer *offload = nullptr;
+  /// With the parameters offloaded too (`params = nvme(…)`, ZeRO-3): the shard's buffer,
+  /// never allocated in a step. An all-gather from it reads this rank's part from the
+  /// files into its place in the receive buffer and gathers in place.
+  int32_t offloadedShard = -1;
+  /// The all-gather's send pointer for `count` floats per rank from buffer `src` at
+  /// `srcOffset` into `to` (the gather's first float), of which it fills the slice
+  /// [begin, begin + size) (gather coordinates): the source's floats, or, from the
+  /// offloaded shard, `to` + this rank's block after reading its part of the slice there.
+  const float *gatherSource(int32_t src, int64_t srcOffset, int64_t count, unsigned mask, float *to, int64_t begin,
+                            int64_t size, const char *op);
   planrt_data *train = nullptr;
   /// A model over images reads these instead (`tokens` then holds micro × floats
   /// floats of images, `targets` their labels), each sample drawn from (seed, index).

@@ -120,12 +120,17 @@ int Trainer::run() {
                   double(m.rankStepBytes) / (1 << 20));
     summary += mem;
   }
-  if (offload) { // the optimizer's moments streamed through NVMe
+  if (offload) { // the optimizer's moments (and the parameter shard) streamed through NVMe
     double bytes = double(offload->updateBytes);
     std::snprintf(mem, sizeof mem, " · offload %.1f MiB read and written in %.2f s of updates (%.2f GB/s), %.2f s waiting",
                   bytes / (1 << 20), offload->updateSeconds,
                   offload->updateSeconds > 0 ? bytes / offload->updateSeconds / 1e9 : 0.0, offload->waitSeconds);
     summary += mem;
+    if (offload->paramsOffloaded()) {
+      std::snprintf(mem, sizeof mem, ", %.1f MiB of parameters fetched for all-gathers in %.2f s",
+                    double(offload->fetchBytes) / (1 << 20), offload->fetchSeconds);
+      summary += mem;
+    }
   }
   if (!lastCheckpoint.empty())
     summary += " · checkpoint " + lastCheckpoint;
@@ -202,16 +207,14 @@ planrt_status Trainer::prepare() {
     return s;
   if (planrt_status s = allocateBuffers())
     return s;
-  // Offloaded moments: zeros written to their files, or resumed ones through buffers
-  // that are freed once they are written.
+  // Offloaded state: fresh moments written to their files as zeros, never held; resumed
+  // ones, and the parameter shard, through buffers that are freed once they are written.
   bool resuming = !o.resume.empty();
   if (offloaded())
-    if (planrt_status s = openOffload(); s || (resuming && (s = momentsIn(false))))
+    if (planrt_status s = openOffload(); s || (s = momentsIn(false, /*moments=*/resuming)))
       return s;
   if (planrt_status s = initialState())
     return s;
-  if (offloaded() && !resuming)
-    return offload->store(nullptr, nullptr);
   return momentsOut(true);
 }
 
@@ -307,8 +310,7 @@ planrt_status Trainer::allocateBuffers() {
     bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline stage's buffers stay unallocated
     if (mine && arena)
       buf.place = reinterpret_cast<float *>(arena + b.offset);
-    bool moment = offloaded() && (b.name == m.bufferName("exp_avg") || b.name == m.bufferName("exp_avg_sq"));
-    if (mine && b.lifetime != "transient" && !moment && !buf.allocate())
+    if (mine && b.lifetime != "transient" && !offloadedBuffer(b.name) && !buf.allocate())
       return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);
   }
   params = bufferId(m.bufferName("params"));

@@ -481,30 +481,40 @@ void readTrainRun(const json &train, Manifest &m) {
   }
 }
 
-/// Offloaded state: where the optimizer's moments live (nvme only in this version).
+/// Offloaded state: where the optimizer's moments and the parameter shard live (nvme
+/// only in this version; the parameters with the moments, in chunks of one size).
 void readOffload(const json &root, Manifest &m) {
   if (!root.contains(key::offload))
     return;
   const json &off = root[key::offload];
   if (!off.is_object())
     throw Malformed{"offload must be an object"};
+  int64_t chunks[2] = {0, 0};
   for (const auto &[what, place] : off.items()) {
     std::string where = "offload." + what;
-    if (what != key::optimizer)
-      throw Malformed{where + ": this runtime offloads the optimizer state only"};
+    if (what != key::optimizer && what != key::params)
+      throw Malformed{where + ": this runtime offloads the optimizer state and the parameters only"};
     std::string target = text(place, key::target, where);
     if (target != "nvme")
       throw Malformed{where + ".target is '" + target + "'; this runtime offloads to nvme only"};
-    m.offloadDir = text(place, key::dir, where);
+    std::string dir = text(place, key::dir, where);
     const json &buffer = field(place, key::buffer, where);
     if (!buffer.is_number_integer() || buffer.get<int64_t>() < offload::kAlign ||
         buffer.get<int64_t>() % offload::kAlign || buffer.get<int64_t>() > offload::kMaxBuffer)
       throw Malformed{where + ".buffer must be a multiple of " + std::to_string(offload::kAlign) + " bytes up to " +
                       std::to_string(offload::kMaxBuffer >> 20) + " MiB"};
-    if (m.offloadDir.empty())
+    if (dir.empty())
       throw Malformed{where + ".dir is empty"};
-    m.offloadChunk = buffer.get<int64_t>() / 4;
+    bool params = what == key::params;
+    (params ? m.paramsOffloadDir : m.offloadDir) = dir;
+    chunks[params] = buffer.get<int64_t>() / 4;
   }
+  m.offloadChunk = chunks[0];
+  if (!m.paramsOffloadDir.empty() && (m.offloadDir.empty() || chunks[1] != chunks[0]))
+    throw Malformed{"offload.params: this runtime streams the parameter shard with the optimizer's moments: it needs "
+                    "offload.optimizer on nvme with the same buffer"};
+  if (!m.paramsOffloadDir.empty() && (!m.sharded || m.zero != 3))
+    throw Malformed{"offload.params: the parameters are offloaded as ZeRO-3 shards, over more than one data rank"};
 }
 
 /// The executable's arena, if the compiler planned one: its sizes and every buffer's

@@ -142,6 +142,9 @@ struct Manifest {
   /// the floats of one moment's chunk the update streams; empty: the moments are buffers.
   std::string offloadDir;
   int64_t offloadChunk = 0;
+  /// `offload { params = nvme(DIR) }` (ZeRO-3): the directory the parameter shard lives
+  /// in, streamed with the moments (same chunk); empty: the shard is a buffer.
+  std::string paramsOffloadDir;
   /// The executable's arena (the cuda targets' memory plan): the step program's buffers
   /// at their offsets in its first stateBytes, then stepBytes of step region.
   bool arena = false;

@@ -101,29 +101,42 @@ planrt_status Trainer::gatherFull(std::vector<float> &P, std::vector<float> &M, 
   return PLANRT_OK;
 }
 
+bool Trainer::offloadedBuffer(const std::string &name) const {
+  return (offloaded() && (name == m.bufferName("exp_avg") || name == m.bufferName("exp_avg_sq"))) ||
+         (paramsOffloaded() && name == m.master);
+}
+
 planrt_status Trainer::openOffload() {
   std::string dir = o.offloadDir.empty() ? m.offloadDir : o.offloadDir;
+  std::string paramsDir = !paramsOffloaded() || o.offloadDir.empty() ? m.paramsOffloadDir : o.offloadDir;
   offload = std::make_unique<OffloadedOptimizer>(dir, planrt_mesh_rank(ctx.mesh) < 0 ? 0 : planrt_mesh_rank(ctx.mesh),
                                                  m.offloadChunk,
                                                  OffloadedOptimizer::Group{spanFloats(0), e.chunk0},
-                                                 OffloadedOptimizer::Group{spanFloats(1), e.chunk1});
+                                                 OffloadedOptimizer::Group{spanFloats(1), e.chunk1}, paramsDir);
   if (planrt_status s = offload->open())
     return s;
   ctx.offload = offload.get();
+  ctx.offloadedShard = paramsOffloaded() ? master : -1;
   return PLANRT_OK;
 }
 
-planrt_status Trainer::momentsIn(bool read) {
+planrt_status Trainer::momentsIn(bool read, bool moments) {
   if (!offloaded())
     return PLANRT_OK;
-  for (int id : {expAvg, expAvgSq})
+  std::vector<int> ids;
+  if (moments)
+    ids = {expAvg, expAvgSq};
+  if (paramsOffloaded())
+    ids.push_back(master);
+  for (int id : ids)
     if (!ctx.buffers[size_t(id)].data && !ctx.buffers[size_t(id)].allocate())
-      return fail(PLANRT_ERR_ARG, "cannot allocate the optimizer moments (%lld floats) for their files",
-                  (long long)ctx.buffers[size_t(id)].floats);
+      return fail(PLANRT_ERR_ARG, "cannot allocate the offloaded buffer '%s' (%lld floats) for its files",
+                  ctx.buffers[size_t(id)].name.c_str(), (long long)ctx.buffers[size_t(id)].floats);
   if (!read)
     return PLANRT_OK;
   float *const mm[2] = {span(expAvg, 0), span(expAvg, 1)}, *const v[2] = {span(expAvgSq, 0), span(expAvgSq, 1)};
-  return offload->load(mm, v);
+  float *const p[2] = {span(master, 0), span(master, 1)};
+  return offload->load(mm, v, paramsOffloaded() ? p : nullptr);
 }
 
 planrt_status Trainer::momentsOut(bool write) {
@@ -131,12 +144,16 @@ planrt_status Trainer::momentsOut(bool write) {
     return PLANRT_OK;
   planrt_status s = PLANRT_OK;
   if (write) {
-    const float *const mm[2] = {span(expAvg, 0), span(expAvg, 1)};
-    const float *const v[2] = {span(expAvgSq, 0), span(expAvgSq, 1)};
-    s = offload->store(mm, v);
+    bool moments = data(expAvg) != nullptr; // a fresh run's are zeros, never held
+    const float *const mm[2] = {moments ? span(expAvg, 0) : nullptr, moments ? span(expAvg, 1) : nullptr};
+    const float *const v[2] = {moments ? span(expAvgSq, 0) : nullptr, moments ? span(expAvgSq, 1) : nullptr};
+    const float *const p[2] = {paramsOffloaded() ? span(master, 0) : nullptr,
+                               paramsOffloaded() ? span(master, 1) : nullptr};
+    s = offload->store(moments ? mm : nullptr, moments ? v : nullptr, paramsOffloaded() ? p : nullptr);
   }
-  for (int id : {expAvg, expAvgSq})
-    ctx.buffers[size_t(id)].release();
+  for (int id : {expAvg, expAvgSq, master})
+    if (offloadedBuffer(ctx.buffers[size_t(id)].name))
+      ctx.buffers[size_t(id)].release();
   return s;
 }
 

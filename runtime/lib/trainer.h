@@ -165,15 +165,21 @@ private:
   float *span(int id, int g) { return m.sharded ? piece(id, g) : data(id) + m.groupBegin[g]; }
   int64_t spanFloats(int g) const { return m.sharded ? pieceFloats(g) : m.groupEnd[g] - m.groupBegin[g]; }
 
-  // ---- The offloaded optimizer state (train_state.cpp): the moments live in files
-  // and are buffers only while a checkpoint, an export or the initial state needs them.
+  // ---- The offloaded optimizer state (train_state.cpp): the moments (and with
+  // `params = nvme(…)` the ZeRO-3 parameter shard) live in files and are buffers only
+  // while a checkpoint, an export or the initial state needs them.
 
   bool offloaded() const { return !m.offloadDir.empty(); }
-  /// Opens the files (the plan's directory, or --offload-dir).
+  bool paramsOffloaded() const { return !m.paramsOffloadDir.empty(); }
+  /// Whether buffer `name` lives in the offloaded files between those uses.
+  bool offloadedBuffer(const std::string &name) const;
+  /// Opens the files (the plan's directories, or --offload-dir for all).
   planrt_status openOffload();
-  /// The moment buffers allocated (zeroed), and read from the files if `read`.
-  planrt_status momentsIn(bool read);
-  /// The moment buffers written to the files as the current state if `write`, then freed.
+  /// The offloaded buffers allocated (zeroed; with `moments` false the parameter shard
+  /// alone), and read from the files if `read`.
+  planrt_status momentsIn(bool read, bool moments = true);
+  /// The offloaded buffers written to the files as the current state if `write` (the
+  /// moments as zeros where they are not allocated), then freed.
   planrt_status momentsOut(bool write);
 
   // ---- Tensor parallelism: this rank's pieces of whole parameters (train_state.cpp).

@@ -2,7 +2,8 @@
 // size), times a tensor axis (plan-train-step partitions the model: nn-tensor-parallel.mlir);
 // anything else is an error that names the feature and the axis, never a silently different
 // program: the interleaved pipeline schedule, replication outside the data axes, a mesh axis larger than 1
-// without a role, offloaded parameters, and an offloaded optimizer on a cuda mesh. (A pure data-parallel
+// without a role, offloaded parameters without the optimizer, with another buffer or on one data rank, and
+// offload on a cuda mesh. (A pure data-parallel
 // plan on 4 devices is accepted: see plan-train-abi.mlir.) The manifest needs every
 // parameter's nn.init and nn.std and the model's nn.vocab.
 // RUN: planc-opt %s -split-input-file -plan-train-abi -verify-diagnostics
@@ -230,7 +231,8 @@ plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 
 
 // -----
 
-// Parameters offloaded (ZeRO-Infinity): planc explain estimates them; the code generator refuses.
+// Parameters offloaded (ZeRO-Infinity) without the optimizer: the update streams each parameter chunk
+// with its moments.
 plan.mesh @cpu2 {axes = [#plan.axis<"dp", 2>], devices_per_node = 2 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
   %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
@@ -238,8 +240,34 @@ func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32>
   %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
-// expected-error @+1 {{offloading the parameters ('params' of the offload section) is not implemented by the code generator in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' on a cpu mesh builds}}
+// expected-error @+1 {{offloading the parameters without the optimizer is not implemented by the code generator in this version of planc: the update streams each parameter chunk with its Adam moments; add 'optimizer = nvme(DIR)' to the offload section}}
 plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu2, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 3, tensor = "", pipeline = "", stages = 1, schedule = gpipe, sequence = false, replicate = [], offload = {params = {target = "nvme", dir = "/nvme", buffer = 4096 : i64}}>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// The parameters' chunk must be the optimizer's.
+plan.mesh @cpu2 {axes = [#plan.axis<"dp", 2>], devices_per_node = 2 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+// expected-error @+1 {{the offloaded parameters' buffer (8192 bytes) differs from the optimizer's (4096 bytes): the update streams each parameter chunk with its moments, in chunks of one size; give both the same buffer}}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu2, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 3, tensor = "", pipeline = "", stages = 1, schedule = gpipe, sequence = false, replicate = [], offload = {optimizer = {target = "nvme", dir = "/nvme", buffer = 4096 : i64}, params = {target = "nvme", dir = "/nvme", buffer = 8192 : i64}}>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+
+// -----
+
+// One data rank: nothing to gather the shards over.
+plan.mesh @cpu1 {axes = [#plan.axis<"dp", 1>], devices_per_node = 1 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
+func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
+  %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
+  %l = nn.matmul %x, %wte {transpose_w} : (tensor<?x?x2xf32>, tensor<4x2xf32>) -> tensor<?x?x4xf32>
+  %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+// expected-error @+1 {{offloading the parameters of a single data-parallel rank is not implemented by the code generator in this version of planc: the parameters are offloaded as ZeRO-3 shards, gathered over a data axis of more than one rank}}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 1 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu1, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 3, tensor = "", pipeline = "", stages = 1, schedule = gpipe, sequence = false, replicate = [], offload = {optimizer = {target = "nvme", dir = "/nvme", buffer = 4096 : i64}, params = {target = "nvme", dir = "/nvme", buffer = 4096 : i64}}>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
 
 // -----
 
@@ -251,5 +279,5 @@ func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32>
   %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
-// expected-error @+1 {{offloading the optimizer on a cuda mesh is not implemented by the code generator in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' on a cpu mesh builds}}
+// expected-error @+1 {{offloading the optimizer on a cuda mesh is not implemented by the code generator in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' (with 'params = nvme(DIR)' under ZeRO-3) on a cpu mesh builds}}
 plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @gpu2, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 1, tensor = "", pipeline = "", stages = 1, schedule = gpipe, sequence = false, replicate = [], offload = {optimizer = {target = "cpu"}}>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}

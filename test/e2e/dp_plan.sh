@@ -8,7 +8,8 @@
 #     parallelism; with STAGES > 1, a pipeline axis pp of that size first, run with
 #     SCHEDULE, gpipe or 1f1b) and builds exe_NAME (for --target $TARGET when TARGET is set;
 #     with BUCKET set, e.g. "16 KiB", DDP gradient buckets of that size; with OFFLOAD set,
-#     e.g. 'nvme("DIR")', the optimizer's moments offloaded there; with LAYERS set, tiny's
+#     e.g. 'nvme("DIR")', the optimizer's moments offloaded there, and with OFFLOAD_PARAMS
+#     set as well the ZeRO-3 parameter shard where it says; with LAYERS set, tiny's
 #     shape with that many layers; with KEEP set, the pipeline's `keep:`, inputs or
 #     activations).
 dp_plan() {
@@ -29,7 +30,7 @@ train $1 {
   batch     = 8
   micro     = $3
   seq       = 32
-  parallel { data = dp  zero = $4  $tensor  $pipeline  ${BUCKET:+bucket = $BUCKET}  ${OFFLOAD:+offload { optimizer = $OFFLOAD \}} }
+  parallel { data = dp  zero = $4  $tensor  $pipeline  ${BUCKET:+bucket = $BUCKET}  ${OFFLOAD:+offload { optimizer = $OFFLOAD ${OFFLOAD_PARAMS:+params = $OFFLOAD_PARAMS} \}} }
   precision = ${6:-fp32}
   recompute = ${7:-none}
   optimizer = adamw(lr: 2e-3, betas: [0.9, 0.95], eps: 1e-8, weight_decay: 0.1)

@@ -3,14 +3,17 @@
 # on the CPU target:
 # 1. the tiny model under one process, DDP with accumulation, ZeRO-1 on 4 ranks, ZeRO-3 on
 #    2, data 2 x tensor 2 + sequence parallelism, fp16 (loss scaling), bf16 ZeRO-2 with
-#    selective recompute, 1F1B over 2 stages and data 2 x GPipe 2 with ZeRO-1: losses,
+#    selective recompute, 1F1B over 2 stages and data 2 x GPipe 2 with ZeRO-1, and with
+#    the ZeRO-3 parameter shard offloaded too (`params = nvme(DIR)`: gathered whole, by
+#    bucket on 4 ranks, bf16 with accumulation, data 2 x tensor 2): losses,
 #    learning rates and gradient norms bit for bit those of the same plan without offload,
 #    through 4 KiB chunks (a partial last chunk per group); the exported state too; the
 #    device peak lower by explain's prediction (1 %), the whole peak within 3 % of
 #    explain's (without recompute), and the files' bytes explain's NVMe bytes;
 # 2. crash: a run killed (SIGKILL) halfway through an update resumes from its last
 #    checkpoint with the uninterrupted run's losses bit for bit, on one process and on
-#    ZeRO-1 over 2 ranks (sharded checkpoints);
+#    ZeRO-1 over 2 ranks (sharded checkpoints), and on ZeRO-3 over 2 ranks with the
+#    parameter shard offloaded too;
 # 3. memory: a 12.6M-parameter model's peak RSS without and with offload, whose difference
 #    is explain's predicted fall (the moments less the staging buffer) within 3 %; with
 #    checkpoints, which read the moments back, the device peak explain's within 3 %.
@@ -28,12 +31,14 @@ launch() { # RANKS EXE ARGS…
   if [[ $ranks -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$ranks" "$@"; fi
 }
 
-# same NAME RANKS DP_PLAN_ARGS…: NAME without and with offload, compared.
+# same NAME RANKS DP_PLAN_ARGS…: NAME without and with offload, compared; with PARAMS=1
+# the ZeRO-3 parameter shard offloaded too, to a directory of its own.
 same() {
   local name=$1 ranks=$2
   shift 2
   dp_plan "plain_$name" "$@" > /dev/null
-  OFFLOAD="nvme(\"$WORK/nvme_$name\", buffer: 4 KiB)" dp_plan "off_$name" "$@" > /dev/null
+  OFFLOAD="nvme(\"$WORK/nvme_$name\", buffer: 4 KiB)" \
+    OFFLOAD_PARAMS=${PARAMS:+"nvme(\"$WORK/nvme_${name}_params\", buffer: 4 KiB)"} dp_plan "off_$name" "$@" > /dev/null
   "$PLANC" explain "off_$name.plan" --json > "off_$name.json"
   "$PLANC" explain "plain_$name.plan" --json > "plain_$name.json"
   for x in "plain_$name" "off_$name"; do
@@ -65,9 +70,14 @@ lo, hi = (0.97, 1.03) if exact else (0.85, 1.25)
 assert lo <= ratio <= hi, f"offload: FAIL: {name}: measured / explain device peak {ratio:.3f}"
 # explain's NVMe bytes are its worst pipeline rank's: the files of the first rank that holds
 # that stage (the pipeline axis is the mesh's outermost).
+# With the parameters offloaded, their files (in a directory of their own) count too.
 d, lay = f"{work}/nvme_{name}", e["layout"]
 rank = e["worst_rank"] * lay["data"] * lay["tensor"]
 files = sum(os.path.getsize(f"{d}/{f}") for f in os.listdir(d) if f.startswith(f"planc-optimizer.rank{rank}.gen"))
+if os.path.isdir(d + "_params"):
+    assert e["offload"]["params"] == "nvme", f"offload: FAIL: {name}: explain does not offload the parameters"
+    files += sum(os.path.getsize(f"{d}_params/{f}") for f in os.listdir(d + "_params")
+                 if f.startswith(f"planc-params.rank{rank}.gen"))
 nvme = e["offload"]["nvme_bytes"]
 assert files == nvme, f"offload: FAIL: {name}: rank {rank}'s files {files} B, explain {nvme} B"
 print(f"offload: {name}: 20 steps and the exported state ({len(x)} tensors) bitwise equal to the plan without "
@@ -85,13 +95,22 @@ same fp16 1 1 8 0 20 fp16
 same bf16_zero2 2 2 2 2 20 bf16 selective
 same pp2_1f1b 2 1 2 0 20 fp32 none 1 false 2 1f1b
 same dp2_pp2_zero1 4 2 2 1 20 fp32 none 1 false 2 gpipe
+# The parameter shard too (ZeRO-Infinity): gathered whole per micro-batch, by bucket (the
+# forward's and the backward's gathers), with bf16 and accumulation, and with a tensor axis.
+PARAMS=1 same zero3_params 2 2 2 3
+PARAMS=1 BUCKET="16 KiB" same zero3_bucket_params 4 4 1 3
+PARAMS=1 same zero3_bf16_params 2 2 2 3 20 bf16
+PARAMS=1 same dp2_tp2_zero3_params 4 2 4 3 20 fp32 none 2
 
 # crash NAME RANKS DP_PLAN_ARGS…: checkpoints every 5 steps; killed in step 12's update
-# (after the checkpoint of step 10), resumed, against the uninterrupted run.
+# (after the checkpoint of step 10), resumed, against the uninterrupted run (PARAMS as
+# for same).
 crash() {
   local name=$1 ranks=$2
   shift 2
-  OFFLOAD="nvme(\"$WORK/nvme_crash_$name\", buffer: 4 KiB)" dp_plan "crash_$name" "$@" > /dev/null
+  OFFLOAD="nvme(\"$WORK/nvme_crash_$name\", buffer: 4 KiB)" \
+    OFFLOAD_PARAMS=${PARAMS:+"nvme(\"$WORK/nvme_crash_${name}_params\", buffer: 4 KiB)"} \
+    dp_plan "crash_$name" "$@" > /dev/null
   sed -i "s|^  seed .*|&\\n  checkpoint { dir: \"$WORK/ckpt_$name\", every: 5 }|" "crash_$name.plan"
   "$PLANC" build "crash_$name.plan" -o "exe_crash_$name"
   launch "$ranks" "./exe_crash_$name" --log "full_$name.jsonl" --quiet --checkpoint-dir "$WORK/ckpt_full_$name" \
@@ -111,6 +130,7 @@ crash() {
 }
 crash one 1 1 8 0
 crash zero1 2 2 4 1
+PARAMS=1 BUCKET="16 KiB" crash zero3_params 2 2 4 3
 
 # Memory: a 12.6M-parameter GPT (4 layers of width 512), 3 steps, with and without the
 # moments on NVMe (4 MiB chunks): the fall of the peak RSS against explain's.

@@ -1,6 +1,7 @@
 // The NVMe optimizer state (runtime/lib/offload.h): chunked streaming through io_uring,
 // the last chunk's padding, the step state's writes, and crash safety — a process killed
-// halfway through an update leaves the previous generation current and whole.
+// halfway through an update leaves the previous generation current and whole; with the
+// parameter shard offloaded too, the same for it, and its ranges read for all-gathers.
 #include "TempDir.h"
 #include "offload.h"
 
@@ -33,8 +34,21 @@ struct Sizes {
   int64_t n0 = 5 * kChunk + 17, n1 = 300; // a partial last chunk in each group
 };
 
-OffloadedOptimizer make(const std::string &dir, const Sizes &s) {
-  return OffloadedOptimizer(dir, 0, kChunk, {s.n0, fakeUpdate}, {s.n1, fakeUpdate});
+OffloadedOptimizer make(const std::string &dir, const Sizes &s, const std::string &paramsDir = {}) {
+  return OffloadedOptimizer(dir, 0, kChunk, {s.n0, fakeUpdate}, {s.n1, fakeUpdate}, paramsDir);
+}
+
+/// Floats [offset, offset + n) of the shard (group 0's piece, then group 1's), read back.
+std::vector<float> fetch(OffloadedOptimizer &opt, int64_t offset, int64_t n) {
+  std::vector<float> out(size_t(n), -1.0f);
+  EXPECT_EQ(opt.readParams(offset, n, out.data()), PLANRT_OK) << planrt_last_error();
+  return out;
+}
+
+std::vector<float> concat(const std::vector<float> &a, const std::vector<float> &b) {
+  std::vector<float> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
 }
 
 std::vector<float> ramp(int64_t n, float base) {
@@ -141,4 +155,89 @@ TEST(Offload, ARunHoldsItsDirectory) {
   OffloadedOptimizer second = make(tmp / "nvme", Sizes());
   EXPECT_NE(second.open(), PLANRT_OK);
   EXPECT_NE(std::string(planrt_last_error()).find("another run holds"), std::string::npos) << planrt_last_error();
+}
+
+TEST(Offload, TheParameterShardStreamsWithItsMomentsAndIsReadByRange) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  EXPECT_TRUE(opt.paramsOffloaded());
+  std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+  std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20);
+  const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
+  const float *const ps[2] = {p0.data(), p1.data()};
+  ASSERT_EQ(opt.store(ms, vs, ps), PLANRT_OK) << planrt_last_error();
+  // A parameter chunk per record: half the moments' bytes; two slots of three chunks and
+  // one for the last gradient.
+  EXPECT_EQ(opt.paramsFileBytes(), 7 * kChunk * 4);
+  EXPECT_EQ(opt.stagingBytes(), 7 * kChunk * 4 + 4096);
+
+  // Ranges as all-gathers ask for them: the whole shard, one across the groups' seam,
+  // one inside a chunk of group 1, and one past the end refused.
+  std::vector<float> all = concat(p0, p1);
+  EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), all);
+  EXPECT_EQ(fetch(opt, s.n0 - 5, 10), std::vector<float>(all.begin() + (s.n0 - 5), all.begin() + (s.n0 + 5)));
+  EXPECT_EQ(fetch(opt, s.n0 + 100, 3), std::vector<float>(p1.begin() + 100, p1.begin() + 103));
+  std::vector<float> past(4);
+  EXPECT_NE(opt.readParams(s.n0 + s.n1 - 2, 4, past.data()), PLANRT_OK);
+  EXPECT_EQ(opt.fetchBytes, uint64_t(4 * (s.n0 + s.n1 + 10 + 3 + 2)));
+
+  // The update reads the parameters from the files, not from p (null here).
+  std::vector<float> g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
+  std::vector<float> want0 = p0, want1 = p1;
+  for (int64_t i = 0; i < s.n0; ++i)
+    want0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
+  for (int64_t i = 0; i < s.n1; ++i)
+    want1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
+  float *const gs[2] = {g0.data(), g1.data()};
+  ASSERT_EQ(opt.update(nullptr, gs, 3, state), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), concat(want0, want1)); // the new generation's
+  std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), q0(size_t(s.n0)), q1(size_t(s.n1)), x0(size_t(s.n0)),
+      x1(size_t(s.n1));
+  float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {q0.data(), q1.data()}, *const rp[2] = {x0.data(),
+                                                                                                         x1.data()};
+  ASSERT_EQ(opt.load(rm, rv, rp), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(x0, want0);
+  EXPECT_EQ(x1, want1);
+  for (int64_t i = 0; i < s.n1; ++i)
+    ASSERT_EQ(r1[size_t(i)], m1[size_t(i)] + g1[size_t(i)]) << i;
+  // The moments' and the parameters' records, read and written by the store, the update
+  // and the load.
+  EXPECT_EQ(opt.bytesWritten, uint64_t(2 * (opt.fileBytes() + opt.paramsFileBytes())));
+  EXPECT_EQ(opt.bytesRead, uint64_t(2 * (opt.fileBytes() + opt.paramsFileBytes())));
+
+  // A store without the shard would lose it: refused.
+  EXPECT_NE(opt.store(ms, vs), PLANRT_OK);
+}
+
+TEST(Offload, AKilledUpdateLeavesThePreviousParametersWhole) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20);
+  {
+    OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
+    ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+    const float *const ps[2] = {p0.data(), p1.data()};
+    ASSERT_EQ(opt.store(nullptr, nullptr, ps), PLANRT_OK) << planrt_last_error();
+  }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("PLANRT_TEST_KILL_IN_UPDATE", "5", 1);
+    OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
+    std::vector<float> g0(size_t(s.n0), 7.0f), g1(size_t(s.n1), 7.0f);
+    float *const gs[2] = {g0.data(), g1.data()};
+    float state[8] = {};
+    if (opt.open() == PLANRT_OK)
+      opt.update(nullptr, gs, 5, state);
+    _exit(3); // not reached when the hook fires
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the update finished instead of being killed: " << status;
+  OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), concat(p0, p1));
 }

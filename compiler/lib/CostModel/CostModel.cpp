@@ -1248,10 +1248,21 @@ private:
     off.hostMemory = mesh.hostMemoryBytes;
     if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
-      heldBeyondModelStates(rank, n, shard, trainedParams, mem, bufs);
-      bufs.push_back({"offloaded optimizer's staging buffer (io_uring)", 6 * opt.bufferBytes + 4096, true});
-      off.nvmeBytes = 2 * momentFileBytes(rank);
-      off.nvmeBytesPerStep = 2 * momentFileBytes(rank);
+      // With `params`, the ZeRO-3 shard in files too: each record's parameter chunk
+      // beside its moments (half their bytes), streamed by the update, and this rank's
+      // part of every all-gather read from them (the forward and backward passes' with
+      // buckets, once per micro-batch without).
+      bool params = par.any();
+      int64_t paramFile = params ? momentFileBytes(rank) / 2 : 0;
+      if (params)
+        mem.params -= trainedParams;
+      heldBeyondModelStates(rank, n, shard, params ? 0 : trainedParams, mem, bufs);
+      bufs.push_back({params ? "offloaded optimizer's and parameters' staging buffer (io_uring)"
+                             : "offloaded optimizer's staging buffer (io_uring)",
+                      (params ? 7 : 6) * opt.bufferBytes + 4096, true});
+      off.nvmeBytes = 2 * momentFileBytes(rank) + 2 * paramFile;
+      int64_t gathers = params ? (l.bucketBytes > 0 ? 2 : 1) * mb : 0;
+      off.nvmeBytesPerStep = 2 * momentFileBytes(rank) + 2 * paramFile + gathers * momentFileBytes(rank, 1) / 2;
       return true;
     }
     int64_t optState = int64_t(double(span) * optBytes), gradState = int64_t(double(span) * gradBytes);
@@ -1283,7 +1294,8 @@ private:
   void checkpointRow(int r, const Memory &mem, std::vector<BufferRow> &bufs) const {
     if (!l.checkpoints || !l.optimizerOffload.any() || cudaMesh())
       return;
-    double step = double(mem.activations), moments = double(momentFileBytes(r, 1));
+    // (With `params`, the parameter shard comes back too: half the moments' bytes.)
+    double step = double(mem.activations), moments = double(momentFileBytes(r, 1)) * (l.paramsOffload.any() ? 1.5 : 1);
     for (const BufferRow &b : bufs)
       step += b.held ? 0 : double(b.bytes);
     if (moments > step)
@@ -1341,11 +1353,13 @@ private:
   void heldBeyondModelStates(int64_t rank, int64_t n, int64_t shard, int64_t trainedParams, const Memory &mem,
                              std::vector<BufferRow> &bufs) const {
     bool sharded = d > 1 && l.zero >= 1;
-    // Offloaded moments (a cpu mesh's nvme) are not held: the update streams them.
+    // Offloaded moments (a cpu mesh's nvme) are not held: the update streams them; nor
+    // is an offloaded parameter shard.
     int64_t moments = l.optimizerOffload.any() ? 0 : 8 * (sharded ? shard : n);
+    int64_t paramShard = sharded && !l.paramsOffload.any() ? 4 * shard : 0;
     int64_t gathered = 4 * n, gradients = 4 * n;
     bool paramsByParts = byParts(rank, gathered, gradients);
-    int64_t held = gathered + gradients + (sharded ? 4 * shard + 4 * shard : 0) + moments;
+    int64_t held = gathered + gradients + (sharded ? paramShard + 4 * shard : 0) + moments;
     int64_t extra = held - (trainedParams + mem.grads + mem.optimizer);
     auto add = [&](const std::string &name, int64_t bytes, bool held = false) {
       bytes = std::min(bytes, extra);

@@ -24,8 +24,12 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // QLoRA: not with a tensor axis (sema).
   if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
-  // Offload: the optimizer's moments to NVMe on a cpu mesh (plan-train-abi).
-  if (l.paramsOffload.any() || (l.optimizerOffload.any() && e.onCuda))
+  // Offload: the optimizer's moments to NVMe on a cpu mesh, and with them (the same
+  // buffer) the ZeRO-3 shard over more than one data rank (plan-train-abi).
+  if ((l.optimizerOffload.any() || l.paramsOffload.any()) && e.onCuda)
+    return false;
+  if (l.paramsOffload.any() && (!l.optimizerOffload.any() || l.data < 2 ||
+                                l.paramsOffload.bufferBytes != l.optimizerOffload.bufferBytes))
     return false;
   return l.schedule != sema::PipelineSchedule::Interleaved;
 }
@@ -37,10 +41,11 @@ struct Offloads {
 } // namespace
 
 /// The offloads a layout that does not fit may try, least first: on a cpu mesh the
-/// optimizer's moments to NVMe; on a cuda mesh the optimizer (and gradients) to the
-/// host, then under ZeRO-3 the parameters too, then both to NVMe (ZeRO-Infinity). A plan
-/// that names an NVMe directory lends it; otherwise "nvme" stands for one.
-static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout &base, int zero) {
+/// optimizer's moments to NVMe, then under ZeRO-3 over several data ranks the parameter
+/// shard too; on a cuda mesh the optimizer (and gradients) to the host, then under
+/// ZeRO-3 the parameters too, then both to NVMe (ZeRO-Infinity). A plan that names an
+/// NVMe directory lends it; otherwise "nvme" stands for one.
+static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout &base, int zero, int64_t data) {
   std::string dir = base.optimizerOffload.target == sema::OffloadTarget::NVMe ? base.optimizerOffload.dir
                     : base.paramsOffload.target == sema::OffloadTarget::NVMe  ? base.paramsOffload.dir
                                                                                : "nvme";
@@ -49,8 +54,11 @@ static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout
   nvme.target = sema::OffloadTarget::NVMe;
   nvme.dir = dir;
   nvme.bufferBytes = sema::kDefaultOffloadBufferBytes;
-  if (mesh.kind != sema::DeviceKind::CUDA)
+  if (mesh.kind != sema::DeviceKind::CUDA) {
+    if (zero == 3 && data > 1)
+      return {{nvme, {}}, {nvme, nvme}};
     return {{nvme, {}}};
+  }
   std::vector<Offloads> out{{cpu, {}}};
   if (zero == 3)
     out.insert(out.end(), {{cpu, cpu}, {nvme, nvme}});
@@ -61,12 +69,15 @@ static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout
 static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base, int zero,
                          const Calibration &cal, sema::Layout &l, Estimate &e) {
   // What offload cannot move decides first, without another estimate: on a cpu mesh
-  // everything but the optimizer's state stays; on a cuda mesh the activations do.
-  int64_t stays = mesh.kind == sema::DeviceKind::CUDA ? e.perDevice.activations
-                                                      : e.perDevice.total() - e.perDevice.optimizer;
+  // everything but the optimizer's state (and ZeRO-3's shard over several data ranks)
+  // stays; on a cuda mesh the activations do.
+  bool shardMoves = zero == 3 && l.data > 1;
+  int64_t stays = mesh.kind == sema::DeviceKind::CUDA
+                      ? e.perDevice.activations
+                      : e.perDevice.total() - e.perDevice.optimizer - (shardMoves ? e.perDevice.params : 0);
   if (mesh.memoryBytes && stays > *mesh.memoryBytes)
     return;
-  std::vector<Offloads> tries = offloads(mesh, base, zero);
+  std::vector<Offloads> tries = offloads(mesh, base, zero, l.data);
   auto with = [&](const Offloads &o) {
     sema::Layout out = l;
     out.optimizerOffload = o.optimizer;

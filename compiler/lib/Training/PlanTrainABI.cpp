@@ -298,6 +298,38 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
   return llvm::json::Value(std::move(root));
 }
 
+/// What this version builds of `offload`: the optimizer's moments on nvme on a cpu
+/// mesh, and with them the ZeRO-3 parameter shard (the update streams each parameter
+/// chunk with its moments, so the two share the chunk).
+LogicalResult checkOffload(pl::TrainOp train, DictionaryAttr offload, pl::MeshOp mesh) {
+  auto opt = offload.getAs<DictionaryAttr>("optimizer"), params = offload.getAs<DictionaryAttr>("params");
+  if (mesh.getKind() != pl::DeviceKind::cpu)
+    return train.emitError() << "offloading the " << (opt ? "optimizer" : "parameters")
+                             << " on a cuda mesh is not implemented by the code generator in this version of planc; "
+                                "planc explain estimates it, and 'optimizer = nvme(DIR)' (with 'params = nvme(DIR)' "
+                                "under ZeRO-3) on a cpu mesh builds";
+  if (!params)
+    return success();
+  if (!opt)
+    return train.emitError() << "offloading the parameters without the optimizer is not implemented by the code "
+                                "generator in this version of planc: the update streams each parameter chunk with "
+                                "its Adam moments; add 'optimizer = nvme(DIR)' to the offload section";
+  auto bytes = [](DictionaryAttr place) {
+    auto b = place.getAs<IntegerAttr>("buffer");
+    return b ? b.getInt() : int64_t(0);
+  };
+  if (bytes(opt) != bytes(params))
+    return train.emitError() << "the offloaded parameters' buffer (" << bytes(params)
+                             << " bytes) differs from the optimizer's (" << bytes(opt)
+                             << " bytes): the update streams each parameter chunk with its moments, in chunks of one "
+                                "size; give both the same buffer";
+  if (training::dataParallelSize(train) < 2)
+    return train.emitError() << "offloading the parameters of a single data-parallel rank is not implemented by the "
+                                "code generator in this version of planc: the parameters are offloaded as ZeRO-3 "
+                                "shards, gathered over a data axis of more than one rank";
+  return success();
+}
+
 /// What this version compiles: data-parallel layouts (DDP, ZeRO 1–3) of any size,
 /// times a tensor-parallel axis (plan-train-step partitioned the model), fp32, bf16
 /// or fp16, any recompute mode. Anything else is an error naming the feature,
@@ -334,16 +366,9 @@ LogicalResult checkSupported(pl::TrainOp train) {
       training::dataParallelSize(train) * training::tensorParallelOf(train).size * pp.size * clients)
     return train.emitError() << "every axis of mesh '" << train.getMesh()
                              << "' larger than 1 needs a role; this version runs data-parallel layouts";
-  if (DictionaryAttr offload = par.getOffload()) {
-    if (offload.get("params"))
-      return train.emitError() << "offloading the parameters ('params' of the offload section) is not implemented "
-                                  "by the code generator in this version of planc; planc explain estimates it, and "
-                                  "'optimizer = nvme(DIR)' on a cpu mesh builds";
-    if (mesh.getKind() != pl::DeviceKind::cpu)
-      return train.emitError() << "offloading the optimizer on a cuda mesh is not implemented by the code generator "
-                                  "in this version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' "
-                                  "on a cpu mesh builds";
-  }
+  if (DictionaryAttr offload = par.getOffload())
+    if (failed(checkOffload(train, offload, mesh)))
+      return failure();
   if (auto fixed = train.getFixedLossScale(); fixed && !(fixed->convertToDouble() <= 3.4028234663852886e38))
     return train.emitError() << "the static loss scale " << fixed->convertToDouble()
                              << " does not fit in f32 (at most 3.4e38), where the step keeps it";
