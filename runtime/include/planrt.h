@@ -186,7 +186,7 @@ planrt_status planrt_all_reduce_start(planrt_mesh *mesh, unsigned mask, float *b
 /* A slice of a non-blocking all-gather (ZeRO-3's parameter buckets): the floats
  * [begin, begin + size) of what planrt_all_gather(mesh, mask, send, count, recv) writes
  * to recv; each rank sends the part of its block in the slice (send must not lie in
- * recv, except as this rank's block, recv + rank × count: then in place, the block's part
+ * recv, except as this rank's block, recv + (its rank in the group) × count: then in place, the block's part
  * of the slice already there, as the offloaded parameters fetch it). Bytes counted: the whole all-gather's count up to the slice's end minus that up
  * to its start, so that slices covering it count exactly what it does. */
 planrt_status planrt_all_gather_start(planrt_mesh *mesh, unsigned mask, const float *send, int64_t count, float *recv,

@@ -129,11 +129,13 @@ struct OffloadedOptimizer::Impl {
   planrt_status submit(bool write, int64_t i, float *slot) {
     int gen = write ? 1 - current : current;
     int parts = params() ? 2 : 1;
+    // Room for every part first: a part prepared but not submitted would go with a
+    // later submission (at most 8 in flight of kDepth).
+    if (io_uring_sq_space_left(&ring) < unsigned(parts))
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: the io_uring submission queue is full (%s)",
+                  files[gen].c_str());
     for (int part = 0; part < parts; ++part) {
-      io_uring_sqe *sqe = io_uring_get_sqe(&ring); // at most 8 in flight of kDepth
-      if (!sqe)
-        return fail(PLANRT_ERR_IO, "offloaded optimizer state: the io_uring submission queue is full (%s)",
-                    files[gen].c_str());
+      io_uring_sqe *sqe = io_uring_get_sqe(&ring);
       int fd = part ? paramFds[gen] : fds[gen];
       int64_t bytes = part ? paramBytes() : recordBytes();
       float *at = part ? slot + 2 * chunk : slot;
@@ -250,11 +252,14 @@ struct OffloadedOptimizer::Impl {
     if (!ok || std::rename(tmp.c_str(), marker.c_str()) != 0)
       return fail(PLANRT_ERR_IO, "offloaded optimizer state: cannot write %s: %s", marker.c_str(),
                   errnoText(errno).c_str());
-    // The rename itself must reach the disk: sync the directory.
-    if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
+    // The rename itself must reach the disk: sync the directory (and the parameters'
+    // directory, whose files' entries the marker's generation names).
+    for (const std::string *d : {&dir, &paramsDir})
+      if (!d->empty())
+        if (int dfd = ::open(d->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+          ::fsync(dfd);
+          ::close(dfd);
+        }
     current = next;
     return PLANRT_OK;
   }

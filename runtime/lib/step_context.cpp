@@ -510,8 +510,14 @@ void planrt_step_ctx::startGathers(int64_t bucket) {
     if (!to)
       return;
     buffers[size_t(g.dst)].commit(g.begin, g.size); // held from now (a buffer by parts)
-    const float *from =
-        gatherSource(g.src, g.srcOffset, g.count, unsigned(g.mask), to, g.begin - g.dstOffset, g.size, "bucket all_gather");
+    // An offloaded shard's part is read into place unless an earlier gather of the same
+    // floats (the forward pass's last bucket, gathered again for the backward) still holds
+    // it: that one may be sending it now, and the bytes are there.
+    bool held = std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
+      return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;
+    });
+    const float *from = gatherSource(g.src, g.srcOffset, g.count, unsigned(g.mask), to, g.begin - g.dstOffset, g.size,
+                                     "bucket all_gather", /*fetch=*/!held);
     if (!from)
       return;
     planrt::Waiting w(*this, g.what);
@@ -562,7 +568,7 @@ void planrt_step_ctx::releaseGathers(int64_t bucket) {
 }
 
 const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64_t count, unsigned mask, float *to,
-                                           int64_t begin, int64_t size, const char *op) {
+                                           int64_t begin, int64_t size, const char *op, bool fetch) {
   if (src != offloadedShard || !offload)
     return range(src, srcOffset, count, op);
   if (srcOffset < 0 || count < 0 || srcOffset + count > buffers[size_t(src)].floats) {
@@ -572,7 +578,7 @@ const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64
   }
   int64_t me = planrt_mesh_group_rank(mesh, mask);
   int64_t lo = std::max(begin, me * count), hi = std::min(begin + size, (me + 1) * count);
-  if (hi > lo)
+  if (fetch && hi > lo)
     if (planrt_status s = offload->readParams(srcOffset + (lo - me * count), hi - lo, to + lo)) {
       failWith(s);
       return nullptr;

@@ -86,9 +86,11 @@ struct planrt_step_ctx {
   /// The all-gather's send pointer for `count` floats per rank from buffer `src` at
   /// `srcOffset` into `to` (the gather's first float), of which it fills the slice
   /// [begin, begin + size) (gather coordinates): the source's floats, or, from the
-  /// offloaded shard, `to` + this rank's block after reading its part of the slice there.
+  /// offloaded shard, `to` + this rank's block after reading its part of the slice there
+  /// (unless `fetch` is false: the part is there already). The read blocks the step's
+  /// thread; with buckets it happens as the gather starts, a bucket ahead of its use.
   const float *gatherSource(int32_t src, int64_t srcOffset, int64_t count, unsigned mask, float *to, int64_t begin,
-                            int64_t size, const char *op);
+                            int64_t size, const char *op, bool fetch = true);
   planrt_data *train = nullptr;
   /// A model over images reads these instead (`tokens` then holds micro × floats
   /// floats of images, `targets` their labels), each sample drawn from (seed, index).

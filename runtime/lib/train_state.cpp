@@ -134,6 +134,8 @@ planrt_status Trainer::momentsIn(bool read, bool moments) {
                   ctx.buffers[size_t(id)].name.c_str(), (long long)ctx.buffers[size_t(id)].floats);
   if (!read)
     return PLANRT_OK;
+  if (!moments) // the files hold both: reading is all or nothing
+    return fail(PLANRT_ERR_ARG, "the offloaded parameter shard is read with its moments");
   float *const mm[2] = {span(expAvg, 0), span(expAvg, 1)}, *const v[2] = {span(expAvgSq, 0), span(expAvgSq, 1)};
   float *const p[2] = {span(master, 0), span(master, 1)};
   return offload->load(mm, v, paramsOffloaded() ? p : nullptr);

@@ -5,8 +5,8 @@
 #    2, data 2 x tensor 2 + sequence parallelism, fp16 (loss scaling), bf16 ZeRO-2 with
 #    selective recompute, 1F1B over 2 stages and data 2 x GPipe 2 with ZeRO-1, and with
 #    the ZeRO-3 parameter shard offloaded too (`params = nvme(DIR)`: gathered whole, by
-#    bucket on 4 ranks, bf16 with accumulation, data 2 x tensor 2): losses,
-#    learning rates and gradient norms bit for bit those of the same plan without offload,
+#    bucket on 4 ranks, bf16 with accumulation, data 2 x tensor 2, data 2 x 1F1B 2):
+#    losses, learning rates and gradient norms bit for bit those of the same plan without offload,
 #    through 4 KiB chunks (a partial last chunk per group); the exported state too; the
 #    device peak lower by explain's prediction (1 %), the whole peak within 3 % of
 #    explain's (without recompute), and the files' bytes explain's NVMe bytes;
@@ -101,6 +101,7 @@ PARAMS=1 same zero3_params 2 2 2 3
 PARAMS=1 BUCKET="16 KiB" same zero3_bucket_params 4 4 1 3
 PARAMS=1 same zero3_bf16_params 2 2 2 3 20 bf16
 PARAMS=1 same dp2_tp2_zero3_params 4 2 4 3 20 fp32 none 2
+PARAMS=1 same dp2_pp2_zero3_params 4 2 2 3 20 fp32 none 1 false 2 1f1b
 
 # crash NAME RANKS DP_PLAN_ARGS…: checkpoints every 5 steps; killed in step 12's update
 # (after the checkpoint of step 10), resumed, against the uninterrupted run (PARAMS as

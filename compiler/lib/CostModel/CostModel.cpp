@@ -1251,7 +1251,7 @@ private:
       // With `params`, the ZeRO-3 shard in files too: each record's parameter chunk
       // beside its moments (half their bytes), streamed by the update, and this rank's
       // part of every all-gather read from them (the forward and backward passes' with
-      // buckets, once per micro-batch without).
+      // buckets, once per micro-batch without; a pipeline stage gathers once a step).
       bool params = par.any();
       int64_t paramFile = params ? momentFileBytes(rank) / 2 : 0;
       if (params)
@@ -1261,7 +1261,7 @@ private:
                              : "offloaded optimizer's staging buffer (io_uring)",
                       (params ? 7 : 6) * opt.bufferBytes + 4096, true});
       off.nvmeBytes = 2 * momentFileBytes(rank) + 2 * paramFile;
-      int64_t gathers = params ? (l.bucketBytes > 0 ? 2 : 1) * mb : 0;
+      int64_t gathers = !params ? 0 : p > 1 ? 1 : (l.bucketBytes > 0 ? 2 : 1) * mb;
       off.nvmeBytesPerStep = 2 * momentFileBytes(rank) + 2 * paramFile + gathers * momentFileBytes(rank, 1) / 2;
       return true;
     }

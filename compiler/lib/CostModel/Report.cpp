@@ -385,7 +385,7 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
   os << "\n";
   if (unbuilt)
     os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the interleaved "
-       << "pipeline schedule, offload on cuda meshes)\n";
+       << "pipeline schedule, offload on cuda meshes, the parameters offloaded without the optimizer)\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",
