@@ -972,6 +972,28 @@ private:
   /// a layer's input on its first op).
   std::vector<double> opKept;
 
+  /// For each parameter, the op of rank r's backward pass (from the loss down) from which
+  /// its rounded copy is held: under ZeRO-3 buckets on a cpu mesh, the first op that
+  /// reads its bucket (the highest; the bucket is gathered again there and its
+  /// parameters read and rounded anew); otherwise the pass's start (n).
+  std::vector<size_t> regatheredAt(int r, const std::vector<size_t> &last) const {
+    size_t n = model.ops.size();
+    std::vector<size_t> out(model.params.size(), n);
+    if (d <= 1 || l.zero != 3 || l.bucketBytes <= 0 || cudaMesh())
+      return out;
+    Buckets buckets = bucketsOf(false, r);
+    std::vector<size_t> start(buckets.floats.size(), 0);
+    std::vector<bool> seen(buckets.floats.size(), false);
+    for (size_t pr = 0; pr < model.params.size(); ++pr)
+      if (int k = buckets.paramBucket[pr]; k >= 0 && last[pr] != n) {
+        start[size_t(k)] = seen[size_t(k)] ? std::max(start[size_t(k)], last[pr]) : last[pr];
+        seen[size_t(k)] = true;
+      }
+    for (size_t pr = 0; pr < model.params.size(); ++pr)
+      if (int k = buckets.paramBucket[pr]; k >= 0 && seen[size_t(k)])
+        out[pr] = start[size_t(k)];
+    return out;
+  }
   /// The most the step's own buffers hold on rank r, op by op through the
   /// backward pass from the loss down. At op i it holds the activations kept by i and
   /// every op before it; what its unit's backward recomputed (selective: the dropped
@@ -993,7 +1015,10 @@ private:
     // Offload on a cuda mesh is estimated as its design holds it: each gradient bucket
     // streamed to the host as it is made, the parameters in their precision.
     bool streamed = designOffload(), rounded = l.precision != sema::Precision::FP32 && !streamed;
-    std::vector<double> gradsAt(n, 0), roundedAt(n, 0);
+    // roundedAt[i]: the rounded copies whose last reader is op i; roundedFrom[i]: those
+    // made at op i of the backward pass (all at its start, but under ZeRO-3 buckets, read
+    // and rounded again as their bucket is gathered again: plan-train-abi).
+    std::vector<double> gradsAt(n, 0), roundedAt(n, 0), roundedFrom(n, 0);
     // Each parameter's first op whose backward reads it (lowest: any op; first: not an
     // embedding), and its last op, on rank r.
     std::vector<size_t> lowest(model.params.size(), n), first(model.params.size(), n),
@@ -1006,6 +1031,7 @@ private:
           lowest[pr] = std::min(lowest[pr], i);
           last[pr] = i;
         }
+    std::vector<size_t> roundedUntil = regatheredAt(r, last);
     // A gradient is made at its parameter's last op and summed over the ops that read it
     // (a tied weight: each later contribution made beside the sum, then added). Without
     // gradient buckets it is kept whole until the pass ends (accumulateGrads); with them
@@ -1030,8 +1056,17 @@ private:
       // A parameter only embeddings read on rank r (a pipeline's first stage's token and
       // position tables) is rounded for the forward's lookups and freed after them: its
       // backward pass reads no copy.
-      if (rounded && first[pr] != n)
+      if (rounded && first[pr] != n) {
         roundedAt[first[pr]] += bytes;
+        roundedFrom[std::min(roundedUntil[pr], n - 1)] += bytes;
+      }
+    }
+    // The rounded copies alive at op i: those an op up to i still reads, made by then.
+    std::vector<double> roundedAlive(n, 0);
+    for (size_t i = n, made = 0; i-- > 0;) {
+      made += roundedFrom[i];
+      roundedAlive[i] = made;
+      made -= roundedAt[i];
     }
     // The op whose result the cross-entropy reads: the head, holding the logits' gradient.
     std::set<int> logitsOps;
@@ -1041,10 +1076,9 @@ private:
         logitsOps.insert(ops[i].operands[0] - sema::kFirstOpValue);
         logits += opRank[i] == r ? costs[i].logits : 0;
       }
-    // Kept and rounded by ops before i; recomputed by i's unit up to i.
-    std::vector<double> below(n + 1, 0), keptBelow(n + 1, 0), recomputed(n, 0);
+    // Kept by ops before i; recomputed by i's unit up to i.
+    std::vector<double> keptBelow(n + 1, 0), recomputed(n, 0);
     for (size_t i = 0; i < n; ++i) {
-      below[i + 1] = below[i] + (opRank[i] == r ? opKept[i] + roundedAt[i] : 0);
       keptBelow[i + 1] = keptBelow[i] + (opRank[i] == r ? opKept[i] : 0);
       recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] && !keptCollective(i - 1)
                                                 ? recomputed[i - 1]
@@ -1085,7 +1119,7 @@ private:
         adapterPart = value(ops[i].operands[0]);
       own += std::max(dequantized, adapterPart);
       // keptWhole: every kept activation, and the rounded copies still read.
-      double held = keptWhole ? keptBelow[n] + below[i + 1] - keptBelow[i + 1] : below[i + 1];
+      double held = (keptWhole ? keptBelow[n] : keptBelow[i + 1]) + roundedAlive[i];
       // The rounded copies of the weights only op i reads die with its input gradient,
       // before its weight gradients are made: the two are not held at once.
       peak = std::max(peak, held + recomputed[i] + grads + own - std::min(roundedAt[i], gradsAt[i]));
