@@ -96,12 +96,20 @@ int64_t layerOf(StringRef path) {
 static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order, func::FuncOp forward,
                                                      Recompute mode) {
   llvm::SmallPtrSet<Operation *, 32> out;
+  // Mixed precision reads a parameter through its rounded copy (roundValues: every one
+  // made as the forward pass starts): an op reading that copy reads the parameter.
+  auto throughRound = [](Value v) {
+    if (auto r = v.getDefiningOp<nn::RoundOp>())
+      return r.getOperand();
+    return v;
+  };
   if (mode == Recompute::Full) {
-    // Each layer's span: from the first to the last op reading one of its parameters.
+    // Each layer's span: from the first to the last op reading one of its parameters
+    // (not counting the roundings of the parameters themselves).
     std::map<int64_t, std::pair<size_t, size_t>> span;
     for (size_t i = 0; i < order.size(); ++i)
-      for (Value v : order[i]->getOperands())
-        if (auto arg = dyn_cast<BlockArgument>(v))
+      for (Value v : isa<nn::RoundOp>(order[i]) ? ValueRange() : ValueRange(order[i]->getOperands()))
+        if (auto arg = dyn_cast<BlockArgument>(throughRound(v)))
           if (auto name = parameterPath(forward, arg.getArgNumber()))
             if (int64_t l = layerOf(name.getValue()); l >= 0) {
               auto [it, inserted] = span.try_emplace(l, i, i);
@@ -112,7 +120,11 @@ static llvm::SmallPtrSet<Operation *, 32> recomputed(ArrayRef<Operation *> order
         out.insert(order[i]);
   } else if (mode == Recompute::Selective) {
     for (Operation *op : order) {
-      bool feedsMatmul = llvm::any_of(op->getUsers(), [](Operation *u) { return isa<nn::MatmulOp>(u); });
+      // (In mixed precision through the value's rounded copy.)
+      auto isMatmul = [](Operation *u) { return isa<nn::MatmulOp>(u); };
+      bool feedsMatmul = llvm::any_of(op->getUsers(), [&](Operation *u) {
+        return isMatmul(u) || (isa<nn::RoundOp>(u) && llvm::any_of(u->getUsers(), isMatmul));
+      });
       if (isa<nn::SDPAOp>(op) || (feedsMatmul && isa<nn::GeluOp, nn::SiluOp, nn::ReluOp, nn::MulOp>(op)))
         out.insert(op);
     }
