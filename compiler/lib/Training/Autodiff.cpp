@@ -309,6 +309,15 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp forward, StringRef name, bool
   for (Operation *op : llvm::reverse(ops))
     if (isOpTriviallyDead(op))
       op->erase();
+  // Mixed precision: a parameter's gradient is rounded by the VJP of the rounding that
+  // made the parameter's copy as the forward pass started, so last of all in the
+  // backward pass. Rounded as soon as it is whole instead, its fp32 sum dies there and
+  // gradient buckets (plan-train-abi) take it as the backward pass makes it; the values
+  // are the same.
+  for (Value out : body->getTerminator()->getOperands())
+    if (auto r = out.getDefiningOp<nn::RoundOp>())
+      if (Operation *def = r.getOperand().getDefiningOp(); def && def->getBlock() == body)
+        r->moveAfter(def);
   return grad;
 }
 
