@@ -327,8 +327,17 @@ KEEP=activations plan pp2_bf16_keep 1 2 0 bf16 none 1 false 2 1f1b
 # ZeRO-3 buckets in bf16: each bucket's parameters read and rounded again as the backward
 # pass gathers it again, so only the gathered buckets' rounded copies are held.
 BUCKET="16 KiB" plan zero3_dp2_buckets_bf16 2 2 3 bf16
+# Recompute in bf16 (through the roundings: the layers' spans and the GELUs), full on one
+# process and under ZeRO-3, and selective and full with ZeRO-3 buckets.
+plan single_bf16_full 1 8 0 bf16 full
+plan zero3_dp2_bf16_full 2 2 3 bf16 full
+BUCKET="16 KiB" plan zero3_dp2_buckets_bf16_full 2 2 3 bf16 full
+BUCKET="16 KiB" plan zero3_buckets_bf16_selective 4 1 3 bf16 selective
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single_bf16 zero1_bf16 dp2_tp2_bf16 dp2_tp2_sp_bf16 pp2_bf16 \
-  pp2_bf16_keep zero3_dp2_buckets_bf16
+  pp2_bf16_keep zero3_dp2_buckets_bf16 single_bf16_full zero3_dp2_bf16_full zero3_dp2_buckets_bf16_full \
+  zero3_buckets_bf16_selective
+# Recompute gives the same values: bit for bit the losses without it.
+"$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 0 single_bf16 single_bf16_full
 # fp16 with dynamic loss scaling: the scale and the skip decision follow the reduced norm.
 plan single_fp16 1 8 0 fp16
 plan zero1_fp16 4 1 1 fp16

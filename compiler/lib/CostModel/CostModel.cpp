@@ -1380,7 +1380,46 @@ private:
     gathered = 0;
     for (int k : first)
       gathered += 4 * buckets.floats[size_t(k)];
+    if (l.recompute == sema::Recompute::Full)
+      gathered = std::max(gathered, gatheredForRecompute(rank));
     return true;
+  }
+  /// Full recompute under ZeRO-3 buckets: a layer's backward pass starts by computing its
+  /// forward pass again, which reads every parameter of the layer, so all the layer's
+  /// buckets are gathered at once, and the one after them (in the backward pass's order:
+  /// by the highest op that reads each) is started ahead. The most over the layers.
+  int64_t gatheredForRecompute(int64_t rank) const {
+    auto buckets = bucketsOf(false, rank);
+    size_t K = buckets.floats.size();
+    std::vector<int64_t> highest(K, -1);
+    std::map<int, std::set<int>> ofLayer;
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == rank)
+        for (int pr : model.ops[i].params)
+          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0) {
+            highest[size_t(k)] = std::max(highest[size_t(k)], int64_t(i));
+            if (opUnit[i] >= 0 && opUnit[i] < model.layers)
+              ofLayer[opUnit[i]].insert(k);
+          }
+    std::vector<int> order; // the backward pass's gathers
+    for (size_t k = 0; k < K; ++k)
+      if (highest[k] >= 0)
+        order.push_back(int(k));
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return highest[size_t(a)] > highest[size_t(b)]; });
+    int64_t most = 0;
+    for (auto &[u, set] : ofLayer) {
+      int64_t floats = 0;
+      size_t last = 0;
+      for (size_t j = 0; j < order.size(); ++j)
+        if (set.count(order[j])) {
+          floats += buckets.floats[size_t(order[j])];
+          last = j;
+        }
+      if (last + 1 < order.size())
+        floats += buckets.floats[size_t(order[last + 1])];
+      most = std::max(most, 4 * floats);
+    }
+    return most;
   }
   /// How long ZeRO-2/3 hold what they gather or reduce whole (the buffer rows).
   std::string wholeFor() const { return p > 1 ? "for the stage's micro-batches" : "for each micro-batch"; }
