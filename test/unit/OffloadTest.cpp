@@ -45,6 +45,27 @@ std::vector<float> fetch(OffloadedOptimizer &opt, int64_t offset, int64_t n) {
   return out;
 }
 
+/// Runs step 5's update in a child process with the crash hook set (SIGKILL halfway
+/// through its writes of the next generation) and checks that it was killed.
+void killedInAnUpdate(const std::string &dir, const Sizes &s, const std::string &paramsDir = {}) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("PLANRT_TEST_KILL_IN_UPDATE", "5", 1);
+    OffloadedOptimizer opt = make(dir, s, paramsDir);
+    std::vector<float> p0(size_t(s.n0)), p1(size_t(s.n1)), g0(size_t(s.n0), 7.0f), g1(size_t(s.n1), 7.0f);
+    float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
+    float state[8] = {};
+    if (opt.open() == PLANRT_OK)
+      opt.update(ps, gs, 5, state); // with the parameters offloaded, ps is not read
+    _exit(3);                       // not reached when the hook fires
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the update finished instead of being killed: " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
 std::vector<float> concat(const std::vector<float> &a, const std::vector<float> &b) {
   std::vector<float> out = a;
   out.insert(out.end(), b.begin(), b.end());
@@ -111,22 +132,7 @@ TEST(Offload, AKilledUpdateLeavesThePreviousGenerationWhole) {
   }
   // A child process updates with the crash hook set: SIGKILL halfway through step 5's
   // writes of the next generation.
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setenv("PLANRT_TEST_KILL_IN_UPDATE", "5", 1);
-    OffloadedOptimizer opt = make(tmp / "nvme", s);
-    std::vector<float> p0(size_t(s.n0)), p1(size_t(s.n1)), g0(size_t(s.n0), 7.0f), g1(size_t(s.n1), 7.0f);
-    float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
-    float state[8] = {};
-    if (opt.open() == PLANRT_OK)
-      opt.update(ps, gs, 5, state);
-    _exit(3); // not reached when the hook fires
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the update finished instead of being killed: " << status;
-  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(killedInAnUpdate(tmp / "nvme", s));
 
   OffloadedOptimizer opt = make(tmp / "nvme", s);
   ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
@@ -222,21 +228,7 @@ TEST(Offload, AKilledUpdateLeavesThePreviousParametersWhole) {
     const float *const ps[2] = {p0.data(), p1.data()};
     ASSERT_EQ(opt.store(nullptr, nullptr, ps), PLANRT_OK) << planrt_last_error();
   }
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setenv("PLANRT_TEST_KILL_IN_UPDATE", "5", 1);
-    OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
-    std::vector<float> g0(size_t(s.n0), 7.0f), g1(size_t(s.n1), 7.0f);
-    float *const gs[2] = {g0.data(), g1.data()};
-    float state[8] = {};
-    if (opt.open() == PLANRT_OK)
-      opt.update(nullptr, gs, 5, state);
-    _exit(3); // not reached when the hook fires
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the update finished instead of being killed: " << status;
+  ASSERT_NO_FATAL_FAILURE(killedInAnUpdate(tmp / "nvme", s, tmp / "params"));
   OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
   ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
   EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), concat(p0, p1));
