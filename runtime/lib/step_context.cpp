@@ -513,11 +513,8 @@ void planrt_step_ctx::startGathers(int64_t bucket) {
     // An offloaded shard's part is read into place unless an earlier gather of the same
     // floats (the forward pass's last bucket, gathered again for the backward) still holds
     // it: that one may be sending it now, and the bytes are there.
-    bool held = std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
-      return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;
-    });
     const float *from = gatherSource(g.src, g.srcOffset, g.count, unsigned(g.mask), to, g.begin - g.dstOffset, g.size,
-                                     "bucket all_gather", /*fetch=*/!held);
+                                     "bucket all_gather", /*fetch=*/!heldByAnother(g));
     if (!from)
       return;
     planrt::Waiting w(*this, g.what);
@@ -525,6 +522,12 @@ void planrt_step_ctx::startGathers(int64_t bucket) {
                                                   g.size, &g.request))
       return failWith(s);
   }
+}
+
+bool planrt_step_ctx::heldByAnother(const Gather &g) const {
+  return std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
+    return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;
+  });
 }
 
 void planrt_step_ctx::waitGathers(int64_t bucket, bool ahead) {
@@ -559,10 +562,7 @@ void planrt_step_ctx::releaseGathers(int64_t bucket) {
     g.released = true;
     // Kept while a later gather of the same floats (the backward pass's, started a
     // bucket ahead) is in flight or in use: that one's release gives them back.
-    bool again = std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
-      return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;
-    });
-    if (!again)
+    if (!heldByAnother(g))
       buffers[size_t(g.dst)].decommit(g.begin, g.size);
   }
 }

@@ -209,6 +209,9 @@ struct planrt_step_ctx {
   void waitGathers(int64_t bucket, bool ahead);
   /// Waits for bucket `bucket`'s gathers, then gives their floats back (a buffer by parts).
   void releaseGathers(int64_t bucket);
+  /// Whether another gather of g's floats (the forward pass's last bucket and the
+  /// backward pass's first, gathered again a bucket ahead) has started and holds them.
+  bool heldByAnother(const Gather &g) const;
   /// Seconds spent in collectives and point-to-point transfers so far.
   double commSeconds = 0;
 

@@ -3,6 +3,7 @@
 // --init and --export hold, in both directions (gathering is collective).
 #include "trainer.h"
 
+#include <array>
 #include <cstring>
 
 namespace planrt::train {
@@ -146,12 +147,15 @@ planrt_status Trainer::momentsOut(bool write) {
     return PLANRT_OK;
   planrt_status s = PLANRT_OK;
   if (write) {
-    bool moments = data(expAvg) != nullptr; // a fresh run's are zeros, never held
-    const float *const mm[2] = {moments ? span(expAvg, 0) : nullptr, moments ? span(expAvg, 1) : nullptr};
-    const float *const v[2] = {moments ? span(expAvgSq, 0) : nullptr, moments ? span(expAvgSq, 1) : nullptr};
-    const float *const p[2] = {paramsOffloaded() ? span(master, 0) : nullptr,
-                               paramsOffloaded() ? span(master, 1) : nullptr};
-    s = offload->store(moments ? mm : nullptr, moments ? v : nullptr, paramsOffloaded() ? p : nullptr);
+    // Null where not held: a fresh run's moments (written as zeros), a shard not offloaded.
+    auto spans = [&](int id, bool held) {
+      return held ? std::array<const float *, 2>{span(id, 0), span(id, 1)} : std::array<const float *, 2>{};
+    };
+    bool moments = data(expAvg) != nullptr;
+    std::array<const float *, 2> mm = spans(expAvg, moments), v = spans(expAvgSq, moments),
+                                 p = spans(master, paramsOffloaded());
+    s = offload->store(moments ? mm.data() : nullptr, moments ? v.data() : nullptr,
+                       paramsOffloaded() ? p.data() : nullptr);
   }
   for (int id : {expAvg, expAvgSq, master})
     if (offloadedBuffer(ctx.buffers[size_t(id)].name))

@@ -976,22 +976,16 @@ private:
   /// its rounded copy is held: under ZeRO-3 buckets on a cpu mesh, the first op that
   /// reads its bucket (the highest; the bucket is gathered again there and its
   /// parameters read and rounded anew); otherwise the pass's start (n).
-  std::vector<size_t> regatheredAt(int r, const std::vector<size_t> &last) const {
+  std::vector<size_t> regatheredAt(int r) const {
     size_t n = model.ops.size();
     std::vector<size_t> out(model.params.size(), n);
     if (d <= 1 || l.zero != 3 || l.bucketBytes <= 0 || cudaMesh())
       return out;
     Buckets buckets = bucketsOf(false, r);
-    std::vector<size_t> start(buckets.floats.size(), 0);
-    std::vector<bool> seen(buckets.floats.size(), false);
+    std::vector<int64_t> gatheredAt = backwardGatherOps(r, buckets);
     for (size_t pr = 0; pr < model.params.size(); ++pr)
-      if (int k = buckets.paramBucket[pr]; k >= 0 && last[pr] != n) {
-        start[size_t(k)] = seen[size_t(k)] ? std::max(start[size_t(k)], last[pr]) : last[pr];
-        seen[size_t(k)] = true;
-      }
-    for (size_t pr = 0; pr < model.params.size(); ++pr)
-      if (int k = buckets.paramBucket[pr]; k >= 0 && seen[size_t(k)])
-        out[pr] = start[size_t(k)];
+      if (int k = buckets.paramBucket[pr]; k >= 0 && gatheredAt[size_t(k)] >= 0)
+        out[pr] = size_t(gatheredAt[size_t(k)]);
     return out;
   }
   /// The most the step's own buffers hold on rank r, op by op through the
@@ -1031,7 +1025,7 @@ private:
           lowest[pr] = std::min(lowest[pr], i);
           last[pr] = i;
         }
-    std::vector<size_t> roundedUntil = regatheredAt(r, last);
+    std::vector<size_t> roundedUntil = regatheredAt(r);
     // A gradient is made at its parameter's last op and summed over the ops that read it
     // (a tied weight: each later contribution made beside the sum, then added). Without
     // gradient buckets it is kept whole until the pass ends (accumulateGrads); with them
@@ -1391,16 +1385,13 @@ private:
   int64_t gatheredForRecompute(int64_t rank) const {
     auto buckets = bucketsOf(false, rank);
     size_t K = buckets.floats.size();
-    std::vector<int64_t> highest(K, -1);
+    std::vector<int64_t> highest = backwardGatherOps(rank, buckets);
     std::map<int, std::set<int>> ofLayer;
     for (size_t i = 0; i < model.ops.size(); ++i)
-      if (opRank[i] == rank)
+      if (opRank[i] == rank && opUnit[i] >= 0 && opUnit[i] < model.layers)
         for (int pr : model.ops[i].params)
-          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0) {
-            highest[size_t(k)] = std::max(highest[size_t(k)], int64_t(i));
-            if (opUnit[i] >= 0 && opUnit[i] < model.layers)
-              ofLayer[opUnit[i]].insert(k);
-          }
+          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0)
+            ofLayer[opUnit[i]].insert(k);
     std::vector<int> order; // the backward pass's gathers
     for (size_t k = 0; k < K; ++k)
       if (highest[k] >= 0)
@@ -1585,6 +1576,17 @@ private:
     std::vector<int64_t> floats; ///< each bucket's
     std::vector<int> paramBucket; ///< each parameter's bucket (its first piece's; -1: none here)
   };
+  /// Each bucket's first read in rank r's backward pass, where plan-train-abi gathers it
+  /// again: the highest op on the rank that reads one of its parameters (-1: none there).
+  std::vector<int64_t> backwardGatherOps(int64_t rank, const Buckets &buckets) const {
+    std::vector<int64_t> highest(buckets.floats.size(), -1);
+    for (size_t i = 0; i < model.ops.size(); ++i)
+      if (opRank[i] == rank)
+        for (int pr : model.ops[i].params)
+          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0)
+            highest[size_t(k)] = std::max(highest[size_t(k)], int64_t(i));
+    return highest;
+  }
   Buckets bucketsOf(bool reverse, int64_t commRank) const {
     std::vector<int64_t> owned;
     std::vector<bool> decayed;
