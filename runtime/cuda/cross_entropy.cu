@@ -4,10 +4,14 @@
 // block combines them in a fixed order; the mean is summed by one block in a fixed order,
 // so every run gives the same bits. A target outside [0, V) is flagged and reported by
 // finish(). The forward reads the logits once, the backward twice and writes them once.
+// Logits and their gradient may be float32 or 16-bit (storage, plan-cuda-half-storage):
+// the kernels are instantiated for each element type read and written.
 #include "common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 using namespace planrt::cuda;
 
@@ -16,25 +20,38 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
+/// An element as a float, and a float as an element (rounded to nearest even).
+__device__ float toFloat(float x) { return x; }
+__device__ float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ float toFloat(__half x) { return __half2float(x); }
+template <class T> __device__ T fromFloat(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(x);
+  else
+    return x;
+}
+
 /// f(j, lr[j]) for this thread's share of row lr (j = threadIdx.x, + kThreads, … < V),
 /// kUnroll loads in flight, each before f sees it (f may write lr[j]: the backward in place).
-template <class F> __device__ void forShare(const float *lr, int64_t V, const F &f) {
+template <class T, class F> __device__ void forShare(const T *lr, int64_t V, const F &f) {
   int64_t j = threadIdx.x;
   for (; j + (kUnroll - 1) * kThreads < V; j += kUnroll * kThreads) {
     float x[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      x[u] = lr[j + u * kThreads];
+      x[u] = toFloat(lr[j + u * kThreads]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
       f(j + u * kThreads, x[u]);
   }
   for (; j < V; j += kThreads)
-    f(j, lr[j]);
+    f(j, toFloat(lr[j]));
 }
 
 /// The block's max m and Σ exp(x − m) over row `lr` (length V), on every thread.
-__device__ void rowMaxSumExp(const float *__restrict__ lr, int64_t V, float &blockMax, double &blockSum) {
+template <class T> __device__ void rowMaxSumExp(const T *__restrict__ lr, int64_t V, float &blockMax, double &blockSum) {
   __shared__ float maxes[kThreads / kWarp];
   __shared__ double sums[kThreads / kWarp];
   float m = -INFINITY;
@@ -83,19 +100,19 @@ __device__ int64_t targetOf(const int32_t *targets, int64_t r, int64_t V, IndexE
 }
 
 /// Per row: logsumexp − the target's logit, in double (a block a row).
-__global__ void __launch_bounds__(kThreads) crossEntropyRows(const float *__restrict__ logits,
-                                                             const int32_t *targets, double *perRow, int64_t V,
-                                                             IndexError *flag) {
+template <class T>
+__global__ void __launch_bounds__(kThreads) crossEntropyRows(const T *__restrict__ logits, const int32_t *targets,
+                                                             double *perRow, int64_t V, IndexError *flag) {
   int64_t r = blockIdx.x;
   int64_t t = targetOf(targets, r, V, flag);
   if (t < 0)
     return;
-  const float *lr = logits + r * V;
+  const T *lr = logits + r * V;
   float m;
   double sum;
   rowMaxSumExp(lr, V, m, sum);
   if (threadIdx.x == 0)
-    perRow[r] = double(m) + log(sum) - double(lr[t]);
+    perRow[r] = double(m) + log(sum) - double(toFloat(lr[t]));
 }
 
 /// *loss = mean of the rows' losses: each thread sums rows i, i + kThreads, …, then the
@@ -118,17 +135,18 @@ __global__ void __launch_bounds__(kThreads) meanOfRows(const double *perRow, int
 // dlogits may be logits (plan-cuda-round-results writes the rounded gradient over the
 // logits): rowMaxSumExp has read the whole row, and synchronised the block, before any
 // element is written, and each element is then read before its thread writes it.
-__global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const float *logits,
-                                                            const int32_t *targets, float *dlogits,
-                                                            int64_t rows, int64_t V, int32_t roundTo,
+// A 16-bit gradient (Out) is of round_to's type: the caller checks.
+template <class In, class Out>
+__global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const In *logits, const int32_t *targets,
+                                                            Out *dlogits, int64_t rows, int64_t V, int32_t roundTo,
                                                             IndexError *flag) {
   int64_t r = blockIdx.x;
   int64_t t = targetOf(targets, r, V, flag);
   if (t < 0)
     return;
   double scale = double(dloss) / double(rows);
-  const float *lr = logits + r * V;
-  float *dr = dlogits + r * V;
+  const In *lr = logits + r * V;
+  Out *dr = dlogits + r * V;
   float m;
   double sum;
   rowMaxSumExp(lr, V, m, sum);
@@ -137,10 +155,14 @@ __global__ void __launch_bounds__(kThreads) crossEntropyBwd(float dloss, const f
   double kd = scale / sum;
   float k = float(kd);
   // Rounded to bf16 (fp16) values where the compiler asked (round_to): the generated
-  // code's rounding of the gradient, without its pass over the logits' gradient.
+  // code's rounding of the gradient, without its pass over the logits' gradient; a
+  // 16-bit gradient is stored so (its type is round_to's).
   auto grad = [&](int64_t j, float x) {
     float g = j == t ? float(kd * exp(double(x - m)) - scale) : k * expf(x - m);
-    dr[j] = roundTo == 1 ? __bfloat162float(__float2bfloat16_rn(g)) : roundTo == 2 ? __half2float(__float2half_rn(g)) : g;
+    if constexpr (!std::is_same_v<Out, float>)
+      dr[j] = fromFloat<Out>(g);
+    else
+      dr[j] = roundTo == 1 ? __bfloat162float(__float2bfloat16_rn(g)) : roundTo == 2 ? __half2float(__float2half_rn(g)) : g;
   };
   forShare(lr, V, grad);
 }
@@ -151,32 +173,64 @@ void checkRows(int64_t rows, const char *what) {
     check(cudaErrorInvalidValue, what);
 }
 
+/// f(T{}) for the element type of storage code `type` (0 float32, 1 bf16, 2 fp16).
+template <class F> void withType(int32_t type, const F &f) {
+  if (type == 1)
+    f(__nv_bfloat16{});
+  else if (type == 2)
+    f(__half{});
+  else
+    f(float{});
+}
+
+void checkStorage(int32_t type, const char *what) {
+  if (type < 0 || type > 2)
+    check(cudaErrorInvalidValue, what);
+}
+
 } // namespace
 
 extern "C" {
 
-void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V) {
+void planrt_cuda_cross_entropy(const float *logits, const int32_t *targets, float *loss, int64_t rows, int64_t V,
+                               int32_t storage) {
   checkRows(rows, "planrt_cuda_cross_entropy: 2^31 rows or more");
+  checkStorage(storage, "planrt_cuda_cross_entropy: storage is not 0 (float32), 1 (bf16) or 2 (fp16)");
   double *perRow = scratch<double>(rows, "cudaMallocAsync (cross-entropy)");
   if (rows > 0)
-    crossEntropyRows<<<unsigned(rows), kThreads, 0, stream()>>>(logits, targets, perRow, V, indexError());
+    withType(storage, [&](auto in) {
+      using In = decltype(in);
+      crossEntropyRows<<<unsigned(rows), kThreads, 0, stream()>>>(reinterpret_cast<const In *>(logits), targets,
+                                                                  perRow, V, indexError());
+    });
   meanOfRows<<<1, kThreads, 0, stream()>>>(perRow, rows, loss);
   release(perRow);
   finish("planrt_cuda_cross_entropy");
 }
 
 void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, const int32_t *targets, float *dlogits,
-                                   int64_t rows, int64_t V, int32_t round_to) {
+                                   int64_t rows, int64_t V, int32_t round_to, int32_t storage) {
   checkRows(rows, "planrt_cuda_cross_entropy_bwd: 2^31 rows or more");
   if (round_to < 0 || round_to > 2)
     check(cudaErrorInvalidValue, "planrt_cuda_cross_entropy_bwd: round_to is not 0 (none), 1 (bf16) or 2 (fp16)");
+  int32_t inType = storage & 3, outType = storage >> 2;
+  checkStorage(inType, "planrt_cuda_cross_entropy_bwd: the logits' storage is not 0, 1 or 2");
+  if (outType != 0 && outType != round_to)
+    check(cudaErrorInvalidValue, "planrt_cuda_cross_entropy_bwd: a 16-bit gradient needs round_to its type");
   // *dloss is read here, on the host: the generated code passes the backward pass's
   // seed as a constant global of the executable, which the device cannot read, or (fp16
   // plans) the loss scale, which host code stored before the step's first launch; no
   // kernel writes either, so reading it while launches are queued is safe.
   if (rows > 0)
-    crossEntropyBwd<<<unsigned(rows), kThreads, 0, stream()>>>(*dloss, logits, targets, dlogits, rows, V,
-                                                                round_to, indexError());
+    withType(inType, [&](auto in) {
+      withType(outType, [&](auto out) {
+        using In = decltype(in);
+        using Out = decltype(out);
+        crossEntropyBwd<<<unsigned(rows), kThreads, 0, stream()>>>(*dloss, reinterpret_cast<const In *>(logits),
+                                                                    targets, reinterpret_cast<Out *>(dlogits), rows,
+                                                                    V, round_to, indexError());
+      });
+    });
   finish("planrt_cuda_cross_entropy_bwd");
 }
 

@@ -60,7 +60,13 @@ void deviceDivide(float *p, float divisor, size_t count);
 /// source; and its release once the stream's work queued so far is done.
 void *stageHalves(const float *src, int64_t rows, int64_t cols, int64_t ld, int64_t dstRows, int64_t dstCols,
                   int64_t ldd, bool fp16);
+/// The same from a 16-bit source (PLANRT_GEMM_HALF_A / _B): its values copied, padded.
+void *stageHalves(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, int64_t dstRows, int64_t dstCols,
+                  int64_t ldd);
 void releaseStaged(void *p);
+/// The rows × cols 16-bit values at src (leading dimension lds) copied to dst (leading
+/// dimension ldd): a 16-bit result (PLANRT_GEMM_HALF_C) out of its padded scratch.
+void copyHalves(const void *src, int64_t rows, int64_t cols, int64_t lds, void *dst, int64_t ldd);
 /// A GEMM's rounded result (PLANRT_GEMM_ROUND_RESULT, gemm_stage.cu): a scratch buffer of
 /// `elements` 16-bit values (freed by releaseStaged); the rows × cols 16-bit values at src
 /// (leading dimension lds, even) widened into float32 at dst (leading dimension ldd); the

@@ -27,6 +27,12 @@
 // not (the logits' 50,257). Under the policy never, or PLANRT_CUDA_GEMM_ROUND=inplace, the
 // float32 result is rounded in place.
 //
+// Operands the compiler stored in 16 bits (PLANRT_GEMM_HALF_A / _B / _C,
+// plan-cuda-half-storage) are read and written as they are where their rows are 16-byte
+// aligned and need no padding — no staging, no widening — and are copied (padded) or
+// their result copied out of the padded scratch otherwise; a GEMM with one takes the
+// 16-bit path whatever the staging policy.
+//
 // A step calls the same few shapes every step: the descriptor, the layouts and the
 // algorithm cuBLASLt's heuristic picks are made on a shape's first call and kept.
 #include "device.h"
@@ -216,27 +222,51 @@ struct Operands {
   const void *a, *b;
   int32_t lda, ldb, k;
   int32_t n;               // the result's columns cuBLASLt computes (padded for a 16-bit result)
-  bool staged = false;
-  bool halfResult = false; // a rounded result written in 16 bits, then widened
+  bool staged = false;     // cuBLASLt reads 16-bit operands: copies, or the caller's 16-bit buffers
+  bool ownA = false, ownB = false; // which are copies
+  bool halfResult = false; // a rounded result written in 16 bits (then widened, unless C is 16-bit)
 
   void release() const {
-    if (staged)
-      for (const void *p : {a, b})
-        planrt::cuda::releaseStaged(const_cast<void *>(p));
+    if (ownA)
+      planrt::cuda::releaseStaged(const_cast<void *>(a));
+    if (ownB)
+      planrt::cuda::releaseStaged(const_cast<void *>(b));
   }
 };
 
-/// What planrt_cuda_gemm hands cuBLASLt under the staging policy (above).
-Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, const float *A, int32_t lda,
-               const float *B, int32_t ldb, const float *C, int32_t ldc, int32_t compute, bool round) {
+/// Whether 16-bit rows at p, ld elements apart, are 16-byte aligned.
+bool halfRowsAligned(const void *p, int32_t ld) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && ld % 8 == 0; }
+
+/// One operand as cuBLASLt reads it on the 16-bit path: a 16-bit buffer of the caller's
+/// as it is when its rows are aligned and it needs no padding (rows × cols already
+/// dstRows × dstCols), or a padded 16-bit copy (owned) of it or of a float32 one.
+const void *sixteen(const void *p, bool half, int32_t rows, int32_t cols, int32_t ld, int32_t dstRows,
+                    int32_t dstCols, int32_t &ldOut, bool fp16, bool &owned) {
+  if (half && rows == dstRows && cols == dstCols && halfRowsAligned(p, ld)) {
+    ldOut = ld;
+    owned = false;
+    return p;
+  }
+  owned = true;
+  ldOut = padded(dstCols);
+  if (half)
+    return planrt::cuda::stageHalves(static_cast<const uint16_t *>(p), rows, cols, ld, dstRows, dstCols, ldOut);
+  return planrt::cuda::stageHalves(static_cast<const float *>(p), rows, cols, ld, dstRows, dstCols, ldOut, fp16);
+}
+
+/// What planrt_cuda_gemm hands cuBLASLt under the staging policy (above); `half` its
+/// PLANRT_GEMM_HALF_* bits.
+Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, const void *A, int32_t lda,
+               const void *B, int32_t ldb, const void *C, int32_t ldc, int32_t compute, bool round, int32_t half) {
   Operands o{A, B, lda, ldb, k, n};
   if (compute != PLANRT_GEMM_BF16 && compute != PLANRT_GEMM_F16)
     return o;
   Stage policy = stagePolicy();
-  o.halfResult = round && roundPolicy() == Round::Half && policy != Stage::Never;
+  bool halfC = half & PLANRT_GEMM_HALF_C;
+  o.halfResult = halfC || (round && roundPolicy() == Round::Half && policy != Stage::Never);
   bool operandsAligned = rowsAligned(A, lda) && rowsAligned(B, ldb);
-  if (policy == Stage::Never ||
-      (!o.halfResult && policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc)))
+  if (half == 0 && (policy == Stage::Never ||
+                    (!o.halfResult && policy == Stage::Auto && operandsAligned && !rowsAligned(C, ldc))))
     return o;
   bool fp16 = compute == PLANRT_GEMM_F16, ta = transA == kTrans, tb = transB == kTrans;
   // A is (ta ? k × m : m × k) row-major, B (tb ? n × k : k × n); k padded with zeros, and
@@ -245,10 +275,9 @@ Operands stage(int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k, 
   if (o.halfResult)
     o.n = padded(n);
   int32_t rowsA = ta ? k : m, colsA = ta ? m : k, rowsB = tb ? n : k, colsB = tb ? k : n;
-  o.lda = padded(colsA);
-  o.ldb = padded(tb ? colsB : o.n);
-  o.a = planrt::cuda::stageHalves(A, rowsA, colsA, lda, ta ? o.k : m, ta ? m : o.k, o.lda, fp16);
-  o.b = planrt::cuda::stageHalves(B, rowsB, colsB, ldb, tb ? o.n : o.k, tb ? o.k : o.n, o.ldb, fp16);
+  o.a = sixteen(A, half & PLANRT_GEMM_HALF_A, rowsA, colsA, lda, ta ? o.k : m, ta ? m : o.k, o.lda, fp16, o.ownA);
+  o.b = sixteen(B, half & PLANRT_GEMM_HALF_B, rowsB, colsB, ldb, tb ? o.n : o.k, tb ? o.k : o.n, o.ldb, fp16,
+                o.ownB);
   o.staged = true;
   return o;
 }
@@ -261,41 +290,52 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
   if (order != kRowMajor)
     check(cudaErrorInvalidValue, "planrt_cuda_gemm: only row-major (CblasRowMajor) is implemented");
   bool round = (compute & PLANRT_GEMM_ROUND_RESULT) != 0;
-  compute &= ~PLANRT_GEMM_ROUND_RESULT;
+  int32_t half = compute & (PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_B | PLANRT_GEMM_HALF_C);
+  compute &= ~(PLANRT_GEMM_ROUND_RESULT | half);
   if (compute < 0 || compute >= int32_t(std::size(kComputes))) {
     std::string what = "planrt_cuda_gemm: unknown compute precision " + std::to_string(compute) +
-                       " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32; + 16: the result rounded)";
+                       " (planrt_gemm_compute: 0 fp32, 1 bf16, 2 fp16, 3 tf32; + 16: the result rounded; + 32, 64, "
+                       "128: A, B, C 16-bit)";
     check(cudaErrorInvalidValue, what.c_str());
   }
-  bool sixteen = compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16;
-  if (round && (!sixteen || beta != 0.0f))
+  bool sixteenBit = compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16;
+  if (round && (!sixteenBit || beta != 0.0f))
     check(cudaErrorInvalidValue, "planrt_cuda_gemm: a rounded result (PLANRT_GEMM_ROUND_RESULT) needs a bf16 or "
                                  "fp16 compute and beta = 0");
+  if (half && (!sixteenBit || ((half & PLANRT_GEMM_HALF_C) && !round)))
+    check(cudaErrorInvalidValue, "planrt_cuda_gemm: 16-bit operands (PLANRT_GEMM_HALF_*) need a bf16 or fp16 "
+                                 "compute, and a 16-bit C a rounded result");
   if (m == 0 || n == 0)
     return;
+  bool halfC = half & PLANRT_GEMM_HALF_C;
   if (k == 0) { // C = beta C: what the generated code asks (beta = 0) is a zeroed C
     if (beta != 0.0f)
       check(cudaErrorNotSupported, "planrt_cuda_gemm: k = 0 with beta != 0 is not implemented");
-    check(cudaMemset2DAsync(C, size_t(ldc) * sizeof(float), 0, size_t(n) * sizeof(float), size_t(m),
-                            planrt::cuda::stream()),
+    size_t element = halfC ? sizeof(uint16_t) : sizeof(float);
+    check(cudaMemset2DAsync(C, size_t(ldc) * element, 0, size_t(n) * element, size_t(m), planrt::cuda::stream()),
           "planrt_cuda_gemm (k = 0)");
     return planrt::cuda::finish("planrt_cuda_gemm (k = 0)");
   }
   Lt &l = lt();
-  Operands o = stage(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, compute, round);
-  // A rounded result on 16-bit operands: cuBLASLt writes 16 bits, rows padded, widened below.
+  Operands o = stage(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, compute, round, half);
+  // A rounded result on 16-bit operands: cuBLASLt writes 16 bits, rows padded, widened below
+  // — or straight into a 16-bit C whose rows are aligned and need no padding.
   bool halfResult = o.halfResult, fp16 = compute == PLANRT_GEMM_F16;
-  int32_t ldd = halfResult ? o.n : ldc;
-  void *D = halfResult ? planrt::cuda::halvesScratch(int64_t(m) * ldd) : C;
+  bool direct = halfC && o.n == n && halfRowsAligned(C, ldc);
+  int32_t ldd = halfResult && !direct ? o.n : ldc;
+  void *D = halfResult && !direct ? planrt::cuda::halvesScratch(int64_t(m) * ldd) : C;
   const Plan &p = l.plan(Shape{transA, transB, m, o.n, o.k, o.lda, o.ldb, ldd, alignment(o.b), alignment(o.a),
                                alignment(D), compute, o.staged, halfResult});
   checkLt(cublasLtMatmul(l.handle, p.desc, &alpha, o.b, p.x, o.a, p.y, &beta, D, p.d, D, p.d, &p.algo, l.workspace,
                          kWorkspaceBytes, planrt::cuda::stream()),
           "cublasLtMatmul");
-  if (halfResult) {
-    planrt::cuda::widenHalves(D, m, n, ldd, C, ldc, fp16);
+  if (halfResult && !direct) {
+    if (halfC)
+      planrt::cuda::copyHalves(D, m, n, ldd, C, ldc);
+    else
+      planrt::cuda::widenHalves(D, m, n, ldd, C, ldc, fp16);
     planrt::cuda::releaseStaged(D);
-  } else if (round) {
+  } else if (round && !halfResult) {
     planrt::cuda::roundToHalves(C, m, n, ldc, fp16);
   }
   o.release();
@@ -303,9 +343,10 @@ extern "C" void planrt_cuda_gemm(int32_t order, int32_t transA, int32_t transB, 
     return planrt::cuda::finish("planrt_cuda_gemm (cublasLtMatmul)");
   // Profiled by shape and precision: "planrt_cuda_gemm bf16 m=… n=… k=… NT" (kept past
   // the call: the runtime names the last work queued with it).
-  static thread_local char name[128];
-  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c%s%s", kComputes[compute].name, m, n, k,
-                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N', o.staged ? " staged" : "",
+  static thread_local char name[160];
+  std::snprintf(name, sizeof name, "planrt_cuda_gemm %s m=%d n=%d k=%d %c%c%s%s%s", kComputes[compute].name, m, n, k,
+                transA == kTrans ? 'T' : 'N', transB == kTrans ? 'T' : 'N',
+                o.ownA || o.ownB ? " staged" : "", half ? " 16-bit storage" : "",
                 !round ? "" : halfResult ? " rounded (16-bit result)" : " rounded in place");
   planrt::cuda::finish(name);
 }

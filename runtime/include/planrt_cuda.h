@@ -43,6 +43,12 @@ enum planrt_gemm_compute { PLANRT_GEMM_F32 = 0, PLANRT_GEMM_BF16 = 1, PLANRT_GEM
  * (unless PLANRT_CUDA_GEMM_STAGE=never or PLANRT_CUDA_GEMM_ROUND=inplace: the float32
  * result rounded in place). */
 #define PLANRT_GEMM_ROUND_RESULT 16
+/* Or'ed into a BF16 or F16 compute (plan-cuda-half-storage): A, B or C is not a float32
+ * buffer but one of that 16-bit type (its pointer and leading dimension count 16-bit
+ * elements), whose values are the same. C may be so only with PLANRT_GEMM_ROUND_RESULT. */
+#define PLANRT_GEMM_HALF_A 32
+#define PLANRT_GEMM_HALF_B 64
+#define PLANRT_GEMM_HALF_C 128
 
 /* planrt_cuda_start, planrt_cuda_gemm and the device kernels: planrt_abi.def
  * (PLANRT_ABI_CUDA). */

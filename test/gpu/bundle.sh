@@ -6,7 +6,7 @@
 # the checks (ref/). CUDA's own libraries
 # (libcudart, libcublasLt, libnccl) are the GPU machine's.
 #
-#   test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]     (defaults: build/bin/planc, gpu-bundle)
+#   [BASE_PLANC=PLANC] test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]   (defaults: build/bin/planc, gpu-bundle)
 # writes BUNDLE_DIR and BUNDLE_DIR.tar.xz. Then, on the GPU machine, from the repository
 # root: test/gpu/run_all.sh BUNDLE_DIR[.tar.xz] OUT_DIR
 set -euo pipefail
@@ -64,6 +64,13 @@ for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check gpt2s_bench gpt
   "$PLANC" explain "plans/$p.gpu.plan" --json > "explain_$p.json"
 done
 cp "$KTEST" .
+# BASE_PLANC=PLANC (and BASE_LABEL): the benchmark's plan built by another planc too (an
+# earlier commit's), which run_all.sh times beside it on the same GPU. Its executable
+# loads this bundle's libraries.
+if [[ -n ${BASE_PLANC:-} ]]; then
+  "$BASE_PLANC" build plans/gpt2s_bench.plan --target cuda -o cuda_gpt2s_bench_base
+  echo "${BASE_LABEL:-$BASE_PLANC}" > base_planc.txt
+fi
 
 # The CPU target's losses for run_all.sh's section 2, run here so that the GPU machine's
 # time goes to the GPU (REFS=0 leaves them to run_all.sh). About 5 minutes on 2 cores.

@@ -221,6 +221,19 @@ TEST(CudaKernels, GemmStaging) {
 // within the order of the sums (one unit of the last place), with odd sizes and 4-byte
 // aligned operands; then gpt2_small's logits GEMM so, against the plain one and its
 // separate rounding (run_all.sh's profile shows that as a generated kernel).
+/// a (m x k, or k x m transposed) and b (k x n, or n x k) from `seed` rounded to `mantissa`
+/// bits, each read from element `offset` on, and ref = the CPU's sgemm of them (m x n).
+void roundedOperands(Buf &a, Buf &b, Buf &ref, int m, int n, int k, int ta, int tb, int offset, int mantissa,
+                     uint32_t seed) {
+  fill(a, seed);
+  fill(b, seed + 1);
+  for (Buf *x : {&a, &b})
+    for (int64_t i = 0; i < x->n; ++i)
+      x->p[i] = roundTo(x->p[i], mantissa);
+  cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p + offset,
+              ta == 111 ? k : m, b.p + offset, tb == 111 ? n : k, 0.0f, ref.p, n);
+}
+
 TEST(CudaKernels, GemmRoundedResult) {
   NEED_GPU();
   for (const char *policy : {"never", "auto", "operands", "auto inplace"})
@@ -234,13 +247,7 @@ TEST(CudaKernels, GemmRoundedResult) {
           const int m = 67, n = 45, k = 39;
           int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
           Buf a(int64_t(m) * k + 1), b(int64_t(k) * n + 1), c(int64_t(m) * n + 1), ref(int64_t(m) * n);
-          fill(a, 31);
-          fill(b, 32);
-          for (Buf *x : {&a, &b})
-            for (int64_t i = 0; i < x->n; ++i)
-              x->p[i] = roundTo(x->p[i], mantissa);
-          cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(ta), CBLAS_TRANSPOSE(tb), m, n, k, 1.0f, a.p + 1, lda, b.p + 1,
-                      ldb, 0.0f, ref.p, n);
+          roundedOperands(a, b, ref, m, n, k, ta, tb, 1, mantissa, 31);
           planrt_cuda_gemm(101, ta, tb, m, n, k, 1.0f, a.p + 1, lda, b.p + 1, ldb, 0.0f, c.p + 1, n,
                            compute | PLANRT_GEMM_ROUND_RESULT);
           planrt_cuda_sync();
@@ -278,6 +285,99 @@ TEST(CudaKernels, GemmRoundedResult) {
     });
   }
   unsetenv("PLANRT_CUDA_GEMM_ROUND");
+}
+
+/// The 16-bit bits of x, a bf16 (mantissa 7) or fp16 (10) value, and back.
+uint16_t bitsOf(float x, int mantissa) {
+  if (mantissa == 10) {
+    _Float16 h = static_cast<_Float16>(x);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+  }
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return uint16_t(u >> 16);
+}
+float valueOf(uint16_t bits, int mantissa) {
+  if (mantissa == 10) {
+    _Float16 h;
+    std::memcpy(&h, &bits, 2);
+    return float(h);
+  }
+  uint32_t u = uint32_t(bits) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// 16-bit storage (PLANRT_GEMM_HALF_A / _B / _C, plan-cuda-half-storage): A, B and a rounded
+// C in 16-bit buffers give the CPU's sgemm on their values, whether they are read as they
+// are (aligned rows, k a multiple of 64) or copied (an odd offset, k, leading dimension);
+// then a layer's GEMM of gpt2_small timed with float32 operands (staged), 16-bit
+// operands, and 16-bit operands and result.
+TEST(CudaKernels, GemmHalfStorage) {
+  NEED_GPU();
+  for (auto [compute, mantissa] : {std::pair{PLANRT_GEMM_BF16, 7}, std::pair{PLANRT_GEMM_F16, 10}})
+    for (auto [m, n, k, offset] : {std::tuple{64, 128, 64, 0}, std::tuple{67, 45, 39, 1}})
+      for (int ta : {111, 112})
+        for (int tb : {111, 112})
+          for (int half = PLANRT_GEMM_HALF_A; half <= 7 * PLANRT_GEMM_HALF_A; half += PLANRT_GEMM_HALF_A) {
+            int lda = ta == 111 ? k : m, ldb = tb == 111 ? n : k;
+            Buf a(int64_t(m) * k + 1), b(int64_t(k) * n + 1), c(int64_t(m) * n + 1), ref(int64_t(m) * n);
+            roundedOperands(a, b, ref, m, n, k, ta, tb, offset, mantissa, 41);
+            // The 16-bit operands: the same values, as 16-bit elements at the same offset.
+            Buf a16(a.n / 2 + 1), b16(b.n / 2 + 1);
+            auto *ha = reinterpret_cast<uint16_t *>(a16.p), *hb = reinterpret_cast<uint16_t *>(b16.p);
+            for (int64_t i = 0; i < a.n; ++i)
+              ha[i] = bitsOf(a.p[i], mantissa);
+            for (int64_t i = 0; i < b.n; ++i)
+              hb[i] = bitsOf(b.p[i], mantissa);
+            bool halfC = half & PLANRT_GEMM_HALF_C;
+            const float *A = half & PLANRT_GEMM_HALF_A ? reinterpret_cast<float *>(ha + offset) : a.p + offset;
+            const float *B = half & PLANRT_GEMM_HALF_B ? reinterpret_cast<float *>(hb + offset) : b.p + offset;
+            auto *hc = reinterpret_cast<uint16_t *>(c.p);
+            float *C = halfC ? reinterpret_cast<float *>(hc + offset) : c.p + offset;
+            planrt_cuda_gemm(101, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n,
+                             compute | PLANRT_GEMM_ROUND_RESULT | half);
+            planrt_cuda_sync();
+            // As GemmRoundedResult: within an ulp of the rounded reference, beyond the order
+            // of the fp32 sums (1e-5 of the largest element).
+            double big = 1e-30;
+            for (int64_t i = 0; i < ref.n; ++i)
+              big = std::max(big, double(std::fabs(ref.p[i])));
+            int64_t far = 0;
+            for (int64_t i = 0; i < ref.n; ++i) {
+              float got = halfC ? valueOf(hc[offset + i], mantissa) : c.p[offset + i];
+              float want = roundTo(ref.p[i], mantissa);
+              float ulp = std::max(std::ldexp(std::fabs(want), -mantissa), mantissa == 10 ? 0x1p-24f : 0.0f);
+              far += std::fabs(got - want) > 1.01 * ulp + 1e-5 * big;
+            }
+            EXPECT_EQ(far, 0) << "compute " << compute << " m " << m << " transA " << ta << " transB " << tb
+                              << " half " << half;
+          }
+  const int64_t T = 8192, C = 768, F = 3072;
+  Buf x(T * C), w(C * F), y(T * F), x16(T * C / 2), w16(C * F / 2), y16(T * F / 2);
+  fill(x, 43);
+  fill(w, 44);
+  auto *hx = reinterpret_cast<uint16_t *>(x16.p), *hw = reinterpret_cast<uint16_t *>(w16.p);
+  for (int64_t i = 0; i < x.n; ++i)
+    hx[i] = bitsOf(x.p[i] = roundTo(x.p[i], 7), 7);
+  for (int64_t i = 0; i < w.n; ++i)
+    hw[i] = bitsOf(w.p[i] = roundTo(w.p[i], 7), 7);
+  const int32_t rounded = PLANRT_GEMM_BF16 | PLANRT_GEMM_ROUND_RESULT;
+  bench("gemm bf16 8192x3072x768 fp32 operands", [&] {
+    planrt_cuda_gemm(101, 111, 111, int(T), int(F), int(C), 1.0f, x.p, int(C), w.p, int(F), 0.0f, y.p, int(F),
+                     rounded);
+  });
+  bench("gemm bf16 8192x3072x768 16-bit operands", [&] {
+    planrt_cuda_gemm(101, 111, 111, int(T), int(F), int(C), 1.0f, x16.p, int(C), w16.p, int(F), 0.0f, y.p, int(F),
+                     rounded | PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_B);
+  });
+  bench("gemm bf16 8192x3072x768 16-bit operands, result", [&] {
+    planrt_cuda_gemm(101, 111, 111, int(T), int(F), int(C), 1.0f, x16.p, int(C), w16.p, int(F), 0.0f, y16.p, int(F),
+                     rounded | PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_B | PLANRT_GEMM_HALF_C);
+  });
 }
 
 TEST(CudaKernels, LayerNormAndRmsNorm) {
@@ -416,21 +516,21 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   planrt_k_embedding_bwd(dout.p, ids.p, dtr.p, rows, C, V);
   planrt_cuda_embedding_bwd(dout.p, ids.p, dt.p, rows, C, V);
   EXPECT_EQ(relDiff(dt.p, dtr.p, V * C), 0.0); // same order of additions
-  planrt_k_cross_entropy(logits.p, ids.p, lossr.p, rows, V);
-  planrt_cuda_cross_entropy(logits.p, ids.p, loss.p, rows, V);
+  planrt_k_cross_entropy(logits.p, ids.p, lossr.p, rows, V, 0);
+  planrt_cuda_cross_entropy(logits.p, ids.p, loss.p, rows, V, 0);
   planrt_cuda_sync();
   EXPECT_LT(std::fabs(loss.p[0] - lossr.p[0]) / std::fabs(lossr.p[0]), 1e-6);
   // The seed as the generated code passes it: a constant of the executable, in host memory.
   static const float seed = 1.5f;
-  planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, 0);
-  planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, 0);
+  planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, 0, 0);
+  planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, 0, 0);
   EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), 1e-6);
   // Asked to round (plan-cuda-round-results): every element a bf16 (fp16) value, the
   // CPU's rounded gradient within one unit of the type (the unrounded ones differ in the
   // last float bits, which may cross a rounding boundary).
   for (int32_t to : {1, 2}) {
-    planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, to);
-    planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, to);
+    planrt_k_cross_entropy_bwd(&seed, logits.p, ids.p, dlr.p, rows, V, to, 0);
+    planrt_cuda_cross_entropy_bwd(&seed, logits.p, ids.p, dl.p, rows, V, to, 0);
     planrt_cuda_sync();
     int64_t notRounded = 0;
     for (int64_t i = 0; i < rows * V; ++i)
@@ -439,7 +539,7 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
     EXPECT_LT(relDiff(dl.p, dlr.p, rows * V), to == 1 ? 8e-3 : 1e-3) << "round_to " << to;
     // In place, over the logits: the same bits.
     std::memcpy(dlr.p, logits.p, sizeof(float) * size_t(rows * V));
-    planrt_cuda_cross_entropy_bwd(&seed, dlr.p, ids.p, dlr.p, rows, V, to);
+    planrt_cuda_cross_entropy_bwd(&seed, dlr.p, ids.p, dlr.p, rows, V, to, 0);
     planrt_cuda_sync();
     EXPECT_EQ(std::memcmp(dlr.p, dl.p, sizeof(float) * size_t(rows * V)), 0) << "in place, round_to " << to;
   }
@@ -453,17 +553,17 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
     for (int64_t r = 0; r < r2; ++r)
       t2.p[r] = int32_t(g() % uint32_t(V2));
     fill(l2, 15, 4.0f);
-    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2);
-    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
+    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2, 0);
+    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2, 0);
     planrt_cuda_sync();
     EXPECT_LT(std::fabs(s2.p[0] - s2r.p[0]) / std::fabs(s2r.p[0]), 1e-6);
-    planrt_k_cross_entropy_bwd(&seed, l2.p, t2.p, g2r.p, r2, V2, 0);
-    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0);
+    planrt_k_cross_entropy_bwd(&seed, l2.p, t2.p, g2r.p, r2, V2, 0, 0);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0, 0);
     EXPECT_LT(relDiff(g2.p, g2r.p, r2 * V2), 1e-6);
     l2.p[5 * V2 + (t2.p[5] + 1) % V2] = NAN;
-    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2);
-    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2);
-    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0);
+    planrt_k_cross_entropy(l2.p, t2.p, s2r.p, r2, V2, 0);
+    planrt_cuda_cross_entropy(l2.p, t2.p, s2.p, r2, V2, 0);
+    planrt_cuda_cross_entropy_bwd(&seed, l2.p, t2.p, g2.p, r2, V2, 0, 0);
     planrt_cuda_sync();
     EXPECT_TRUE(std::isnan(s2r.p[0]) && std::isnan(s2.p[0])) << s2r.p[0] << " " << s2.p[0];
     EXPECT_TRUE(std::isnan(g2.p[5 * V2 + t2.p[5]]));
@@ -478,10 +578,10 @@ TEST(CudaKernels, EmbeddingAndCrossEntropy) {
   for (int64_t r = 0; r < 8192; ++r)
     tokens.p[r] = int32_t(g() % uint32_t(W));
   bench("embedding_bwd 8192x768 of 50257", [&] { planrt_cuda_embedding_bwd(dy.p, tokens.p, demb.p, 8192, 768, W); });
-  bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W); });
-  bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 0); });
+  bench("cross_entropy 4096x50257", [&] { planrt_cuda_cross_entropy(bl.p, bt.p, bloss.p, R, W, 0); });
+  bench("cross_entropy_bwd 4096x50257", [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 0, 0); });
   bench("cross_entropy_bwd 4096x50257, rounded to bf16",
-        [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 1); });
+        [&] { planrt_cuda_cross_entropy_bwd(bloss.p, bl.p, bt.p, bdl.p, R, W, 1, 0); });
 }
 
 // The backend's device operations the runtime uses inside a step (planrt_mem_*): the
@@ -550,7 +650,7 @@ TEST(CudaKernels, ManagedAgainstDeviceMemory) {
     ASSERT_EQ(cudaMemset(ids, 0, size_t(R) * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(logits, 0, size_t(n) * 4), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    bench(std::string("cross_entropy 4096x50257, ") + kind, [&] { planrt_cuda_cross_entropy(logits, ids, loss, R, W); });
+    bench(std::string("cross_entropy 4096x50257, ") + kind, [&] { planrt_cuda_cross_entropy(logits, ids, loss, R, W, 0); });
     // A device-to-device cudaMemcpy may return before the copy is done: wait for it.
     bench(std::string("copy 0.82 GB, ") + kind, [&] {
       ASSERT_EQ(cudaMemcpy(copy, logits, size_t(n) * 4, cudaMemcpyDeviceToDevice), cudaSuccess);

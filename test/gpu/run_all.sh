@@ -152,6 +152,11 @@ for v in "" $BENCH_VARIANTS; do
   echo "$log|planc (CUDA target${v:+, $v})" >> "$OUTDIR/bench_runs.txt"
   i=$((i + 1))
 done
+if [[ -x ./cuda_gpt2s_bench_base ]]; then  # bundle.sh's BASE_PLANC: the same plan by another planc
+  $T ./cuda_gpt2s_bench_base --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_base.jsonl" \
+    > "$OUTDIR/bench_base.out" 2>&1 || fail "cuda_gpt2s_bench_base (see bench_base.out)"
+  echo "bench_base.jsonl|planc (CUDA target, built by BASE_PLANC: $(cat base_planc.txt 2>/dev/null))" >> "$OUTDIR/bench_runs.txt"
+fi
 if [[ -x ./cuda_gpt2s_bench_v50304 ]]; then
   $T ./cuda_gpt2s_bench_v50304 --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_v50304.jsonl" \
     > "$OUTDIR/bench_v50304.out" 2>&1 || fail "cuda_gpt2s_bench_v50304 (see bench_v50304.out)"

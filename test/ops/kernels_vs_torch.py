@@ -45,8 +45,8 @@ SIGNATURES = {
     "planrt_k_sdpa_bwd": [f32p, f32p, f32p, i64, i64, i64, i64, i64, i32, i32, f32],
     "planrt_k_embedding": [f32p, i32p, f32p, i64, i64, i64],
     "planrt_k_embedding_bwd": [f32p, i32p, f32p, i64, i64, i64],
-    "planrt_k_cross_entropy": [f32p, i32p, f32p, i64, i64],
-    "planrt_k_cross_entropy_bwd": [f32p, f32p, i32p, f32p, i64, i64, i32],
+    "planrt_k_cross_entropy": [f32p, i32p, f32p, i64, i64, i32],
+    "planrt_k_cross_entropy_bwd": [f32p, f32p, i32p, f32p, i64, i64, i32, i32],
     "planrt_k_conv2d": [f32p, f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
     "planrt_k_conv2d_bwd_data": [f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
     "planrt_k_conv2d_bwd_filter": [f32p, f32p, f32p, f32p, i64, i64, i64, i64, i64, i64, i64, i64],
@@ -270,13 +270,13 @@ def test_cross_entropy(lib, rep, rng):
         targets[0] = int(np.argmax(logits[0]))  # one confident row: p close to 1
         dl = np.array([dloss], dtype=np.float32)
         loss, dlogits = out(1), out(rows, V)
-        lib.planrt_k_cross_entropy(ptr(logits), ptr(targets), ptr(loss), rows, V)
-        lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(dlogits), rows, V, 0)
+        lib.planrt_k_cross_entropy(ptr(logits), ptr(targets), ptr(loss), rows, V, 0)
+        lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(dlogits), rows, V, 0, 0)
         # Asked to round its result (plan-cuda-round-results): torch's own rounding of the
         # unrounded gradient, bit for bit.
         for code, dtype in ((1, torch.bfloat16), (2, torch.float16)):
             rounded = out(rows, V)
-            lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(rounded), rows, V, code)
+            lib.planrt_k_cross_entropy_bwd(ptr(dl), ptr(logits), ptr(targets), ptr(rounded), rows, V, code, 0)
             want = torch.from_numpy(dlogits.copy()).to(dtype).to(torch.float32).numpy()
             rep.exact("cross_entropy_bwd", f"{case} rounded to {dtype}", "dlogits", rounded, want)
 

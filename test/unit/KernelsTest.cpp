@@ -2,6 +2,7 @@
 // differences of its forward, input by input, and forward sanity checks whose
 // expected values are worked out independently (closed forms, invariants). The
 // comparison with PyTorch is test/ops/kernels_vs_torch.py.
+#include "kernels/common.h"
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
 #include "step_context.h"
@@ -410,12 +411,12 @@ TEST(KernelsCrossEntropy, KnownValues) {
   Vec flat(3 * V, 2.5f);
   std::vector<int32_t> t = {0, 4, 2};
   float loss = kNaN;
-  planrt_k_cross_entropy(flat.data(), t.data(), &loss, 3, V);
+  planrt_k_cross_entropy(flat.data(), t.data(), &loss, 3, V, 0);
   EXPECT_NEAR(loss, std::log(5.0), 1e-6);
 
   Vec two = {0.0f, float(std::log(3.0)), 0.0f, float(std::log(3.0))};
   std::vector<int32_t> t2 = {1, 0};
-  planrt_k_cross_entropy(two.data(), t2.data(), &loss, 2, 2);
+  planrt_k_cross_entropy(two.data(), t2.data(), &loss, 2, 2, 0);
   EXPECT_NEAR(loss, 0.5 * (std::log(4.0 / 3.0) + std::log(4.0)), 1e-6);
 
   // Stable for large logits: a shift of 1e4 changes nothing.
@@ -424,8 +425,8 @@ TEST(KernelsCrossEntropy, KnownValues) {
   for (float &v : shifted)
     v += 1e4f;
   float l1, l2;
-  planrt_k_cross_entropy(x.data(), t.data(), &l1, 3, V);
-  planrt_k_cross_entropy(shifted.data(), t.data(), &l2, 3, V);
+  planrt_k_cross_entropy(x.data(), t.data(), &l1, 3, V, 0);
+  planrt_k_cross_entropy(shifted.data(), t.data(), &l2, 3, V, 0);
   EXPECT_TRUE(std::isfinite(l2));
   EXPECT_NEAR(l1, l2, 2e-3); // the shifted logits themselves are rounded to ~1e-3
 }
@@ -436,7 +437,7 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
   Vec logits = randn(rows * V, rng, 0.0f, 2.0f), dlogits(rows * V, kNaN);
   std::vector<int32_t> t = {0, 8, 3, 3, 5, 1};
   float dloss = 1.7f;
-  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), rows, V, 0);
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), rows, V, 0, 0);
   ASSERT_TRUE(allFinite(dlogits));
   for (int64_t r = 0; r < rows; ++r) { // softmax - onehot sums to 0
     double sum = 0;
@@ -447,7 +448,7 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferences) {
   }
   auto f = [&] {
     Vec loss(1);
-    planrt_k_cross_entropy(logits.data(), t.data(), loss.data(), rows, V);
+    planrt_k_cross_entropy(logits.data(), t.data(), loss.data(), rows, V, 0);
     return loss;
   };
   checkVjp("dlogits", logits, dlogits, Vec{dloss}, f);
@@ -476,9 +477,9 @@ TEST(KernelsCrossEntropy, BackwardRoundsItsResultAlsoInPlace) {
   Vec logits = randn(rows * V, rng, 0.0f, 3.0f), plain(rows * V), rounded(rows * V);
   std::vector<int32_t> t = {0, 299, 17, 17, 150};
   float dloss = 0.9f;
-  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), plain.data(), rows, V, 0);
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), plain.data(), rows, V, 0, 0);
   for (int32_t to : {1, 2}) {
-    planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), rounded.data(), rows, V, to);
+    planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), rounded.data(), rows, V, to, 0);
     int64_t changed = 0;
     for (int64_t i = 0; i < rows * V; ++i) {
       float want = to == 1 ? nearestBf16(plain[i]) : float(static_cast<_Float16>(plain[i]));
@@ -487,9 +488,49 @@ TEST(KernelsCrossEntropy, BackwardRoundsItsResultAlsoInPlace) {
     }
     EXPECT_GT(changed, rows * V / 2) << "round_to " << to;
     Vec inPlace = logits;
-    planrt_k_cross_entropy_bwd(&dloss, inPlace.data(), t.data(), inPlace.data(), rows, V, to);
+    planrt_k_cross_entropy_bwd(&dloss, inPlace.data(), t.data(), inPlace.data(), rows, V, to, 0);
     EXPECT_EQ(inPlace, rounded) << "in place, round_to " << to;
   }
+}
+
+// 16-bit storage (plan-cuda-half-storage): logits held as bf16 (fp16) elements give the
+// float32 kernels' loss and gradient on their values, the gradient stored as the 16 bits
+// of its rounded value, also in place over the 16-bit logits.
+TEST(KernelsCrossEntropy, SixteenBitLogitsAndGradient) {
+  std::mt19937 rng(15);
+  const int64_t rows = 4, V = 257;
+  std::vector<int32_t> t = {0, 256, 3, 100};
+  float dloss = 1.3f;
+  for (int32_t type : {1, 2}) {
+    Vec logits = randn(rows * V, rng, 0.0f, 3.0f);
+    std::vector<uint16_t> half(size_t(rows * V));
+    for (int64_t i = 0; i < rows * V; ++i) {
+      logits[i] = type == 1 ? nearestBf16(logits[i]) : float(static_cast<_Float16>(logits[i]));
+      half[i] = planrt::kernels::narrow16(logits[i], type);
+      ASSERT_EQ(planrt::kernels::widen16(half[i], type), logits[i]);
+    }
+    auto *h = reinterpret_cast<const float *>(half.data());
+    float want = 0, got = 0;
+    planrt_k_cross_entropy(logits.data(), t.data(), &want, rows, V, 0);
+    planrt_k_cross_entropy(h, t.data(), &got, rows, V, type);
+    EXPECT_EQ(got, want) << "type " << type;
+    Vec grad(rows * V);
+    planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), grad.data(), rows, V, type, 0);
+    std::vector<uint16_t> out(size_t(rows * V)), inPlace = half;
+    planrt_k_cross_entropy_bwd(&dloss, h, t.data(), reinterpret_cast<float *>(out.data()), rows, V, type,
+                               type | type << 2);
+    planrt_k_cross_entropy_bwd(&dloss, reinterpret_cast<const float *>(inPlace.data()), t.data(),
+                               reinterpret_cast<float *>(inPlace.data()), rows, V, type, type | type << 2);
+    for (int64_t i = 0; i < rows * V; ++i) {
+      ASSERT_EQ(planrt::kernels::widen16(out[i], type), grad[i]) << "type " << type << ", element " << i;
+      ASSERT_EQ(inPlace[i], out[i]) << "in place, type " << type << ", element " << i;
+    }
+  }
+  // A 16-bit gradient of another type than the rounding's is refused.
+  Vec logits(2 * 3, 0.0f), dlogits(2 * 3);
+  std::vector<int32_t> two = {0, 1};
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), two.data(), dlogits.data(), 2, 3, 1, 2 << 2),
+              ::testing::ExitedWithCode(1), "needs round_to 2");
 }
 
 // Decoding with a key/value cache in chunks (a prompt of 5, then one position at a
@@ -527,7 +568,7 @@ TEST(KernelsTensorParallel, CrossEntropyOfOneRankIsTheWholeLoss) {
   std::vector<int32_t> t = {6, 0, 2, 2};
   float loss = kNaN, ref = kNaN, dloss = 1.7f;
   Vec lse(static_cast<size_t>(rows)), grad(static_cast<size_t>(rows * V)), refGrad(static_cast<size_t>(rows * V));
-  planrt_k_cross_entropy(logits.data(), t.data(), &ref, rows, V);
+  planrt_k_cross_entropy(logits.data(), t.data(), &ref, rows, V, 0);
   planrt_k_cross_entropy_vp(logits.data(), t.data(), &loss, lse.data(), rows, V, 0, 0);
   EXPECT_NEAR(loss, ref, 1e-6);
   for (int64_t r = 0; r < rows; ++r) {
@@ -536,7 +577,7 @@ TEST(KernelsTensorParallel, CrossEntropyOfOneRankIsTheWholeLoss) {
       s += std::exp(double(logits[size_t(r * V + j)]));
     EXPECT_NEAR(lse[size_t(r)], std::log(s), 1e-5);
   }
-  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), refGrad.data(), rows, V, 0);
+  planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), refGrad.data(), rows, V, 0, 0);
   planrt_k_cross_entropy_vp_bwd(&dloss, logits.data(), t.data(), lse.data(), grad.data(), rows, V, 0);
   for (size_t i = 0; i < grad.size(); ++i)
     EXPECT_NEAR(grad[i], refGrad[i], 1e-6) << i;
@@ -575,12 +616,12 @@ TEST(KernelsCrossEntropyDeathTest, TargetOutOfRangeExits) {
   Vec logits(2 * 3, 0.0f), dlogits(2 * 3);
   std::vector<int32_t> t = {0, 3};
   float loss, dloss = 1.0f;
-  EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3), ::testing::ExitedWithCode(1),
+  EXPECT_EXIT(planrt_k_cross_entropy(logits.data(), t.data(), &loss, 2, 3, 0), ::testing::ExitedWithCode(1),
               "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
-  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 0),
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 0, 0),
               ::testing::ExitedWithCode(1), "planrt: error: cross-entropy target 3 is outside \\[0, 3\\)");
   t[1] = 2;
-  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 3),
+  EXPECT_EXIT(planrt_k_cross_entropy_bwd(&dloss, logits.data(), t.data(), dlogits.data(), 2, 3, 3, 0),
               ::testing::ExitedWithCode(1), "round_to 3 is not 0 \\(none\\), 1 \\(bf16\\) or 2 \\(fp16\\)");
 }
 

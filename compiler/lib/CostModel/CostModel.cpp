@@ -105,6 +105,11 @@ public:
     act = l.precision == sema::Precision::FP32 ? 4 : 2;
     // What the executables keep for the backward pass (Calibration::storedActivationBytes).
     storedAct = cal.storedActivationBytes > 0 ? cal.storedActivationBytes : act;
+    // The CUDA target stores in 16 bits what only GEMMs and element-wise ops read of a
+    // mixed-precision step (plan-cuda-half-storage): the matmuls' inputs, the activation
+    // functions' and the logits; what a LayerNorm, the attention or an embedding reads
+    // stays float32.
+    halfStored = mesh.kind == sema::DeviceKind::CUDA && l.precision != sema::Precision::FP32 ? act : storedAct;
     paramBytes = act;
     gradBytes = act;
     optBytes = l.precision == sema::Precision::FP32 ? 8 : 12;
@@ -139,7 +144,7 @@ private:
   const Calibration &cal;
   bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
-  double act, storedAct, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
+  double act, storedAct, halfStored, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
   std::map<std::string, Link> links; ///< by role
   std::vector<int> opRank;           ///< pipeline rank per op
   std::vector<int> opUnit;           ///< -1 embedding side, layer index, or layers (head)
@@ -583,7 +588,7 @@ private:
         if (lora())
           c.modelBwdFlops = modelBwd;
         // Matmuls reading the same value (SwiGLU's gate and up) keep it once.
-        c.saved += keeps && savedInputs.insert(in).second ? inStored * storedAct : 0;
+        c.saved += keeps && savedInputs.insert(in).second ? inStored * halfStored : 0;
         c.savedSelective = producedByElementwise(in) ? 0 : c.saved;
         c.weightOnly = c.saved;
         c.weightOnlySelective = c.savedSelective;
@@ -631,11 +636,13 @@ private:
           c.bwdFlops += bwdIn + bwdOut - 2 * (inProj + outProj); // the projections' backward as fineTune says
           c.modelBwdFlops = modelBwd;
         }
-        c.saved += ((keepIn ? inStored : 0) + qkvE + (keepOut ? attnOut : 0)) * storedAct + lse;
+        // q, k, v stay float32 (the attention reads them); the projections' inputs are 16-bit
+        // on the CUDA target (halfStored).
+        c.saved += ((keepIn ? inStored : 0) + (keepOut ? attnOut : 0)) * halfStored + qkvE * storedAct + lse;
         c.weightInner = inStored + qkvE + attnOut;
-        c.weightOnly = ((keepIn ? inStored : 0) + (keepOut ? attnOut : 0)) * storedAct;
-        c.weightOnlySelective = (keepIn ? inStored : 0) * storedAct;
-        c.savedSelective += ((keepIn ? inStored : 0) + qkvE) * storedAct;
+        c.weightOnly = ((keepIn ? inStored : 0) + (keepOut ? attnOut : 0)) * halfStored;
+        c.weightOnlySelective = (keepIn ? inStored : 0) * halfStored;
+        c.savedSelective += (keepIn ? inStored : 0) * halfStored + qkvE * storedAct;
         c.selectiveFlops = coreRun;
         c.selectiveBytes = (qkvE + attnOut) * act;
         break;
@@ -661,7 +668,7 @@ private:
         c.bwdFlops = c.fwdFlops;
         c.fwdBytes = 2 * inE * act;
         c.bwdBytes = 3 * inE * act;
-        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * storedAct; // masks are bytes
+        c.saved = c.savedSelective = op.kind == OpKind::Dropout ? inE : inE * halfStored; // masks are bytes
         break;
       }
       case OpKind::Mul:
@@ -670,7 +677,7 @@ private:
         c.bwdFlops = 2 * inE;
         c.fwdBytes = 3 * inE * act;
         c.bwdBytes = 5 * inE * act;
-        c.saved = c.savedSelective = 2 * inE * storedAct;
+        c.saved = c.savedSelective = 2 * inE * halfStored;
         break;
       case OpKind::Add:
       case OpKind::Sub:
@@ -700,7 +707,7 @@ private:
         c.bwdFlops = 2 * inE;
         c.fwdBytes = inE * (act + 4);
         c.bwdBytes = inE * (4 + act);
-        c.logits = inE * 4; // fp32 probabilities kept for backward
+        c.logits = inE * (!vocab && halfStored < storedAct ? halfStored : 4); // kept for backward
         c.logitsGradInPlace = cudaMesh() && l.precision != sema::Precision::FP32 && !vocab;
         break;
       }
@@ -922,7 +929,8 @@ private:
     double logitsHeld = both - std::min(both, a.workingSet);
     if (logitsHeld > 0) {
       double first = std::min(a.logits, logitsHeld);
-      bufs.push_back({"logits (fp32 probabilities)", int64_t(std::llround(first))});
+      bufs.push_back({halfStored < storedAct ? "logits (16-bit)" : "logits (fp32 probabilities)",
+                      int64_t(std::llround(first))});
       if (logitsHeld > first)
         bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsHeld - first))});
     }
@@ -1003,6 +1011,20 @@ private:
   /// gradient; the head: the logits' gradient and its input's). With `keptWhole` (a
   /// pipeline stage under `keep: activations`, whose saved slot lives through the step)
   /// every activation the stage keeps is held at every op.
+  /// The bytes of parameter pr's rounded copy in a mixed-precision step: float32, but
+  /// 16-bit on the CUDA target where only GEMMs and element-wise ops read it (not a
+  /// normalisation's weight or an embedding's table: plan-cuda-half-storage).
+  double roundedCopyBytes(int pr) const {
+    double elems = double(trainedElems(pr));
+    if (halfStored >= storedAct)
+      return 4.0 * elems;
+    for (const auto &op : model.ops)
+      if ((op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm || op.kind == OpKind::Embedding) &&
+          std::count(op.params.begin(), op.params.end(), pr))
+        return 4.0 * elems;
+    return halfStored * elems;
+  }
+
   double backwardPeak(int r, bool keptWhole = false) const {
     const auto &ops = model.ops;
     size_t n = ops.size();
@@ -1051,8 +1073,9 @@ private:
       // position tables) is rounded for the forward's lookups and freed after them: its
       // backward pass reads no copy.
       if (rounded && first[pr] != n) {
-        roundedAt[first[pr]] += bytes;
-        roundedFrom[std::min(roundedUntil[pr], n - 1)] += bytes;
+        double copy = roundedCopyBytes(int(pr));
+        roundedAt[first[pr]] += copy;
+        roundedFrom[std::min(roundedUntil[pr], n - 1)] += copy;
       }
     }
     // The rounded copies alive at op i: those an op up to i still reads, made by then.

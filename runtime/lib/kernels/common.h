@@ -42,6 +42,36 @@ inline float roundTo(float x, int32_t to) {
   return x;
 }
 
+/// The float value of a 16-bit element of type `type` (1 bf16, 2 fp16: roundTo's codes).
+inline float widen16(uint16_t h, int32_t type) {
+  if (type == 2) {
+    _Float16 f;
+    __builtin_memcpy(&f, &h, sizeof f);
+    return float(f);
+  }
+  uint32_t u = uint32_t(h) << 16;
+  float x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/// x rounded to type `type` (1 bf16, 2 fp16), to nearest even, as its 16 bits; a NaN
+/// stays a NaN.
+inline uint16_t narrow16(float x, int32_t type) {
+  if (type == 2) {
+    _Float16 f = static_cast<_Float16>(x);
+    uint16_t h;
+    __builtin_memcpy(&h, &f, sizeof h);
+    return h;
+  }
+  if (x != x)
+    return __builtin_signbit(x) ? 0xffc0 : 0x7fc0;
+  float r = roundTo(x, 1);
+  uint32_t u;
+  __builtin_memcpy(&u, &r, sizeof u);
+  return uint16_t(u >> 16);
+}
+
 /// An embedding id or cross-entropy target outside [0, V): fatal.
 [[noreturn]] inline void badIndex(const char *what, int64_t id, int64_t V) {
   fatal("%s %lld is outside [0, %lld)", what, (long long)id, (long long)V);

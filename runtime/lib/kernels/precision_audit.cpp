@@ -4,13 +4,16 @@
 // plan-gemm-precision claims. These check every element of those operands — fatal at
 // the first that is not, naming the call, the operand, the element and the value — then
 // compute as the call they replace. A GEMM asked for a rounded result
-// (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results) rounds C as the CUDA target's does.
+// (PLANRT_GEMM_ROUND_RESULT, plan-cuda-round-results) rounds C as the CUDA target's does,
+// and one whose operands are 16-bit buffers (PLANRT_GEMM_HALF_*, plan-cuda-half-storage)
+// widens them to float32 and narrows its result, as cuBLASLt reads and writes them.
 #include "common.h"
 #include "planrt_cuda.h"
 #include "planrt_kernels.h"
 
 #include <cblas.h>
 #include <cstring>
+#include <vector>
 
 using planrt::kernels::fatal;
 
@@ -40,6 +43,17 @@ void checkMatrix(const char *call, const char *operand, const float *p, int64_t 
               (long long)r, (long long)c, double(p[r * ld + c]), typeName(compute));
 }
 
+/// A float32 copy of the rows × cols 16-bit matrix at p (rows ld elements apart), rows
+/// cols apart.
+std::vector<float> widened(const void *p, int64_t rows, int64_t cols, int64_t ld, int32_t compute) {
+  std::vector<float> out(size_t(rows * cols));
+  const auto *h = static_cast<const uint16_t *>(p);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[size_t(r * cols + c)] = planrt::kernels::widen16(h[r * ld + c], compute);
+  return out;
+}
+
 } // namespace
 
 extern "C" {
@@ -50,20 +64,48 @@ void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
   if (order != CblasRowMajor)
     fatal("planrt_audit_gemm: only row-major GEMMs are audited");
   bool round = (compute & PLANRT_GEMM_ROUND_RESULT) != 0;
-  compute &= ~PLANRT_GEMM_ROUND_RESULT;
+  int32_t half = compute & (PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_B | PLANRT_GEMM_HALF_C);
+  compute &= ~(PLANRT_GEMM_ROUND_RESULT | half);
   if (round && beta != 0.0f)
     fatal("planrt_audit_gemm: a rounded result (PLANRT_GEMM_ROUND_RESULT) needs beta = 0");
+  if ((half & PLANRT_GEMM_HALF_C) && !round)
+    fatal("planrt_audit_gemm: a 16-bit result (PLANRT_GEMM_HALF_C) needs PLANRT_GEMM_ROUND_RESULT");
   bool ta = transA == CblasTrans, tb = transB == CblasTrans;
-  checkMatrix("GEMM", "operand A", A, ta ? k : m, ta ? m : k, lda, compute);
-  checkMatrix("GEMM", "operand B", B, tb ? n : k, tb ? k : n, ldb, compute);
+  int64_t rowsA = ta ? k : m, colsA = ta ? m : k, rowsB = tb ? n : k, colsB = tb ? k : n;
+  // 16-bit operands are exact in their type: widened, they are the float32 operands.
+  std::vector<float> wideA, wideB, wideC;
+  if (half & PLANRT_GEMM_HALF_A) {
+    wideA = widened(A, rowsA, colsA, lda, compute);
+    A = wideA.data();
+    lda = int32_t(colsA);
+  }
+  if (half & PLANRT_GEMM_HALF_B) {
+    wideB = widened(B, rowsB, colsB, ldb, compute);
+    B = wideB.data();
+    ldb = int32_t(colsB);
+  }
+  checkMatrix("GEMM", "operand A", A, rowsA, colsA, lda, compute);
+  checkMatrix("GEMM", "operand B", B, rowsB, colsB, ldb, compute);
+  float *out = C;
+  int32_t ldo = ldc;
+  if (half & PLANRT_GEMM_HALF_C) {
+    wideC.resize(size_t(int64_t(m) * n));
+    out = wideC.data();
+    ldo = n;
+  }
   cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, A, lda, B, ldb, beta,
-              C, ldc);
+              out, ldo);
   if (!round)
     return;
   // roundTo's codes are planrt_gemm_compute's: 1 bf16, 2 fp16.
+  auto *halves = reinterpret_cast<uint16_t *>(C);
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < n; ++c)
-      C[r * ldc + c] = planrt::kernels::roundTo(C[r * ldc + c], compute);
+    for (int64_t c = 0; c < n; ++c) {
+      if (half & PLANRT_GEMM_HALF_C)
+        halves[r * ldc + c] = planrt::kernels::narrow16(out[r * ldo + c], compute);
+      else
+        C[r * ldc + c] = planrt::kernels::roundTo(C[r * ldc + c], compute);
+    }
 }
 
 void planrt_audit_sdpa(const float *qkv, float *out, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,

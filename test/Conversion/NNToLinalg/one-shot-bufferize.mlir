@@ -12,7 +12,7 @@
 
 // CHECK-DAG: func.func private @planrt_k_layernorm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32)
 // CHECK-DAG: func.func private @planrt_k_sdpa(!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
-// CHECK-DAG: func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64)
+// CHECK-DAG: func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32)
 
 // Nothing in this module is of the LLVM dialect: nn loads it (a dependent dialect) for the
 // pointers of the calls (llvm.inttoptr), which would otherwise fail to be created.
@@ -245,7 +245,7 @@ func.func @sdpa_cached(%qm: memref<1x2x16xf32>, %cm: memref<1x8x8xf32>, %pos: i6
   return
 }
 
-// planrt_k_cross_entropy(logits, targets, loss, rows, vocab), the loss a 0-d buffer.
+// planrt_k_cross_entropy(logits, targets, loss, rows, vocab, storage 0: float32), the loss a 0-d buffer.
 // CHECK-LABEL: func.func @cross_entropy(
 // CHECK-SAME: %[[L:[^:]*]]: memref<2x3x16xf32>, %[[T:[^:]*]]: memref<2x3xi32>
 // CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<f32>
@@ -257,7 +257,7 @@ func.func @sdpa_cached(%qm: memref<1x2x16xf32>, %cm: memref<1x8x8xf32>, %pos: i6
 // CHECK: %[[PO:.*]] = llvm.inttoptr
 // CHECK: %[[ROWS:.*]] = arith.constant 6 : i64
 // CHECK: %[[V:.*]] = arith.constant 16 : i64
-// CHECK: call @planrt_k_cross_entropy(%[[PL]], %[[PT]], %[[PO]], %[[ROWS]], %[[V]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
+// CHECK: call @planrt_k_cross_entropy(%[[PL]], %[[PT]], %[[PO]], %[[ROWS]], %[[V]], %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
 func.func @cross_entropy(%lm: memref<2x3x16xf32>, %tm: memref<2x3xi32>, %loss: memref<f32>) {
   %l = bufferization.to_tensor %lm restrict : memref<2x3x16xf32> to tensor<2x3x16xf32>
   %t = bufferization.to_tensor %tm restrict : memref<2x3xi32> to tensor<2x3xi32>
@@ -284,7 +284,7 @@ func.func @cross_entropy(%lm: memref<2x3x16xf32>, %tm: memref<2x3xi32>, %loss: m
 // CHECK-NEXT: %[[CAUSAL:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[ROPE:.*]] = arith.constant 0 : i32
 // CHECK: call @planrt_k_sdpa_bwd(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[CAUSAL]], %[[ROPE]], %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
-// CHECK: call @planrt_k_cross_entropy_bwd({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+// CHECK: call @planrt_k_cross_entropy_bwd({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
 // CHECK-NOT: nn.
 // CHECK: return
 func.func @kernels(%tm: memref<2x3xi32>, %wm: memref<16x8xf32>, %xm: memref<2x3x8xf32>, %gm: memref<8xf32>,

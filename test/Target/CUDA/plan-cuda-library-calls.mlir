@@ -35,7 +35,7 @@ func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32
 func.func private @planrt_k_layernorm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32)
 func.func private @planrt_k_sdpa_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
 func.func private @planrt_k_sdpa(!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32)
-func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64)
+func.func private @planrt_k_cross_entropy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32)
 func.func private @planrt_k_all_reduce(!llvm.ptr, !llvm.ptr, i64, i32, i32)
 func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
   call @cblas_sgemm(%i, %i, %i, %i, %i, %i, %f, %p, %i, %p, %i, %f, %p, %i)
@@ -51,7 +51,7 @@ func.func @step(%p: !llvm.ptr, %i: i32, %n: i64, %f: f32) {
       : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
   call @planrt_k_sdpa(%p, %p, %n, %n, %n, %n, %n, %i, %i, %f) {plan.gemm_precision = "bf16"}
       : (!llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i32, i32, f32) -> ()
-  call @planrt_k_cross_entropy(%p, %p, %p, %n, %n) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
+  call @planrt_k_cross_entropy(%p, %p, %p, %n, %n, %i) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
   call @planrt_k_all_reduce(%p, %p, %n, %i, %i) : (!llvm.ptr, !llvm.ptr, i64, i32, i32) -> ()
   return
 }
@@ -68,13 +68,13 @@ func.func private @planrt_k_embedding(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64,
 // cross-entropy backward's seed (operand 0), which the runtime reads on the host, is not.
 memref.global "private" constant @table : memref<4xf32> = dense<1.0>
 func.func private @planrt_k_layernorm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32)
-func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32)
+func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32)
 func.func @constant_operand(%p: !llvm.ptr, %n: i64, %f: f32, %r: i32) {
   %g = memref.get_global @table : memref<4xf32>
   %i = memref.extract_aligned_pointer_as_index %g : memref<4xf32> -> index
   %c = arith.index_cast %i : index to i64
   %q = llvm.inttoptr %c : i64 to !llvm.ptr
-  call @planrt_k_cross_entropy_bwd(%q, %p, %p, %p, %n, %n, %r) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+  call @planrt_k_cross_entropy_bwd(%q, %p, %p, %p, %n, %n, %r, %r) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
   // expected-error @+1 {{operand 1 of 'planrt_cuda_layernorm' is the constant global @table, which a GPU kernel cannot read: not implemented by the CUDA target}}
   call @planrt_k_layernorm(%p, %q, %p, %p, %n, %n, %f) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> ()
   return

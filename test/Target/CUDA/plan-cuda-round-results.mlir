@@ -319,17 +319,17 @@ func.func @blocked(%x: memref<4x4xf32>, %w: memref<4x4xf32>, %y: memref<4x4xf32>
 // CHECK-SAME: %[[L:.*]]: memref<4x8xf32>
 // CHECK-DAG: %[[BF16:.*]] = arith.constant 1 : i32
 // CHECK-DAG: %[[LI:.*]] = memref.extract_aligned_pointer_as_index %[[L]]
-// CHECK: call @planrt_k_cross_entropy_bwd(%{{.*}}, %[[LP:.*]], %{{.*}}, %[[OUT:.*]], %{{.*}}, %{{.*}}, %[[BF16]])
+// CHECK: call @planrt_k_cross_entropy_bwd(%{{.*}}, %[[LP:.*]], %{{.*}}, %[[OUT:.*]], %{{.*}}, %{{.*}}, %[[BF16]], %{{.*}})
 // CHECK-NOT: linalg.generic
 // CHECK: return
 // CHECK-LABEL: func.func @cross_entropy_f16(
 // CHECK: %[[F16:.*]] = arith.constant 2 : i32
-// CHECK: call @planrt_k_cross_entropy_bwd(%{{.*}}, %[[F16]])
+// CHECK: call @planrt_k_cross_entropy_bwd(%{{.*}}, %[[F16]], %{{.*}})
 // CHECK-NOT: linalg.generic
 // CHECK: return
 // DEVICE-LABEL: func.func @cross_entropy(
 // DEVICE: call @planrt_cuda_cross_entropy_bwd(
-func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32)
+func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32)
 func.func @cross_entropy(%l: memref<4x8xf32>, %t: memref<4xi32>, %s: memref<f32>) {
   %c4 = arith.constant 4 : i64
   %c8 = arith.constant 8 : i64
@@ -347,8 +347,8 @@ func.func @cross_entropy(%l: memref<4x8xf32>, %t: memref<4xi32>, %s: memref<f32>
   %gi = memref.extract_aligned_pointer_as_index %g : memref<4x8xf32> -> index
   %gl = arith.index_cast %gi : index to i64
   %gp = llvm.inttoptr %gl : i64 to !llvm.ptr
-  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0, %c0)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%g : memref<4x8xf32>) outs(%l : memref<4x8xf32>) {
   ^bb0(%in: f32, %out: f32):
@@ -377,8 +377,8 @@ func.func @cross_entropy_f16(%l: memref<4x8xf32>, %t: memref<4xi32>, %s: memref<
   %gi = memref.extract_aligned_pointer_as_index %g : memref<4x8xf32> -> index
   %gl = arith.index_cast %gi : index to i64
   %gp = llvm.inttoptr %gl : i64 to !llvm.ptr
-  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0, %c0)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%g : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
   ^bb0(%in: f32, %out: f32):
@@ -398,7 +398,7 @@ func.func @cross_entropy_f16(%l: memref<4x8xf32>, %t: memref<4xi32>, %s: memref<
 
 // CHECK-LABEL: func.func @cross_entropy_kept(
 // CHECK-COUNT-2: linalg.generic
-func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32)
+func.func private @planrt_k_cross_entropy_bwd(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32)
 func.func @cross_entropy_kept(%l: memref<64xf32>, %t: memref<4xi32>, %s: memref<f32>) {
   %c4 = arith.constant 4 : i64
   %c8 = arith.constant 8 : i64
@@ -417,8 +417,8 @@ func.func @cross_entropy_kept(%l: memref<64xf32>, %t: memref<4xi32>, %s: memref<
   %gi = memref.extract_aligned_pointer_as_index %g : memref<32xf32> -> index
   %gl = arith.index_cast %gi : index to i64
   %gp = llvm.inttoptr %gl : i64 to !llvm.ptr
-  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %gp, %c4, %c8, %c0, %c0)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
   %half = memref.subview %l[32] [32] [1] : memref<64xf32> to memref<32xf32, strided<[1], offset: 32>>
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
       ins(%g : memref<32xf32>) outs(%half : memref<32xf32, strided<[1], offset: 32>>) {
@@ -433,8 +433,8 @@ func.func @cross_entropy_kept(%l: memref<64xf32>, %t: memref<4xi32>, %s: memref<
   %hl = arith.index_cast %hi : index to i64
   %hp = llvm.inttoptr %hl : i64 to !llvm.ptr
   %y = memref.alloc() : memref<32xf32>
-  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %hp, %c4, %c8, %c1)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32) -> ()
+  call @planrt_k_cross_entropy_bwd(%sp, %lp, %tp, %hp, %c4, %c8, %c1, %c0)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i32, i32) -> ()
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
       ins(%h : memref<32xf32>) outs(%y : memref<32xf32>) {
   ^bb0(%in: f32, %out: f32):

@@ -6,6 +6,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Operation.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace plan {
@@ -21,6 +22,11 @@ inline constexpr llvm::StringLiteral kGemmPrecisionAttr = "plan.gemm_precision";
 /// it replaced did (PLANRT_GEMM_ROUND_RESULT).
 inline constexpr llvm::StringLiteral kRoundResultAttr = "plan.round_result";
 
+/// On a GEMM call marked bf16 or f16, set by the CUDA targets' plan-cuda-half-storage:
+/// which of its operands are buffers of that 16-bit type rather than float32, as the
+/// PLANRT_GEMM_HALF_A / _B / _C bits (planrt_cuda.h) its call passes with its precision.
+inline constexpr llvm::StringLiteral kHalfStorageAttr = "plan.half_storage";
+
 /// Attaches the BufferizableOpInterface models that turn GEMMs, attention,
 /// normalisations, embeddings and cross-entropy into calls.
 void registerLibraryCallModels(mlir::DialectRegistry &registry);
@@ -31,6 +37,14 @@ bool isLibraryCall(mlir::Operation *op);
 /// The address of a static, contiguous row-major buffer's first element, as a library
 /// call's pointer argument (!llvm.ptr).
 mlir::Value firstElementPointer(mlir::OpBuilder &b, mlir::Location loc, mlir::Value buffer);
+
+/// The buffer a library call's pointer argument points into, through the address
+/// arithmetic of firstElementPointer (null if it is not such a pointer); `chain`
+/// collects those ops, last first.
+mlir::Value bufferOfPointer(mlir::Value ptr, llvm::SmallVectorImpl<mlir::Operation *> *chain = nullptr);
+
+/// The buffer a view is of (through subviews, reshapes and casts), or the value itself.
+mlir::Value rootBuffer(mlir::Value v);
 } // namespace plan
 
 #endif // PLAN_CONVERSION_LIBRARYCALLS_H

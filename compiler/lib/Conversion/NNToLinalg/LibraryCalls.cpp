@@ -473,6 +473,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .ptr(out[0])
             .i64(rows(o.getLogits()))
             .i64(dim(o.getLogits(), 2))
+            .i32(0) // float32 logits: plan-cuda-half-storage may make them 16-bit
             .emit(rt::Fn::planrt_k_cross_entropy);
         return success();
       })
@@ -485,6 +486,7 @@ LogicalResult emitCall(RewriterBase &b, Operation *op, ArrayRef<Value> in, Array
             .i64(rows(o.getLogits()))
             .i64(dim(o.getLogits(), 2))
             .i32(0) // not rounded: plan-cuda-round-results may ask for it
+            .i32(0) // float32: plan-cuda-half-storage may make them 16-bit
             .emit(rt::Fn::planrt_k_cross_entropy_bwd);
         return success();
       })
@@ -614,4 +616,27 @@ Value plan::firstElementPointer(OpBuilder &b, Location loc, Value buffer) {
   Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), arith::ConstantIndexOp::create(b, loc, bytes));
   Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
   return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), addr);
+}
+
+Value plan::bufferOfPointer(Value ptr, SmallVectorImpl<Operation *> *chain) {
+  Value v = ptr;
+  while (Operation *def = v.getDefiningOp()) {
+    if (chain)
+      chain->push_back(def);
+    if (auto extract = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(def))
+      return extract.getSource();
+    if (isa<LLVM::IntToPtrOp, arith::IndexCastOp>(def))
+      v = def->getOperand(0);
+    else if (auto add = dyn_cast<arith::AddIOp>(def))
+      v = add.getLhs();
+    else
+      return {};
+  }
+  return {};
+}
+
+Value plan::rootBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
 }

@@ -81,7 +81,7 @@ void buildLoweringPipeline(OpPassManager &pm, const TargetOptions &options) {
   std::string pipeline =
       "plan-cuda-check-buckets,plan-gemm-precision,convert-sched-to-runtime,convert-nn-to-linalg,linalg-fuse-elementwise-ops,"
       "eliminate-empty-tensors,canonicalize,cse,one-shot-bufferize,cse,canonicalize,func.func(plan-free-buffers),"
-      "plan-cuda-round-results,plan-cuda-library-calls,"
+      "plan-cuda-round-results,plan-cuda-half-storage,plan-cuda-library-calls,"
       "func.func(convert-linalg-to-parallel-loops),canonicalize,plan-gpu-map-loops,plan-gpu-host-scalars,plan-memory-plan,canonicalize,cse,gpu-launch-sink-index-computations,"
       "gpu-kernel-outlining,plan-cuda-host-sync," +
       attach +
@@ -110,7 +110,7 @@ void buildHostEmulationPipeline(OpPassManager &pm, const std::string &order) {
   // The device work bracketed and waited for as on the CUDA target, for the emulated
   // device's host-touch and synchronisation audits (planrt_emu_start in main).
   cpu::buildLoweringPipeline(pm,
-                             "func.func(plan-free-buffers),plan-cuda-round-results,"
+                             "func.func(plan-free-buffers),plan-cuda-round-results,plan-cuda-half-storage,"
                              "func.func(convert-linalg-to-parallel-loops),"
                              "canonicalize,plan-gpu-map-loops,plan-gpu-host-scalars,plan-memory-plan,plan-cuda-host-sync{emulated=1},"
                              "plan-emulated-device,plan-gpu-launch-to-loops{order=" +

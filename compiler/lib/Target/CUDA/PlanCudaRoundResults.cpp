@@ -31,32 +31,6 @@ namespace {
 enum GemmOperand { kOrder = 0, kM = 3, kN = 4, kA = 7, kB = 9, kBeta = 11, kC = 12, kLdc = 13, kGemmOperands = 14 };
 constexpr int64_t kRowMajor = 101; // CblasRowMajor
 
-/// The buffer a library call's pointer argument points into, through the address
-/// arithmetic of firstElementPointer; `chain` collects those ops, last first.
-Value bufferOf(Value ptr, SmallVectorImpl<Operation *> *chain = nullptr) {
-  Value v = ptr;
-  while (Operation *def = v.getDefiningOp()) {
-    if (chain)
-      chain->push_back(def);
-    if (auto extract = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(def))
-      return extract.getSource();
-    if (isa<LLVM::IntToPtrOp, arith::IndexCastOp>(def))
-      v = def->getOperand(0);
-    else if (auto add = dyn_cast<arith::AddIOp>(def))
-      v = add.getLhs();
-    else
-      return {};
-  }
-  return {};
-}
-
-/// The buffer a view is of (through subviews, reshapes and casts), or the value itself.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// The 16-bit type a linalg.generic rounds its one input to when that is all it does
 /// (arith.truncf, to nearest even, then arith.extf, element by element); null otherwise.
 Type roundingType(linalg::GenericOp g) {
@@ -94,21 +68,21 @@ bool independent(Operation *op, Value out) {
   if (isa<memref::AllocOp>(op))
     return true;
   if (auto release = dyn_cast<memref::DeallocOp>(op))
-    return rootOf(release.getMemref()) != out;
+    return rootBuffer(release.getMemref()) != out;
   if (auto call = dyn_cast<func::CallOp>(op)) {
     if (call.getCallee() != "cblas_sgemm" && !call.getCallee().starts_with("planrt_k_"))
       return false;
     for (Value arg : call.getArgOperands()) {
       if (!isa<LLVM::LLVMPointerType>(arg.getType()))
         continue;
-      Value buffer = bufferOf(arg);
-      if (!buffer || rootOf(buffer) == out)
+      Value buffer = bufferOfPointer(arg);
+      if (!buffer || rootBuffer(buffer) == out)
         return false;
     }
     return true;
   }
   if (isa<linalg::GenericOp, linalg::FillOp, memref::CopyOp>(op))
-    return llvm::none_of(op->getOperands(), [&](Value v) { return isa<MemRefType>(v.getType()) && rootOf(v) == out; });
+    return llvm::none_of(op->getOperands(), [&](Value v) { return isa<MemRefType>(v.getType()) && rootBuffer(v) == out; });
   return false;
 }
 
@@ -136,15 +110,15 @@ std::optional<Writer> gemmWriter(func::CallOp gemm) {
   return Writer{kC, m * n, true, precision.getValue()};
 }
 
-/// planrt_k_cross_entropy_bwd (dloss, logits, targets, dlogits, rows, V, round_to) that
-/// does not round yet: its rows x V gradient, which it may write over the logits.
+/// planrt_k_cross_entropy_bwd (dloss, logits, targets, dlogits, rows, V, round_to, storage)
+/// that does not round yet: its rows x V gradient, which it may write over the logits.
 enum CrossEntropyBwdOperand {
   kLogits = 1,
   kDlogits = 3,
   kRows = 4,
   kV = 5,
   kRoundTo = 6,
-  kCrossEntropyBwdOperands = 7
+  kCrossEntropyBwdOperands = 8
 };
 std::optional<Writer> crossEntropyWriter(func::CallOp call) {
   if (call.getNumOperands() != kCrossEntropyBwdOperands || constantInt(call.getOperand(kRoundTo)) != 0)
@@ -173,7 +147,7 @@ struct Candidate {
 /// into and that is there before the call (or a new one, allocated there).
 std::optional<Candidate> candidate(func::CallOp call, Writer writer, DominanceInfo &dom) {
   Candidate c{call, writer, {}, {}, {}, false, {}};
-  Value result = bufferOf(call.getOperand(writer.resultOperand), &c.chain);
+  Value result = bufferOfPointer(call.getOperand(writer.resultOperand), &c.chain);
   c.result = result ? result.getDefiningOp<memref::AllocOp>() : nullptr;
   if (!c.result)
     return std::nullopt;
@@ -210,21 +184,21 @@ std::optional<Candidate> candidate(func::CallOp call, Writer writer, DominanceIn
   // The call now writes the output while it reads its operands: they must be other
   // buffers, and no op between the call and the rounding may touch the output's. A
   // rounding in place (the result its own output) has nothing to gain.
-  Value root = rootOf(out);
+  Value root = rootBuffer(out);
   if (root == result)
     return std::nullopt;
   for (auto [i, operand] : llvm::enumerate(call.getOperands())) {
     if (i == writer.resultOperand || !isa<LLVM::LLVMPointerType>(operand.getType()))
       continue;
     SmallVector<Operation *> chain;
-    Value buffer = bufferOf(operand, &chain);
+    Value buffer = bufferOfPointer(operand, &chain);
     if (!buffer)
       return std::nullopt;
     // The output itself, from its first element (no offset added), where the call
     // allows it: the logits the cross-entropy's backward overwrites with their gradient.
     bool whole = buffer == out && cast<MemRefType>(out.getType()).getLayout().isIdentity() &&
                  llvm::none_of(chain, [](Operation *op) { return isa<arith::AddIOp>(op); });
-    if (rootOf(buffer) == root && !(whole && int(i) == writer.inPlace))
+    if (rootBuffer(buffer) == root && !(whole && int(i) == writer.inPlace))
       return std::nullopt;
   }
   for (Operation *op = call->getNextNode(); op != c.rounding; op = op->getNextNode())

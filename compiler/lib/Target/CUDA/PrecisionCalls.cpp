@@ -37,8 +37,14 @@ LogicalResult rewriteWithPrecision(ModuleOp m, SymbolTable &symbols, StringRef f
       }
       compute = *c;
     }
-    if (which == PrecisionCalls::All || compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16)
-      calls.emplace_back(call, compute | (call->hasAttr(kRoundResultAttr) ? PLANRT_GEMM_ROUND_RESULT : 0));
+    if (which == PrecisionCalls::All || compute == PLANRT_GEMM_BF16 || compute == PLANRT_GEMM_F16) {
+      auto half = call->getAttrOfType<IntegerAttr>(kHalfStorageAttr);
+      calls.emplace_back(call, compute | (call->hasAttr(kRoundResultAttr) ? PLANRT_GEMM_ROUND_RESULT : 0) |
+                                   (half ? int32_t(half.getInt()) : 0));
+    } else if (call->hasAttr(kHalfStorageAttr)) {
+      call.emitOpError() << "has 16-bit operands (plan.half_storage) but computes in fp32 or tf32";
+      return WalkResult::interrupt();
+    }
     return WalkResult::advance();
   });
   if (r.wasInterrupted())

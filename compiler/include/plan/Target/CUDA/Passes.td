@@ -87,6 +87,46 @@ def PlanCudaRoundResults : Pass<"plan-cuda-round-results", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect", "mlir::memref::MemRefDialect"];
 }
 
+def PlanCudaHalfStorage : Pass<"plan-cuda-half-storage", "mlir::ModuleOp"> {
+  let summary = "Store in bf16 (fp16) the buffers that only ever hold bf16 (fp16) values";
+  let description = [{
+    A mixed-precision step's activations are float32 buffers of bf16 (fp16)
+    values. A buffer allocated in the function (static, row-major float32) whose
+    every use, through subviews, reshapes and casts, is one of
+    - an element-wise op (`linalg.generic`) that reads it,
+    - an element-wise op that writes it with a rounding to that type (yields
+      `arith.extf(arith.truncf(x))`, to nearest even) and does not read it,
+    - a GEMM marked that precision (`plan.gemm_precision`) that reads it as
+      its A or B operand, or writes it as its rounded result
+      (`plan.round_result`),
+    - the cross-entropy or its backward reading it as the logits, or the
+      backward writing its gradient there rounded to that type (`round_to`),
+    - its release, or the offset and strides read from it,
+    with one writer at least, becomes a buffer of that type: its writers yield
+    the truncated value, its readers widen each element they load
+    (`arith.extf`), each GEMM gets `plan.half_storage`, the
+    `PLANRT_GEMM_HALF_A` / `_B` / `_C` bits of the operands that are 16-bit,
+    which its call passes with its precision, and the cross-entropy its
+    `storage` operand: cuBLASLt and the device kernels read and write them as
+    they are (the CUDA target), the audited GEMM and the CPU kernels widen and
+    narrow them (cuda-host). Every value is the same; half the bytes move. A
+    buffer with any other use (another library kernel, a copy, a collective, a
+    host load) stays float32.
+
+    ```mlir
+    %h = memref.alloc() : memref<8x16xf32>
+    linalg.generic ins(%x) outs(%h) { ... %t = arith.truncf %v : f32 to bf16
+                                      %e = arith.extf %t : bf16 to f32  linalg.yield %e }
+    func.call @cblas_sgemm(..., %h_ptr, ...) {plan.gemm_precision = "bf16"}
+    // becomes
+    %h = memref.alloc() : memref<8x16xbf16>
+    linalg.generic ins(%x) outs(%h) { ... %t = arith.truncf %v : f32 to bf16  linalg.yield %t }
+    func.call @cblas_sgemm(..., %h_ptr, ...) {plan.gemm_precision = "bf16", plan.half_storage = 32 : i32}
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect", "mlir::memref::MemRefDialect"];
+}
+
 def PlanCudaHostSync : Pass<"plan-cuda-host-sync", "mlir::ModuleOp"> {
   let summary = "Make the host wait for the device only where host code runs next";
   let description = [{
