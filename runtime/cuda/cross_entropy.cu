@@ -217,6 +217,9 @@ void planrt_cuda_cross_entropy_bwd(const float *dloss, const float *logits, cons
   checkStorage(inType, "planrt_cuda_cross_entropy_bwd: the logits' storage is not 0, 1 or 2");
   if (outType != 0 && outType != round_to)
     check(cudaErrorInvalidValue, "planrt_cuda_cross_entropy_bwd: a 16-bit gradient needs round_to its type");
+  if (static_cast<const void *>(logits) == dlogits && inType != outType)
+    check(cudaErrorInvalidValue, "planrt_cuda_cross_entropy_bwd: a gradient written over the logits needs their "
+                                 "storage");
   // *dloss is read here, on the host: the generated code passes the backward pass's
   // seed as a constant global of the executable, which the device cannot read, or (fp16
   // plans) the loss scale, which host code stored before the step's first launch; no

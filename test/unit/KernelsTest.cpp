@@ -666,6 +666,36 @@ TEST(KernelsPrecisionAuditDeathTest, GemmRoundsItsResultWhenAsked) {
               ::testing::ExitedWithCode(1), "a rounded result \\(PLANRT_GEMM_ROUND_RESULT\\) needs beta = 0");
 }
 
+// 16-bit operands (plan-cuda-half-storage): A and B as bf16 elements, with leading
+// dimensions wider than their rows, give the float32 GEMM's C; a 16-bit C holds the 16
+// bits of the rounded result, and needs PLANRT_GEMM_ROUND_RESULT.
+TEST(KernelsPrecisionAuditDeathTest, GemmReadsAndWritesSixteenBitBuffers) {
+  const float u = 1.0f / 256;
+  Vec A = {1.0f, u, 1.0f, 3 * u}, B = {1.0f, 1.0f, 1.0f, 0.0f}, want(4), C(4);
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, want.data(), 2, PLANRT_GEMM_BF16);
+  // The same values, rows 3 elements apart (the third element of each row unused).
+  std::vector<uint16_t> a16(6, 0xffff), b16(6, 0xffff), c16(4);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      a16[r * 3 + c] = planrt::kernels::narrow16(A[r * 2 + c], 1);
+      b16[r * 3 + c] = planrt::kernels::narrow16(B[r * 2 + c], 1);
+    }
+  auto f = [](std::vector<uint16_t> &v) { return reinterpret_cast<float *>(v.data()); };
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, f(a16), 3, f(b16), 3, 0.0f, C.data(), 2,
+                    PLANRT_GEMM_BF16 | PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_B);
+  EXPECT_EQ(C, want);
+  planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, f(a16), 3, B.data(), 2, 0.0f, f(c16), 2,
+                    PLANRT_GEMM_BF16 | PLANRT_GEMM_ROUND_RESULT | PLANRT_GEMM_HALF_A | PLANRT_GEMM_HALF_C);
+  // The ties of GemmRoundsItsResultWhenAsked, to the even neighbours 1 and 1 + 4u.
+  Vec got(4);
+  for (int i = 0; i < 4; ++i)
+    got[i] = planrt::kernels::widen16(c16[i], 1);
+  EXPECT_EQ(got, (Vec{1.0f, 1.0f, 1.0f + 4 * u, 1.0f}));
+  EXPECT_EXIT(planrt_audit_gemm(101, 111, 112, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f, f(c16), 2,
+                                PLANRT_GEMM_BF16 | PLANRT_GEMM_HALF_C),
+              ::testing::ExitedWithCode(1), "needs PLANRT_GEMM_ROUND_RESULT");
+}
+
 TEST(KernelsPrecisionAuditDeathTest, AttentionOperandsMustBeBf16) {
   const int64_t H = 1, KVH = 1, D = 2, S = 2;
   Vec qkv(S * (H + 2 * KVH) * D, 0.5f), out(S * H * D), dout(S * H * D, 0.25f), dqkv(qkv.size());

@@ -109,7 +109,8 @@ public:
     // mixed-precision step (plan-cuda-half-storage): the matmuls' inputs, the activation
     // functions' and the logits; what a LayerNorm, the attention or an embedding reads
     // stays float32.
-    halfStored = mesh.kind == sema::DeviceKind::CUDA && l.precision != sema::Precision::FP32 ? act : storedAct;
+    cudaHalf = mesh.kind == sema::DeviceKind::CUDA && l.precision != sema::Precision::FP32;
+    halfStored = cudaHalf ? act : storedAct;
     paramBytes = act;
     gradBytes = act;
     optBytes = l.precision == sema::Precision::FP32 ? 8 : 12;
@@ -145,6 +146,8 @@ private:
   bool withTrace;
   int64_t t, d, p, S, v, mb, b, s;
   double act, storedAct, halfStored, wireAct, paramBytes, gradBytes, optBytes, peak, hbm;
+  bool cudaHalf = false;   ///< a mixed-precision step on the CUDA target (plan-cuda-half-storage)
+  bool logitsHalf = false; ///< ...whose logits are 16-bit (no vocabulary split)
   std::map<std::string, Link> links; ///< by role
   std::vector<int> opRank;           ///< pipeline rank per op
   std::vector<int> opUnit;           ///< -1 embedding side, layer index, or layers (head)
@@ -707,7 +710,8 @@ private:
         c.bwdFlops = 2 * inE;
         c.fwdBytes = inE * (act + 4);
         c.bwdBytes = inE * (4 + act);
-        c.logits = inE * (!vocab && halfStored < storedAct ? halfStored : 4); // kept for backward
+        logitsHalf = !vocab && cudaHalf;
+        c.logits = inE * (logitsHalf ? halfStored : 4); // kept for backward
         c.logitsGradInPlace = cudaMesh() && l.precision != sema::Precision::FP32 && !vocab;
         break;
       }
@@ -929,7 +933,7 @@ private:
     double logitsHeld = both - std::min(both, a.workingSet);
     if (logitsHeld > 0) {
       double first = std::min(a.logits, logitsHeld);
-      bufs.push_back({halfStored < storedAct ? "logits (16-bit)" : "logits (fp32 probabilities)",
+      bufs.push_back({logitsHalf ? "logits (16-bit)" : "logits (fp32 probabilities)",
                       int64_t(std::llround(first))});
       if (logitsHeld > first)
         bufs.push_back({"logits gradient (fp32)", int64_t(std::llround(logitsHeld - first))});
@@ -1016,7 +1020,7 @@ private:
   /// normalisation's weight or an embedding's table: plan-cuda-half-storage).
   double roundedCopyBytes(int pr) const {
     double elems = double(trainedElems(pr));
-    if (halfStored >= storedAct)
+    if (!cudaHalf)
       return 4.0 * elems;
     for (const auto &op : model.ops)
       if ((op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm || op.kind == OpKind::Embedding) &&

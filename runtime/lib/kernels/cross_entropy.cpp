@@ -64,6 +64,10 @@ void planrt_k_cross_entropy_bwd(const float *dloss, const float *logits, const i
   if (out != 0 && out != round_to)
     planrt::kernels::fatal("planrt_k_cross_entropy_bwd: a 16-bit gradient (storage %d) needs round_to %d, not %d",
                            storage, out, round_to);
+  if (static_cast<const void *>(logits) == dlogits && in != out)
+    planrt::kernels::fatal("planrt_k_cross_entropy_bwd: a gradient written over the logits needs their storage "
+                           "(storage %d)",
+                           storage);
   double scale = rows > 0 ? double(*dloss) / double(rows) : 0.0;
   std::vector<float> wide, grad(out != 0 ? size_t(V) : 0);
   for (int64_t r = 0; r < rows; ++r) {

@@ -12,6 +12,8 @@
 #include "planrt_kernels.h"
 
 #include <cblas.h>
+
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -77,12 +79,12 @@ void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
   if (half & PLANRT_GEMM_HALF_A) {
     wideA = widened(A, rowsA, colsA, lda, compute);
     A = wideA.data();
-    lda = int32_t(colsA);
+    lda = int32_t(std::max<int64_t>(colsA, 1)); // BLAS wants a leading dimension of 1 at least
   }
   if (half & PLANRT_GEMM_HALF_B) {
     wideB = widened(B, rowsB, colsB, ldb, compute);
     B = wideB.data();
-    ldb = int32_t(colsB);
+    ldb = int32_t(std::max<int64_t>(colsB, 1));
   }
   checkMatrix("GEMM", "operand A", A, rowsA, colsA, lda, compute);
   checkMatrix("GEMM", "operand B", B, rowsB, colsB, ldb, compute);
@@ -91,7 +93,7 @@ void planrt_audit_gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
   if (half & PLANRT_GEMM_HALF_C) {
     wideC.resize(size_t(int64_t(m) * n));
     out = wideC.data();
-    ldo = n;
+    ldo = std::max(n, 1);
   }
   cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, A, lda, B, ldb, beta,
               out, ldo);

@@ -135,6 +135,28 @@ struct Storage {
 
 /// The calls an aligned pointer of the buffer reaches (through firstElementPointer's
 /// address arithmetic), added to `calls`; false if it goes anywhere else.
+/// Whether `bytes` is firstElementPointer's byte offset of its first element into `view`:
+/// 4 times the view's offset from its strided metadata, or that offset folded to a
+/// constant — what the pass rebuilds for 2-byte elements (anything else it would drop).
+bool firstElementOffset(Value bytes, Value view) {
+  APInt c;
+  if (matchPattern(bytes, m_ConstantInt(&c))) {
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    return succeeded(cast<MemRefType>(view.getType()).getStridesAndOffset(strides, offset)) &&
+           !ShapedType::isDynamic(offset) && c.getSExtValue() == 4 * offset;
+  }
+  auto mul = bytes.getDefiningOp<arith::MulIOp>();
+  if (!mul)
+    return false;
+  for (auto [x, four] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}}) {
+    auto meta = x.getDefiningOp<memref::ExtractStridedMetadataOp>();
+    if (meta && x == meta.getOffset() && meta.getSource() == view && matchPattern(four, m_ConstantInt(&c)) && c == 4)
+      return true;
+  }
+  return false;
+}
+
 bool pointerReachesCalls(memref::ExtractAlignedPointerAsIndexOp extract,
                          SmallVectorImpl<std::pair<func::CallOp, unsigned>> &calls) {
   SmallVector<Value> work{extract.getResult()};
@@ -145,7 +167,8 @@ bool pointerReachesCalls(memref::ExtractAlignedPointerAsIndexOp extract,
       if (auto call = dyn_cast<func::CallOp>(user))
         calls.push_back({call, use.getOperandNumber()});
       else if (isa<arith::IndexCastOp, LLVM::IntToPtrOp>(user) ||
-               (isa<arith::AddIOp>(user) && use.getOperandNumber() == 0))
+               (isa<arith::AddIOp>(user) && use.getOperandNumber() == 0 &&
+                firstElementOffset(user->getOperand(1), extract.getSource())))
         work.push_back(user->getResult(0));
       else
         return false;
@@ -185,7 +208,7 @@ std::optional<Storage> storageOf(memref::AllocOp alloc) {
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
       if (isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp>(user) &&
-          use.getOperandNumber() == 0) {
+          use.getOperandNumber() == 0 && isa<MemRefType>(user->getResult(0).getType())) {
         work.push_back(user->getResult(0));
       } else if (isa<memref::DeallocOp>(user)) {
       } else if (auto meta = dyn_cast<memref::ExtractStridedMetadataOp>(user)) {
