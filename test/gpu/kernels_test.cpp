@@ -287,29 +287,10 @@ TEST(CudaKernels, GemmRoundedResult) {
   unsetenv("PLANRT_CUDA_GEMM_ROUND");
 }
 
-/// The 16-bit bits of x, a bf16 (mantissa 7) or fp16 (10) value, and back.
-uint16_t bitsOf(float x, int mantissa) {
-  if (mantissa == 10) {
-    _Float16 h = static_cast<_Float16>(x);
-    uint16_t u;
-    std::memcpy(&u, &h, 2);
-    return u;
-  }
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return uint16_t(u >> 16);
-}
-float valueOf(uint16_t bits, int mantissa) {
-  if (mantissa == 10) {
-    _Float16 h;
-    std::memcpy(&h, &bits, 2);
-    return float(h);
-  }
-  uint32_t u = uint32_t(bits) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+/// The 16-bit bits of x, a bf16 (mantissa 7) or fp16 (10) value, and back (the runtime's
+/// conversions, by roundTo's codes: 1 bf16, 2 fp16).
+uint16_t bitsOf(float x, int mantissa) { return planrt::kernels::narrow16(x, mantissa == 10 ? 2 : 1); }
+float valueOf(uint16_t bits, int mantissa) { return planrt::kernels::widen16(bits, mantissa == 10 ? 2 : 1); }
 
 // 16-bit storage (PLANRT_GEMM_HALF_A / _B / _C, plan-cuda-half-storage): A, B and a rounded
 // C in 16-bit buffers (and 16-bit A, B with a float32 C, rounded or not) give the CPU's

@@ -14,6 +14,7 @@
 #include "plan/Target/CUDA/Passes.h"
 
 #include "plan/Conversion/LibraryCalls.h"
+#include "plan/Target/CUDA/CallOperands.h"
 #include "plan/Target/RuntimeABI.h"
 #include "planrt_cuda.h"
 
@@ -33,24 +34,9 @@ namespace plan {
 
 using namespace mlir;
 using namespace plan;
+using namespace plan::calls;
 
 namespace {
-
-// cblas_sgemm's pointer operands: A, B and C.
-enum GemmOperand { kA = 7, kB = 9, kC = 12 };
-
-/// The 16-bit type `v` is rounded to when it is arith.extf(arith.truncf(x)) of a float32
-/// x, to nearest even (nn.round's lowering); null otherwise.
-Type roundedTo(Value v) {
-  auto ext = v.getDefiningOp<arith::ExtFOp>();
-  if (!ext || !ext.getType().isF32())
-    return {};
-  auto trunc = ext.getIn().getDefiningOp<arith::TruncFOp>();
-  if (!trunc || trunc.getRoundingmodeAttr() || !trunc.getIn().getType().isF32())
-    return {};
-  Type t = trunc.getType();
-  return t.isBF16() || t.isF16() ? t : Type();
-}
 
 /// The 16-bit type a GEMM call computes in (plan.gemm_precision bf16 or f16), or null.
 Type gemmType(func::CallOp call) {
@@ -63,16 +49,6 @@ Type gemmType(func::CallOp call) {
   if (precision.getValue() == "f16")
     return b.getF16Type();
   return {};
-}
-
-// The cross-entropy's operands: (logits, targets, loss, rows, V, storage) and (dloss,
-// logits, targets, dlogits, rows, V, round_to, storage).
-enum CrossEntropyOperand { kLogits = 0, kStorage = 5 };
-enum CrossEntropyBwdOperand { kBwdLogits = 1, kDlogits = 3, kRoundTo = 6, kBwdStorage = 7 };
-
-int64_t constantInt(Value v) {
-  APInt value;
-  return matchPattern(v, m_ConstantInt(&value)) ? value.getSExtValue() : -1;
 }
 
 /// A library call's use of a buffer it is passed as `operand`, where it can take a
@@ -88,20 +64,20 @@ std::optional<CallUse> callUse(func::CallOp call, unsigned operand) {
     Type t = gemmType(call);
     if (!t)
       return std::nullopt;
-    if (operand == kA || operand == kB)
+    if (operand == kGemmA || operand == kGemmB)
       return CallUse{false, t};
-    if (operand == kC && call->hasAttr(kRoundResultAttr))
+    if (operand == kGemmC && call->hasAttr(kRoundResultAttr))
       return CallUse{true, t};
   } else if (callee == rt::name(rt::Fn::planrt_k_cross_entropy)) {
-    if (operand == kLogits && constantInt(call.getOperand(kStorage)) == 0)
+    if (operand == kCeLogits && constantInt(call.getOperand(kCeStorage)) == 0)
       return CallUse{false, {}};
   } else if (callee == rt::name(rt::Fn::planrt_k_cross_entropy_bwd)) {
-    if (constantInt(call.getOperand(kBwdStorage)) != 0)
+    if (constantInt(call.getOperand(kCeBwdStorage)) != 0)
       return std::nullopt;
-    if (operand == kBwdLogits)
+    if (operand == kCeBwdLogits)
       return CallUse{false, {}};
-    int64_t to = constantInt(call.getOperand(kRoundTo));
-    if (operand == kDlogits && (to == 1 || to == 2))
+    int64_t to = constantInt(call.getOperand(kCeBwdRoundTo));
+    if (operand == kCeBwdDlogits && (to == 1 || to == 2))
       return CallUse{true, to == 1 ? Type(b.getBF16Type()) : Type(b.getF16Type())};
   }
   return std::nullopt;
@@ -113,14 +89,14 @@ void markHalf(func::CallOp call, unsigned operand, Type type) {
   OpBuilder b(call);
   int32_t code = type.isBF16() ? 1 : 2;
   if (call.getCallee() == "cblas_sgemm") {
-    int32_t flag = operand == kA ? PLANRT_GEMM_HALF_A : operand == kB ? PLANRT_GEMM_HALF_B : PLANRT_GEMM_HALF_C;
+    int32_t flag = operand == kGemmA ? PLANRT_GEMM_HALF_A : operand == kGemmB ? PLANRT_GEMM_HALF_B : PLANRT_GEMM_HALF_C;
     auto old = call->getAttrOfType<IntegerAttr>(kHalfStorageAttr);
     call->setAttr(kHalfStorageAttr, b.getI32IntegerAttr((old ? int32_t(old.getInt()) : 0) | flag));
     return;
   }
-  unsigned storage = call.getCallee() == rt::name(rt::Fn::planrt_k_cross_entropy) ? kStorage : kBwdStorage;
+  unsigned storage = call.getCallee() == rt::name(rt::Fn::planrt_k_cross_entropy) ? kCeStorage : kCeBwdStorage;
   int64_t bits =
-      constantInt(call.getOperand(storage)) | (operand == kDlogits && storage == kBwdStorage ? code << 2 : code);
+      constantInt(call.getOperand(storage)) | (operand == kCeBwdDlogits && storage == kCeBwdStorage ? code << 2 : code);
   call->setOperand(storage, arith::ConstantIntOp::create(b, call.getLoc(), bits, 32));
 }
 

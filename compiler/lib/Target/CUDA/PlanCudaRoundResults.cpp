@@ -1,5 +1,6 @@
 // `plan-cuda-round-results`: a bf16 (fp16) GEMM, or the cross-entropy's backward, whose
 // result is only read to be rounded to bf16 (fp16) writes the rounded values itself.
+#include "plan/Target/CUDA/CallOperands.h"
 #include "plan/Target/CUDA/Passes.h"
 
 #include "plan/Conversion/LibraryCalls.h"
@@ -23,12 +24,10 @@ namespace plan {
 
 using namespace mlir;
 using namespace plan;
+using namespace plan::calls;
 
 namespace {
 
-// cblas_sgemm's operands (CblasRowMajor, transA, transB, m, n, k, alpha, A, lda, B, ldb,
-// beta, C, ldc).
-enum GemmOperand { kOrder = 0, kM = 3, kN = 4, kA = 7, kB = 9, kBeta = 11, kC = 12, kLdc = 13, kGemmOperands = 14 };
 constexpr int64_t kRowMajor = 101; // CblasRowMajor
 
 /// The 16-bit type a linalg.generic rounds its one input to when that is all it does
@@ -38,21 +37,14 @@ Type roundingType(linalg::GenericOp g) {
       !llvm::all_of(g.getIndexingMapsArray(), [](AffineMap m) { return m.isIdentity(); }))
     return {};
   Block &body = g.getRegion().front();
-  if (body.getOperations().size() != 3)
-    return {};
-  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
-  auto ext = dyn_cast<arith::ExtFOp>(*std::next(body.begin()));
   auto yield = dyn_cast<linalg::YieldOp>(body.back());
-  if (!trunc || !ext || !yield || trunc.getIn() != body.getArgument(0) || ext.getIn() != trunc.getResult() ||
-      yield.getNumOperands() != 1 || yield.getOperand(0) != ext.getResult() || trunc.getRoundingmodeAttr() ||
-      !trunc.getIn().getType().isF32() || !ext.getType().isF32())
+  if (body.getOperations().size() != 3 || !yield || yield.getNumOperands() != 1)
     return {};
-  return trunc.getType();
-}
-
-int64_t constantInt(Value v) {
-  APInt value;
-  return matchPattern(v, m_ConstantInt(&value)) ? value.getSExtValue() : -1;
+  // The body is the rounding of its input and nothing else: truncf(input), extf, yield.
+  Type t = roundedTo(yield.getOperand(0));
+  if (!t || body.front().getOperand(0) != body.getArgument(0))
+    return {};
+  return t;
 }
 
 /// Whether `op`, between a GEMM and the rounding of its result, neither reads nor writes
@@ -82,7 +74,8 @@ bool independent(Operation *op, Value out) {
     return true;
   }
   if (isa<linalg::GenericOp, linalg::FillOp, memref::CopyOp>(op))
-    return llvm::none_of(op->getOperands(), [&](Value v) { return isa<MemRefType>(v.getType()) && rootBuffer(v) == out; });
+    return llvm::none_of(op->getOperands(),
+                         [&](Value v) { return isa<MemRefType>(v.getType()) && rootBuffer(v) == out; });
   return false;
 }
 
@@ -94,7 +87,7 @@ struct Writer {
   int64_t elements;
   bool gemm;
   StringRef precision; // a GEMM's: "bf16" or "f16"
-  int inPlace = -1;    // an operand that may point to the output itself (the call reads each element before it writes it)
+  int inPlace = -1; // an operand that may point to the output itself (the call reads each element before it writes it)
 };
 
 /// A bf16 (f16) row-major GEMM with beta 0 writing C whole (ldc = n).
@@ -102,31 +95,24 @@ std::optional<Writer> gemmWriter(func::CallOp gemm) {
   auto precision = gemm->getAttrOfType<StringAttr>(kGemmPrecisionAttr);
   if (gemm.getNumOperands() != kGemmOperands || !precision ||
       (precision.getValue() != "bf16" && precision.getValue() != "f16") ||
-      constantInt(gemm.getOperand(kOrder)) != kRowMajor || !matchPattern(gemm.getOperand(kBeta), m_AnyZeroFloat()))
+      constantInt(gemm.getOperand(kGemmOrder)) != kRowMajor ||
+      !matchPattern(gemm.getOperand(kGemmBeta), m_AnyZeroFloat()))
     return std::nullopt;
-  int64_t m = constantInt(gemm.getOperand(kM)), n = constantInt(gemm.getOperand(kN));
-  if (m < 0 || n <= 0 || constantInt(gemm.getOperand(kLdc)) != n)
+  int64_t m = constantInt(gemm.getOperand(kGemmM)), n = constantInt(gemm.getOperand(kGemmN));
+  if (m < 0 || n <= 0 || constantInt(gemm.getOperand(kGemmLdc)) != n)
     return std::nullopt;
-  return Writer{kC, m * n, true, precision.getValue()};
+  return Writer{kGemmC, m * n, true, precision.getValue()};
 }
 
-/// planrt_k_cross_entropy_bwd (dloss, logits, targets, dlogits, rows, V, round_to, storage)
-/// that does not round yet: its rows x V gradient, which it may write over the logits.
-enum CrossEntropyBwdOperand {
-  kLogits = 1,
-  kDlogits = 3,
-  kRows = 4,
-  kV = 5,
-  kRoundTo = 6,
-  kCrossEntropyBwdOperands = 8
-};
+/// planrt_k_cross_entropy_bwd that does not round yet: its rows x V gradient, which it
+/// may write over the logits.
 std::optional<Writer> crossEntropyWriter(func::CallOp call) {
-  if (call.getNumOperands() != kCrossEntropyBwdOperands || constantInt(call.getOperand(kRoundTo)) != 0)
+  if (call.getNumOperands() != kCeBwdOperands || constantInt(call.getOperand(kCeBwdRoundTo)) != 0)
     return std::nullopt;
-  int64_t rows = constantInt(call.getOperand(kRows)), V = constantInt(call.getOperand(kV));
+  int64_t rows = constantInt(call.getOperand(kCeBwdRows)), V = constantInt(call.getOperand(kCeBwdV));
   if (rows < 0 || V <= 0)
     return std::nullopt;
-  return Writer{kDlogits, rows * V, false, {}, kLogits};
+  return Writer{kCeBwdDlogits, rows * V, false, {}, kCeBwdLogits};
 }
 
 /// One library call whose result a later rounding reads, and nothing else does.
@@ -134,7 +120,7 @@ struct Candidate {
   func::CallOp call;
   Writer writer;
   linalg::GenericOp rounding;
-  memref::AllocOp result;        // the call's result buffer, which goes
+  memref::AllocOp result;         // the call's result buffer, which goes
   SmallVector<Operation *> chain; // its pointer's ops, last first
   bool hoist = false;             // the output allocated after the call, to move before it
   Type to;                        // the rounding's type
@@ -219,7 +205,7 @@ void fuse(Candidate &c) {
   if (c.writer.gemm)
     c.call->setAttr(kRoundResultAttr, b.getUnitAttr());
   else
-    c.call->setOperand(kRoundTo, arith::ConstantIntOp::create(b, loc, c.to.isBF16() ? 1 : 2, 32));
+    c.call->setOperand(kCeBwdRoundTo, arith::ConstantIntOp::create(b, loc, c.to.isBF16() ? 1 : 2, 32));
   c.rounding.erase();
   for (Operation *op : c.chain)
     op->erase();
