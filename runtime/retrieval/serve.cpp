@@ -233,8 +233,10 @@ void Service::watch() {
   watcher = std::thread([this] {
     std::unique_lock<std::mutex> lock(stopping);
     while (!stopped.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop; })) {
-      std::string id = storeIdentity(storePath(cfg));
+      // The identity is read under the reload lock: read before it, it may be the store
+      // that a POST /reload replaced meanwhile, and reopen the new one for nothing.
       std::lock_guard<std::mutex> r(reloading);
+      std::string id = storeIdentity(storePath(cfg));
       if (id.empty() || id == seenIdentity())
         continue;
       planrt_status st;

@@ -27,6 +27,10 @@ retrieval licenses {
 PLAN
 }
 
+# A server still running when the test ends (a failed check) is killed, so that the
+# test fails at once instead of waiting on its open output for the test's timeout.
+trap 'if [[ -n "${PID:-}" ]]; then kill -KILL "$PID" 2>/dev/null || true; fi' EXIT
+
 # serve_start LOG EXE [OPTION...]: `EXE serve` on a free loopback port in the background,
 # stderr in LOG.err, stdout in LOG.out; sets PID and PORT once the ready line names it
 # (within SERVE_START_SECONDS, default 10: a large store takes longer to verify and load).
