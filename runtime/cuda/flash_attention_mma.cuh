@@ -20,8 +20,9 @@
 // operand's, two columns of 8 a register pair) and go through a warp's shared scratch in
 // SplitTf32 (whose k8 layout differs). The row statistics follow the layout of the mma's
 // result: a thread holds two rows (g and g + 8) and two columns of every 8, and the
-// four threads of a row combine their maxima and sums with xor shuffles. No atomics:
-// the same bits every run.
+// four threads of a row combine their maxima and sums with xor shuffles. A tile wholly
+// seen (off a causal diagonal, not ragged) skips the per-element masks; the bf16 kernels
+// exponentiate in base 2 (Op::exp). No atomics: the same bits every run.
 //
 // Written on simt.cuh like flash_attention.cuh: planc-simt-tests runs it emulated
 // (simt::mmaTf32 and simt::mmaBf16 computing the documented fragment layouts) against
@@ -56,6 +57,9 @@ struct SplitTf32 {
   static constexpr bool kPInRegisters = false; ///< P goes through the warp's scratch
   static constexpr int kBuffers = 1; ///< fills that land at once: one buffer of the other side's tiles
   SIMT_DEVICE static Elem from(float x) { return x; }
+  /// The softmax's exponential: e^x (fp32's accuracy; base 2 would round x · log2 e).
+  static constexpr float kExpScale = 1.0f;
+  SIMT_DEVICE static float exp(float x) { return expf(x); }
 
   /// The kernels read q, k, v and dout where they are.
   using Src = View;
@@ -117,6 +121,11 @@ struct Bf16 {
   static constexpr bool kScaleQ = false;
   static constexpr bool kPInRegisters = true;
   static constexpr int kBuffers = 2; ///< the next tile loads (asynchronously) while this one is used
+  /// The softmax's exponential in base 2, the scores scaled by log2 e as they leave the
+  /// product: one multiply and an exp2 an element (flash attention's), the probabilities
+  /// being rounded to bf16 anyway.
+  static constexpr float kExpScale = 1.4426950408889634f;
+  SIMT_DEVICE static float exp(float x) { return exp2f(x); }
   /// x rounded to bf16 (to nearest, ties to even; a NaN stays a NaN), as its bits.
   SIMT_DEVICE static Elem from(float x) { return Elem(simt::bf16Bits(x)); }
 
@@ -135,11 +144,13 @@ struct Bf16 {
   /// is there once the block has waited for its group (the kernels' pipeline).
   SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float,
                                Elem *tile, int ld, int rows) {
-    int chunks = v.dp / 8;
+    // A row's 16-byte chunks: dp / 8, a power of two (2 to 16), so that a shift finds them.
+    int chunks = v.dp / 8, shift = chunks == 16 ? 4 : chunks == 8 ? 3 : chunks == 4 ? 2 : 1;
+    const Elem *src = v.at(a.S, b, r0, head); // rows dp elements apart
     for (int e = simt::threadIndex(); e < rows * chunks; e += kThreads) {
-      int r = e / chunks, c = e % chunks;
+      int r = e >> shift, c = e & (chunks - 1);
       if (r < n)
-        simt::copyAsync16(tile + r * ld + 8 * c, v.at(a.S, b, r0 + r, head) + 8 * c);
+        simt::copyAsync16(tile + r * ld + 8 * c, src + r * v.dp + 8 * c);
       else
         simt::zero16(tile + r * ld + 8 * c);
     }
@@ -314,8 +325,21 @@ template <class Op, class Load> SIMT_DEVICE void pipelineStart(const Load &loadF
 template <class Op> SIMT_DEVICE float queryScale(const Shape &a) { return Op::kScaleQ ? a.scale : 1.0f; }
 template <class Op> SIMT_DEVICE float scoreScale(const Shape &a) { return Op::kScaleQ ? 1.0f : a.scale; }
 
+/// A product's score x enters the softmax as x · scoreScale · Op::kExpScale, exponentiated
+/// by Op::exp, and the row maxima the forward leaves in stats are of those: the backward
+/// recomputes p = Op::exp(x' − m) · inv by the same arithmetic.
+template <class Op> SIMT_DEVICE float score2Scale(const Shape &a) { return scoreScale<Op>(a) * Op::kExpScale; }
+
+/// Whether a tile of keys [t0, t0 + n) against the rows [s0, s0 + kRows) of queries needs
+/// masking: a ragged tile, rows past the sequence, or a causal tile that crosses the
+/// diagonal (some query of the block before some key of the tile). A tile that does not
+/// skips the per-element checks.
+SIMT_DEVICE bool edgeTile(const Shape &a, int64_t s0, int64_t t0, int n) {
+  return n < kKeys || s0 + kRows > a.S || (a.causal && t0 + kKeys > s0 + 1);
+}
+
 /// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out and each row's maximum
-/// and 1 / sum into stats (as flash_attention.cuh's forward).
+/// (of the scores as score2Scale scales them) and 1 / sum into stats.
 template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
@@ -333,6 +357,7 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
   Op::fill(a, in.q, b, h, s0, int(a.S - s0 < kRows ? a.S - s0 : kRows), queryScale<Op>(a), Q, ld, kRows);
   pipelineStart<Op>([&](int buffer) { load(0, buffer); });
   float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale2 = score2Scale<Op>(a);
   zero(o);
   for (int64_t t0 = 0, i = 0; t0 < end; t0 += kKeys, ++i) {
     int buffer = pipelineStep<Op>(
@@ -343,20 +368,24 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
     zero(s);
     Op::productNT(Qw, ld, K, ld, ND * 8, s);
     float top[2] = {-INFINITY, -INFINITY};
+    bool edge = edgeTile(a, s0, t0, n);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
       for (int q = 0; q < 4; ++q) {
-        int c = colOf(me, nb, q);
-        bool seen = c < n && (!a.causal || t0 + c <= s0 + rowOf(me, q));
-        s[nb][q] = seen ? s[nb][q] * scoreScale<Op>(a) : -INFINITY;
+        s[nb][q] *= scale2;
+        if (edge) {
+          int c = colOf(me, nb, q);
+          bool seen = c < n && (!a.causal || t0 + c <= s0 + rowOf(me, q));
+          s[nb][q] = seen ? s[nb][q] : -INFINITY;
+        }
         top[q / 2] = fmaxf(top[q / 2], s[nb][q]);
       }
     // Key 0 is seen by every row, so m is finite from the first tile on.
     float rescale[2];
     for (int r = 0; r < 2; ++r) {
       float next = fmaxf(m[r], rowMax(top[r]));
-      rescale[r] = expf(m[r] - next);
+      rescale[r] = Op::exp(m[r] - next);
       l[r] *= rescale[r];
       m[r] = next;
     }
@@ -369,7 +398,7 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
       for (int q = 0; q < 4; ++q) {
-        float p = expf(s[nb][q] - m[q / 2]);
+        float p = Op::exp(s[nb][q] - m[q / 2]);
         l[q / 2] += p;
         s[nb][q] = p;
       }
@@ -387,17 +416,23 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
   }
 }
 
-/// deltas[(b H + h) S + s] = dout · out of the row, over B · H · S threads.
+/// deltas[(b H + h) S + s] = dout · out of the row, a warp a row (its lanes along the row,
+/// coalesced) over B · H · S warps.
 SIMT_GLOBAL void rowDeltas(Shape a, View out, View dout, float *deltas) {
-  int64_t e = simt::blockIndex(0) * kThreads + simt::threadIndex();
-  if (e >= a.B * a.H * a.S)
-    return;
-  int64_t s = e % a.S, h = (e / a.S) % a.H, b = e / (a.S * a.H);
-  const float *o = out.at(a.S, a.D, b, s, h), *d = dout.at(a.S, a.D, b, s, h);
+  int lane = simt::threadIndex() % 32;
+  int64_t e = simt::blockIndex(0) * kWarps + simt::threadIndex() / 32;
+  bool live = e < a.B * a.H * a.S;
   float acc = 0.0f;
-  for (int64_t i = 0; i < a.D; ++i)
-    acc += o[i] * d[i];
-  deltas[e] = acc;
+  if (live) {
+    int64_t s = e % a.S, h = (e / a.S) % a.H, b = e / (a.S * a.H);
+    const float *o = out.at(a.S, a.D, b, s, h), *d = dout.at(a.S, a.D, b, s, h);
+    for (int64_t i = lane; i < a.D; i += 32)
+      acc += o[i] * d[i];
+  }
+  for (int mask = 16; mask > 0; mask /= 2) // every lane, live or not (uniform shuffles)
+    acc += simt::shuffleXor(acc, mask);
+  if (live && lane == 0)
+    deltas[e] = acc;
 }
 
 /// The queries' gradient over grid (query blocks of 64, H, B): dq = scale Σ_t p_t (dout ·
@@ -422,6 +457,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
   pipelineStart<Op>([&](int buffer) { load(0, buffer); });
   E *Qw = Q + 16 * me.warp * ld, *dOw = dO + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float m[2], inv[2], delta[2];
+  const float scale2 = score2Scale<Op>(a);
   for (int r = 0; r < 2; ++r) {
     int64_t s = s0 + rowOf(me, 2 * r), row = (b * a.H + h) * a.S + s;
     bool live = s < a.S;
@@ -441,14 +477,17 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
     zero(dp);
     Op::productNT(Qw, ld, K, ld, ND * 8, s);
     Op::productNT(dOw, ld, V, ld, ND * 8, dp);
+    bool edge = edgeTile(a, s0, t0, n);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
       for (int q = 0; q < 4; ++q) {
-        int c = colOf(me, nb, q);
-        int64_t row = s0 + rowOf(me, q);
-        bool seen = c < n && row < a.S && (!a.causal || t0 + c <= row);
-        float p = seen ? expf(s[nb][q] * scoreScale<Op>(a) - m[q / 2]) * inv[q / 2] : 0.0f;
+        float p = Op::exp(s[nb][q] * scale2 - m[q / 2]) * inv[q / 2];
+        if (edge) {
+          int c = colOf(me, nb, q);
+          int64_t row = s0 + rowOf(me, q);
+          p = c < n && row < a.S && (!a.causal || t0 + c <= row) ? p : 0.0f;
+        }
         s[nb][q] = p * (dp[nb][q] - delta[q / 2]); // dS
       }
     productP<Op>(me, s, Pw, K, ld, acc);
@@ -484,6 +523,7 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *s
   pipelineStart<Op>([&](int buffer) { load(g * a.group, sFirst, buffer); });
   E *Kw = Kb + 16 * me.warp * ld, *Vw = Vb + 16 * me.warp * ld, *Pw = P + 16 * me.warp * kScratch;
   float dK[ND][4], dV[ND][4];
+  const float scale2 = score2Scale<Op>(a);
   zero(dK);
   zero(dV);
   for (int64_t h = g * a.group, s0 = sFirst, i = 0; h < hEnd; ++i) {
@@ -499,16 +539,27 @@ SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *s
       zero(dpt);
       Op::productNT(Kw, ld, Q, ld, ND * 8, st);   // S^T = K Q^T
       Op::productNT(Vw, ld, dO, ld, ND * 8, dpt); // dP^T = V dO^T
+      // The rows are keys here and the columns queries: a query sees the keys up to its own.
+      bool edge = n < kKeys || t0 + kRows > a.S || (a.causal && t0 + kRows > s0 + 1);
       SIMT_UNROLL
       for (int nb = 0; nb < kKeys / 8; ++nb)
         SIMT_UNROLL
-        for (int q = 0; q < 4; ++q) {
-          int c = colOf(me, nb, q);
-          int64_t key = t0 + rowOf(me, q);
-          bool seen = c < n && key < a.S && (!a.causal || s0 + c >= key);
-          float p = seen ? expf(st[nb][q] * scoreScale<Op>(a) - rowStats[3 * c]) * rowStats[3 * c + 1] : 0.0f;
-          dpt[nb][q] = p * (dpt[nb][q] - (seen ? rowStats[3 * c + 2] : 0.0f)); // dS^T
-          st[nb][q] = p;                                                          // P^T
+        for (int odd = 0; odd < 2; ++odd) { // the column 8 nb + 2 t + odd: its statistics once
+          int c = colOf(me, nb, odd);
+          float m = rowStats[3 * c], inv = rowStats[3 * c + 1], delta = rowStats[3 * c + 2];
+          SIMT_UNROLL
+          for (int q = odd; q < 4; q += 2) {
+            float p = Op::exp(st[nb][q] * scale2 - m) * inv;
+            float d = delta;
+            if (edge) {
+              int64_t key = t0 + rowOf(me, q);
+              bool seen = c < n && key < a.S && (!a.causal || s0 + c >= key);
+              p = seen ? p : 0.0f;
+              d = seen ? d : 0.0f;
+            }
+            dpt[nb][q] = p * (dpt[nb][q] - d); // dS^T
+            st[nb][q] = p;                     // P^T
+          }
         }
       productP<Op>(me, st, Pw, dO, ld, dV);  // dV += P^T dO
       productP<Op>(me, dpt, Pw, Q, ld, dK, true); // dK += dS^T q (· scale, below or in q)
@@ -635,7 +686,7 @@ template <class Op> struct KernelsOf {
   static void forwardAndBackward(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
     Staging<Op, L> s(launch, a, &t.doutView);
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, t.outView, t.stats)))
-    launch.run(blocksOf(a.B * a.H * a.S, kThreads), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
+    launch.run(blocksOf(a.B * a.H * a.S, kWarps), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<Op, N>(launch, a, s.in, t.stats, t.deltas, dqkv)))
   }
 };

@@ -128,6 +128,15 @@ TEST(SimtAttention, TensorCoresCausalAndNot) {
   }
 }
 
+// Whole tiles off the diagonal (and every tile of a bidirectional pass over whole blocks)
+// take the kernels' path without per-element masks; those crossing it keep them.
+TEST(SimtAttention, TensorCoresWholeTiles) {
+  for (Kernels k : {Kernels::Mma, Kernels::Bf16}) {
+    compare(1, 192, 1, 1, 16, true, false, k);
+    compare(1, 128, 1, 1, 16, false, false, k);
+  }
+}
+
 TEST(SimtAttention, TensorCoresGroupedQueryWithRope) {
   for (Kernels k : {Kernels::Mma, Kernels::Bf16}) {
     compare(1, 29, 4, 2, 32, true, true, k);
