@@ -63,6 +63,10 @@ struct SplitTf32 {
 
   /// The kernels read q, k, v and dout where they are.
   using Src = View;
+  /// Element d < D of row (b, s) of v's head.
+  SIMT_DEVICE static float value(const Shape &a, const Src &v, int64_t b, int64_t s, int64_t head, int d) {
+    return v.at(a.S, a.D, b, s, head)[d];
+  }
   /// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head) · scale; zeros past n, past
   /// D. A warp a row, its lanes along it.
   SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float scale,
@@ -139,6 +143,9 @@ struct Bf16 {
       return p + ((b * heads + h) * S + s) * dp;
     }
   };
+  SIMT_DEVICE static float value(const Shape &a, const Src &v, int64_t b, int64_t s, int64_t head, int d) {
+    return simt::fromBits(uint32_t(v.at(a.S, b, s, head)[d]) << 16);
+  }
   /// tile[rows][ld] = rows [r0, r0 + n) of v's head (b, head), zeros past n, by 16-byte
   /// asynchronous copies (the scale is never on the tiles: kScaleQ is false): the tile
   /// is there once the block has waited for its group (the kernels' pipeline).
@@ -275,6 +282,30 @@ SIMT_DEVICE void storeResult(const Shape &a, const Lane &me, const float (&acc)[
   }
 }
 
+/// deltas[(b H + head) S + s] = Σ_d out(s, d) · dout(s, d) for the warp's rows s = r0 + …
+/// below S, out being acc · scale[its half] (storeResult's values); the four lanes of a
+/// row add their columns' products (every lane reaches the shuffles).
+template <class Op, int ND>
+SIMT_DEVICE void storeDeltas(const Shape &a, const Lane &me, const typename Op::Src &dout, const float (&acc)[ND][4],
+                             const float (&scale)[2], int64_t b, int64_t r0, int64_t head, float *deltas) {
+  SIMT_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    int64_t s = r0 + rowOf(me, 2 * half);
+    float sum = 0.0f;
+    if (s < a.S) {
+      SIMT_UNROLL
+      for (int nd = 0; nd < ND; ++nd)
+        SIMT_UNROLL
+        for (int q = 2 * half; q < 2 * half + 2; ++q)
+          if (colOf(me, nd, q) < a.D)
+            sum += acc[nd][q] * scale[half] * Op::value(a, dout, b, s, head, colOf(me, nd, q));
+    }
+    sum = rowSum(sum);
+    if (s < a.S && me.t == 0)
+      deltas[(b * a.H + head) * a.S + s] = sum;
+  }
+}
+
 /// Shared bytes of each kernel, by tile row stride ld: the key side's row statistics
 /// (floats) first, then the block's own tiles, the other side's two tiles in each of
 /// Op's buffers, and the warps' scratch (Op's elements).
@@ -338,9 +369,12 @@ SIMT_DEVICE bool edgeTile(const Shape &a, int64_t s0, int64_t t0, int n) {
   return n < kKeys || s0 + kRows > a.S || (a.causal && t0 + kKeys > s0 + 1);
 }
 
-/// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out and each row's maximum
-/// (of the scores as score2Scale scales them) and 1 / sum into stats.
-template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats) {
+/// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out (unless out.p is null)
+/// and each row's maximum (of the scores as score2Scale scales them) and 1 / sum into
+/// stats (unless null); for the backward, each row's delta = dout · out into deltas
+/// (unless null) from the output in registers, in.dout read where the output is held.
+template <class Op, int ND>
+SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats, float *deltas) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
   E *Q = simt::dynamicShared<E>(), *KV = Q + kRows * ld, *P = KV + 2 * Op::kBuffers * kKeys * ld;
@@ -405,7 +439,10 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
     productP<Op>(me, s, Pw, V, ld, o);
   }
   float inv[2] = {1.0f / rowSum(l[0]), 1.0f / rowSum(l[1])};
-  storeResult(a, me, o, inv, out, b, s0, h);
+  if (out.p)
+    storeResult(a, me, o, inv, out, b, s0, h);
+  if (deltas)
+    storeDeltas<Op>(a, me, in.dout, o, inv, b, s0, h, deltas);
   for (int r = 0; r < 2; ++r) {
     int64_t s = s0 + rowOf(me, 2 * r);
     if (stats && me.t == 0 && s < a.S) {
@@ -414,25 +451,6 @@ template <class Op, int ND> SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int
       stats[2 * row + 1] = inv[r];
     }
   }
-}
-
-/// deltas[(b H + h) S + s] = dout · out of the row, a warp a row (its lanes along the row,
-/// coalesced) over B · H · S warps.
-SIMT_GLOBAL void rowDeltas(Shape a, View out, View dout, float *deltas) {
-  int lane = simt::threadIndex() % 32;
-  int64_t e = simt::blockIndex(0) * kWarps + simt::threadIndex() / 32;
-  bool live = e < a.B * a.H * a.S;
-  float acc = 0.0f;
-  if (live) {
-    int64_t s = e % a.S, h = (e / a.S) % a.H, b = e / (a.S * a.H);
-    const float *o = out.at(a.S, a.D, b, s, h), *d = dout.at(a.S, a.D, b, s, h);
-    for (int64_t i = lane; i < a.D; i += 32)
-      acc += o[i] * d[i];
-  }
-  for (int mask = 16; mask > 0; mask /= 2) // every lane, live or not (uniform shuffles)
-    acc += simt::shuffleXor(acc, mask);
-  if (live && lane == 0)
-    deltas[e] = acc;
 }
 
 /// The queries' gradient over grid (query blocks of 64, H, B): dq = scale Σ_t p_t (dout ·
@@ -500,7 +518,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
 /// heads of each key head's group and the queries that see the key: dv = Σ p dout and
 /// dk = Σ p (dout · v − delta) · scale · q.
 template <class Op, int ND>
-SIMT_GLOBAL void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dk,
+SIMT_GLOBAL_OCCUPANCY(kThreads, ND <= 8 ? 3 : 1) void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dk,
                                   View dv) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
@@ -589,10 +607,10 @@ inline int blocksFor(int64_t D) {
 }
 
 template <class Op, int ND, class L>
-void forwardAs(L &launch, const Shape &a, const Inputs<Op> &in, View out, float *stats) {
+void forwardAs(L &launch, const Shape &a, const Inputs<Op> &in, View out, float *stats, float *deltas) {
   int ld = strideOf<Op>(ND);
   launch.run(blocksOf(a.S, kRows), unsigned(a.H), unsigned(a.B), forwardShared<Op>(ld), forward<Op, ND>, a, in, ld,
-             out, stats);
+             out, stats, deltas);
 }
 
 template <class Op, int ND, class L>
@@ -675,18 +693,18 @@ template <class L> struct Staging<Bf16, L> {
   }
 
 /// The tensor cores' kernels of a call (D ≤ kMaxD), for flash_attention.cuh's sdpa and
-/// sdpaBackward (the forward recomputed and the backward on one staging of the inputs);
-/// the rows' deltas by a kernel of their own.
+/// sdpaBackward (the forward recomputed and the backward on one staging of the inputs;
+/// the recomputed forward leaves the rows' deltas instead of the output).
 template <class Op> struct KernelsOf {
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
     Staging<Op, L> s(launch, a, nullptr);
-    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, out, stats)))
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, out, stats, nullptr)))
   }
   template <class L>
   static void forwardAndBackward(L &launch, const Shape &a, const BackwardScratch<L> &t, float *dqkv) {
     Staging<Op, L> s(launch, a, &t.doutView);
-    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, t.outView, t.stats)))
-    launch.run(blocksOf(a.B * a.H * a.S, kWarps), 1, 1, 0, rowDeltas, a, t.outView, t.doutView, t.deltas);
+    // The recomputed forward leaves the row statistics and the rows' deltas, not the output.
+    PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, View{}, t.stats, t.deltas)))
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (backwardAs<Op, N>(launch, a, s.in, t.stats, t.deltas, dqkv)))
   }
 };

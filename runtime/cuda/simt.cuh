@@ -24,6 +24,9 @@
 
 #define SIMT_DEVICE __device__ __forceinline__
 #define SIMT_GLOBAL __global__
+/// A kernel of `threads` a block that `blocks` blocks must fit on a multiprocessor at once
+/// (ptxas then keeps its registers within 64K / (threads · blocks)).
+#define SIMT_GLOBAL_OCCUPANCY(threads, blocks) __global__ __launch_bounds__(threads, blocks)
 
 namespace planrt::simt {
 struct Vec4 {
@@ -116,6 +119,7 @@ SIMT_DEVICE void mmaTf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
 
 #define SIMT_DEVICE inline
 #define SIMT_GLOBAL
+#define SIMT_GLOBAL_OCCUPANCY(threads, blocks)
 
 namespace planrt::simt {
 
