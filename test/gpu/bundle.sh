@@ -6,7 +6,9 @@
 # the checks (ref/). CUDA's own libraries
 # (libcudart, libcublasLt, libnccl) are the GPU machine's.
 #
-#   [BASE_PLANC=PLANC] test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]   (defaults: build/bin/planc, gpu-bundle)
+#   [BASE_PLANC=PLANC] [BASE_RUNTIME=LIB] test/gpu/bundle.sh [PLANC_BIN [BUNDLE_DIR]]
+#     (defaults: build/bin/planc, gpu-bundle; BASE_RUNTIME: another build's libplanrt_cuda.so,
+#     which run_all.sh times the benchmark's executable on too, beside this build's)
 # writes BUNDLE_DIR and BUNDLE_DIR.tar.xz. Then, on the GPU machine, from the repository
 # root: test/gpu/run_all.sh BUNDLE_DIR[.tar.xz] OUT_DIR
 set -euo pipefail
@@ -70,6 +72,16 @@ cp "$KTEST" .
 if [[ -n ${BASE_PLANC:-} ]]; then
   "$BASE_PLANC" build plans/gpt2s_bench.plan --target cuda -o cuda_gpt2s_bench_base
   echo "${BASE_LABEL:-$BASE_PLANC}" > base_planc.txt
+fi
+
+# BASE_RUNTIME=LIB (and BASE_LABEL): another build's libplanrt_cuda.so (an earlier
+# commit's, with the same ABI), under which run_all.sh also times this bundle's benchmark:
+# a runtime change measured against its base on the same GPU.
+if [[ -n ${BASE_RUNTIME:-} ]]; then
+  mkdir -p baselib
+  cp -L "$BASE_RUNTIME" baselib/libplanrt_cuda.so
+  strip --strip-debug baselib/libplanrt_cuda.so
+  echo "${BASE_LABEL:-$BASE_RUNTIME}" > baselib/label.txt
 fi
 
 # The CPU target's losses for run_all.sh's section 2, run here so that the GPU machine's

@@ -157,6 +157,13 @@ if [[ -x ./cuda_gpt2s_bench_base ]]; then  # bundle.sh's BASE_PLANC: the same pl
     > "$OUTDIR/bench_base.out" 2>&1 || fail "cuda_gpt2s_bench_base (see bench_base.out)"
   echo "bench_base.jsonl|planc (CUDA target, built by BASE_PLANC: $(cat base_planc.txt 2>/dev/null))" >> "$OUTDIR/bench_runs.txt"
 fi
+if [[ -s baselib/libplanrt_cuda.so ]]; then  # bundle.sh's BASE_RUNTIME: this executable on another runtime
+  LD_LIBRARY_PATH="$B/baselib:$LD_LIBRARY_PATH" $T ./cuda_gpt2s_bench --data "$B/data/gpt2_tokens.bin" \
+    --log "$OUTDIR/bench_baselib.jsonl" > "$OUTDIR/bench_baselib.out" 2>&1 ||
+    fail "cuda_gpt2s_bench on BASE_RUNTIME's library (see bench_baselib.out)"
+  echo "bench_baselib.jsonl|planc (CUDA target, libplanrt_cuda of BASE_RUNTIME: $(cat baselib/label.txt 2>/dev/null))" \
+    >> "$OUTDIR/bench_runs.txt"
+fi
 if [[ -x ./cuda_gpt2s_bench_v50304 ]]; then
   $T ./cuda_gpt2s_bench_v50304 --data "$B/data/gpt2_tokens.bin" --log "$OUTDIR/bench_v50304.jsonl" \
     > "$OUTDIR/bench_v50304.out" 2>&1 || fail "cuda_gpt2s_bench_v50304 (see bench_v50304.out)"
