@@ -399,12 +399,12 @@ template <class L> struct Prepared {
   float *table = nullptr, *rot = nullptr;
 };
 
-/// The backward pass's scratch: the forward's output recomputed, each row's statistics and
-/// delta; and the views of out and dout.
+/// The backward pass's scratch: the forward's output recomputed (where the kernels need
+/// it: withOut), each row's statistics and delta; and the views of out and dout.
 template <class L> struct BackwardScratch {
-  BackwardScratch(L &launch, const Shape &a, const float *dout) : launch(launch) {
+  BackwardScratch(L &launch, const Shape &a, const float *dout, bool withOut) : launch(launch) {
     int64_t rows = a.B * a.H * a.S;
-    out = launch.alloc(rows * a.D);
+    out = withOut ? launch.alloc(rows * a.D) : nullptr;
     stats = launch.alloc(2 * rows);
     deltas = launch.alloc(rows);
     outView = View{out, a.H * a.D, 0};
@@ -413,7 +413,8 @@ template <class L> struct BackwardScratch {
   BackwardScratch(const BackwardScratch &) = delete;
   BackwardScratch &operator=(const BackwardScratch &) = delete;
   ~BackwardScratch() {
-    launch.free(out);
+    if (out)
+      launch.free(out);
     launch.free(stats);
     launch.free(deltas);
   }
@@ -426,6 +427,7 @@ template <class L> struct BackwardScratch {
 /// the forward pass into out and stats, the backward pass from the scratch the forward
 /// filled, and the two in a row (sdpaBackward's).
 struct Kernels {
+  static constexpr bool kNeedsOut = true; ///< the backward reads the recomputed output
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
     size_t shared = size_t(2 * a.tile * a.ld) * sizeof(float);
     launch.run(blocksOf(a.S, a.rows), unsigned(a.H), unsigned(a.B), shared, forward, a, out, stats);
@@ -457,15 +459,15 @@ void sdpa(L &launch, const float *qkv, float *out, int64_t B, int64_t S, int64_t
   K::forwardPass(launch, p.a, View{out, H * D, 0}, nullptr);
 }
 
-/// planrt_k_sdpa_bwd with kernels K: the forward recomputed (its output and row
-/// statistics), then the backward pass.
+/// planrt_k_sdpa_bwd with kernels K: the forward recomputed (its row statistics, and its
+/// output where K's backward reads it), then the backward pass.
 template <class K = Kernels, class L>
 void sdpaBackward(L &launch, const float *dout, const float *qkv, float *dqkv, int64_t B, int64_t S, int64_t H,
                   int64_t KVH, int64_t D, bool causal, bool rope, float theta) {
   if (B * S == 0)
     return;
   Prepared<L> p(launch, qkv, B, S, H, KVH, D, causal, rope, theta);
-  BackwardScratch<L> t(launch, p.a, dout);
+  BackwardScratch<L> t(launch, p.a, dout, K::kNeedsOut);
   K::forwardAndBackward(launch, p.a, t, dqkv);
   p.unrope(dqkv);
 }

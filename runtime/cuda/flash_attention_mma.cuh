@@ -151,7 +151,8 @@ struct Bf16 {
   /// is there once the block has waited for its group (the kernels' pipeline).
   SIMT_DEVICE static void fill(const Shape &a, const Src &v, int64_t b, int64_t head, int64_t r0, int n, float,
                                Elem *tile, int ld, int rows) {
-    // A row's 16-byte chunks: dp / 8, a power of two (2 to 16), so that a shift finds them.
+    // A row's 16-byte chunks: dp / 8 = blocksFor(D), a power of two from 2 to 16, so that a
+    // shift finds them.
     int chunks = v.dp / 8, shift = chunks == 16 ? 4 : chunks == 8 ? 3 : chunks == 4 ? 2 : 1;
     const Elem *src = v.at(a.S, b, r0, head); // rows dp elements apart
     for (int e = simt::threadIndex(); e < rows * chunks; e += kThreads) {
@@ -358,15 +359,18 @@ template <class Op> SIMT_DEVICE float scoreScale(const Shape &a) { return Op::kS
 
 /// A product's score x enters the softmax as x · scoreScale · Op::kExpScale, exponentiated
 /// by Op::exp, and the row maxima the forward leaves in stats are of those: the backward
-/// recomputes p = Op::exp(x' − m) · inv by the same arithmetic.
+/// recomputes p = Op::exp(x' − m) · inv with the same scaling (its scores are other
+/// products, K Qᵀ for Q Kᵀ, and the compiler may fuse its multiply and subtract: about an
+/// ulp of the exponent apart).
 template <class Op> SIMT_DEVICE float score2Scale(const Shape &a) { return scoreScale<Op>(a) * Op::kExpScale; }
 
 /// Whether a tile of keys [t0, t0 + n) against the rows [s0, s0 + kRows) of queries needs
-/// masking: a ragged tile, rows past the sequence, or a causal tile that crosses the
+/// masking: a ragged tile, rows past the sequence (where `rows` says they matter: the
+/// forward computes them and never stores them), or a causal tile that crosses the
 /// diagonal (some query of the block before some key of the tile). A tile that does not
 /// skips the per-element checks.
-SIMT_DEVICE bool edgeTile(const Shape &a, int64_t s0, int64_t t0, int n) {
-  return n < kKeys || s0 + kRows > a.S || (a.causal && t0 + kKeys > s0 + 1);
+SIMT_DEVICE bool edgeTile(const Shape &a, int64_t s0, int64_t t0, int n, bool rows) {
+  return n < kKeys || (rows && s0 + kRows > a.S) || (a.causal && t0 + kKeys > s0 + 1);
 }
 
 /// Forward over grid (query blocks of 64, H, B), ND · 8 ≥ D: out (unless out.p is null)
@@ -402,7 +406,7 @@ SIMT_GLOBAL void forward(Shape a, Inputs<Op> in, int ld, View out, float *stats,
     zero(s);
     Op::productNT(Qw, ld, K, ld, ND * 8, s);
     float top[2] = {-INFINITY, -INFINITY};
-    bool edge = edgeTile(a, s0, t0, n);
+    bool edge = edgeTile(a, s0, t0, n, false);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
@@ -495,7 +499,7 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
     zero(dp);
     Op::productNT(Qw, ld, K, ld, ND * 8, s);
     Op::productNT(dOw, ld, V, ld, ND * 8, dp);
-    bool edge = edgeTile(a, s0, t0, n);
+    bool edge = edgeTile(a, s0, t0, n, true);
     SIMT_UNROLL
     for (int nb = 0; nb < kKeys / 8; ++nb)
       SIMT_UNROLL
@@ -518,8 +522,8 @@ SIMT_GLOBAL void backwardQuery(Shape a, Inputs<Op> in, int ld, const float *stat
 /// heads of each key head's group and the queries that see the key: dv = Σ p dout and
 /// dk = Σ p (dout · v − delta) · scale · q.
 template <class Op, int ND>
-SIMT_GLOBAL_OCCUPANCY(kThreads, ND <= 8 ? 3 : 1) void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dk,
-                                  View dv) {
+SIMT_GLOBAL_OCCUPANCY(kThreads, Op::kBuffers == 2 && ND <= 8 ? 3 : 1)
+void backwardKeyValue(Shape a, Inputs<Op> in, int ld, const float *stats, const float *deltas, View dk, View dv) {
   using E = typename Op::Elem;
   constexpr int kScratch = Op::kScratch;
   float *rowStats = simt::dynamicShared<float>();
@@ -558,6 +562,8 @@ SIMT_GLOBAL_OCCUPANCY(kThreads, ND <= 8 ? 3 : 1) void backwardKeyValue(Shape a, 
       Op::productNT(Kw, ld, Q, ld, ND * 8, st);   // S^T = K Q^T
       Op::productNT(Vw, ld, dO, ld, ND * 8, dpt); // dP^T = V dO^T
       // The rows are keys here and the columns queries: a query sees the keys up to its own.
+      // Columns from n on (queries past the sequence) always take the masked path: their
+      // rowStats were never loaded.
       bool edge = n < kKeys || t0 + kRows > a.S || (a.causal && t0 + kRows > s0 + 1);
       SIMT_UNROLL
       for (int nb = 0; nb < kKeys / 8; ++nb)
@@ -696,6 +702,7 @@ template <class L> struct Staging<Bf16, L> {
 /// sdpaBackward (the forward recomputed and the backward on one staging of the inputs;
 /// the recomputed forward leaves the rows' deltas instead of the output).
 template <class Op> struct KernelsOf {
+  static constexpr bool kNeedsOut = false; ///< the recomputed forward leaves the deltas instead
   template <class L> static void forwardPass(L &launch, const Shape &a, View out, float *stats) {
     Staging<Op, L> s(launch, a, nullptr);
     PLANRT_MMA_DISPATCH(blocksFor(a.D), (forwardAs<Op, N>(launch, a, s.in, out, stats, nullptr)))

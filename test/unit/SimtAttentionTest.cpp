@@ -134,6 +134,7 @@ TEST(SimtAttention, TensorCoresWholeTiles) {
   for (Kernels k : {Kernels::Mma, Kernels::Bf16}) {
     compare(1, 192, 1, 1, 16, true, false, k);
     compare(1, 128, 1, 1, 16, false, false, k);
+    compare(1, 128, 2, 1, 64, true, false, k); // grouped-query heads, gpt2's D
   }
 }
 
