@@ -28,8 +28,10 @@ PLAN
 }
 
 # A server still running when the test ends (a failed check) is killed, so that the
-# test fails at once instead of waiting on its open output for the test's timeout.
-trap 'if [[ -n "${PID:-}" ]]; then kill -KILL "$PID" 2>/dev/null || true; fi' EXIT
+# test fails at once instead of waiting on its open output for the test's timeout. Only
+# the script's own background jobs still running: a PID already waited for may be
+# another process's by then.
+trap 'for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done' EXIT
 
 # serve_start LOG EXE [OPTION...]: `EXE serve` on a free loopback port in the background,
 # stderr in LOG.err, stdout in LOG.out; sets PID and PORT once the ready line names it
