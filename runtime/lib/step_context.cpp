@@ -481,15 +481,16 @@ void planrt_grad_ready(int64_t bucket) {
   planrt_step_ctx *ctx = planrt::activeStep();
   if (!ctx || ctx->status)
     return;
+  // ZeRO-2 and 3's buckets (a gradient held by parts, or sums to add) complete two
+  // behind, before the next one is committed: at most three of them are held at once
+  // (the two in flight and the one written), never four.
+  for (planrt_step_ctx::Bucket &b : ctx->buckets)
+    if (b.dst >= 0 && (b.accumulate || ctx->buffers[size_t(b.buf)].byParts) && b.bucket <= bucket - 2)
+      ctx->completeBucket(b);
   for (planrt_step_ctx::Bucket &b : ctx->buckets)
     if (b.bucket == bucket && !b.request && !b.done)
       ctx->startBucket(b);
   ctx->commitBucket(bucket + 1); // the backward pass writes the next one now
-  // ZeRO-2 and 3's buckets (a gradient held by parts, or sums to add) complete two
-  // behind: at most three of them are held at once.
-  for (planrt_step_ctx::Bucket &b : ctx->buckets)
-    if (b.dst >= 0 && (b.accumulate || ctx->buffers[size_t(b.buf)].byParts) && b.bucket <= bucket - 2)
-      ctx->completeBucket(b);
   for (planrt_step_ctx::Bucket &b : ctx->buckets) // MPI moves them only inside MPI calls
     if (b.request)
       planrt_test(b.request);

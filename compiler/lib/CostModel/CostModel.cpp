@@ -1107,6 +1107,11 @@ private:
     }
     auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
     std::vector<bool> fromCotangent = gradientsFromCotangent();
+    std::vector<double> gatheredReleased;
+    std::vector<double> bucketsBeyond = gradientBucketsBeyondRow(r, lowest),
+                        gathered = gatheredBucketsBeyondRow(r, gatheredReleased);
+    for (size_t i = 0; i < n; ++i)
+      bucketsBeyond[i] += gathered[i];
     double peak = 0, grads = 0;
     for (size_t i = n; i-- > 0;) {
       if (opRank[i] != r)
@@ -1143,8 +1148,9 @@ private:
       double held = (keptWhole ? keptBelow[n] : keptBelow[i + 1]) + roundedAlive[i];
       // The rounded copies of the weights only op i reads die with its input gradient,
       // before its weight gradients are made: the two are not held at once.
-      peak = std::max(peak, held + recomputed[i] + grads + own - std::min(roundedAt[i], gradsAt[i]));
-      grads -= gradsDone[i];
+      peak = std::max(peak, held + recomputed[i] + grads + own -
+                                std::min(roundedAt[i] + gatheredReleased[i], gradsAt[i]) + bucketsBeyond[i]);
+            grads -= gradsDone[i];
     }
     return peak;
   }
@@ -1385,12 +1391,16 @@ private:
   bool byParts(int64_t rank, int64_t &gathered, int64_t &gradients) const {
     if (d <= 1 || l.zero < 2 || l.bucketBytes <= 0 || cudaMesh())
       return false;
-    if (training::gradientsInBuckets(l.zero, l.sequence && t > 1)) {
-      std::vector<int64_t> sizes = bucketsOf(true, rank).floats;
-      gradients = sizes.empty() ? 0 : 4 * sizes.front() + (mb > 1 ? 4 * sizes.front() / d : 0);
-    }
+    if (training::gradientsInBuckets(l.zero, l.sequence && t > 1))
+      gradients = firstGradientBucket(bucketsOf(true, rank).floats);
     if (l.zero < 3)
       return false;
+    gathered = firstGatheredBuckets(rank);
+    return true;
+  }
+  /// The buffer row of ZeRO-3's parameter buckets: where the backward pass starts, the
+  /// head's bucket and the next; under full recompute the most a layer gathers at once.
+  int64_t firstGatheredBuckets(int64_t rank) const {
     Buckets buckets = bucketsOf(false, rank);
     std::vector<int> first;
     for (size_t i = model.ops.size(); i-- > 0 && first.size() < 2;)
@@ -1398,12 +1408,146 @@ private:
         if (int k = buckets.paramBucket[size_t(pr)];
             k >= 0 && first.size() < 2 && std::find(first.begin(), first.end(), k) == first.end())
           first.push_back(k);
-    gathered = 0;
+    int64_t gathered = 0;
     for (int k : first)
       gathered += 4 * buckets.floats[size_t(k)];
     if (l.recompute == sema::Recompute::Full)
       gathered = std::max(gathered, gatheredForRecompute(rank));
-    return true;
+    return gathered;
+  }
+  /// Whether op's backward pass reads parameter pr: a matrix (not an embedding's table,
+  /// whose gradient is a scatter of the output's) or a normalisation's scale, not a bias.
+  bool readInBackward(const sema::GraphOp &op, int pr) const {
+    if (op.kind == OpKind::Embedding)
+      return false;
+    if (model.params[size_t(pr)].shape.size() >= 2)
+      return true;
+    return (op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm) && !op.params.empty() && op.params[0] == pr;
+  }
+  /// For each op of rank r's backward pass, what ZeRO-3's parameter buckets (a cpu
+  /// mesh's, held by parts) hold while it runs, less their buffer row
+  /// (firstGatheredBuckets); zeros elsewhere. The backward pass gathers a bucket again
+  /// before its first read there (the highest op reading it; under full recompute its
+  /// layer's first, which computes the layer's forward again), starts the next one in
+  /// that order ahead, and releases it after its last read (an embedding's backward reads
+  /// no table: a tied table is the head's); the head's bucket is still held from the
+  /// forward pass.
+  /// `released[i]`: the buckets whose last read op i is, released after its input
+  /// gradient, before its weight gradients are made.
+  std::vector<double> gatheredBucketsBeyondRow(int r, std::vector<double> &released) const {
+    size_t n = model.ops.size();
+    std::vector<double> out(n, 0);
+    released.assign(n, 0);
+    if (d <= 1 || l.zero != 3 || l.bucketBytes <= 0 || cudaMesh() || p > 1)
+      return out;
+    Buckets buckets = bucketsOf(false, r);
+    size_t K = buckets.floats.size();
+    std::vector<int64_t> unitTop(model.layers + 1, -1);
+    for (size_t i = 0; i < n; ++i)
+      if (opRank[i] == r && opUnit[i] >= 0 && opUnit[i] < model.layers)
+        unitTop[size_t(opUnit[i])] = int64_t(i);
+    std::vector<int64_t> highest(K, -1), lowest(K, int64_t(n));
+    for (size_t i = 0; i < n; ++i) {
+      if (opRank[i] != r)
+        continue;
+      bool full = l.recompute == sema::Recompute::Full && opUnit[i] >= 0 && opUnit[i] < model.layers;
+      for (int pr : model.ops[i].params)
+        if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && (full || readInBackward(model.ops[i], pr))) {
+          highest[size_t(k)] = std::max(highest[size_t(k)], full ? unitTop[size_t(opUnit[i])] : int64_t(i));
+          lowest[size_t(k)] = std::min(lowest[size_t(k)], int64_t(i));
+        }
+    }
+    std::vector<size_t> order;
+    for (size_t k = 0; k < K; ++k)
+      if (highest[k] >= 0) {
+        order.push_back(k);
+        released[size_t(lowest[k])] += 4.0 * double(buckets.floats[k]);
+      }
+    // Read first by one op, the later forward bucket first (an op's backward reads its
+    // parameters in reverse).
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return highest[a] != highest[b] ? highest[a] > highest[b] : a > b; });
+    // A bucket the backward pass does not read (an embedding's table, biases) comes last,
+    // gathered ahead after the last read one and held to the pass's end.
+    for (size_t k = 0; k < K; ++k)
+      if (highest[k] < 0)
+        order.push_back(k);
+    double row = double(firstGatheredBuckets(r));
+    for (size_t i = 0; i < n; ++i) {
+      // The buckets op i's backward reads, one after another, the later forward bucket
+      // first: one whose last read that is goes before the next is gathered (under full
+      // recompute a layer's are gathered at once, as its forward pass is computed again).
+      std::vector<size_t> reads;
+      bool full = l.recompute == sema::Recompute::Full && opUnit[i] >= 0 && opUnit[i] < model.layers;
+      if (opRank[i] == r && !full)
+        for (int pr : model.ops[i].params)
+          if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && readInBackward(model.ops[i], pr))
+            reads.push_back(size_t(k));
+      std::sort(reads.begin(), reads.end(), std::greater<>());
+      reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+      auto position = [&](size_t k) { return size_t(std::find(reads.begin(), reads.end(), k) - reads.begin()); };
+      double most = 0;
+      for (size_t j = 0; j < std::max<size_t>(1, reads.size()); ++j) {
+        double held = 0;
+        size_t started = 0;
+        for (; started < order.size(); ++started) {
+          size_t k = order[started];
+          if (highest[k] < int64_t(i) || (highest[k] == int64_t(i) && !full && position(k) > j))
+            break;
+          bool released = lowest[k] > int64_t(i) || (lowest[k] == int64_t(i) && !full && position(k) < j);
+          held += released ? 0 : 4.0 * double(buckets.floats[k]);
+        }
+        if (started < order.size()) // the next one, gathered ahead
+          held += 4.0 * double(buckets.floats[order[started]]);
+        most = std::max(most, held);
+      }
+      out[i] = most - row;
+    }
+    return out;
+  }
+  /// ZeRO-2/3 gradient buckets (a cpu mesh's, held by parts): the bytes the runtime
+  /// holds once `ready` buckets are ready. planrt_grad_ready(k), after the add of bucket
+  /// k's last gradient, completes the buckets up to k - 2, starts k's reduce-scatter (with
+  /// several micro-batches into a sum of this rank's part, 1/d of it, to add) and commits
+  /// k + 1, which the pass writes next: buckets k - 1 to k + 1, sums k - 1 and k.
+  double gradientBucketsHeld(const std::vector<int64_t> &floats, int64_t ready) const {
+    int64_t K = int64_t(floats.size()), k = ready - 1;
+    double out = 0;
+    for (int64_t j = std::max<int64_t>(0, k - 1); j <= std::min(K - 1, k + 1); ++j)
+      out += 4.0 * double(floats[size_t(j)]) * (1 + (mb > 1 && j <= k ? 1.0 / double(d) : 0.0));
+    return out;
+  }
+  /// The buffer row of the gradient buckets held by parts: the first bucket, which the
+  /// backward pass writes first, and with several micro-batches its sum to add.
+  int64_t firstGradientBucket(const std::vector<int64_t> &floats) const {
+    return floats.empty() ? 0 : 4 * floats.front() + (mb > 1 ? 4 * floats.front() / d : 0);
+  }
+  /// For each op of rank r's backward pass, what the gradient buckets held by parts
+  /// (gradientBucketsHeld) hold while it runs, less what the buffer row counts (the first
+  /// bucket, and its sum: byParts); zeros elsewhere. A bucket is ready after its params'
+  /// lowest ops (`lowest`, where their gradients are final and added) and the bucket's
+  /// before it.
+  std::vector<double> gradientBucketsBeyondRow(int r, const std::vector<size_t> &lowest) const {
+    size_t n = model.ops.size();
+    std::vector<double> out(n, 0);
+    if (d <= 1 || l.zero < 2 || !gradientsStreamedToBuckets() || cudaMesh())
+      return out;
+    Buckets buckets = bucketsOf(true, r);
+    size_t K = buckets.floats.size();
+    std::vector<size_t> readyAfter(K, n); // the op whose end makes bucket k ready
+    for (size_t pr = 0; pr < model.params.size(); ++pr)
+      if (int k = buckets.paramBucket[pr]; k >= 0 && lowest[pr] < n)
+        readyAfter[size_t(k)] = std::min(readyAfter[size_t(k)], lowest[pr]);
+    for (size_t k = 1; k < K; ++k)
+      readyAfter[k] = std::min(readyAfter[k], readyAfter[k - 1]);
+    double row = double(firstGradientBucket(buckets.floats));
+    for (size_t i = 0; i < n; ++i) {
+      int64_t ready = 0;
+      while (size_t(ready) < K && readyAfter[size_t(ready)] > i && readyAfter[size_t(ready)] < n)
+        ++ready;
+      out[i] = gradientBucketsHeld(buckets.floats, ready) - row;
+    }
+    return out;
   }
   /// Full recompute under ZeRO-3 buckets: a layer's backward pass starts by computing its
   /// forward pass again, which reads every parameter of the layer, so all the layer's
