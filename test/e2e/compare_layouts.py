@@ -2,9 +2,8 @@
 first (reference) run within rtol 1e-5, every step's comm_bytes, by collective,
 equal to `planc explain --json`'s prediction for that layout, and the device memory
 the first rank held at most (mem_device_peak_bytes) against explain's total for its
-pipeline rank: within 3 % (0.97-1.03), but for the layouts of KNOWN, whose bounds are
-this version's measurements rounded outward (docs/EXPLAIN.md §10 says what explain
-miscounts there); fine-tuning plans within ADAPT_BAND.
+pipeline rank: within 3 % (0.97-1.03) for every layout; fine-tuning plans within
+ADAPT_BAND.
 
     compare_layouts.py [--rtol R] REFERENCE LAYOUT... (each NAME has NAME.jsonl and NAME.explain.json)
 
@@ -15,13 +14,6 @@ import sys
 
 RTOL = 1e-5
 BAND = (0.97, 1.03)
-# measured / explain outside BAND, by layout (test/e2e/layouts.sh's names), measured on the
-# tiny GPT: none in test/e2e/layouts.sh.
-KNOWN = {
-    # test/e2e/zero_bubble.sh: its first stage is 1F1B's (the zero-bubble schedule leaves
-    # stage 0's backward pass whole): a bf16 stage of four with selective recompute keeping
-    # activations, under-counted (1.072; 1F1B measures the same).
-    "pp4_zb_bf16_selective": (0.97, 1.09)}
 # Fine-tuning (an `adapt` plan, test/e2e/lora_layouts.sh): 5 %; the adapters' runs measure
 # 0.953-1.038 with and without recompute (an adapted linear's two input-gradient parts and
 # QLoRA's dequantized weights counted where the backward pass holds them), QLoRA 0.970-1.020.
@@ -58,7 +50,7 @@ def memory(name, got):
         return ratio, QLORA_BAND
     if e.get("adapt"):
         return ratio, ADAPT_BAND
-    return ratio, KNOWN.get(name, BAND)
+    return ratio, BAND
 
 
 def main(reference, layouts, rtol=RTOL):
