@@ -449,11 +449,12 @@ uint64_t planrt_mem_held(void);
 /* Memory held by parts (ZeRO-3's gathered parameters): `bytes` of address space on the
  * host backend, zeroed, its pages taken only as they are written and not counted;
  * NULL on any other backend (the caller then holds the whole with planrt_mem_alloc).
- * planrt_mem_commit counts `bytes` of it as held when something is about to write
- * them; planrt_mem_decommit counts them free again and gives their pages back (those
- * wholly inside, which read as zero after); planrt_mem_unreserve unmaps it all. */
+ * planrt_mem_commit counts `bytes` at `ptr` as held when something is about to write
+ * them, and maps their pages at once (in one call, rather than a fault per page as they
+ * are written); planrt_mem_decommit counts them free again and gives their pages back
+ * (those wholly inside, which read as zero after); planrt_mem_unreserve unmaps it all. */
 void *planrt_mem_reserve(size_t bytes);
-void planrt_mem_commit(size_t bytes);
+void planrt_mem_commit(void *ptr, size_t bytes);
 void planrt_mem_decommit(void *ptr, size_t bytes);
 void planrt_mem_unreserve(void *ptr, size_t bytes);
 /* The most bytes held at once since the process started, the runtime's and the

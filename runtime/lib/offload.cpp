@@ -7,8 +7,10 @@
 // of both. Records are read and written whole through io_uring (O_DIRECT where the file
 // system allows it), two staging slots deep: while the update runs on one slot, the
 // next record is read into the other, and each slot's record is written to the next
-// generation as soon as it is done. An all-gather's part of the shard is read with
-// pread from the current generation, through the page cache.
+// generation as soon as it is done. An all-gather's part of the shard is read from the
+// current generation, through the page cache: the next one ahead through the ring into
+// the staging buffer (idle outside the update), while the step computes, and copied
+// out when its gather starts; any other with pread.
 #include "offload.h"
 #include "planrt_manifest.h"
 #include "status.h"
@@ -57,6 +59,16 @@ struct OffloadedOptimizer::Impl {
   /// A slot holds a record: the moments' chunks, then (offloaded) the parameters' chunk.
   float *slots[2] = {nullptr, nullptr}, *padP = nullptr, *padG = nullptr;
   OffloadedOptimizer *self = nullptr;
+  /// An all-gather's part read ahead (prefetchParams): the shard's floats [offset,
+  /// offset + n) going to the staging buffer's start, `inFlight` reads of it submitted
+  /// and not yet completed; `failed`: one did not read all its bytes (the part is then
+  /// read again with pread).
+  struct Prefetch {
+    int64_t offset = -1, n = 0;
+    int inFlight = 0;
+    bool failed = false;
+  } ahead;
+  static constexpr uint64_t kPrefetchTag = uint64_t(1) << 62;
   /// The crash test's hook: PLANRT_TEST_KILL_IN_UPDATE=S kills this process (SIGKILL)
   /// in step S's update, halfway through writing the next generation.
   int64_t killStep = -1;
@@ -190,10 +202,59 @@ struct OffloadedOptimizer::Impl {
     return status;
   }
 
+  /// The pieces of the shard's floats [offset, offset + n) in its file: (byte offset,
+  /// floats) each, group 0's piece then group 1's (each group's chunks from its first
+  /// record, whole chunks, so its floats are contiguous); empty if outside the shard.
+  std::vector<std::pair<int64_t, int64_t>> paramPieces(int64_t offset, int64_t n) const {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    while (n > 0) {
+      int g = offset < groups[0].floats ? 0 : 1;
+      int64_t x = g ? offset - groups[0].floats : offset;
+      int64_t take = std::min(n, groups[g].floats - x);
+      if (x < 0 || take <= 0)
+        return {};
+      out.push_back({((g ? chunks[0] * chunk : 0) + x) * int64_t(sizeof(float)), take});
+      offset += take;
+      n -= take;
+    }
+    return out;
+  }
+  /// Waits for the prefetch's reads still in flight (none else is: the update does not
+  /// run while one is), counting what they read.
+  void settlePrefetch() {
+    while (ahead.inFlight > 0) {
+      io_uring_cqe *cqe = nullptr;
+      int rc = io_uring_wait_cqe(&ring, &cqe);
+      if (rc == -EINTR)
+        continue;
+      if (rc < 0) { // the ring is broken: nothing more will complete
+        ahead.inFlight = 0;
+        ahead.failed = true;
+        break;
+      }
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
+      int res = cqe->res;
+      io_uring_cqe_seen(&ring, cqe);
+      if (!(tag & kPrefetchTag))
+        continue;
+      --ahead.inFlight;
+      if (res < 0 || uint64_t(res) != (tag & ~kPrefetchTag))
+        ahead.failed = true;
+      else
+        self->fetchBytes += uint64_t(res);
+    }
+  }
+  /// Drops the prefetch, once its reads are done.
+  void dropPrefetch() {
+    settlePrefetch();
+    ahead = Prefetch{};
+  }
+
   /// Streams every record: read from the current generation (if `read`), `fn(i, slot)`,
   /// written to the next one (if `write`), two slots deep. Waits for everything in
   /// flight before it returns, even on failure.
   planrt_status stream(bool read, bool write, const std::function<void(int64_t, float *)> &fn) {
+    dropPrefetch(); // its reads go into the slots
     int64_t n = records();
     std::vector<char> done(size_t(4 * n), 0);
     std::vector<char> submitted(size_t(2 * n), 0);
@@ -289,8 +350,10 @@ OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkF
 }
 
 OffloadedOptimizer::~OffloadedOptimizer() {
-  if (impl->ringOpen)
+  if (impl->ringOpen) {
+    impl->dropPrefetch(); // nothing may still read into the staging buffer it frees
     io_uring_queue_exit(&impl->ring);
+  }
   for (int fd : {impl->fds[0], impl->fds[1], impl->paramFds[0], impl->paramFds[1], impl->paramReadFds[0],
                  impl->paramReadFds[1]})
     if (fd >= 0)
@@ -446,18 +509,22 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
   if (!d.params())
     return fail(PLANRT_ERR_ARG, "offloaded parameters: the parameters are not offloaded");
   auto began = std::chrono::steady_clock::now();
+  std::vector<std::pair<int64_t, int64_t>> pieces = d.paramPieces(offset, n);
+  if (pieces.empty() && n > 0)
+    return fail(PLANRT_ERR_ARG, "offloaded parameters: floats [%lld, %lld) lie outside the shard of %lld",
+                (long long)offset, (long long)(offset + n), (long long)(d.groups[0].floats + d.groups[1].floats));
+  bool ready = d.ahead.offset == offset && d.ahead.n == n;
+  if (ready) { // read ahead: wait for what is still in flight, then copy it out
+    d.settlePrefetch();
+    ready = !d.ahead.failed;
+    if (ready)
+      std::memcpy(dst, d.slots[0], size_t(n) * sizeof(float));
+  }
+  d.dropPrefetch();
   const std::string &file = d.paramFiles[d.current];
-  while (n > 0) {
-    // The shard's coordinates: group 0's piece, then group 1's; each group's chunks in
-    // the file from its first record, whole chunks, so its floats are contiguous.
-    int g = offset < d.groups[0].floats ? 0 : 1;
-    int64_t x = g ? offset - d.groups[0].floats : offset;
-    int64_t take = std::min(n, d.groups[g].floats - x);
-    if (x < 0 || take <= 0)
-      return fail(PLANRT_ERR_ARG, "offloaded parameters: floats [%lld, %lld) lie outside the shard of %lld",
-                  (long long)offset, (long long)(offset + n), (long long)(d.groups[0].floats + d.groups[1].floats));
+  for (auto [at, floats] : ready ? std::vector<std::pair<int64_t, int64_t>>{} : pieces) {
     auto *to = reinterpret_cast<char *>(dst);
-    int64_t bytes = take * int64_t(sizeof(float)), at = ((g ? d.chunks[0] * d.chunk : 0) + x) * int64_t(sizeof(float));
+    int64_t bytes = floats * int64_t(sizeof(float));
     while (bytes > 0) {
       ssize_t got = ::pread(d.paramReadFds[d.current], to, size_t(bytes), off_t(at));
       if (got < 0 && errno == EINTR)
@@ -470,12 +537,34 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
       bytes -= got;
       fetchBytes += uint64_t(got);
     }
-    dst += take;
-    offset += take;
-    n -= take;
+    dst += floats;
   }
   fetchSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return PLANRT_OK;
+}
+
+void OffloadedOptimizer::prefetchParams(int64_t offset, int64_t n) {
+  Impl &d = *impl;
+  if (d.ahead.offset == offset && d.ahead.n == n && !d.ahead.failed)
+    return; // on its way already
+  d.dropPrefetch();
+  // The staging buffer's floats (its slots and pads), whole parts only; a part the ring
+  // cannot take at once is read with pread when its gather starts.
+  int64_t room = (stagingBytes() - kAlign) / int64_t(sizeof(float));
+  std::vector<std::pair<int64_t, int64_t>> pieces = d.paramPieces(offset, n);
+  if (!d.params() || !d.ringOpen || n <= 0 || n > room || pieces.empty() ||
+      io_uring_sq_space_left(&d.ring) < unsigned(pieces.size()))
+    return;
+  float *to = d.slots[0];
+  for (auto [at, floats] : pieces) {
+    io_uring_sqe *sqe = io_uring_get_sqe(&d.ring);
+    uint64_t bytes = uint64_t(floats) * sizeof(float);
+    io_uring_prep_read(sqe, d.paramReadFds[d.current], to, unsigned(bytes), uint64_t(at));
+    io_uring_sqe_set_data64(sqe, Impl::kPrefetchTag | bytes);
+    to += floats;
+  }
+  int rc = io_uring_submit(&d.ring);
+  d.ahead = {offset, n, std::max(rc, 0), rc != int(pieces.size())};
 }
 
 } // namespace planrt::train

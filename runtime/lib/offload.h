@@ -57,6 +57,11 @@ public:
   /// the shard's coordinates: group 0's piece, then group 1's) into dst: what a ZeRO-3
   /// all-gather sends, fetched just before it starts.
   planrt_status readParams(int64_t offset, int64_t n, float *dst);
+  /// Starts reading the shard's floats [offset, offset + n) ahead, into the staging
+  /// buffer (idle outside the update), for the readParams of the same range that the
+  /// next gather makes; any other call drops it. Best effort: a part larger than the
+  /// buffer, or one the ring does not take, is read when its gather starts.
+  void prefetchParams(int64_t offset, int64_t n);
 
   /// Bytes of the staging buffer (in the device's memory, counted by planrt_mem_alloc).
   int64_t stagingBytes() const;
@@ -65,7 +70,8 @@ public:
   int64_t paramsFileBytes() const;
   /// Bytes read and written so far (by the updates alone: updateBytes), the seconds the
   /// updates waited for the disk, and the seconds they took in all; the parameters'
-  /// bytes fetched for all-gathers and the seconds that took.
+  /// bytes fetched for all-gathers and the seconds the gathers waited for them (a part
+  /// read ahead: its copy out of the staging buffer, and any wait for its reads).
   uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0, fetchBytes = 0;
   double waitSeconds = 0, updateSeconds = 0, fetchSeconds = 0;
 

@@ -54,7 +54,7 @@ void Buffer::commit(int64_t offset, int64_t count) {
                                     committed.end())
     return;
   committed.emplace_back(offset, count);
-  planrt_mem_commit(size_t(count) * sizeof(float));
+  planrt_mem_commit(data + offset, size_t(count) * sizeof(float));
 }
 
 void Buffer::decommit(int64_t offset, int64_t count) {
@@ -496,6 +496,14 @@ void planrt_grad_ready(int64_t bucket) {
       planrt_test(b.request);
 }
 
+namespace {
+/// The floats [lo, hi) of a gather's slice [begin, begin + size) (in the gathered
+/// range's coordinates) that rank `me` of its group holds, blocks of `count` each.
+std::pair<int64_t, int64_t> shardPart(int64_t me, int64_t count, int64_t begin, int64_t size) {
+  return {std::max(begin, me * count), std::min(begin + size, (me + 1) * count)};
+}
+} // namespace
+
 void planrt_step_ctx::startGathers(int64_t bucket) {
   size_t last = gathers.size();
   for (size_t i = 0; i < gathers.size(); ++i)
@@ -523,7 +531,21 @@ void planrt_step_ctx::startGathers(int64_t bucket) {
                                                   g.size, &g.request))
       return failWith(s);
   }
+  prefetchNextGather();
 }
+
+void planrt_step_ctx::prefetchNextGather() {
+  if (!offload || status)
+    return;
+  auto next = std::find_if(gathers.begin(), gathers.end(), [](const Gather &g) { return !g.started; });
+  if (next == gathers.end() || next->src != offloadedShard || heldByAnother(*next))
+    return;
+  int64_t me = planrt_mesh_group_rank(mesh, unsigned(next->mask));
+  auto [lo, hi] = shardPart(me, next->count, next->begin - next->dstOffset, next->size);
+  if (hi > lo)
+    offload->prefetchParams(next->srcOffset + (lo - me * next->count), hi - lo);
+}
+
 
 bool planrt_step_ctx::heldByAnother(const Gather &g) const {
   return std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
@@ -578,7 +600,7 @@ const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64
     return nullptr;
   }
   int64_t me = planrt_mesh_group_rank(mesh, mask);
-  int64_t lo = std::max(begin, me * count), hi = std::min(begin + size, (me + 1) * count);
+  auto [lo, hi] = shardPart(me, count, begin, size);
   if (fetch && hi > lo)
     if (planrt_status s = offload->readParams(srcOffset + (lo - me * count), hi - lo, to + lo)) {
       failWith(s);

@@ -212,6 +212,9 @@ struct planrt_step_ctx {
   /// Whether another gather of g's floats (the forward pass's last bucket and the
   /// backward pass's first, gathered again a bucket ahead) has started and holds them.
   bool heldByAnother(const Gather &g) const;
+  /// An offloaded shard: reads the next gather's part ahead (OffloadedOptimizer::
+  /// prefetchParams) while the step computes, unless another gather holds its floats.
+  void prefetchNextGather();
   /// Seconds spent in collectives and point-to-point transfers so far.
   double commSeconds = 0;
 
