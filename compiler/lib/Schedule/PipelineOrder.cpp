@@ -1,9 +1,11 @@
-// The zero-bubble schedule's order of passes (PipelineOrder.h).
+// Pipeline schedules' orders of passes: zero-bubble's, interleaved 1F1B's, and a
+// placement of transfers that cannot deadlock (PipelineOrder.h).
 #include "plan/Schedule/PipelineOrder.h"
 
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace plan::schedule {
@@ -160,6 +162,155 @@ double zeroBubbleStepTime(int64_t p, int64_t m, double f, double b, double w) {
   for (int64_t k = 0; k < p; ++k)
     st[size_t(k)].fixed = orders[size_t(k)].passes;
   return simulate(st, p, f, b, w, /*decide=*/false) + double(m - simulated) * (f + b + w);
+}
+
+std::vector<std::vector<StagePass>> interleavedOrders(int64_t p, int64_t v, int64_t m) {
+  std::vector<std::vector<StagePass>> out(static_cast<size_t>(p));
+  int64_t n = m * v; // passes of each kind on a rank
+  for (int64_t r = 0; r < p; ++r) {
+    auto pass = [&](PipelinePass::Kind kind, int64_t k) {
+      int64_t chunk = k % (p * v) / p, micro = k / (p * v) * p + k % p;
+      if (kind == PipelinePass::Backward)
+        chunk = v - 1 - chunk;
+      return StagePass{kind, chunk * p + r, micro};
+    };
+    int64_t warmup = std::min(n, 2 * (p - r - 1) + (v - 1) * p);
+    std::vector<StagePass> &order = out[size_t(r)];
+    for (int64_t k = 0; k < warmup; ++k)
+      order.push_back(pass(PipelinePass::Forward, k));
+    for (int64_t k = 0; k + warmup < n; ++k) {
+      order.push_back(pass(PipelinePass::Forward, warmup + k));
+      order.push_back(pass(PipelinePass::Backward, k));
+    }
+    for (int64_t k = std::max<int64_t>(n - warmup, 0); k < n; ++k)
+      order.push_back(pass(PipelinePass::Backward, k));
+  }
+  return out;
+}
+
+namespace {
+using Key = std::pair<int64_t, int64_t>; // (stage, micro)
+
+/// When each pass of `orders` starts and ends, each rank running its passes in turn as
+/// their inputs arrive; false if some rank waits forever.
+bool replayPasses(const std::vector<std::vector<StagePass>> &orders, int64_t stages, double f, double b,
+                  std::map<Key, double> &fwdEnd, std::map<Key, double> &bwdEnd,
+                  std::vector<std::vector<double>> &start) {
+  size_t p = orders.size();
+  std::vector<size_t> next(p, 0);
+  std::vector<double> clock(p, 0);
+  start.assign(p, {});
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t r = 0; r < p; ++r)
+      for (; next[r] < orders[r].size(); ++next[r]) {
+        const StagePass &x = orders[r][next[r]];
+        bool last = x.stage + 1 == stages, fwd = x.kind == PipelinePass::Forward;
+        // Its input: the previous stage's activation; the next stage's gradient (the last
+        // stage: its own forward pass, which took its input).
+        const std::map<Key, double> &from = fwd || last ? fwdEnd : bwdEnd;
+        Key dep = fwd ? Key{x.stage - 1, x.micro} : last ? Key{x.stage, x.micro} : Key{x.stage + 1, x.micro};
+        double ready = 0;
+        if (!(fwd && x.stage == 0)) {
+          auto it = from.find(dep);
+          if (it == from.end())
+            break;
+          ready = it->second;
+        }
+        start[r].push_back(std::max(clock[r], ready));
+        clock[r] = start[r].back() + (fwd ? (last ? 0 : f) : (last ? f + b : b));
+        (fwd ? fwdEnd : bwdEnd)[{x.stage, x.micro}] = clock[r];
+        progress = true;
+      }
+  }
+  for (size_t r = 0; r < p; ++r)
+    if (next[r] < orders[r].size())
+      return false;
+  return true;
+}
+
+/// The fewest slots in which micro-batch i takes slot i mod slots and no two of the
+/// holds [first, last] (program positions on one rank) share a slot while both last.
+int64_t slotsFor(const std::vector<std::tuple<int64_t, size_t, size_t>> &holds) {
+  if (holds.empty())
+    return 0;
+  for (int64_t k = 1;; ++k) {
+    bool clash = false;
+    for (size_t i = 0; i < holds.size() && !clash; ++i)
+      for (size_t j = i + 1; j < holds.size() && !clash; ++j) {
+        auto [mi, ai, bi] = holds[i];
+        auto [mj, aj, bj] = holds[j];
+        clash = mi % k == mj % k && ai < bj && aj < bi;
+      }
+    if (!clash)
+      return k;
+  }
+}
+} // namespace
+
+PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &orders, int64_t p, int64_t stages, double f,
+                                double b) {
+  std::map<Key, double> fwdEnd, bwdEnd;
+  std::vector<std::vector<double>> start;
+  PipelineProgram out;
+  if (!replayPasses(orders, stages, f, b, fwdEnd, bwdEnd, start))
+    return out;
+  // Each rank's steps by (time, transfers before passes, then a transfer's name or a
+  // pass's place in its order): one order of the transfers on every rank.
+  using Sort = std::tuple<double, int, int, int64_t, int64_t>;
+  std::vector<std::vector<std::pair<Sort, ProgramStep>>> steps(static_cast<size_t>(p));
+  for (int64_t r = 0; r < p; ++r)
+    for (size_t i = 0; i < orders[size_t(r)].size(); ++i) {
+      const StagePass &x = orders[size_t(r)][i];
+      steps[size_t(r)].push_back({{start[size_t(r)][i], 1, 0, int64_t(i), 0}, {ProgramStep::Compute, x, -1}});
+    }
+  auto transfer = [&](const StagePass &x, double at, int64_t to) {
+    int64_t from = x.stage % p;
+    Sort key{at, 0, x.kind == PipelinePass::Forward ? 0 : 1, x.stage, x.micro};
+    StagePass needs = x.kind == PipelinePass::Forward ? StagePass{x.kind, x.stage + 1, x.micro}
+                                                       : StagePass{x.kind, x.stage - 1, x.micro};
+    steps[size_t(from)].push_back({key, {ProgramStep::Send, x, to}});
+    steps[size_t(to)].push_back({key, {ProgramStep::Recv, needs, from}});
+  };
+  for (auto &[k, t] : fwdEnd)
+    if (k.first + 1 < stages)
+      transfer({PipelinePass::Forward, k.first, k.second}, t, (k.first + 1) % p);
+  for (auto &[k, t] : bwdEnd)
+    if (k.first > 0)
+      transfer({PipelinePass::Backward, k.first, k.second}, t, (k.first - 1) % p);
+  out.ranks.resize(size_t(p));
+  std::map<Key, size_t> inputAt, gradientAt, backwardAt; // program positions on the stage's rank
+  for (int64_t r = 0; r < p; ++r) {
+    std::sort(steps[size_t(r)].begin(), steps[size_t(r)].end(),
+              [](const auto &a, const auto &c) { return a.first < c.first; });
+    for (auto &[key, step] : steps[size_t(r)]) {
+      size_t at = out.ranks[size_t(r)].size();
+      Key k{step.pass.stage, step.pass.micro};
+      if (step.kind == ProgramStep::Recv)
+        (step.pass.kind == PipelinePass::Forward ? inputAt : gradientAt)[k] = at;
+      if (step.kind == ProgramStep::Compute && step.pass.kind == PipelinePass::Backward)
+        backwardAt[k] = at;
+      out.ranks[size_t(r)].push_back(step);
+      out.stepTime = std::max(out.stepTime, std::get<0>(key));
+    }
+  }
+  for (auto &[k, t] : bwdEnd)
+    out.stepTime = std::max(out.stepTime, t);
+  out.inputSlots.assign(size_t(stages), 0);
+  out.gradientSlots.assign(size_t(stages), 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<std::tuple<int64_t, size_t, size_t>> inputs, gradients;
+    for (auto &[k, at] : backwardAt)
+      if (k.first == s) {
+        if (auto it = inputAt.find(k); it != inputAt.end())
+          inputs.push_back({k.second, it->second, at});
+        if (auto it = gradientAt.find(k); it != gradientAt.end())
+          gradients.push_back({k.second, it->second, at});
+      }
+    out.inputSlots[size_t(s)] = slotsFor(inputs);
+    out.gradientSlots[size_t(s)] = slotsFor(gradients);
+  }
+  return out;
 }
 
 } // namespace plan::schedule

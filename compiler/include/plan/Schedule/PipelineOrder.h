@@ -1,6 +1,8 @@
 // The order of a pipeline stage's passes under the zero-bubble schedule (ZB-H1, Qi et
 // al. 2023, "Zero Bubble Pipeline Parallelism"), shared by plan-schedule, which emits
-// it, and the cost model, which sizes its slots and its bubble from it.
+// it, and the cost model, which sizes its slots and its bubble from it; and the
+// interleaved schedule's (Narayanan et al. 2021) with a placement of its transfers that
+// cannot deadlock.
 #ifndef PLAN_SCHEDULE_PIPELINEORDER_H
 #define PLAN_SCHEDULE_PIPELINEORDER_H
 
@@ -58,6 +60,59 @@ double zeroBubbleStepTime(int64_t p, int64_t m, double f, double b, double w);
 /// m ≥ p (every stage but the first then fills its k + 1 slots; PipelineOrderTest checks
 /// the two agree), the simulation's otherwise; 0 on the first stage.
 int64_t zeroBubbleWeightSlots(int64_t k, int64_t p, int64_t m);
+
+/// One pass of one micro-batch on one stage of a pipeline whose ranks may hold several
+/// stages (model chunks): under the interleaved schedule rank r of p holds stages r,
+/// r + p, …, r + (v − 1)p of v·p.
+struct StagePass {
+  PipelinePass::Kind kind; ///< Forward or Backward
+  int64_t stage, micro;
+  bool operator==(const StagePass &o) const { return kind == o.kind && stage == o.stage && micro == o.micro; }
+};
+
+/// Interleaved 1F1B (Narayanan et al. 2021 §2.2, as Megatron-LM runs it): each rank's
+/// passes over m micro-batches (a multiple of p) with v stages a rank. Its k-th forward
+/// is micro-batch (k / pv)·p + k mod p on its chunk (k mod pv) / p, its k-th backward the
+/// same micro-batch on chunk v − 1 − (k mod pv) / p: the chunks take p micro-batches in
+/// turn. Rank r runs min(mv, 2(p − r − 1) + (v − 1)p) forwards to fill the pipeline, then
+/// one forward and one backward in turn, then the remaining backwards. Each pass is
+/// StagePass{kind, chunk·p + r, micro}.
+std::vector<std::vector<StagePass>> interleavedOrders(int64_t p, int64_t v, int64_t m);
+
+/// One step of a rank's program: a pass, or a transfer with a neighbouring stage's rank.
+/// A transfer is named by its pass: a Send of a forward pass hands its activation on to
+/// stage + 1, of a backward pass its input's gradient back to stage − 1; a Recv of a
+/// forward pass brings its input from stage − 1, of a backward pass its output's
+/// gradient from stage + 1.
+struct ProgramStep {
+  enum Kind { Compute, Send, Recv } kind;
+  StagePass pass;
+  int64_t peer = -1; ///< the rank sent to or received from
+};
+
+/// Every rank's program, and what its receives keep.
+struct PipelineProgram {
+  std::vector<std::vector<ProgramStep>> ranks;
+  /// Per stage, the slots of inputs it holds (received, held until its backward pass ends)
+  /// and of output gradients (received, held until that pass ends): micro-batch i's in
+  /// slot i mod slots, never two held at once in one slot.
+  std::vector<int64_t> inputSlots, gradientSlots;
+  double stepTime = 0; ///< when the last pass ends, transfers taking no time
+};
+
+/// Places the transfers of `orders` (each rank's passes, stages of `stages` spread over
+/// p ranks as stage mod p, each holding its stages' passes in the order it runs them) so
+/// that no program can wait forever when a send completes only once its receive is
+/// posted: the passes are replayed (a forward pass taking f, a backward pass b; the last
+/// stage's forward nothing and its backward f + b, as it computes its forward), every
+/// transfer is given the time its data is made, and each rank's program takes its passes
+/// and transfers in the order of those times (at one time, transfers first, in one order
+/// on every rank: a send's data is always made, and a receive's always needed, no
+/// earlier). Every rank then meets its transfers in one global order, so the earliest
+/// transfer not done always has both ends waiting for it. Empty when the orders
+/// themselves deadlock.
+PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &orders, int64_t p, int64_t stages, double f,
+                                double b);
 
 } // namespace plan::schedule
 
