@@ -143,6 +143,18 @@ struct Arena {
 
 } // namespace
 
+namespace {
+/// The pages wholly inside [ptr, ptr + bytes): their start and length (null, 0: none).
+std::pair<void *, size_t> wholePages(void *ptr, size_t bytes) {
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(page - 1);
+  if (!ptr || hi <= lo)
+    return {nullptr, 0};
+  return {reinterpret_cast<void *>(lo), size_t(hi - lo)};
+}
+} // namespace
+
 extern "C" {
 
 void *_mlir_memref_to_llvm_alloc(size_t size) { return allocate(size, 16, live, __builtin_return_address(0)); }
@@ -213,13 +225,12 @@ void *planrt_mem_reserve(size_t bytes) {
 
 void planrt_mem_commit(void *ptr, size_t bytes) {
   uint64_t now = held.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  // The pages wholly inside, populated writable in one call (Linux 5.14; an older kernel
-  // refuses it, and they are then taken as they are written).
-  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(page - 1);
-  if (ptr && hi > lo)
-    madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_POPULATE_WRITE);
+  // Its pages populated writable in one call (Linux 5.14; an older kernel refuses it, and
+  // they are then taken as they are written).
+#ifdef MADV_POPULATE_WRITE
+  if (auto [lo, n] = wholePages(ptr, bytes); lo && n > 0)
+    madvise(lo, n, MADV_POPULATE_WRITE);
+#endif
   raise(totalPeak, live.load(std::memory_order_relaxed) + now);
   if (planrt::trace::on())
     planrt::trace::committed(int64_t(bytes), live.load(std::memory_order_relaxed) + now);
@@ -230,11 +241,8 @@ void planrt_mem_decommit(void *ptr, size_t bytes) {
   if (planrt::trace::on())
     planrt::trace::committed(-int64_t(bytes), 0);
   // Only the pages wholly inside: a page shared with a neighbouring range stays.
-  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(page - 1);
-  if (hi > lo)
-    madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED); // read as zero again
+  if (auto [lo, n] = wholePages(ptr, bytes); lo && n > 0)
+    madvise(lo, n, MADV_DONTNEED); // read as zero again
 }
 
 void planrt_mem_unreserve(void *ptr, size_t bytes) {

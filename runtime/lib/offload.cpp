@@ -55,6 +55,9 @@ struct OffloadedOptimizer::Impl {
   int current = 0;
   io_uring ring{};
   bool ringOpen = false;
+  /// A read ahead could not be submitted or waited for: reads may still be in flight
+  /// into the staging buffer, so nothing streams through it again (and it is not freed).
+  bool ringBroken = false;
   void *staging = nullptr; ///< planrt_mem_alloc'd; slots and pads at an aligned offset
   /// A slot holds a record: the moments' chunks, then (offloaded) the parameters' chunk.
   float *slots[2] = {nullptr, nullptr}, *padP = nullptr, *padG = nullptr;
@@ -184,6 +187,13 @@ struct OffloadedOptimizer::Impl {
       uint64_t tag = io_uring_cqe_get_data64(cqe);
       int res = cqe->res;
       io_uring_cqe_seen(&ring, cqe);
+      if ((tag & kPrefetchTag) || tag >= done.size()) { // not a record's (stream drops reads ahead first)
+        if (!status)
+          status = fail(PLANRT_ERR_IO, "offloaded optimizer state: io_uring completed a request the update did not "
+                                       "make (tag %llu)",
+                        (unsigned long long)tag);
+        continue;
+      }
       done[tag] = 1;
       bool w = tag & 1, part = tag & 2;
       int gen = w ? 1 - current : current;
@@ -227,7 +237,8 @@ struct OffloadedOptimizer::Impl {
       int rc = io_uring_wait_cqe(&ring, &cqe);
       if (rc == -EINTR)
         continue;
-      if (rc < 0) { // the ring is broken: nothing more will complete
+      if (rc < 0) { // the ring is broken: what is in flight may still land
+        ringBroken = true;
         ahead.inFlight = 0;
         ahead.failed = true;
         break;
@@ -240,8 +251,6 @@ struct OffloadedOptimizer::Impl {
       --ahead.inFlight;
       if (res < 0 || uint64_t(res) != (tag & ~kPrefetchTag))
         ahead.failed = true;
-      else
-        self->fetchBytes += uint64_t(res);
     }
   }
   /// Drops the prefetch, once its reads are done.
@@ -255,6 +264,10 @@ struct OffloadedOptimizer::Impl {
   /// flight before it returns, even on failure.
   planrt_status stream(bool read, bool write, const std::function<void(int64_t, float *)> &fn) {
     dropPrefetch(); // its reads go into the slots
+    if (ringBroken)
+      return fail(PLANRT_ERR_IO, "offloaded optimizer state: io_uring failed reading the parameters ahead; %s is not "
+                                 "streamed again in this run",
+                  files[current].c_str());
     int64_t n = records();
     std::vector<char> done(size_t(4 * n), 0);
     std::vector<char> submitted(size_t(2 * n), 0);
@@ -354,6 +367,8 @@ OffloadedOptimizer::~OffloadedOptimizer() {
     impl->dropPrefetch(); // nothing may still read into the staging buffer it frees
     io_uring_queue_exit(&impl->ring);
   }
+  if (impl->ringBroken) // reads may still land in the staging buffer: it is left to the exit
+    impl->staging = nullptr;
   for (int fd : {impl->fds[0], impl->fds[1], impl->paramFds[0], impl->paramFds[1], impl->paramReadFds[0],
                  impl->paramReadFds[1]})
     if (fd >= 0)
@@ -517,8 +532,10 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
   if (ready) { // read ahead: wait for what is still in flight, then copy it out
     d.settlePrefetch();
     ready = !d.ahead.failed;
-    if (ready)
+    if (ready) {
       std::memcpy(dst, d.slots[0], size_t(n) * sizeof(float));
+      fetchBytes += uint64_t(n) * sizeof(float);
+    }
   }
   d.dropPrefetch();
   const std::string &file = d.paramFiles[d.current];
@@ -552,7 +569,7 @@ void OffloadedOptimizer::prefetchParams(int64_t offset, int64_t n) {
   // cannot take at once is read with pread when its gather starts.
   int64_t room = (stagingBytes() - kAlign) / int64_t(sizeof(float));
   std::vector<std::pair<int64_t, int64_t>> pieces = d.paramPieces(offset, n);
-  if (!d.params() || !d.ringOpen || n <= 0 || n > room || pieces.empty() ||
+  if (!d.params() || !d.ringOpen || d.ringBroken || n <= 0 || n > room || pieces.empty() ||
       io_uring_sq_space_left(&d.ring) < unsigned(pieces.size()))
     return;
   float *to = d.slots[0];
@@ -563,8 +580,20 @@ void OffloadedOptimizer::prefetchParams(int64_t offset, int64_t n) {
     io_uring_sqe_set_data64(sqe, Impl::kPrefetchTag | bytes);
     to += floats;
   }
-  int rc = io_uring_submit(&d.ring);
-  d.ahead = {offset, n, std::max(rc, 0), rc != int(pieces.size())};
+  // Every piece in, or the ring is given up on: a piece left queued would go out with
+  // the update's next submission, into its slots.
+  int submitted = 0;
+  while (submitted < int(pieces.size())) {
+    int rc = io_uring_submit(&d.ring);
+    if (rc == -EINTR || rc == -EAGAIN)
+      continue;
+    if (rc <= 0) {
+      d.ringBroken = true;
+      break;
+    }
+    submitted += rc;
+  }
+  d.ahead = {offset, n, submitted, submitted != int(pieces.size())};
 }
 
 } // namespace planrt::train

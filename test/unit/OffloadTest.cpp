@@ -186,8 +186,18 @@ TEST(Offload, TheParameterShardStreamsWithItsMomentsAndIsReadByRange) {
   EXPECT_EQ(fetch(opt, s.n0 - 5, 10), std::vector<float>(all.begin() + (s.n0 - 5), all.begin() + (s.n0 + 5)));
   EXPECT_EQ(fetch(opt, s.n0 + 100, 3), std::vector<float>(p1.begin() + 100, p1.begin() + 103));
   std::vector<float> past(4);
-  EXPECT_NE(opt.readParams(s.n0 + s.n1 - 2, 4, past.data()), PLANRT_OK);
-  EXPECT_EQ(opt.fetchBytes, uint64_t(4 * (s.n0 + s.n1 + 10 + 3 + 2)));
+  EXPECT_NE(opt.readParams(s.n0 + s.n1 - 2, 4, past.data()), PLANRT_OK); // nothing of it read
+  EXPECT_EQ(opt.fetchBytes, uint64_t(4 * (s.n0 + s.n1 + 10 + 3)));
+  // Read ahead (through the ring, into the staging buffer) and then asked for: the same
+  // floats; read ahead and then not asked for (another range comes first): dropped, and
+  // the range asked for read as it is.
+  opt.prefetchParams(s.n0 - 7, 20);
+  EXPECT_EQ(fetch(opt, s.n0 - 7, 20), std::vector<float>(all.begin() + (s.n0 - 7), all.begin() + (s.n0 + 13)));
+  opt.prefetchParams(0, 8);
+  EXPECT_EQ(fetch(opt, 8, 8), std::vector<float>(all.begin() + 8, all.begin() + 16));
+  EXPECT_EQ(fetch(opt, 0, 8), std::vector<float>(all.begin(), all.begin() + 8));
+  EXPECT_EQ(opt.fetchBytes, uint64_t(4 * (s.n0 + s.n1 + 10 + 3 + 20 + 8 + 8)));
+  opt.prefetchParams(0, 16); // still in flight when the update streams: dropped first
 
   // The update reads the parameters from the files, not from p (null here).
   std::vector<float> g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);

@@ -517,7 +517,11 @@ TEST(RuntimeMemory, MemoryByPartsIsCountedAndGivenBackPageByPage) {
   // Committed pages are mapped at once (where the kernel can populate them: 5.14), the
   // rest of the reservation not.
   void *probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#ifdef MADV_POPULATE_WRITE
   bool populates = probe != MAP_FAILED && madvise(probe, page, MADV_POPULATE_WRITE) == 0;
+#else
+  bool populates = false;
+#endif
   if (probe != MAP_FAILED)
     munmap(probe, page);
   std::vector<unsigned char> resident(64);

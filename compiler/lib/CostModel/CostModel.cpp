@@ -1422,18 +1422,23 @@ private:
       return false;
     if (model.params[size_t(pr)].shape.size() >= 2)
       return true;
-    return (op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm) && !op.params.empty() && op.params[0] == pr;
+    return (op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm || op.kind == OpKind::BatchNorm) &&
+           !op.params.empty() && op.params[0] == pr;
   }
   /// For each op of rank r's backward pass, what ZeRO-3's parameter buckets (a cpu
   /// mesh's, held by parts) hold while it runs, less their buffer row
-  /// (firstGatheredBuckets); zeros elsewhere. The backward pass gathers a bucket again
+  /// (firstGatheredBuckets); zeros where nothing is held by parts. The backward pass gathers a bucket again
   /// before its first read there (the highest op reading it; under full recompute its
   /// layer's first, which computes the layer's forward again), starts the next one in
   /// that order ahead, and releases it after its last read (an embedding's backward reads
   /// no table: a tied table is the head's); the head's bucket is still held from the
   /// forward pass.
   /// `released[i]`: the buckets whose last read op i is, released after its input
-  /// gradient, before its weight gradients are made.
+  /// gradient, before its weight gradients are made. (The op's reads and weight
+  /// gradients interleave in the executable, a linear at a time: counting every such
+  /// bucket released before all of the op's weight gradients measures closer, 0.983
+  /// against 0.968 on e2e-layouts' zero3_buckets, than only those released after the
+  /// op's most held.)
   std::vector<double> gatheredBucketsBeyondRow(int r, std::vector<double> &released) const {
     size_t n = model.ops.size();
     std::vector<double> out(n, 0);
@@ -1464,9 +1469,12 @@ private:
         released[size_t(lowest[k])] += 4.0 * double(buckets.floats[k]);
       }
     // Read first by one op, the later forward bucket first (an op's backward reads its
-    // parameters in reverse).
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return highest[a] != highest[b] ? highest[a] > highest[b] : a > b; });
+    // parameters in reverse); under full recompute a layer's forward, computed again,
+    // reads them in the forward's order.
+    bool fullRecompute = l.recompute == sema::Recompute::Full;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return highest[a] != highest[b] ? highest[a] > highest[b] : fullRecompute ? a < b : a > b;
+    });
     // A bucket the backward pass does not read (an embedding's table, biases) comes last,
     // gathered ahead after the last read one and held to the pass's end.
     for (size_t k = 0; k < K; ++k)
@@ -1524,7 +1532,7 @@ private:
   }
   /// For each op of rank r's backward pass, what the gradient buckets held by parts
   /// (gradientBucketsHeld) hold while it runs, less what the buffer row counts (the first
-  /// bucket, and its sum: byParts); zeros elsewhere. A bucket is ready after its params'
+  /// bucket, and its sum: byParts); zeros where nothing is held by parts. A bucket is ready after its params'
   /// lowest ops (`lowest`, where their gradients are final and added) and the bucket's
   /// before it.
   std::vector<double> gradientBucketsBeyondRow(int r, const std::vector<size_t> &lowest) const {
