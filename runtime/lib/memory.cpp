@@ -141,9 +141,6 @@ struct Arena {
   uint64_t state = 0, step = 0;
 } arena;
 
-} // namespace
-
-namespace {
 /// The pages wholly inside [ptr, ptr + bytes): their start and length (null, 0: none).
 std::pair<void *, size_t> wholePages(void *ptr, size_t bytes) {
   uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));

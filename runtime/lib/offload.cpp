@@ -230,7 +230,7 @@ struct OffloadedOptimizer::Impl {
     return out;
   }
   /// Waits for the prefetch's reads still in flight (none else is: the update does not
-  /// run while one is), counting what they read.
+  /// run while one is), marking it failed if one did not read all its bytes.
   void settlePrefetch() {
     while (ahead.inFlight > 0) {
       io_uring_cqe *cqe = nullptr;
@@ -538,8 +538,10 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
     }
   }
   d.dropPrefetch();
+  if (ready)
+    pieces.clear(); // nothing left to read
   const std::string &file = d.paramFiles[d.current];
-  for (auto [at, floats] : ready ? std::vector<std::pair<int64_t, int64_t>>{} : pieces) {
+  for (auto [at, floats] : pieces) {
     auto *to = reinterpret_cast<char *>(dst);
     int64_t bytes = floats * int64_t(sizeof(float));
     while (bytes > 0) {

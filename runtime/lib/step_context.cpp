@@ -546,7 +546,6 @@ void planrt_step_ctx::prefetchNextGather() {
     offload->prefetchParams(next->srcOffset + (lo - me * next->count), hi - lo);
 }
 
-
 bool planrt_step_ctx::heldByAnother(const Gather &g) const {
   return std::any_of(gathers.begin(), gathers.end(), [&](const Gather &h) {
     return &h != &g && h.started && !h.released && h.dst == g.dst && h.begin == g.begin && h.size == g.size;

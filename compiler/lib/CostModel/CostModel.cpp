@@ -1150,7 +1150,7 @@ private:
       // before its weight gradients are made: the two are not held at once.
       peak = std::max(peak, held + recomputed[i] + grads + own -
                                 std::min(roundedAt[i] + gatheredReleased[i], gradsAt[i]) + bucketsBeyond[i]);
-            grads -= gradsDone[i];
+      grads -= gradsDone[i];
     }
     return peak;
   }
@@ -1194,12 +1194,16 @@ private:
            std::any_of(costs[j].fwdColls.begin(), costs[j].fwdColls.end(),
                         [](const TensorColl &c) { return c.kind == Coll::AllReduce || c.kind == Coll::ReduceScatter; });
   }
+  /// Whether op j is in a layer that full recompute computes again in the backward pass.
+  bool inRecomputedLayer(size_t j) const {
+    return l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers;
+  }
   /// What op j's unit recomputes of it in the backward pass.
   double recomputedBytes(size_t j) const {
     const OpCost &c = costs[j];
     if (l.recompute == sema::Recompute::Selective)
       return c.saved - c.savedSelective;
-    if (l.recompute == sema::Recompute::Full && opUnit[j] >= 0 && opUnit[j] < model.layers)
+    if (inRecomputedLayer(j))
       return c.saved;
     return 0;
   }
@@ -1455,7 +1459,7 @@ private:
     for (size_t i = 0; i < n; ++i) {
       if (opRank[i] != r)
         continue;
-      bool full = l.recompute == sema::Recompute::Full && opUnit[i] >= 0 && opUnit[i] < model.layers;
+      bool full = inRecomputedLayer(i);
       for (int pr : model.ops[i].params)
         if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && (full || readInBackward(model.ops[i], pr))) {
           highest[size_t(k)] = std::max(highest[size_t(k)], full ? unitTop[size_t(opUnit[i])] : int64_t(i));
@@ -1486,7 +1490,7 @@ private:
       // first: one whose last read that is goes before the next is gathered (under full
       // recompute a layer's are gathered at once, as its forward pass is computed again).
       std::vector<size_t> reads;
-      bool full = l.recompute == sema::Recompute::Full && opUnit[i] >= 0 && opUnit[i] < model.layers;
+      bool full = inRecomputedLayer(i);
       if (opRank[i] == r && !full)
         for (int pr : model.ops[i].params)
           if (int k = buckets.paramBucket[size_t(pr)]; k >= 0 && readInBackward(model.ops[i], pr))

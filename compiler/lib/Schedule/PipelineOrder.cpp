@@ -283,7 +283,8 @@ PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &order
   for (int64_t r = 0; r < p; ++r) {
     std::sort(steps[size_t(r)].begin(), steps[size_t(r)].end(),
               [](const auto &a, const auto &c) { return a.first < c.first; });
-    for (auto &[key, step] : steps[size_t(r)]) {
+    for (auto &entry : steps[size_t(r)]) {
+      const ProgramStep &step = entry.second;
       size_t at = out.ranks[size_t(r)].size();
       Key k{step.pass.stage, step.pass.micro};
       if (step.kind == ProgramStep::Recv)
@@ -291,10 +292,9 @@ PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &order
       if (step.kind == ProgramStep::Compute && step.pass.kind == PipelinePass::Backward)
         backwardAt[k] = at;
       out.ranks[size_t(r)].push_back(step);
-      out.stepTime = std::max(out.stepTime, std::get<0>(key));
     }
   }
-  for (auto &[k, t] : bwdEnd)
+  for (auto &[k, t] : bwdEnd) // each rank ends on a backward pass
     out.stepTime = std::max(out.stepTime, t);
   out.inputSlots.assign(size_t(stages), 0);
   out.gradientSlots.assign(size_t(stages), 0);
