@@ -167,12 +167,13 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> interleavedShapes() {
 /// Runs `prog` to its end; an empty string, or what went wrong: a deadlock, a receive of
 /// another transfer than the one sent, a pass before its input, a stage's output
 /// overwritten before it was sent, a slot received into while it holds another
-/// micro-batch.
+/// micro-batch, a forward pass keeping its values (`keep: activations`) in a slot another
+/// micro-batch's backward pass has not read yet.
 std::string execute(const PipelineProgram &prog, int64_t p, int64_t stages) {
   using Key = std::pair<int64_t, int64_t>;
   std::vector<size_t> at(size_t(p), 0);
   std::set<Key> input, gradient, forwardDone, backwardDone;
-  std::map<int64_t, std::map<int64_t, int64_t>> inputSlot, gradientSlot; // stage -> slot -> micro
+  std::map<int64_t, std::map<int64_t, int64_t>> inputSlot, gradientSlot, savedSlot; // stage -> slot -> micro
   std::map<std::pair<int, int64_t>, bool> unsent; // (kind, stage) -> output waiting for its send
   auto hold = [&](std::map<int64_t, std::map<int64_t, int64_t>> &slots, int64_t s, int64_t micro, int64_t n) {
     if (n <= 0)
@@ -198,12 +199,17 @@ std::string execute(const PipelineProgram &prog, int64_t p, int64_t stages) {
           return "a backward pass before its forward pass or its gradient";
         if (unsent[{int(x.pass.kind), x.pass.stage}])
           return "a stage's output overwritten before its send";
+        if (fwd && !prog.savedSlots.empty() &&
+            !hold(savedSlot, x.pass.stage, x.pass.micro, prog.savedSlots[size_t(x.pass.stage)]))
+          return "a forward pass keeping its values in a slot another micro-batch holds";
         (fwd ? forwardDone : backwardDone).insert(k);
         unsent[{int(x.pass.kind), x.pass.stage}] = fwd ? !last : x.pass.stage > 0;
         if (!fwd) { // its input and gradient are let go
           inputSlot[x.pass.stage].erase(x.pass.micro % std::max<int64_t>(1, prog.inputSlots[size_t(x.pass.stage)]));
           gradientSlot[x.pass.stage].erase(x.pass.micro %
                                            std::max<int64_t>(1, prog.gradientSlots[size_t(x.pass.stage)]));
+          if (!prog.savedSlots.empty())
+            savedSlot[x.pass.stage].erase(x.pass.micro % std::max<int64_t>(1, prog.savedSlots[size_t(x.pass.stage)]));
         }
         ++at[size_t(r)];
         progress = true;
@@ -268,16 +274,18 @@ TEST(PipelineOrder, InterleavedRunsEachPassOnceOnItsRankInMicroBatchOrder) {
 TEST(PipelineOrder, InterleavedTransfersCannotDeadlockAndMeetTheirReceives) {
   for (auto [p, v, m] : interleavedShapes()) {
     SCOPED_TRACE("p " + std::to_string(p) + " v " + std::to_string(v) + " m " + std::to_string(m));
-    PipelineProgram prog = pipelineProgram(interleavedOrders(p, v, m), p, p * v, 1, 2);
+    PipelineProgram prog = interleavedProgram(p, v, m);
     ASSERT_EQ(int64_t(prog.ranks.size()), p);
     EXPECT_EQ(execute(prog, p, p * v), "");
-    // Every stage but the first holds inputs, every one but the last gradients; never
-    // more than the micro-batches.
+    // Every stage but the first holds inputs, every one but the last gradients, every one
+    // a forward pass's kept values; never more than the micro-batches.
     for (int64_t s = 0; s < p * v; ++s) {
       EXPECT_EQ(prog.inputSlots[size_t(s)] > 0, s > 0);
       EXPECT_EQ(prog.gradientSlots[size_t(s)] > 0, s + 1 < p * v);
+      EXPECT_GT(prog.savedSlots[size_t(s)], 0);
       EXPECT_LE(prog.inputSlots[size_t(s)], m);
       EXPECT_LE(prog.gradientSlots[size_t(s)], m);
+      EXPECT_LE(prog.savedSlots[size_t(s)], m);
     }
   }
   // The same placement around 1F1B's orders (one stage a rank).

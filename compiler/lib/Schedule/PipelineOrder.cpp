@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -230,18 +232,33 @@ bool replayPasses(const std::vector<std::vector<StagePass>> &orders, int64_t sta
 }
 
 /// The fewest slots in which micro-batch i takes slot i mod slots and no two of the
-/// holds [first, last] (program positions on one rank) share a slot while both last.
-int64_t slotsFor(const std::vector<std::tuple<int64_t, size_t, size_t>> &holds) {
+/// holds [first, last] (program positions on one rank) share a slot while both last: from
+/// the most holds that last at once up, each count checked in one sweep in order of
+/// first position (a hold clashes when one before it in its slot lasts past its start).
+int64_t slotsFor(std::vector<std::tuple<int64_t, size_t, size_t>> holds) {
   if (holds.empty())
     return 0;
-  for (int64_t k = 1;; ++k) {
+  std::sort(holds.begin(), holds.end(), [](const auto &x, const auto &y) { return std::get<1>(x) < std::get<1>(y); });
+  std::multiset<size_t> lasting;
+  int64_t most = 0;
+  for (auto &[micro, first, last] : holds) {
+    lasting.erase(lasting.begin(), lasting.upper_bound(first));
+    lasting.insert(last);
+    most = std::max(most, int64_t(lasting.size()));
+  }
+  for (int64_t k = most;; ++k) {
+    std::vector<size_t> end(static_cast<size_t>(k), 0);
+    std::vector<bool> used(static_cast<size_t>(k), false);
     bool clash = false;
-    for (size_t i = 0; i < holds.size() && !clash; ++i)
-      for (size_t j = i + 1; j < holds.size() && !clash; ++j) {
-        auto [mi, ai, bi] = holds[i];
-        auto [mj, aj, bj] = holds[j];
-        clash = mi % k == mj % k && ai < bj && aj < bi;
+    for (auto &[micro, first, last] : holds) {
+      size_t slot = size_t(micro % k);
+      if (used[slot] && end[slot] > first) {
+        clash = true;
+        break;
       }
+      used[slot] = true;
+      end[slot] = std::max(end[slot], last);
+    }
     if (!clash)
       return k;
   }
@@ -279,7 +296,7 @@ PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &order
     if (k.first > 0)
       transfer({PipelinePass::Backward, k.first, k.second}, t, (k.first - 1) % p);
   out.ranks.resize(size_t(p));
-  std::map<Key, size_t> inputAt, gradientAt, backwardAt; // program positions on the stage's rank
+  std::map<Key, size_t> inputAt, gradientAt, forwardAt, backwardAt; // program positions on the stage's rank
   for (int64_t r = 0; r < p; ++r) {
     std::sort(steps[size_t(r)].begin(), steps[size_t(r)].end(),
               [](const auto &a, const auto &c) { return a.first < c.first; });
@@ -289,8 +306,8 @@ PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &order
       Key k{step.pass.stage, step.pass.micro};
       if (step.kind == ProgramStep::Recv)
         (step.pass.kind == PipelinePass::Forward ? inputAt : gradientAt)[k] = at;
-      if (step.kind == ProgramStep::Compute && step.pass.kind == PipelinePass::Backward)
-        backwardAt[k] = at;
+      if (step.kind == ProgramStep::Compute)
+        (step.pass.kind == PipelinePass::Backward ? backwardAt : forwardAt)[k] = at;
       out.ranks[size_t(r)].push_back(step);
     }
   }
@@ -298,19 +315,34 @@ PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &order
     out.stepTime = std::max(out.stepTime, t);
   out.inputSlots.assign(size_t(stages), 0);
   out.gradientSlots.assign(size_t(stages), 0);
+  out.savedSlots.assign(size_t(stages), 0);
   for (int64_t s = 0; s < stages; ++s) {
-    std::vector<std::tuple<int64_t, size_t, size_t>> inputs, gradients;
+    std::vector<std::tuple<int64_t, size_t, size_t>> inputs, gradients, saved;
     for (auto &[k, at] : backwardAt)
       if (k.first == s) {
         if (auto it = inputAt.find(k); it != inputAt.end())
           inputs.push_back({k.second, it->second, at});
         if (auto it = gradientAt.find(k); it != gradientAt.end())
           gradients.push_back({k.second, it->second, at});
+        if (auto it = forwardAt.find(k); it != forwardAt.end())
+          saved.push_back({k.second, it->second, at});
       }
     out.inputSlots[size_t(s)] = slotsFor(inputs);
     out.gradientSlots[size_t(s)] = slotsFor(gradients);
+    out.savedSlots[size_t(s)] = slotsFor(saved);
   }
   return out;
+}
+
+PipelineProgram interleavedProgram(int64_t p, int64_t v, int64_t m) {
+  // `planc explain --search` weighs thousands of layouts of a few shapes: each built once.
+  static std::mutex lock;
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, PipelineProgram> built;
+  std::lock_guard<std::mutex> hold(lock);
+  auto it = built.find({p, v, m});
+  if (it == built.end())
+    it = built.emplace(std::make_tuple(p, v, m), pipelineProgram(interleavedOrders(p, v, m), p, p * v, 1, 2)).first;
+  return it->second;
 }
 
 } // namespace plan::schedule

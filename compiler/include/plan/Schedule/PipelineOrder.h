@@ -97,6 +97,9 @@ struct PipelineProgram {
   /// and of output gradients (received, held until that pass ends): micro-batch i's in
   /// slot i mod slots, never two held at once in one slot.
   std::vector<int64_t> inputSlots, gradientSlots;
+  /// Per stage, the slots of what a forward pass keeps for its backward pass (`keep:
+  /// activations`), held from the forward pass until the backward pass ends.
+  std::vector<int64_t> savedSlots;
   double stepTime = 0; ///< when the last pass ends, transfers taking no time
 };
 
@@ -113,6 +116,11 @@ struct PipelineProgram {
 /// themselves deadlock.
 PipelineProgram pipelineProgram(const std::vector<std::vector<StagePass>> &orders, int64_t p, int64_t stages, double f,
                                 double b);
+
+/// The interleaved schedule's program for p ranks of v stages each over m micro-batches:
+/// pipelineProgram over interleavedOrders(p, v, m), a backward pass taking twice a forward
+/// pass. plan-schedule emits it, and `planc explain` sizes each rank's buffers from it.
+PipelineProgram interleavedProgram(int64_t p, int64_t v, int64_t m);
 
 } // namespace plan::schedule
 
