@@ -69,6 +69,7 @@ inline constexpr char buffer[] = "buffer";
 inline constexpr char buffers[] = "buffers";
 inline constexpr char channels[] = "channels";
 inline constexpr char checkpoint[] = "checkpoint";
+inline constexpr char chunks[] = "chunks";
 inline constexpr char classes[] = "classes";
 inline constexpr char clients[] = "clients";
 inline constexpr char clip[] = "clip";

@@ -318,72 +318,74 @@ void planrt_sched_grad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int32_
 }
 
 namespace {
-/// The stage a sched.forward or sched.backward names must be this rank's.
-bool checkStage(planrt_step_ctx *ctx, int64_t stage, const char *op) {
+/// The stage a sched.forward, sched.backward or sched.wgrad names must be one this rank
+/// holds: that stage, or null after failing the step.
+const planrt_step_ctx::Stage *checkStage(planrt_step_ctx *ctx, int64_t stage, const char *op) {
   if (ctx->status)
-    return false;
-  if (!ctx->stageForward || stage != ctx->stage) {
-    ctx->failWith(fail(PLANRT_ERR_ARG, "%s: stage %lld's entry point called on a rank of pipeline stage %lld", op,
-                       (long long)stage, (long long)ctx->stage));
-    return false;
-  }
-  return true;
+    return nullptr;
+  for (const planrt_step_ctx::Stage &s : ctx->stages)
+    if (s.stage == stage && s.forward)
+      return &s;
+  ctx->failWith(fail(PLANRT_ERR_ARG, "%s: stage %lld's entry point called on pipeline rank %lld, which does not hold it",
+                     op, (long long)stage, (long long)ctx->pipelineRank));
+  return nullptr;
 }
 } // namespace
 
 void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params, int32_t in,
                           int64_t in_offset, int32_t out, int64_t out_offset, int32_t saved, int64_t saved_offset) {
-  if (!checkStage(ctx, stage, "forward"))
+  const planrt_step_ctx::Stage *st = checkStage(ctx, stage, "forward");
+  if (!st)
     return;
   float none[2] = {0, 0};
-  float *p = ctx->range(params, 0, 0, "forward"),
-        *x = ctx->optional(in, in_offset, ctx->activationIn, "forward", none),
-        *y = ctx->range(out, out_offset, ctx->activationOut, "forward"),
-        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "forward", none + 1);
+  float *p = ctx->range(params, 0, 0, "forward"), *x = ctx->optional(in, in_offset, st->activationIn, "forward", none),
+        *y = ctx->range(out, out_offset, st->activationOut, "forward"),
+        *kept = ctx->optional(saved, saved_offset, st->savedFloats, "forward", none + 1);
   if (!p || !x || !y || !kept)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageForward(p, ctx->tokens.data(), ctx->targets.data(), x, y, kept);
+    st->forward(p, ctx->tokens.data(), ctx->targets.data(), x, y, kept);
 }
 
 void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
                            int32_t grads, int32_t state, int32_t in, int64_t in_offset, int32_t cotangent,
                            int64_t cotangent_offset, int32_t dinput, int64_t dinput_offset, int32_t saved,
                            int64_t saved_offset, int32_t wsaved, int64_t wsaved_offset) {
-  if (!checkStage(ctx, stage, "backward"))
+  const planrt_step_ctx::Stage *st = checkStage(ctx, stage, "backward");
+  if (!st)
     return;
   float none[4] = {0, 0, 0, 0};
   float *p = ctx->range(params, 0, 0, "backward"), *g = ctx->range(grads, 0, 0, "backward"),
-        *s = ctx->range(state, 0, 8, "backward"),
-        *x = ctx->optional(in, in_offset, ctx->activationIn, "backward", none),
-        *dy = ctx->optional(cotangent, cotangent_offset, ctx->activationOut, "backward", none),
-        *dx = ctx->optional(dinput, dinput_offset, ctx->activationIn, "backward", none + 1),
-        *kept = ctx->optional(saved, saved_offset, ctx->savedFloats, "backward", none + 2),
-        *forWeights = ctx->optional(wsaved, wsaved_offset, ctx->wsavedFloats, "backward", none + 3);
+        *s = ctx->range(state, 0, 8, "backward"), *x = ctx->optional(in, in_offset, st->activationIn, "backward", none),
+        *dy = ctx->optional(cotangent, cotangent_offset, st->activationOut, "backward", none),
+        *dx = ctx->optional(dinput, dinput_offset, st->activationIn, "backward", none + 1),
+        *kept = ctx->optional(saved, saved_offset, st->savedFloats, "backward", none + 2),
+        *forWeights = ctx->optional(wsaved, wsaved_offset, st->wsavedFloats, "backward", none + 3);
   if (!p || !g || !s || !x || !dy || !dx || !kept || !forWeights)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageBackward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept, forWeights);
+    st->backward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept, forWeights);
 }
 
 void planrt_sched_wgrad(planrt_step_ctx *ctx, int64_t step, int64_t micro, int64_t stage, int32_t params,
                         int32_t grads, int32_t state, int32_t wsaved, int64_t wsaved_offset) {
-  if (!checkStage(ctx, stage, "wgrad"))
+  const planrt_step_ctx::Stage *st = checkStage(ctx, stage, "wgrad");
+  if (!st)
     return;
-  if (!ctx->stageWeights) {
+  if (!st->weights) {
     ctx->failWith(fail(PLANRT_ERR_ARG, "wgrad: stage %lld has no weight pass (a zero-bubble schedule's)",
                        (long long)stage));
     return;
   }
   float *p = ctx->range(params, 0, 0, "wgrad"), *g = ctx->range(grads, 0, 0, "wgrad"),
-        *s = ctx->range(state, 0, 8, "wgrad"), *kept = ctx->range(wsaved, wsaved_offset, ctx->wsavedFloats, "wgrad");
+        *s = ctx->range(state, 0, 8, "wgrad"), *kept = ctx->range(wsaved, wsaved_offset, st->wsavedFloats, "wgrad");
   if (!p || !g || !s || !kept)
     return;
   ctx->step = step;
   if (ctx->readBatch(step, micro))
-    ctx->stageWeights(p, g, ctx->tokens.data(), ctx->targets.data(), s, kept);
+    st->weights(p, g, ctx->tokens.data(), ctx->targets.data(), s, kept);
 }
 
 void planrt_sched_sumsq(planrt_step_ctx *ctx, int32_t b0, int64_t o0, int32_t b1, int64_t o1, int32_t state) {

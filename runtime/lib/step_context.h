@@ -112,16 +112,21 @@ struct planrt_step_ctx {
     bool counted;
   };
   std::vector<Counted> counted;
-  /// Pipeline parallelism: this rank's stage and its entry points (null without).
-  int64_t stage = 0;
-  planrt_stage_fwd_fn stageForward = nullptr;
-  planrt_stage_bwd_fn stageBackward = nullptr;
-  planrt_stage_wgrad_fn stageWeights = nullptr; ///< the zero-bubble schedule's weight pass
-  /// Floats of the activation a stage receives and of the one it hands on (0 on the
-  /// first and the last stage respectively).
-  int64_t activationIn = 0, activationOut = 0;
-  int64_t savedFloats = 0;  ///< `keep: activations`: floats a micro-batch's forward pass keeps
-  int64_t wsavedFloats = 0; ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
+  /// Pipeline parallelism: each stage this rank holds (one but under the interleaved
+  /// schedule), with its entry points.
+  struct Stage {
+    int64_t stage = 0;
+    planrt_stage_fwd_fn forward = nullptr;
+    planrt_stage_bwd_fn backward = nullptr;
+    planrt_stage_wgrad_fn weights = nullptr; ///< the zero-bubble schedule's weight pass
+    /// Floats of the activation the stage receives and of the one it hands on (0 on the
+    /// first and the last stage respectively).
+    int64_t activationIn = 0, activationOut = 0;
+    int64_t savedFloats = 0;  ///< `keep: activations`: floats a micro-batch's forward pass keeps
+    int64_t wsavedFloats = 0; ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
+  };
+  std::vector<Stage> stages;
+  int64_t pipelineRank = 0; ///< this rank's coordinate on the pipeline axis
   planrt::BackendVector<int32_t> tokens, targets;
   std::vector<int32_t> hostTokens, hostTargets; ///< readBatch's host copies, copied to tokens and targets
   /// Added to a step's index where it picks samples: a federated round's local step i

@@ -49,9 +49,12 @@ Trainer::~Trainer() {
 int Trainer::run() {
   bool entries = e.grad && e.sumsq && e.update;
   if (m.pipeline > 1) {
-    entries = e.stages && e.nstages == m.pipeline;
-    for (int64_t i = 0; entries && i < kStageEntries * m.pipeline; ++i)
-      entries = i % kStageEntries >= 3 || e.stages[i] != nullptr; // the chunk updates and wgrad are optional
+    // Every stage's forward and backward pass, and each pipeline rank's update (under its
+    // first stage's entries); the chunk updates and the weight pass are optional.
+    entries = e.stages && e.nstages == m.stages;
+    for (int64_t i = 0; entries && i < kStageEntries * m.stages; ++i)
+      entries = i % kStageEntries >= 3 || (i % kStageEntries == 2 && i / kStageEntries >= m.pipeline) ||
+                e.stages[i] != nullptr;
   }
   if (!entries || !e.step || !e.gather || !e.release || (m.fed.any() && !e.round))
     return error(fail(PLANRT_ERR_ARG, "the executable lacks one of its entry points"));
@@ -228,18 +231,19 @@ void Trainer::bindStep() {
   ctx.sumsq = e.sumsq;
   ctx.update = e.update;
   if (m.pipeline > 1) {
-    ctx.stage = m.stage;
-    ctx.activationIn = m.activationIn;
-    ctx.activationOut = m.activationOut;
-    ctx.savedFloats = m.savedFloats;
+    ctx.pipelineRank = m.stage;
+    for (const Manifest::Chunk &c : m.chunks) {
+      void *const *fns = e.stages + kStageEntries * c.stage;
+      ctx.stages.push_back({c.stage, reinterpret_cast<planrt_stage_fwd_fn>(fns[0]),
+                            reinterpret_cast<planrt_stage_bwd_fn>(fns[1]),
+                            reinterpret_cast<planrt_stage_wgrad_fn>(fns[5]), c.activationIn, c.activationOut,
+                            c.savedFloats, c.wsavedFloats});
+    }
+    // The update of this rank's parameters, under its first stage's entries.
     void *const *mine = e.stages + kStageEntries * m.stage;
-    ctx.stageForward = reinterpret_cast<planrt_stage_fwd_fn>(mine[0]);
-    ctx.stageBackward = reinterpret_cast<planrt_stage_bwd_fn>(mine[1]);
     ctx.update = reinterpret_cast<planrt_update_fn>(mine[2]);
     e.chunk0 = reinterpret_cast<planrt_update_chunk_fn>(mine[3]);
     e.chunk1 = reinterpret_cast<planrt_update_chunk_fn>(mine[4]);
-    ctx.stageWeights = reinterpret_cast<planrt_stage_wgrad_fn>(mine[5]);
-    ctx.wsavedFloats = m.wsavedFloats;
   }
   planrt::setActiveStep(&ctx);
   if (tensorParallel() || m.pipeline > 1) {
@@ -428,26 +432,30 @@ planrt_status Trainer::validationLoss(double &mean) {
 }
 
 planrt_status Trainer::stageEval(const int32_t *tokens, const int32_t *targets, float &loss) {
-  unsigned axis = unsigned(m.pipelineAxis);
-  planrt::BackendVector<float> in(size_t(std::max<int64_t>(m.activationIn, 1)), 0.0f),
-      out(size_t(std::max<int64_t>(m.activationOut, 1)), 0.0f);
-  if (m.stage > 0) {
-    planrt::Waiting w(ctx, "receive of the evaluation activations");
-    if (planrt_status st = planrt_recv(ctx.mesh, int(axis), m.stage - 1, in.data(), m.activationIn))
+  int axis = m.pipelineAxis;
+  loss = 0;
+  for (const planrt_step_ctx::Stage &s : ctx.stages) {
+    planrt::BackendVector<float> in(size_t(std::max<int64_t>(s.activationIn, 1)), 0.0f),
+        out(size_t(std::max<int64_t>(s.activationOut, 1)), 0.0f);
+    if (s.stage > 0) {
+      planrt::Waiting w(ctx, "receive of the evaluation activations");
+      if (planrt_status st = planrt_recv(ctx.mesh, axis, (s.stage - 1) % m.pipeline, in.data(), s.activationIn))
+        return st;
+    }
+    // keep: activations: the forward pass writes what a backward pass would read into the
+    // schedule's first slot, unused outside a step.
+    int saved = bufferId(m.bufferName("saved", s.stage));
+    float unused = 0;
+    s.forward(data(params), tokens, targets, in.data(), out.data(), saved >= 0 ? data(saved) : &unused);
+    if (s.stage + 1 == m.stages) {
+      loss = out[0];
+      continue;
+    }
+    planrt::Waiting w(ctx, "send of the evaluation activations");
+    if (planrt_status st = planrt_send(ctx.mesh, axis, (s.stage + 1) % m.pipeline, out.data(), s.activationOut))
       return st;
   }
-  // keep: activations: the forward pass writes what a backward pass would read into the
-  // schedule's first slot, unused outside a step.
-  int saved = bufferId(m.bufferName("saved"));
-  float unused = 0;
-  ctx.stageForward(data(params), tokens, targets, in.data(), out.data(), saved >= 0 ? data(saved) : &unused);
-  loss = 0;
-  if (m.stage + 1 == m.pipeline) {
-    loss = out[0];
-    return PLANRT_OK;
-  }
-  planrt::Waiting w(ctx, "send of the evaluation activations");
-  return planrt_send(ctx.mesh, int(axis), m.stage + 1, out.data(), m.activationOut);
+  return PLANRT_OK;
 }
 
 void Trainer::commTotals(uint64_t out[4]) const {

@@ -24,9 +24,47 @@ void readHeader(const json &root, Manifest &m) {
   m.model = text(root, key::model, "the manifest");
 }
 
-/// Pipeline parallelism: each stage has its own parameters and flat layout, and this
-/// rank reads its stage's; without, the top level holds the one layout. Returns the
-/// object holding the layout; `in` is the JSON path prefix of its fields.
+/// The stages pipeline rank `stage` holds (stages[stage].chunks: stage r + j·p its j-th),
+/// each with the activation it receives, from its predecessor's rank's table.
+void readChunks(const json &stages, int64_t stage, Manifest &m) {
+  auto chunksOf = [&](int64_t r) -> const json & {
+    const json &c = field(stages[size_t(r)], key::chunks, "stages[" + std::to_string(r) + "]");
+    if (!c.is_array() || c.empty())
+      throw Malformed{"stages[" + std::to_string(r) + "].chunks is not a non-empty array"};
+    return c;
+  };
+  int64_t each = int64_t(chunksOf(0).size());
+  for (int64_t r = 1; r < m.pipeline; ++r)
+    if (int64_t(chunksOf(r).size()) != each)
+      throw Malformed{"stages[" + std::to_string(r) + "].chunks holds " + std::to_string(chunksOf(r).size()) +
+                      " stages, stages[0].chunks " + std::to_string(each) + ": every rank holds as many"};
+  m.stages = m.pipeline * each;
+  auto chunk = [&](int64_t c) -> const json & { return chunksOf(c % m.pipeline)[size_t(c / m.pipeline)]; };
+  auto where = [&](int64_t c) {
+    return "stages[" + std::to_string(c % m.pipeline) + "].chunks[" + std::to_string(c / m.pipeline) + "]";
+  };
+  for (int64_t j = 0; j < each; ++j) {
+    Manifest::Chunk c;
+    c.stage = stage + j * m.pipeline;
+    const json &o = chunk(c.stage);
+    if (integer(o, key::stage, where(c.stage), 0, m.stages - 1) != c.stage)
+      throw Malformed{where(c.stage) + ".stage is not " + std::to_string(c.stage) + ": rank r of p holds stages r, r + p, …"};
+    if (c.stage > 0)
+      c.activationIn = integer(chunk(c.stage - 1), key::activation, where(c.stage - 1), 1, kMaxFloats);
+    if (c.stage + 1 < m.stages)
+      c.activationOut = integer(o, key::activation, where(c.stage), 1, kMaxFloats);
+    if (o.contains(key::saved))
+      c.savedFloats = integer(o, key::saved, where(c.stage), 0, kMaxFloats);
+    if (o.contains(key::wsaved))
+      c.wsavedFloats = integer(o, key::wsaved, where(c.stage), 0, kMaxFloats);
+    m.chunks.push_back(c);
+  }
+}
+
+/// Pipeline parallelism: each pipeline rank has its own parameters (of the stages it
+/// holds) and flat layout, and this rank reads its own; without, the top level holds the
+/// one layout. Returns the object holding the layout; `in` is the JSON path prefix of its
+/// fields.
 const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::string &in) {
   in = "";
   if (!root.contains(key::pipeline))
@@ -46,16 +84,8 @@ const json &readPipeline(const json &root, int64_t stage, Manifest &m, std::stri
       m.pipelineAxis = int(a);
   if (m.pipelineAxis < 0)
     throw Malformed{"pipeline.axis names '" + axis + "', which is not an axis"};
-  auto stageName = [](int64_t k) { return "stages[" + std::to_string(k) + "]"; };
-  if (stage > 0)
-    m.activationIn = integer(stages[size_t(stage - 1)], key::activation, stageName(stage - 1), 1, kMaxFloats);
-  if (stage + 1 < m.pipeline)
-    m.activationOut = integer(stages[size_t(stage)], key::activation, stageName(stage), 1, kMaxFloats);
-  if (stages[size_t(stage)].contains(key::saved))
-    m.savedFloats = integer(stages[size_t(stage)], key::saved, stageName(stage), 0, kMaxFloats);
-  if (stages[size_t(stage)].contains(key::wsaved))
-    m.wsavedFloats = integer(stages[size_t(stage)], key::wsaved, stageName(stage), 0, kMaxFloats);
-  in = stageName(stage) + ".";
+  readChunks(stages, stage, m);
+  in = "stages[" + std::to_string(stage) + "].";
   return stages[size_t(stage)];
 }
 
@@ -312,7 +342,7 @@ void readMesh(const json &root, Manifest &m) {
     throw Malformed{"train.tensor_parallel " + std::to_string(m.tensorParallel) +
                     " is not the size of the tensor axis"};
   if (m.pipelineAxis >= 0 && m.sizes[size_t(m.pipelineAxis)] != m.pipeline)
-    throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stages for a pipeline axis of " +
+    throw Malformed{"the manifest has " + std::to_string(m.pipeline) + " stage tables for a pipeline axis of " +
                     std::to_string(m.sizes[size_t(m.pipelineAxis)])};
   if (!m.fed.axisName.empty()) {
     auto it = std::find(m.axes.begin(), m.axes.end(), m.fed.axisName);

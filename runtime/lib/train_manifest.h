@@ -88,22 +88,31 @@ struct Manifest {
   int64_t tensorParallel = 1;
   int tensorAxis = -1;    ///< the mesh axis of tensor parallelism, or -1
   int64_t fullFloats = 0; ///< floats of the whole parameters (Param::fullOffset)
-  /// Pipeline parallelism: the stages (1 without), the axis, this rank's stage (whose
-  /// parameters `params` lists), and every stage's parameter table.
+  /// Pipeline parallelism: the ranks on the pipeline axis (1 without), the axis, this
+  /// rank's coordinate on it (`stage`: its parameters, of the stages it holds, are what
+  /// `params` lists), and every rank's parameter table.
   int64_t pipeline = 1, stage = 0;
   int pipelineAxis = -1;
   std::vector<std::vector<Param>> stageParams;
-  std::vector<int64_t> stageFullFloats;        ///< each stage's floats of whole parameters
-  /// A fine-tuning plan under a pipeline: every stage's frozen base, and its floats whole.
+  std::vector<int64_t> stageFullFloats;        ///< each rank's floats of whole parameters
+  /// A fine-tuning plan under a pipeline: every rank's frozen base, and its floats whole.
   std::vector<std::vector<Param>> stageFrozen;
   std::vector<int64_t> stageFrozenFullFloats;
-  int64_t activationIn = 0, activationOut = 0; ///< floats received from and sent to the neighbours
-  int64_t savedFloats = 0;  ///< `keep: activations`: floats this stage's forward pass keeps per micro-batch
-  int64_t wsavedFloats = 0; ///< zero-bubble: floats this stage's input pass keeps for its weight pass
+  /// The pipeline stages in all: `pipeline` × the stages a rank holds (several under the
+  /// interleaved schedule: rank r of p holds stages r, r + p, …).
+  int64_t stages = 1;
+  /// A pipeline stage this rank holds: its index among all stages, the floats it
+  /// receives from the previous stage and hands on to the next, and what its passes keep
+  /// (`keep: activations`: its forward pass for its backward pass per micro-batch; the
+  /// zero-bubble schedule: its input pass for its weight pass).
+  struct Chunk {
+    int64_t stage = 0, activationIn = 0, activationOut = 0, savedFloats = 0, wsavedFloats = 0;
+  };
+  std::vector<Chunk> chunks; ///< in stage order; empty without a pipeline
   /// A buffer of the step program by its name in the schedule: under a pipeline, the
-  /// one of this rank's stage.
-  std::string bufferName(const std::string &name) const {
-    return pipeline > 1 ? name + "_s" + std::to_string(stage) : name;
+  /// one of this rank (of `stage`: of that pipeline stage's passes).
+  std::string bufferName(const std::string &name, int64_t stage = -1) const {
+    return pipeline > 1 ? name + "_s" + std::to_string(stage < 0 ? this->stage : stage) : name;
   }
   uint64_t seed = 0;
   std::vector<std::string> data, val;

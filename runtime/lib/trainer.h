@@ -109,9 +109,9 @@ private:
   /// The mean validation loss evaluate logs (collective over the data and pipeline axes).
   planrt_status validationLoss(double &mean);
 
-  /// One evaluation micro-batch through the pipeline: this stage's forward pass on the
-  /// previous stage's activation, handed on to the next; the last stage's loss in `loss`
-  /// (0 elsewhere).
+  /// One evaluation micro-batch through the pipeline: each stage this rank holds, in
+  /// order, runs its forward pass on the previous stage's activation and hands its own on
+  /// to the next stage's rank; the last stage's loss in `loss` (0 on every other rank).
   planrt_status stageEval(const int32_t *tokens, const int32_t *targets, float &loss);
 
   static const char *nonFinite(double v) { return std::isnan(v) ? "NaN" : "infinite"; }

@@ -82,8 +82,8 @@
 // input; it keeps at most 2 inputs (its stash: 2 × 64 floats, slots reused), and adds zeros to
 // the tied embedding's all-reduce, which it does not hold.
 // RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry onef | planc-opt -plan-emit-manifest | FileCheck %s --check-prefix=ONEF
-// ONEF:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
 // ONEF:      sched.buffer @tied_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
+// ONEF:      sched.buffer @stash_s1 {floats = 128 : i64, lifetime = "step", stage = 1 : i64}
 // ONEF:      sched.buffer @stash_s2 {floats = 64 : i64, lifetime = "step", stage = 2 : i64}
 // ONEF:      sched.on "pp" = 1 {
 // ONEF-NEXT:   sched.fill @grad_shard_s1[0, 464] = 0.000000e+00
@@ -562,3 +562,40 @@
 // ZB0:      sched.on "pp" = 0 {
 // ZB0-NOT:    sched.wgrad
 // ZB0:      sched.on "pp" = 1 {
+
+// The interleaved schedule, 4 stages over the 2 ranks of "pp" (2 micro-batches): rank r
+// holds stages r and r + 2, its parameters in one flat layout (@params_s<r>) that each of its
+// stages' passes reads; each stage's own buffers (@stash_s<k>, …) are its rank's. Rank 0
+// runs stage 0's forwards, then stage 2's on the inputs rank 1 sends back, whose backward
+// passes come before stage 0's; the last stage (3, on rank 1) runs no forward pass of its
+// own. Each transfer is placed where its data is made (schedule::pipelineProgram), so a
+// receive may come before the pass that reads it: stage 2 keeps 2 inputs.
+// RUN: planc emit %S/Inputs/pipeline.plan --stage sched --entry interleaved | FileCheck %s --check-prefix=ILV
+// ILV:      sched.buffer @params_s0 {floats = 2048 : i64, lifetime = "persistent", stage = 0 : i64}
+// ILV:      sched.buffer @params_s1 {floats = 2016 : i64, lifetime = "persistent", stage = 1 : i64}
+// ILV:      sched.buffer @act_s0 {floats = 64 : i64, lifetime = "step", stage = 0 : i64}
+// ILV:      sched.buffer @stash_s2 {floats = 128 : i64, lifetime = "step", stage = 0 : i64}
+// ILV:      sched.buffer @stash_s3 {floats = 64 : i64, lifetime = "step", stage = 1 : i64}
+// ILV-NOT:  sched.buffer @act_s3
+// ILV:      sched.on "pp" = 0 {
+// ILV-NEXT:   sched.fill @grads_s0[0, 2048]
+// ILV-NEXT:   sched.forward %[[STEP:[^,]*]], %[[M0:[^ ]*]] stage 0 params @params_s0 out @act_s0[0]
+// ILV-NEXT:   sched.send @act_s0[0, 64] to 1
+// ILV-NEXT:   sched.forward %[[STEP]], %[[M1:[^ ]*]] stage 0 params @params_s0 out @act_s0[0]
+// ILV-NEXT:   sched.send @act_s0[0, 64] to 1
+// ILV-NEXT:   sched.recv @stash_s2[0, 64] from 1
+// ILV-NEXT:   sched.forward %[[STEP]], %[[M0]] stage 2 params @params_s0 in @stash_s2[0] out @act_s2[0]
+// ILV-NEXT:   sched.recv @stash_s2[64, 64] from 1
+// ILV-NEXT:   sched.send @act_s2[0, 64] to 1
+// ILV-NEXT:   sched.forward %[[STEP]], %[[M1]] stage 2 params @params_s0 in @stash_s2[64] out @act_s2[0]
+// ILV-NEXT:   sched.send @act_s2[0, 64] to 1
+// ILV-NEXT:   sched.recv @cot_s2[0, 64] from 1
+// ILV-NEXT:   sched.backward %[[STEP]], %[[M0]] stage 2 params @params_s0 grads @grads_s0 state @state in @stash_s2[0] cotangent @cot_s2[0] dinput @dinput_s2[0]
+// ILV:        sched.backward %[[STEP]], %[[M1]] stage 2
+// ILV:        sched.backward %[[STEP]], %[[M0]] stage 0 params @params_s0 grads @grads_s0 state @state cotangent @cot_s0[0]
+// ILV:        sched.backward %[[STEP]], %[[M1]] stage 0
+// ILV-NEXT:   sched.all_reduce @grads_s0[0, 128] over ["pp"] {purpose = "tied-parameter gradients", reduce = "sum"}
+// ILV:      sched.on "pp" = 1 {
+// ILV-NOT:    stage 3 params @params_s1 in @stash_s3[0] out
+// ILV:        sched.backward %[[STEP]], %[[M0]] stage 3 params @params_s1 grads @grads_s1 state @state in @stash_s3[0] dinput @dinput_s3[0]
+// ILV:        sched.all_reduce @grads_s1[768, 128] over ["pp"]

@@ -1,14 +1,14 @@
 // plan-train-abi compiles data-parallel plans (DDP and ZeRO 1-3 over the data axes, of any
 // size), times a tensor axis (plan-train-step partitions the model: nn-tensor-parallel.mlir);
 // anything else is an error that names the feature and the axis, never a silently different
-// program: the interleaved pipeline schedule, replication outside the data axes, a mesh axis larger than 1
+// program: several pipeline stages a rank without the interleaved schedule, replication outside the data axes, a mesh axis larger than 1
 // without a role, offloaded parameters without the optimizer, with another buffer or on one data rank, and
 // offload on a cuda mesh. (A pure data-parallel
 // plan on 4 devices is accepted: see plan-train-abi.mlir.) The manifest needs every
 // parameter's nn.init and nn.std and the model's nn.vocab.
 // RUN: planc-opt %s -split-input-file -plan-train-abi -verify-diagnostics
 
-// The interleaved pipeline schedule over "pp" (2 stages on 2 devices); GPipe, 1F1B and zb are compiled.
+// 4 stages over the 2 ranks of "pp" under 1F1B: several stages a rank are the interleaved schedule's.
 plan.mesh @cpu4 {axes = [#plan.axis<"dp", 2>, #plan.axis<"pp", 2>], devices_per_node = 4 : i64, kind = #plan<device_kind cpu>, nodes = 1 : i64}
 func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32> {nn.param = "wte.weight"}) -> tensor<f32> attributes {nn.model, nn.vocab = 4 : i64} {
   %x = nn.embedding %wte, %tok : (tensor<4x2xf32>, tensor<?x?xi32>) -> tensor<?x?x2xf32>
@@ -16,8 +16,8 @@ func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32>
   %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
-// expected-error @+1 {{the interleaved pipeline schedule (axis 'pp' of mesh 'cpu4') is not implemented by the code generator in this version of planc; data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B and zero-bubble (zb) pipelines are}}
-plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 1, tensor = "", pipeline = "pp", stages = 2, schedule = interleaved, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
+// expected-error @+1 {{pipeline 'pp' declares 4 stages over 2 ranks; several stages a rank need the interleaved schedule}}
+plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 1, tensor = "", pipeline = "pp", stages = 4, schedule = one_f_one_b, sequence = false, replicate = []>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
 
 // -----
 
@@ -29,7 +29,7 @@ func.func @m(%tok: tensor<?x?xi32>, %tgt: tensor<?x?xi32>, %wte: tensor<4x2xf32>
   %loss = nn.cross_entropy %l, %tgt : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
-// expected-error @+1 {{replication outside the data axes (axis 'r' of mesh 'cpu4') is not implemented by the code generator in this version of planc; data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B and zero-bubble (zb) pipelines are}}
+// expected-error @+1 {{replication outside the data axes (axis 'r' of mesh 'cpu4') is not implemented by the code generator in this version of planc; data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B, interleaved and zero-bubble (zb) pipelines are}}
 plan.train @t {accumulation = 1 : i64, base_dir = ".", batch = 2 : i64, beta1 = 9.0e-01 : f64, beta2 = 9.5e-01 : f64, checkpoint_dir = "", checkpoint_every = 0 : i64, checkpoint_keep = 0 : i64, clip = 0.0 : f64, data = ["x.bin"], eps = 1.0e-08 : f64, eval_batches = 0 : i64, eval_every = 0 : i64, loss_scale = #plan<loss_scale none>, lr = 1.0e-03 : f64, lr_schedule = #plan<lr_schedule constant>, mesh = @cpu4, micro = 1 : i64, min_lr = 0.0 : f64, model = @m, parallel = #plan.parallel<data = ["dp"], zero = 0, tensor = "", pipeline = "", stages = 1, schedule = one_f_one_b, sequence = false, replicate = ["r"]>, precision = #plan<precision fp32>, recompute = #plan<recompute none>, seed = 0 : i64, seq = 4 : i64, shard = {}, steps = 1 : i64, val = [], warmup = 0 : i64, weight_decay = 0.0 : f64}
 
 // -----

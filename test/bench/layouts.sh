@@ -3,8 +3,9 @@
 # data-parallel layout, and of tensor and pipeline parallelism over the same ranks, against one process, for a 4-layer, 256-wide GPT (3.4M
 # parameters), batch 16 × 128 tokens, on this machine's cores (one rank per core, bound,
 # one BLAS thread per rank); the pipelines (GPipe, 1F1B keeping inputs and keeping
-# activations, the zero-bubble schedule keeping activations and inputs) also with the
-# bubble planc explain predicts. Results go to stdout as a
+# activations, the zero-bubble schedule keeping activations and inputs, the interleaved
+# schedule with two stages a rank keeping inputs and activations) also with the bubble
+# planc explain predicts. Results go to stdout as a
 # Markdown table.
 #
 #   test/bench/layouts.sh PLANC_BIN WORKDIR [RANKS]
@@ -18,12 +19,15 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$WORK"
 /usr/bin/python3 "$ROOT/scripts/prepare_text.py" "$WORK/data" > /dev/null
 plan() {  # NAME DEVICES ZERO [TENSOR [SEQUENCE [SCHEDULE [KEEP]]]]: DEVICES / TENSOR data-parallel ranks ×
-  # TENSOR; with a SCHEDULE (gpipe, 1f1b or zb), DEVICES pipeline stages instead, 4
-  # micro-batches, keeping KEEP (the schedule's default, or inputs or activations).
+  # TENSOR; with a SCHEDULE (gpipe, 1f1b, zb or interleaved), a pipeline over DEVICES
+  # ranks instead (of as many stages; 2 a rank interleaved), 4 micro-batches, keeping KEEP
+  # (the schedule's default, or inputs or activations).
   local t=${4:-1} d=$(( $2 / ${4:-1} )) axes="dp: $2" tensor="" micro
   if [[ $t -gt 1 ]]; then axes="dp: $d, tp: $t"; tensor="tensor = tp  sequence = ${5:-false}"; fi
   micro=$((16 / d))
-  if [[ -n ${6:-} ]]; then axes="dp: 1, pp: $2"; tensor="pipeline = pp(stages: $2, schedule: $6${7:+, keep: $7})"; micro=4; fi
+  local stages=$2
+  [[ ${6:-} == interleaved ]] && stages=$(( 2 * $2 ))
+  if [[ -n ${6:-} ]]; then axes="dp: 1, pp: $2"; tensor="pipeline = pp(stages: $stages, schedule: $6${7:+, keep: $7})"; micro=4; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 model bench = gpt(vocab: 256, context: 128, layers: 4, heads: 8, width: 256)
@@ -76,11 +80,13 @@ plan "pp${RANKS}_1f1b" "$RANKS" 0 1 false 1f1b
 plan "pp${RANKS}_1f1b_keep" "$RANKS" 0 1 false 1f1b activations
 plan "pp${RANKS}_zb" "$RANKS" 0 1 false zb
 plan "pp${RANKS}_zb_inputs" "$RANKS" 0 1 false zb inputs
+plan "pp${RANKS}_il" "$RANKS" 0 1 false interleaved
+plan "pp${RANKS}_il_keep" "$RANKS" 0 1 false interleaved activations
 echo "| layout | ranks | step (ms, median of steps 5-29) | communication share | bytes sent per rank per step | explain's bubble share |"
 echo "|---|---|---|---|---|---|"
 for row in "single 1" "zero0 $RANKS" "zero1 $RANKS" "zero2 $RANKS" "zero3 $RANKS" "tp$RANKS $RANKS" "tp${RANKS}_sp $RANKS" \
            "pp${RANKS}_gpipe $RANKS" "pp${RANKS}_1f1b $RANKS" "pp${RANKS}_1f1b_keep $RANKS" "pp${RANKS}_zb $RANKS" \
-           "pp${RANKS}_zb_inputs $RANKS"; do
+           "pp${RANKS}_zb_inputs $RANKS" "pp${RANKS}_il $RANKS" "pp${RANKS}_il_keep $RANKS"; do
   set -- $row
   IFS='|' read -r name ms share bytes <<< "$(measure "$1" "$2")"
   predicted=-

@@ -11,11 +11,12 @@
 #     e.g. 'nvme("DIR")', the optimizer's moments offloaded there, and with OFFLOAD_PARAMS
 #     set as well the ZeRO-3 parameter shard where it says; with LAYERS set, tiny's
 #     shape with that many layers; with KEEP set, the pipeline's `keep:`, inputs or
-#     activations).
+#     activations; with VIRTUAL set, that many stages a pipeline rank: stages
+#     STAGES × VIRTUAL, for the interleaved schedule).
 dp_plan() {
   local t=${8:-1} p=${10:-1} axes="dp: $2" tensor="" pipeline=""
   if [[ $t -gt 1 ]]; then axes="dp: $2, tp: $t"; tensor="tensor = tp  sequence = ${9:-false}"; fi
-  if [[ $p -gt 1 ]]; then axes="pp: $p, $axes"; pipeline="pipeline = pp(stages: $p, schedule: ${11:-1f1b}${KEEP:+, keep: $KEEP})"; fi
+  if [[ $p -gt 1 ]]; then axes="pp: $p, $axes"; pipeline="pipeline = pp(stages: $(( p * ${VIRTUAL:-1} )), schedule: ${11:-1f1b}${KEEP:+, keep: $KEEP})"; fi
   cat > "$1.plan" <<EOF
 import "models/gpt.plan"
 ${LAYERS:+model tiny$LAYERS = gpt(vocab: 256, context: 64, layers: $LAYERS, heads: 4, width: 64)}

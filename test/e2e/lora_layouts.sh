@@ -69,6 +69,12 @@ PRECISION=bf16 lora bf16_zero1 4 2 1
 "$PY" "$ROOT/test/e2e/compare_layouts.py" single accum4 ddp ddp_buckets zero1 zero2 tp2 tp2_sp dp2_tp2 pp2_gpipe pp2 \
   dp2_pp2 dp2_pp2_zero3 pp2_keep zero3 zero3_buckets dp2_tp2_zero3 full selective
 "$PY" "$ROOT/test/e2e/compare_layouts.py" --rtol 2e-2 single bf16 fp16 bf16_zero1
+# The interleaved schedule (2 stages a rank over 2 ranks, 4 layers): each rank's frozen base
+# and adapters over both its stages, with and without ZeRO-3.
+LAYERS=4 lora single_l4 1 8 0
+LAYERS=4 VIRTUAL=2 STAGES=2 SCHEDULE=interleaved lora pp2_il 1 2 0
+LAYERS=4 VIRTUAL=2 STAGES=2 SCHEDULE=interleaved lora dp2_pp2_il_zero3 2 1 3
+"$PY" "$ROOT/test/e2e/compare_layouts.py" single_l4 pp2_il dp2_pp2_il_zero3
 echo "== a pipeline's --save-init and --export --merge, and ZeRO-3's merge (alone and with a pipeline), hold every tensor"
 ./exe_single --quiet --export single_merged.safetensors --merge --log /dev/null > /dev/null
 "$PY" - "$ROOT/test/e2e" <<'PYEOF'

@@ -881,6 +881,16 @@ TEST(TrainMain, AMalformedManifestIsAnError) {
   expectError(m.dump(), "stages is not an array of two stages or more");
   m["stages"] = json::array({json::parse(good), json::parse(good)});
   expectError(m.dump(), "pipeline.axis names 'pp', which is not an axis");
+  // Each rank's table lists the stages it holds (rank r of p: r, r + p, …), as many on
+  // every rank.
+  m["pipeline"]["axis"] = "dp";
+  expectError(m.dump(), "stages[0] has no 'chunks'");
+  m["stages"][0]["chunks"] = json::array({{{"stage", 0}, {"activation", 8}}});
+  m["stages"][1]["chunks"] = json::array({{{"stage", 1}}, {{"stage", 3}}});
+  expectError(m.dump(), "stages[1].chunks holds 2 stages, stages[0].chunks 1: every rank holds as many");
+  m["stages"][0]["chunks"] = json::array({{{"stage", 1}, {"activation", 8}}});
+  m["stages"][1]["chunks"] = json::array({{{"stage", 0}}});
+  expectError(m.dump(), "stages[0].chunks[0].stage is not 0: rank r of p holds stages r, r + p, …");
   m = json::parse(good);
   m["params"][0]["replica"] = 1;
   expectError(m.dump(), "params[0] ('wte.weight').replica is not true or false");

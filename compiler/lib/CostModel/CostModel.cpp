@@ -100,6 +100,8 @@ public:
     S = std::max<int64_t>(l.stages, 1);
     v = std::max<int64_t>(S / p, 1);
     mb = std::max<int64_t>(l.microBatches(), 1);
+    if (p > 1 && v > 1 && mb % p == 0)
+      program = schedule::interleavedProgram(p, v, mb);
     b = l.micro;
     s = l.seq;
     act = l.precision == sema::Precision::FP32 ? 4 : 2;
@@ -150,6 +152,13 @@ private:
   bool logitsHalf = false; ///< ...whose logits are 16-bit (no vocabulary split)
   std::map<std::string, Link> links; ///< by role
   std::vector<int> opRank;           ///< pipeline rank per op
+  std::vector<int> opStage;          ///< pipeline stage per op (its rank's, but under the interleaved schedule)
+  /// The interleaved schedule: each rank's program (schedule::interleavedProgram), whose
+  /// slots size the stages' buffers; and, while memory() weighs one stage's backward
+  /// pass, that stage (-1: every op of the rank).
+  schedule::PipelineProgram program;
+  int chunk = -1;
+  bool onRank(size_t i, int r) const { return opRank[i] == r && (chunk < 0 || opStage[i] == chunk); }
   std::vector<int> opUnit;           ///< -1 embedding side, layer index, or layers (head)
   std::vector<OpCost> costs;
   std::vector<Split> split;   ///< per value id
@@ -213,24 +222,26 @@ private:
         break;
       }
     opRank.resize(ops.size());
+    opStage.resize(ops.size());
     opUnit.resize(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       int li = ops[i].layerIndex;
       if (li >= 0 && li < L) {
-        opRank[i] = int(layerStage[li] % p);
+        opStage[i] = layerStage[li];
         opUnit[i] = li;
       } else if (i < firstLayered) {
-        opRank[i] = 0;
+        opStage[i] = 0;
         opUnit[i] = -1;
       } else {
-        // After the trunk: the head, on the last rank. Between two trunk segments:
+        // After the trunk: the head, on the last stage. Between two trunk segments:
         // with the layer before it.
         bool laterLayer = false;
         for (size_t k = i + 1; k < ops.size() && !laterLayer; ++k)
           laterLayer = ops[k].layerIndex >= 0;
-        opRank[i] = laterLayer ? opRank[i - 1] : int(p - 1);
+        opStage[i] = laterLayer ? opStage[i - 1] : int(S - 1);
         opUnit[i] = laterLayer ? opUnit[i - 1] : int(model.layers);
       }
+      opRank[i] = int(opStage[i] % p);
       if (li == 0 && !width)
         for (int o : ops[i].operands)
           if (o >= sema::kFirstOpValue)
@@ -789,11 +800,12 @@ private:
     }
     largestUnitElems = largestUnit;
 
-    // Activations per micro-batch, per rank and per unit.
-    std::vector<double> actRank(p, 0), logitsRank(p, 0), workingSet(p, 0);
-    std::vector<char> logitsInPlace(p, 0);
+    // Activations per micro-batch, per pipeline stage (a rank's but under the interleaved
+    // schedule) and per unit.
+    std::vector<double> actStage(S, 0), logitsStage(S, 0), workingSet(S, 0);
+    std::vector<char> logitsInPlace(S, 0);
     std::map<int, double> unitAct;
-    std::map<int, int> unitRank;
+    std::map<int, int> unitRank, unitStage;
     std::map<int, double> unitInput; // the unit's input, for full recompute
     opKept.assign(ops.size(), 0);
     std::map<int, size_t> unitFirstOp;
@@ -801,6 +813,7 @@ private:
       const OpCost &c = costs[i];
       int u = opUnit[i];
       unitRank[u] = opRank[i];
+      unitStage[u] = opStage[i];
       double bytes = l.recompute == sema::Recompute::Selective ? c.savedSelective : c.saved;
       // The zero-bubble schedule's input pass writes what only the weight pass reads to the
       // weight pass's slot as it makes it (counted there), where the stage's backward pass
@@ -808,7 +821,7 @@ private:
       if (splitsWeightPass(opRank[i]) && l.recompute != sema::Recompute::Full && inWeightPass(i))
         bytes -= l.recompute == sema::Recompute::Selective ? c.weightOnlySelective : c.weightOnly;
       unitAct[u] += c.saved;
-      double keptBefore = actRank[opRank[i]];
+      double keptBefore = actStage[opStage[i]];
       unitFirstOp.try_emplace(u, i);
       if (l.recompute == sema::Recompute::Full && u >= 0 && u < model.layers) {
         if (!unitInput.count(u) && !ops[i].operands.empty())
@@ -817,20 +830,20 @@ private:
         // tensor all-reduces and reduce-scatters are kept (the gathers are repeated).
         for (const TensorColl &tc : c.fwdColls)
           if (tc.kind == Coll::AllReduce)
-            actRank[opRank[i]] += tc.fullBytes / wireAct * storedAct;
+            actStage[opStage[i]] += tc.fullBytes / wireAct * storedAct;
           else if (tc.kind == Coll::ReduceScatter)
-            actRank[opRank[i]] += tc.fullBytes / wireAct * storedAct / double(t);
+            actStage[opStage[i]] += tc.fullBytes / wireAct * storedAct / double(t);
       } else {
-        actRank[opRank[i]] += bytes;
+        actStage[opStage[i]] += bytes;
       }
-      opKept[i] = actRank[opRank[i]] - keptBefore;
-      logitsRank[opRank[i]] += c.logits;
-      logitsInPlace[opRank[i]] |= c.logitsGradInPlace;
+      opKept[i] = actStage[opStage[i]] - keptBefore;
+      logitsStage[opStage[i]] += c.logits;
+      logitsInPlace[opStage[i]] |= c.logitsGradInPlace;
     }
     if (l.recompute == sema::Recompute::Full)
       for (auto &[u, bytes] : unitInput) {
-        actRank[unitRank[u]] += bytes;
-        workingSet[unitRank[u]] = std::max(workingSet[unitRank[u]], unitAct[u]);
+        actStage[unitStage[u]] += bytes;
+        workingSet[unitStage[u]] = std::max(workingSet[unitStage[u]], unitAct[u]);
         opKept[unitFirstOp[u]] += bytes;
       }
     for (auto &[u, row] : units) {
@@ -854,7 +867,14 @@ private:
       mem.optimizer = int64_t((l.zero >= 1 ? shard : n) * optBytes);
       double flight = inFlight(int(r));
       std::vector<BufferRow> bufs;
-      activations(r, flight, {actRank[r], workingSet[r], logitsRank[r], logitsInPlace[r] != 0}, mem, bufs);
+      std::vector<RankActivations> perStage;
+      for (int64_t k = 0; k < S; ++k)
+        perStage.push_back({actStage[k], workingSet[k], logitsStage[k], logitsInPlace[k] != 0});
+      if (!program.ranks.empty())
+        stagesActivations(r, perStage, mem, bufs);
+      else
+        activations(r, {flight, p > 1 && r > 0 ? flight * boundaryStored() : 0, p > 1 && l.keepActivations && r + 1 < p},
+                    perStage[size_t(r)], mem, bufs);
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       Estimate::OffloadState offloaded;
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
@@ -862,8 +882,7 @@ private:
       if (zero3 && rankFrozenRegion[r] > 0)
         bufs.push_back({"ZeRO-3 frozen base gathered whole " + wholeFor(), rankFrozenRegion[r]});
       if (p > 1)
-        bufs.push_back(
-            {"pipeline send/recv", int64_t(2 * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1))});
+        bufs.push_back({"pipeline send/recv", int64_t(sendRecvBoundaries(r) * boundaryStored())});
       if (int64_t slots = weightPassSlots(r); slots > 0)
         bufs.push_back({"zero-bubble weight passes' inputs (fp32, a slot per pass waiting)",
                         int64_t(double(slots) * weightPassBytes(int(r)))});
@@ -910,17 +929,70 @@ private:
     double kept = 0, workingSet = 0, logits = 0;
     bool logitsGradInPlace = false; ///< the logits' gradient written over them (OpCost)
   };
-  /// Rank r's activations (mem.activations) with `flight` micro-batches in flight, and the
-  /// buffers the logits and the backward pass add at its peak.
-  void activations(int64_t r, double flight, const RankActivations &a, Memory &mem,
+  /// What a pipeline rank holds beside the backward pass activations() weighs: the
+  /// micro-batches in flight, whose forward values a stage that `keeps` them holds, and
+  /// the bytes of the inputs waiting in its slots (and, under the interleaved schedule,
+  /// of its other stages' kept values).
+  struct Held {
+    double flight = 1, waiting = 0;
+    bool keeps = false;
+  };
+  /// Bytes of the activation a pipeline stage hands on, as a stage keeps it.
+  double boundaryStored() const { return double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1); }
+  /// The activations' a rank's pipeline transfers hold beside the inputs in flight: 1F1B's
+  /// two (its activation sent on, its gradient received); under the interleaved schedule
+  /// each stage's activation sent on and the gradients its slots receive, and its input's
+  /// gradient sent back (plan-schedule's act, cot and dinput).
+  double sendRecvBoundaries(int64_t r) const {
+    if (program.ranks.empty())
+      return 2;
+    double n = 0;
+    for (int64_t k = r; k < S; k += p)
+      n += (k + 1 < S ? 1 + double(std::max<int64_t>(program.gradientSlots[size_t(k)], 1)) : 0) + (k > 0 ? 1 : 0);
+    return n;
+  }
+  /// The interleaved schedule: each of rank r's stages' backward pass weighed in turn
+  /// (their ops only: `chunk`), beside every stage's inputs waiting in their slots and,
+  /// under `keep: activations`, the values the other stages keep; the heaviest one's.
+  void stagesActivations(int64_t r, const std::vector<RankActivations> &a, Memory &mem, std::vector<BufferRow> &bufs) {
+    auto keeps = [&](int64_t k) { return l.keepActivations && k + 1 < S; };
+    auto slots = [&](int64_t k) { return double(std::max<int64_t>(program.savedSlots[size_t(k)], 1)); };
+    auto kept = [&](int64_t k) { return keeps(k) ? a[size_t(k)].kept * slots(k) : 0.0; };
+    double waiting = 0;
+    for (int64_t k = r; k < S; k += p)
+      waiting += double(program.inputSlots[size_t(k)]) * boundaryStored() + kept(k);
+    int64_t heaviest = -1;
+    Memory held = mem;
+    std::vector<BufferRow> heaviestRows;
+    for (int64_t k = r; k < S; k += p) {
+      Memory m = mem;
+      std::vector<BufferRow> rows;
+      chunk = int(k);
+      activations(r, {keeps(k) ? slots(k) : 1, waiting - kept(k), keeps(k)}, a[size_t(k)], m, rows);
+      chunk = -1;
+      int64_t bytes = m.activations;
+      for (const BufferRow &row : rows)
+        bytes += row.bytes;
+      if (bytes > heaviest) {
+        heaviest = bytes;
+        held = m;
+        heaviestRows = std::move(rows);
+      }
+    }
+    mem = held;
+    bufs.insert(bufs.end(), heaviestRows.begin(), heaviestRows.end());
+  }
+  /// Rank r's activations (mem.activations) with what it holds beside them (`held`), and
+  /// the buffers the logits and the backward pass add at its peak.
+  void activations(int64_t r, const Held &held, const RankActivations &a, Memory &mem,
                    std::vector<BufferRow> &bufs) const {
     // Under a pipeline a stage keeps only its input per micro-batch in flight (the first
     // stage reads the tokens again) and computes its forward again in its backward pass:
     // one micro-batch's activations, plus the inputs of those in flight.
     // Under `keep: activations` every stage but the last (whose backward pass follows its
     // forward pass at once) keeps each micro-batch's activations in flight too.
-    double stash = p > 1 && r > 0 ? flight * double(b) * s * width * storedAct / (l.sequence && t > 1 ? t : 1) : 0;
-    bool keeps = p > 1 && l.keepActivations && r + 1 < p;
+    double flight = held.flight, stash = held.waiting;
+    bool keeps = held.keeps;
     double otherKept = keeps ? a.kept * (flight - 1) : 0; // the micro-batches in flight but this one
     mem.activations =
         int64_t(std::llround(p > 1 ? a.kept + otherKept + a.workingSet + stash : a.kept * flight + a.workingSet));
@@ -1044,7 +1116,7 @@ private:
     std::vector<size_t> lowest(model.params.size(), n), first(model.params.size(), n),
         last(model.params.size(), n);
     for (size_t i = 0; i < n; ++i)
-      if (opRank[i] == r)
+      if (onRank(i, r))
         for (int pr : ops[i].params) {
           if (ops[i].kind != OpKind::Embedding && first[pr] == n)
             first[pr] = i;
@@ -1070,7 +1142,7 @@ private:
         if (inBuckets)
           gradsDone[lowest[pr]] += bytes;
         for (size_t i = lowest[pr]; i < last[pr]; ++i)
-          if (opRank[i] == r && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr)))
+          if (onRank(i, r) && std::count(ops[i].params.begin(), ops[i].params.end(), int(pr)))
             contribution[i] += bytes;
       }
       // A parameter only embeddings read on rank r (a pipeline's first stage's token and
@@ -1095,12 +1167,12 @@ private:
     for (size_t i = 0; i < n; ++i)
       if (costs[i].logits > 0 && !ops[i].operands.empty()) {
         logitsOps.insert(ops[i].operands[0] - sema::kFirstOpValue);
-        logits += opRank[i] == r ? costs[i].logits : 0;
+        logits += onRank(i, r) ? costs[i].logits : 0;
       }
     // Kept by ops before i; recomputed by i's unit up to i.
     std::vector<double> keptBelow(n + 1, 0), recomputed(n, 0);
     for (size_t i = 0; i < n; ++i) {
-      keptBelow[i + 1] = keptBelow[i] + (opRank[i] == r ? opKept[i] : 0);
+      keptBelow[i + 1] = keptBelow[i] + (onRank(i, r) ? opKept[i] : 0);
       recomputed[i] = recomputedBytes(i) + (i > 0 && opUnit[i - 1] == opUnit[i] && !keptCollective(i - 1)
                                                 ? recomputed[i - 1]
                                                 : 0);
@@ -1114,7 +1186,7 @@ private:
       bucketsBeyond[i] += gathered[i];
     double peak = 0, grads = 0;
     for (size_t i = n; i-- > 0;) {
-      if (opRank[i] != r)
+      if (!onRank(i, r))
         continue;
       grads += gradsAt[i];
       double own = ops[i].operands.empty() ? 0 : value(ops[i].operands[0]) + value(int(i) + sema::kFirstOpValue);
@@ -1178,7 +1250,7 @@ private:
         if (v >= sema::kFirstOpValue) {
           size_t i = size_t(v - sema::kFirstOpValue);
           users[i].push_back(j);
-          handed[i] = handed[i] || opRank[j] > opRank[i];
+          handed[i] = handed[i] || opStage[j] > opStage[i];
         }
     for (size_t i = 0; i < n; ++i)
       out[i] = handed[i] || (!users[i].empty() && std::all_of(users[i].begin(), users[i].end(), [&](size_t j) {
@@ -1670,10 +1742,10 @@ private:
     const auto &ops = model.ops;
     std::set<size_t> notRepeated;
     if (p > 1)
-      for (int64_t r = 0; r + 1 < p; ++r) {
+      for (int64_t k = 0; k + 1 < S; ++k) {
         size_t last = ops.size();
         for (size_t i = 0; i < ops.size(); ++i)
-          if (opRank[i] == r)
+          if (opStage[i] == k)
             last = i;
         if (last == ops.size() || ops[last].kind != OpKind::Add)
           continue;
@@ -1737,7 +1809,7 @@ private:
       // A pipeline stage before the last computes its forward again in its backward pass
       // (from the input it kept): the forward's compute and collectives, once more; not
       // under `keep: activations`.
-      if (p > 1 && opRank[i] < p - 1 && !notRepeated.count(i) && !l.keepActivations) {
+      if (p > 1 && opStage[i] < S - 1 && !notRepeated.count(i) && !l.keepActivations) {
         r.bwd += roofline(c.fwdFlops, c.fwdBytes, c.matmul, r);
         hardware += c.fwdFlops;
         for (const TensorColl &tc : c.fwdColls)
@@ -1998,8 +2070,9 @@ private:
                         val.seconds * mb, val.seconds * mb, links.at("tensor").name});
     if (p > 1) {
       // Rank 0, the first stage, sends each micro-batch's activation on (the stages after
-      // it also send gradients back).
-      int64_t sends = mb * v;
+      // it also send gradients back); under the interleaved schedule from each of its v
+      // stages, and the input gradients of its v - 1 stages after the first back.
+      int64_t sends = mb * (2 * v - 1);
       const Link &lk = links.at("pipeline");
       double wireBoundary = boundary / act * wireAct;
       double sec = double(sends) * (lk.latency + wireBoundary / (lk.bandwidth * cal.linkEfficiency));

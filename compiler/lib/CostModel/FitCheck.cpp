@@ -66,8 +66,8 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
                  .str());
     }
     if (estimatedOnly)
-      d.note("these layouts are estimates that this version of planc does not build (the interleaved schedule; "
-             "offload other than 'optimizer = nvme(DIR)' on a cpu mesh)");
+      d.note("these layouts are estimates that this version of planc does not build (offload other than "
+             "'optimizer = nvme(DIR)' on a cpu mesh)");
     d.note("'planc explain --search' lists every layout that fits");
   }
   return ok;

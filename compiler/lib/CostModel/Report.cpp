@@ -384,17 +384,17 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
     os << ", the first " << c.size() << " shown";
   os << "\n";
   if (unbuilt)
-    os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the interleaved "
-       << "pipeline schedule, offload on cuda meshes, the parameters offloaded without the optimizer)\n";
+    os << "(" << unbuilt << " more fit that this version of planc does not build, left out: offload on "
+       << "cuda meshes, the parameters offloaded without the optimizer)\n";
   if (c.empty())
     return s;
-  os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",
+  os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-16} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",
                       "data", "tens", "pipe", "schedule", "zero", "recompute", "sp", "micro", "memory", "step", "MFU",
                       "bottleneck");
   for (size_t i = 0; i < c.size(); ++i) {
     const sema::Layout &l = c[i].layout;
     const Estimate &e = c[i].estimate;
-    os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-12} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,5:f1}%  {12}\n",
+    os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-16} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,5:f1}%  {12}\n",
                         i + 1, l.data, l.tensor, l.pipeline,
                         l.pipeline > 1 ? schedule(l) + (l.keepActivations ? " +act" : "") : "-", l.zero,
                         sema::recomputeName(l.recompute), l.sequence ? "yes" : "no", l.micro,

@@ -31,7 +31,8 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   if (l.paramsOffload.any() && (!l.optimizerOffload.any() || l.data < 2 ||
                                 l.paramsOffload.bufferBytes != l.optimizerOffload.bufferBytes))
     return false;
-  return l.schedule != sema::PipelineSchedule::Interleaved;
+  // The interleaved schedule: micro-batches a multiple of the pipeline ranks (sema).
+  return l.schedule != sema::PipelineSchedule::Interleaved || l.microBatches() % l.pipeline == 0;
 }
 
 namespace {

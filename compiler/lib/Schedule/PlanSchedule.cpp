@@ -24,17 +24,22 @@ using namespace plan;
 
 namespace {
 
-/// One pipeline stage's flat layout (or the whole model's, without a pipeline).
+/// One pipeline rank's flat layout, over the parameters of the stages it holds (or the
+/// whole model's, without a pipeline).
 struct StageShape {
   training::FlatLayout layout;
   /// Sequence parallelism: the flat ranges of the parameters the tensor axis does not
   /// split, whose gradients are partial sums over it.
   SmallVector<std::pair<int64_t, int64_t>> replicated;
   /// Each parameter: name, offset, count, and whether it is a replica of one an
-  /// earlier stage owns (a tied embedding).
+  /// earlier rank owns (a tied embedding).
   SmallVector<std::tuple<std::string, int64_t, int64_t, bool>> params;
+  int64_t frozen = 0; ///< floats of a fine-tuning plan's frozen base, after the layout in params
+};
+
+/// One pipeline stage's passes: what they hand on and keep.
+struct ChunkShape {
   int64_t activation = 0; ///< floats of the activation it hands on
-  int64_t frozen = 0;     ///< floats of a fine-tuning plan's frozen base, after the layout in params
   int64_t saved = 0;      ///< `keep: activations`: floats a micro-batch's forward pass keeps
   int64_t wsaved = 0;     ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
 };
@@ -48,9 +53,10 @@ struct StepShape {
   int64_t t = 1;
   bool sequence = false;
   std::string pipelineAxis; ///< "" without pipeline parallelism
-  int64_t p = 1;
-  bool gpipe = false, zeroBubble = false;
-  SmallVector<StageShape> stages; ///< one without pipeline parallelism
+  int64_t p = 1;            ///< ranks on the pipeline axis
+  bool gpipe = false, zeroBubble = false, interleaved = false;
+  SmallVector<StageShape> stages; ///< per pipeline rank; one without pipeline parallelism
+  SmallVector<ChunkShape> chunks; ///< per pipeline stage (p of them but under the interleaved schedule)
   /// A federated plan's round (the manifest's `federated`); axis "" otherwise.
   struct {
     std::string axis, weighting, optimizer;
@@ -188,36 +194,69 @@ LogicalResult readManifest(sched::ManifestOp global, llvm::json::Value &root, St
     }
     if (l.groupEnd[0] > l.groupBegin[1] || l.total % s.d != 0)
       return bad("has overlapping groups or num_floats not divisible over the data axes");
-    st.activation = from.getInteger(key::activation).value_or(0);
-    st.saved = from.getInteger(key::saved).value_or(0);
-    st.wsaved = from.getInteger(key::wsaved).value_or(0);
-    if (st.activation < 0 || st.saved < 0 || st.wsaved < 0)
-      return bad("has a negative activation, saved or wsaved size");
+    return success();
+  };
+  // A pipeline rank's stages: stage r + j·p its j-th.
+  auto readChunks = [&](const llvm::json::Object &from, int64_t r) -> LogicalResult {
+    const llvm::json::Array *chunks = from.getArray(key::chunks);
+    if (!chunks || chunks->empty())
+      return bad("has a pipeline rank without its chunks (the stages it holds)");
+    if (r > 0 && chunks->size() != s.chunks.size() / size_t(r))
+      return bad("has pipeline ranks holding different numbers of stages");
+    for (auto [j, v] : llvm::enumerate(*chunks)) {
+      const llvm::json::Object *co = v.getAsObject();
+      std::optional<int64_t> stage = co ? co->getInteger(key::stage) : std::nullopt;
+      if (!stage || *stage != r + s.p * int64_t(j))
+        return bad("has a chunk of pipeline rank " + Twine(r) + " other than its stages r, r + p, …, in order");
+      ChunkShape &c = s.chunks.emplace_back();
+      c.activation = co->getInteger(key::activation).value_or(0);
+      c.saved = co->getInteger(key::saved).value_or(0);
+      c.wsaved = co->getInteger(key::wsaved).value_or(0);
+      if (c.activation < 0 || c.saved < 0 || c.wsaved < 0)
+        return bad("has a negative activation, saved or wsaved size");
+    }
     return success();
   };
   if (const llvm::json::Object *pipe = o->getObject(key::pipeline)) {
     std::optional<StringRef> axis = pipe->getString(key::axis), schedule = pipe->getString(key::schedule);
     const llvm::json::Array *stages = o->getArray(key::stages);
     if (!axis || !llvm::is_contained(s.axes, axis->str()) || !schedule ||
-        (*schedule != "gpipe" && *schedule != "one_f_one_b" && *schedule != "zb") || !stages || stages->size() < 2)
-      return bad("has a pipeline without an axis of the mesh, a gpipe, one_f_one_b or zb schedule and two stages or "
-                 "more");
+        (*schedule != "gpipe" && *schedule != "one_f_one_b" && *schedule != "zb" && *schedule != "interleaved") ||
+        !stages || stages->size() < 2)
+      return bad("has a pipeline without an axis of the mesh, a gpipe, one_f_one_b, interleaved or zb schedule and "
+                 "two ranks' stages or more");
     s.pipelineAxis = axis->str();
     s.gpipe = *schedule == "gpipe";
     s.zeroBubble = *schedule == "zb";
+    s.interleaved = *schedule == "interleaved";
     s.p = int64_t(stages->size());
     if (s.p != s.sizes[size_t(llvm::find(s.axes, s.pipelineAxis) - s.axes.begin())])
-      return bad("has a stage count other than the pipeline axis's size");
+      return bad("has a table count in stages other than the pipeline axis's size");
     for (const llvm::json::Value &v : *stages) {
       const llvm::json::Object *so = v.getAsObject();
       if (!so)
         return bad("has a stage that is not an object");
       s.stages.emplace_back();
-      if (failed(readStage(*so, s.stages.back())))
+      if (failed(readStage(*so, s.stages.back())) || failed(readChunks(*so, int64_t(s.stages.size()) - 1)))
         return failure();
-      if (s.stages.back().activation == 0 && s.stages.size() < stages->size())
+    }
+    // Every rank holds as many stages, one each but under the interleaved schedule.
+    int64_t total = int64_t(s.chunks.size());
+    if (total % s.p != 0 || (!s.interleaved && total != s.p) || (s.interleaved && total < 2 * s.p))
+      return bad("has " + Twine(total) + " stages over " + Twine(s.p) +
+                 " pipeline ranks: one each, or under the interleaved schedule as many each and two or more");
+    if (s.interleaved && s.accumulation % s.p != 0)
+      return bad("has an interleaved schedule over " + Twine(s.accumulation) +
+                 " micro-batches, not a multiple of the pipeline ranks");
+    std::vector<ChunkShape> byStage(static_cast<size_t>(total));
+    for (int64_t r = 0, i = 0; r < s.p; ++r)
+      for (int64_t j = 0; j < total / s.p; ++j)
+        byStage[size_t(r + j * s.p)] = s.chunks[size_t(i++)];
+    s.chunks.assign(byStage.begin(), byStage.end());
+    for (auto [k, c] : llvm::enumerate(s.chunks)) {
+      if (c.activation == 0 && int64_t(k) + 1 < total)
         return bad("has a stage without the size of the activation it hands on");
-      if (s.stages.back().wsaved > 0 && !s.zeroBubble)
+      if (c.wsaved > 0 && !s.zeroBubble)
         return bad("has a stage with wsaved floats under a schedule other than zb");
     }
     return success();
@@ -247,6 +286,13 @@ public:
     zero2 = sharded && s.zero >= 2;
     for (int64_t k = 0; k < int64_t(s.stages.size()); ++k)
       declare(k);
+    if (s.interleaved) {
+      program = schedule::interleavedProgram(s.p, stageCount() / s.p, s.accumulation);
+      if (program.ranks.empty())
+        llvm::report_fatal_error("plan-schedule: the interleaved program deadlocks (a bug in planc)");
+    }
+    for (int64_t c = 0; c < stageCount(); ++c)
+      declareChunk(c);
     state = buffer("state", 8, "persistent");
     if (federated())
       declareFederated();
@@ -274,16 +320,22 @@ public:
   }
 
 private:
-  /// The buffers of one pipeline stage (of every rank without a pipeline), named with
+  /// The buffers of one pipeline rank (of every rank without a pipeline), named with
   /// the suffix _s<k> under a pipeline.
   struct Bufs {
     FlatSymbolRefAttr params, grads, paramShard, gradShard, expAvg, expAvgSq;
     FlatSymbolRefAttr frozenShard; ///< ZeRO-3 with adapters: this rank's piece of the frozen base
-    FlatSymbolRefAttr stash, act, cot, dinput, tied; ///< pipeline only
-    FlatSymbolRefAttr saved;                         ///< `keep: activations`: a slot per micro-batch in flight
+    FlatSymbolRefAttr tied;        ///< pipeline only
+  };
+  /// The buffers of one pipeline stage's passes, named with the suffix _s<stage> and held
+  /// by the stage's rank: each micro-batch's input (`stash`), output gradient (`cot`) and
+  /// saved values in slot i mod slots.
+  struct ChunkBufs {
+    FlatSymbolRefAttr stash, act, cot, dinput;
+    FlatSymbolRefAttr saved;  ///< `keep: activations`: a slot per micro-batch in flight
     FlatSymbolRefAttr wsaved; ///< zero-bubble: a slot per weight pass waiting
     int64_t savedFloats = 0, wsavedFloats = 0, wslots = 0;
-    int64_t slots = 0, inFloats = 0, outFloats = 0;
+    int64_t inSlots = 0, cotSlots = 0, savedSlots = 0, inFloats = 0, outFloats = 0;
   };
 
   IntegerAttr i64(int64_t v) { return b.getI64IntegerAttr(v); }
@@ -303,8 +355,12 @@ private:
     return NameLoc::get(b.getStringAttr(rule + " over [" + axis + "]: " + purpose), loc);
   }
 
-  FlatSymbolRefAttr buffer(StringRef name, int64_t floats, StringRef lifetime, int64_t stage = -1) {
-    std::string full = stage >= 0 ? (name + "_s" + Twine(stage)).str() : name.str();
+  /// A buffer of the ranks of pipeline coordinate `stage` (-1: of every rank), named
+  /// `name`_s<suffix> (the suffix: `stage`, or the pipeline stage it serves).
+  FlatSymbolRefAttr buffer(StringRef name, int64_t floats, StringRef lifetime, int64_t stage = -1,
+                           int64_t suffix = -1) {
+    suffix = suffix >= 0 ? suffix : stage;
+    std::string full = suffix >= 0 ? (name + "_s" + Twine(suffix)).str() : name.str();
     sched::BufferOp::create(b, loc, b.getStringAttr(full), i64(floats), b.getStringAttr(lifetime),
                             stage >= 0 ? i64(stage) : IntegerAttr());
     declared.push_back({full, floats, lifetime.str(), stage});
@@ -331,36 +387,57 @@ private:
     x.expAvgSq = buffer("exp_avg_sq", pieces, "persistent", stage);
     if (s.p <= 1)
       return;
-    // The activations in flight: every stage but the first keeps each micro-batch's input
-    // until its backward pass (all of them under GPipe; at most p - k under 1F1B).
-    int64_t m = s.accumulation;
-    x.inFloats = k > 0 ? s.stages[size_t(k - 1)].activation : 0;
-    x.outFloats = k + 1 < s.p ? s.stages[size_t(k)].activation : 0;
-    x.slots = s.gpipe ? m : std::min<int64_t>(m, s.p - k);
-    if (k > 0) {
-      x.stash = buffer("stash", x.slots * x.inFloats, "step", stage);
-      x.dinput = buffer("dinput", x.inFloats, "step", stage);
-    }
-    if (k + 1 < s.p) {
-      x.act = buffer("act", x.outFloats, "step", stage);
-      x.cot = buffer("cot", x.outFloats, "step", stage);
-    }
     if (int64_t zeros = zerosFor(k); zeros > 0)
       x.tied = buffer("tied", zeros, "step", stage);
+  }
+
+  int64_t stageCount() const { return int64_t(s.chunks.size()); }
+  /// The rank that holds pipeline stage c.
+  int64_t rankOf(int64_t c) const { return c % s.p; }
+  bool lastStage(int64_t c) const { return c + 1 == stageCount(); }
+
+  /// The buffers of stage c's passes. Every stage but the first keeps each micro-batch's
+  /// input until its backward pass: all of them under GPipe, at most p - c under 1F1B,
+  /// as many as the interleaved program holds at once (schedule::pipelineProgram), as
+  /// it may also receive an output gradient before the pass that reads it.
+  void declareChunk(int64_t c) {
+    ChunkBufs &x = chunks.emplace_back();
+    if (s.p <= 1)
+      return;
+    int64_t m = s.accumulation;
+    auto named = [&](StringRef name, int64_t floats) { return buffer(name, floats, "step", rankOf(c), c); };
+    x.inFloats = c > 0 ? s.chunks[size_t(c - 1)].activation : 0;
+    x.outFloats = lastStage(c) ? 0 : s.chunks[size_t(c)].activation;
+    if (s.interleaved) {
+      x.inSlots = program.inputSlots[size_t(c)];
+      x.cotSlots = std::max<int64_t>(program.gradientSlots[size_t(c)], 1);
+      x.savedSlots = program.savedSlots[size_t(c)];
+    } else {
+      x.inSlots = x.savedSlots = s.gpipe ? m : std::min<int64_t>(m, s.p - c);
+      x.cotSlots = 1;
+    }
+    if (c > 0) {
+      x.stash = named("stash", x.inSlots * x.inFloats);
+      x.dinput = named("dinput", x.inFloats);
+    }
+    if (!lastStage(c)) {
+      x.act = named("act", x.outFloats);
+      x.cot = named("cot", x.cotSlots * x.outFloats);
+    }
     // keep: activations: what each micro-batch in flight's forward pass keeps for its
-    // backward pass, in as many slots as the stash.
-    x.savedFloats = s.stages[size_t(k)].saved;
+    // backward pass.
+    x.savedFloats = s.chunks[size_t(c)].saved;
     if (x.savedFloats > 0)
-      x.saved = buffer("saved", x.slots * x.savedFloats, "step", stage);
+      x.saved = named("saved", x.savedSlots * x.savedFloats);
     // The zero-bubble schedule: what each waiting weight pass reads, as many slots as
     // the order has weight passes waiting at once.
-    x.wsavedFloats = s.stages[size_t(k)].wsaved;
-    if (s.zeroBubble && k > 0) {
+    x.wsavedFloats = s.chunks[size_t(c)].wsaved;
+    if (s.zeroBubble && c > 0) {
       if (orders.empty())
         orders = schedule::zeroBubbleOrders(s.p, s.accumulation);
-      x.wslots = orders[size_t(k)].weightSlots;
+      x.wslots = orders[size_t(c)].weightSlots;
       if (x.wsavedFloats > 0 && x.wslots > 0)
-        x.wsaved = buffer("wsaved", x.wslots * x.wsavedFloats, "step", stage);
+        x.wsaved = named("wsaved", x.wslots * x.wsavedFloats);
     }
   }
 
@@ -693,6 +770,8 @@ private:
         Block *here = b.getInsertionBlock();
         if (s.gpipe)
           gpipe(k, step, micro);
+        else if (s.interleaved)
+          interleaved(k, step, micro);
         else
           oneFOneB(k, step, micro);
         b.setInsertionPointToEnd(here);
@@ -723,32 +802,41 @@ private:
   }
 
   // --- The pipeline schedule of stage k: micro-batch i's forward (F), backward (B)
-  // and the transfers between neighbouring stages.
-  /// Where micro-batch i's slot of `floats` lies in a buffer of stage k's slots (the
-  /// stash, the saved values).
-  int64_t slotOf(int64_t k, int64_t i, int64_t floats) const { return i % bufs[size_t(k)].slots * floats; }
-  int64_t slot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].inFloats); }
-  int64_t savedSlot(int64_t k, int64_t i) const { return slotOf(k, i, bufs[size_t(k)].savedFloats); }
-  int64_t wsavedSlot(int64_t k, int64_t i) const {
-    return i % bufs[size_t(k)].wslots * bufs[size_t(k)].wsavedFloats;
+  // and the transfers between neighbouring stages. Stage k's passes use its rank's
+  // parameters and gradients (bufs[rankOf(k)]) and its own buffers (chunks[k]).
+  /// Where micro-batch i's slot lies in stage k's stash, output gradients, saved values
+  /// and values kept for the weight pass.
+  int64_t slot(int64_t k, int64_t i) const {
+    const ChunkBufs &x = chunks[size_t(k)];
+    return i % std::max<int64_t>(x.inSlots, 1) * x.inFloats;
   }
+  int64_t cotSlot(int64_t k, int64_t i) const {
+    const ChunkBufs &x = chunks[size_t(k)];
+    return i % x.cotSlots * x.outFloats;
+  }
+  int64_t savedSlot(int64_t k, int64_t i) const {
+    const ChunkBufs &x = chunks[size_t(k)];
+    return i % std::max<int64_t>(x.savedSlots, 1) * x.savedFloats;
+  }
+  int64_t wsavedSlot(int64_t k, int64_t i) const { return i % chunks[size_t(k)].wslots * chunks[size_t(k)].wsavedFloats; }
   StringAttr pipe() { return b.getStringAttr(s.pipelineAxis); }
   void forward(int64_t k, Value step, Value i, int64_t micro) {
     passDue(k, {schedule::PipelinePass::Forward, micro});
-    const Bufs &x = bufs[size_t(k)];
-    sched::ForwardOp::create(b, loc, step, i, i64(k), x.params, k > 0 ? x.stash : FlatSymbolRefAttr(),
-                             k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act, i64(0), x.saved,
-                             x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
+    const ChunkBufs &x = chunks[size_t(k)];
+    sched::ForwardOp::create(b, loc, step, i, i64(k), bufs[size_t(rankOf(k))].params,
+                             k > 0 ? x.stash : FlatSymbolRefAttr(), k > 0 ? i64(slot(k, micro)) : IntegerAttr(), x.act,
+                             i64(0), x.saved, x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
                              inside("planc_fwd_s" + std::to_string(k)));
   }
   void backward(int64_t k, Value step, Value i, int64_t micro) {
     passDue(k, {schedule::PipelinePass::Backward, micro});
-    const Bufs &x = bufs[size_t(k)];
-    bool first = k == 0, last = k + 1 == s.p;
+    const ChunkBufs &x = chunks[size_t(k)];
+    const Bufs &r = bufs[size_t(rankOf(k))];
+    bool first = k == 0, last = lastStage(k);
     bool split = s.zeroBubble && !first;
-    sched::BackwardOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, first ? FlatSymbolRefAttr() : x.stash,
+    sched::BackwardOp::create(b, loc, step, i, i64(k), r.params, r.grads, state, first ? FlatSymbolRefAttr() : x.stash,
                               first ? IntegerAttr() : i64(slot(k, micro)), last ? FlatSymbolRefAttr() : x.cot,
-                              last ? IntegerAttr() : i64(0), first ? FlatSymbolRefAttr() : x.dinput,
+                              last ? IntegerAttr() : i64(cotSlot(k, micro)), first ? FlatSymbolRefAttr() : x.dinput,
                               first ? IntegerAttr() : i64(0), x.saved,
                               x.saved ? i64(savedSlot(k, micro)) : IntegerAttr(),
                               split ? x.wsaved : FlatSymbolRefAttr(),
@@ -757,9 +845,10 @@ private:
   }
   /// Zero-bubble schedule: micro-batch i's weight pass on stage k.
   void weights(int64_t k, Value step, Value i, int64_t micro) {
-    const Bufs &x = bufs[size_t(k)];
-    FlatSymbolRefAttr kept = x.wsaved ? x.wsaved : x.grads; // nothing kept: any buffer, read for 0 floats
-    sched::WGradOp::create(b, loc, step, i, i64(k), x.params, x.grads, state, kept,
+    const ChunkBufs &x = chunks[size_t(k)];
+    const Bufs &r = bufs[size_t(rankOf(k))];
+    FlatSymbolRefAttr kept = x.wsaved ? x.wsaved : r.grads; // nothing kept: any buffer, read for 0 floats
+    sched::WGradOp::create(b, loc, step, i, i64(k), r.params, r.grads, state, kept,
                            i64(x.wsaved ? wsavedSlot(k, micro) : 0), inside("planc_wgrad_s" + std::to_string(k)));
   }
   /// Zero-bubble schedule: the weight passes stage k's order runs before its next forward
@@ -784,24 +873,58 @@ private:
                                "'s passes differ from the zero-bubble order it simulated (a bug in planc)");
     ++at;
   }
+  /// Transfers of stage k with its neighbours' ranks (the next stage's under 1F1B and
+  /// GPipe is k + 1, under the interleaved schedule (k + 1) mod p).
   void recvForward(int64_t k, int64_t i) {
-    const Bufs &x = bufs[size_t(k)];
-    sched::RecvOp::create(b, loc, x.stash, i64(slot(k, i)), i64(x.inFloats), pipe(), i64(k - 1),
+    const ChunkBufs &x = chunks[size_t(k)];
+    sched::RecvOp::create(b, loc, x.stash, i64(slot(k, i)), i64(x.inFloats), pipe(), i64(rankOf(k - 1)),
                           b.getStringAttr("activations"));
   }
   void sendForward(int64_t k) {
-    const Bufs &x = bufs[size_t(k)];
-    sched::SendOp::create(b, loc, x.act, i64(0), i64(x.outFloats), pipe(), i64(k + 1), b.getStringAttr("activations"));
+    const ChunkBufs &x = chunks[size_t(k)];
+    sched::SendOp::create(b, loc, x.act, i64(0), i64(x.outFloats), pipe(), i64(rankOf(k + 1)),
+                          b.getStringAttr("activations"));
   }
-  void recvBackward(int64_t k) {
-    const Bufs &x = bufs[size_t(k)];
-    sched::RecvOp::create(b, loc, x.cot, i64(0), i64(x.outFloats), pipe(), i64(k + 1),
+  void recvBackward(int64_t k, int64_t i) {
+    const ChunkBufs &x = chunks[size_t(k)];
+    sched::RecvOp::create(b, loc, x.cot, i64(cotSlot(k, i)), i64(x.outFloats), pipe(), i64(rankOf(k + 1)),
                           b.getStringAttr("activation gradients"));
   }
   void sendBackward(int64_t k) {
-    const Bufs &x = bufs[size_t(k)];
-    sched::SendOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), pipe(), i64(k - 1),
+    const ChunkBufs &x = chunks[size_t(k)];
+    sched::SendOp::create(b, loc, x.dinput, i64(0), i64(x.inFloats), pipe(), i64(rankOf(k - 1)),
                           b.getStringAttr("activation gradients"));
+  }
+
+  /// Interleaved 1F1B (schedule::interleavedOrders): rank r's program, its passes and
+  /// transfers in the order schedule::pipelineProgram placed them so that none can
+  /// deadlock. A forward pass's send follows it before the rank's next pass (the
+  /// program gives a transfer the time its data is made, and puts transfers first), so
+  /// each stage hands its activation and input gradient on from one buffer; the inputs
+  /// and output gradients it receives wait in their slots until their backward pass.
+  void interleaved(int64_t r, Value step, ArrayRef<Value> micro) {
+    using schedule::PipelinePass;
+    using schedule::ProgramStep;
+    for (const ProgramStep &x : program.ranks[size_t(r)]) {
+      int64_t k = x.pass.stage, i = x.pass.micro;
+      bool fwd = x.pass.kind == PipelinePass::Forward;
+      switch (x.kind) {
+      case ProgramStep::Compute:
+        if (!fwd)
+          backward(k, step, micro[size_t(i)], i);
+        else if (!lastStage(k)) // the last stage's backward pass runs its forward pass
+          forward(k, step, micro[size_t(i)], i);
+        break;
+      case ProgramStep::Send:
+        if (x.peer != rankOf(fwd ? k + 1 : k - 1))
+          llvm::report_fatal_error("plan-schedule: an interleaved transfer to the wrong rank (a bug in planc)");
+        fwd ? sendForward(k) : sendBackward(k);
+        break;
+      case ProgramStep::Recv:
+        fwd ? recvForward(k, i) : recvBackward(k, i);
+        break;
+      }
+    }
   }
 
   /// GPipe: every micro-batch forward, then every one backward.
@@ -818,7 +941,7 @@ private:
     }
     for (int64_t j = 0; j < m; ++j) {
       if (!last)
-        recvBackward(k);
+        recvBackward(k, j);
       backward(k, step, micro[size_t(j)], j);
       if (!first)
         sendBackward(k);
@@ -837,7 +960,7 @@ private:
     int64_t m = s.accumulation;
     bool first = k == 0, last = k + 1 == s.p;
     int64_t warmup = std::min<int64_t>(s.p - 1 - k, m), steady = m - warmup;
-    const Bufs &x = bufs[size_t(k)];
+    const ChunkBufs &x = chunks[size_t(k)];
     for (int64_t i = 0; i < warmup; ++i) {
       weightsDue(k);
       if (!first)
@@ -867,7 +990,7 @@ private:
     }
     for (int64_t j = steady; j < m; ++j) {
       weightsDue(k);
-      recvBackward(k);
+      recvBackward(k, j);
       backward(k, step, micro[size_t(j)], j);
       if (!first)
         sendBackward(k);
@@ -1056,7 +1179,9 @@ private:
   bool sharded = false, zero2 = false, zero3 = false;
   ArrayAttr dataAxes;
   FlatSymbolRefAttr state;
-  SmallVector<Bufs> bufs; ///< per pipeline stage (one without a pipeline)
+  SmallVector<Bufs> bufs;        ///< per pipeline rank (one without a pipeline)
+  SmallVector<ChunkBufs> chunks; ///< per pipeline stage
+  schedule::PipelineProgram program; ///< the interleaved schedule's
   /// The zero-bubble schedule: each stage's order of passes, how far each stage's
   /// emission has got in it, and the step's step and micro-batch values.
   std::vector<schedule::StageOrder> orders;

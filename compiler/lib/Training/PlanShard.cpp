@@ -105,7 +105,7 @@ struct PlanShard : plan::impl::PlanShardBase<PlanShard> {
       b.setInsertionPointAfter(f);
       func::FuncOp copy = training::specialize(model, name + "_cut", int64_t(train.getMicroAttr().getInt()),
                                                int64_t(train.getSeqAttr().getInt()));
-      FailureOr<SmallVector<func::FuncOp>> stages = training::splitPipeline(copy, pp.size);
+      FailureOr<SmallVector<func::FuncOp>> stages = training::splitPipeline(copy, pp.stages);
       if (succeeded(stages))
         for (auto [k, stage] : llvm::enumerate(*stages)) {
           for (unsigned i = 0; i < stage.getNumArguments(); ++i)

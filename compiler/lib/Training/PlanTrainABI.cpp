@@ -67,25 +67,34 @@ struct StageTable {
   func::FuncOp fwd; ///< holds the parameters' attributes
   SmallVector<Param> params;
   training::BufferLayout layout;
-  SmallVector<int64_t> index; ///< each parameter's position in the whole model
-  SmallVector<bool> replica;  ///< a copy of a parameter an earlier stage owns
-  int64_t activation = 0;     ///< floats of the activation the stage hands on
-  int64_t saved = 0;          ///< `keep: activations`: floats a micro-batch's forward pass keeps
-  int64_t wsaved = 0;         ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
+  SmallVector<func::FuncOp> from; ///< the function whose argument each parameter is
+  SmallVector<int64_t> index;     ///< each parameter's position in the whole model
+  SmallVector<bool> replica;      ///< a copy of a parameter an earlier pipeline rank owns
+  int64_t saved = 0;              ///< `keep: activations`: floats a micro-batch's forward pass keeps
+  int64_t wsaved = 0;             ///< zero-bubble: floats a micro-batch's input pass keeps for its weight pass
+  /// Under a pipeline, a rank's table: each stage it holds (one but under the
+  /// interleaved schedule), with the floats of the activation it hands on and those of
+  /// `saved` and `wsaved`.
+  struct Chunk {
+    int64_t stage = 0, activation = 0, saved = 0, wsaved = 0;
+  };
+  SmallVector<Chunk> chunks;
   /// A fine-tuning plan's frozen base (nn.frozen): read from P after the trained
   /// parameters' layout (offsets from layout.total), never written, no gradient.
   SmallVector<Param> frozen;
+  SmallVector<func::FuncOp> frozenFrom;
   int64_t frozenFloats = 0;
   /// Under a pipeline, each frozen parameter's position in the whole base (its random
-  /// stream) and whether an earlier stage holds it too (a tied embedding).
+  /// stream) and whether an earlier rank holds it too (a tied embedding).
   SmallVector<int64_t> frozenIndex;
   SmallVector<bool> frozenReplica;
 };
 
 llvm::json::Array paramTable(const StageTable &st, bool frozen = false) {
-  func::FuncOp fwd = st.fwd;
   llvm::json::Array ps;
+  const SmallVector<func::FuncOp> &from = frozen ? st.frozenFrom : st.from;
   for (auto [i, p] : llvm::enumerate(frozen ? st.frozen : st.params)) {
+    func::FuncOp fwd = from.empty() ? st.fwd : from[i];
     unsigned arg = p.arg;
     // A QLoRA base matrix (plan-quantize): its shape, and the floats of its NF4 storage.
     auto quant = fwd.getArgAttrOfType<DictionaryAttr>(arg, "nn.quant");
@@ -279,14 +288,18 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
         {key::axis, pp.axis}, {key::size, pp.size}, {key::schedule, pl::stringifyPipelineSchedule(pp.schedule)}};
     llvm::json::Array tables;
     for (const StageTable &st : stages) {
+      llvm::json::Array chunks;
+      for (const StageTable::Chunk &c : st.chunks) {
+        llvm::json::Object chunk{{key::stage, c.stage}, {key::activation, c.activation}, {key::saved, c.saved}};
+        if (c.wsaved > 0)
+          chunk[key::wsaved] = c.wsaved;
+        chunks.push_back(std::move(chunk));
+      }
       llvm::json::Object table{{key::num_floats, st.layout.total},
                                {key::groups, groupsOf(st.layout)},
-                               {key::activation, st.activation},
-                               {key::saved, st.saved},
+                               {key::chunks, std::move(chunks)},
                                {key::params, paramTable(st)}};
-      if (st.wsaved > 0)
-        table[key::wsaved] = st.wsaved;
-      // A fine-tuning plan's frozen base: each stage's own, after its trained layout.
+      // A fine-tuning plan's frozen base: each rank's own, after its trained layout.
       if (!st.frozen.empty()) {
         table[key::frozen] = paramTable(st, /*frozen=*/true);
         table[key::frozen_floats] = st.frozenFloats;
@@ -342,18 +355,13 @@ LogicalResult checkSupported(pl::TrainOp train) {
   auto notYet = [&](StringRef what, StringRef axis) {
     return train.emitError() << what << " (axis '" << axis << "' of mesh '" << train.getMesh()
                              << "') is not implemented by the code generator in this version of planc; "
-                                "data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B and "
-                                "zero-bubble (zb) pipelines are";
+                                "data-parallel layouts (DDP, ZeRO 1-3), tensor parallelism and GPipe, 1F1B, "
+                                "interleaved and zero-bubble (zb) pipelines are";
   };
   training::Pipeline pp = training::pipelineOf(train);
-  if (pp.size > 1) {
-    if (pp.schedule == pl::PipelineSchedule::interleaved)
-      return notYet("the interleaved pipeline schedule", pp.axis);
-    if (pp.stages != pp.size)
-      return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
-                               << " ranks; several stages per rank (virtual stages) are not "
-                                  "implemented by the code generator in this version of planc";
-  }
+  if (pp.size > 1 && pp.stages != pp.size && pp.schedule != pl::PipelineSchedule::interleaved)
+    return train.emitError() << "pipeline '" << pp.axis << "' declares " << pp.stages << " stages over " << pp.size
+                             << " ranks; several stages a rank need the interleaved schedule";
   for (Attribute a : par.getReplicate())
     if (mesh.getAxisSize(cast<StringAttr>(a).getValue()) > 1)
       return notYet("replication outside the data axes", cast<StringAttr>(a).getValue());
@@ -387,41 +395,68 @@ public:
     bucketBytes = train.getParallel().getBucket();
   }
 
-  /// The parameters of `fwd` and their flat layout; fails on a parameter without
-  /// its initialisation attributes.
-  FailureOr<StageTable> table(func::FuncOp fwd) {
+  /// The parameters of the forward functions `fns` (one, or the stages a pipeline rank
+  /// holds: training::rankParameters) and their flat layout; fails on a parameter
+  /// without its initialisation attributes.
+  FailureOr<StageTable> table(ArrayRef<func::FuncOp> fns) {
     StageTable st;
-    st.fwd = fwd;
+    st.fwd = fns.front();
     SmallVector<RankedTensorType> types;
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
-        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
-        st.params.push_back({name.str(), type, 0, type.getNumElements(), i});
-        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std"))
-          return fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
-        types.push_back(type);
-      }
+    auto initialised = [&](func::FuncOp f, unsigned i, StringAttr name) -> LogicalResult {
+      if (f.getArgAttrOfType<StringAttr>(i, "nn.init") && f.getArgAttrOfType<FloatAttr>(i, "nn.std"))
+        return success();
+      return f.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
+    };
+    for (auto [f, i] : training::rankParameters(fns, "nn.param")) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param");
+      auto type = cast<RankedTensorType>(f.getArgument(i).getType());
+      if (failed(initialised(f, i, name)))
+        return failure();
+      st.params.push_back({name.str(), type, 0, type.getNumElements(), i});
+      st.from.push_back(f);
+      types.push_back(type);
+    }
     st.layout = training::layoutOf(types, d);
     for (auto [p, offset] : llvm::zip(st.params, st.layout.offset))
       p.offset = offset;
     // The frozen base after the trained parameters, each at a multiple of 16 floats.
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.frozen")) {
-        auto type = cast<RankedTensorType>(fwd.getArgument(i).getType());
-        if (!fwd.getArgAttrOfType<StringAttr>(i, "nn.init") || !fwd.getArgAttrOfType<FloatAttr>(i, "nn.std"))
-          return fwd.emitOpError() << "parameter '" << name.getValue() << "' needs nn.init and nn.std attributes";
-        st.frozen.push_back({name.str(), type, st.layout.total + st.frozenFloats, type.getNumElements(), i});
-        st.frozenFloats += (type.getNumElements() + 15) / 16 * 16;
-      }
+    for (auto [f, i] : training::rankParameters(fns, "nn.frozen")) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, "nn.frozen");
+      auto type = cast<RankedTensorType>(f.getArgument(i).getType());
+      if (failed(initialised(f, i, name)))
+        return failure();
+      st.frozen.push_back({name.str(), type, st.layout.total + st.frozenFloats, type.getNumElements(), i});
+      st.frozenFrom.push_back(f);
+      st.frozenFloats += (type.getNumElements() + 15) / 16 * 16;
+    }
     // ZeRO-3 shards the frozen base too (plan-schedule's frozen_shard): in equal pieces.
     if (sharded && train.getParallel().getZero() >= 3)
       st.frozenFloats = (st.frozenFloats + 16 * d - 1) / (16 * d) * (16 * d);
     return st;
   }
 
-  /// planc_grad(P, G, tokens, targets, loss, state): G += ∇ / (accumulation × data
-  /// parallel), so that the data-parallel sum is the mean over the global batch;
-  /// loss += loss / accumulation; with fp16, ∇ is scaled by state[2], the loss scale.
+  /// What the entry points of stage function `fwd` read of its rank's table `rank`: its
+  /// own parameters, in its argument order, at their places in the rank's layout.
+  static StageTable stageView(const StageTable &rank, func::FuncOp fwd) {
+    StageTable st;
+    st.fwd = fwd;
+    st.layout = rank.layout;
+    st.frozenFloats = rank.frozenFloats;
+    auto place = [&](ArrayRef<Param> in, StringRef name) {
+      return llvm::find_if(in, [&](const Param &p) { return p.name == name; });
+    };
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i) {
+      if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param")) {
+        st.params.push_back(*place(rank.params, name.getValue()));
+        st.params.back().arg = i;
+      } else if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.frozen")) {
+        st.frozen.push_back(*place(rank.frozen, name.getValue()));
+        st.frozen.back().arg = i;
+      }
+    }
+    return st;
+  }
+
   void grad(const StageTable &st, func::FuncOp grad) {
     OpBuilder::InsertionGuard g(b);
     auto f = entry("planc_grad", {paramsTy(st), flatTy(st), tokTy(st), targetTy(st), scalarTy(), statsTy()});
@@ -1150,7 +1185,7 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
     std::vector<StageTable> tables;
     if (pp.size <= 1) {
       func::FuncOp grad = stepFunction(base + "_grad"), update = stepFunction(base + "_update");
-      FailureOr<StageTable> st = entries.table(fwd);
+      FailureOr<StageTable> st = entries.table({fwd});
       if (!grad || !update || failed(st))
         return signalPassFailure();
       entries.grad(*st, grad);
@@ -1163,8 +1198,8 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       entries.eval(*st);
       tables.push_back(std::move(*st));
     } else {
-      // Each stage's parameters, numbered in the whole model's order; a parameter that
-      // an earlier stage holds too (a tied embedding) is that stage's replica.
+      // Each rank's parameters, numbered in the whole model's order; a parameter that
+      // an earlier rank holds too (a tied embedding) is that rank's replica.
       // A fine-tuning plan's adapters draw from the streams after its frozen base's, as
       // without a pipeline (train_main.cpp).
       llvm::StringMap<int64_t> index, frozenIndex;
@@ -1174,15 +1209,26 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
       for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
         if (auto name = fwd.getArgAttrOfType<StringAttr>(i, "nn.param"))
           index.insert({name.getValue(), int64_t(frozenIndex.size() + index.size())});
-      llvm::StringSet<> seen, seenFrozen;
-      for (int64_t k = 0; k < pp.size; ++k) {
-        std::string name = base + "_forward_stage" + std::to_string(k), stage = base + "_stage" + std::to_string(k);
-        func::FuncOp f = stepFunction(name), grad = stepFunction(stage + "_grad"),
-                     update = stepFunction(stage + "_update");
-        if (!f || !grad || !update)
+      // One table per pipeline rank, over the parameters of the stages it holds; each
+      // stage's entry points read their parameters at the rank's places.
+      SmallVector<func::FuncOp> forwards, grads;
+      for (int64_t k = 0; k < pp.stages; ++k) {
+        std::string stage = base + "_stage" + std::to_string(k);
+        forwards.push_back(stepFunction(base + "_forward_stage" + std::to_string(k)));
+        grads.push_back(stepFunction(stage + "_grad"));
+        if (!forwards.back() || !grads.back())
           return signalPassFailure();
-        FailureOr<StageTable> st = entries.table(f);
-        if (failed(st))
+      }
+      llvm::StringSet<> seen, seenFrozen;
+      for (int64_t r = 0; r < pp.size; ++r) {
+        std::string rank = base + "_stage" + std::to_string(r);
+        func::FuncOp update = stepFunction(rank + "_update");
+        SmallVector<int64_t> mine = training::stagesOfRank(r, pp.size, pp.stages);
+        SmallVector<func::FuncOp> fns;
+        for (int64_t k : mine)
+          fns.push_back(forwards[size_t(k)]);
+        FailureOr<StageTable> st = entries.table(fns);
+        if (!update || failed(st))
           return signalPassFailure();
         for (const Param &p : st->params) {
           st->index.push_back(index.lookup(p.name));
@@ -1192,15 +1238,18 @@ struct PlanTrainABI : plan::impl::PlanTrainABIBase<PlanTrainABI> {
           st->frozenIndex.push_back(frozenIndex.lookup(p.name));
           st->frozenReplica.push_back(!seenFrozen.insert(p.name).second);
         }
-        bool last = k + 1 == pp.size;
-        if (!last)
-          st->activation = cast<ShapedType>(f.getResultTypes()[0]).getNumElements();
-        if (failed(entries.stage(k, *st, grad, last, pp)))
-          return signalPassFailure();
-        entries.update("planc_update_s" + std::to_string(k), *st, update);
+        for (int64_t k : mine) {
+          StageTable view = Entries::stageView(*st, forwards[size_t(k)]);
+          bool last = k + 1 == pp.stages;
+          if (failed(entries.stage(k, view, grads[size_t(k)], last, pp)))
+            return signalPassFailure();
+          int64_t activation = last ? 0 : cast<ShapedType>(forwards[size_t(k)].getResultTypes()[0]).getNumElements();
+          st->chunks.push_back({k, activation, view.saved, view.wsaved});
+        }
+        entries.update("planc_update_s" + std::to_string(r), *st, update);
         for (int grp = 0; grp < 2; ++grp)
-          if (auto chunk = stepFunction(stage + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))
-            entries.updateChunk("planc_update_chunk_g" + std::to_string(grp) + "_s" + std::to_string(k), grp,
+          if (auto chunk = stepFunction(rank + "_update_chunk_g" + std::to_string(grp), /*optional=*/true))
+            entries.updateChunk("planc_update_chunk_g" + std::to_string(grp) + "_s" + std::to_string(r), grp,
                                 cast<ShapedType>(chunk.getArgumentTypes()[2]).getNumElements(), chunk);
         tables.push_back(std::move(*st));
       }

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -66,22 +67,24 @@ int64_t training::deviceCount(pl::TrainOp train) {
   return devices;
 }
 
-namespace {
-
-/// The parameters of a forward function: argument index, type and path.
-struct Param {
-  unsigned arg;
-  RankedTensorType type;
-  StringRef name;
-};
-
-SmallVector<Param> paramsOf(func::FuncOp f) {
-  SmallVector<Param> out;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (auto name = f.getArgAttrOfType<StringAttr>(i, "nn.param"))
-      out.push_back({i, cast<RankedTensorType>(f.getArgument(i).getType()), name.getValue()});
+SmallVector<int64_t> training::stagesOfRank(int64_t rank, int64_t ranks, int64_t stages) {
+  SmallVector<int64_t> out;
+  for (int64_t k = rank; k < stages; k += ranks)
+    out.push_back(k);
   return out;
 }
+
+SmallVector<std::pair<func::FuncOp, unsigned>> training::rankParameters(ArrayRef<func::FuncOp> fns, StringRef attr) {
+  SmallVector<std::pair<func::FuncOp, unsigned>> out;
+  llvm::StringSet<> seen;
+  for (func::FuncOp f : fns)
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto name = f.getArgAttrOfType<StringAttr>(i, attr); name && seen.insert(name.getValue()).second)
+        out.push_back({f, i});
+  return out;
+}
+
+namespace {
 
 /// f64 constant.
 Value f64(OpBuilder &b, Location loc, double v) { return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v)); }
@@ -123,14 +126,17 @@ Value learningRate(OpBuilder &b, Location loc, pl::TrainOp train, Value step) {
 /// elementwise sweeps whatever the number of parameters. `sumsq` is the sum of the
 /// squared gradients over every rank (the schedule reduces it), for the global norm.
 /// With `chunk` > 0, the same update of group `only` alone, on spans of `chunk` floats:
-/// what an offloaded optimizer runs on each chunk of the state it streams.
-func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name, int only = -1, int64_t chunk = 0) {
+/// what an offloaded optimizer runs on each chunk of the state it streams. Under a
+/// pipeline, `fns` are the functions of one rank's stages, whose parameters it updates
+/// (training::rankParameters); inserted after the last.
+func::FuncOp buildUpdate(pl::TrainOp train, ArrayRef<func::FuncOp> fns, StringRef name, int only = -1,
+                         int64_t chunk = 0) {
   OpBuilder b(train->getContext());
-  b.setInsertionPointAfter(forward);
+  b.setInsertionPointAfter(fns.back());
   Location loc = train.getLoc();
   SmallVector<RankedTensorType> types;
-  for (const Param &p : paramsOf(forward))
-    types.push_back(p.type);
+  for (auto [f, i] : training::rankParameters(fns, "nn.param"))
+    types.push_back(cast<RankedTensorType>(f.getArgument(i).getType()));
   int64_t d = training::dataParallelSize(train);
   bool sharded = d > 1 && train.getParallel().getZero() >= 1;
   training::BufferLayout layout = training::layoutOf(types, d);
@@ -256,7 +262,7 @@ func::FuncOp buildUpdate(pl::TrainOp train, func::FuncOp forward, StringRef name
 
 /// An offloaded optimizer streams its state: `name`_update_chunk_g<k>, the update of
 /// one chunk of group k, per group that has parameters.
-void buildChunkUpdates(pl::TrainOp train, func::FuncOp grad, StringRef name) {
+void buildChunkUpdates(pl::TrainOp train, ArrayRef<func::FuncOp> grad, StringRef name) {
   if (DictionaryAttr offload = train.getParallel().getOffload())
     if (auto opt = offload.getAs<DictionaryAttr>("optimizer"))
       if (auto buffer = opt.getAs<IntegerAttr>("buffer"))
@@ -309,16 +315,19 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       // `planc emit --stage spmd`: the per-rank forward functions only.
       if (partitionOnly) {
         if (training::Pipeline pp = training::pipelineOf(train);
-            pp.size > 1 && failed(training::splitPipeline(fwd, pp.size)))
+            pp.size > 1 && failed(training::splitPipeline(fwd, pp.stages)))
           return signalPassFailure();
         continue;
       }
       // Pipeline parallelism: one forward function per stage, each with its gradient
-      // (a vector-Jacobian product but on the last) and its own update.
+      // (a vector-Jacobian product but on the last); one update per pipeline rank, of
+      // the parameters of the stages it holds (one each but under the interleaved
+      // schedule), named after its first stage.
       if (training::Pipeline pp = training::pipelineOf(train); pp.size > 1) {
-        FailureOr<SmallVector<func::FuncOp>> stages = training::splitPipeline(fwd, pp.size);
+        FailureOr<SmallVector<func::FuncOp>> stages = training::splitPipeline(fwd, pp.stages);
         if (failed(stages))
           return signalPassFailure();
+        SmallVector<func::FuncOp> grads;
         for (auto [k, stage] : llvm::enumerate(*stages)) {
           bool last = k + 1 == stages->size();
           std::string name = base + "_stage" + std::to_string(k);
@@ -326,8 +335,15 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
           if (failed(grad))
             return signalPassFailure();
           grad->setPrivate();
-          buildUpdate(train, *grad, name + "_update");
-          buildChunkUpdates(train, *grad, name);
+          grads.push_back(*grad);
+        }
+        for (int64_t r = 0; r < pp.size; ++r) {
+          SmallVector<func::FuncOp> mine;
+          for (int64_t k : training::stagesOfRank(r, pp.size, pp.stages))
+            mine.push_back(grads[size_t(k)]);
+          std::string name = base + "_stage" + std::to_string(r);
+          buildUpdate(train, mine, name + "_update");
+          buildChunkUpdates(train, mine, name);
         }
         continue;
       }
@@ -335,8 +351,8 @@ struct PlanTrainStep : plan::impl::PlanTrainStepBase<PlanTrainStep> {
       if (failed(grad))
         return signalPassFailure();
       grad->setPrivate();
-      buildUpdate(train, *grad, base + "_update");
-      buildChunkUpdates(train, *grad, base);
+      buildUpdate(train, {*grad}, base + "_update");
+      buildChunkUpdates(train, {*grad}, base);
     }
   }
 };

@@ -178,14 +178,15 @@ struct Candidate {
 struct SearchOptions {
   size_t top = 10;
   bool allowPipeline = true;
-  /// Only layouts this version of planc builds executables for: without the
-  /// interleaved pipeline schedule (several stages per rank), which the cost model
-  /// estimates and the code generator refuses (plan-train-abi).
+  /// Only layouts this version of planc builds executables for (buildable), which the
+  /// cost model estimates and the code generator would refuse otherwise.
   bool buildableOnly = true;
 };
 
 /// Whether this version of planc builds an executable for a layout it estimated: not
-/// the interleaved schedule (plan-train-abi), nor NF4 with a tensor axis.
+/// NF4 with a tensor axis, offload on a cuda mesh or the parameters offloaded without
+/// the optimizer, nor the interleaved schedule over micro-batches not a multiple of the
+/// pipeline ranks.
 bool buildable(const sema::Layout &layout, const Estimate &estimate);
 
 /// Enumerates data × tensor × pipeline factorisations of the mesh, ZeRO stages,

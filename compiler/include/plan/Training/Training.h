@@ -123,6 +123,18 @@ inline mlir::StringAttr parameterPath(mlir::func::FuncOp f, unsigned i) {
   return f.getArgAttrOfType<mlir::StringAttr>(i, "nn.frozen");
 }
 
+/// The pipeline stages rank `rank` of `ranks` holds, of `stages` in all: rank, rank +
+/// ranks, … (the interleaved schedule's model chunks; one stage a rank otherwise).
+llvm::SmallVector<int64_t> stagesOfRank(int64_t rank, int64_t ranks, int64_t stages);
+
+/// The parameters a pipeline rank holds, of the stage functions `fns` it runs (in stage
+/// order): each function's arguments marked `attr` (nn.param or nn.frozen) in argument
+/// order, one that an earlier function of the rank reads too once, at its first place. A
+/// rank keeps them in one flat layout over these, in this order, which every one of its
+/// stages' entry points reads (plan-train-step's update, plan-train-abi's tables).
+llvm::SmallVector<std::pair<mlir::func::FuncOp, unsigned>> rankParameters(llvm::ArrayRef<mlir::func::FuncOp> fns,
+                                                                          llvm::StringRef attr);
+
 /// Whether a parameter of this type gets weight decay (group 0).
 inline bool decayed(mlir::RankedTensorType t) { return t.getRank() >= 2; }
 

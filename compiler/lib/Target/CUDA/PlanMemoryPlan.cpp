@@ -73,7 +73,8 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
     if (failed(placeState(manifest, *table, state, stageState)))
       return signalPassFailure();
     // The step region: as large as the largest step function's arena; under a pipeline
-    // a stage's ranks call their stage's functions (named _s<k>) only.
+    // a rank calls its stages' functions (named _s<k>; under the interleaved schedule
+    // rank r of p holds stages r, r + p, …) only.
     int64_t step = 0;
     llvm::json::Object arenas;
     SmallVector<int64_t> stageStep(stageState.size(), 0);
@@ -82,9 +83,9 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
       arenas[p.f.getName()] = p.arena;
       StringRef suffix = p.f.getName().rsplit("_s").second;
       unsigned k;
-      bool staged = !suffix.empty() && !suffix.getAsInteger(10, k) && k < stageStep.size();
+      bool staged = !stageStep.empty() && !suffix.empty() && !suffix.getAsInteger(10, k);
       for (auto [i, bytes] : llvm::enumerate(stageStep))
-        if (!staged || i == k)
+        if (!staged || i == k % stageStep.size())
           bytes = std::max(bytes, p.arena);
     }
     if (!plans.empty()) {
@@ -116,9 +117,10 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
   }
 
   /// The state part: each buffer of the step program's table gets its `offset`, the
-  /// buffers of every stage (no "stage") first, then each stage's from the same base,
-  /// since a rank holds one stage's. `state` is the largest stage's bytes,
-  /// `stageState` each stage's (none without a pipeline).
+  /// buffers of every rank (no "stage") first, then each pipeline rank's (its "stage":
+  /// the coordinate on the pipeline axis whose ranks hold it) from the same base, since a
+  /// rank holds its own only. `state` is the largest rank's bytes, `stageState` each
+  /// pipeline rank's (none without a pipeline).
   LogicalResult placeState(sched::ManifestOp manifest, llvm::json::Array &table, int64_t &state,
                            SmallVector<int64_t> &stageState) {
     int64_t common = 0;

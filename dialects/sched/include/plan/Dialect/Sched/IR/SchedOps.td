@@ -99,8 +99,9 @@ def Sched_BufferOp : Sched_Op<"buffer", [Symbol]> {
     between a `sched.alloc` and a `sched.free`). The runtime allocates buffers in
     declaration order; their index is their id in the runtime calls. Under
     pipeline parallelism a buffer with a `stage` belongs to the ranks of that
-    pipeline stage only: only they allocate it, and only ops inside a `sched.on`
-    region of that coordinate use it.
+    coordinate of the pipeline axis only (under the interleaved schedule, which
+    holds several stages a rank, the rank of the stage it serves): only they
+    allocate it, and only ops inside a `sched.on` region of that coordinate use it.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$floats, StrAttr:$lifetime,
                        OptionalAttr<I64Attr>:$stage);
