@@ -203,6 +203,10 @@ planrt_status planrt_wait(planrt_request *request);
 /* Point to point along one axis, to or from the rank at coordinate `peer` on it. */
 planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count);
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count);
+/* planrt_send started (MPI_Isend): done once planrt_wait returns, before which buf must not
+ * be written; on a device backend the send is made at once and the request is done. */
+planrt_status planrt_send_start(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count,
+                                planrt_request **out);
 /* Sends `count` floats to coordinate `to` on `axis` while receiving `recv_count` into
  * recv from coordinate `from` (MPI_Sendrecv): neighbours exchanging at once do not wait
  * for each other. Counts as a send of count floats. */
@@ -354,7 +358,9 @@ typedef void (*planrt_stage_wgrad_fn)(float *params, float *grads, const int32_t
                                       const float *state, const float *wsaved);
 /* Entry points per stage in a pipeline executable's table: forward, backward, update,
  * an offloaded optimizer's chunk updates of groups 0 and 1, and the zero-bubble weight
- * pass (the last three NULL where the plan has none). */
+ * pass (the last three NULL where the plan has none). The update and the chunk updates
+ * are a pipeline rank's, under its first stage's entries: under the interleaved schedule
+ * (rank r holds stages r, r + p, …) NULL for every stage from p on. */
 #define PLANRT_STAGE_ENTRIES 6
 /* Forward only: *loss = mean cross-entropy of one micro-batch. */
 typedef void (*planrt_eval_fn)(float *params, const int32_t *tokens, const int32_t *targets, float *loss);

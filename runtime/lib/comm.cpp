@@ -529,6 +529,30 @@ planrt_status planrt_send(planrt_mesh *mesh, int axis, int64_t peer, const float
   return mesh->check(MPI_Send_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis)), "send");
 }
 
+planrt_status planrt_send_start(planrt_mesh *mesh, int axis, int64_t peer, const float *buf, int64_t count,
+                                planrt_request **out) {
+  if (!out || !mesh || axis < 0 || size_t(axis) >= mesh->sizes.size() || peer < 0 ||
+      peer >= mesh->sizes[size_t(axis)] || (count && !buf) || !validCount(count))
+    return fail(PLANRT_ERR_ARG, "planrt_send_start: bad argument");
+  auto r = std::make_unique<planrt_request>();
+  r->mesh = mesh;
+  r->what = "send (non-blocking)";
+  mesh->count(PLANRT_SEND, 1u << axis, uint64_t(count) * 4);
+  if (onDevice(&planrt_collectives::send, mesh->comm(1u << axis), peer, buf, count)) {
+    r->done = true;
+  } else {
+    planrt::emu::Work device("send start (MPI)", planrt::emu::Then::Aside);
+    r->done = planrt::emu::active(); // see startedAtOnce
+    if (planrt_status s = mesh->check(
+            r->done ? MPI_Send_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis))
+                    : MPI_Isend_c(buf, MPI_Count(count), MPI_FLOAT, int(peer), 0, mesh->comm(1u << axis), &r->mpi),
+            r->what))
+      return s;
+  }
+  *out = r.release();
+  return PLANRT_OK;
+}
+
 planrt_status planrt_recv(planrt_mesh *mesh, int axis, int64_t peer, float *buf, int64_t count) {
   if (!mesh || axis < 0 || size_t(axis) >= mesh->sizes.size() || peer < 0 || peer >= mesh->sizes[size_t(axis)] ||
       (count && !buf) || !validCount(count))

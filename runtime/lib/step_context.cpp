@@ -343,6 +343,7 @@ void planrt_sched_forward(planrt_step_ctx *ctx, int64_t step, int64_t micro, int
         *kept = ctx->optional(saved, saved_offset, st->savedFloats, "forward", none + 1);
   if (!p || !x || !y || !kept)
     return;
+  ctx->waitSends(out); // what it hands on goes where an earlier send may still read
   ctx->step = step;
   if (ctx->readBatch(step, micro))
     st->forward(p, ctx->tokens.data(), ctx->targets.data(), x, y, kept);
@@ -364,6 +365,8 @@ void planrt_sched_backward(planrt_step_ctx *ctx, int64_t step, int64_t micro, in
         *forWeights = ctx->optional(wsaved, wsaved_offset, st->wsavedFloats, "backward", none + 3);
   if (!p || !g || !s || !x || !dy || !dx || !kept || !forWeights)
     return;
+  if (dinput >= 0)
+    ctx->waitSends(dinput);
   ctx->step = step;
   if (ctx->readBatch(step, micro))
     st->backward(p, g, ctx->tokens.data(), ctx->targets.data(), x, dy, dx, s + 7, s, kept, forWeights);
@@ -684,12 +687,28 @@ void planrt_sched_reduce_scatter(planrt_step_ctx *ctx, int32_t mask, int32_t src
   planrt_mem_add(to, sum.data(), size_t(count));
 }
 
+void planrt_step_ctx::waitSends(int32_t buf) {
+  for (auto it = sends.begin(); it != sends.end();) {
+    if (buf >= 0 && it->buf != buf) {
+      ++it;
+      continue;
+    }
+    planrt::Waiting w(*this, describe("send", buffers[size_t(it->buf)], it->offset, it->count, it->mask));
+    failWith(planrt_wait(it->request));
+    it = sends.erase(it);
+  }
+}
+
 void planrt_sched_send(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count) {
   float *p = ctx->range(buf, offset, count, "send");
   if (!p)
     return;
-  planrt::Waiting w(*ctx, describe("send", ctx->buffers[size_t(buf)], offset, count, 1 << axis));
-  ctx->failWith(planrt_send(ctx->mesh, axis, peer, p, count));
+  // Started, not waited for: the rank goes on to its next pass while the peer takes it.
+  planrt_request *r = nullptr;
+  planrt_status s = planrt_send_start(ctx->mesh, axis, peer, p, count, &r);
+  ctx->failWith(s);
+  if (s == PLANRT_OK)
+    ctx->sends.push_back({buf, 1 << axis, offset, count, r});
 }
 
 void planrt_sched_recv(planrt_step_ctx *ctx, int32_t axis, int64_t peer, int32_t buf, int64_t offset, int64_t count) {

@@ -207,6 +207,17 @@ struct planrt_step_ctx {
     bool started = false, done = false, released = false;
   };
   std::vector<Gather> gathers; ///< in the order handed over; cleared when sched.grad returns
+  /// Pipeline sends under way (sched.send starts them): the buffer each reads, which a
+  /// pass writes again only once they are done (waitSends), and every one before the step
+  /// returns.
+  struct Send {
+    int32_t buf, mask;
+    int64_t offset, count;
+    planrt_request *request;
+  };
+  std::vector<Send> sends;
+  /// Waits for the sends from buffer `buf` (-1: every one), recording a failure.
+  void waitSends(int32_t buf);
   /// Starts every gather handed over up to the last of bucket `bucket` (-1: all), in order.
   void startGathers(int64_t bucket);
   /// Starts them up to bucket `bucket` and, if `ahead`, the next bucket's, then waits

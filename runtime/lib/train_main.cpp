@@ -311,7 +311,7 @@ planrt_status Trainer::allocateBuffers() {
     buf.name = b.name;
     buf.lifetime = b.lifetime;
     buf.floats = b.floats;
-    bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline stage's buffers stay unallocated
+    bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline rank's buffers stay unallocated
     if (mine && arena)
       buf.place = reinterpret_cast<float *>(arena + b.offset);
     if (mine && b.lifetime != "transient" && !offloadedBuffer(b.name) && !buf.allocate())
@@ -468,6 +468,7 @@ void Trainer::runProgram(planrt_step_fn program, int64_t s) {
   if (device->step)
     device->step(1);
   program(&ctx, s);
+  ctx.waitSends(-1); // the pipeline's last sends
   if (device->step)
     device->step(ctx.status ? -1 : 0);
 }
@@ -601,8 +602,8 @@ extern "C" int planrt_train_main(int argc, char **argv, const char *manifest, pl
         return kExitError;
       }
     }
-    // Pipeline parallelism: this rank's stage is its coordinate on the pipeline axis; it
-    // reads that stage's parameters, and knows every stage's.
+    // Pipeline parallelism: this rank's coordinate on the pipeline axis names its table (the
+    // parameters of the stages it holds); it knows every rank's.
     std::vector<std::vector<Param>> stageParams, stageFrozen;
     std::vector<int64_t> stageFullFloats, stageFrozenFullFloats;
     if (m.pipeline > 1) {

@@ -241,7 +241,7 @@ private:
   /// Reads `name` (f32, the whole parameter's shape) from st into dst.
   static planrt_status read(planrt_st *st, const std::string &name, const Param &p, float *dst);
 
-  /// Every parameter of this rank's stage, whole, from a file or directory
+  /// Every parameter of this pipeline rank's stages, whole, from a file or directory
   /// (Pretrained: `planc` or `hf` names).
   planrt_status loadParams(const std::string &path, const std::string &format, float *P);
 

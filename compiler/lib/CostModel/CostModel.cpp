@@ -870,11 +870,21 @@ private:
       std::vector<RankActivations> perStage;
       for (int64_t k = 0; k < S; ++k)
         perStage.push_back({actStage[k], workingSet[k], logitsStage[k], logitsInPlace[k] != 0});
-      if (!program.ranks.empty())
+      if (!program.ranks.empty()) {
         stagesActivations(r, perStage, mem, bufs);
-      else
+      } else {
+        // One stage a rank; or several without the interleaved program (micro-batches not a
+        // multiple of the ranks, which sema refuses), their ops weighed as one stage's.
+        RankActivations a;
+        for (int64_t k = r; k < S; k += p) {
+          a.kept += perStage[size_t(k)].kept;
+          a.workingSet = std::max(a.workingSet, perStage[size_t(k)].workingSet);
+          a.logits += perStage[size_t(k)].logits;
+          a.logitsGradInPlace = a.logitsGradInPlace || perStage[size_t(k)].logitsGradInPlace;
+        }
         activations(r, {flight, p > 1 && r > 0 ? flight * boundaryStored() : 0, p > 1 && l.keepActivations && r + 1 < p},
-                    perStage[size_t(r)], mem, bufs);
+                    a, mem, bufs);
+      }
       // DDP reduces its gradients in place, bucket by bucket: no bucket buffers.
       Estimate::OffloadState offloaded;
       if (!offloadState(offloaded, r, n, shard, mem.params - frozenHeld, mem, bufs))
@@ -1230,7 +1240,7 @@ private:
   double maxOpGrads(int r) const {
     double out = 0;
     for (size_t i = 0; i < model.ops.size(); ++i)
-      if (opRank[i] == r && !model.ops[i].operands.empty() &&
+      if (onRank(i, r) && !model.ops[i].operands.empty() &&
           typeOf(model.ops[i].operands[0]).kind == ValueType::Kind::Hidden &&
           typeOf(int(i) + sema::kFirstOpValue).kind == ValueType::Kind::Hidden)
         out = std::max(out, 4 * (elems(model.ops[i].operands[0]) + elems(int(i) + sema::kFirstOpValue)));

@@ -175,8 +175,8 @@ llvm::json::Value jsonOf(Attribute a) {
   return nullptr;
 }
 
-/// `stages` holds the whole model's table, or one per pipeline stage: then the
-/// top-level table is the first stage's and `stages` lists them all.
+/// `stages` holds the whole model's table, or one per pipeline rank: then the top-level
+/// table is the first rank's and `stages` lists them all, each with its stages (chunks).
 llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64_t vocab) {
   StringRef base = train.getBaseDir();
   const StageTable &first = stages.front();

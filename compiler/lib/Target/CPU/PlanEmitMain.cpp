@@ -91,14 +91,24 @@ struct PlanEmitMain : plan::impl::PlanEmitMainBase<PlanEmitMain> {
       b.createBlock(&g.getInitializerRegion());
       Value v = LLVM::UndefOp::create(b, loc, table);
       int64_t i = 0;
+      // The update and the offloaded optimizer's chunk updates are a pipeline rank's, under
+      // the entries of its first stage: rank r's under stage r, so the updates are those of
+      // the first stages, one a rank (the interleaved schedule's later stages have none).
+      // The weight pass is the zero-bubble schedule's.
+      int64_t ranks = 0;
+      while (ranks < stages && m.lookupSymbol("planc_update_s" + std::to_string(ranks)))
+        ++ranks;
       for (int64_t k = 0; k < stages; ++k) {
-        // The update and the offloaded optimizer's chunk updates are a pipeline rank's,
-        // under the entries of its first stage (the interleaved schedule's other stages
-        // have none); the weight pass is the zero-bubble schedule's.
         for (const char *kind : {"planc_fwd_s", "planc_bwd_s", "planc_update_s", "planc_update_chunk_g0_s",
                                  "planc_update_chunk_g1_s", "planc_wgrad_s"}) {
           std::string sym = kind + std::to_string(k);
-          bool required = StringRef(kind) == "planc_fwd_s" || StringRef(kind) == "planc_bwd_s";
+          bool update = StringRef(kind) == "planc_update_s";
+          bool required = StringRef(kind) == "planc_fwd_s" || StringRef(kind) == "planc_bwd_s" || (update && k == 0);
+          if (update && k >= ranks && m.lookupSymbol(sym)) {
+            m.emitError() << "plan-emit-main: '" << sym << "' follows a stage without an update: the updates are "
+                          << "a pipeline rank's, under its first stage";
+            return signalPassFailure();
+          }
           if (required && !m.lookupSymbol(sym)) {
             m.emitError() << "plan-emit-main: the pipeline stage entry point '" << sym << "' is missing";
             return signalPassFailure();

@@ -81,9 +81,12 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
     for (FunctionPlan &p : plans) {
       step = std::max(step, p.arena);
       arenas[p.f.getName()] = p.arena;
-      StringRef suffix = p.f.getName().rsplit("_s").second;
+      auto [entry, suffix] = p.f.getName().rsplit("_s");
       unsigned k;
-      bool staged = !stageStep.empty() && !suffix.empty() && !suffix.getAsInteger(10, k);
+      bool staged = !stageStep.empty() && !suffix.empty() && !suffix.getAsInteger(10, k) &&
+                    llvm::is_contained({"planc_fwd", "planc_bwd", "planc_wgrad", "planc_update", "planc_update_chunk_g0",
+                                        "planc_update_chunk_g1"},
+                                       entry);
       for (auto [i, bytes] : llvm::enumerate(stageStep))
         if (!staged || i == k % stageStep.size())
           bytes = std::max(bytes, p.arena);

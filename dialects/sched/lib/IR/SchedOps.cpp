@@ -115,7 +115,8 @@ LogicalResult checkRange(Operation *op, SymbolTableCollection &tables, FlatSymbo
   auto buffer = tables.lookupNearestSymbolFrom<BufferOp>(op, name);
   if (!buffer)
     return op->emitOpError() << "uses " << name << ", which is not a sched.buffer";
-  // A pipeline stage's buffer exists on that stage's ranks only.
+  // A pipeline buffer exists on the ranks of its coordinate of the pipeline axis only (the
+  // rank of the stage it serves).
   if (std::optional<uint64_t> stage = buffer.getStage()) {
     bool inside = false;
     for (auto on = op->getParentOfType<OnOp>(); on && !inside; on = on->getParentOfType<OnOp>())
