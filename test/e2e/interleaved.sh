@@ -58,10 +58,6 @@ PYEOF
 # Sharded checkpoints: a file per pipeline rank, holding the parameters of both its stages,
 # resumed bitwise on the same layout, and loaded bitwise by one process and by 1F1B over the
 # same two ranks (whose rank 0 holds layers 0-1, not 0 and 2), and one process's by it.
-run() {  # run RANKS EXE ARGS...
-  local n=$1; shift
-  if [[ $n -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$n" "$@"; fi
-}
 LAYERS=4 dp_plan pp2_1f1b_l4 1 2 0 20 fp32 none 1 false 2 1f1b
 run 2 ./exe_pp2_il --steps 10 --checkpoint-dir ck_il --checkpoint-every 5 --quiet
 [[ -f ck_il/step-00000010/rank-00001.safetensors ]] || { echo "interleaved: FAIL: no rank files in ck_il" >&2; exit 1; }

@@ -25,10 +25,6 @@ rm -rf ck_* *.jsonl *.plan exe_* *.st *.log
 
 source "$ROOT/test/e2e/dp_plan.sh"
 plan() { dp_plan "$1" "$2" "$3" "$4" "$5"; }  # NAME DEVICES MICRO ZERO STEPS
-run() {  # run RANKS EXE ARGS...
-  local n=$1; shift
-  if [[ $n -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$n" "$@"; fi
-}
 fail() { echo "reshard: FAIL: $*" >&2; exit 1; }
 # checkpointed RANKS NAME CK LAST: exe_NAME's uninterrupted run (NAME_full.jsonl); its first 10
 # steps with a sharded checkpoint every 5 into CK, whose step-00000010 must hold LAST (its last

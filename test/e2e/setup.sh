@@ -9,3 +9,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-/usr/bin/python3}
 MPIRUN=${MPIRUN:-mpirun}
 cd "$WORK"
+# run RANKS EXE ARGS...: EXE on one process, or on RANKS through MPIRUN.
+run() {
+  local n=$1; shift
+  if [[ $n -eq 1 ]]; then "$@"; else "$MPIRUN" -n "$n" "$@"; fi
+}
