@@ -1216,7 +1216,177 @@ std::vector<std::pair<Flag, std::string>> base64Runs(std::string_view text) {
   return out;
 }
 
+// ---- Stage 4: the learned detector reads sentences as normalised words.
+
+struct Sentence {
+  size_t first, last; // word indices, inclusive
+  std::string tokens;
+};
+
+// Each sentence (or table cell, or line) as its words in normal form, spaces between,
+// and "?" after a question. Words written together with '.', '/', ':' or '@' between
+// them and a dot or slash among them (a URL, a host, an e-mail address, a path) are one
+// token, #link, and numbers are #num: the classifier learns what a link or a number
+// does in a sentence, not which ones its training text happened to use.
+std::vector<Sentence> sentences(std::string_view text, const std::vector<Word> &w) {
+  auto joined = [&](size_t i) { // word i is written against word i - 1
+    if (w[i - 1].e > w[i].b || w[i].b - w[i - 1].e > 3)
+      return false;
+    std::string_view gap = text.substr(w[i - 1].e, w[i].b - w[i - 1].e);
+    return !gap.empty() && gap.find_first_not_of("./:@-_~") == std::string_view::npos;
+  };
+  std::vector<Sentence> out;
+  std::vector<size_t> starts = sentenceStarts(w);
+  for (size_t k = 0; k + 1 < starts.size(); ++k) {
+    Sentence s{starts[k], starts[k + 1] - 1, {}};
+    for (size_t i = s.first; i <= s.last;) {
+      size_t j = i + 1;
+      bool link = false;
+      while (j <= s.last && joined(j)) {
+        std::string_view gap = text.substr(w[j - 1].e, w[j].b - w[j - 1].e);
+        link |= gap.find_first_of("./@") != std::string_view::npos;
+        ++j;
+      }
+      if (link && j - i >= 2) {
+        s.tokens += s.tokens.empty() ? "#link" : " #link";
+      } else {
+        for (size_t t = i; t < j; ++t) {
+          bool num = w[t].s.find_first_not_of("0123456789") == std::string::npos;
+          s.tokens += (s.tokens.empty() ? "" : " ") + (num ? std::string("#num") : w[t].s);
+        }
+      }
+      i = j;
+    }
+    if (w[s.last].next == '?')
+      s.tokens += " ?";
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// A sentence the learned detector scores at or above kLearnedFloor is a finding, its
+// probability mapped so that the floor lands on the flagging score, 0.5. A request that
+// stands alone in a text of statements (three sentences or more, under a third of the
+// others shaped as requests, none of them scoring kLoneFloor) is the shape of an
+// injection, a task foreign to the text's genre, and is held to the lower floor.
+constexpr double kLearnedFloor = 0.7, kLoneFloor = 0.5;
+
+// The byte ranges of markdown code fences (``` … ```): the classifier reads prose, and
+// code is left to the rules.
+std::vector<std::pair<size_t, size_t>> fences(std::string_view text) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t open = std::string_view::npos;
+  for (size_t i = text.find("```"); i != std::string_view::npos; i = text.find("```", i + 3)) {
+    if (open == std::string_view::npos)
+      open = i;
+    else
+      out.push_back({open, i + 3}), open = std::string_view::npos;
+  }
+  if (open != std::string_view::npos)
+    out.push_back({open, text.size()});
+  return out;
+}
+
+// Code (in a fence) that acts against whoever runs it: facts about the machine or its
+// user sent over the network, code fetched from the network and run, or system files
+// destroyed. A forum answer's code reads and writes its own files and calls its own
+// services; these are the shapes of code planted for an assistant to pass on.
+void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out) {
+  static const char *const sends[] = {"requests.post", "requests.put", ".sendall(", ".send(",   "smtplib",
+                                      "ftplib",        ".storbinary(", "sendmail(", "paramiko", "curl -d",
+                                      "curl --data",   "curl -f ",     "nc -"};
+  static const char *const machine[] = {"psutil",  "os.environ",  "platform.",   "getpass",   "gethostname",
+                                        "getuser", "/etc/passwd", "/etc/shadow", "/.ssh",     "id_rsa",
+                                        "cookies", "clipboard",   "keychain",    "wallet.dat"};
+  static const char *const fetch[] = {"urlretrieve", "requests.get", "urlopen(", "curl ", "wget "};
+  static const char *const run[] = {"exec(", "eval(",  "subprocess", "os.system",
+                                    "| sh",  "| bash", "os.popen",   "chmod +x"};
+  static const char *const destroy[] = {"os.remove", "os.unlink", "shutil.rmtree", "rm -rf",
+                                        "os.rmdir",  "dd if=",    "mkfs",          "shred"};
+  static const char *const system[] = {"/etc/", "/lib",      "/boot",    "/usr/",   "/bin/",    "/sbin",
+                                       "/var/", "windows\\", "system32", "/dev/sd", "rc.local", "crontab"};
+  for (auto [b, e] : fences(text)) {
+    std::string code(text.substr(b, e - b));
+    std::transform(code.begin(), code.end(), code.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    auto any = [&](const auto &list) {
+      return std::any_of(std::begin(list), std::end(list),
+                         [&](const char *x) { return code.find(x) != std::string::npos; });
+    };
+    if ((any(sends) && any(machine)) || (any(fetch) && any(run)) || (any(destroy) && any(system)))
+      out.push_back({{uint32_t(b), uint32_t(e), "malicious-code", 0.7}, false});
+  }
+}
+
+// Whether a sentence has the shape of a request: a question, or a capitalised sentence
+// that does not open the way statements do (an article, a pronoun, a preposition, a
+// conjunction, "note that"…). The classifier judges requests only: statements about
+// users, keys and prompts are what manuals and forum answers are made of, and what it
+// would otherwise mistake for orders. The rules see every sentence.
+bool requestShaped(std::string_view text, const std::vector<Word> &w, const Sentence &s) {
+  static const char *const statement[] = {
+      "the",   "a",       "an",    "this",     "that",    "these", "those", "it",   "its",     "there",    "here",
+      "he",    "she",     "they",  "we",       "i",       "our",   "their", "his",  "her",     "my",       "in",
+      "on",    "at",      "for",   "with",     "by",      "from",  "of",    "to",   "as",      "if",       "when",
+      "while", "because", "since", "although", "however", "note",  "but",   "or",   "and",     "so",       "thus",
+      "then",  "also",    "each",  "every",    "some",    "many",  "most",  "all",  "one",     "no",       "not",
+      "you",   "your",    "yes",   "thanks",   "thank",   "hi",    "hello", "dear", "regards", "sincerely"};
+  if (s.tokens.size() >= 2 && s.tokens.compare(s.tokens.size() - 2, 2, " ?") == 0)
+    return true;
+  unsigned char c = static_cast<unsigned char>(text[w[s.first].b]);
+  if (c < 0x80 && !std::isupper(c))
+    return false;
+  if (!isAny(w, s.first, statement))
+    return true;
+  // An opening phrase, then the main clause: "In your reply, mention…", "When you
+  // summarize this, add…".
+  for (size_t i = s.first; i < s.last && i < s.first + 8; ++i)
+    if (w[i].next == ',')
+      return !isAny(w, i + 1, statement);
+  return false;
+}
+
+void learnedFeatures(std::string_view text, const std::vector<Word> &w, std::vector<Finding> &out) {
+  std::vector<Sentence> ss;
+  auto code = fences(text);
+  std::vector<Sentence> all = sentences(text, w);
+  for (const Sentence &s : all)
+    if (requestShaped(text, w, s) && std::none_of(code.begin(), code.end(), [&](auto r) {
+          return w[s.first].b >= r.first && w[s.first].b < r.second;
+        }))
+      ss.push_back(s);
+  std::vector<std::string> tokens;
+  for (const Sentence &s : ss)
+    tokens.push_back(s.tokens);
+  std::vector<double> p = guardLearned(tokens);
+  // A text in which the classifier finds requests in a third or more of the other
+  // sentences (an assignment, a how-to, a style guide) asks them of its own reader: each
+  // weighs half as much, below the flagging score, so that in such a text only the
+  // rules flag (they weigh tasks of the text's own genre 0.6 times as much).
+  size_t counted = 0, requests = 0, candidates = 0;
+  for (const Sentence &s : all)
+    counted += s.last - s.first >= 2;
+  for (size_t k = 0; k < p.size() && k < ss.size(); ++k)
+    requests += p[k] >= kLearnedFloor, candidates += p[k] >= kLoneFloor;
+  bool lone = candidates == 1 && counted >= 3 && 3 * (ss.size() - 1) < counted;
+  for (size_t k = 0; k < p.size() && k < ss.size(); ++k) {
+    double floor = lone ? kLoneFloor : kLearnedFloor;
+    if (p[k] < floor)
+      continue;
+    double score = 0.5 + 0.49 * (p[k] - floor) / (1 - floor);
+    if (requests >= 2 && 3 * (requests - 1) + 1 >= counted)
+      score *= 0.5;
+    out.push_back({ss[k].first, ss[k].last, "learned", score});
+  }
+}
+
 } // namespace
+
+std::vector<std::string> guardSentences(std::string_view text) {
+  std::vector<std::string> out;
+  for (Sentence &s : sentences(text, words(normalise(text))))
+    out.push_back(std::move(s.tokens));
+  return out;
+}
 
 std::vector<Flag> guardScan(std::string_view text) {
   if (text.empty())
@@ -1227,6 +1397,7 @@ std::vector<Flag> guardScan(std::string_view text) {
   wordFeatures(w, urlStarts(n), found);
   taskFeatures(text, w, found);
   roleClaimFeatures(w, found);
+  learnedFeatures(text, w, found);
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;
@@ -1235,6 +1406,7 @@ std::vector<Flag> guardScan(std::string_view text) {
     spans.push_back({{w[f.first].b, w[f.last].e, f.kind, f.score}, obf});
   }
   markerFeatures(n, spans);
+  codeFeatures(text, spans);
   for (auto &[run, decoded] : base64Runs(text)) {
     double score = 0;
     for (const Flag &f : guardScan(decoded))
@@ -1264,7 +1436,9 @@ std::vector<Flag> guardScan(std::string_view text) {
       cur.end = std::max(cur.end, f.end);
       obf |= spans[j].second;
       hiddenText |= std::strcmp(f.kind, "hidden-text") == 0;
-      if (f.score > best)
+      // The rules name what they found; the classifier names a flag only alone.
+      bool learned = std::strcmp(f.kind, "learned") == 0, wasLearned = std::strcmp(cur.kind, "learned") == 0;
+      if ((f.score > best && (!learned || wasLearned)) || (wasLearned && !learned))
         best = f.score, cur.kind = f.kind;
       auto k =
           std::find_if(kinds.begin(), kinds.end(), [&](const auto &e) { return std::strcmp(e.first, f.kind) == 0; });
@@ -1273,10 +1447,15 @@ std::vector<Flag> guardScan(std::string_view text) {
       else
         k->second = std::max(k->second, f.score);
     }
-    double keep = 1;
+    // The classifier is not one more piece of evidence beside the rules: a flag is what
+    // the rules together find, or what the classifier finds, whichever is stronger.
+    double keep = 1, learned = 0;
     for (const auto &k : kinds)
-      keep *= 1 - k.second;
-    double score = 1 - keep;
+      if (std::strcmp(k.first, "learned") == 0)
+        learned = k.second;
+      else
+        keep *= 1 - k.second;
+    double score = std::max(1 - keep, learned);
     bool inHidden = false;
     for (auto [b, e] : regions)
       inHidden |= cur.begin < e && b < cur.end;

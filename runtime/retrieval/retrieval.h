@@ -162,6 +162,17 @@ std::vector<Flag> guardScan(std::string_view text);
 std::string guardQuote(std::string_view text, const std::vector<Flag> &flags);
 /// A hit's flags, as guardQuote takes them.
 std::vector<Flag> hitFlags(const planrt_hit &hit);
+/// The sentences (and table cells, and lines) of `text` as the learned detector reads
+/// them: normalised words (obfuscation undone, lowercase), spaces between, " ?" after a
+/// question. The trainer (guard_train.cpp) reads its labelled lines through it too.
+std::vector<std::string> guardSentences(std::string_view text);
+
+// ---- guard_learned.cpp.
+/// The learned detector: for each sentence (as guardSentences writes them), the
+/// probability that it is an instruction planted for an AI reader. A fastText classifier
+/// trained at build time on guard_data/ and built into the library; empty where no
+/// model is built in (the trainer itself).
+std::vector<double> guardLearned(const std::vector<std::string> &sentences);
 
 // ---- manifest.cpp: a planc-built executable's retrieval manifest.
 /// A configuration and the strings it borrows.
