@@ -5,6 +5,7 @@
 #include "status.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -1271,19 +1272,26 @@ std::vector<Sentence> sentences(std::string_view text, const std::vector<Word> &
 // injection, a task foreign to the text's genre, and is held to the lower floor.
 constexpr double kLearnedFloor = 0.7, kLoneFloor = 0.5;
 
-// The byte ranges of markdown code fences (``` … ```): the classifier reads prose, and
-// code is left to the rules.
+// The byte ranges of markdown code fences: from a line that opens with ``` (after up to
+// three spaces) to the next such line. The classifier reads prose, and code is left to
+// the rules; a fence never closed is not one (a stray ``` must not hide what follows).
 std::vector<std::pair<size_t, size_t>> fences(std::string_view text) {
   std::vector<std::pair<size_t, size_t>> out;
   size_t open = std::string_view::npos;
-  for (size_t i = text.find("```"); i != std::string_view::npos; i = text.find("```", i + 3)) {
-    if (open == std::string_view::npos)
-      open = i;
-    else
-      out.push_back({open, i + 3}), open = std::string_view::npos;
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    size_t at = line;
+    while (at < end && at - line < 3 && text[at] == ' ')
+      ++at;
+    if (text.substr(at, 3) == "```") {
+      if (open == std::string_view::npos)
+        open = line;
+      else
+        out.push_back({open, end}), open = std::string_view::npos;
+    }
+    line = end;
   }
-  if (open != std::string_view::npos)
-    out.push_back({open, text.size()});
   return out;
 }
 
@@ -1292,27 +1300,58 @@ std::vector<std::pair<size_t, size_t>> fences(std::string_view text) {
 // destroyed. A forum answer's code reads and writes its own files and calls its own
 // services; these are the shapes of code planted for an assistant to pass on.
 void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out) {
-  static const char *const sends[] = {"requests.post", "requests.put", ".sendall(", ".send(",   "smtplib",
-                                      "ftplib",        ".storbinary(", "sendmail(", "paramiko", "curl -d",
-                                      "curl --data",   "curl -f ",     "nc -"};
-  static const char *const machine[] = {"psutil",  "os.environ",  "platform.",   "getpass",   "gethostname",
-                                        "getuser", "/etc/passwd", "/etc/shadow", "/.ssh",     "id_rsa",
-                                        "cookies", "clipboard",   "keychain",    "wallet.dat"};
-  static const char *const fetch[] = {"urlretrieve", "requests.get", "urlopen(", "curl ", "wget "};
-  static const char *const run[] = {"exec(", "eval(",  "subprocess", "os.system",
-                                    "| sh",  "| bash", "os.popen",   "chmod +x"};
-  static const char *const destroy[] = {"os.remove", "os.unlink", "shutil.rmtree", "rm -rf",
-                                        "os.rmdir",  "dd if=",    "mkfs",          "shred"};
-  static const char *const system[] = {"/etc/", "/lib",      "/boot",    "/usr/",   "/bin/",    "/sbin",
-                                       "/var/", "windows\\", "system32", "/dev/sd", "rc.local", "crontab"};
+  // Sent over the network, and what about the machine or its user is sent: the whole
+  // environment, system facts, keys, browser cookies (one API token read from the
+  // environment and sent to its own service is not).
+  static const char *const sends[] = {"requests.post", "requests.put", ".sendall(",    ".send(",
+                                      "smtplib",       "ftplib",       ".storbinary(", "sendmail(",
+                                      "paramiko",      "curl -d",      "curl --data",  "--upload-file"};
+  static const char *const machine[] = {
+      "psutil",        "dict(os.environ)", "os.environ.copy()",  "os.environ.items()", "platform.uname",
+      "platform.node", "getpass.getuser",  "socket.gethostname", "/etc/passwd",        "/etc/shadow",
+      "/.ssh",         "id_rsa",           "browser_cookie",     "cookiejar",          "clipboard",
+      "keychain"};
+  // Code fetched and run by the program itself (an installer piped to a shell is how
+  // many projects install: not flagged).
+  static const char *const fetch[] = {"urlretrieve", "requests.get", "urlopen("};
+  static const char *const run[] = {"exec(", "eval(", "subprocess", "os.system", "os.popen"};
+  // Destroyed: a system directory as the removal's argument, on its line.
+  static const char *const destroy[] = {"os.remove(", "os.unlink(", "shutil.rmtree(", "rm -rf ",
+                                        "rm -fr ",    "os.rmdir(",  "shred ",         "mkfs"};
+  static const char *const system[] = {"/etc",      "/boot",    "/bin",     "/sbin",     "/lib/",
+                                       "/lib64",    "/usr/bin", "/usr/lib", "/usr/sbin", "system32",
+                                       "windows\\", "/dev/sd",  "rc.local"};
   for (auto [b, e] : fences(text)) {
     std::string code(text.substr(b, e - b));
     std::transform(code.begin(), code.end(), code.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    auto any = [&](const auto &list) {
+    auto any = [&](const auto &list, std::string_view in) {
       return std::any_of(std::begin(list), std::end(list),
-                         [&](const char *x) { return code.find(x) != std::string::npos; });
+                         [&](const char *x) { return in.find(x) != std::string_view::npos; });
     };
-    if ((any(sends) && any(machine)) || (any(fetch) && any(run)) || (any(destroy) && any(system)))
+    // A system directory as a path of its own ("/etc/ssl", not "/var/lib/apt").
+    auto rooted = [&](std::string_view in) {
+      for (const char *x : system)
+        for (size_t at = in.find(x); at != std::string_view::npos; at = in.find(x, at + 1))
+          if (x[0] != '/' || (at > 0 && std::strchr(" '\"(=", in[at - 1])))
+            return true;
+      return false;
+    };
+    bool destroys = false;
+    for (const char *d : destroy)
+      for (size_t at = code.find(d); at != std::string::npos && !destroys; at = code.find(d, at + 1)) {
+        size_t eol = code.find('\n', at);
+        std::string_view rest =
+            std::string_view(code).substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+        // or the root itself: "rm -rf /", "rm -rf /*", shutil.rmtree("/").
+        size_t arg = std::strlen(d);
+        while (arg < rest.size() && std::strchr(" '\"", rest[arg]))
+          ++arg;
+        bool root = arg < rest.size() && rest[arg] == '/' &&
+                    (arg + 1 == rest.size() ||
+                     !(std::isalnum(static_cast<unsigned char>(rest[arg + 1])) || std::strchr("._-~", rest[arg + 1])));
+        destroys = rooted(rest) || root;
+      }
+    if ((any(sends, code) && any(machine, code)) || (any(fetch, code) && any(run, code)) || destroys)
       out.push_back({{uint32_t(b), uint32_t(e), "malicious-code", 0.7}, false});
   }
 }

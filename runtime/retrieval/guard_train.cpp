@@ -174,6 +174,7 @@ int main(int argc, char **argv) {
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "planrt-guard-train: %s\n", e.what());
+    ::unlink(input.c_str());
     return 1;
   }
   ::unlink(input.c_str());
