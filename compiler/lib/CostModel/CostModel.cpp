@@ -362,9 +362,17 @@ private:
   }
 
   bool splitsDim(int param, size_t i) const {
+    // Asked per op and parameter by every estimate, and the dims are names to look up.
+    if (splitCache.empty())
+      splitCache.resize(model.params.size());
+    std::vector<char> &known = splitCache[size_t(param)];
     const sema::Parameter &pr = model.params[param];
-    return i < pr.dims.size() && l.splits(pr.dims[i]);
+    if (known.empty())
+      for (const std::string &dim : pr.dims)
+        known.push_back(l.splits(dim));
+    return i < known.size() && known[i];
   }
+  mutable std::vector<std::vector<char>> splitCache;
   /// A parameter's elements on one rank of the tensor axis (kept: every memory pass of
   /// every estimate a search makes asks, and the split's dims are names to look up).
   int64_t localElems(int pr) const {
@@ -1104,12 +1112,16 @@ private:
     double elems = double(trainedElems(pr));
     if (!cudaHalf)
       return 4.0 * elems;
-    for (const auto &op : model.ops)
-      if ((op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm || op.kind == OpKind::Embedding) &&
-          std::count(op.params.begin(), op.params.end(), pr))
-        return 4.0 * elems;
-    return halfStored * elems;
+    if (keptFp32.empty()) { // the parameters a normalisation or an embedding reads, found once
+      keptFp32.assign(model.params.size(), false);
+      for (const auto &op : model.ops)
+        if (op.kind == OpKind::LayerNorm || op.kind == OpKind::RMSNorm || op.kind == OpKind::Embedding)
+          for (int q : op.params)
+            keptFp32[size_t(q)] = true;
+    }
+    return (keptFp32[size_t(pr)] ? 4.0 : halfStored) * elems;
   }
+  mutable std::vector<bool> keptFp32;
 
   double backwardPeak(int r, bool keptWhole = false) const {
     const auto &ops = model.ops;
@@ -1166,7 +1178,8 @@ private:
     }
     // The rounded copies alive at op i: those an op up to i still reads, made by then.
     std::vector<double> roundedAlive(n, 0);
-    for (size_t i = n, made = 0; i-- > 0;) {
+    double made = 0;
+    for (size_t i = n; i-- > 0;) {
       made += roundedFrom[i];
       roundedAlive[i] = made;
       made -= roundedAt[i];
@@ -1188,7 +1201,7 @@ private:
                                                 : 0);
     }
     auto value = [&](int v) { return v >= sema::kFirstOpValue ? 4 * elems(v) : 0.0; };
-    std::vector<bool> fromCotangent = gradientsFromCotangent();
+    const std::vector<bool> &fromCotangent = gradientsFromCotangent();
     std::vector<double> gatheredReleased;
     std::vector<double> bucketsBeyond = gradientBucketsBeyondRow(r, lowest),
                         gathered = gatheredBucketsBeyondRow(r, gatheredReleased);
@@ -1249,9 +1262,13 @@ private:
   /// For each op, whether its output gradient is its pipeline stage's cotangent: the op
   /// is handed on (a later stage reads it), or read only by a residual add that is (whose
   /// backward passes the gradient through). All false without a pipeline.
-  std::vector<bool> gradientsFromCotangent() const {
+  const std::vector<bool> &gradientsFromCotangent() const {
+    // Asked per rank by the memory passes: made once an estimate.
+    if (!cotangentCache.empty() || model.ops.empty())
+      return cotangentCache;
     size_t n = model.ops.size();
-    std::vector<bool> handed(n, false), out(n, false);
+    std::vector<bool> handed(n, false), &out = cotangentCache;
+    out.assign(n, false);
     if (p <= 1)
       return out;
     std::vector<std::vector<size_t>> users(n);
@@ -1268,6 +1285,7 @@ private:
                              }));
     return out;
   }
+  mutable std::vector<bool> cotangentCache;
   /// Whether full recompute keeps op j's result: a tensor all-reduce's or reduce-scatter's
   /// (Autodiff never computes a collective twice), from which the backward pass recomputes
   /// the ops after it, not those before.
@@ -1303,12 +1321,15 @@ private:
     const sema::GraphOp &op = model.ops[i];
     if (op.kind != OpKind::Linear && op.kind != OpKind::Attend && op.kind != OpKind::Attention)
       return false;
-    for (const sema::GraphOp &user : model.ops)
-      if (user.kind == OpKind::CrossEntropy && !user.operands.empty() &&
-          user.operands[0] == int(i) + sema::kFirstOpValue)
-        return false;
-    return true;
+    if (lossInputs.empty()) { // the ops whose result a cross-entropy reads, found once
+      lossInputs.assign(model.ops.size() + 1, false);
+      for (const sema::GraphOp &user : model.ops)
+        if (user.kind == OpKind::CrossEntropy && !user.operands.empty() && user.operands[0] >= sema::kFirstOpValue)
+          lossInputs[size_t(user.operands[0] - sema::kFirstOpValue)] = true;
+    }
+    return !lossInputs[i];
   }
+  mutable std::vector<bool> lossInputs;
   /// The parameters whose gradients rank r's zero-bubble weight pass makes.
   std::set<int> weightPassParams(int64_t r) const {
     std::set<int> out;

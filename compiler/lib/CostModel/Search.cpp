@@ -6,6 +6,9 @@
 #include "plan/Training/DataParallel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
 
 using namespace plan;
 using namespace plan::cost;
@@ -144,11 +147,11 @@ std::vector<sema::Layout> layoutsOf(const sema::Model &model, const sema::Mesh &
 
 std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::Mesh &mesh, const sema::Layout &base,
                                           const SearchOptions &options, const Calibration &cal) {
-  std::vector<Candidate> out;
   int64_t n = mesh.devices();
   std::set<std::string> tensorDims = base.tensorDims;
   if (tensorDims.empty())
     tensorDims = sema::defaultTensorDims();
+  std::vector<sema::Layout> layouts;
   for (int64_t t : divisors(n)) {
     for (int64_t p : divisors(n / t)) {
       if (p > 1 && !options.allowPipeline)
@@ -158,20 +161,42 @@ std::vector<Candidate> plan::cost::search(const sema::Model &model, const sema::
       int64_t d = n / t / p;
       if (base.batch % d != 0)
         continue;
-      for (sema::Layout &l : layoutsOf(model, mesh, base, d, t, p, tensorDims)) {
-        if (!sema::checkLayout(&model, l).empty())
-          continue;
-        Estimate e = estimate(model, mesh, l, {}, cal);
-        // What does not fit may with its state offloaded: the least offload that fits,
-        // tried once the most does (else none would).
-        if (!e.fits())
-          offloadToFit(model, mesh, base, l.zero, cal, l, e);
-        if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
-          continue;
-        out.push_back({l, std::move(e)});
-      }
+      for (sema::Layout &l : layoutsOf(model, mesh, base, d, t, p, tensorDims))
+        layouts.push_back(std::move(l));
     }
   }
+  // Each layout is estimated on its own (the estimates share only the schedule caches,
+  // which lock): over the machine's cores, each result in its layout's place, so that
+  // the order below is the same however many threads ran.
+  std::vector<std::optional<Candidate>> found(layouts.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < layouts.size();) {
+      sema::Layout &l = layouts[i];
+      if (!sema::checkLayout(&model, l).empty())
+        continue;
+      Estimate e = estimate(model, mesh, l, {}, cal);
+      // What does not fit may with its state offloaded: the least offload that fits,
+      // tried once the most does (else none would).
+      if (!e.fits())
+        offloadToFit(model, mesh, base, l.zero, cal, l, e);
+      if (!e.fits() || (options.buildableOnly && !buildable(l, e)))
+        continue;
+      found[i] = Candidate{l, std::move(e)};
+    }
+  };
+  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  threads = std::min(threads, std::max<size_t>(layouts.size() / 64, 1));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < threads; ++k)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &th : pool)
+    th.join();
+  std::vector<Candidate> out;
+  for (std::optional<Candidate> &c : found)
+    if (c)
+      out.push_back(std::move(*c));
   // Fastest first; of equally fast layouts the one that needs less memory, then the lower
   // ZeRO stage.
   std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {

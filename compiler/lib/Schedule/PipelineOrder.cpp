@@ -54,10 +54,12 @@ struct SimStage {
 /// pass before a pass whose input comes by a send_recv runs once that input is there, as
 /// plan-schedule emits it. Returns when the last pass ends.
 double simulate(std::vector<SimStage> &st, int64_t p, double f, double b, double w, bool decide) {
-  std::map<std::pair<int64_t, int64_t>, double> forwardEnd, backwardEnd;
   int64_t m = 0;
   for (const PipelinePass &x : st[0].fb)
     m = std::max(m, x.micro + 1);
+  // When each stage's forward and backward of each micro-batch end, by k * m + micro;
+  // negative: not yet simulated.
+  std::vector<double> forwardEnd(size_t(p * m), -1), backwardEnd(size_t(p * m), -1);
   auto runWeight = [&](SimStage &s) {
     s.order.passes.push_back({PipelinePass::Weight, s.waiting.front()});
     s.waiting.pop_front();
@@ -73,18 +75,17 @@ double simulate(std::vector<SimStage> &st, int64_t p, double f, double b, double
         PipelinePass pass = s.fb[s.next];
         // What the pass waits for: the previous stage's forward (the last stage's backward
         // too: it runs its forward), the next stage's backward.
-        const std::map<std::pair<int64_t, int64_t>, double> *from = nullptr;
-        std::pair<int64_t, int64_t> dep{-1, -1};
+        const std::vector<double> *from = nullptr;
+        int64_t dep = 0;
         if ((pass.kind == PipelinePass::Forward || last) && k > 0)
-          dep = {k - 1, pass.micro}, from = &forwardEnd;
+          dep = (k - 1) * m + pass.micro, from = &forwardEnd;
         else if (pass.kind == PipelinePass::Backward && !last)
-          dep = {k + 1, pass.micro}, from = &backwardEnd;
+          dep = (k + 1) * m + pass.micro, from = &backwardEnd;
         double ready = 0;
         if (from) {
-          auto it = from->find(dep);
-          if (it == from->end())
+          ready = (*from)[size_t(dep)];
+          if (ready < 0)
             break; // not yet simulated: another stage first
-          ready = it->second;
         }
         bool canWait = weightPassCanWait(k, p, m, pass);
         bool weightNow;
@@ -104,7 +105,7 @@ double simulate(std::vector<SimStage> &st, int64_t p, double f, double b, double
         }
         double cost = pass.kind == PipelinePass::Forward ? (last ? 0 : f) : (split ? b : b + w) + (last ? f : 0);
         s.clock = std::max(s.clock, ready) + cost;
-        (pass.kind == PipelinePass::Forward ? forwardEnd : backwardEnd)[{k, pass.micro}] = s.clock;
+        (pass.kind == PipelinePass::Forward ? forwardEnd : backwardEnd)[size_t(k * m + pass.micro)] = s.clock;
         if (!(last && pass.kind == PipelinePass::Forward)) { // the last stage's backward runs its forward
           s.order.passes.push_back(pass);
           ++s.at;
@@ -141,12 +142,22 @@ std::vector<SimStage> stages(int64_t p, int64_t m) {
 } // namespace
 
 std::vector<StageOrder> zeroBubbleOrders(int64_t p, int64_t m) {
+  // Pure in (p, m), and asked for by every zero-bubble layout a search estimates.
+  static std::mutex lock;
+  static std::map<std::pair<int64_t, int64_t>, std::vector<StageOrder>> cache;
+  {
+    std::lock_guard<std::mutex> hold(lock);
+    auto it = cache.find({p, m});
+    if (it != cache.end())
+      return it->second;
+  }
   std::vector<SimStage> st = stages(p, m);
   simulate(st, p, 1, 1, 1, /*decide=*/true);
   std::vector<StageOrder> out;
   for (SimStage &s : st)
     out.push_back(std::move(s.order));
-  return out;
+  std::lock_guard<std::mutex> hold(lock);
+  return cache.emplace(std::make_pair(p, m), std::move(out)).first->second;
 }
 
 int64_t zeroBubbleWeightSlots(int64_t k, int64_t p, int64_t m) {
