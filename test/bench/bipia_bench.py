@@ -18,7 +18,6 @@ injected documents per clean one.
 
   bipia_bench.py LIBPLANRT_RETRIEVAL_SO BIPIA_ROOT [--split test|train] [--misses N]
 """
-import ctypes
 import json
 import os
 import random
@@ -27,7 +26,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from injection_bench import blocklist  # noqa: E402
+from injection_bench import blocklist, load_guard  # noqa: E402
 
 TASKS = [("email", "text"), ("table", "text"), ("code", "code")]
 
@@ -70,16 +69,10 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__)
         sys.exit(2)
-    lib = ctypes.CDLL(sys.argv[1])
-    lib.planrt_guard_scan.restype = ctypes.c_size_t
-    lib.planrt_guard_scan.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+    guard = load_guard(sys.argv[1])
     root = sys.argv[2]
     split = sys.argv[sys.argv.index("--split") + 1] if "--split" in sys.argv else "test"
     misses = int(sys.argv[sys.argv.index("--misses") + 1]) if "--misses" in sys.argv else 0
-
-    def guard(text):
-        b = text.encode("utf-8")
-        return lib.planrt_guard_scan(b, len(b), None, 0) > 0
 
     detectors = [("guard (planrt_guard_scan)", guard), ("phrase blocklist", blocklist)]
     print(f"# BIPIA {split} split")

@@ -446,13 +446,23 @@ def build():
     return clean + injected, heldout, heldout2
 
 
+def load_guard(path):
+    """planrt_guard_scan of the library at `path`, as text -> whether any span is flagged."""
+    lib = ctypes.CDLL(path)
+    lib.planrt_guard_scan.restype = ctypes.c_size_t
+    lib.planrt_guard_scan.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+
+    def guard(text):
+        b = text.encode("utf-8")
+        return lib.planrt_guard_scan(b, len(b), None, 0) > 0
+    return guard
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         sys.exit(2)
-    lib = ctypes.CDLL(sys.argv[1])
-    lib.planrt_guard_scan.restype = ctypes.c_size_t
-    lib.planrt_guard_scan.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+    guard = load_guard(sys.argv[1])
     tuning, heldout, heldout2 = build()
     if "--dump" in sys.argv:
         with open(sys.argv[sys.argv.index("--dump") + 1], "w") as f:
@@ -461,7 +471,7 @@ def main():
     for title, docs in [("tuning set (the detector was developed on it)", tuning),
                         ("held-out 1 (written after the first round; guided the second)", heldout),
                         ("held-out 2 (written after the last round, never used to tune)", heldout2)]:
-        report(lib, title, docs)
+        report(guard, title, docs)
     # Indirect injections embedded in emails, tables, code, web pages… and clean documents
     # of the same genres full of legitimate instructions, written by a separate author who
     # never saw the detector (data/indirect_injections.jsonl).
@@ -470,16 +480,11 @@ def main():
     indirect = [json.loads(line) for line in open(INDIRECT, encoding="utf-8")]
     docs = [{"label": int(d["label"] == "injected"), "style": d["style"], "source": d["carrier"],
              "text": d["text"]} for d in indirect]
-    report(lib, "independent set, even lines (guided the task-hijacking rules)", docs[0::2])
-    report(lib, "independent set, odd lines (never read while tuning)", docs[1::2])
+    report(guard, "independent set, even lines (guided the task-hijacking rules)", docs[0::2])
+    report(guard, "independent set, odd lines (never read while tuning)", docs[1::2])
 
 
-def report(lib, title, docs):
-
-    def guard(text):
-        b = text.encode("utf-8")
-        return lib.planrt_guard_scan(b, len(b), None, 0) > 0
-
+def report(guard, title, docs):
     results = {}
     for name, fn in [("guard (planrt_guard_scan)", guard), ("phrase blocklist", blocklist)]:
         tp = fp = fn_ = tn = 0
