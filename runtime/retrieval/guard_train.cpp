@@ -3,7 +3,7 @@
 // them (guardSentences) and labelled; fastText trains a linear classifier over their
 // words and word pairs, deterministically (one thread, a fixed seed and order).
 //
-//   planrt-guard-train INJECTIONS BENIGN MODEL_OUT [--holdout]
+//   planrt-guard-train MODEL_OUT INJECTIONS BENIGN [INJECTIONS BENIGN ...] [--holdout]
 //   planrt-guard-train --score MODEL < TEXT
 //
 // Beside MODEL_OUT it writes MODEL_OUT.h, the model's digest as a macro that
@@ -123,29 +123,16 @@ int score(const char *model) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  if (argc == 3 && std::string(argv[1]) == "--score")
-    return score(argv[2]);
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: planrt-guard-train INJECTIONS BENIGN MODEL_OUT [--holdout]\n"
-                         "       planrt-guard-train --score MODEL < TEXT\n");
-    return 2;
-  }
-  bool holdout = argc > 4 && std::string(argv[4]) == "--holdout";
-  std::vector<Example> train, held;
-  if (!readLines(argv[1], true, holdout, train, held) || !readLines(argv[2], false, holdout, train, held))
-    return 1;
-  std::shuffle(train.begin(), train.end(), std::mt19937(1));
-  std::string input = std::string(argv[3]) + ".train.txt";
+/// Trains on `train` (shuffled) and writes the model and its digest atomically.
+bool trainModel(const std::vector<Example> &train, const std::string &model, fasttext::FastText &ft) {
+  std::string input = model + ".train.txt";
   {
     std::ofstream out(input);
     for (const Example &e : train)
       out << labelled(e);
     if (!out) {
       std::fprintf(stderr, "planrt-guard-train: cannot write %s\n", input.c_str());
-      return 1;
+      return false;
     }
   }
   fasttext::Args a;
@@ -163,24 +150,50 @@ int main(int argc, char **argv) {
   a.thread = 1;
   a.seed = 1;
   a.verbose = 0;
-  fasttext::FastText ft;
   try {
     ft.train(a);
-    std::string tmp = std::string(argv[3]) + ".tmp";
+    std::string tmp = model + ".tmp";
     ft.saveModel(tmp);
-    if (std::rename(tmp.c_str(), argv[3]) != 0 || !writeDigest(argv[3])) {
+    if (std::rename(tmp.c_str(), model.c_str()) != 0 || !writeDigest(model.c_str())) {
       std::perror("planrt-guard-train: writing the model");
-      return 1;
+      return false;
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "planrt-guard-train: %s\n", e.what());
     ::unlink(input.c_str());
-    return 1;
+    return false;
   }
   ::unlink(input.c_str());
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc == 3 && std::string(argv[1]) == "--score")
+    return score(argv[2]);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool holdout = !args.empty() && args.back() == "--holdout";
+  if (holdout)
+    args.pop_back();
+  if (args.size() < 3 || args.size() % 2 == 0) {
+    std::fprintf(stderr, "usage: planrt-guard-train MODEL_OUT INJECTIONS BENIGN [INJECTIONS BENIGN ...] [--holdout]\n"
+                         "       planrt-guard-train --score MODEL < TEXT\n");
+    return 2;
+  }
+  const std::string &model = args[0];
+  std::vector<Example> train, held;
+  for (size_t k = 1; k + 1 < args.size(); k += 2)
+    if (!readLines(args[k].c_str(), true, holdout, train, held) ||
+        !readLines(args[k + 1].c_str(), false, holdout, train, held))
+      return 1;
+  std::shuffle(train.begin(), train.end(), std::mt19937(1));
+  fasttext::FastText ft;
+  if (!trainModel(train, model, ft))
+    return 1;
   size_t pos = std::count_if(train.begin(), train.end(), [](const Example &e) { return e.injection; });
   std::printf("planrt-guard-train: %zu sentences (%zu injection, %zu benign) -> %s\n", train.size(), pos,
-              train.size() - pos, argv[3]);
+              train.size() - pos, model.c_str());
   if (holdout)
     evaluate(ft, held);
   return 0;
