@@ -2,8 +2,9 @@
 // for Efficient Text Classification", 2016) over the guard's normalised sentences,
 // trained at build time by planrt-guard-train on guard_data/ and built into the
 // library (docs/RETRIEVAL.md "The guard").
-#include "retrieval.h"
+#include "guard_classifier.h"
 #include "guard_model.bin.h" // PLANRT_GUARD_MODEL_DIGEST
+#include "retrieval.h"
 
 #include <fasttext/fasttext.h>
 
@@ -24,8 +25,6 @@ extern "C" const char planrt_guard_model_begin[], planrt_guard_model_end[];
 
 namespace planrt::rag {
 namespace {
-
-const char *const kInjection = "__label__injection";
 
 /// fastText, with its model-file header check (protected) in reach.
 struct FastText : fasttext::FastText {
@@ -68,17 +67,8 @@ std::vector<double> guardLearned(const std::vector<std::string> &sentences) {
   const fasttext::FastText &ft = model();
   std::vector<double> out;
   out.reserve(sentences.size());
-  std::vector<std::pair<fasttext::real, std::string>> pred;
-  for (const std::string &s : sentences) {
-    std::istringstream in(s + "\n");
-    pred.clear();
-    ft.predictLine(in, pred, 2, 0.0);
-    double p = 0;
-    for (const auto &[prob, label] : pred)
-      if (label == kInjection)
-        p = prob;
-    out.push_back(p);
-  }
+  for (const std::string &s : sentences)
+    out.push_back(injectionProbability(ft, s));
   return out;
 }
 

@@ -14,6 +14,7 @@
 // classifier's precision and recall on them are printed (the model is still written).
 // --score prints, for each sentence of each line of TEXT, the probability that the
 // model gives it and the words it read.
+#include "guard_classifier.h"
 #include "retrieval.h"
 
 #include <fasttext/fasttext.h>
@@ -60,24 +61,14 @@ bool readLines(const char *path, bool injection, bool holdout, std::vector<Examp
 }
 
 std::string labelled(const Example &e) {
-  return std::string(e.injection ? "__label__injection " : "__label__benign ") + e.tokens + "\n";
-}
-
-double probability(const fasttext::FastText &ft, const std::string &tokens) {
-  std::istringstream in(tokens + "\n");
-  std::vector<std::pair<fasttext::real, std::string>> pred;
-  ft.predictLine(in, pred, 2, 0.0);
-  for (const auto &[prob, label] : pred)
-    if (label == "__label__injection")
-      return prob;
-  return 0;
+  return std::string(e.injection ? planrt::rag::kInjectionLabel : planrt::rag::kBenignLabel) + " " + e.tokens + "\n";
 }
 
 void evaluate(const fasttext::FastText &ft, const std::vector<Example> &held) {
   for (double floor : {0.5, 0.6, 0.7, 0.8, 0.9}) {
     size_t tp = 0, fp = 0, fn = 0, tn = 0;
     for (const Example &e : held) {
-      bool hit = probability(ft, e.tokens) >= floor;
+      bool hit = planrt::rag::injectionProbability(ft, e.tokens) >= floor;
       (e.injection ? (hit ? tp : fn) : (hit ? fp : tn))++;
     }
     std::printf("held-out sentences, p >= %.1f: precision %.3f recall %.3f (tp %zu fp %zu fn %zu tn %zu)\n", floor,
@@ -104,12 +95,8 @@ bool writeDigest(const std::string &model) {
   return std::rename(tmp.c_str(), (model + ".h").c_str()) == 0;
 }
 
-struct FastText : fasttext::FastText {
-  using fasttext::FastText::checkModel;
-};
-
 int score(const char *model) {
-  FastText ft;
+  fasttext::FastText ft; // loadModel(path) checks the file's header itself
   try {
     ft.loadModel(std::string(model));
   } catch (const std::exception &e) {
@@ -119,7 +106,7 @@ int score(const char *model) {
   std::string line;
   while (std::getline(std::cin, line))
     for (const std::string &s : planrt::rag::guardSentences(line))
-      std::printf("%.3f\t%s\n", probability(ft, s), s.c_str());
+      std::printf("%.3f\t%s\n", planrt::rag::injectionProbability(ft, s), s.c_str());
   return 0;
 }
 
