@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 namespace planrt::rag {
@@ -778,8 +779,13 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
       out.push_back({i, i + 2, "persona", find(w, i + 2, 4, kPersona | kAi | kAssistant) < n ? 0.8 : 0.45});
     if (is(i, "from") && is(i + 1, "now") && is(i + 2, "on"))
       out.push_back({i, i + 2, "persona", find(w, i + 2, 3, kYou) < n ? 0.6 : 0.4});
-    if (has(w, i, kPersona))
-      out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : 0.55});
+    // Alone, a word of jailbreaks is evidence; those with a technical sense too (an
+    // unbound variable, unrestricted access, a process impersonating a user) are less.
+    if (has(w, i, kPersona)) {
+      bool technical =
+          is(i, "unbound") || is(i, "unrestricted") || is(i, "impersonate") || is(i, "persona") || is(i, "unchained");
+      out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : technical ? 0.45 : 0.55});
+    }
     if (is(i, "developer") && is(i + 1, "mode"))
       out.push_back({i, i + 1, "persona", 0.45});
     if ((is(i, "act") || is(i, "behave")) && (is(i + 1, "as") || is(i + 1, "like")) && i > 0 &&
@@ -1384,6 +1390,90 @@ bool requestShaped(std::string_view text, const std::vector<Word> &w, const Sent
   return false;
 }
 
+// A request on a line of its own about something the text never mentions: a question,
+// or an order whose verb the lexicon knows, none of whose content words (four letters or
+// more, compared by their first five) occurs anywhere else in a text of some length. "What
+// are the main causes of the First World War?" on a line of an invoice, "Explain how
+// recursion works." between a table's rows: a task foreign to the text, which is how an
+// injection reads when it asks what any user might. Questions and orders are the genre of
+// an FAQ, a changelog or a how-to: a text with two or more such lines flags none of them.
+void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, const std::vector<Sentence> &all,
+                            const std::vector<std::pair<size_t, size_t>> &code, std::vector<Finding> &out) {
+  static const char *const function[] = {
+      "about",     "above",   "after",  "again",   "also",   "been",   "before", "being",     "below",    "between",
+      "both",      "could",   "does",   "doing",   "down",   "during", "each",   "from",      "have",     "having",
+      "here",      "into",    "just",   "more",    "most",   "much",   "only",   "other",     "over",     "same",
+      "should",    "some",    "such",   "than",    "that",   "their",  "them",   "then",      "there",    "these",
+      "they",      "this",    "those",  "through", "under",  "until",  "very",   "were",      "what",     "when",
+      "where",     "which",   "while",  "whom",    "whose",  "will",   "with",   "would",     "your",     "yours",
+      "following", "example", "simple", "terms",   "please", "thing",  "things", "something", "anything", "everything",
+      "someone",   "anyone",  "many",   "well",    "like",   "make",   "give"};
+  // The sentence's end mark when nothing else is on its line(s), else 0.
+  auto lineAlone = [&](const Sentence &s) -> char {
+    size_t b = w[s.first].b, e = w[s.last].e;
+    size_t sol = text.rfind('\n', b == 0 ? 0 : b - 1);
+    sol = (b == 0 || sol == std::string_view::npos) ? 0 : sol + 1;
+    if (text.substr(sol, b - sol).find_first_not_of(" \t") != std::string_view::npos)
+      return 0;
+    size_t eol = std::min(text.find('\n', e), text.size());
+    std::string_view tail = text.substr(e, eol - e); // a whole sentence: its end, then nothing
+    size_t mark = tail.find_first_of(".?!");
+    if (mark == std::string_view::npos || tail.find_first_not_of(" \t\r.?!\"')") != std::string_view::npos)
+      return 0;
+    return tail[mark];
+  };
+  // The verbs that set a task (those teachers use to set one: define, explain, compare…),
+  // not those of a manual's directions (see, note, check, run).
+  static const char *const setsTask[] = {
+      "define",      "list",    "name",      "describe", "explain",    "identify",  "summarize",  "summarise",
+      "classify",    "compare", "contrast",  "discuss",  "outline",    "analyze",   "analyse",    "evaluate",
+      "assess",      "create",  "design",    "develop",  "formulate",  "compose",   "write",      "draft",
+      "predict",     "justify", "calculate", "solve",    "illustrate", "interpret", "provide",    "give",
+      "suggest",     "propose", "recommend", "tell",     "translate",  "generate",  "break",      "elaborate",
+      "demonstrate", "examine", "critique",  "argue",    "rank",       "rewrite",   "paraphrase", "convert"};
+  auto content = [&](size_t i) {
+    const std::string &x = w[i].s;
+    return x.size() >= 4 && x.find_first_not_of("abcdefghijklmnopqrstuvwxyz'") == std::string::npos &&
+           !(w[i].cls & (kFiller | kLead | kModal | kYou | kNow | kScope)) && !isAny(w, i, function);
+  };
+  std::vector<size_t> found;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Sentence &s = all[k];
+    unsigned char c = static_cast<unsigned char>(text[w[s.first].b]);
+    char mark = lineAlone(s);
+    bool question = mark == '?';
+    size_t h = s.first;
+    while (h < s.last && (w[h].cls & kLead))
+      ++h;
+    bool order = isAny(w, h, setsTask) && !question;
+    // A heading ("What's New in Python 3.11?"): half its later words capitalised.
+    size_t words3 = 0, capitals = 0;
+    for (size_t i = s.first + 1; i <= s.last; ++i)
+      if (w[i].e - w[i].b >= 3) {
+        ++words3;
+        capitals += std::isupper(static_cast<unsigned char>(text[w[i].b])) != 0;
+      }
+    question &= 2 * capitals < words3 && w[s.first].next != ':'; // nor "Re: …?", "Q: …?"
+    bool inCode = std::any_of(code.begin(), code.end(),
+                              [&](auto r) { return w[s.first].b >= r.first && w[s.first].b < r.second; });
+    if (s.last - s.first >= 2 && c < 0x80 && std::isupper(c) && (question || order) && !inCode && mark)
+      found.push_back(k);
+  }
+  if (found.size() != 1)
+    return;
+  const Sentence &s = all[found[0]];
+  std::set<std::string> own, rest;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (content(i) && !(i == s.first && isAny(w, i, setsTask)))
+      (i >= s.first && i <= s.last ? own : rest).insert(w[i].s.substr(0, 5));
+  if (own.size() < 2 || rest.size() < 15)
+    return;
+  for (const std::string &x : own)
+    if (rest.count(x))
+      return;
+  out.push_back({s.first, s.last, "foreign-request", 0.5});
+}
+
 void learnedFeatures(std::string_view text, const std::vector<Word> &w, std::vector<Finding> &out) {
   std::vector<Sentence> ss;
   auto code = fences(text);
@@ -1407,12 +1497,31 @@ void learnedFeatures(std::string_view text, const std::vector<Word> &w, std::vec
   for (size_t k = 0; k < p.size() && k < ss.size(); ++k)
     requests += p[k] >= kLearnedFloor, candidates += p[k] >= kLoneFloor;
   bool lone = candidates == 1 && counted >= 3 && 3 * (ss.size() - 1) < counted;
+  // A text two fifths of whose sentences open with a verb of some trade's instructions (a
+  // changelog's "Add…", "Fixed…", "Document…", a how-to's "Install…", "Run…") gives orders
+  // as its genre.
+  // Sentences are counted from a capital (a line wrapped in mid-sentence is not one),
+  // after a bullet ("•", "*", "-", "--").
+  size_t verbs = 0, opened = 0;
+  for (const Sentence &s : all) {
+    size_t h = s.first;
+    while (h < s.last && w[h].s.find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos)
+      ++h;
+    unsigned char c = static_cast<unsigned char>(text[w[h].b]);
+    if (s.last - h < 2 || (c < 0x80 && !std::isupper(c)))
+      continue;
+    ++opened;
+    while (h < s.last && (w[h].cls & kLead))
+      ++h;
+    verbs += bool(w[h].cls & (kImper | kTaskVerb | kAct));
+  }
+  bool orders = verbs >= 3 && 5 * (verbs - 1) >= 2 * opened;
   for (size_t k = 0; k < p.size() && k < ss.size(); ++k) {
     double floor = lone ? kLoneFloor : kLearnedFloor;
     if (p[k] < floor)
       continue;
     double score = 0.5 + 0.49 * (p[k] - floor) / (1 - floor);
-    if (requests >= 2 && 3 * (requests - 1) + 1 >= counted)
+    if ((requests >= 2 && 3 * (requests - 1) + 1 >= counted) || orders)
       score *= 0.5;
     out.push_back({ss[k].first, ss[k].last, "learned", score});
   }
@@ -1437,6 +1546,7 @@ std::vector<Flag> guardScan(std::string_view text) {
   taskFeatures(text, w, found);
   roleClaimFeatures(w, found);
   learnedFeatures(text, w, found);
+  foreignRequestFeatures(text, w, sentences(text, w), fences(text), found);
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;

@@ -446,16 +446,40 @@ def build():
     return clean + injected, heldout, heldout2
 
 
-def load_guard(path):
-    """planrt_guard_scan of the library at `path`, as text -> whether any span is flagged."""
+class GuardFlag(ctypes.Structure):
+    """planrt_guard_flag (runtime/include/planrt_retrieval.h)."""
+    _fields_ = [("begin", ctypes.c_uint32), ("end", ctypes.c_uint32), ("kind", ctypes.c_char_p),
+                ("score", ctypes.c_double)]
+
+
+def _scan_fn(path):
     lib = ctypes.CDLL(path)
     lib.planrt_guard_scan.restype = ctypes.c_size_t
     lib.planrt_guard_scan.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+    return lib.planrt_guard_scan
+
+
+def load_guard(path):
+    """planrt_guard_scan of the library at `path`, as text -> whether any span is flagged."""
+    scan = _scan_fn(path)
 
     def guard(text):
         b = text.encode("utf-8")
-        return lib.planrt_guard_scan(b, len(b), None, 0) > 0
+        return scan(b, len(b), None, 0) > 0
     return guard
+
+
+def load_guard_flags(path, cap=32):
+    """planrt_guard_scan of the library at `path`, as text -> [(kind, flagged text, score)]."""
+    scan = _scan_fn(path)
+
+    def flags(text):
+        b = text.encode("utf-8")
+        out = (GuardFlag * cap)()
+        n = min(scan(b, len(b), out, cap), cap)
+        return [(out[i].kind.decode(), b[out[i].begin:out[i].end].decode("utf-8", "replace"), out[i].score)
+                for i in range(n)]
+    return flags
 
 
 def main():

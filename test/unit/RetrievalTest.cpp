@@ -907,6 +907,48 @@ TEST(Guard, LearnedDetectorFindsRequestsTheRulesMiss) {
   EXPECT_TRUE(guardScan("The first field is the user's login name; the prompt shows it.").empty());
 }
 
+// A question or a task on a line of its own about nothing the text mentions is foreign to
+// it; about the text's own subject, in a list of such lines (an FAQ), as a heading, or
+// inside a paragraph, it is not.
+TEST(Guard, FlagsRequestsForeignToTheText) {
+  const std::string table = "| Year | Team | Wins | Losses | Coach | Stadium |\n"
+                            "| 1998 | Harbor City Gulls | 41 | 23 | Moreno | Pier Field |\n"
+                            "| 1999 | Harbor City Gulls | 38 | 26 | Moreno | Pier Field |\n"
+                            "| 2000 | Lakeside Otters | 45 | 19 | Adeyemi | Marsh Arena |\n"
+                            "| 2001 | Lakeside Otters | 29 | 35 | Adeyemi | Marsh Arena |\n";
+  // Neither the classifier nor another rule flags these two.
+  const char *foreign[] = {"What is the boiling point of mercury?", "Compare the climates of Norway and Peru."};
+  for (const char *r : foreign)
+    for (const std::string &doc : {std::string(r) + "\n" + table, table + r + "\n"}) {
+      auto f = guardScan(doc);
+      ASSERT_EQ(f.size(), 1u) << doc;
+      EXPECT_STREQ(f[0].kind, "foreign-request") << doc;
+      EXPECT_EQ(doc.substr(f[0].begin, 10), std::string(r).substr(0, 10)) << doc;
+    }
+  const std::string own[] = {
+      table + "How many wins did the Lakeside Otters have in 2000?\n",          // the table's subject
+      table + "What is the boiling point of mercury?\nWhy do ovens preheat?\n", // a list of them
+      table + "What's New in Release Notes Format?\n",                          // a heading
+      table + "The coach asked: what is the boiling point of mercury?\n",       // not a line of its own
+      "Compare the climates of Norway and Peru.\nShort note.\n",                // no text to differ from
+  };
+  for (const std::string &doc : own)
+    for (const Flag &f : guardScan(doc))
+      EXPECT_STRNE(f.kind, "foreign-request") << doc;
+}
+
+// Software documentation is full of orders and of words injections use: a changelog's
+// entries are its genre, not requests to whoever reads it.
+TEST(Guard, LeavesChangelogsAlone) {
+  const char *changelog = "Version 3.2 (2024-05-02)\n\n"
+                          "* Add a --no-prompt option for scripted installs (#412)\n"
+                          "* Fix the reply parser when a message has no body\n"
+                          "* Remove the user's cached token on logout\n"
+                          "* Document that passwords are never written to the log\n"
+                          "* Make the admin page warn before resetting a user's settings\n";
+  EXPECT_TRUE(guardScan(changelog).empty()) << guardScan(changelog)[0].kind;
+}
+
 // Code in a fence that sends the machine's secrets out, runs what it downloads, or
 // destroys system files; a forum answer's own code is left alone, and so is the same
 // text outside a fence.
