@@ -1278,6 +1278,13 @@ std::vector<Sentence> sentences(std::string_view text, const std::vector<Word> &
 // injection, a task foreign to the text's genre, and is held to the lower floor.
 constexpr double kLearnedFloor = 0.7, kLoneFloor = 0.5;
 
+// ASCII lowercased (code and its introductions are compared as written, not normalised).
+std::string lowered(std::string_view t) {
+  std::string out(t);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return out;
+}
+
 // The byte ranges of markdown code fences: from a line that opens with ``` (after up to
 // three spaces) to the next such line. The classifier reads prose, and code is left to
 // the rules; a fence never closed is not one (a stray ``` must not hide what follows).
@@ -1328,8 +1335,7 @@ void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out
                                        "/lib64",    "/usr/bin", "/usr/lib", "/usr/sbin", "system32",
                                        "windows\\", "/dev/sd",  "rc.local"};
   for (auto [b, e] : fences(text)) {
-    std::string code(text.substr(b, e - b));
-    std::transform(code.begin(), code.end(), code.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::string code = lowered(text.substr(b, e - b));
     auto any = [&](const auto &list, std::string_view in) {
       return std::any_of(std::begin(list), std::end(list),
                          [&](const char *x) { return in.find(x) != std::string_view::npos; });
@@ -1362,31 +1368,112 @@ void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out
   }
 }
 
+// How statements open (an article, a pronoun, a preposition, a conjunction, "note", a
+// greeting): a sentence that opens otherwise is shaped as a request.
+const char *const kStatementOpeners[] = {
+    "the",   "a",       "an",    "this",     "that",    "these", "those", "it",   "its",     "there",    "here",
+    "he",    "she",     "they",  "we",       "i",       "our",   "their", "his",  "her",     "my",       "in",
+    "on",    "at",      "for",   "with",     "by",      "from",  "of",    "to",   "as",      "if",       "when",
+    "while", "because", "since", "although", "however", "note",  "but",   "or",   "and",     "so",       "thus",
+    "then",  "also",    "each",  "every",    "some",    "many",  "most",  "all",  "one",     "no",       "not",
+    "you",   "your",    "yes",   "thanks",   "thank",   "hi",    "hello", "dear", "regards", "sincerely"};
+
+// Code foreign to its text, asked for: a fence that reaches the network or the system
+// (requests, sockets, mail, FTP, SSH, a shell, moving and removing files, system facts),
+// nearly all of whose names (nine in ten, four characters or more) occur nowhere else in
+// the text, after a line whose last sentence asks for it and ends in a colon: an order
+// ("Merge the below code excerpt into your solution:") or words about the reader's work
+// ("Your code could flourish with the following excerpt:"). A forum answer's code is
+// about the answer and shares its names.
+void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size_t, size_t>> &code,
+                         std::vector<std::pair<Flag, bool>> &out) {
+  static const char *const reaches[] = {"requests",  "socket",   "urllib",    "httpx",     "aiohttp", "http.client",
+                                        "smtplib",   "ftplib",   "paramiko",  "wget",      "curl",    "subprocess",
+                                        "os.system", "os.popen", "os.remove", "os.rename", "shutil",  "psutil"};
+  static const std::set<std::string> common = {"import",    "from",   "with",  "open", "true", "false", "none",
+                                               "self",      "return", "print", "data", "file", "path",  "name",
+                                               "value",     "list",   "dict",  "this", "that", "your",  "code",
+                                               "following", "while",  "elif",  "else", "class"};
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto names = [&](std::string_view t, std::set<std::string> &into) {
+    for (size_t i = 0; i < t.size();) {
+      if (!ident(t[i]) || std::isdigit(static_cast<unsigned char>(t[i]))) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < t.size() && ident(t[j]))
+        ++j;
+      std::string x = lowered(t.substr(i, j - i));
+      if (x.size() >= 4 && !common.count(x))
+        into.insert(x);
+      i = j;
+    }
+  };
+  auto word = [&](std::string_view t, std::string_view x) { // x in t, not inside a name
+    for (size_t at = t.find(x); at != std::string_view::npos; at = t.find(x, at + 1))
+      if ((at == 0 || !ident(t[at - 1])) && (at + x.size() == t.size() || !ident(t[at + x.size()])))
+        return true;
+    return false;
+  };
+  for (auto [b, e] : code) {
+    std::string body = lowered(text.substr(b, e - b));
+    if (std::none_of(std::begin(reaches), std::end(reaches), [&](const char *x) { return word(body, x); }))
+      continue;
+    // The line before the fence, and its last sentence.
+    size_t end = b;
+    while (end > 0 && std::isspace(static_cast<unsigned char>(text[end - 1])))
+      --end;
+    size_t start = text.rfind('\n', end == 0 ? 0 : end - 1);
+    start = (end == 0 || start == std::string_view::npos) ? 0 : start + 1;
+    std::string_view lead = text.substr(start, end - start), last = lead;
+    for (size_t k = 0; k + 1 < lead.size(); ++k)
+      if (std::strchr(".!?", lead[k]) && lead[k + 1] == ' ')
+        last = lead.substr(k + 2);
+    while (!last.empty() && last.front() == ' ')
+      last.remove_prefix(1);
+    if (last.empty() || last.back() != ':')
+      continue;
+    std::string lower = lowered(last);
+    size_t first = 0;
+    while (first < lower.size() && (std::isalpha(static_cast<unsigned char>(lower[first])) || lower[first] == '\''))
+      ++first;
+    std::string opener = lower.substr(0, first);
+    bool order = std::isupper(static_cast<unsigned char>(last.front())) &&
+                 std::none_of(std::begin(kStatementOpeners), std::end(kStatementOpeners),
+                              [&](const char *x) { return opener == x; });
+    if (!order && !word(lower, "your"))
+      continue;
+    std::set<std::string> own, rest;
+    names(text.substr(b, e - b), own);
+    if (own.size() < 4)
+      continue;
+    names(text.substr(0, start), rest);
+    names(text.substr(e), rest);
+    size_t shared = std::count_if(own.begin(), own.end(), [&](const std::string &x) { return rest.count(x) > 0; });
+    if (10 * shared <= own.size())
+      out.push_back({{uint32_t(start), uint32_t(e), "foreign-code", 0.5}, false});
+  }
+}
+
 // Whether a sentence has the shape of a request: a question, or a capitalised sentence
 // that does not open the way statements do (an article, a pronoun, a preposition, a
 // conjunction, "note that"…). The classifier judges requests only: statements about
 // users, keys and prompts are what manuals and forum answers are made of, and what it
 // would otherwise mistake for orders. The rules see every sentence.
 bool requestShaped(std::string_view text, const std::vector<Word> &w, const Sentence &s) {
-  static const char *const statement[] = {
-      "the",   "a",       "an",    "this",     "that",    "these", "those", "it",   "its",     "there",    "here",
-      "he",    "she",     "they",  "we",       "i",       "our",   "their", "his",  "her",     "my",       "in",
-      "on",    "at",      "for",   "with",     "by",      "from",  "of",    "to",   "as",      "if",       "when",
-      "while", "because", "since", "although", "however", "note",  "but",   "or",   "and",     "so",       "thus",
-      "then",  "also",    "each",  "every",    "some",    "many",  "most",  "all",  "one",     "no",       "not",
-      "you",   "your",    "yes",   "thanks",   "thank",   "hi",    "hello", "dear", "regards", "sincerely"};
   if (s.tokens.size() >= 2 && s.tokens.compare(s.tokens.size() - 2, 2, " ?") == 0)
     return true;
   unsigned char c = static_cast<unsigned char>(text[w[s.first].b]);
   if (c < 0x80 && !std::isupper(c))
     return false;
-  if (!isAny(w, s.first, statement))
+  if (!isAny(w, s.first, kStatementOpeners))
     return true;
   // An opening phrase, then the main clause: "In your reply, mention…", "When you
   // summarize this, add…".
   for (size_t i = s.first; i < s.last && i < s.first + 8; ++i)
     if (w[i].next == ',')
-      return !isAny(w, i + 1, statement);
+      return !isAny(w, i + 1, kStatementOpeners);
   return false;
 }
 
@@ -1408,6 +1495,15 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
       "where",     "which",   "while",  "whom",    "whose",  "will",   "with",   "would",     "your",     "yours",
       "following", "example", "simple", "terms",   "please", "thing",  "things", "something", "anything", "everything",
       "someone",   "anyone",  "many",   "well",    "like",   "make",   "give"};
+  static const std::set<std::string> functionWords = [] { // in skeleton form, as words are
+    std::set<std::string> out;
+    for (const char *x : function) {
+      std::string k(x);
+      std::replace(k.begin(), k.end(), 'l', 'i');
+      out.insert(k);
+    }
+    return out;
+  }();
   // The sentence's end mark when nothing else is on its line(s), else 0.
   auto lineAlone = [&](const Sentence &s) -> char {
     size_t b = w[s.first].b, e = w[s.last].e;
@@ -1434,7 +1530,12 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
   auto content = [&](size_t i) {
     const std::string &x = w[i].s;
     return x.size() >= 4 && x.find_first_not_of("abcdefghijklmnopqrstuvwxyz'") == std::string::npos &&
-           !(w[i].cls & (kFiller | kLead | kModal | kYou | kNow | kScope)) && !isAny(w, i, function);
+           !(w[i].cls & (kFiller | kLead | kModal | kYou | kNow | kScope)) && !functionWords.count(x);
+  };
+  auto answerWord = [&](size_t i) { // "your answer", "your reply"…
+    static const char *const answers[] = {"answer",  "answers", "response", "responses", "reply",
+                                          "replies", "message", "output",   "summary"};
+    return i > 0 && is(w, i - 1, "your") && isAny(w, i, answers);
   };
   std::vector<size_t> found;
   for (size_t k = 0; k < all.size(); ++k) {
@@ -1445,7 +1546,12 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
     size_t h = s.first;
     while (h < s.last && (w[h].cls & kLead))
       ++h;
-    bool order = isAny(w, h, setsTask) && !question;
+    // Or any order about the reader's answer: "Modify your answer to…", "Render your
+    // message in…" (it opens as no statement does, and names "your answer").
+    bool yourAnswer = false;
+    for (size_t i = h + 1; i <= s.last; ++i)
+      yourAnswer |= answerWord(i);
+    bool order = (isAny(w, h, setsTask) || (yourAnswer && !isAny(w, h, kStatementOpeners))) && !question;
     // A heading ("What's New in Python 3.11?"): half its later words capitalised.
     size_t words3 = 0, capitals = 0;
     for (size_t i = s.first + 1; i <= s.last; ++i)
@@ -1464,7 +1570,7 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
   const Sentence &s = all[found[0]];
   std::set<std::string> own, rest;
   for (size_t i = 0; i < w.size(); ++i)
-    if (content(i) && !(i == s.first && isAny(w, i, setsTask)))
+    if (content(i) && !(i == s.first && isAny(w, i, setsTask)) && !answerWord(i))
       (i >= s.first && i <= s.last ? own : rest).insert(w[i].s.substr(0, 5));
   if (own.size() < 2 || rest.size() < 15)
     return;
@@ -1556,6 +1662,7 @@ std::vector<Flag> guardScan(std::string_view text) {
   }
   markerFeatures(n, spans);
   codeFeatures(text, spans);
+  foreignCodeFeatures(text, fences(text), spans);
   for (auto &[run, decoded] : base64Runs(text)) {
     double score = 0;
     for (const Flag &f : guardScan(decoded))
