@@ -381,18 +381,20 @@ const std::unordered_map<std::string, uint32_t> &lexicon() {
                 "bitte", "por", "per", "favor", "alsjeblieft"});
     // Instructions of every trade: a text with several of them (a recipe, a manual, an
     // assignment) is one whose genre is instructions.
-    add(kImper, {"add",     "mix",     "stir",    "preheat", "bake",    "cook",    "pour",     "heat",    "serve",
-                 "place",   "combine", "whisk",   "chop",    "cut",     "season",  "run",      "install", "click",
-                 "enter",   "open",    "select",  "check",   "use",     "read",    "see",      "note",    "make",
-                 "keep",    "set",     "remove",  "press",   "type",    "go",      "put",      "take",    "ensure",
-                 "avoid",   "follow",  "contact", "submit",  "complete", "fill",   "attach",   "bring",   "call",
-                 "save",    "copy",    "paste",   "restart", "update",  "download", "upload",  "configure", "edit",
-                 "delete",  "replace", "review",  "label",   "compare", "calculate", "solve", "draw",    "discuss",
-                 "identify", "choose", "circle",  "match",   "underline", "highlight", "do",   "don",     "never",
-                 "always",  "wash",    "drain",   "let",     "store",   "wait",    "turn",     "tighten", "insert",
-                 "connect", "unplug",  "plug",    "remember", "try",    "ask",     "send",     "print",   "show",
-                 "give",    "get",     "find",    "look",    "clean",   "rinse",   "cover",    "simmer",  "boil",
-                 "fold",    "sprinkle", "slice",  "grate",   "melt",    "beat",    "spread",   "arrange", "measure"});
+    add(kImper, {"add", "mix", "stir", "preheat", "bake", "cook", "pour", "heat", "serve", "place", "combine", "whisk",
+                 "chop", "cut", "season", "run", "install", "click", "enter", "open", "select", "check", "use", "read",
+                 "see", "note", "make", "keep", "set", "remove", "press", "type", "go", "put", "take", "ensure",
+                 "avoid", "follow", "contact", "submit", "complete", "fill", "attach", "bring", "call", "save", "copy",
+                 "paste", "restart", "update", "download", "upload", "configure", "edit", "delete", "replace", "review",
+                 "label", "compare", "calculate", "solve", "draw", "discuss", "identify", "choose", "circle", "match",
+                 "underline", "highlight", "do", "don", "never", "always", "wash", "drain", "let", "store", "wait",
+                 "turn", "tighten", "insert", "connect", "unplug", "plug", "remember", "try", "ask", "send", "print",
+                 "show", "give", "get", "find", "look", "clean", "rinse", "cover", "simmer", "boil", "fold", "sprinkle",
+                 "slice", "grate", "melt", "beat", "spread", "arrange", "measure",
+                 // a changelog's and a commit's
+                 "fix", "document", "clarify", "improve", "support", "allow", "rename", "implement", "refactor", "bump",
+                 "drop", "move", "merge", "handle", "enable", "disable", "deprecate", "prevent", "correct", "restore",
+                 "simplify", "optimize", "introduce", "extend", "reduce", "increase", "split"});
     add(kReading, {"reading", "processing", "summarizing", "summarising", "indexing", "parsing", "scanning",
                    "analyzing", "analysing", "crawling", "ingesting", "reviewing", "translating"});
     add(kRevoked,
@@ -782,8 +784,9 @@ void wordFeatures(const std::vector<Word> &w, const std::vector<uint32_t> &urls,
     // Alone, a word of jailbreaks is evidence; those with a technical sense too (an
     // unbound variable, unrestricted access, a process impersonating a user) are less.
     if (has(w, i, kPersona)) {
-      bool technical =
-          is(i, "unbound") || is(i, "unrestricted") || is(i, "impersonate") || is(i, "persona") || is(i, "unchained");
+      bool technical = false; // in any inflection: "impersonating", "personas"
+      for (const char *stem : {"unbound", "unrestrict", "impersonat", "persona", "unchain"})
+        technical |= w[i].s.rfind(stem, 0) == 0;
       out.push_back({i, i, "persona", is(i, "pretend") || is(i, "dan") ? 0.35 : technical ? 0.45 : 0.55});
     }
     if (is(i, "developer") && is(i + 1, "mode"))
@@ -1285,11 +1288,13 @@ std::string lowered(std::string_view t) {
   return out;
 }
 
+using Ranges = std::vector<std::pair<size_t, size_t>>;
+
 // The byte ranges of markdown code fences: from a line that opens with ``` (after up to
 // three spaces) to the next such line. The classifier reads prose, and code is left to
 // the rules; a fence never closed is not one (a stray ``` must not hide what follows).
-std::vector<std::pair<size_t, size_t>> fences(std::string_view text) {
-  std::vector<std::pair<size_t, size_t>> out;
+Ranges fences(std::string_view text) {
+  Ranges out;
   size_t open = std::string_view::npos;
   for (size_t line = 0; line < text.size();) {
     size_t end = text.find('\n', line);
@@ -1308,11 +1313,27 @@ std::vector<std::pair<size_t, size_t>> fences(std::string_view text) {
   return out;
 }
 
+// Whether byte offsets, asked in increasing order, lie in one of the fences (a linear
+// walk over both).
+class FenceCursor {
+public:
+  explicit FenceCursor(const Ranges &fences) : fences_(fences) {}
+  bool operator()(size_t at) {
+    while (next_ < fences_.size() && fences_[next_].second <= at)
+      ++next_;
+    return next_ < fences_.size() && fences_[next_].first <= at;
+  }
+
+private:
+  const Ranges &fences_;
+  size_t next_ = 0;
+};
+
 // Code (in a fence) that acts against whoever runs it: facts about the machine or its
 // user sent over the network, code fetched from the network and run, or system files
 // destroyed. A forum answer's code reads and writes its own files and calls its own
 // services; these are the shapes of code planted for an assistant to pass on.
-void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out) {
+void codeFeatures(std::string_view text, const Ranges &code, std::vector<std::pair<Flag, bool>> &out) {
   // Sent over the network, and what about the machine or its user is sent: the whole
   // environment, system facts, keys, browser cookies (one API token read from the
   // environment and sent to its own service is not).
@@ -1334,8 +1355,8 @@ void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out
   static const char *const system[] = {"/etc",      "/boot",    "/bin",     "/sbin",     "/lib/",
                                        "/lib64",    "/usr/bin", "/usr/lib", "/usr/sbin", "system32",
                                        "windows\\", "/dev/sd",  "rc.local"};
-  for (auto [b, e] : fences(text)) {
-    std::string code = lowered(text.substr(b, e - b));
+  for (auto [b, e] : code) {
+    std::string body = lowered(text.substr(b, e - b));
     auto any = [&](const auto &list, std::string_view in) {
       return std::any_of(std::begin(list), std::end(list),
                          [&](const char *x) { return in.find(x) != std::string_view::npos; });
@@ -1350,10 +1371,10 @@ void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out
     };
     bool destroys = false;
     for (const char *d : destroy)
-      for (size_t at = code.find(d); at != std::string::npos && !destroys; at = code.find(d, at + 1)) {
-        size_t eol = code.find('\n', at);
+      for (size_t at = body.find(d); at != std::string::npos && !destroys; at = body.find(d, at + 1)) {
+        size_t eol = body.find('\n', at);
         std::string_view rest =
-            std::string_view(code).substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+            std::string_view(body).substr(at, eol == std::string::npos ? std::string::npos : eol - at);
         // or the root itself: "rm -rf /", "rm -rf /*", shutil.rmtree("/").
         size_t arg = std::strlen(d);
         while (arg < rest.size() && std::strchr(" '\"", rest[arg]))
@@ -1363,7 +1384,7 @@ void codeFeatures(std::string_view text, std::vector<std::pair<Flag, bool>> &out
                      !(std::isalnum(static_cast<unsigned char>(rest[arg + 1])) || std::strchr("._-~", rest[arg + 1])));
         destroys = rooted(rest) || root;
       }
-    if ((any(sends, code) && any(machine, code)) || (any(fetch, code) && any(run, code)) || destroys)
+    if ((any(sends, body) && any(machine, body)) || (any(fetch, body) && any(run, body)) || destroys)
       out.push_back({{uint32_t(b), uint32_t(e), "malicious-code", 0.7}, false});
   }
 }
@@ -1385,8 +1406,7 @@ const char *const kStatementOpeners[] = {
 // ("Merge the below code excerpt into your solution:") or words about the reader's work
 // ("Your code could flourish with the following excerpt:"). A forum answer's code is
 // about the answer and shares its names.
-void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size_t, size_t>> &code,
-                         std::vector<std::pair<Flag, bool>> &out) {
+void foreignCodeFeatures(std::string_view text, const Ranges &code, std::vector<std::pair<Flag, bool>> &out) {
   static const char *const reaches[] = {"requests",  "socket",   "urllib",    "httpx",     "aiohttp", "http.client",
                                         "smtplib",   "ftplib",   "paramiko",  "wget",      "curl",    "subprocess",
                                         "os.system", "os.popen", "os.remove", "os.rename", "shutil",  "psutil"};
@@ -1395,7 +1415,8 @@ void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size
                                                "value",     "list",   "dict",  "this", "that", "your",  "code",
                                                "following", "while",  "elif",  "else", "class"};
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  auto names = [&](std::string_view t, std::set<std::string> &into) {
+  using Counts = std::unordered_map<std::string, size_t>;
+  auto names = [&](std::string_view t, Counts &into) {
     for (size_t i = 0; i < t.size();) {
       if (!ident(t[i]) || std::isdigit(static_cast<unsigned char>(t[i]))) {
         ++i;
@@ -1406,7 +1427,7 @@ void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size
         ++j;
       std::string x = lowered(t.substr(i, j - i));
       if (x.size() >= 4 && !common.count(x))
-        into.insert(x);
+        ++into[x];
       i = j;
     }
   };
@@ -1416,6 +1437,7 @@ void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size
         return true;
     return false;
   };
+  Counts all;
   for (auto [b, e] : code) {
     std::string body = lowered(text.substr(b, e - b));
     if (std::none_of(std::begin(reaches), std::end(reaches), [&](const char *x) { return word(body, x); }))
@@ -1428,7 +1450,7 @@ void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size
     start = (end == 0 || start == std::string_view::npos) ? 0 : start + 1;
     std::string_view lead = text.substr(start, end - start), last = lead;
     for (size_t k = 0; k + 1 < lead.size(); ++k)
-      if (std::strchr(".!?", lead[k]) && lead[k + 1] == ' ')
+      if ((lead[k] == '.' || lead[k] == '!' || lead[k] == '?') && lead[k + 1] == ' ')
         last = lead.substr(k + 2);
     while (!last.empty() && last.front() == ' ')
       last.remove_prefix(1);
@@ -1444,13 +1466,19 @@ void foreignCodeFeatures(std::string_view text, const std::vector<std::pair<size
                               [&](const char *x) { return opener == x; });
     if (!order && !word(lower, "your"))
       continue;
-    std::set<std::string> own, rest;
-    names(text.substr(b, e - b), own);
+    // The code's names, between its fence lines (not the language named after ```); a
+    // name is elsewhere when the whole text has it more often than the code. The whole
+    // text is counted once, when the first fence gets this far.
+    size_t close = e - (text[e - 1] == '\n'); // the closing line, less its newline
+    size_t from = text.find('\n', b), to = close > 1 ? text.rfind('\n', close - 1) : std::string_view::npos;
+    Counts own;
+    if (from != std::string_view::npos && to != std::string_view::npos && from < to)
+      names(text.substr(from, to - from), own);
     if (own.size() < 4)
       continue;
-    names(text.substr(0, start), rest);
-    names(text.substr(e), rest);
-    size_t shared = std::count_if(own.begin(), own.end(), [&](const std::string &x) { return rest.count(x) > 0; });
+    if (all.empty())
+      names(text, all);
+    size_t shared = std::count_if(own.begin(), own.end(), [&](const auto &x) { return all[x.first] > x.second; });
     if (10 * shared <= own.size())
       out.push_back({{uint32_t(start), uint32_t(e), "foreign-code", 0.5}, false});
   }
@@ -1485,7 +1513,7 @@ bool requestShaped(std::string_view text, const std::vector<Word> &w, const Sent
 // injection reads when it asks what any user might. Questions and orders are the genre of
 // an FAQ, a changelog or a how-to: a text with two or more such lines flags none of them.
 void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, const std::vector<Sentence> &all,
-                            const std::vector<std::pair<size_t, size_t>> &code, std::vector<Finding> &out) {
+                            const Ranges &code, std::vector<Finding> &out) {
   static const char *const function[] = {
       "about",     "above",   "after",  "again",   "also",   "been",   "before", "being",     "below",    "between",
       "both",      "could",   "does",   "doing",   "down",   "during", "each",   "from",      "have",     "having",
@@ -1504,19 +1532,23 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
     }
     return out;
   }();
-  // The sentence's end mark when nothing else is on its line(s), else 0.
+  // The sentence's end mark when nothing else is on its line(s), else 0: only spaces
+  // before it on its line, and after it only its end and closing quotes.
   auto lineAlone = [&](const Sentence &s) -> char {
     size_t b = w[s.first].b, e = w[s.last].e;
-    size_t sol = text.rfind('\n', b == 0 ? 0 : b - 1);
-    sol = (b == 0 || sol == std::string_view::npos) ? 0 : sol + 1;
-    if (text.substr(sol, b - sol).find_first_not_of(" \t") != std::string_view::npos)
+    while (b > 0 && (text[b - 1] == ' ' || text[b - 1] == '\t'))
+      --b;
+    if (b > 0 && text[b - 1] != '\n')
       return 0;
-    size_t eol = std::min(text.find('\n', e), text.size());
-    std::string_view tail = text.substr(e, eol - e); // a whole sentence: its end, then nothing
-    size_t mark = tail.find_first_of(".?!");
-    if (mark == std::string_view::npos || tail.find_first_not_of(" \t\r.?!\"')") != std::string_view::npos)
-      return 0;
-    return tail[mark];
+    char mark = 0;
+    for (; e < text.size() && text[e] != '\n'; ++e) {
+      char c = text[e];
+      if (!mark && (c == '.' || c == '?' || c == '!'))
+        mark = c;
+      else if (!std::strchr(" \t\r.?!\"')", c) || c == 0)
+        return 0;
+    }
+    return mark;
   };
   // The verbs that set a task (those teachers use to set one: define, explain, compare…),
   // not those of a manual's directions (see, note, check, run).
@@ -1537,11 +1569,16 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
                                           "replies", "message", "output",   "summary"};
     return i > 0 && is(w, i - 1, "your") && isAny(w, i, answers);
   };
-  std::vector<size_t> found;
+  std::vector<std::pair<size_t, size_t>> found; // sentence, its verb
+  FenceCursor inCode(code);
   for (size_t k = 0; k < all.size(); ++k) {
     const Sentence &s = all[k];
     unsigned char c = static_cast<unsigned char>(text[w[s.first].b]);
+    if (inCode(w[s.first].b) || s.last - s.first < 2 || c >= 0x80 || !std::isupper(c))
+      continue;
     char mark = lineAlone(s);
+    if (!mark)
+      continue;
     bool question = mark == '?';
     size_t h = s.first;
     while (h < s.last && (w[h].cls & kLead))
@@ -1560,17 +1597,16 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
         capitals += std::isupper(static_cast<unsigned char>(text[w[i].b])) != 0;
       }
     question &= 2 * capitals < words3 && w[s.first].next != ':'; // nor "Re: …?", "Q: …?"
-    bool inCode = std::any_of(code.begin(), code.end(),
-                              [&](auto r) { return w[s.first].b >= r.first && w[s.first].b < r.second; });
-    if (s.last - s.first >= 2 && c < 0x80 && std::isupper(c) && (question || order) && !inCode && mark)
-      found.push_back(k);
+    if (question || order)
+      found.push_back({k, h});
   }
   if (found.size() != 1)
     return;
-  const Sentence &s = all[found[0]];
+  const Sentence &s = all[found[0].first];
+  size_t verb = found[0].second;
   std::set<std::string> own, rest;
   for (size_t i = 0; i < w.size(); ++i)
-    if (content(i) && !(i == s.first && isAny(w, i, setsTask)) && !answerWord(i))
+    if (content(i) && !(i == verb && isAny(w, i, setsTask)) && !answerWord(i))
       (i >= s.first && i <= s.last ? own : rest).insert(w[i].s.substr(0, 5));
   if (own.size() < 2 || rest.size() < 15)
     return;
@@ -1580,14 +1616,12 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
   out.push_back({s.first, s.last, "foreign-request", 0.5});
 }
 
-void learnedFeatures(std::string_view text, const std::vector<Word> &w, std::vector<Finding> &out) {
+void learnedFeatures(std::string_view text, const std::vector<Word> &w, const std::vector<Sentence> &all,
+                     const Ranges &code, std::vector<Finding> &out) {
   std::vector<Sentence> ss;
-  auto code = fences(text);
-  std::vector<Sentence> all = sentences(text, w);
+  FenceCursor inCode(code);
   for (const Sentence &s : all)
-    if (requestShaped(text, w, s) && std::none_of(code.begin(), code.end(), [&](auto r) {
-          return w[s.first].b >= r.first && w[s.first].b < r.second;
-        }))
+    if (!inCode(w[s.first].b) && requestShaped(text, w, s))
       ss.push_back(s);
   std::vector<std::string> tokens;
   for (const Sentence &s : ss)
@@ -1651,8 +1685,11 @@ std::vector<Flag> guardScan(std::string_view text) {
   wordFeatures(w, urlStarts(n), found);
   taskFeatures(text, w, found);
   roleClaimFeatures(w, found);
-  learnedFeatures(text, w, found);
-  foreignRequestFeatures(text, w, sentences(text, w), fences(text), found);
+  // Sentences and code fences, read once for the features that need them.
+  const std::vector<Sentence> all = sentences(text, w);
+  const Ranges code = fences(text);
+  learnedFeatures(text, w, all, code, found);
+  foreignRequestFeatures(text, w, all, code, found);
   std::vector<std::pair<Flag, bool>> spans; // a span and whether obfuscation touched it
   for (const Finding &f : found) {
     bool obf = false;
@@ -1661,8 +1698,8 @@ std::vector<Flag> guardScan(std::string_view text) {
     spans.push_back({{w[f.first].b, w[f.last].e, f.kind, f.score}, obf});
   }
   markerFeatures(n, spans);
-  codeFeatures(text, spans);
-  foreignCodeFeatures(text, fences(text), spans);
+  codeFeatures(text, code, spans);
+  foreignCodeFeatures(text, code, spans);
   for (auto &[run, decoded] : base64Runs(text)) {
     double score = 0;
     for (const Flag &f : guardScan(decoded))
