@@ -1511,7 +1511,8 @@ bool requestShaped(std::string_view text, const std::vector<Word> &w, const Sent
 // are the main causes of the First World War?" on a line of an invoice, "Explain how
 // recursion works." between a table's rows: a task foreign to the text, which is how an
 // injection reads when it asks what any user might. Questions and orders are the genre of
-// an FAQ, a changelog or a how-to: a text with two or more such lines flags none of them.
+// an FAQ, a changelog or a how-to: a text with two or more different such lines flags
+// none of them.
 void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, const std::vector<Sentence> &all,
                             const Ranges &code, std::vector<Finding> &out) {
   static const char *const function[] = {
@@ -1600,20 +1601,26 @@ void foreignRequestFeatures(std::string_view text, const std::vector<Word> &w, c
     if (question || order)
       found.push_back({k, h});
   }
-  if (found.size() != 1)
+  // Two or more different ones are a genre; one said twice is still one.
+  if (found.empty() || std::any_of(found.begin(), found.end(),
+                                   [&](auto f) { return all[f.first].tokens != all[found[0].first].tokens; }))
     return;
-  const Sentence &s = all[found[0].first];
-  size_t verb = found[0].second;
   std::set<std::string> own, rest;
-  for (size_t i = 0; i < w.size(); ++i)
-    if (content(i) && !(i == verb && isAny(w, i, setsTask)) && !answerWord(i))
-      (i >= s.first && i <= s.last ? own : rest).insert(w[i].s.substr(0, 5));
+  size_t at = 0; // the next copy of the request, in text order
+  for (size_t i = 0; i < w.size(); ++i) {
+    while (at < found.size() && all[found[at].first].last < i)
+      ++at;
+    bool in = at < found.size() && i >= all[found[at].first].first;
+    if (content(i) && !(in && i == found[at].second && isAny(w, i, setsTask)) && !answerWord(i))
+      (in ? own : rest).insert(w[i].s.substr(0, 5));
+  }
   if (own.size() < 2 || rest.size() < 15)
     return;
   for (const std::string &x : own)
     if (rest.count(x))
       return;
-  out.push_back({s.first, s.last, "foreign-request", 0.5});
+  for (const auto &f : found)
+    out.push_back({all[f.first].first, all[f.first].last, "foreign-request", 0.5});
 }
 
 void learnedFeatures(std::string_view text, const std::vector<Word> &w, const std::vector<Sentence> &all,
@@ -1621,7 +1628,7 @@ void learnedFeatures(std::string_view text, const std::vector<Word> &w, const st
   std::vector<Sentence> ss;
   FenceCursor inCode(code);
   for (const Sentence &s : all)
-    if (!inCode(w[s.first].b) && requestShaped(text, w, s))
+    if (!inCode(w[s.first].b) && s.last - s.first >= 2 && requestShaped(text, w, s))
       ss.push_back(s);
   std::vector<std::string> tokens;
   for (const Sentence &s : ss)

@@ -928,6 +928,10 @@ TEST(Guard, FlagsRequestsForeignToTheText) {
       EXPECT_STREQ(f[0].kind, "foreign-request") << doc;
       EXPECT_EQ(doc.substr(f[0].begin, 10), std::string(r).substr(0, 10)) << doc;
     }
+  // Said twice, it is still one request, not a list of them.
+  auto twice = guardScan(std::string(foreign[0]) + "\n" + table + foreign[0] + "\n");
+  ASSERT_FALSE(twice.empty());
+  EXPECT_STREQ(twice[0].kind, "foreign-request");
   const std::string own[] = {
       table + "How many wins did the Lakeside Otters have in 2000?\n",          // the table's subject
       table + "What is the boiling point of mercury?\nWhy do ovens preheat?\n", // a list of them
