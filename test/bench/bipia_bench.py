@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from injection_bench import blocklist, load_guard  # noqa: E402
+from injection_bench import blocklist, load_guard, option  # noqa: E402
 
 TASKS = [("email", "text"), ("table", "text"), ("code", "code")]
 
@@ -71,8 +71,8 @@ def main():
         sys.exit(2)
     guard = load_guard(sys.argv[1])
     root = sys.argv[2]
-    split = sys.argv[sys.argv.index("--split") + 1] if "--split" in sys.argv else "test"
-    misses = int(sys.argv[sys.argv.index("--misses") + 1]) if "--misses" in sys.argv else 0
+    split = option("--split", "test")
+    misses = option("--misses", 0, int)
 
     detectors = [("guard (planrt_guard_scan)", guard), ("phrase blocklist", blocklist)]
     print(f"# BIPIA {split} split")

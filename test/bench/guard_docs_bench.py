@@ -7,12 +7,12 @@ documentation assistant retrieves from, and the one in which imperative sentence
 ("Add…", "Remove…", "Document…") and words such as user, message, password and
 prompt are everyday.
 
-Files are chunked as planc's paragraph chunker does (paragraphs packed up to about
-1,200 bytes), and a file gives its first ten chunks (a project's long changelog would
-otherwise be most of the corpus). A file's half is fixed by a hash of its path: "dev" is the half that may
-be read while changing the detector, "held-out" the half that is only counted. Files
-are drawn in a seeded order, so two machines with the same packages get the same
-chunks.
+Files are cut into chunks of whole paragraphs packed up to about 1,200 bytes (like
+planc's paragraph chunking, which the C ABI does not expose), and a file gives its first
+ten chunks (a project's long changelog would otherwise be most of the corpus). A file's
+half is fixed by a hash of its path: "dev" is the half that may be read while changing
+the detector, "held-out" the half that is only counted. Files are drawn in a seeded
+order, so two machines with the same packages get the same chunks.
 
   guard_docs_bench.py LIBPLANRT_RETRIEVAL_SO [--files N] [--examples N]
 """
@@ -26,9 +26,12 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from injection_bench import load_guard_flags  # noqa: E402
+from injection_bench import load_guard_flags, option  # noqa: E402
 
 ROOT = "/usr/share/doc"
+# Documentation by name: a README, NEWS, FAQ… file, or a text or markdown file.
+DOC_PREFIXES = ("readme", "news", "faq", "todo", "usage", "howto", "changelog")
+DOC_SUFFIXES = (".md", ".txt", ".rst", ".md.gz", ".txt.gz")
 
 
 def doc_files():
@@ -36,8 +39,7 @@ def doc_files():
     for root, _, names in os.walk(ROOT):
         for name in names:
             low = name.lower()
-            if low.startswith(("readme", "news", "faq", "todo", "usage", "howto", "changelog")) or \
-                    low.endswith((".md", ".txt", ".rst", ".md.gz", ".txt.gz")):
+            if low.startswith(DOC_PREFIXES) or low.endswith(DOC_SUFFIXES):
                 out.append(os.path.join(root, name))
     out.sort()
     random.Random(1).shuffle(out)
@@ -77,8 +79,8 @@ def main():
         print(__doc__)
         sys.exit(2)
     scan = load_guard_flags(sys.argv[1])
-    files = int(sys.argv[sys.argv.index("--files") + 1]) if "--files" in sys.argv else 1500
-    examples = int(sys.argv[sys.argv.index("--examples") + 1]) if "--examples" in sys.argv else 0
+    files = option("--files", 1500, int)
+    examples = option("--examples", 0, int)
     total = collections.Counter()
     flagged = collections.Counter()
     kinds = collections.Counter()

@@ -459,6 +459,11 @@ def _scan_fn(path):
     return lib.planrt_guard_scan
 
 
+def option(name, default, kind=str):
+    """The value after `name` on the command line, as `kind`, or `default`."""
+    return kind(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
 def load_guard(path):
     """planrt_guard_scan of the library at `path`, as text -> whether any span is flagged."""
     scan = _scan_fn(path)
@@ -489,7 +494,7 @@ def main():
     guard = load_guard(sys.argv[1])
     tuning, heldout, heldout2 = build()
     if "--dump" in sys.argv:
-        with open(sys.argv[sys.argv.index("--dump") + 1], "w") as f:
+        with open(option("--dump", None), "w") as f:
             for d in tuning + heldout + heldout2:
                 f.write(json.dumps(d, ensure_ascii=False) + "\n")
     for title, docs in [("tuning set (the detector was developed on it)", tuning),
