@@ -1646,9 +1646,8 @@ void learnedFeatures(std::string_view text, const std::vector<Word> &w, const st
   bool lone = candidates == 1 && counted >= 3 && 3 * (ss.size() - 1) < counted;
   // A text two fifths of whose sentences open with a verb of some trade's instructions (a
   // changelog's "Add…", "Fixed…", "Document…", a how-to's "Install…", "Run…") gives orders
-  // as its genre.
-  // Sentences are counted from a capital (a line wrapped in mid-sentence is not one),
-  // after a bullet ("•", "*", "-", "--").
+  // as its genre. Sentences are counted from a capital, after a bullet ("•", "*", "-",
+  // "--"): a line wrapped in mid-sentence is not one.
   size_t verbs = 0, opened = 0;
   for (const Sentence &s : all) {
     size_t h = s.first;
