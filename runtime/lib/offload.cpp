@@ -11,6 +11,13 @@
 // current generation, through the page cache: the next one ahead through the ring into
 // the staging buffer (idle outside the update), while the step computes, and copied
 // out when its gather starts; any other with pread.
+//
+// The update streams group 1's records (norms and biases, of which every layer's
+// bucket holds some) before group 0's, each group's in order, so that an overlapped
+// update (on a thread of its own while the next step's forward pass gathers the
+// shard bucket by bucket) is done with the first buckets' records first. Its thread
+// publishes how far it got: the records updated, and those written in a row from the
+// first; the step waits for what it touches, and only then.
 #include "offload.h"
 #include "planrt_manifest.h"
 #include "status.h"
@@ -19,15 +26,20 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fcntl.h>
 #include <functional>
+#include <mutex>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <system_error>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -76,6 +88,38 @@ struct OffloadedOptimizer::Impl {
   /// in step S's update, halfway through writing the next generation.
   int64_t killStep = -1;
 
+  /// An overlapped update: its thread, and how far it got in stream positions:
+  /// `computed` records updated (their pieces of p and g done with), `written` records
+  /// of the next generation on disk in a row from the first.
+  struct Job {
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t computed = 0, written = 0;
+    bool finished = false, nextKnown = false;
+    planrt_status status = PLANRT_OK;
+    std::string error; ///< its message: planrt_last_error is the thread's own
+    int target = 0;    ///< the generation it writes
+    float *p[2] = {nullptr, nullptr}, *g[2] = {nullptr, nullptr};
+    float state[8] = {}, next[8] = {}; ///< the step state it reads; the next values it makes
+  };
+  std::unique_ptr<Job> job; ///< touched by the caller's thread only; the job's fields under its mutex
+
+  /// Waits until `ready` holds of the job or it ended, adding the wait to `seconds`;
+  /// false if it ended failed.
+  bool await(const std::function<bool(const Job &)> &ready, double &seconds) {
+    auto began = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, [&] { return job->finished || ready(*job); });
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    return !(job->finished && job->status);
+  }
+  /// Whether the job ended without a failure (to be settled at no wait).
+  bool jobEndedWell() {
+    std::lock_guard<std::mutex> lock(job->mu);
+    return job->finished && !job->status;
+  }
+
   bool params() const { return !paramsDir.empty(); }
   int64_t records() const { return chunks[0] + chunks[1]; }
   /// Bytes of a record's two parts: the moments (in `files`) and the parameters (in
@@ -85,6 +129,17 @@ struct OffloadedOptimizer::Impl {
   int64_t slotFloats() const { return (params() ? 3 : 2) * chunk; }
   /// The group and chunk of record i.
   std::pair<int, int64_t> at(int64_t i) const { return i < chunks[0] ? std::pair{0, i} : std::pair{1, i - chunks[0]}; }
+  /// The record at stream position j (group 1's first), and the position of record i.
+  int64_t recordAt(int64_t j) const { return j < chunks[1] ? chunks[0] + j : j - chunks[1]; }
+  int64_t positionOf(int64_t i) const { return i >= chunks[0] ? i - chunks[0] : chunks[1] + i; }
+  /// The stream positions up to which group `grp`'s floats [lo, hi) lie (0: none).
+  int64_t positionsFor(int grp, int64_t lo, int64_t hi) const {
+    hi = std::min(hi, groups[grp].floats);
+    if (hi <= std::max<int64_t>(lo, 0) || chunk <= 0)
+      return 0;
+    int64_t k = (hi - 1) / chunk;
+    return positionOf(grp ? chunks[0] + k : k) + 1;
+  }
 
   /// Opens (creating) `file` sized to `bytes`, with direct I/O where the file system has it.
   static planrt_status openSized(const std::string &file, int64_t bytes, int &fd) {
@@ -168,14 +223,14 @@ struct OffloadedOptimizer::Impl {
 
   /// Waits until record i's read (or write) has completed, every part of it; every
   /// completion that comes first is checked and marked in `done` (by tag).
+  bool completed(const std::vector<char> &done, bool write, int64_t i) const {
+    size_t tag = size_t(i << 2 | int64_t(write));
+    return done[tag] && (!params() || done[tag | 2]);
+  }
   planrt_status wait(bool write, int64_t i, std::vector<char> &done) {
     auto began = std::chrono::steady_clock::now();
     planrt_status status = PLANRT_OK;
-    auto complete = [&] {
-      size_t tag = size_t(i << 2 | int64_t(write));
-      return done[tag] && (!params() || done[tag | 2]);
-    };
-    while (!complete()) {
+    while (!completed(done, write, i)) {
       io_uring_cqe *cqe = nullptr;
       int rc = io_uring_wait_cqe(&ring, &cqe);
       if (rc == -EINTR)
@@ -259,11 +314,11 @@ struct OffloadedOptimizer::Impl {
     ahead = Prefetch{};
   }
 
-  /// Streams every record: read from the current generation (if `read`), `fn(i, slot)`,
-  /// written to the next one (if `write`), two slots deep. Waits for everything in
-  /// flight before it returns, even on failure.
-  planrt_status stream(bool read, bool write, const std::function<void(int64_t, float *)> &fn) {
-    dropPrefetch(); // its reads go into the slots
+  /// Streams every record, in stream positions: read from the current generation (if
+  /// `read`), `fn(i, slot)`, written to the next one (if `write`), two slots deep,
+  /// telling `job` (if any) how far it got. Waits for everything in flight before it
+  /// returns, even on failure. No read ahead may be in flight (dropPrefetch).
+  planrt_status stream(bool read, bool write, const std::function<void(int64_t, float *)> &fn, Job *job = nullptr) {
     if (ringBroken)
       return fail(PLANRT_ERR_IO, "offloaded optimizer state: io_uring failed reading the parameters ahead; %s is not "
                                  "streamed again in this run",
@@ -272,42 +327,61 @@ struct OffloadedOptimizer::Impl {
     std::vector<char> done(size_t(4 * n), 0);
     std::vector<char> submitted(size_t(2 * n), 0);
     planrt_status status = PLANRT_OK;
-    auto issue = [&](bool w, int64_t i) {
-      if (planrt_status s = submit(w, i, slots[i % 2]); s && !status)
+    auto issue = [&](bool w, int64_t j) {
+      if (planrt_status s = submit(w, recordAt(j), slots[j % 2]); s && !status)
         status = s;
       else if (!s)
-        submitted[size_t(i << 1 | int64_t(w))] = 1;
+        submitted[size_t(j << 1 | int64_t(w))] = 1;
     };
-    auto settle = [&](bool w, int64_t i) {
-      if (i >= 0 && submitted[size_t(i << 1 | int64_t(w))])
-        if (planrt_status s = wait(w, i, done); s && !status)
+    auto settle = [&](bool w, int64_t j) {
+      if (j >= 0 && submitted[size_t(j << 1 | int64_t(w))])
+        if (planrt_status s = wait(w, recordAt(j), done); s && !status)
           status = s;
+    };
+    int64_t inRow = 0; // positions written in a row from the first
+    auto report = [&](int64_t computed) {
+      if (!job)
+        return;
+      while (write && inRow < n && completed(done, true, recordAt(inRow)))
+        ++inRow;
+      std::lock_guard<std::mutex> lock(job->mu);
+      job->computed = computed;
+      job->written = inRow;
+      job->cv.notify_all();
     };
     if (read && n > 0)
       issue(false, 0);
-    for (int64_t i = 0; i < n && !status; ++i) {
-      if (read && i + 1 < n) {
-        settle(true, i - 1); // record i + 1 goes into the slot record i - 1 was written from
+    for (int64_t j = 0; j < n && !status; ++j) {
+      if (read && j + 1 < n) {
+        settle(true, j - 1); // position j + 1 goes into the slot j - 1 was written from
         if (status)
           break;
-        issue(false, i + 1);
+        issue(false, j + 1);
       }
       if (read)
-        settle(false, i);
+        settle(false, j);
       else
-        settle(true, i - 2);
+        settle(true, j - 2);
       if (status)
         break;
-      fn(i, slots[i % 2]);
+      fn(recordAt(j), slots[j % 2]);
       if (write)
-        issue(true, i);
+        issue(true, j);
+      report(j + 1);
     }
-    for (int64_t i = 0; i < n; ++i) { // nothing may stay in flight into freed slots
-      settle(false, i);
-      settle(true, i);
+    for (int64_t j = 0; j < n; ++j) { // nothing may stay in flight into freed slots
+      settle(false, j);
+      settle(true, j);
     }
+    if (!status)
+      report(n);
     return status;
   }
+
+  /// One optimizer step: every record's chunk update (of `state`, its next values into
+  /// `next`), then the next generation made current; `job` when overlapped.
+  planrt_status runUpdate(float *const p[2], float *const g[2], int64_t step, const float *state, float *next,
+                          Job *job);
 
   /// Makes the next generation current: its data on disk, then the marker replaced.
   planrt_status flip() {
@@ -363,6 +437,7 @@ OffloadedOptimizer::OffloadedOptimizer(std::string dir, int rank, int64_t chunkF
 }
 
 OffloadedOptimizer::~OffloadedOptimizer() {
+  (void)settle(); // its thread streams through the ring and the staging buffer
   if (impl->ringOpen) {
     impl->dropPrefetch(); // nothing may still read into the staging buffer it frees
     io_uring_queue_exit(&impl->ring);
@@ -380,6 +455,8 @@ OffloadedOptimizer::~OffloadedOptimizer() {
 }
 
 bool OffloadedOptimizer::paramsOffloaded() const { return impl->params(); }
+
+int64_t OffloadedOptimizer::groupFloats(int g) const { return impl->groups[g].floats; }
 
 int64_t OffloadedOptimizer::stagingBytes() const {
   // Two slots, and a chunk for the last (partial) chunk's gradient and, unless the
@@ -448,6 +525,9 @@ planrt_status OffloadedOptimizer::store(const float *const m[2], const float *co
   Impl &d = *impl;
   if (d.params() && !p)
     return fail(PLANRT_ERR_ARG, "offloaded parameters: no parameter shard to write to %s", d.paramFiles[0].c_str());
+  if (planrt_status s = settle())
+    return s;
+  d.dropPrefetch(); // its reads go into the slots
   if (planrt_status s = d.stream(false, true,
                                  [&](int64_t i, float *slot) {
                                    auto [g, k] = d.at(i);
@@ -466,6 +546,9 @@ planrt_status OffloadedOptimizer::store(const float *const m[2], const float *co
 
 planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2], float *const *p) {
   Impl &d = *impl;
+  if (planrt_status s = settle())
+    return s;
+  d.dropPrefetch();
   return d.stream(true, false, [&](int64_t i, float *slot) {
     auto [g, k] = d.at(i);
     int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
@@ -476,58 +559,143 @@ planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2], flo
   });
 }
 
-planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], int64_t step, float *state) {
-  Impl &d = *impl;
-  // Every chunk reads the step state as it was; what the update writes (norm, lr, the
-  // loss scale's next values) is kept aside and copied over at the end.
+planrt_status OffloadedOptimizer::Impl::runUpdate(float *const p[2], float *const g[2], int64_t step,
+                                                  const float *state, float *next, Job *job) {
+  // Every chunk reads the step state as it was and writes the same next values (norm,
+  // lr, the loss scale's): they depend on the state alone.
   auto began = std::chrono::steady_clock::now();
-  uint64_t before = bytesRead + bytesWritten;
-  float next[8];
-  std::memcpy(next, state, sizeof next);
+  uint64_t before = self->bytesRead + self->bytesWritten;
   auto chunkUpdate = [&](int64_t i, float *slot) {
-    if (step == d.killStep && i == d.records() / 2)
+    if (step == killStep && i == records() / 2)
       std::raise(SIGKILL);
-    auto [grp, k] = d.at(i);
-    int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[grp].floats - off);
-    planrt_update_chunk_fn fn = d.groups[grp].update;
+    auto [grp, k] = at(i);
+    int64_t off = k * chunk, n = std::min(chunk, groups[grp].floats - off);
+    planrt_update_chunk_fn fn = groups[grp].update;
     float *grad = g[grp] + off;
-    if (n < d.chunk) { // the last chunk: zero-padded copies (AdamW keeps zeros zero)
-      std::fill(d.padG, d.padG + d.chunk, 0.0f);
-      std::memcpy(d.padG, grad, size_t(n) * sizeof(float));
-      grad = d.padG;
+    if (n < chunk) { // the last chunk: zero-padded copies (AdamW keeps zeros zero)
+      std::fill(padG, padG + chunk, 0.0f);
+      std::memcpy(padG, grad, size_t(n) * sizeof(float));
+      grad = padG;
     }
-    if (d.params()) { // the parameters' chunk streams in the slot, zero-padded in its file
-      fn(slot + 2 * d.chunk, grad, slot, slot + d.chunk, step, state, next);
-      return;
+    if (params()) // the parameters' chunk streams in the slot, zero-padded in its file
+      fn(slot + 2 * chunk, grad, slot, slot + chunk, step, state, next);
+    else if (n == chunk)
+      fn(p[grp] + off, grad, slot, slot + chunk, step, state, next);
+    else {
+      std::fill(padP, padP + chunk, 0.0f);
+      std::memcpy(padP, p[grp] + off, size_t(n) * sizeof(float));
+      fn(padP, grad, slot, slot + chunk, step, state, next);
+      std::memcpy(p[grp] + off, padP, size_t(n) * sizeof(float));
     }
-    if (n == d.chunk) {
-      fn(p[grp] + off, grad, slot, slot + d.chunk, step, state, next);
-      return;
+    if (job && !job->nextKnown) { // what the caller waits for first
+      std::lock_guard<std::mutex> lock(job->mu);
+      std::memcpy(job->next, next, sizeof job->next);
+      job->nextKnown = true;
     }
-    std::fill(d.padP, d.padP + d.chunk, 0.0f);
-    std::memcpy(d.padP, p[grp] + off, size_t(n) * sizeof(float));
-    fn(d.padP, grad, slot, slot + d.chunk, step, state, next);
-    std::memcpy(p[grp] + off, d.padP, size_t(n) * sizeof(float));
   };
-  if (planrt_status s = d.stream(true, true, chunkUpdate))
+  if (planrt_status s = stream(true, true, chunkUpdate, job))
     return s;
-  if (planrt_status s = d.flip())
+  if (planrt_status s = flip())
     return s;
-  std::memcpy(state, next, 6 * sizeof(float)); // norm, lr, loss scale, good steps, skipped, applied
-  updateSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  updateBytes += bytesRead + bytesWritten - before;
+  self->updateSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  self->updateBytes += self->bytesRead + self->bytesWritten - before;
   return PLANRT_OK;
+}
+
+planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], int64_t step, float *state,
+                                         bool overlap) {
+  Impl &d = *impl;
+  if (planrt_status s = settle())
+    return s;
+  d.dropPrefetch();                           // its reads go into the slots
+  constexpr size_t kNext = 6 * sizeof(float); // norm, lr, loss scale, good steps, skipped, applied
+  if (!overlap) {
+    float next[8];
+    std::memcpy(next, state, sizeof next);
+    if (planrt_status s = d.runUpdate(p, g, step, state, next, nullptr))
+      return s;
+    std::memcpy(state, next, kNext);
+    return PLANRT_OK;
+  }
+  d.job = std::make_unique<Impl::Job>();
+  Impl::Job *job = d.job.get();
+  std::memcpy(job->state, state, sizeof job->state);
+  std::memcpy(job->next, state, sizeof job->next);
+  job->target = 1 - d.current;
+  for (int k = 0; k < 2; ++k) {
+    job->p[k] = p ? p[k] : nullptr; // none with the parameters offloaded
+    job->g[k] = g[k];
+  }
+  auto body = [&d, job, step] {
+    planrt_status s = PLANRT_OK;
+    try { // nothing may leave a thread's function
+      float next[8];
+      std::memcpy(next, job->state, sizeof next);
+      s = d.runUpdate(job->p, job->g, step, job->state, next, job);
+    } catch (const std::exception &e) {
+      s = fail(PLANRT_ERR_IO, "offloaded optimizer state: the update of step %lld failed: %s", (long long)step,
+               e.what());
+    }
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->finished = true;
+    job->status = s;
+    if (s)
+      job->error = planrt_last_error();
+    job->cv.notify_all();
+  };
+  try {
+    job->thread = std::thread(body);
+  } catch (const std::system_error &) { // no thread to be had: the update in this one
+    body();
+  }
+  // The next step starts from the state's next values: the first record's update has them.
+  if (!d.await([](const Impl::Job &j) { return j.nextKnown; }, overlapWaitSeconds))
+    return settle();
+  std::lock_guard<std::mutex> lock(job->mu);
+  std::memcpy(state, job->next, kNext);
+  return PLANRT_OK;
+}
+
+bool OffloadedOptimizer::pending() const { return impl->job != nullptr; }
+
+planrt_status OffloadedOptimizer::awaitPiece(int grp, int64_t lo, int64_t hi) {
+  Impl &d = *impl;
+  int64_t need = d.job && grp >= 0 && grp < 2 ? d.positionsFor(grp, lo, hi) : 0;
+  if (need > 0 && !d.await([need](const Impl::Job &j) { return j.computed >= need; }, overlapWaitSeconds))
+    return settle();
+  return PLANRT_OK;
+}
+
+planrt_status OffloadedOptimizer::settle() {
+  Impl &d = *impl;
+  if (!d.job)
+    return PLANRT_OK;
+  auto began = std::chrono::steady_clock::now();
+  if (d.job->thread.joinable())
+    d.job->thread.join();
+  overlapWaitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  std::unique_ptr<Impl::Job> job = std::move(d.job);
+  return job->status ? planrt::restore(job->status, job->error) : PLANRT_OK;
 }
 
 planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *dst) {
   Impl &d = *impl;
   if (!d.params())
     return fail(PLANRT_ERR_ARG, "offloaded parameters: the parameters are not offloaded");
-  auto began = std::chrono::steady_clock::now();
+  if (d.job && d.jobEndedWell())
+    (void)settle();
   std::vector<std::pair<int64_t, int64_t>> pieces = d.paramPieces(offset, n);
   if (pieces.empty() && n > 0)
     return fail(PLANRT_ERR_ARG, "offloaded parameters: floats [%lld, %lld) lie outside the shard of %lld",
                 (long long)offset, (long long)(offset + n), (long long)(d.groups[0].floats + d.groups[1].floats));
+  int gen = d.job ? d.job->target : d.current; // the job's thread flips `current`
+  if (d.job) { // an update still writing the next generation: its records of the range first
+    int64_t need = std::max(d.positionsFor(0, offset, offset + n),
+                            d.positionsFor(1, offset - d.groups[0].floats, offset + n - d.groups[0].floats));
+    if (!d.await([need](const Impl::Job &j) { return j.written >= need; }, overlapWaitSeconds))
+      return settle();
+  }
+  auto began = std::chrono::steady_clock::now(); // the fetch's own time (the wait above is the update's)
   bool ready = d.ahead.offset == offset && d.ahead.n == n;
   if (ready) { // read ahead: wait for what is still in flight, then copy it out
     d.settlePrefetch();
@@ -540,12 +708,12 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
   d.dropPrefetch();
   if (ready)
     pieces.clear(); // nothing left to read
-  const std::string &file = d.paramFiles[d.current];
+  const std::string &file = d.paramFiles[gen];
   for (auto [at, floats] : pieces) {
     auto *to = reinterpret_cast<char *>(dst);
     int64_t bytes = floats * int64_t(sizeof(float));
     while (bytes > 0) {
-      ssize_t got = ::pread(d.paramReadFds[d.current], to, size_t(bytes), off_t(at));
+      ssize_t got = ::pread(d.paramReadFds[gen], to, size_t(bytes), off_t(at));
       if (got < 0 && errno == EINTR)
         continue;
       if (got <= 0)
@@ -564,6 +732,10 @@ planrt_status OffloadedOptimizer::readParams(int64_t offset, int64_t n, float *d
 
 void OffloadedOptimizer::prefetchParams(int64_t offset, int64_t n) {
   Impl &d = *impl;
+  if (d.job && !d.jobEndedWell())
+    return; // the update streams through the ring and the staging buffer
+  if (d.job)
+    (void)settle();
   if (d.ahead.offset == offset && d.ahead.n == n && !d.ahead.failed)
     return; // on its way already
   d.dropPrefetch();

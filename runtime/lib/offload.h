@@ -6,6 +6,8 @@
 // Every step writes a whole new generation of the state beside the one it read, then
 // names it current by an atomic rename: a crash at any point leaves one complete
 // generation, moments and parameters alike (docs/EXECUTABLES.md, "Offloaded state").
+// Under ZeRO-3 the update may run on a thread of its own into the next step, which waits
+// for the records it touches (update's `overlap`, awaitPiece, readParams, settle).
 #ifndef PLANRT_LIB_OFFLOAD_H
 #define PLANRT_LIB_OFFLOAD_H
 
@@ -38,6 +40,8 @@ public:
 
   /// Whether the parameter shard lives in files too.
   bool paramsOffloaded() const;
+  /// Floats of optimizer group g's piece.
+  int64_t groupFloats(int g) const;
 
   /// Writes the moments (each group's piece: m[g], v[g] of floats(g)) and, with the
   /// parameters offloaded, the shard p[g] as a new current generation: the initial
@@ -51,7 +55,21 @@ public:
   /// One optimizer step on this rank's pieces p[g], g[g] (in place on p), the moments
   /// streamed from the current generation to the next; `state` as planrt_update_fn's.
   /// With the parameters offloaded they stream with the moments and p is not read.
-  planrt_status update(float *const p[2], float *const g[2], int64_t step, float *state);
+  /// With `overlap`, it returns as soon as the state's next values are known (the first
+  /// record's update) and streams the rest on a thread of its own while the caller goes
+  /// on (the next step's forward pass): until settle(), the caller leaves p and g alone
+  /// except where awaitPiece says the update is done with them, and reads the shard
+  /// through readParams, which waits for its records.
+  planrt_status update(float *const p[2], float *const g[2], int64_t step, float *state, bool overlap = false);
+  /// Whether an overlapped update has not been settled yet.
+  bool pending() const;
+  /// Waits until the pending update (if any) is done with floats [lo, hi) of group
+  /// `grp`'s pieces of p and g: their records updated and written back in place. Its
+  /// failure, if it failed.
+  planrt_status awaitPiece(int grp, int64_t lo, int64_t hi);
+  /// Waits for the pending update to end (its generation made current) and returns
+  /// how it ended; OK without one. update, store, load and the destructor settle first.
+  planrt_status settle();
 
   /// The parameter shard's floats [offset, offset + n) of the current generation (in
   /// the shard's coordinates: group 0's piece, then group 1's) into dst: what a ZeRO-3
@@ -71,9 +89,11 @@ public:
   /// Bytes read and written so far (by the updates alone: updateBytes), the seconds the
   /// updates waited for the disk, and the seconds they took in all; the parameters'
   /// bytes fetched for all-gathers and the seconds the gathers waited for them (a part
-  /// read ahead: its copy out of the staging buffer, and any wait for its reads).
+  /// read ahead: its copy out of the staging buffer, and any wait for its reads); the
+  /// seconds the caller waited for overlapped updates (awaitPiece, readParams, settle).
+  /// An overlapped update counts its own after it is settled.
   uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0, fetchBytes = 0;
-  double waitSeconds = 0, updateSeconds = 0, fetchSeconds = 0;
+  double waitSeconds = 0, updateSeconds = 0, fetchSeconds = 0, overlapWaitSeconds = 0;
 
 private:
   struct Impl;

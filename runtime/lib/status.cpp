@@ -15,6 +15,11 @@ void planrt_set_rank(int rank) { currentRank = rank; }
 
 int planrt::rank() { return currentRank; }
 
+planrt_status planrt::restore(planrt_status status, const std::string &message) {
+  lastError = message;
+  return status;
+}
+
 planrt_status planrt::fail(planrt_status status, const char *fmt, ...) {
   char buf[2048];
   va_list ap;

@@ -116,7 +116,7 @@ Watchdog::~Watchdog() {
 
 } // namespace planrt
 
-float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const char *op) {
+float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const char *op, bool check) {
   if (status)
     return nullptr;
   if (buf < 0 || size_t(buf) >= buffers.size()) {
@@ -133,7 +133,43 @@ float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const 
     failWith(fail(PLANRT_ERR_ARG, "%s: buffer '%s' is not allocated", op, b.name.c_str()));
     return nullptr;
   }
+  if (pending.empty() || check)
+    return b.data + offset;
+  // A range of no floats is a pointer to the rest of the buffer, any of which the update
+  // may still use; a deferred fill is made once the update is done with all it reads.
+  // Either waits for the whole update.
+  auto overlaps = [&](int32_t id, int64_t lo, int64_t n) {
+    return id == buf && offset < lo + n && (count == 0 || lo < offset + count);
+  };
+  bool whole = false;
+  for (const Piece &p : pending)
+    whole = whole || (count == 0 && overlaps(p.buf, p.offset, p.floats));
+  for (const Fill &f : deferredFills)
+    whole = whole || overlaps(f.buf, f.offset, f.count);
+  if (whole)
+    return settleUpdate() ? b.data + offset : nullptr;
+  for (const Piece &p : pending)
+    if (overlaps(p.buf, p.offset, p.floats))
+      if (planrt_status s = offload->awaitPiece(p.group, std::max(offset, p.offset) - p.offset,
+                                                std::min(offset + count, p.offset + p.floats) - p.offset)) {
+        failWith(s);
+        return nullptr;
+      }
   return b.data + offset;
+}
+
+bool planrt_step_ctx::settleUpdate() {
+  if (pending.empty())
+    return !status;
+  pending.clear();
+  if (planrt_status s = offload->settle()) {
+    failWith(s);
+    return false;
+  }
+  for (const Fill &f : deferredFills)
+    planrt_mem_fill_async(buffers[size_t(f.buf)].data + f.offset, f.value, size_t(f.count));
+  deferredFills.clear();
+  return !status;
 }
 
 float *planrt_step_ctx::optional(int32_t buf, int64_t offset, int64_t count, const char *op, float *none) {
@@ -281,8 +317,15 @@ void planrt_step_ctx::completeBucket(Bucket &b) {
 extern "C" {
 
 void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value) {
-  if (float *p = ctx->range(buf, offset, count, "fill"))
-    planrt_mem_fill_async(p, value, size_t(count)); // the step program waits before the host reads
+  float *p = ctx->range(buf, offset, count, "fill", /*check=*/true);
+  if (!p)
+    return;
+  for (const planrt_step_ctx::Piece &piece : ctx->pending) // the update still reads it: later
+    if (piece.buf == buf && offset < piece.offset + piece.floats && piece.offset < offset + count) {
+      ctx->deferredFills.push_back({buf, offset, count, value});
+      return;
+    }
+  planrt_mem_fill_async(p, value, size_t(count)); // the step program waits before the host reads
 }
 
 void planrt_sched_alloc(planrt_step_ctx *ctx, int32_t buf, int32_t parts) {
@@ -423,14 +466,26 @@ void planrt_sched_update(planrt_step_ctx *ctx, int64_t step, int32_t pb0, int64_
                          int32_t gb0, int64_t go0, int32_t gb1, int64_t go1, int32_t mb0, int64_t mo0, int32_t mb1,
                          int64_t mo1, int32_t vb0, int64_t vo0, int32_t vb1, int64_t vo1, int32_t state) {
   if (ctx->offload) { // the moments are in files, streamed through the offloaded update
+    if (!ctx->settleUpdate())
+      return;
     bool streamed = ctx->offload->paramsOffloaded(); // and the parameters too
     float *p[2] = {streamed ? nullptr : ctx->range(pb0, po0, 0, "update"),
                    streamed ? nullptr : ctx->range(pb1, po1, 0, "update")};
     float *g[2] = {ctx->range(gb0, go0, 0, "update"), ctx->range(gb1, go1, 0, "update")};
     float *s = ctx->range(state, 0, 8, "update");
-    if (((p[0] && p[1]) || streamed) && g[0] && g[1] && s)
-      if (planrt_status st = ctx->offload->update(p, g, step, s))
-        ctx->failWith(st);
+    if (!((p[0] && p[1]) || streamed) || !g[0] || !g[1] || !s)
+      return;
+    if (planrt_status st = ctx->offload->update(p, g, step, s, ctx->overlapUpdate))
+      return ctx->failWith(st);
+    if (!ctx->offload->pending())
+      return;
+    // Until it ends, the next step waits for the pieces it touches (range()).
+    for (int k = 0; k < 2; ++k) {
+      int64_t floats = ctx->offload->groupFloats(k);
+      if (!streamed)
+        ctx->pending.push_back({k ? pb1 : pb0, k ? po1 : po0, floats, k});
+      ctx->pending.push_back({k ? gb1 : gb0, k ? go1 : go0, floats, k});
+    }
     return;
   }
   float *p[8] = {ctx->range(pb0, po0, 0, "update"), ctx->range(pb1, po1, 0, "update"),
@@ -460,7 +515,7 @@ void planrt_sched_all_reduce(planrt_step_ctx *ctx, int32_t mask, int32_t buf, in
 
 void planrt_sched_bucket_all_reduce(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t buf, int64_t offset,
                                     int64_t count, int32_t reduce) {
-  if (ctx->range(buf, offset, count, "bucket all_reduce"))
+  if (ctx->range(buf, offset, count, "bucket all_reduce", /*check=*/true)) // touched when it starts
     ctx->buckets.push_back({bucket, mask, buf, offset, count, reduce});
 }
 
@@ -468,8 +523,8 @@ void planrt_sched_bucket_reduce_scatter(planrt_step_ctx *ctx, int64_t bucket, in
                                         int64_t src_offset, int64_t count, int32_t dst, int64_t dst_offset,
                                         int64_t begin, int64_t size, int32_t accumulate) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  if (!ctx->range(src, src_offset, count * n, "bucket reduce_scatter") ||
-      !ctx->range(dst, dst_offset, count, "bucket reduce_scatter"))
+  if (!ctx->range(src, src_offset, count * n, "bucket reduce_scatter", /*check=*/true) || // touched when it starts
+      !ctx->range(dst, dst_offset, count, "bucket reduce_scatter", /*check=*/true))
     return;
   if (!ctx->sliceWithin("bucket reduce_scatter", begin, size, src_offset, count * n))
     return;
@@ -596,15 +651,21 @@ void planrt_step_ctx::releaseGathers(int64_t bucket) {
 
 const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64_t count, unsigned mask, float *to,
                                            int64_t begin, int64_t size, const char *op, bool fetch) {
-  if (src != offloadedShard || !offload)
-    return range(src, srcOffset, count, op);
+  int64_t me = planrt_mesh_group_rank(mesh, mask);
+  auto [lo, hi] = shardPart(me, count, begin, size);
+  if (src != offloadedShard || !offload) {
+    // The gather sends this rank's part of the slice alone: what an overlapped update
+    // must be done with (a ZeRO-3 bucket's part of a shard holding a whole group).
+    float *from = range(src, srcOffset, count, op, /*check=*/true);
+    if (from && hi > lo && !range(src, srcOffset + (lo - me * count), hi - lo, op))
+      return nullptr;
+    return from;
+  }
   if (srcOffset < 0 || count < 0 || srcOffset + count > buffers[size_t(src)].floats) {
     failWith(fail(PLANRT_ERR_ARG, "%s: range [%lld, %lld) lies outside the offloaded shard '%s'", op,
                   (long long)srcOffset, (long long)(srcOffset + count), buffers[size_t(src)].name.c_str()));
     return nullptr;
   }
-  int64_t me = planrt_mesh_group_rank(mesh, mask);
-  auto [lo, hi] = shardPart(me, count, begin, size);
   if (fetch && hi > lo)
     if (planrt_status s = offload->readParams(srcOffset + (lo - me * count), hi - lo, to + lo)) {
       failWith(s);
@@ -616,8 +677,9 @@ const float *planrt_step_ctx::gatherSource(int32_t src, int64_t srcOffset, int64
 void planrt_sched_bucket_all_gather(planrt_step_ctx *ctx, int64_t bucket, int32_t mask, int32_t src, int64_t src_offset,
                                     int64_t count, int32_t dst, int64_t dst_offset, int64_t begin, int64_t size) {
   int64_t n = planrt_mesh_group_size(ctx->mesh, unsigned(mask));
-  if ((src != ctx->offloadedShard && !ctx->range(src, src_offset, count, "bucket all_gather")) ||
-      !ctx->range(dst, dst_offset, count * n, "bucket all_gather") || ctx->status)
+  // Checked now, touched when the gather starts.
+  if ((src != ctx->offloadedShard && !ctx->range(src, src_offset, count, "bucket all_gather", /*check=*/true)) ||
+      !ctx->range(dst, dst_offset, count * n, "bucket all_gather", /*check=*/true) || ctx->status)
     return;
   if (!ctx->sliceWithin("bucket all_gather", begin, size, dst_offset, count * n))
     return;

@@ -83,6 +83,29 @@ struct planrt_step_ctx {
   /// never allocated in a step. An all-gather from it reads this rank's part from the
   /// files into its place in the receive buffer and gathers in place.
   int32_t offloadedShard = -1;
+  /// Whether the offloaded update overlaps the next step (ZeRO-3: the step touches the
+  /// parameter and gradient shards through the schedule's operations alone, each of
+  /// which waits in range() for the records it needs).
+  bool overlapUpdate = false;
+  /// The pending overlapped update's pieces of p and g: floats [offset, offset +
+  /// floats) of buffer `buf`, optimizer group `group`'s.
+  struct Piece {
+    int32_t buf;
+    int64_t offset, floats;
+    int group;
+  };
+  std::vector<Piece> pending;
+  /// Fills of those pieces made while the update still reads them (the step's
+  /// zeroing of the gradient shard): done when an operation first touches one.
+  struct Fill {
+    int32_t buf;
+    int64_t offset, count;
+    float value;
+  };
+  std::vector<Fill> deferredFills;
+  /// Waits for the pending update, then makes the deferred fills; false after
+  /// recording its failure.
+  bool settleUpdate();
   /// The all-gather's send pointer for `count` floats per rank from buffer `src` at
   /// `srcOffset` into `to` (the gather's first float), of which it fills the slice
   /// [begin, begin + size) (gather coordinates): the source's floats, or, from the
@@ -235,7 +258,9 @@ struct planrt_step_ctx {
   double commSeconds = 0;
 
   /// A buffer's floats [offset, offset + count), or null after recording why not.
-  float *range(int32_t buf, int64_t offset, int64_t count, const char *op);
+  /// Unless `check` (an operation recording what it touches later), first waits for
+  /// the pending update to be done with them.
+  float *range(int32_t buf, int64_t offset, int64_t count, const char *op, bool check = false);
   /// As range, for a buffer id of -1 (a range the op does not have): `none`.
   float *optional(int32_t buf, int64_t offset, int64_t count, const char *op, float *none);
   /// Reads micro-batch `micro` of step `step` into tokens and targets; false on failure.

@@ -365,8 +365,9 @@ planrt_status Trainer::checkpoint(int64_t s) {
   if (ctx.mesh)
     waiting = std::make_unique<planrt::Waiting>(ctx, "the checkpoint after step " + std::to_string(s + 1),
                                                 kCheckpointWait);
-  // Offloaded moments come back from their files for the write.
-  planrt_status st = momentsIn(true);
+  // Offloaded moments come back from their files for the write (the update done first).
+  planrt_status st = settleOffload();
+  st = st ? st : momentsIn(true);
   st = st ? st : saveCheckpoint(s);
   if (planrt_status out = momentsOut(false); !st)
     st = out;

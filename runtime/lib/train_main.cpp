@@ -87,6 +87,8 @@ int Trainer::run() {
   for (int64_t s = start; s < end; ++s)
     if (planrt_status st = step(s))
       return error(st);
+  if (planrt_status st = settleOffload()) // the last update, before its totals
+    return error(st);
   progress.clear();
   std::string summary =
       "done · " + std::to_string(end - start) + " steps (to step " + std::to_string(end) + ") · final loss ";
@@ -132,6 +134,11 @@ int Trainer::run() {
     if (offload->paramsOffloaded()) {
       std::snprintf(mem, sizeof mem, ", %.1f MiB of parameters fetched for all-gathers in %.2f s",
                     double(offload->fetchBytes) / (1 << 20), offload->fetchSeconds);
+      summary += mem;
+    }
+    if (ctx.overlapUpdate) { // the updates ran on into the next steps
+      std::snprintf(mem, sizeof mem, ", overlapped with the next steps, which waited %.2f s for them",
+                    offload->overlapWaitSeconds);
       summary += mem;
     }
   }
@@ -191,6 +198,8 @@ int Trainer::error(planrt_status) {
 }
 
 int Trainer::finish() {
+  if (planrt_status s = settleOffload())
+    return error(s);
   if (!o.exportFile.empty() || !o.exportAdapters.empty()) {
     planrt_status s = momentsIn(true);
     s = s ? s : exportConsolidated(o.exportFile);
@@ -373,6 +382,8 @@ planrt_status Trainer::initialState() {
 }
 
 planrt_status Trainer::evaluate(int64_t s) {
+  if (planrt_status st = settleOffload())
+    return st;
   double mean = 0, accuracy = std::numeric_limits<double>::quiet_NaN();
   if (planrt_status st = images ? imageValidation(mean, accuracy) : validationLoss(mean))
     return st;

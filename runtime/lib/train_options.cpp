@@ -32,6 +32,9 @@ const char kUsage[] = "usage: %s [options]\n"
                       "                         adapter_config.json beside FILE\n"
                       "  --offload-dir DIR      put the offloaded optimizer state (offload { optimizer =\n"
                       "                         nvme(…) }) under DIR instead of the plan's directory\n"
+                      "  --offload-sync         under ZeRO-3, finish each offloaded update before the\n"
+                      "                         next step starts (by default it runs on into the next\n"
+                      "                         step's forward pass; the results are the same)\n"
                       "  --comm-timeout SECONDS a collective that waits longer stops every rank, naming\n"
                       "                         it (default 300)\n"
                       "  --quiet                no progress or evaluation lines; errors and the final\n"
@@ -55,6 +58,7 @@ enum class Arg {
   ExportAdapters,
   Merge,
   OffloadDir,
+  OffloadSync,
   CommTimeout,
   Quiet,
   Help
@@ -79,6 +83,7 @@ const Flag kFlags[] = {{"--steps", Arg::Steps, true},
                        {"--export-adapters", Arg::ExportAdapters, true},
                        {"--merge", Arg::Merge, false},
                        {"--offload-dir", Arg::OffloadDir, true},
+                       {"--offload-sync", Arg::OffloadSync, false},
                        {"--comm-timeout", Arg::CommTimeout, true},
                        {"--quiet", Arg::Quiet, false},
                        {"--help", Arg::Help, false},
@@ -172,6 +177,9 @@ int parseOptions(int argc, char **argv, Options &o) {
       break;
     case Arg::OffloadDir:
       o.offloadDir = value;
+      break;
+    case Arg::OffloadSync:
+      o.offloadSync = true;
       break;
     case Arg::CommTimeout: {
       std::optional<int64_t> n = count(value);

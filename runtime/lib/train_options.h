@@ -18,7 +18,7 @@ struct Options {
   std::string log, init, saveInit, resume, checkpointDir, saveGrads, exportFile, exportAdapters, offloadDir;
   double commTimeout = 300;
   std::vector<std::string> data, val;
-  bool quiet = false, help = false, merge = false;
+  bool quiet = false, help = false, merge = false, offloadSync = false;
 };
 
 /// Fills `o`; returns 0, or the exit status after printing the error.

@@ -118,6 +118,15 @@ planrt_status Trainer::openOffload() {
     return s;
   ctx.offload = offload.get();
   ctx.offloadedShard = paramsOffloaded() ? master : -1;
+  // Under ZeRO-3 the step touches the shards through the schedule's operations alone,
+  // which wait for the records they need: the update runs on into the next step.
+  ctx.overlapUpdate = m.sharded && m.zero == 3 && !o.offloadSync;
+  return PLANRT_OK;
+}
+
+planrt_status Trainer::settleOffload() {
+  if (!ctx.settleUpdate())
+    return fail(ctx.status, "%s", ctx.error.c_str());
   return PLANRT_OK;
 }
 

@@ -181,6 +181,9 @@ private:
   /// The offloaded buffers written to the files as the current state if `write` (the
   /// moments as zeros where they are not allocated), then freed.
   planrt_status momentsOut(bool write);
+  /// Waits for an overlapped update still streaming (under ZeRO-3 the update of step s
+  /// runs on while step s + 1 starts): before what reads the whole state.
+  planrt_status settleOffload();
 
   // ---- Tensor parallelism: this rank's pieces of whole parameters (train_state.cpp).
 

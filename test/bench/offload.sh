@@ -5,7 +5,9 @@
 # 1. One process: without offload, and with the optimizer's moments on NVMe (`offload {
 #    optimizer = nvme(DIR) }`) at 4 MiB chunks (the default) and at 256 KiB.
 # 2. ZeRO-3 over 2 MPI ranks with 4 MiB buckets: without offload, with the moments on NVMe,
-#    and with the parameter shard there too (`params = nvme(DIR)`, ZeRO-Infinity).
+#    and with the parameter shard there too (`params = nvme(DIR)`, ZeRO-Infinity); each
+#    offload with its update overlapped with the next step (the default) and with
+#    `--offload-sync` (each update finished before the next step starts).
 # Reports the median step time of steps 3–11, the peak memory the executable counts (on a
 # rank) beside explain's, the run's offload summary (the updates' own bytes and seconds, and
 # the shard's bytes read for the all-gathers), and the same disk's sequential direct-I/O
@@ -33,28 +35,32 @@ train $1 {
 EOF
   "$PLANC" build "$1.plan" -o "exe_$1" > /dev/null
 }
-run() { # NAME RANKS: one row of a table
+run() { # NAME RANKS [EXECUTABLE OPTION]: one row of a table
+  local out=$1${3:+$3}
   "$PLANC" explain --json "$1.plan" > "$1.explain.json"
   if [[ $2 -eq 1 ]]; then
-    "./exe_$1" --log "$1.jsonl" > "$1.out" 2>&1
+    "./exe_$1" --log "$out.jsonl" ${3:+"$3"} > "$out.out" 2>&1
   else
-    "$MPIRUN" -n "$2" "./exe_$1" --log "$1.jsonl" > "$1.out" 2>&1
+    "$MPIRUN" -n "$2" "./exe_$1" --log "$out.jsonl" ${3:+"$3"} > "$out.out" 2>&1
   fi
-  /usr/bin/python3 - "$1" <<'PYEOF'
+  /usr/bin/python3 - "$1" "$out" "${3:-}" <<'PYEOF'
 import json, re, statistics, sys
-name = sys.argv[1]
-rows = [json.loads(l) for l in open(name + ".jsonl") if '"loss"' in l]
+name, out, option = sys.argv[1:4]
+rows = [json.loads(l) for l in open(out + ".jsonl") if '"loss"' in l]
 ms = 8 * 256 / statistics.median(r["tokens_per_s"] for r in rows[3:]) * 1e3
 peak = max(r["mem_device_peak_bytes"] for r in rows) / 2**20
 predicted = json.load(open(name + ".explain.json"))["per_rank_bytes"][0]["total"] / 2**20
+text = open(out + ".out").read()
 m = re.search(r"offload ([0-9.]+) MiB read and written in ([0-9.]+) s of updates \(([0-9.]+) GB/s\), ([0-9.]+) s waiting"
-              r"(, ([0-9.]+) MiB of parameters fetched for all-gathers in ([0-9.]+) s)?", open(name + ".out").read())
+              r"(, ([0-9.]+) MiB of parameters fetched for all-gathers in ([0-9.]+) s)?", text)
 updates = "-"
 if m:
     updates = f"{m.group(1)} MiB in {m.group(2)} s: {m.group(3)} GB/s, {m.group(4)} s waiting"
     if m.group(5):
         updates += f"; {m.group(6)} MiB of the shard read for all-gathers in {m.group(7)} s"
-print(f"| {name} | {ms:.1f} | {peak:.1f} | {predicted:.1f} | {updates} |")
+    if w := re.search(r"overlapped with the next steps, which waited ([0-9.]+) s for them", text):
+        updates += f"; overlapped, the steps waited {w.group(1)} s for them"
+print(f"| {name}{' ' + option if option else ''} | {ms:.1f} | {peak:.1f} | {predicted:.1f} | {updates} |")
 PYEOF
 }
 plan plain cpu1 ""
@@ -70,7 +76,11 @@ for name in plain nvme_4m nvme_256k; do run "$name" 1; done
 echo
 echo "| run (ZeRO-3, 2 ranks) | median ms/step | peak memory (MiB, a rank) | explain (MiB) | offloaded updates |"
 echo "|---|---|---|---|---|"
-for name in zero3 zero3_opt zero3_opt_params; do run "$name" 2; done
+run zero3 2
+for name in zero3_opt zero3_opt_params; do
+  run "$name" 2 --offload-sync
+  run "$name" 2
+done
 echo
 mkdir -p "$WORK/nvme_probe"
 if command -v fio > /dev/null; then

@@ -5,7 +5,8 @@
 #    2, data 2 x tensor 2 + sequence parallelism, fp16 (loss scaling), bf16 ZeRO-2 with
 #    selective recompute, 1F1B over 2 stages and data 2 x GPipe 2 with ZeRO-1, and with
 #    the ZeRO-3 parameter shard offloaded too (`params = nvme(DIR)`: gathered whole, by
-#    bucket on 4 ranks, bf16 with accumulation, data 2 x tensor 2, data 2 x 1F1B 2):
+#    bucket on 4 ranks, bf16 with accumulation, data 2 x tensor 2, data 2 x 1F1B 2); under
+#    ZeRO-3 each update overlapped with the next step (and once with --offload-sync):
 #    losses, learning rates and gradient norms bit for bit those of the same plan without offload,
 #    through 4 KiB chunks (a partial last chunk per group); the exported state too; the
 #    device peak lower by explain's prediction (1 %), the whole peak within 3 % of
@@ -32,7 +33,8 @@ launch() { # RANKS EXE ARGS…
 }
 
 # same NAME RANKS DP_PLAN_ARGS…: NAME without and with offload, compared; with PARAMS=1
-# the ZeRO-3 parameter shard offloaded too, to a directory of its own.
+# the ZeRO-3 parameter shard offloaded too, to a directory of its own; with SYNC=1 the
+# offloaded run with --offload-sync.
 same() {
   local name=$1 ranks=$2
   shift 2
@@ -41,9 +43,15 @@ same() {
     OFFLOAD_PARAMS=${PARAMS:+"nvme(\"$WORK/nvme_${name}_params\", buffer: 4 KiB)"} dp_plan "off_$name" "$@" > /dev/null
   "$PLANC" explain "off_$name.plan" --json > "off_$name.json"
   "$PLANC" explain "plain_$name.plan" --json > "plain_$name.json"
-  for x in "plain_$name" "off_$name"; do
-    launch "$ranks" "./exe_$x" --log "$x.jsonl" --quiet --export "$x.st" > /dev/null
-  done
+  launch "$ranks" "./exe_plain_$name" --log "plain_$name.jsonl" --quiet --export "plain_$name.st" > /dev/null
+  launch "$ranks" "./exe_off_$name" --log "off_$name.jsonl" --quiet --export "off_$name.st" ${SYNC:+--offload-sync} \
+    2> "off_$name.out" > /dev/null || { cat "off_$name.out" >&2; exit 1; }
+  # Under ZeRO-3 each update runs on into the next step (unless --offload-sync, SYNC=1).
+  if grep -q "overlapped with the next steps" "off_$name.out"; then overlapped=1; else overlapped=0; fi
+  if [[ $overlapped -ne $([[ $3 -eq 3 && -z ${SYNC:-} ]] && echo 1 || echo 0) ]]; then
+    echo "offload: FAIL: $name: the updates overlapped the next steps: $overlapped" >&2
+    exit 1
+  fi
   "$PY" - "$name" "$WORK" <<'PYEOF'
 import json, os, sys
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "test/e2e"))
@@ -97,7 +105,9 @@ same pp2_1f1b 2 1 2 0 20 fp32 none 1 false 2 1f1b
 same dp2_pp2_zero1 4 2 2 1 20 fp32 none 1 false 2 gpipe
 # The parameter shard too (ZeRO-Infinity): gathered whole per micro-batch, by bucket (the
 # forward's and the backward's gathers), with bf16 and accumulation, and with a tensor axis.
+# Under ZeRO-3 each update overlaps the next step's forward pass, except with SYNC=1.
 PARAMS=1 same zero3_params 2 2 2 3
+SYNC=1 PARAMS=1 BUCKET="16 KiB" same zero3_sync_params 2 2 2 3
 PARAMS=1 BUCKET="16 KiB" same zero3_bucket_params 4 4 1 3
 PARAMS=1 same zero3_bf16_params 2 2 2 3 20 bf16
 PARAMS=1 same dp2_tp2_zero3_params 4 2 4 3 20 fp32 none 2

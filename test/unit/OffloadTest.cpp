@@ -1,7 +1,8 @@
 // The NVMe optimizer state (runtime/lib/offload.h): chunked streaming through io_uring,
 // the last chunk's padding, the step state's writes, and crash safety — a process killed
 // halfway through an update leaves the previous generation current and whole; with the
-// parameter shard offloaded too, the same for it, and its ranges read for all-gathers.
+// parameter shard offloaded too, the same for it, and its ranges read for all-gathers;
+// an update overlapped with what follows it, waited for by what touches its state.
 #include "TempDir.h"
 #include "offload.h"
 
@@ -242,4 +243,60 @@ TEST(Offload, AKilledUpdateLeavesThePreviousParametersWhole) {
   OffloadedOptimizer opt = make(tmp / "nvme", s, tmp / "params");
   ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
   EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), concat(p0, p1));
+}
+
+TEST(Offload, AnOverlappedUpdateIsWaitedForByWhatItTouches) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+  std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
+  std::vector<float> want0 = p0, want1 = p1;
+  for (int64_t i = 0; i < s.n0; ++i)
+    want0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
+  for (int64_t i = 0; i < s.n1; ++i)
+    want1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
+  float *const gs[2] = {g0.data(), g1.data()};
+
+  // The parameters in memory: the update returns with the state's next values, and
+  // the pieces are the updated ones once awaitPiece says so.
+  {
+    OffloadedOptimizer opt = make(tmp / "nvme", s);
+    ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+    ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+    std::vector<float> q0 = p0, q1 = p1;
+    float *const ps[2] = {q0.data(), q1.data()};
+    float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
+    ASSERT_EQ(opt.update(ps, gs, 3, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
+    EXPECT_EQ(state[0], 3.0f); // the first record's next values, at once
+    ASSERT_EQ(opt.awaitPiece(1, 0, s.n1), PLANRT_OK);
+    EXPECT_EQ(q1, want1);
+    ASSERT_EQ(opt.awaitPiece(0, s.n0 - 20, s.n0), PLANRT_OK); // the last record of group 0: all of it
+    EXPECT_EQ(q0, want0);
+    EXPECT_TRUE(opt.pending()); // until settled
+    ASSERT_EQ(opt.settle(), PLANRT_OK) << planrt_last_error();
+    EXPECT_FALSE(opt.pending());
+    // A second one, settled by the load that follows it: the moments of two steps.
+    ASSERT_EQ(opt.update(ps, gs, 4, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
+    std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), x0(size_t(s.n0)), x1(size_t(s.n1));
+    float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {x0.data(), x1.data()};
+    ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+    EXPECT_FALSE(opt.pending());
+    for (int64_t i = 0; i < s.n0; ++i)
+      ASSERT_EQ(r0[size_t(i)], m0[size_t(i)] + 2 * g0[size_t(i)]) << i;
+  }
+
+  // The parameters in files: a range read while the update streams is the new one.
+  OffloadedOptimizer opt = make(tmp / "nvme2", s, tmp / "params2");
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  const float *const ps[2] = {p0.data(), p1.data()};
+  ASSERT_EQ(opt.store(ms, vs, ps), PLANRT_OK) << planrt_last_error();
+  float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
+  ASSERT_EQ(opt.update(nullptr, gs, 3, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
+  std::vector<float> all = concat(want0, want1);
+  opt.prefetchParams(0, 16); // refused while the update streams through the staging buffer
+  EXPECT_EQ(fetch(opt, s.n0 - 5, 10), std::vector<float>(all.begin() + (s.n0 - 5), all.begin() + (s.n0 + 5)));
+  EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), all);
+  ASSERT_EQ(opt.settle(), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), all); // now the current generation
 }
