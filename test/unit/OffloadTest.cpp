@@ -80,6 +80,13 @@ std::vector<float> ramp(int64_t n, float base) {
   return v;
 }
 
+/// The parameters after fakeUpdate's step from moments m with gradients g: p - (1 + m + g).
+std::vector<float> stepped(std::vector<float> p, const std::vector<float> &m, const std::vector<float> &g) {
+  for (size_t i = 0; i < p.size(); ++i)
+    p[i] -= 1.0f + (m[i] + g[i]);
+  return p;
+}
+
 } // namespace
 
 TEST(Offload, StoresLoadsAndUpdatesInChunks) {
@@ -94,11 +101,7 @@ TEST(Offload, StoresLoadsAndUpdatesInChunks) {
   EXPECT_EQ(opt.fileBytes(), 7 * 2 * kChunk * 4);
 
   std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
-  std::vector<float> wantP0 = p0, wantP1 = p1;
-  for (int64_t i = 0; i < s.n0; ++i)
-    wantP0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
-  for (int64_t i = 0; i < s.n1; ++i)
-    wantP1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  std::vector<float> wantP0 = stepped(p0, m0, g0), wantP1 = stepped(p1, m1, g1);
   float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
   float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
   ASSERT_EQ(opt.update(ps, gs, 3, state), PLANRT_OK) << planrt_last_error();
@@ -202,11 +205,7 @@ TEST(Offload, TheParameterShardStreamsWithItsMomentsAndIsReadByRange) {
 
   // The update reads the parameters from the files, not from p (null here).
   std::vector<float> g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
-  std::vector<float> want0 = p0, want1 = p1;
-  for (int64_t i = 0; i < s.n0; ++i)
-    want0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
-  for (int64_t i = 0; i < s.n1; ++i)
-    want1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  std::vector<float> want0 = stepped(p0, m0, g0), want1 = stepped(p1, m1, g1);
   float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
   float *const gs[2] = {g0.data(), g1.data()};
   ASSERT_EQ(opt.update(nullptr, gs, 3, state), PLANRT_OK) << planrt_last_error();
@@ -250,11 +249,7 @@ TEST(Offload, AnOverlappedUpdateIsWaitedForByWhatItTouches) {
   Sizes s;
   std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
   std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
-  std::vector<float> want0 = p0, want1 = p1;
-  for (int64_t i = 0; i < s.n0; ++i)
-    want0[size_t(i)] -= 1.0f + (m0[size_t(i)] + g0[size_t(i)]);
-  for (int64_t i = 0; i < s.n1; ++i)
-    want1[size_t(i)] -= 1.0f + (m1[size_t(i)] + g1[size_t(i)]);
+  std::vector<float> want0 = stepped(p0, m0, g0), want1 = stepped(p1, m1, g1);
   const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
   float *const gs[2] = {g0.data(), g1.data()};
 
