@@ -364,7 +364,13 @@ struct OffloadedOptimizer::Impl {
         settle(true, j - 2);
       if (status)
         break;
-      fn(recordAt(j), slots[j % 2]);
+      try { // what is in flight is waited for below, whatever happens to fn
+        fn(recordAt(j), slots[j % 2]);
+      } catch (const std::exception &e) {
+        status = fail(PLANRT_ERR_ARG, "offloaded optimizer state: the update of record %lld of %s failed: %s",
+                      (long long)recordAt(j), files[current].c_str(), e.what());
+        break;
+      }
       if (write)
         issue(true, j);
       report(j + 1);
@@ -628,12 +634,12 @@ planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], i
   }
   auto body = [&d, job, step] {
     planrt_status s = PLANRT_OK;
-    try { // nothing may leave a thread's function
+    try { // nothing may leave a thread's function (a record's failure is stream's status)
       float next[8];
       std::memcpy(next, job->state, sizeof next);
       s = d.runUpdate(job->p, job->g, step, job->state, next, job);
     } catch (const std::exception &e) {
-      s = fail(PLANRT_ERR_IO, "offloaded optimizer state: the update of step %lld failed: %s", (long long)step,
+      s = fail(PLANRT_ERR_ARG, "offloaded optimizer state: the update of step %lld failed: %s", (long long)step,
                e.what());
     }
     std::lock_guard<std::mutex> lock(job->mu);

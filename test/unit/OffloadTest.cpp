@@ -2,7 +2,8 @@
 // the last chunk's padding, the step state's writes, and crash safety — a process killed
 // halfway through an update leaves the previous generation current and whole; with the
 // parameter shard offloaded too, the same for it, and its ranges read for all-gathers;
-// an update overlapped with what follows it, waited for by what touches its state.
+// an update overlapped with what follows it, waited for by what touches its state, and its
+// failure reported.
 #include "TempDir.h"
 #include "offload.h"
 
@@ -10,6 +11,8 @@
 
 #include <cstdlib>
 #include <signal.h>
+#include <stdexcept>
+#include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -294,4 +297,41 @@ TEST(Offload, AnOverlappedUpdateIsWaitedForByWhatItTouches) {
   EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), all);
   ASSERT_EQ(opt.settle(), PLANRT_OK) << planrt_last_error();
   EXPECT_EQ(fetch(opt, 0, s.n0 + s.n1), all); // now the current generation
+}
+
+namespace {
+/// fakeUpdate, except that step 7 fails (as a throwing callee would).
+void failingUpdate(float *p, float *g, float *m, float *v, int64_t step, const float *state, float *next) {
+  if (step == 7)
+    throw std::runtime_error("the chunk update gave up");
+  fakeUpdate(p, g, m, v, step, state, next);
+}
+} // namespace
+
+TEST(Offload, AFailedOverlappedUpdateIsReportedAndLeavesTheStateAsItWas) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  OffloadedOptimizer opt(tmp / "nvme", 0, kChunk, {s.n0, failingUpdate}, {s.n1, fakeUpdate});
+  ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+  std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+  const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
+  ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+  std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
+  float *const ps[2] = {p0.data(), p1.data()}, *const gs[2] = {g0.data(), g1.data()};
+  float state[8] = {0, 0, 1, 0, 0, 0, 9, 0};
+  // Group 1's records stream first and succeed: the update returns; group 0's first fails,
+  // and whatever waits for it gets the failure with its cause, once.
+  ASSERT_EQ(opt.update(ps, gs, 7, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
+  EXPECT_NE(opt.awaitPiece(0, 0, 1), PLANRT_OK);
+  EXPECT_NE(std::string(planrt_last_error()).find("the chunk update gave up"), std::string::npos)
+      << planrt_last_error();
+  EXPECT_FALSE(opt.pending());
+  EXPECT_EQ(opt.settle(), PLANRT_OK);
+  // No generation was made current: the moments are those stored.
+  std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), x0(size_t(s.n0)), x1(size_t(s.n1));
+  float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {x0.data(), x1.data()};
+  ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+  EXPECT_EQ(r0, m0);
+  EXPECT_EQ(r1, m1);
+  EXPECT_EQ(x0, v0);
 }
