@@ -106,13 +106,14 @@ struct OffloadedOptimizer::Impl {
   std::unique_ptr<Job> job; ///< touched by the caller's thread only; the job's fields under its mutex
 
   /// Waits until `ready` holds of the job or it ended, adding the wait to `seconds`;
-  /// false if it ended failed.
+  /// false if `ready` does not hold because it failed (what is ready is, whatever
+  /// happens to the rest: the failure is reported by the next wait that needs it).
   bool await(const std::function<bool(const Job &)> &ready, double &seconds) {
     auto began = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->finished || ready(*job); });
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    return !(job->finished && job->status);
+    return ready(*job) || !job->status;
   }
   /// Whether the job ended without a failure (to be settled at no wait).
   bool jobEndedWell() {
