@@ -116,6 +116,14 @@ Watchdog::~Watchdog() {
 
 } // namespace planrt
 
+namespace {
+/// Whether buffer `buf`'s floats [offset, offset + count) meet floats [lo, lo + n) of
+/// buffer `id`; a count of 0 stands for the rest of the buffer (a pointer to it).
+bool meets(int32_t id, int64_t lo, int64_t n, int32_t buf, int64_t offset, int64_t count) {
+  return id == buf && offset < lo + n && (count == 0 || lo < offset + count);
+}
+} // namespace
+
 float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const char *op, bool check) {
   if (status)
     return nullptr;
@@ -138,18 +146,15 @@ float *planrt_step_ctx::range(int32_t buf, int64_t offset, int64_t count, const 
   // A range of no floats is a pointer to the rest of the buffer, any of which the update
   // may still use; a deferred fill is made once the update is done with all it reads.
   // Either waits for the whole update.
-  auto overlaps = [&](int32_t id, int64_t lo, int64_t n) {
-    return id == buf && offset < lo + n && (count == 0 || lo < offset + count);
-  };
   bool whole = false;
   for (const Piece &p : pending)
-    whole = whole || (count == 0 && overlaps(p.buf, p.offset, p.floats));
+    whole = whole || (count == 0 && meets(p.buf, p.offset, p.floats, buf, offset, count));
   for (const Fill &f : deferredFills)
-    whole = whole || overlaps(f.buf, f.offset, f.count);
+    whole = whole || meets(f.buf, f.offset, f.count, buf, offset, count);
   if (whole)
     return settleUpdate() ? b.data + offset : nullptr;
   for (const Piece &p : pending)
-    if (overlaps(p.buf, p.offset, p.floats))
+    if (meets(p.buf, p.offset, p.floats, buf, offset, count))
       if (planrt_status s = offload->awaitPiece(p.group, std::max(offset, p.offset) - p.offset,
                                                 std::min(offset + count, p.offset + p.floats) - p.offset)) {
         failWith(s);
@@ -318,10 +323,10 @@ extern "C" {
 
 void planrt_sched_fill(planrt_step_ctx *ctx, int32_t buf, int64_t offset, int64_t count, float value) {
   float *p = ctx->range(buf, offset, count, "fill", /*check=*/true);
-  if (!p)
+  if (!p || count == 0)
     return;
   for (const planrt_step_ctx::Piece &piece : ctx->pending) // the update still reads it: later
-    if (piece.buf == buf && offset < piece.offset + piece.floats && piece.offset < offset + count) {
+    if (meets(piece.buf, piece.offset, piece.floats, buf, offset, count)) {
       ctx->deferredFills.push_back({buf, offset, count, value});
       return;
     }

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from injection_bench import load_guard_flags, option  # noqa: E402
 
 ROOT = "/usr/share/doc"
-# Documentation by name: a README, NEWS, FAQ… file, or a text or markdown file.
+# Documentation by file name: README, NEWS, FAQ, TODO (packages ship such files)… or a text
+# or markdown file.
 DOC_PREFIXES = ("readme", "news", "faq", "todo", "usage", "howto", "changelog")
 DOC_SUFFIXES = (".md", ".txt", ".rst", ".md.gz", ".txt.gz")
 
