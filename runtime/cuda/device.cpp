@@ -142,9 +142,24 @@ size_t deviceFree() {
   return free;
 }
 
-const planrt_backend kManaged = {"cuda",   managedAlloc, managedFree, deviceFree,     deviceFill,  counters,
-                                  deviceAdd, nullptr,      nullptr,     deviceFillAsync, deviceCopyIn,
-                                  deviceDivide, deviceSumsq};
+/// Page-locked host memory (the offloaded state's staging: copies at PCIe's speed).
+void *pinnedAlloc(size_t bytes) {
+  void *p = nullptr;
+  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void pinnedFree(void *p) {
+  if (p)
+    check(cudaFreeHost(p), "cudaFreeHost");
+}
+
+const planrt_backend kManaged = {"cuda",      managedAlloc,  managedFree, deviceFree,      deviceFill,   counters,
+                                 deviceAdd,   nullptr,       nullptr,     deviceFillAsync, deviceCopyIn, deviceDivide,
+                                 deviceSumsq, deviceCopyOut, pinnedAlloc, pinnedFree};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

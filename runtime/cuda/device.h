@@ -47,6 +47,8 @@ void deviceAdd(float *to, const float *from, size_t count);
 /// returns), queued.
 void deviceFillAsync(void *ptr, float value, size_t count);
 void deviceCopyIn(void *dst, const void *src, size_t bytes);
+/// The backend's copy_out: a device-to-host copy on the stream, waited for.
+void deviceCopyOut(void *dst, const void *src, size_t bytes);
 /// The backend's sumsq: *out = float(sum over the ranges of x*x), summed in double on the
 /// device (a block per range, then the ranges in order), waited for.
 void deviceSumsq(const float *const *starts, const int64_t *counts, int64_t n, float *out);

@@ -1,7 +1,6 @@
-// The CUDA backend's fill and add (planrt_backend.fill, .add, .fill_async, .copy_in): the runtime's zeroing of
-// gradients and buffers, its other fills, and its accumulation of a reduce-scatter into a
-// ZeRO-2 gradient shard run on the device, so that no host access pulls managed pages to
-// the host inside a step.
+// The CUDA backend's fill and add (planrt_backend.fill, .add, .fill_async, .copy_in, .copy_out): the runtime's zeroing
+// of gradients and buffers, its other fills, and its accumulation of a reduce-scatter into a ZeRO-2 gradient shard run
+// on the device, so that no host access pulls managed pages to the host inside a step.
 #include "common.cuh"
 
 #include <cstring>
@@ -118,6 +117,11 @@ void deviceSumsq(const float *const *starts, const int64_t *counts, int64_t n, f
 void deviceCopyIn(void *dst, const void *src, size_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()), "planrt_mem_copy_in (cudaMemcpyAsync)");
   finish("planrt_mem_copy_in");
+}
+
+void deviceCopyOut(void *dst, const void *src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "planrt_mem_copy_out (cudaMemcpyAsync)");
+  finishAndWait("planrt_mem_copy_out");
 }
 
 } // namespace planrt::cuda

@@ -413,7 +413,9 @@ typedef struct {
   /* As fill, and as a host-to-device copy of `bytes` from host memory `src` to `dst`
    * (memory from alloc), queued behind the device's work without waiting: the host
    * must wait for the device (a step program's planrt_cuda_sync) before it touches
-   * them; src may be reused at once. NULL: fill, and memcpy on the host. */
+   * them; src may be reused at once, unless it is host_alloc's memory (a copy the
+   * device makes as it runs): the host leaves that alone until its next wait (a
+   * copy_out). NULL: fill, and memcpy on the host. */
   void (*fill_async)(void *ptr, float value, size_t count);
   void (*copy_in)(void *dst, const void *src, size_t bytes);
   /* p[i] = p[i] / divisor for i < count (memory from alloc), where the memory is,
@@ -424,6 +426,17 @@ typedef struct {
    * starts[i] (counts[i] of them; memory from alloc; the two arrays on the host), in
    * range order, returning when done; NULL: the host sums. */
   void (*sumsq)(const float *const *starts, const int64_t *counts, int64_t n, float *out);
+  /* `bytes` of the backend's memory at src to host memory at dst, after the device's
+   * work queued before it, returning when done (a wait). A backend with copy_out is a
+   * device whose memory the host's file I/O does not reach: the runtime moves what it
+   * reads and writes in files through host memory (host_alloc's) and copy_in/copy_out.
+   * NULL: the host's memory, memcpy. */
+  void (*copy_out)(void *dst, const void *src, size_t bytes);
+  /* Host memory that the device copies to and from at full speed (CUDA's page-locked
+   * memory): `bytes` at a 4096-byte boundary, or NULL; and its release (NULL taken).
+   * NULL: the C heap. Not counted by planrt_mem_*: it is not the device's. */
+  void *(*host_alloc)(size_t bytes);
+  void (*host_free)(void *ptr);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -444,6 +457,14 @@ void planrt_mem_fill_async(void *ptr, float value, size_t count);
 /* `bytes` of host memory at src to the backend's memory at dst, by the backend's
  * copy_in (queued; src reusable at once). */
 void planrt_mem_copy_in(void *dst, const void *src, size_t bytes);
+/* `bytes` of the backend's memory at src to host memory at dst by the backend's copy_out
+ * (after the device's queued work); whether the backend has one (its memory is a
+ * device's, apart from the host's: planrt_backend.copy_out). */
+void planrt_mem_copy_out(void *dst, const void *src, size_t bytes);
+int planrt_mem_is_device(void);
+/* The backend's host_alloc and host_free (NULL taken): host memory for its copies. */
+void *planrt_host_alloc(size_t bytes);
+void planrt_host_free(void *ptr);
 /* p[i] = p[i] / divisor for i < count (the backend's memory) by the backend's divide. */
 void planrt_mem_divide(float *p, float divisor, size_t count);
 /* *out = the sum of squares over the ranges (the backend's memory) by the backend's sumsq. */

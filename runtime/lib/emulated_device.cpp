@@ -190,6 +190,12 @@ void copyIn(void *dst, const void *src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
+// The CUDA runtime's device-to-host copy waits for the work queued before it.
+void copyOut(void *dst, const void *src, size_t bytes) {
+  planrt::emu::Work work("planrt_mem_copy_out", planrt::emu::Then::Wait);
+  std::memcpy(dst, src, bytes);
+}
+
 void divide(float *p, float divisor, size_t count) {
   planrt::emu::Work work("planrt_mem_divide", planrt::emu::Then::Wait);
   planrt::host::divide(p, divisor, count);
@@ -243,8 +249,9 @@ void step(int phase) {
   pending.store(false); // waited for, or left behind by a failed step that ends the run
 }
 
-const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,
-                                  step,        hostTouches, fillAsync, copyIn, divide, sumsq};
+// Its host memory (host_alloc) is the C heap, outside the region: the host's own.
+const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,     step,
+                                  hostTouches, fillAsync, copyIn,  divide,    sumsq, copyOut,  nullptr, nullptr};
 
 const void *pcOf(void *context) {
   auto *uc = static_cast<ucontext_t *>(context);

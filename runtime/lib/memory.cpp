@@ -83,8 +83,10 @@ void raise(std::atomic<uint64_t> &peak, uint64_t now) {
 }
 
 void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
-const planrt_backend kHost = {"cpu", hostAlloc, std::free, nullptr, planrt::host::fill, nullptr, nullptr,
-                              nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+const planrt_backend kHost = {"cpu",   hostAlloc, std::free, nullptr, planrt::host::fill,
+                              nullptr, nullptr,   nullptr,   nullptr, nullptr,
+                              nullptr, nullptr,   nullptr,   nullptr, nullptr,
+                              nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in
@@ -185,6 +187,27 @@ void planrt_mem_copy_in(void *dst, const void *src, size_t bytes) {
   if (b->copy_in)
     return b->copy_in(dst, src, bytes);
   std::memcpy(dst, src, bytes);
+}
+void planrt_mem_copy_out(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return;
+  const planrt_backend *b = backend.load();
+  if (b->copy_out)
+    return b->copy_out(dst, src, bytes);
+  std::memcpy(dst, src, bytes);
+}
+int planrt_mem_is_device(void) { return backend.load()->copy_out != nullptr; }
+void *planrt_host_alloc(size_t bytes) {
+  const planrt_backend *b = backend.load();
+  if (b->host_alloc)
+    return b->host_alloc(bytes);
+  return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+}
+void planrt_host_free(void *ptr) {
+  const planrt_backend *b = backend.load();
+  if (b->host_free)
+    return b->host_free(ptr);
+  std::free(ptr);
 }
 void planrt_mem_divide(float *p, float divisor, size_t count) {
   if (count == 0)

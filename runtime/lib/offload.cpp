@@ -18,6 +18,13 @@
 // shard bucket by bucket) is done with the first buckets' records first. Its thread
 // publishes how far it got: the records updated, and those written in a row from the
 // first; the step waits for what it touches, and only then.
+//
+// On a device (the CUDA target, cuda-host's emulated device: planrt_mem_is_device),
+// whose memory the kernel's file I/O does not reach, the slots are host memory
+// (planrt_host_alloc: page-locked on CUDA) and the chunk update runs on the device, on
+// one record's slot in device memory: each record is copied in, updated by the
+// generated kernels and copied out (a wait), then written from its host slot, while
+// the next record is read into the other.
 #include "offload.h"
 #include "planrt_manifest.h"
 #include "status.h"
@@ -40,6 +47,7 @@
 #include <sys/stat.h>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -70,9 +78,13 @@ struct OffloadedOptimizer::Impl {
   /// A read ahead could not be submitted or waited for: reads may still be in flight
   /// into the staging buffer, so nothing streams through it again (and it is not freed).
   bool ringBroken = false;
-  void *staging = nullptr; ///< planrt_mem_alloc'd; slots and pads at an aligned offset
+  void *staging = nullptr; ///< planrt_mem_alloc'd (planrt_host_alloc'd on a device); slots and pads aligned
   /// A slot holds a record: the moments' chunks, then (offloaded) the parameters' chunk.
   float *slots[2] = {nullptr, nullptr}, *padP = nullptr, *padG = nullptr;
+  /// On a device: the update's record, padded gradient and parameters, and the step
+  /// state and its next values (8 floats each), in the device's memory (planrt_mem_alloc).
+  bool device = false;
+  float *dev = nullptr, *devPadG = nullptr, *devPadP = nullptr, *devState = nullptr, *devNext = nullptr;
   OffloadedOptimizer *self = nullptr;
   /// An all-gather's part read ahead (prefetchParams): the shard's floats [offset,
   /// offset + n) going to the staging buffer's start, `inFlight` reads of it submitted
@@ -140,6 +152,59 @@ struct OffloadedOptimizer::Impl {
       return 0;
     int64_t k = (hi - 1) / chunk;
     return positionOf(grp ? chunks[0] + k : k) + 1;
+  }
+
+  /// Bytes of the host's staging (the slots the ring reads into and writes from, and the
+  /// pads), and on a device the device's (a slot, the pads, the state and next values).
+  int64_t hostStagingBytes() const {
+    // Two slots, and a chunk for the last (partial) chunk's gradient and, unless the
+    // parameters stream in the slots, its parameters.
+    return (2 * slotFloats() + (params() ? 1 : 2) * chunk) * int64_t(sizeof(float)) + kAlign;
+  }
+  int64_t deviceStagingBytes() const {
+    return (slotFloats() + (params() ? 1 : 2) * chunk + 16) * int64_t(sizeof(float));
+  }
+
+  /// Floats [from, from + n) of `src` (the backend's memory) into host memory at `to`, and back.
+  void fromDevice(float *to, const float *src, int64_t n) const {
+    if (device)
+      planrt_mem_copy_out(to, src, size_t(n) * sizeof(float));
+    else
+      std::memcpy(to, src, size_t(n) * sizeof(float));
+  }
+  /// Host memory that is reused at once: staged through a temporary on a device (a copy
+  /// in from the page-locked slots runs on as the host goes on).
+  void toDevice(float *to, const float *src, int64_t n) const {
+    if (!device) {
+      std::memcpy(to, src, size_t(n) * sizeof(float));
+      return;
+    }
+    std::vector<float> copy(src, src + n);
+    planrt_mem_copy_in(to, copy.data(), size_t(n) * sizeof(float));
+  }
+
+  /// Record i's chunk update (group grp's floats [off, off + n)) on a device: the record
+  /// and, for a partial last chunk, its gradient and parameters padded with zeros, in;
+  /// the generated kernels; the record out (the wait), and the parameters' part back.
+  void deviceChunk(int grp, int64_t off, int64_t n, float *slot, float *const p[2], float *const g[2], int64_t step) {
+    planrt_update_chunk_fn fn = groups[grp].update;
+    planrt_mem_copy_in(dev, slot, size_t(2 * chunk) * sizeof(float));
+    float *param = p[grp] + off, *grad = g[grp] + off;
+    if (n < chunk) {
+      for (auto [host, devPad, from] : {std::tuple{padG, devPadG, grad}, std::tuple{padP, devPadP, param}}) {
+        std::fill(host, host + chunk, 0.0f);
+        planrt_mem_copy_out(host, from, size_t(n) * sizeof(float));
+        planrt_mem_copy_in(devPad, host, size_t(chunk) * sizeof(float));
+      }
+      grad = devPadG;
+      param = devPadP;
+    }
+    fn(param, grad, dev, dev + chunk, step, devState, devNext);
+    planrt_mem_copy_out(slot, dev, size_t(2 * chunk) * sizeof(float));
+    if (n < chunk) {
+      planrt_mem_copy_out(padP, devPadP, size_t(n) * sizeof(float));
+      planrt_mem_copy_in(p[grp] + off, padP, size_t(n) * sizeof(float));
+    }
   }
 
   /// Opens (creating) `file` sized to `bytes`, with direct I/O where the file system has it.
@@ -458,7 +523,12 @@ OffloadedOptimizer::~OffloadedOptimizer() {
   for (int fd : {impl->lockFd, impl->paramLockFd})
     if (fd >= 0)
       ::close(fd); // releases the lock
-  planrt_mem_free(impl->staging);
+  if (impl->device) {
+    planrt_host_free(impl->staging);
+    planrt_mem_free(impl->dev);
+  } else {
+    planrt_mem_free(impl->staging);
+  }
 }
 
 bool OffloadedOptimizer::paramsOffloaded() const { return impl->params(); }
@@ -466,10 +536,10 @@ bool OffloadedOptimizer::paramsOffloaded() const { return impl->params(); }
 int64_t OffloadedOptimizer::groupFloats(int g) const { return impl->groups[g].floats; }
 
 int64_t OffloadedOptimizer::stagingBytes() const {
-  // Two slots, and a chunk for the last (partial) chunk's gradient and, unless the
-  // parameters stream in the slots, its parameters.
-  return (2 * impl->slotFloats() + (impl->params() ? 1 : 2) * impl->chunk) * int64_t(sizeof(float)) + kAlign;
+  return impl->device ? impl->deviceStagingBytes() : impl->hostStagingBytes();
 }
+
+int64_t OffloadedOptimizer::hostStagingBytes() const { return impl->device ? impl->hostStagingBytes() : 0; }
 
 int64_t OffloadedOptimizer::fileBytes() const { return impl->records() * impl->recordBytes(); }
 
@@ -515,10 +585,28 @@ planrt_status OffloadedOptimizer::open() {
   d.ringOpen = true;
   if (const char *kill = std::getenv("PLANRT_TEST_KILL_IN_UPDATE"))
     d.killStep = std::strtoll(kill, nullptr, 10);
-  d.staging = planrt_mem_alloc(size_t(stagingBytes()));
+  d.device = planrt_mem_is_device();
+  if (d.device && d.params())
+    return fail(PLANRT_ERR_ARG,
+                "offloaded parameters: a parameter shard in files on a device (%s) is not "
+                "implemented in this version of planc's runtime",
+                d.paramFiles[0].c_str());
+  d.staging = d.device ? planrt_host_alloc(size_t(d.hostStagingBytes())) : planrt_mem_alloc(size_t(stagingBytes()));
   if (!d.staging)
-    return fail(PLANRT_ERR_ARG, "offloaded optimizer state: cannot allocate the %lld-byte staging buffer",
-                (long long)stagingBytes());
+    return fail(PLANRT_ERR_ARG, "offloaded optimizer state: cannot allocate the %lld-byte staging buffer%s",
+                (long long)d.hostStagingBytes(), d.device ? " in page-locked host memory" : "");
+  if (d.device) {
+    d.dev = static_cast<float *>(planrt_mem_alloc(size_t(d.deviceStagingBytes())));
+    if (!d.dev)
+      return fail(PLANRT_ERR_ARG,
+                  "offloaded optimizer state: cannot allocate the %lld-byte staging buffer on the "
+                  "device",
+                  (long long)d.deviceStagingBytes());
+    d.devPadG = d.dev + d.slotFloats();
+    d.devPadP = d.devPadG + d.chunk;
+    d.devState = d.devPadP + d.chunk;
+    d.devNext = d.devState + 8;
+  }
   auto base = reinterpret_cast<uintptr_t>(d.staging);
   auto *aligned = reinterpret_cast<float *>((base + kAlign - 1) / kAlign * kAlign);
   d.slots[0] = aligned;
@@ -541,11 +629,11 @@ planrt_status OffloadedOptimizer::store(const float *const m[2], const float *co
                                    int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
                                    std::fill(slot, slot + d.slotFloats(), 0.0f);
                                    if (m && v) {
-                                     std::memcpy(slot, m[g] + off, size_t(n) * sizeof(float));
-                                     std::memcpy(slot + d.chunk, v[g] + off, size_t(n) * sizeof(float));
+                                     d.fromDevice(slot, m[g] + off, n);
+                                     d.fromDevice(slot + d.chunk, v[g] + off, n);
                                    }
                                    if (d.params())
-                                     std::memcpy(slot + 2 * d.chunk, p[g] + off, size_t(n) * sizeof(float));
+                                     d.fromDevice(slot + 2 * d.chunk, p[g] + off, n);
                                  }))
     return s;
   return d.flip();
@@ -559,10 +647,10 @@ planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2], flo
   return d.stream(true, false, [&](int64_t i, float *slot) {
     auto [g, k] = d.at(i);
     int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
-    std::memcpy(m[g] + off, slot, size_t(n) * sizeof(float));
-    std::memcpy(v[g] + off, slot + d.chunk, size_t(n) * sizeof(float));
+    d.toDevice(m[g] + off, slot, n);
+    d.toDevice(v[g] + off, slot + d.chunk, n);
     if (p && d.params())
-      std::memcpy(p[g] + off, slot + 2 * d.chunk, size_t(n) * sizeof(float));
+      d.toDevice(p[g] + off, slot + 2 * d.chunk, n);
   });
 }
 
@@ -577,6 +665,8 @@ planrt_status OffloadedOptimizer::Impl::runUpdate(float *const p[2], float *cons
       std::raise(SIGKILL);
     auto [grp, k] = at(i);
     int64_t off = k * chunk, n = std::min(chunk, groups[grp].floats - off);
+    if (device)
+      return deviceChunk(grp, off, n, slot, p, g, step);
     planrt_update_chunk_fn fn = groups[grp].update;
     float *grad = g[grp] + off;
     if (n < chunk) { // the last chunk: zero-padded copies (AdamW keeps zeros zero)
@@ -600,8 +690,15 @@ planrt_status OffloadedOptimizer::Impl::runUpdate(float *const p[2], float *cons
       job->nextKnown = true;
     }
   };
-  if (planrt_status s = stream(true, true, chunkUpdate, job))
-    return s;
+  if (device) { // the kernels read the step state, and write its next values, in the device's memory
+    planrt_mem_copy_in(devState, state, 8 * sizeof(float));
+    planrt_mem_copy_in(devNext, next, 8 * sizeof(float));
+  }
+  planrt_status streamed = stream(true, true, chunkUpdate, job);
+  if (device && !streamed)
+    planrt_mem_copy_out(next, devNext, 8 * sizeof(float));
+  if (streamed)
+    return streamed;
   if (planrt_status s = flip())
     return s;
   self->updateSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
@@ -616,12 +713,17 @@ planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], i
     return s;
   d.dropPrefetch();                           // its reads go into the slots
   constexpr size_t kNext = 6 * sizeof(float); // norm, lr, loss scale, good steps, skipped, applied
-  if (!overlap) {
-    float next[8];
-    std::memcpy(next, state, sizeof next);
-    if (planrt_status s = d.runUpdate(p, g, step, state, next, nullptr))
+  if (!overlap || d.device) {                 // (a device's update is not overlapped: it launches on the step's stream)
+    float now[8], next[8];
+    d.fromDevice(now, state, 8);
+    std::memcpy(next, now, sizeof next);
+    if (planrt_status s = d.runUpdate(p, g, step, now, next, nullptr))
       return s;
-    std::memcpy(state, next, kNext);
+    if (d.device) { // read back: the wait that ends the update, as the runtime's other device work
+      planrt_mem_copy_in(state, next, kNext);
+      planrt_mem_copy_out(next, state, kNext);
+    } else
+      std::memcpy(state, next, kNext);
     return PLANRT_OK;
   }
   d.job = std::make_unique<Impl::Job>();

@@ -8,6 +8,8 @@
 // generation, moments and parameters alike (docs/EXECUTABLES.md, "Offloaded state").
 // Under ZeRO-3 the update may run on a thread of its own into the next step, which waits
 // for the records it touches (update's `overlap`, awaitPiece, readParams, settle).
+// On a device backend the update runs on the device, a record at a time, copied in and
+// out of host slots; it is not overlapped.
 #ifndef PLANRT_LIB_OFFLOAD_H
 #define PLANRT_LIB_OFFLOAD_H
 
@@ -55,7 +57,7 @@ public:
   /// One optimizer step on this rank's pieces p[g], g[g] (in place on p), the moments
   /// streamed from the current generation to the next; `state` as planrt_update_fn's.
   /// With the parameters offloaded they stream with the moments and p is not read.
-  /// With `overlap`, it returns as soon as the state's next values are known (the first
+  /// With `overlap` (ignored on a device), it returns as soon as the state's next values are known (the first
   /// record's update) and streams the rest on a thread of its own while the caller goes
   /// on (the next step's forward pass): until settle(), the caller leaves p and g alone
   /// except where awaitPiece says the update is done with them, and reads the shard
@@ -81,8 +83,12 @@ public:
   /// buffer, or one the ring does not take, is read when its gather starts.
   void prefetchParams(int64_t offset, int64_t n);
 
-  /// Bytes of the staging buffer (in the device's memory, counted by planrt_mem_alloc).
+  /// Bytes of the staging buffer in the device's memory (counted by planrt_mem_alloc),
+  /// and on a device backend (planrt_mem_is_device) those of its host side, the slots
+  /// the files are read into and written from (page-locked; 0 on the host backend,
+  /// whose staging is all in stagingBytes).
   int64_t stagingBytes() const;
+  int64_t hostStagingBytes() const;
   /// Bytes of one generation's file (the moments'; the parameters' in paramsFileBytes).
   int64_t fileBytes() const;
   int64_t paramsFileBytes() const;

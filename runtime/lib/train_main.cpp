@@ -321,7 +321,7 @@ planrt_status Trainer::allocateBuffers() {
     buf.lifetime = b.lifetime;
     buf.floats = b.floats;
     bool mine = b.stage < 0 || b.stage == m.stage; // another pipeline rank's buffers stay unallocated
-    if (mine && arena)
+    if (mine && arena && b.offset >= 0)            // (an offloaded buffer has none: not held through the run)
       buf.place = reinterpret_cast<float *>(arena + b.offset);
     if (mine && b.lifetime != "transient" && !offloadedBuffer(b.name) && !buf.allocate())
       return fail(PLANRT_ERR_ARG, "cannot allocate buffer '%s' of %lld floats", b.name.c_str(), (long long)b.floats);

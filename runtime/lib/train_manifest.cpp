@@ -574,6 +574,12 @@ void readMemory(const json &root, Manifest &m) {
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     BufferSpec &b = m.buffers[i];
     std::string where = "schedule.buffers[" + std::to_string(i) + "]";
+    if (!buffers[i].contains(key::offset)) { // offloaded: held only while a checkpoint reads it back
+      if (m.offloadDir.empty() ||
+          (b.name != m.bufferName("exp_avg", b.stage) && b.name != m.bufferName("exp_avg_sq", b.stage)))
+        throw Malformed{where + " ('" + b.name + "') has no offset in the arena, and is not offloaded"};
+      continue;
+    }
     b.offset = integer(buffers[i], key::offset, where, 0, m.stateBytes);
     int64_t limit = b.stage < 0 || b.stage == m.stage ? m.rankStateBytes : m.stateBytes;
     if (b.offset % 256 || b.offset + b.floats * 4 > limit)
@@ -608,8 +614,8 @@ planrt_status parseManifest(const char *source, Manifest &m, int64_t stage) {
     placeWholeParams(m);
     readSchedule(root, m);
     readTrainRun(train, m);
+    readOffload(root, m); // before the arena, which leaves the offloaded buffers out
     readMemory(root, m);
-    readOffload(root, m);
   });
 }
 

@@ -119,8 +119,9 @@ planrt_status Trainer::openOffload() {
   ctx.offload = offload.get();
   ctx.offloadedShard = paramsOffloaded() ? master : -1;
   // Under ZeRO-3 the step touches the shards through the schedule's operations alone,
-  // which wait for the records they need: the update runs on into the next step.
-  ctx.overlapUpdate = m.sharded && m.zero == 3 && !o.offloadSync;
+  // which wait for the records they need: the update runs on into the next step. On a
+  // device the update's kernels go on the step's stream: it runs inside the step.
+  ctx.overlapUpdate = m.sharded && m.zero == 3 && !o.offloadSync && !planrt_mem_is_device();
   return PLANRT_OK;
 }
 

@@ -3,13 +3,16 @@
 // halfway through an update leaves the previous generation current and whole; with the
 // parameter shard offloaded too, the same for it, and its ranges read for all-gathers;
 // an update overlapped with what follows it, waited for by what touches its state, and its
-// failure reported.
+// failure reported; on a device backend, the update in its memory and the files through
+// host slots.
 #include "TempDir.h"
 #include "offload.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <signal.h>
 #include <stdexcept>
 #include <string>
@@ -334,4 +337,127 @@ TEST(Offload, AFailedOverlappedUpdateIsReportedAndLeavesTheStateAsItWas) {
   EXPECT_EQ(r0, m0);
   EXPECT_EQ(r1, m1);
   EXPECT_EQ(x0, v0);
+}
+
+namespace {
+
+/// A device backend whose memory the test can tell from the host's: every block it hands
+/// out is recorded, its copies counted (the host may still touch its memory, unlike a
+/// GPU's: what the test checks is where the optimizer puts things).
+struct FakeDevice {
+  static inline std::vector<std::pair<const char *, size_t>> blocks;
+  static inline uint64_t copiedIn = 0, copiedOut = 0, hostBlocks = 0;
+  static inline bool strayPointer = false;
+
+  static bool on(const void *p, size_t bytes = 1) {
+    auto *c = static_cast<const char *>(p);
+    for (auto [at, n] : blocks)
+      if (c >= at && c + bytes <= at + n)
+        return true;
+    return false;
+  }
+  static void *alloc(size_t bytes) {
+    void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    blocks.push_back({static_cast<const char *>(p), bytes});
+    return p;
+  }
+  static void release(void *p) {
+    blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [p](auto &b) { return b.first == p; }), blocks.end());
+    std::free(p);
+  }
+  static void copyIn(void *dst, const void *src, size_t bytes) {
+    strayPointer |= !on(dst, bytes) || on(src);
+    copiedIn += bytes;
+    std::memcpy(dst, src, bytes);
+  }
+  static void copyOut(void *dst, const void *src, size_t bytes) {
+    strayPointer |= on(dst) || !on(src, bytes);
+    copiedOut += bytes;
+    std::memcpy(dst, src, bytes);
+  }
+  static void *hostAlloc(size_t bytes) {
+    ++hostBlocks;
+    return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  }
+  /// fakeUpdate, on the device's memory only.
+  static void update(float *p, float *g, float *m, float *v, int64_t step, const float *state, float *next) {
+    for (const void *x : {(const void *)p, (const void *)g, (const void *)m, (const void *)v})
+      strayPointer |= !on(x, kChunk * sizeof(float));
+    strayPointer |= !on(state, 8 * sizeof(float)) || !on(next, 8 * sizeof(float));
+    fakeUpdate(p, g, m, v, step, state, next);
+  }
+};
+
+const planrt_backend kFakeDevice = {"test-device",
+                                    FakeDevice::alloc,
+                                    FakeDevice::release,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    FakeDevice::copyIn,
+                                    nullptr,
+                                    nullptr,
+                                    FakeDevice::copyOut,
+                                    FakeDevice::hostAlloc,
+                                    std::free};
+
+/// `v` in a block of the backend's memory.
+float *onDevice(const std::vector<float> &v) {
+  auto *p = static_cast<float *>(planrt_mem_alloc(v.size() * sizeof(float)));
+  std::memcpy(p, v.data(), v.size() * sizeof(float));
+  return p;
+}
+
+} // namespace
+
+TEST(Offload, OnADeviceTheUpdateRunsInItsMemoryAndTheFilesMoveThroughHostSlots) {
+  plan::test::TempDir tmp;
+  Sizes s;
+  planrt_set_backend(&kFakeDevice);
+  {
+    OffloadedOptimizer opt(tmp / "nvme", 0, kChunk, {s.n0, FakeDevice::update}, {s.n1, FakeDevice::update});
+    ASSERT_EQ(opt.open(), PLANRT_OK) << planrt_last_error();
+    // On the device: one record, the padded gradient and parameters, the state and its
+    // next values; on the host: two records and the pads.
+    EXPECT_EQ(opt.stagingBytes(), (4 * kChunk + 16) * 4);
+    EXPECT_EQ(opt.hostStagingBytes(), 6 * kChunk * 4 + 4096);
+    EXPECT_EQ(FakeDevice::hostBlocks, 1u);
+    std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
+    float *const ms[2] = {onDevice(m0), onDevice(m1)}, *const vs[2] = {onDevice(v0), onDevice(v1)};
+    ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+
+    std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
+    float *const ps[2] = {onDevice(p0), onDevice(p1)}, *const gs[2] = {onDevice(g0), onDevice(g1)};
+    float *state = onDevice({0, 0, 1, 0, 0, 0, 9, 0});
+    ASSERT_EQ(opt.update(ps, gs, 3, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
+    EXPECT_FALSE(opt.pending()); // a device's update is not overlapped
+    EXPECT_EQ(std::vector<float>(ps[0], ps[0] + s.n0), stepped(p0, m0, g0));
+    EXPECT_EQ(std::vector<float>(ps[1], ps[1] + s.n1), stepped(p1, m1, g1));
+    EXPECT_EQ(state[0], 3.0f);
+    EXPECT_EQ(state[6], 9.0f);
+
+    float *const rm[2] = {onDevice(std::vector<float>(size_t(s.n0))), onDevice(std::vector<float>(size_t(s.n1)))};
+    float *const rv[2] = {onDevice(std::vector<float>(size_t(s.n0))), onDevice(std::vector<float>(size_t(s.n1)))};
+    ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+    for (int64_t i = 0; i < s.n1; ++i) {
+      ASSERT_EQ(rm[1][i], m1[size_t(i)] + g1[size_t(i)]) << i;
+      ASSERT_EQ(rv[1][i], v1[size_t(i)] + g1[size_t(i)] * g1[size_t(i)]) << i;
+    }
+    EXPECT_FALSE(FakeDevice::strayPointer);
+    // Each of the 7 records in and out once, and the moments once more each way (the
+    // store, the load); and a little more: a group's partial chunk pads its gradient
+    // and parameters (in whole), its parameters come back; the state, its next values.
+    uint64_t moments = uint64_t(s.n0 + s.n1) * 2 * 4, records = 7 * 2 * kChunk * 4;
+    EXPECT_GE(FakeDevice::copiedIn, records + moments);
+    EXPECT_GE(FakeDevice::copiedOut, records + moments);
+    EXPECT_LE(FakeDevice::copiedIn, records + moments + 2 * 3 * kChunk * 4 + 3 * 32);
+    for (float *x : {ms[0], ms[1], vs[0], vs[1], ps[0], ps[1], gs[0], gs[1], state, rm[0], rm[1], rv[0], rv[1]})
+      planrt_mem_free(x);
+  }
+  planrt_set_backend(nullptr);
+  EXPECT_TRUE(FakeDevice::blocks.empty()); // the optimizer's device block given back
 }

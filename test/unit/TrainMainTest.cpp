@@ -457,7 +457,7 @@ TEST(TrainMain, AnArenaThatDoesNotHoldItsBuffersIsMalformed) {
   expectError(bad, "schedule.buffers[3].offset 5120 does not place its 288 floats");
   bad = m;
   bad["schedule"]["buffers"][0].erase("offset");
-  expectError(bad, "schedule.buffers[0] has no 'offset'");
+  expectError(bad, "schedule.buffers[0] ('params') has no offset in the arena, and is not offloaded");
   bad = m;
   bad["memory"]["stage_state_bytes"] = {kStateBytes, kStateBytes};
   expectError(bad, "memory.stage_state_bytes is not one size per pipeline stage, each at most 5376");

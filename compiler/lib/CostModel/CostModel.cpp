@@ -1381,9 +1381,18 @@ private:
 
   // --- offload (ZeRO-Offload, ZeRO-Infinity) -------------------------------
   bool cudaMesh() const { return mesh.kind == sema::DeviceKind::CUDA; }
-  /// Offload on a cuda mesh: estimated as ZeRO-Offload and ZeRO-Infinity hold state, not
-  /// as this version's executables would (they do not build it).
-  bool designOffload() const { return cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any()); }
+  /// Offload as this version's executables build it: the optimizer's moments in files,
+  /// with the ZeRO-3 parameter shard beside them on a cpu mesh; on a cuda mesh the
+  /// moments alone, streamed through the device's update.
+  bool builtOffload() const {
+    return l.optimizerOffload.any() &&
+           (!cudaMesh() || (l.optimizerOffload.target == sema::OffloadTarget::NVMe && !l.paramsOffload.any()));
+  }
+  /// Offload on a cuda mesh that the executables do not build (`optimizer = cpu`,
+  /// `params`): estimated as ZeRO-Offload and ZeRO-Infinity hold state.
+  bool designOffload() const {
+    return cudaMesh() && (l.optimizerOffload.any() || l.paramsOffload.any()) && !builtOffload();
+  }
   /// Bytes of one generation of a rank's optimizer files (planc's executables):
   /// exp_avg and exp_avg_sq of each optimizer group's span, in chunks of the plan's
   /// buffer (of `chunk` floats if given: 1 for the moments' own bytes), the last padded.
@@ -1399,8 +1408,10 @@ private:
   }
   /// The device side of `offload` for one rank (n trained elements, `shard` of them
   /// its ZeRO piece), with where the rest lives and what moves per step; false when
-  /// nothing is offloaded. A cpu mesh's executables (optimizer = nvme) hold everything
-  /// but Adam's moments, and a staging buffer; on a cuda mesh the state is as
+  /// nothing is offloaded. The executables (optimizer = nvme; builtOffload) hold
+  /// everything but Adam's moments, and a staging buffer: on a cuda mesh a record on the
+  /// device, the slots the files stream through in the host's page-locked memory, each
+  /// record copied in and out over PCIe. Otherwise, on a cuda mesh, the state is as
   /// ZeRO-Offload and ZeRO-Infinity hold it: the optimizer (fp32 master and moments)
   /// and the gradients, streamed to the host as the backward pass makes them, in
   /// host memory or on NVMe; with `params`, the parameter shards too, a layer's
@@ -1414,7 +1425,7 @@ private:
     int64_t span = sharded ? shard : n;
     off.devicesPerNode = mesh.perNode;
     off.hostMemory = mesh.hostMemoryBytes;
-    if (!cudaMesh() && opt.any()) { // the executables: the moments in files, both generations
+    if (builtOffload()) { // the executables: the moments in files, both generations
       mem.optimizer = 0;
       // With `params`, the ZeRO-3 shard in files too: each record's parameter chunk
       // beside its moments (half their bytes), streamed by the update, and this rank's
@@ -1425,9 +1436,19 @@ private:
       if (params)
         mem.params -= trainedParams;
       heldBeyondModelStates(rank, n, shard, params ? 0 : trainedParams, mem, bufs);
-      bufs.push_back({params ? "offloaded optimizer's and parameters' staging buffer (io_uring)"
-                             : "offloaded optimizer's staging buffer (io_uring)",
-                      (params ? 7 : 6) * opt.bufferBytes + 4096, true});
+      // The slots the ring reads into and writes from (two records and the pads for a
+      // partial chunk) and, on a cuda mesh, where the update runs: one record, its pads,
+      // the step state and its next values (runtime/lib/offload.cpp).
+      int64_t slots = (params ? 7 : 6) * opt.bufferBytes + 4096;
+      if (cudaMesh()) {
+        bufs.push_back({"offloaded optimizer's record on the device (its update)", 4 * opt.bufferBytes + 64, true});
+        off.hostBytes = slots; // page-locked
+        off.pcieBytesPerStep = 2 * momentFileBytes(rank);
+      } else {
+        bufs.push_back({params ? "offloaded optimizer's and parameters' staging buffer (io_uring)"
+                               : "offloaded optimizer's staging buffer (io_uring)",
+                        slots, true});
+      }
       off.nvmeBytes = 2 * momentFileBytes(rank) + 2 * paramFile;
       int64_t gathers = !params ? 0 : p > 1 ? 1 : (l.bucketBytes > 0 ? 2 : 1) * mb;
       off.nvmeBytesPerStep = 2 * momentFileBytes(rank) + 2 * paramFile + gathers * momentFileBytes(rank, 1) / 2;
@@ -1456,11 +1477,11 @@ private:
     }
     return true;
   }
-  /// A checkpoint of an offloaded optimizer (a cpu mesh's executables) reads the moments
+  /// A checkpoint of an offloaded optimizer (the executables) reads the moments
   /// back into memory between steps, where the step's activations and buffers were: the
   /// row of what they exceed them by.
   void checkpointRow(int r, const Memory &mem, std::vector<BufferRow> &bufs) const {
-    if (!l.checkpoints || !l.optimizerOffload.any() || cudaMesh())
+    if (!l.checkpoints || !builtOffload())
       return;
     // (With `params`, the parameter shard comes back too: half the moments' bytes.)
     double step = double(mem.activations), moments = double(momentFileBytes(r, 1)) * (l.paramsOffload.any() ? 1.5 : 1);
@@ -2172,7 +2193,7 @@ private:
     double paramTraffic = l.precision == sema::Precision::FP32 ? 2 * paramBytes : paramBytes;
     e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / (hbm * cal.memoryEfficiency);
 
-    if (l.optimizerOffload.any() && cudaMesh()) // Adam on the host's cores
+    if (designOffload() && l.optimizerOffload.any()) // Adam on the host's cores
       e.optimizerSeconds = double(shard) * (gradBytes + 2 * optBytes + paramTraffic) / cal.hostMemoryBandwidth *
                            double(std::max<int64_t>(1, mesh.perNode));
     e.stepSeconds = pipelined + dpExposed + pipelineSums + tensorStep + e.optimizerSeconds + offloadSeconds(e);

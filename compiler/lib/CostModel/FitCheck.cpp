@@ -67,7 +67,7 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
     }
     if (estimatedOnly)
       d.note("these layouts are estimates that this version of planc does not build (offload other than "
-             "'optimizer = nvme(DIR)' on a cpu mesh)");
+             "'optimizer = nvme(DIR)', with 'params = nvme(DIR)' under ZeRO-3 on a cpu mesh)");
     d.note("'planc explain --search' lists every layout that fits");
   }
   return ok;

@@ -384,8 +384,8 @@ std::string plan::cost::renderSearch(const std::vector<Candidate> &c, size_t tot
     os << ", the first " << c.size() << " shown";
   os << "\n";
   if (unbuilt)
-    os << "(" << unbuilt << " more fit that this version of planc does not build, left out: offload on "
-       << "cuda meshes, the parameters offloaded without the optimizer)\n";
+    os << "(" << unbuilt << " more fit that this version of planc does not build, left out: the optimizer in "
+       << "host memory or the parameters offloaded on cuda meshes, the parameters offloaded without the optimizer)\n";
   if (c.empty())
     return s;
   os << llvm::formatv("  {0,3} {1,5} {2,5} {3,5} {4,-16} {5,4} {6,-10} {7,4} {8,6} {9,12} {10,12} {11,6}  {12}\n", "#",

@@ -27,9 +27,10 @@ bool plan::cost::buildable(const sema::Layout &l, const Estimate &e) {
   // QLoRA: not with a tensor axis (sema).
   if (l.adapt.rank > 0 && l.adapt.nf4Block > 0 && l.tensor > 1)
     return false;
-  // Offload: the optimizer's moments to NVMe on a cpu mesh, and with them (the same
+  // Offload: the optimizer's moments to NVMe, and on a cpu mesh with them (the same
   // buffer) the ZeRO-3 shard over more than one data rank (plan-train-abi).
-  if ((l.optimizerOffload.any() || l.paramsOffload.any()) && e.onCuda)
+  if (e.onCuda &&
+      ((l.optimizerOffload.any() && l.optimizerOffload.target != sema::OffloadTarget::NVMe) || l.paramsOffload.any()))
     return false;
   if (l.paramsOffload.any() && (!l.optimizerOffload.any() || l.data < 2 ||
                                 l.paramsOffload.bufferBytes != l.optimizerOffload.bufferBytes))
@@ -46,8 +47,9 @@ struct Offloads {
 
 /// The offloads a layout that does not fit may try, least first: on a cpu mesh the
 /// optimizer's moments to NVMe, then under ZeRO-3 over several data ranks the parameter
-/// shard too; on a cuda mesh the optimizer (and gradients) to the host, then under
-/// ZeRO-3 the parameters too, then both to NVMe (ZeRO-Infinity). A plan that names an
+/// shard too; on a cuda mesh the optimizer's moments to NVMe (what the executables
+/// build), the optimizer (and gradients) to the host, then under ZeRO-3 the parameters
+/// too, then both to NVMe (ZeRO-Infinity). A plan that names an
 /// NVMe directory lends it; otherwise "nvme" stands for one.
 static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout &base, int zero, int64_t data) {
   std::string dir = base.optimizerOffload.target == sema::OffloadTarget::NVMe ? base.optimizerOffload.dir
@@ -63,7 +65,7 @@ static std::vector<Offloads> offloads(const sema::Mesh &mesh, const sema::Layout
       return {{nvme, {}}, {nvme, nvme}};
     return {{nvme, {}}};
   }
-  std::vector<Offloads> out{{cpu, {}}};
+  std::vector<Offloads> out{{nvme, {}}, {cpu, {}}};
   if (zero == 3)
     out.insert(out.end(), {{cpu, cpu}, {nvme, nvme}});
   return out;

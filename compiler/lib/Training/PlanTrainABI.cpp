@@ -311,16 +311,28 @@ llvm::json::Value manifest(pl::TrainOp train, ArrayRef<StageTable> stages, int64
   return llvm::json::Value(std::move(root));
 }
 
-/// What this version builds of `offload`: the optimizer's moments on nvme on a cpu
-/// mesh, and with them the ZeRO-3 parameter shard (the update streams each parameter
-/// chunk with its moments, so the two share the chunk).
+/// What this version builds of `offload`: the optimizer's moments on nvme, and on a
+/// cpu mesh with them the ZeRO-3 parameter shard (the update streams each parameter
+/// chunk with its moments, so the two share the chunk). On a cuda mesh the moments
+/// stream through the device, whose kernels update each chunk (docs/EXECUTABLES.md).
 LogicalResult checkOffload(pl::TrainOp train, DictionaryAttr offload, pl::MeshOp mesh) {
   auto opt = offload.getAs<DictionaryAttr>("optimizer"), params = offload.getAs<DictionaryAttr>("params");
-  if (mesh.getKind() != pl::DeviceKind::cpu)
-    return train.emitError() << "offloading the " << (opt ? "optimizer" : "parameters")
-                             << " on a cuda mesh is not implemented by the code generator in this version of planc; "
-                                "planc explain estimates it, and 'optimizer = nvme(DIR)' (with 'params = nvme(DIR)' "
-                                "under ZeRO-3) on a cpu mesh builds";
+  auto target = [](DictionaryAttr place) {
+    auto t = place ? place.getAs<StringAttr>("target") : StringAttr();
+    return t ? t.getValue() : StringRef();
+  };
+  if (mesh.getKind() != pl::DeviceKind::cpu) {
+    if (target(opt) == "cpu")
+      return train.emitError() << "the optimizer in host memory on a cuda mesh ('optimizer = cpu', ZeRO-Offload's "
+                                  "update on the host's cores) is not implemented by the code generator in this "
+                                  "version of planc; planc explain estimates it, and 'optimizer = nvme(DIR)' builds "
+                                  "(the moments streamed from files through the device's update)";
+    if (params)
+      return train.emitError() << "offloading the parameters on a cuda mesh is not implemented by the code "
+                                  "generator in this version of planc; planc explain estimates it, and "
+                                  "'optimizer = nvme(DIR)' alone builds on a cuda mesh ('params = nvme(DIR)' "
+                                  "with it on a cpu mesh)";
+  }
   if (!params)
     return success();
   if (!opt)

@@ -103,3 +103,18 @@ func.func @planc_update() {
   memref.dealloc %a : memref<64xf32>
   return
 }
+
+// -----
+
+// Offloaded moments (`offload { optimizer = nvme(…) }`) live in files: exp_avg and
+// exp_avg_sq, a pipeline stage's too, get no offset, and the state part holds the rest
+// (the state at 0, the parameters at 256, 100 floats: 256 + 512 bytes).
+// CHECK: \22state_bytes\22:768
+// CHECK-SAME: {\22floats\22:8,\22lifetime\22:\22persistent\22,\22name\22:\22state\22,\22offset\22:0}
+// CHECK-SAME: {\22floats\22:100,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg\22}
+// CHECK-SAME: {\22floats\22:100,\22lifetime\22:\22persistent\22,\22name\22:\22exp_avg_sq_s0\22}
+// CHECK-SAME: {\22floats\22:100,\22lifetime\22:\22persistent\22,\22name\22:\22params\22,\22offset\22:256}
+func.func @planc_update(%p: memref<100xf32>) {
+  return
+}
+sched.manifest @planc_manifest {offload = {optimizer = {target = "nvme", dir = "/nvme", buffer = 4096}}, schedule = {buffers = [{name = "state", floats = 8, lifetime = "persistent"}, {name = "exp_avg", floats = 100, lifetime = "persistent"}, {name = "exp_avg_sq_s0", floats = 100, lifetime = "persistent"}, {name = "params", floats = 100, lifetime = "persistent"}]}}

@@ -70,7 +70,9 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
     }
     int64_t state = 0;
     SmallVector<int64_t> stageState;
-    if (failed(placeState(manifest, *table, state, stageState)))
+    const llvm::json::Object *offload = root->getAsObject()->getObject(key::offload);
+    bool momentsOffloaded = offload && offload->getObject(key::optimizer);
+    if (failed(placeState(manifest, *table, momentsOffloaded, state, stageState)))
       return signalPassFailure();
     // The step region: as large as the largest step function's arena; under a pipeline
     // a rank calls its stages' functions (named _s<k>; under the interleaved schedule
@@ -119,12 +121,23 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
     setManifestJson(manifest, *root);
   }
 
+  /// Whether schedule buffer `name` is Adam's moments (exp_avg, exp_avg_sq; a pipeline
+  /// stage's with its _s<k> suffix).
+  static bool isMoment(StringRef name) {
+    auto [base, suffix] = name.rsplit("_s");
+    unsigned k;
+    if (!suffix.empty() && !suffix.getAsInteger(10, k))
+      name = base;
+    return name == "exp_avg" || name == "exp_avg_sq";
+  }
+
   /// The state part: each buffer of the step program's table gets its `offset`, the
   /// buffers of every rank (no "stage") first, then each pipeline rank's (its "stage":
   /// the coordinate on the pipeline axis whose ranks hold it) from the same base, since a
   /// rank holds its own only. `state` is the largest rank's bytes, `stageState` each
-  /// pipeline rank's (none without a pipeline).
-  LogicalResult placeState(sched::ManifestOp manifest, llvm::json::Array &table, int64_t &state,
+  /// pipeline rank's (none without a pipeline). Offloaded moments (`offload { optimizer =
+  /// nvme(…) }`) get none: they live in files, held only while a checkpoint reads them.
+  LogicalResult placeState(sched::ManifestOp manifest, llvm::json::Array &table, bool momentsOffloaded, int64_t &state,
                            SmallVector<int64_t> &stageState) {
     int64_t common = 0;
     std::map<int64_t, int64_t> stageEnd;
@@ -135,7 +148,8 @@ struct PlanMemoryPlan : plan::impl::PlanMemoryPlanBase<PlanMemoryPlan> {
         if (!floats || *floats < 0)
           return manifest.emitOpError() << "plan-memory-plan: a schedule buffer without its floats";
         std::optional<int64_t> stage = b->getInteger(key::stage);
-        if (stage.has_value() != staged)
+        std::optional<StringRef> name = b->getString(key::name);
+        if (stage.has_value() != staged || (momentsOffloaded && name && isMoment(*name)))
           continue;
         int64_t &at = stage ? stageEnd.try_emplace(*stage, common).first->second : common;
         (*b)[key::offset] = at;
