@@ -57,9 +57,17 @@ plan gpt2s_bench gpt2_small ../data/gpt2_tokens.bin 8 1024 30 bf16
 # a padded vocabulary buys, before the compiler pads it.
 plan gpt2s_bench_v50304 gpt2_small_v50304 ../data/gpt2_tokens.bin 8 1024 30 bf16 \
   "model gpt2_small_v50304 = gpt(vocab: 50304, context: 1024, layers: 12, heads: 12, width: 768)"
-for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check gpt2s_bench gpt2s_bench_v50304; do
+# The optimizer's moments on NVMe (run_all.sh's section 2b): the tiny check's plan through
+# 64 KiB records, and gpt2_small's benchmark plan through 4 MiB ones; the runs put the
+# files under --offload-dir.
+sed 's/parallel { data = dp }/parallel { data = dp  offload { optimizer = nvme("nvme", buffer: 64 KiB) } }/' \
+  plans/tiny_check.plan > plans/tiny_offload_check.plan
+sed 's/parallel { data = dp }/parallel { data = dp  offload { optimizer = nvme("nvme") } }/' \
+  plans/gpt2s_bench.plan > plans/gpt2s_bench_offload.plan
+for p in tiny_check tiny_bf16_check gpt2s_check gpt2s_bf16_check gpt2s_bench gpt2s_bench_v50304 tiny_offload_check \
+  gpt2s_bench_offload; do
   "$PLANC" build "plans/$p.plan" --target cuda -o "cuda_$p"
-  [[ $p == gpt2s_bench* ]] || "$PLANC" build "plans/$p.plan" -o "cpu_$p"
+  [[ $p == gpt2s_bench* || $p == *offload* ]] || "$PLANC" build "plans/$p.plan" -o "cpu_$p"
   # explain as for the CUDA executable: the same plan on a mesh of one GPU.
   { echo "mesh gpu1 { devices = cuda(1)  axes = [dp: 1] }"; sed 's/mesh = cpu1/mesh = gpu1/' "plans/$p.plan"; } \
     > "plans/$p.gpu.plan"

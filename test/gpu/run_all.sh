@@ -5,7 +5,9 @@
 #      each kernel's time;
 #   2. correctness: tiny and gpt2_small (fp32 and bf16), 20 steps on the CUDA target
 #      against the CPU target from the same initial weights and batches: per-step loss
-#      rtol 2e-2, final loss within 1 % (TESTING.md's bf16 row);
+#      rtol 2e-2, final loss within 1 % (TESTING.md's bf16 row); 2b. the optimizer's
+#      moments on NVMe (offload): tiny's losses against the same plan without offload on
+#      the GPU (bitwise expected), and gpt2_small's benchmark step with them;
 #   3. memory: each CUDA run's device memory peak (mem_device_peak_bytes: all the managed
 #      memory the runtime and the generated code held at once) and the arena its manifest
 #      reserves (plan-memory-plan) against `planc explain`'s per-device total for the plan
@@ -93,6 +95,36 @@ sys.exit(0 if ok else 1)
 PY
   done
 done
+
+if [[ -x ./cuda_tiny_offload_check && -s "$OUTDIR/cuda_tiny_check.jsonl" ]]; then
+  echo -e "\n## 2b. The optimizer's moments on NVMe (offload { optimizer = nvme })\n" >> "$R"
+  rm -rf /tmp/planc-nvme && mkdir -p /tmp/planc-nvme
+  $T ./cuda_tiny_offload_check --data "$(data tiny)" --offload-dir /tmp/planc-nvme/tiny \
+    --log "$OUTDIR/cuda_tiny_offload_check.jsonl" > "$OUTDIR/cuda_tiny_offload_check.out" 2>&1 ||
+    fail "cuda_tiny_offload_check (see cuda_tiny_offload_check.out)"
+  if [[ ${BENCH:-1} != 0 ]]; then
+    $T ./cuda_gpt2s_bench_offload --steps 12 --data "$B/data/gpt2_tokens.bin" --offload-dir /tmp/planc-nvme/gpt2s \
+      --log "$OUTDIR/bench_offload.jsonl" > "$OUTDIR/bench_offload.out" 2>&1 || fail "cuda_gpt2s_bench_offload"
+  fi
+  $PY - "$OUTDIR" >> "$R" <<'PY' || fail "offload: the losses differ from the plan's without offload"
+import json, os, statistics, sys
+out = sys.argv[1]
+rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if '"loss"' in l]
+a, b = rows("cuda_tiny_check.jsonl"), rows("cuda_tiny_offload_check.jsonl")
+same = len(a) == len(b) == 20 and all(x["loss"] == y["loss"] and x["grad_norm"] == y["grad_norm"] for x, y in zip(a, b))
+worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b)) if a and b else float("nan")
+fall = max(r["mem_device_peak_bytes"] for r in a) - max(r["mem_device_peak_bytes"] for r in b) if a and b else 0
+print(f"- tiny, 20 steps: losses and gradient norms bitwise those without offload: {'yes' if same else 'NO'} "
+      f"(worst loss rel. diff {worst:.2e}); device peak {fall / 2**20:.2f} MiB lower")
+if os.path.exists(os.path.join(out, "bench_offload.jsonl")):
+    ms = lambda f: statistics.median(1e3 * 8 * 1024 / r["tokens_per_s"] for r in rows(f)[3:])
+    last = open(os.path.join(out, "bench_offload.out")).read().strip().splitlines()[-1:]
+    print(f"- gpt2_small bf16, batch 8 x 1024: {ms('bench_offload.jsonl'):.1f} ms a step with the moments on NVMe "
+          f"(median of steps 3-11; section 4 times it without)")
+    print(f"- its final line: `{last[0] if last else ''}`")
+sys.exit(0 if same else 1)
+PY
+fi
 
 echo -e "\n## 3. Device memory peak against planc explain\n" >> "$R"
 echo "| plan | executable's mem_device_peak_bytes (MiB) | its arena, from the manifest (MiB) | explain total on one GPU, less the cuBLASLt workspace (MiB) | peak / explain |" >> "$R"
