@@ -157,9 +157,10 @@ void pinnedFree(void *p) {
     check(cudaFreeHost(p), "cudaFreeHost");
 }
 
-const planrt_backend kManaged = {"cuda",      managedAlloc,  managedFree, deviceFree,      deviceFill,   counters,
-                                 deviceAdd,   nullptr,       nullptr,     deviceFillAsync, deviceCopyIn, deviceDivide,
-                                 deviceSumsq, deviceCopyOut, pinnedAlloc, pinnedFree};
+const planrt_backend kManaged = {"cuda",       managedAlloc,    managedFree, deviceFree,    deviceFill,
+                                 counters,     deviceAdd,       nullptr,     nullptr,       deviceFillAsync,
+                                 deviceCopyIn, deviceDivide,    deviceSumsq, deviceCopyOut, pinnedAlloc,
+                                 pinnedFree,   planrt_cuda_sync};
 
 /// A loaded (or not yet loaded) module of generated kernels.
 struct Module {

@@ -437,6 +437,9 @@ typedef struct {
    * NULL: the C heap. Not counted by planrt_mem_*: it is not the device's. */
   void *(*host_alloc)(size_t bytes);
   void (*host_free)(void *ptr);
+  /* Waits for the device's queued work (a step program's planrt_cuda_sync); NULL: there
+   * is none to wait for. */
+  void (*sync)(void);
 } planrt_backend;
 void planrt_set_backend(const planrt_backend *backend);
 const planrt_backend *planrt_get_backend(void);
@@ -462,9 +465,11 @@ void planrt_mem_copy_in(void *dst, const void *src, size_t bytes);
  * device's, apart from the host's: planrt_backend.copy_out). */
 void planrt_mem_copy_out(void *dst, const void *src, size_t bytes);
 int planrt_mem_is_device(void);
-/* The backend's host_alloc and host_free (NULL taken): host memory for its copies. */
+/* The backend's host_alloc: host memory for its copies, given back with the same
+ * backend's host_free (std::free where it has none). */
 void *planrt_host_alloc(size_t bytes);
-void planrt_host_free(void *ptr);
+/* The backend's sync: returns once the device's queued work is done. */
+void planrt_mem_sync(void);
 /* p[i] = p[i] / divisor for i < count (the backend's memory) by the backend's divide. */
 void planrt_mem_divide(float *p, float divisor, size_t count);
 /* *out = the sum of squares over the ranges (the backend's memory) by the backend's sumsq. */

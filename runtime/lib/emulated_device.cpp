@@ -250,8 +250,9 @@ void step(int phase) {
 }
 
 // Its host memory (host_alloc) is the C heap, outside the region: the host's own.
-const planrt_backend kEmulated = {"cuda-host", alloc,     release, available, fill,  counters, add,     step,
-                                  hostTouches, fillAsync, copyIn,  divide,    sumsq, copyOut,  nullptr, nullptr};
+const planrt_backend kEmulated = {"cuda-host", alloc,   release,     available, fill,           counters,
+                                  add,         step,    hostTouches, fillAsync, copyIn,         divide,
+                                  sumsq,       copyOut, nullptr,     nullptr,   planrt_emu_sync};
 
 const void *pcOf(void *context) {
   auto *uc = static_cast<ucontext_t *>(context);

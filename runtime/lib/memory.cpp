@@ -197,17 +197,15 @@ void planrt_mem_copy_out(void *dst, const void *src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 int planrt_mem_is_device(void) { return backend.load()->copy_out != nullptr; }
+void planrt_mem_sync(void) {
+  if (const planrt_backend *b = backend.load(); b->sync)
+    b->sync();
+}
 void *planrt_host_alloc(size_t bytes) {
   const planrt_backend *b = backend.load();
   if (b->host_alloc)
     return b->host_alloc(bytes);
   return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-}
-void planrt_host_free(void *ptr) {
-  const planrt_backend *b = backend.load();
-  if (b->host_free)
-    return b->host_free(ptr);
-  std::free(ptr);
 }
 void planrt_mem_divide(float *p, float divisor, size_t count) {
   if (count == 0)

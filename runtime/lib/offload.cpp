@@ -84,6 +84,7 @@ struct OffloadedOptimizer::Impl {
   /// On a device: the update's record, padded gradient and parameters, and the step
   /// state and its next values (8 floats each), in the device's memory (planrt_mem_alloc).
   bool device = false;
+  void (*hostFree)(void *) = nullptr; ///< the backend's that allocated the slots (null: the C heap's)
   float *dev = nullptr, *devPadG = nullptr, *devPadP = nullptr, *devState = nullptr, *devNext = nullptr;
   OffloadedOptimizer *self = nullptr;
   /// An all-gather's part read ahead (prefetchParams): the shard's floats [offset,
@@ -165,22 +166,12 @@ struct OffloadedOptimizer::Impl {
     return (slotFloats() + (params() ? 1 : 2) * chunk + 16) * int64_t(sizeof(float));
   }
 
-  /// Floats [from, from + n) of `src` (the backend's memory) into host memory at `to`, and back.
+  /// n floats of `src` (the backend's memory) into host memory at `to`.
   void fromDevice(float *to, const float *src, int64_t n) const {
     if (device)
       planrt_mem_copy_out(to, src, size_t(n) * sizeof(float));
     else
       std::memcpy(to, src, size_t(n) * sizeof(float));
-  }
-  /// Host memory that is reused at once: staged through a temporary on a device (a copy
-  /// in from the page-locked slots runs on as the host goes on).
-  void toDevice(float *to, const float *src, int64_t n) const {
-    if (!device) {
-      std::memcpy(to, src, size_t(n) * sizeof(float));
-      return;
-    }
-    std::vector<float> copy(src, src + n);
-    planrt_mem_copy_in(to, copy.data(), size_t(n) * sizeof(float));
   }
 
   /// Record i's chunk update (group grp's floats [off, off + n)) on a device: the record
@@ -524,7 +515,7 @@ OffloadedOptimizer::~OffloadedOptimizer() {
     if (fd >= 0)
       ::close(fd); // releases the lock
   if (impl->device) {
-    planrt_host_free(impl->staging);
+    (impl->hostFree ? impl->hostFree : std::free)(impl->staging);
     planrt_mem_free(impl->dev);
   } else {
     planrt_mem_free(impl->staging);
@@ -555,6 +546,13 @@ planrt_status OffloadedOptimizer::open() {
   for (int g = 0; g < 2; ++g)
     if (d.groups[g].floats > 0 && !d.groups[g].update)
       return fail(PLANRT_ERR_ARG, "the executable lacks the offloaded update of optimizer group %d", g);
+  d.device = planrt_mem_is_device();
+  if (d.device && d.params())
+    return fail(PLANRT_ERR_ARG,
+                "offloaded parameters: a parameter shard in files (under %s) with the update on a "
+                "device (%s) is not implemented in this version of planc's runtime; offload the "
+                "optimizer alone there",
+                d.paramsDir.c_str(), planrt_get_backend()->name);
   if (planrt_status s = Impl::makeDirectory(d.dir))
     return s;
   // One run per directory and rank: another would step these moments too.
@@ -585,12 +583,7 @@ planrt_status OffloadedOptimizer::open() {
   d.ringOpen = true;
   if (const char *kill = std::getenv("PLANRT_TEST_KILL_IN_UPDATE"))
     d.killStep = std::strtoll(kill, nullptr, 10);
-  d.device = planrt_mem_is_device();
-  if (d.device && d.params())
-    return fail(PLANRT_ERR_ARG,
-                "offloaded parameters: a parameter shard in files on a device (%s) is not "
-                "implemented in this version of planc's runtime",
-                d.paramFiles[0].c_str());
+  d.hostFree = d.device ? planrt_get_backend()->host_free : nullptr;
   d.staging = d.device ? planrt_host_alloc(size_t(d.hostStagingBytes())) : planrt_mem_alloc(size_t(stagingBytes()));
   if (!d.staging)
     return fail(PLANRT_ERR_ARG, "offloaded optimizer state: cannot allocate the %lld-byte staging buffer%s",
@@ -629,11 +622,11 @@ planrt_status OffloadedOptimizer::store(const float *const m[2], const float *co
                                    int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
                                    std::fill(slot, slot + d.slotFloats(), 0.0f);
                                    if (m && v) {
-                                     d.fromDevice(slot, m[g] + off, n);
-                                     d.fromDevice(slot + d.chunk, v[g] + off, n);
+                                     std::memcpy(slot, m[g] + off, size_t(n) * sizeof(float));
+                                     std::memcpy(slot + d.chunk, v[g] + off, size_t(n) * sizeof(float));
                                    }
                                    if (d.params())
-                                     d.fromDevice(slot + 2 * d.chunk, p[g] + off, n);
+                                     std::memcpy(slot + 2 * d.chunk, p[g] + off, size_t(n) * sizeof(float));
                                  }))
     return s;
   return d.flip();
@@ -647,10 +640,10 @@ planrt_status OffloadedOptimizer::load(float *const m[2], float *const v[2], flo
   return d.stream(true, false, [&](int64_t i, float *slot) {
     auto [g, k] = d.at(i);
     int64_t off = k * d.chunk, n = std::min(d.chunk, d.groups[g].floats - off);
-    d.toDevice(m[g] + off, slot, n);
-    d.toDevice(v[g] + off, slot + d.chunk, n);
+    std::memcpy(m[g] + off, slot, size_t(n) * sizeof(float));
+    std::memcpy(v[g] + off, slot + d.chunk, size_t(n) * sizeof(float));
     if (p && d.params())
-      d.toDevice(p[g] + off, slot + 2 * d.chunk, n);
+      std::memcpy(p[g] + off, slot + 2 * d.chunk, size_t(n) * sizeof(float));
   });
 }
 
@@ -697,6 +690,8 @@ planrt_status OffloadedOptimizer::Impl::runUpdate(float *const p[2], float *cons
   planrt_status streamed = stream(true, true, chunkUpdate, job);
   if (device && !streamed)
     planrt_mem_copy_out(next, devNext, 8 * sizeof(float));
+  else if (device) // nothing left queued (the state's copies, a record's kernels) when it fails
+    planrt_mem_sync();
   if (streamed)
     return streamed;
   if (planrt_status s = flip())
@@ -719,9 +714,9 @@ planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], i
     std::memcpy(next, now, sizeof next);
     if (planrt_status s = d.runUpdate(p, g, step, now, next, nullptr))
       return s;
-    if (d.device) { // read back: the wait that ends the update, as the runtime's other device work
+    if (d.device) { // waited for: the update ends done, as the runtime's other device work
       planrt_mem_copy_in(state, next, kNext);
-      planrt_mem_copy_out(next, state, kNext);
+      planrt_mem_sync();
     } else
       std::memcpy(state, next, kNext);
     return PLANRT_OK;

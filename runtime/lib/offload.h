@@ -48,10 +48,11 @@ public:
   /// Writes the moments (each group's piece: m[g], v[g] of floats(g)) and, with the
   /// parameters offloaded, the shard p[g] as a new current generation: the initial
   /// state, a resumed one. Null m and v: zeros (a fresh run's moments, never held in
-  /// memory).
+  /// memory). The host reads them: on a device backend, host memory (Buffer::
+  /// allocateOnHost), never the device's.
   planrt_status store(const float *const m[2], const float *const v[2], const float *const *p = nullptr);
   /// Reads the current generation's moments into m[g], v[g] and, if p is given, the
-  /// parameter shard into p[g] (a checkpoint, an export).
+  /// parameter shard into p[g] (a checkpoint, an export): host memory too.
   planrt_status load(float *const m[2], float *const v[2], float *const *p = nullptr);
 
   /// One optimizer step on this rank's pieces p[g], g[g] (in place on p), the moments

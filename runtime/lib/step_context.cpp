@@ -38,6 +38,11 @@ bool Buffer::allocate(bool parts) {
   return data != nullptr;
 }
 
+void Buffer::allocateOnHost() {
+  host.assign(size_t(floats), 0.0f);
+  data = host.data();
+}
+
 void Buffer::release() {
   if (byParts) {
     while (!committed.empty())
@@ -46,6 +51,7 @@ void Buffer::release() {
     byParts = false;
   }
   owned.reset();
+  host = std::vector<float>();
   data = nullptr;
 }
 

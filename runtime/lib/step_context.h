@@ -54,6 +54,7 @@ struct Buffer {
   float *place = nullptr; ///< its bytes in the executable's arena, if it has one
   float *data = nullptr;  ///< null while a transient buffer is freed
   Floats owned;           ///< without an arena: the memory it allocated
+  std::vector<float> host; ///< allocateOnHost's
   /// Held by parts (sched.alloc … parts, planrt_mem_reserve): the reserved floats at
   /// `data`, and which ranges are committed now (offset → count).
   bool byParts = false;
@@ -62,6 +63,9 @@ struct Buffer {
   /// Zeroed floats at `data` (at its place in the arena, or allocated); false if they
   /// cannot be had. With `parts`, reserved and held by parts where the backend can.
   bool allocate(bool parts = false);
+  /// Zeroed floats in host memory rather than the backend's (not counted), for host code
+  /// alone: a device's offloaded moments, read back between steps for a checkpoint.
+  void allocateOnHost();
   void release();
   /// By parts: counts [offset, offset + count) as held (once) / gives it back.
   void commit(int64_t offset, int64_t count);

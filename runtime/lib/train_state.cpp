@@ -139,10 +139,18 @@ planrt_status Trainer::momentsIn(bool read, bool moments) {
     ids = {expAvg, expAvgSq};
   if (paramsOffloaded())
     ids.push_back(master);
-  for (int id : ids)
-    if (!ctx.buffers[size_t(id)].data && !ctx.buffers[size_t(id)].allocate())
+  // On a device they come back to host memory, where the checkpoint's host code reads
+  // them, not to the device's beside its arena.
+  for (int id : ids) {
+    planrt::Buffer &b = ctx.buffers[size_t(id)];
+    if (b.data)
+      continue;
+    if (id != master && planrt_mem_is_device())
+      b.allocateOnHost();
+    else if (!b.allocate())
       return fail(PLANRT_ERR_ARG, "cannot allocate the offloaded buffer '%s' (%lld floats) for its files",
-                  ctx.buffers[size_t(id)].name.c_str(), (long long)ctx.buffers[size_t(id)].floats);
+                  b.name.c_str(), (long long)b.floats);
+  }
   if (!read)
     return PLANRT_OK;
   if (!moments) // the files hold both: reading is all or nothing

@@ -22,8 +22,9 @@
 #    host access to device memory): the moments streamed through host slots and the
 #    device's update, on one process, fp16, ZeRO-1, bf16 ZeRO-2, ZeRO-3 (not overlapped),
 #    1F1B over 2 stages and data 2 x tensor 2 + sequence parallelism, bitwise as in 1.,
-#    the device peak lower by explain's prediction for the plan on a cuda mesh (1 %);
-#    and a crash and resume on ZeRO-1.
+#    the device peak lower by explain's prediction for the plan on a cuda mesh (1 %),
+#    checkpoints too (which read the moments back into host memory); and a crash and
+#    resume on ZeRO-1.
 #
 #   test/e2e/offload.sh PLANC_BIN WORKDIR
 set -euo pipefail
@@ -41,7 +42,7 @@ launch() { # RANKS EXE ARGS…
 # same NAME RANKS DP_PLAN_ARGS…: NAME without and with offload, compared; with PARAMS=1
 # the ZeRO-3 parameter shard offloaded too, to a directory of its own; with SYNC=1 the
 # offloaded run with --offload-sync; with TARGET=cuda-host both built for it, against
-# explain of the plans on a cuda mesh.
+# explain of the plans on a cuda mesh; with CKPT=1 both checkpointing every 5 steps.
 same() {
   local name=$1 ranks=$2
   shift 2
@@ -50,6 +51,10 @@ same() {
     OFFLOAD_PARAMS=${PARAMS:+"nvme(\"$WORK/nvme_${name}_params\", buffer: 4 KiB)"} dp_plan "off_$name" "$@" > /dev/null
   local x
   for x in off plain; do
+    if [[ -n ${CKPT:-} ]]; then # a checkpoint every 5 steps, which reads the moments back
+      sed -i "s|^  seed .*|&\\n  checkpoint { dir: \"$WORK/ckpt_${x}_$name\", every: 5 }|" "${x}_$name.plan"
+      "$PLANC" build "${x}_$name.plan" -o "exe_${x}_$name" ${TARGET:+--target "$TARGET"}
+    fi
     if [[ ${TARGET:-} == cuda-host ]]; then
       sed 's/devices = cpu(/devices = cuda(/' "${x}_$name.plan" > "${x}_$name.cuda.plan"
       "$PLANC" explain "${x}_$name.cuda.plan" --json > "${x}_$name.json"
@@ -77,6 +82,11 @@ assert len(plain) == len(off) == 20, (len(plain), len(off))
 for a, b in zip(plain, off):
     for k in ("loss", "lr", "grad_norm"):
         assert a[k] == b[k], f"offload: FAIL: {name} step {a['step']} {k}: {b[k]} with offload, {a[k]} without"
+# cuda-host: the offloaded update touches no device memory from the host (the emulated
+# device counts each stretch of host code that did): as many touches as without offload.
+if target == "cuda-host":
+    touches = [(a["host_touches"], b["host_touches"]) for a, b in zip(plain, off)]
+    assert all(t == u for t, u in touches), f"offload: FAIL: {name}: host touches without / with offload {touches}"
 x, y = load(f"{work}/plain_{name}.st"), load(f"{work}/off_{name}.st")
 assert x.keys() == y.keys() and all(x[k] == y[k] for k in x), f"offload: FAIL: {name}: exported state differs"
 e, ep = json.load(open(f"{work}/off_{name}.json")), json.load(open(f"{work}/plain_{name}.json"))
@@ -166,6 +176,7 @@ TARGET=cuda-host same h_bf16_zero2 2 2 2 2 20 bf16 selective
 TARGET=cuda-host same h_zero3 2 2 2 3
 TARGET=cuda-host same h_pp2_1f1b 2 1 2 0 20 fp32 none 1 false 2 1f1b
 TARGET=cuda-host same h_dp2_tp2_sp 4 2 4 1 20 fp32 none 2 true
+TARGET=cuda-host CKPT=1 same h_zero1_ckpt 2 2 4 1
 TARGET=cuda-host crash h_zero1 2 2 4 1
 
 # Memory: a 12.6M-parameter GPT (4 layers of width 512), 3 steps, with and without the

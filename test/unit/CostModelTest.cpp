@@ -424,12 +424,16 @@ TEST(CostModel, SearchLeavesOutTheLayoutsTheCodeGeneratorRefuses) {
     return c.layout.data > 1 && c.estimate.maxRankParams > (int64_t(1) << 31) - 1;
   };
   EXPECT_GT(std::count_if(built.begin(), built.end(), large), 0);
-  // Offload on a cuda mesh (ZeRO-Offload, ZeRO-Infinity): estimated where nothing else
-  // fits, not built.
-  auto offloaded = [](const cost::Candidate &c) {
-    return c.layout.optimizerOffload.any() || c.layout.paramsOffload.any();
+  // Offload on a cuda mesh where nothing else fits: the moments on NVMe built, the
+  // optimizer in host memory and the parameters (ZeRO-Offload, ZeRO-Infinity) estimated.
+  auto momentsOnNvme = [](const cost::Candidate &c) {
+    return c.layout.optimizerOffload.target == sema::OffloadTarget::NVMe && !c.layout.paramsOffload.any();
+  };
+  auto offloaded = [&](const cost::Candidate &c) {
+    return (c.layout.optimizerOffload.any() || c.layout.paramsOffload.any()) && !momentsOnNvme(c);
   };
   EXPECT_TRUE(std::none_of(built.begin(), built.end(), offloaded));
+  EXPECT_GT(std::count_if(built.begin(), built.end(), momentsOnNvme), 0);
   EXPECT_GT(std::count_if(every.begin(), every.end(), offloaded), 0);
   size_t estimatedOnly =
       size_t(std::count_if(every.begin(), every.end(), [&](auto &c) { return unevenInterleaved(c) || offloaded(c); }));

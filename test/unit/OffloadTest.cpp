@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <signal.h>
 #include <stdexcept>
 #include <string>
@@ -341,69 +343,93 @@ TEST(Offload, AFailedOverlappedUpdateIsReportedAndLeavesTheStateAsItWas) {
 
 namespace {
 
-/// A device backend whose memory the test can tell from the host's: every block it hands
-/// out is recorded, its copies counted (the host may still touch its memory, unlike a
-/// GPU's: what the test checks is where the optimizer puts things).
+/// A device backend whose memory the test can tell from the host's, and whose work runs
+/// late, as a GPU's does: every block it hands out is recorded; a copy in and a chunk
+/// update are queued until the next copy out or sync, a copy in from its page-locked
+/// host memory reading its source only then (from other host memory, at once: CUDA
+/// stages pageable memory before it returns). A host slot rewritten before the device
+/// read it, or a wait left out, changes what the test reads back. (The host may still
+/// touch the device's memory, unlike a GPU's: cuda-host's emulated device checks that.)
 struct FakeDevice {
-  static inline std::vector<std::pair<const char *, size_t>> blocks;
-  static inline uint64_t copiedIn = 0, copiedOut = 0, hostBlocks = 0;
+  using Blocks = std::vector<std::pair<const char *, size_t>>;
+  static inline Blocks blocks, pinned;
+  static inline std::vector<std::function<void()>> queue;
+  static inline uint64_t copiedIn = 0, copiedOut = 0;
   static inline bool strayPointer = false;
 
-  static bool on(const void *p, size_t bytes = 1) {
+  static bool in(const Blocks &where, const void *p, size_t bytes = 1) {
     auto *c = static_cast<const char *>(p);
-    for (auto [at, n] : blocks)
+    for (auto [at, n] : where)
       if (c >= at && c + bytes <= at + n)
         return true;
     return false;
   }
+  static bool on(const void *p, size_t bytes = 1) { return in(blocks, p, bytes); }
   static void *alloc(size_t bytes) {
     void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     blocks.push_back({static_cast<const char *>(p), bytes});
     return p;
   }
+  static void forget(Blocks &where, void *p) {
+    where.erase(std::remove_if(where.begin(), where.end(), [p](auto &b) { return b.first == p; }), where.end());
+  }
   static void release(void *p) {
-    blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [p](auto &b) { return b.first == p; }), blocks.end());
+    forget(blocks, p);
     std::free(p);
+  }
+  static void sync() {
+    for (auto &work : queue)
+      work();
+    queue.clear();
   }
   static void copyIn(void *dst, const void *src, size_t bytes) {
     strayPointer |= !on(dst, bytes) || on(src);
     copiedIn += bytes;
-    std::memcpy(dst, src, bytes);
+    if (in(pinned, src, bytes)) {
+      queue.push_back([=] { std::memcpy(dst, src, bytes); });
+    } else {
+      auto staged =
+          std::make_shared<std::vector<char>>(static_cast<const char *>(src), static_cast<const char *>(src) + bytes);
+      queue.push_back([=] { std::memcpy(dst, staged->data(), bytes); });
+    }
   }
   static void copyOut(void *dst, const void *src, size_t bytes) {
     strayPointer |= on(dst) || !on(src, bytes);
+    sync();
     copiedOut += bytes;
     std::memcpy(dst, src, bytes);
   }
   static void *hostAlloc(size_t bytes) {
-    ++hostBlocks;
-    return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    void *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    pinned.push_back({static_cast<const char *>(p), bytes});
+    return p;
   }
-  /// fakeUpdate, on the device's memory only.
+  static void hostFree(void *p) {
+    forget(pinned, p);
+    std::free(p);
+  }
+  /// fakeUpdate, on the device's memory only, queued.
   static void update(float *p, float *g, float *m, float *v, int64_t step, const float *state, float *next) {
     for (const void *x : {(const void *)p, (const void *)g, (const void *)m, (const void *)v})
       strayPointer |= !on(x, kChunk * sizeof(float));
     strayPointer |= !on(state, 8 * sizeof(float)) || !on(next, 8 * sizeof(float));
-    fakeUpdate(p, g, m, v, step, state, next);
+    queue.push_back([=] { fakeUpdate(p, g, m, v, step, state, next); });
+  }
+  static planrt_backend backend() {
+    planrt_backend b{};
+    b.name = "test-device";
+    b.alloc = alloc;
+    b.free = release;
+    b.copy_in = copyIn;
+    b.copy_out = copyOut;
+    b.host_alloc = hostAlloc;
+    b.host_free = hostFree;
+    b.sync = sync;
+    return b;
   }
 };
 
-const planrt_backend kFakeDevice = {"test-device",
-                                    FakeDevice::alloc,
-                                    FakeDevice::release,
-                                    nullptr,
-                                    nullptr,
-                                    nullptr,
-                                    nullptr,
-                                    nullptr,
-                                    nullptr,
-                                    nullptr,
-                                    FakeDevice::copyIn,
-                                    nullptr,
-                                    nullptr,
-                                    FakeDevice::copyOut,
-                                    FakeDevice::hostAlloc,
-                                    std::free};
+const planrt_backend kFakeDevice = FakeDevice::backend();
 
 /// `v` in a block of the backend's memory.
 float *onDevice(const std::vector<float> &v) {
@@ -425,39 +451,50 @@ TEST(Offload, OnADeviceTheUpdateRunsInItsMemoryAndTheFilesMoveThroughHostSlots) 
     // next values; on the host: two records and the pads.
     EXPECT_EQ(opt.stagingBytes(), (4 * kChunk + 16) * 4);
     EXPECT_EQ(opt.hostStagingBytes(), 6 * kChunk * 4 + 4096);
-    EXPECT_EQ(FakeDevice::hostBlocks, 1u);
+    EXPECT_EQ(FakeDevice::pinned.size(), 1u);
+    // The moments a resume stores and a checkpoint loads are the host's (never the device's).
     std::vector<float> m0 = ramp(s.n0, 1), m1 = ramp(s.n1, 2), v0 = ramp(s.n0, 3), v1 = ramp(s.n1, 4);
-    float *const ms[2] = {onDevice(m0), onDevice(m1)}, *const vs[2] = {onDevice(v0), onDevice(v1)};
+    const float *const ms[2] = {m0.data(), m1.data()}, *const vs[2] = {v0.data(), v1.data()};
     ASSERT_EQ(opt.store(ms, vs), PLANRT_OK) << planrt_last_error();
+    EXPECT_TRUE(FakeDevice::queue.empty());
+    EXPECT_EQ(FakeDevice::copiedIn + FakeDevice::copiedOut, 0u);
 
     std::vector<float> p0 = ramp(s.n0, 10), p1 = ramp(s.n1, 20), g0 = ramp(s.n0, 0.5f), g1 = ramp(s.n1, -0.5f);
     float *const ps[2] = {onDevice(p0), onDevice(p1)}, *const gs[2] = {onDevice(g0), onDevice(g1)};
     float *state = onDevice({0, 0, 1, 0, 0, 0, 9, 0});
     ASSERT_EQ(opt.update(ps, gs, 3, state, /*overlap=*/true), PLANRT_OK) << planrt_last_error();
-    EXPECT_FALSE(opt.pending()); // a device's update is not overlapped
+    EXPECT_FALSE(opt.pending());            // a device's update is not overlapped
+    EXPECT_TRUE(FakeDevice::queue.empty()); // it returns with its work done, as the runtime's other device work
     EXPECT_EQ(std::vector<float>(ps[0], ps[0] + s.n0), stepped(p0, m0, g0));
     EXPECT_EQ(std::vector<float>(ps[1], ps[1] + s.n1), stepped(p1, m1, g1));
     EXPECT_EQ(state[0], 3.0f);
     EXPECT_EQ(state[6], 9.0f);
 
-    float *const rm[2] = {onDevice(std::vector<float>(size_t(s.n0))), onDevice(std::vector<float>(size_t(s.n1)))};
-    float *const rv[2] = {onDevice(std::vector<float>(size_t(s.n0))), onDevice(std::vector<float>(size_t(s.n1)))};
+    std::vector<float> r0(size_t(s.n0)), r1(size_t(s.n1)), q0(size_t(s.n0)), q1(size_t(s.n1));
+    float *const rm[2] = {r0.data(), r1.data()}, *const rv[2] = {q0.data(), q1.data()};
+    uint64_t in = FakeDevice::copiedIn, out = FakeDevice::copiedOut;
     ASSERT_EQ(opt.load(rm, rv), PLANRT_OK) << planrt_last_error();
+    EXPECT_EQ(FakeDevice::copiedIn + FakeDevice::copiedOut, in + out); // the host's work alone
+    for (int64_t i = 0; i < s.n0; ++i) {
+      ASSERT_EQ(rm[0][i], m0[size_t(i)] + g0[size_t(i)]) << i;
+      ASSERT_EQ(rv[0][i], v0[size_t(i)] + g0[size_t(i)] * g0[size_t(i)]) << i;
+    }
     for (int64_t i = 0; i < s.n1; ++i) {
       ASSERT_EQ(rm[1][i], m1[size_t(i)] + g1[size_t(i)]) << i;
       ASSERT_EQ(rv[1][i], v1[size_t(i)] + g1[size_t(i)] * g1[size_t(i)]) << i;
     }
     EXPECT_FALSE(FakeDevice::strayPointer);
-    // Each of the 7 records in and out once, and the moments once more each way (the
-    // store, the load); and a little more: a group's partial chunk pads its gradient
-    // and parameters (in whole), its parameters come back; the state, its next values.
-    uint64_t moments = uint64_t(s.n0 + s.n1) * 2 * 4, records = 7 * 2 * kChunk * 4;
-    EXPECT_GE(FakeDevice::copiedIn, records + moments);
-    EXPECT_GE(FakeDevice::copiedOut, records + moments);
-    EXPECT_LE(FakeDevice::copiedIn, records + moments + 2 * 3 * kChunk * 4 + 3 * 32);
-    for (float *x : {ms[0], ms[1], vs[0], vs[1], ps[0], ps[1], gs[0], gs[1], state, rm[0], rm[1], rv[0], rv[1]})
+    // The update's copies: each of the 7 records in and out once, and a little more: a
+    // group's partial chunk pads its gradient and parameters (in whole), its parameters
+    // come back; the state, its next values.
+    uint64_t records = 7 * 2 * kChunk * 4;
+    EXPECT_GE(FakeDevice::copiedIn, records);
+    EXPECT_GE(FakeDevice::copiedOut, records);
+    EXPECT_LE(FakeDevice::copiedIn, records + 2 * 3 * kChunk * 4 + 3 * 32);
+    for (float *x : {ps[0], ps[1], gs[0], gs[1], state})
       planrt_mem_free(x);
   }
   planrt_set_backend(nullptr);
   EXPECT_TRUE(FakeDevice::blocks.empty()); // the optimizer's device block given back
+  EXPECT_TRUE(FakeDevice::pinned.empty()); // and its page-locked slots
 }

@@ -458,6 +458,10 @@ TEST(TrainMain, AnArenaThatDoesNotHoldItsBuffersIsMalformed) {
   bad = m;
   bad["schedule"]["buffers"][0].erase("offset");
   expectError(bad, "schedule.buffers[0] ('params') has no offset in the arena, and is not offloaded");
+  // Only an offloaded moment may lack one (plan-memory-plan leaves them out of the arena).
+  bad = m;
+  bad["schedule"]["buffers"][2].erase("offset");
+  expectError(bad, "schedule.buffers[2] ('exp_avg') has no offset in the arena, and is not offloaded");
   bad = m;
   bad["memory"]["stage_state_bytes"] = {kStateBytes, kStateBytes};
   expectError(bad, "memory.stage_state_bytes is not one size per pipeline stage, each at most 5376");

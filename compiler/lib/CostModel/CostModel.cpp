@@ -1442,7 +1442,8 @@ private:
       int64_t slots = (params ? 7 : 6) * opt.bufferBytes + 4096;
       if (cudaMesh()) {
         bufs.push_back({"offloaded optimizer's record on the device (its update)", 4 * opt.bufferBytes + 64, true});
-        off.hostBytes = slots; // page-locked
+        // Page-locked; and a checkpoint reads the moments back into host memory.
+        off.hostBytes = slots + (l.checkpoints ? momentFileBytes(rank, 1) : 0);
         off.pcieBytesPerStep = 2 * momentFileBytes(rank);
       } else {
         bufs.push_back({params ? "offloaded optimizer's and parameters' staging buffer (io_uring)"
@@ -1477,11 +1478,12 @@ private:
     }
     return true;
   }
-  /// A checkpoint of an offloaded optimizer (the executables) reads the moments
+  /// A checkpoint of an offloaded optimizer (a cpu mesh's executables) reads the moments
   /// back into memory between steps, where the step's activations and buffers were: the
-  /// row of what they exceed them by.
+  /// row of what they exceed them by. (On a cuda mesh they come back to host memory:
+  /// offloadState's host bytes.)
   void checkpointRow(int r, const Memory &mem, std::vector<BufferRow> &bufs) const {
-    if (!l.checkpoints || !builtOffload())
+    if (!l.checkpoints || !builtOffload() || cudaMesh())
       return;
     // (With `params`, the parameter shard comes back too: half the moments' bytes.)
     double step = double(mem.activations), moments = double(momentFileBytes(r, 1)) * (l.paramsOffload.any() ? 1.5 : 1);

@@ -66,8 +66,8 @@ bool plan::checkFit(const sema::Program &program, lang::Diags &diags, const std:
                  .str());
     }
     if (estimatedOnly)
-      d.note("these layouts are estimates that this version of planc does not build (offload other than "
-             "'optimizer = nvme(DIR)', with 'params = nvme(DIR)' under ZeRO-3 on a cpu mesh)");
+      d.note("these layouts are estimates that this version of planc does not build (on a cuda mesh "
+             "'optimizer = cpu' or 'params' offloaded)");
     d.note("'planc explain --search' lists every layout that fits");
   }
   return ok;

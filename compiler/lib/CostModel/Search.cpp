@@ -76,7 +76,8 @@ static void offloadToFit(const sema::Model &model, const sema::Mesh &mesh, const
                          const Calibration &cal, sema::Layout &l, Estimate &e) {
   // What offload cannot move decides first, without another estimate: on a cpu mesh
   // everything but the optimizer's state (and ZeRO-3's shard over several data ranks)
-  // stays; on a cuda mesh the activations do.
+  // stays; on a cuda mesh the activations do (a bound: the moments' offload, tried
+  // first there, keeps the parameters and gradients too).
   // (A bound: `params` counts a frozen base's shard too, which stays.)
   bool shardMoves = zero == 3 && l.data > 1;
   int64_t stays = mesh.kind == sema::DeviceKind::CUDA
