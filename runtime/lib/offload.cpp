@@ -166,35 +166,46 @@ struct OffloadedOptimizer::Impl {
     return (slotFloats() + (params() ? 1 : 2) * chunk + 16) * int64_t(sizeof(float));
   }
 
+  /// n floats of host memory at `src` into the device's at `to` (queued), and back
+  /// (waited for), counted in deviceBytes.
+  void in(float *to, const float *src, int64_t n) {
+    planrt_mem_copy_in(to, src, size_t(n) * sizeof(float));
+    self->deviceBytes += uint64_t(n) * sizeof(float);
+  }
+  void out(float *to, const float *src, int64_t n) {
+    planrt_mem_copy_out(to, src, size_t(n) * sizeof(float));
+    self->deviceBytes += uint64_t(n) * sizeof(float);
+  }
   /// n floats of `src` (the backend's memory) into host memory at `to`.
-  void fromDevice(float *to, const float *src, int64_t n) const {
+  void fromDevice(float *to, const float *src, int64_t n) {
     if (device)
-      planrt_mem_copy_out(to, src, size_t(n) * sizeof(float));
+      out(to, src, n);
     else
       std::memcpy(to, src, size_t(n) * sizeof(float));
   }
 
   /// Record i's chunk update (group grp's floats [off, off + n)) on a device: the record
-  /// and, for a partial last chunk, its gradient and parameters padded with zeros, in;
-  /// the generated kernels; the record out (the wait), and the parameters' part back.
+  /// in and, for a partial last chunk, its gradient and parameters (through the host's
+  /// pads: the backend copies to and from the host only) padded with zeros on the
+  /// device; the generated kernels; the record out (the wait), and the parameters back.
   void deviceChunk(int grp, int64_t off, int64_t n, float *slot, float *const p[2], float *const g[2], int64_t step) {
     planrt_update_chunk_fn fn = groups[grp].update;
-    planrt_mem_copy_in(dev, slot, size_t(2 * chunk) * sizeof(float));
+    in(dev, slot, 2 * chunk);
     float *param = p[grp] + off, *grad = g[grp] + off;
     if (n < chunk) {
       for (auto [host, devPad, from] : {std::tuple{padG, devPadG, grad}, std::tuple{padP, devPadP, param}}) {
-        std::fill(host, host + chunk, 0.0f);
-        planrt_mem_copy_out(host, from, size_t(n) * sizeof(float));
-        planrt_mem_copy_in(devPad, host, size_t(chunk) * sizeof(float));
+        out(host, from, n);
+        in(devPad, host, n);
+        planrt_mem_fill_async(devPad + n, 0.0f, size_t(chunk - n));
       }
       grad = devPadG;
       param = devPadP;
     }
     fn(param, grad, dev, dev + chunk, step, devState, devNext);
-    planrt_mem_copy_out(slot, dev, size_t(2 * chunk) * sizeof(float));
+    out(slot, dev, 2 * chunk);
     if (n < chunk) {
-      planrt_mem_copy_out(padP, devPadP, size_t(n) * sizeof(float));
-      planrt_mem_copy_in(p[grp] + off, padP, size_t(n) * sizeof(float));
+      out(padP, devPadP, n);
+      in(p[grp] + off, padP, n);
     }
   }
 
@@ -684,12 +695,12 @@ planrt_status OffloadedOptimizer::Impl::runUpdate(float *const p[2], float *cons
     }
   };
   if (device) { // the kernels read the step state, and write its next values, in the device's memory
-    planrt_mem_copy_in(devState, state, 8 * sizeof(float));
-    planrt_mem_copy_in(devNext, next, 8 * sizeof(float));
+    in(devState, state, 8);
+    in(devNext, next, 8);
   }
   planrt_status streamed = stream(true, true, chunkUpdate, job);
   if (device && !streamed)
-    planrt_mem_copy_out(next, devNext, 8 * sizeof(float));
+    out(next, devNext, 8);
   else if (device) // nothing left queued (the state's copies, a record's kernels) when it fails
     planrt_mem_sync();
   if (streamed)
@@ -715,7 +726,7 @@ planrt_status OffloadedOptimizer::update(float *const p[2], float *const g[2], i
     if (planrt_status s = d.runUpdate(p, g, step, now, next, nullptr))
       return s;
     if (d.device) { // waited for: the update ends done, as the runtime's other device work
-      planrt_mem_copy_in(state, next, kNext);
+      d.in(state, next, kNext / sizeof(float));
       planrt_mem_sync();
     } else
       std::memcpy(state, next, kNext);

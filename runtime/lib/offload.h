@@ -99,7 +99,9 @@ public:
   /// read ahead: its copy out of the staging buffer, and any wait for its reads); the
   /// seconds the caller waited for overlapped updates (awaitPiece, readParams, settle).
   /// An overlapped update counts its own after it is settled.
-  uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0, fetchBytes = 0;
+  /// On a device backend, the bytes the updates copied to and from the device (the
+  /// records, a partial chunk's pads, the step state).
+  uint64_t bytesRead = 0, bytesWritten = 0, updateBytes = 0, fetchBytes = 0, deviceBytes = 0;
   double waitSeconds = 0, updateSeconds = 0, fetchSeconds = 0, overlapWaitSeconds = 0;
 
 private:

@@ -131,6 +131,11 @@ int Trainer::run() {
                   bytes / (1 << 20), offload->updateSeconds,
                   offload->updateSeconds > 0 ? bytes / offload->updateSeconds / 1e9 : 0.0, offload->waitSeconds);
     summary += mem;
+    if (offload->deviceBytes) { // on a device: each record copied in and out (PCIe)
+      std::snprintf(mem, sizeof mem, ", %.1f MiB copied to and from the device",
+                    double(offload->deviceBytes) / (1 << 20));
+      summary += mem;
+    }
     if (offload->paramsOffloaded()) {
       std::snprintf(mem, sizeof mem, ", %.1f MiB of parameters fetched for all-gathers in %.2f s",
                     double(offload->fetchBytes) / (1 << 20), offload->fetchSeconds);

@@ -87,9 +87,17 @@ for a, b in zip(plain, off):
 if target == "cuda-host":
     touches = [(a["host_touches"], b["host_touches"]) for a, b in zip(plain, off)]
     assert all(t == u for t, u in touches), f"offload: FAIL: {name}: host touches without / with offload {touches}"
+
 x, y = load(f"{work}/plain_{name}.st"), load(f"{work}/off_{name}.st")
 assert x.keys() == y.keys() and all(x[k] == y[k] for k in x), f"offload: FAIL: {name}: exported state differs"
 e, ep = json.load(open(f"{work}/off_{name}.json")), json.load(open(f"{work}/plain_{name}.json"))
+# cuda-host: what rank 0's updates copied to and from the device, explain's PCIe bytes
+# (to the final line's 0.1 MiB) where rank 0 is its worst rank (not so under a pipeline).
+if target == "cuda-host" and e["worst_rank"] == 0:
+    import re
+    copied = float(re.search(r"([0-9.]+) MiB copied to and from the device", open(f"{work}/off_{name}.out").read())[1])
+    pcie = e["offload"]["pcie_bytes_per_step"] * len(off) / 2**20
+    assert abs(copied - pcie) <= 0.051, f"offload: FAIL: {name}: {copied} MiB copied, explain {pcie:.3f} MiB"
 measured = lambda rows: max(r["mem_device_peak_bytes"] for r in rows)
 total = lambda est: est["per_rank_bytes"][0]["total"]
 ratio = measured(off) / total(e)

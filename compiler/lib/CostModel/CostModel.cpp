@@ -1406,6 +1406,19 @@ private:
     }
     return 8 * floats;
   }
+  /// Bytes a step's offloaded update copies to and from the device on a cuda mesh
+  /// (runtime/lib/offload.cpp): every record in and out; for an optimizer group's
+  /// partial last chunk of n floats, its gradient and parameters out and in again (to the
+  /// padded chunk the device zeroes), and the parameters back; the step state's 38 floats.
+  int64_t deviceCopyBytes(int64_t rank) const {
+    int64_t chunk = std::max<int64_t>(1, l.optimizerOffload.bufferBytes / 4), floats = 38;
+    training::FlatLayout flat = flatLayoutOf(rank);
+    for (int g = 0; g < 2; ++g) {
+      int64_t span = d > 1 && l.zero >= 1 ? flat.shardFloats(g) : flat.groupFloats(g), n = span % chunk;
+      floats += 4 * ((span + chunk - 1) / chunk) * chunk + 6 * n;
+    }
+    return 4 * floats;
+  }
   /// The device side of `offload` for one rank (n trained elements, `shard` of them
   /// its ZeRO piece), with where the rest lives and what moves per step; false when
   /// nothing is offloaded. The executables (optimizer = nvme; builtOffload) hold
@@ -1444,7 +1457,7 @@ private:
         bufs.push_back({"offloaded optimizer's record on the device (its update)", 4 * opt.bufferBytes + 64, true});
         // Page-locked; and a checkpoint reads the moments back into host memory.
         off.hostBytes = slots + (l.checkpoints ? momentFileBytes(rank, 1) : 0);
-        off.pcieBytesPerStep = 2 * momentFileBytes(rank);
+        off.pcieBytesPerStep = deviceCopyBytes(rank);
       } else {
         bufs.push_back({params ? "offloaded optimizer's and parameters' staging buffer (io_uring)"
                                : "offloaded optimizer's staging buffer (io_uring)",
