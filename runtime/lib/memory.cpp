@@ -85,8 +85,7 @@ void raise(std::atomic<uint64_t> &peak, uint64_t now) {
 void *hostAlloc(size_t bytes) { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
 const planrt_backend kHost = {"cpu",   hostAlloc, std::free, nullptr, planrt::host::fill,
                               nullptr, nullptr,   nullptr,   nullptr, nullptr,
-                              nullptr, nullptr,   nullptr,   nullptr, nullptr,
-                              nullptr};
+                              nullptr, nullptr,   nullptr};
 std::atomic<const planrt_backend *> backend{&kHost};
 
 /// `size` bytes at a multiple of `alignment` (a power of two, at least 16), counted in

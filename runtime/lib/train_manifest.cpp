@@ -575,8 +575,7 @@ void readMemory(const json &root, Manifest &m) {
     BufferSpec &b = m.buffers[i];
     std::string where = "schedule.buffers[" + std::to_string(i) + "]";
     if (!buffers[i].contains(key::offset)) { // offloaded: held only while a checkpoint reads it back
-      if (m.offloadDir.empty() ||
-          (b.name != m.bufferName("exp_avg", b.stage) && b.name != m.bufferName("exp_avg_sq", b.stage)))
+      if (!m.offloadedMoment(b.name, b.stage))
         throw Malformed{where + " ('" + b.name + "') has no offset in the arena, and is not offloaded"};
       continue;
     }

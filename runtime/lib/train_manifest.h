@@ -114,6 +114,11 @@ struct Manifest {
   std::string bufferName(const std::string &name, int64_t stage = -1) const {
     return pipeline > 1 ? name + "_s" + std::to_string(stage < 0 ? this->stage : stage) : name;
   }
+  /// Whether buffer `name` (of pipeline stage `stage`, -1: this rank's) is Adam's moments
+  /// offloaded to files (offloadDir): not held through the run, nor in the arena.
+  bool offloadedMoment(const std::string &name, int64_t stage = -1) const {
+    return !offloadDir.empty() && (name == bufferName("exp_avg", stage) || name == bufferName("exp_avg_sq", stage));
+  }
   uint64_t seed = 0;
   std::vector<std::string> data, val;
   /// train.images: a model over images reads `data` as image files of this shape (the

@@ -103,8 +103,7 @@ planrt_status Trainer::gatherFull(std::vector<float> &P, std::vector<float> &M, 
 }
 
 bool Trainer::offloadedBuffer(const std::string &name) const {
-  return (offloaded() && (name == m.bufferName("exp_avg") || name == m.bufferName("exp_avg_sq"))) ||
-         (paramsOffloaded() && name == m.master);
+  return m.offloadedMoment(name) || (paramsOffloaded() && name == m.master);
 }
 
 planrt_status Trainer::openOffload() {
